@@ -1,0 +1,165 @@
+"""BertConfig: the fields and defaults of transformers' BertConfig, validated.
+
+Importable without torch, so tools can read and check a config cheaply.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from bertlite.hub import resolve_file
+
+# Names understood by bertlite.modeling.ACT2FN. Kept here (not derived from the
+# torch module) so that validating a config never imports torch; a test checks
+# the two lists agree.
+SUPPORTED_ACTIVATIONS = (
+    "gelu",
+    "gelu_10",
+    "gelu_accurate",
+    "gelu_fast",
+    "gelu_new",
+    "gelu_python",
+    "gelu_python_tanh",
+    "gelu_pytorch_tanh",
+    "hardswish",
+    "laplace",
+    "leaky_relu",
+    "linear",
+    "mish",
+    "quick_gelu",
+    "relu",
+    "relu2",
+    "relu6",
+    "sigmoid",
+    "silu",
+    "sqrtsoftplus",
+    "swish",
+    "tanh",
+)
+SUPPORTED_POSITION_EMBEDDINGS = ("absolute",)
+BERT_MODEL_TYPES = ("bert",)
+
+CONFIG_NAME = "config.json"
+
+
+@dataclass
+class BertConfig:
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int | None = 0
+    # transformers v5 dropped this field; v4 checkpoints still carry it.
+    position_embedding_type: str = "absolute"
+    use_cache: bool = True
+    classifier_dropout: float | None = None
+    is_decoder: bool = False
+    add_cross_attention: bool = False
+    bos_token_id: int | None = None
+    eos_token_id: int | list[int] | None = None
+    tie_word_embeddings: bool = True
+    model_type: str = "bert"
+    # Keys of a transformers config.json that bertlite does not use (architectures,
+    # transformers_version, id2label, ...): kept so to_dict() writes them back.
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.model_type not in BERT_MODEL_TYPES:
+            raise ValueError(
+                f"model_type={self.model_type!r} is not a BERT config (expected one of {BERT_MODEL_TYPES})"
+            )
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.hidden_size % self.num_attention_heads != 0:
+            raise ValueError(
+                f"hidden_size={self.hidden_size} is not divisible by "
+                f"num_attention_heads={self.num_attention_heads}"
+            )
+        if self.hidden_act not in SUPPORTED_ACTIVATIONS:
+            raise ValueError(
+                f"hidden_act={self.hidden_act!r} is not implemented "
+                f"(supported: {', '.join(SUPPORTED_ACTIVATIONS)})"
+            )
+        if self.position_embedding_type not in SUPPORTED_POSITION_EMBEDDINGS:
+            raise ValueError(
+                f"position_embedding_type={self.position_embedding_type!r} is not implemented "
+                f"(supported: {', '.join(SUPPORTED_POSITION_EMBEDDINGS)})"
+            )
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+        if self.layer_norm_eps <= 0:
+            raise ValueError(f"layer_norm_eps must be positive, got {self.layer_norm_eps!r}")
+        if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(
+                f"pad_token_id={self.pad_token_id} is outside the vocabulary (vocab_size={self.vocab_size})"
+            )
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any]) -> BertConfig:
+        """Build from a transformers-style dict; unknown keys are kept in `extra`."""
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        kwargs = {k: v for k, v in config_dict.items() if k in known}
+        extra = {k: v for k, v in config_dict.items() if k not in known}
+        if kwargs.get("position_embedding_type") is None:
+            kwargs.pop("position_embedding_type", None)
+        return cls(**kwargs, extra=extra)
+
+    @classmethod
+    def from_json_file(cls, path: str | os.PathLike) -> BertConfig:
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not valid JSON ({e})") from e
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+        try:
+            return cls.from_dict(data)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{path}: {e}") from e
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | os.PathLike, **hub_kwargs: Any) -> BertConfig:
+        """Read config.json from a local folder or a hub repo (see bertlite.hub.resolve_file)."""
+        path = resolve_file(name_or_path, CONFIG_NAME, **hub_kwargs)
+        if path is None:
+            raise OSError(f"{name_or_path}: no {CONFIG_NAME} found")
+        return cls.from_json_file(path)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        out.update(self.extra)
+        return dict(sorted(out.items()))
+
+    def to_json_file(self, path: str | os.PathLike) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=2)
+            f.write("\n")

@@ -1,0 +1,327 @@
+"""Read a BERT checkpoint (safetensors, sharded or not, or legacy .bin) into a model.
+
+The model is built on the meta device and the checkpoint's tensors are assigned
+in place, so weights are never randomly initialised only to be overwritten and
+are held once in memory. Keys are checked strictly and reported by name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import warnings
+from contextlib import contextmanager
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+from safetensors import SafetensorError, safe_open
+from torch import Tensor, nn
+
+from bertlite.config import BertConfig
+from bertlite.hub import NotCachedError, resolve_file
+
+SAFE_WEIGHTS_NAME = "model.safetensors"
+SAFE_WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
+WEIGHTS_NAME = "pytorch_model.bin"
+WEIGHTS_INDEX_NAME = "pytorch_model.bin.index.json"
+# Preference order: safetensors never runs code, so it wins when both exist.
+WEIGHTS_CANDIDATES = (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_NAME, WEIGHTS_INDEX_NAME)
+
+# Top-level modules of the base model, and the heads' modules around it.
+BASE_MODULES = ("embeddings.", "encoder.", "pooler.")
+HEAD_MODULES = ("cls.", "classifier.", "qa_outputs.")
+# transformers' non-persistent buffers, saved by old versions: derived, never loaded.
+IGNORED_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
+# Tensors that would change the outputs but have no module here. Dropping them
+# would give silently wrong numbers, so they fail even with strict=False.
+UNSUPPORTED_TENSORS = {
+    "distance_embedding": "relative position embeddings (position_embedding_type relative_key*)",
+    "crossattention": "cross-attention layers (add_cross_attention=True)",
+}
+
+M = TypeVar("M", bound=nn.Module)
+V = TypeVar("V")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be loaded as it is: bad file, keys or shapes."""
+
+
+def rename_legacy_key(key: str) -> str:
+    """TF-era names: LayerNorm.gamma/beta -> weight/bias."""
+    if key.endswith(".gamma"):
+        return key[: -len("gamma")] + "weight"
+    if key.endswith(".beta"):
+        return key[: -len("beta")] + "bias"
+    return key
+
+
+def remap_key(key: str, *, base_model_prefix: str = "bert", with_prefix: bool = False) -> str | None:
+    """Canonical name of a checkpoint key for the target model, or None to drop it.
+
+    with_prefix=False targets a BertModel: the `bert.` prefix is stripped and the
+    heads' keys are dropped. with_prefix=True targets a head class, whose base
+    model lives under `bert.`. Unknown keys pass through so the strict check can
+    report them.
+    """
+    prefix = base_model_prefix + "."
+    key = rename_legacy_key(key)
+    bare = key[len(prefix) :] if key.startswith(prefix) else key
+    if bare in IGNORED_BUFFERS:
+        return None
+    if with_prefix:
+        return prefix + bare if bare.startswith(BASE_MODULES) else key
+    return None if key.startswith(HEAD_MODULES) else bare
+
+
+def remap_state_dict(
+    state_dict: Mapping[str, V], *, base_model_prefix: str = "bert", with_prefix: bool = False
+) -> dict[str, V]:
+    """remap_key over a whole state_dict (see there)."""
+    out: dict[str, V] = {}
+    for key, value in state_dict.items():
+        new_key = remap_key(key, base_model_prefix=base_model_prefix, with_prefix=with_prefix)
+        if new_key is not None:
+            out[new_key] = value
+    return out
+
+
+# --- finding and reading files ------------------------------------------------
+
+
+def resolve_weight_files(name_or_path: str | os.PathLike, **hub_kwargs: Any) -> list[Path]:
+    """The weight files of a checkpoint, in the preferred format."""
+    not_cached: NotCachedError | None = None
+    for name in WEIGHTS_CANDIDATES:
+        try:
+            path = resolve_file(name_or_path, name, **hub_kwargs)
+        except NotCachedError as e:
+            not_cached = e
+            continue
+        if path is None:
+            continue
+        if name.endswith(".index.json"):
+            return [_resolve_shard(name_or_path, path, shard, hub_kwargs) for shard in _read_index(path)]
+        return [path]
+    if not_cached is not None:
+        raise not_cached
+    raise CheckpointError(f"{name_or_path}: no weights found (looked for {', '.join(WEIGHTS_CANDIDATES)})")
+
+
+def _read_index(path: Path) -> list[str]:
+    try:
+        weight_map = json.loads(path.read_text(encoding="utf-8"))["weight_map"]
+        return list(dict.fromkeys(weight_map.values()))
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+        raise CheckpointError(f"{path}: not a valid shard index (needs a 'weight_map' object): {e!r}") from e
+
+
+def _resolve_shard(name_or_path: str | os.PathLike, index: Path, shard: str, hub_kwargs: dict) -> Path:
+    subfolder = hub_kwargs.get("subfolder", "")
+    path = resolve_file(name_or_path, shard, **hub_kwargs)
+    if path is None:
+        raise CheckpointError(f"{index}: names shard {os.path.join(subfolder, shard)!r}, which does not exist")
+    return path
+
+
+def iter_tensors(path: Path) -> Iterator[tuple[str, Tensor]]:
+    """(key, tensor) pairs of one weight file, read one tensor at a time."""
+    if path.suffix == ".safetensors":
+        try:
+            with safe_open(path, framework="pt", device="cpu") as f:
+                for key in f.keys():
+                    yield key, f.get_tensor(key)
+        except SafetensorError as e:
+            raise CheckpointError(f"{path}: not a valid safetensors file ({e})") from e
+    else:
+        yield from _load_bin(path).items()
+
+
+def _load_bin(path: Path) -> dict[str, Tensor]:
+    # weights_only=True is the whole point: a pickle can run arbitrary code, and
+    # this unpickler accepts tensors and plain containers only.
+    try:
+        try:
+            state_dict = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError as e:
+            if "mmap" not in str(e):
+                raise
+            # Pre-zip (torch < 1.6) files cannot be memory-mapped.
+            state_dict = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise CheckpointError(
+            f"{path}: refused to load; it holds pickled objects other than tensors, which could run code "
+            f"(bertlite reads .bin files only with torch.load(weights_only=True)). Detail: {e}"
+        ) from e
+    except Exception as e:  # torch raises a zoo of types for bytes that are not a checkpoint
+        raise CheckpointError(f"{path}: not a PyTorch checkpoint ({type(e).__name__}: {e})") from e
+    if not isinstance(state_dict, dict) or not all(isinstance(v, Tensor) for v in state_dict.values()):
+        raise CheckpointError(f"{path}: expected a dict of tensors, got {type(state_dict).__name__}")
+    return state_dict
+
+
+# --- loading into a model -----------------------------------------------------
+
+
+@dataclass
+class LoadReport:
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    mismatched: list[str] = field(default_factory=list)  # "key: checkpoint (a, b) in file, model (c, d)"
+    unsupported: list[str] = field(default_factory=list)
+
+    def message(self, what: str) -> str:
+        lines = [f"cannot load {what}:"]
+        for title, items in (
+            ("tensors bertlite does not implement", self.unsupported),
+            ("shape mismatch", self.mismatched),
+            ("missing keys", self.missing),
+            ("unexpected keys", self.unexpected),
+        ):
+            if items:
+                lines.append(f"  {title} ({len(items)}): " + ", ".join(sorted(items)))
+        return "\n".join(lines)
+
+
+def load_checkpoint(
+    model: nn.Module,
+    files: list[Path],
+    *,
+    strict: bool = True,
+    dtype: torch.dtype | None = None,
+    device: torch.device | str | None = None,
+    what: str = "checkpoint",
+) -> LoadReport:
+    """Assign the tensors of `files` to `model` (built on meta or not); check keys strictly."""
+    base_model_prefix = getattr(model, "base_model_prefix", "bert")
+    with_prefix = any(k.startswith(base_model_prefix + ".") for k in model.state_dict())
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    has_pooler = any(k.startswith(("pooler.", base_model_prefix + ".pooler.")) for k in expected)
+    report = LoadReport()
+    loaded: dict[str, Tensor] = {}
+    for path in files:
+        # One tensor at a time: a dtype conversion never holds the checkpoint twice.
+        for raw_key, tensor in iter_tensors(path):
+            key = remap_key(raw_key, base_model_prefix=base_model_prefix, with_prefix=with_prefix)
+            if key is None:
+                continue
+            unsupported = [why for name, why in UNSUPPORTED_TENSORS.items() if name in key]
+            if unsupported:
+                report.unsupported.append(f"{key} in {path.name} ({unsupported[0]})")
+            elif key not in expected:
+                if not has_pooler and "pooler." in key:
+                    continue  # transformers also ignores a pooler the model was built without
+                report.unexpected.append(key)
+            elif tuple(tensor.shape) != expected[key]:
+                report.mismatched.append(
+                    f"{key}: checkpoint {tuple(tensor.shape)} in {path.name}, model {expected[key]}"
+                )
+            elif not tensor.is_floating_point():
+                report.mismatched.append(f"{key}: checkpoint dtype {tensor.dtype} in {path.name}, model expects floats")
+            else:
+                loaded[key] = tensor.to(device=device or "cpu", dtype=dtype or torch.float32)
+    report.missing = sorted(set(expected) - set(loaded))
+    if report.unsupported or report.mismatched:
+        raise CheckpointError(report.message(what))
+    if report.missing or report.unexpected:
+        if strict:
+            raise CheckpointError(report.message(what) + "\n  (pass strict=False to load anyway)")
+        warnings.warn(report.message(what) + "\n  (strict=False: missing weights are freshly initialised)",
+                      stacklevel=3)
+    model.load_state_dict(loaded, strict=False, assign=True)
+    _materialize_missing(model, device=device, dtype=dtype)
+    return report
+
+
+def _materialize_missing(model: nn.Module, *, device: torch.device | str | None, dtype: torch.dtype | None) -> None:
+    """Give weights the checkpoint lacked real storage and transformers' initial values."""
+    init = getattr(model, "_init_weights", None)
+    for module in model.modules():
+        if any(p.is_meta for p in module.parameters(recurse=False)):
+            module.to_empty(device=device or "cpu", recurse=False)
+            module.to(dtype=dtype or torch.float32)
+            if init is not None:
+                init(module)
+
+
+@contextmanager
+def empty_init() -> Iterator[None]:
+    """Build modules on the meta device without running their random init.
+
+    Even on meta, torch's init functions pull in torch._dynamo (~1.5 s on first
+    use), which would dominate a cold start; the values are overwritten anyway.
+    """
+    saved = {cls: cls.__dict__["reset_parameters"] for cls in _INIT_CLASSES}
+    try:
+        for cls in _INIT_CLASSES:
+            cls.reset_parameters = _no_reset
+        with torch.device("meta"):
+            yield
+    finally:
+        for cls, method in saved.items():
+            cls.reset_parameters = method
+
+
+_INIT_CLASSES = (nn.Linear, nn.Embedding, nn.LayerNorm)
+
+
+def _no_reset(self: nn.Module) -> None:
+    pass
+
+
+def parse_dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    name = dtype.removeprefix("torch.")
+    value = getattr(torch, name, None)
+    if not isinstance(value, torch.dtype) or not value.is_floating_point:
+        raise ValueError(f"dtype={dtype!r} is not a floating torch dtype (try 'float32', 'bfloat16', 'float16')")
+    return value
+
+
+def from_pretrained(
+    cls: type[M],
+    name_or_path: str | os.PathLike,
+    *,
+    revision: str | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    token: str | bool | None = None,
+    local_files_only: bool = False,
+    force_download: bool = False,
+    subfolder: str = "",
+    dtype: torch.dtype | str | None = None,
+    device: torch.device | str | None = None,
+    strict: bool = True,
+    attn_implementation: str | None = None,
+    config: BertConfig | None = None,
+    **model_kwargs: Any,
+) -> M:
+    """Load `cls` from a folder or a hub id, as transformers' from_pretrained does.
+
+    dtype: torch.dtype or its name; None keeps float32. model_kwargs go to the
+    constructor (e.g. add_pooling_layer=False). The model is returned in eval mode.
+    """
+    hub_kwargs = dict(
+        revision=revision,
+        cache_dir=cache_dir,
+        token=token,
+        local_files_only=local_files_only,
+        force_download=force_download,
+        subfolder=subfolder,
+    )
+    torch_dtype = parse_dtype(dtype)
+    if config is None:
+        config = BertConfig.from_pretrained(name_or_path, **hub_kwargs)
+    files = resolve_weight_files(name_or_path, **hub_kwargs)
+    if attn_implementation is not None:
+        model_kwargs["attn_implementation"] = attn_implementation
+    with empty_init():
+        model = cls(config, **model_kwargs)
+    load_checkpoint(
+        model, files, strict=strict, dtype=torch_dtype, device=device, what=f"{cls.__name__} from {name_or_path}"
+    )
+    return model.eval()

@@ -1,0 +1,440 @@
+"""BERT as a module tree whose names and state_dict keys are transformers'.
+
+Attribute names follow transformers/models/bert/modeling_bert.py so a Hugging Face
+state_dict loads key for key. The eager attention keeps transformers' op order,
+so in float32 it is bitwise equal to transformers' eager attention.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from bertlite.config import BertConfig
+
+# --- activations -------------------------------------------------------------
+# Each is the formula transformers' ACT2FN uses for that name, op for op, so the
+# results are identical (not merely close). Activations with parameters (prelu,
+# xielu) are left out: they would add state_dict keys BERT checkpoints never have.
+
+
+def _gelu_new(x: Tensor) -> Tensor:
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+def _gelu_python_tanh(x: Tensor) -> Tensor:
+    return x * 0.5 * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+def _gelu_accurate(x: Tensor) -> Tensor:
+    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * torch.pow(x, 3))))
+
+
+def _gelu_fast(x: Tensor) -> Tensor:
+    return 0.5 * x * (1.0 + torch.tanh(x * 0.7978845608 * (1.0 + 0.044715 * x * x)))
+
+
+def _gelu_python(x: Tensor) -> Tensor:
+    return x * 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+
+def _laplace(x: Tensor, mu: float = 0.707107, sigma: float = 0.282095) -> Tensor:
+    x = (x - mu).div(sigma * math.sqrt(2.0))
+    return 0.5 * (1.0 + torch.erf(x))
+
+
+ACT2FN: dict[str, Callable[[Tensor], Tensor]] = {
+    "gelu": F.gelu,
+    "gelu_10": lambda x: torch.clip(F.gelu(x), -10, 10),
+    "gelu_accurate": _gelu_accurate,
+    "gelu_fast": _gelu_fast,
+    "gelu_new": _gelu_new,
+    "gelu_python": _gelu_python,
+    "gelu_python_tanh": _gelu_python_tanh,
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "hardswish": F.hardswish,
+    "laplace": _laplace,
+    "leaky_relu": F.leaky_relu,
+    "linear": lambda x: x,
+    "mish": F.mish,
+    "quick_gelu": lambda x: x * torch.sigmoid(1.702 * x),
+    "relu": F.relu,
+    "relu2": lambda x: torch.square(F.relu(x)),
+    "relu6": F.relu6,
+    "sigmoid": torch.sigmoid,
+    "silu": F.silu,
+    "sqrtsoftplus": lambda x: F.softplus(x).sqrt(),
+    "swish": F.silu,
+    "tanh": torch.tanh,
+}
+
+# --- attention ---------------------------------------------------------------
+# One signature, named implementations. "eager" is the reference (and the only
+# one that yields probabilities); faster paths are tested against it.
+AttentionFn = Callable[[Tensor, Tensor, Tensor, "Tensor | None", float, float], tuple[Tensor, "Tensor | None"]]
+
+
+def eager_attention(
+    query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None, scaling: float, dropout_p: float
+) -> tuple[Tensor, Tensor]:
+    # Scale after the matmul, as transformers v5 does: the order decides the last bit.
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling  # (B, nh, T, T)
+    if bias is not None:
+        scores = scores + bias
+    probs = F.softmax(scores, dim=-1)
+    probs = F.dropout(probs, p=dropout_p, training=dropout_p > 0)
+    context = torch.matmul(probs, value).transpose(1, 2).contiguous()  # (B, T, nh, hs)
+    return context, probs
+
+
+def sdpa_attention(
+    query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None, scaling: float, dropout_p: float
+) -> tuple[Tensor, None]:
+    context = F.scaled_dot_product_attention(query, key, value, attn_mask=bias, dropout_p=dropout_p, scale=scaling)
+    return context.transpose(1, 2).contiguous(), None  # (B, T, nh, hs)
+
+
+ATTENTION_FUNCTIONS: dict[str, AttentionFn] = {"eager": eager_attention, "sdpa": sdpa_attention}
+DEFAULT_ATTENTION = "sdpa"
+
+
+def check_attn_implementation(name: str) -> str:
+    if name not in ATTENTION_FUNCTIONS:
+        raise ValueError(f"attn_implementation={name!r} is not one of {sorted(ATTENTION_FUNCTIONS)}")
+    return name
+
+
+# --- outputs -----------------------------------------------------------------
+
+
+class ModelOutput:
+    """Dataclass outputs that also index like transformers' ModelOutput: by name,
+    or by position over the fields that are not None."""
+
+    def keys(self) -> list[str]:
+        return [f.name for f in fields(self) if getattr(self, f.name) is not None]
+
+    def to_tuple(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, k) for k in self.keys())
+
+    def __getitem__(self, key: str | int | slice) -> Any:
+        if isinstance(key, str):
+            if key not in self.keys():
+                raise KeyError(key)
+            return getattr(self, key)
+        return self.to_tuple()[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.keys()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+
+@dataclass
+class BaseModelOutputWithPooling(ModelOutput):
+    last_hidden_state: Tensor
+    pooler_output: Tensor | None = None
+    hidden_states: tuple[Tensor, ...] | None = None  # embedding output, then one per layer
+    attentions: tuple[Tensor, ...] | None = None  # (B, nh, T, T) per layer
+
+
+# --- modules -----------------------------------------------------------------
+
+
+class BertEmbeddings(nn.Module):
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        # transformers keeps position_ids/token_type_ids as non-persistent buffers;
+        # they are made on the fly here so a meta-device build has nothing to re-fill.
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+    ) -> Tensor:
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)
+        seq_length, device = inputs_embeds.shape[1], inputs_embeds.device
+        if position_ids is None:
+            position_ids = torch.arange(seq_length, device=device).unsqueeze(0)  # (1, T)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros(1, seq_length, dtype=torch.long, device=device)
+        embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids)
+        embeddings = embeddings + self.position_embeddings(position_ids)
+        embeddings = self.LayerNorm(embeddings)
+        return self.dropout(embeddings)
+
+
+class BertSelfAttention(nn.Module):
+    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__()
+        self.num_attention_heads = config.num_attention_heads
+        self.attention_head_size = config.head_dim
+        self.all_head_size = self.num_attention_heads * self.attention_head_size
+        self.scaling = self.attention_head_size**-0.5
+        self.query = nn.Linear(config.hidden_size, self.all_head_size)
+        self.key = nn.Linear(config.hidden_size, self.all_head_size)
+        self.value = nn.Linear(config.hidden_size, self.all_head_size)
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        self.attn_implementation = check_attn_implementation(attn_implementation)
+
+    def forward(
+        self, hidden_states: Tensor, attention_bias: Tensor | None = None, output_attentions: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.attention_head_size)
+        query = self.query(hidden_states).view(hidden_shape).transpose(1, 2)  # (B, nh, T, hs)
+        key = self.key(hidden_states).view(hidden_shape).transpose(1, 2)
+        value = self.value(hidden_states).view(hidden_shape).transpose(1, 2)
+        # Probabilities exist only on the eager path, so asking for them selects it.
+        name = "eager" if output_attentions else self.attn_implementation
+        dropout_p = self.dropout.p if self.training else 0.0
+        context, probs = ATTENTION_FUNCTIONS[name](query, key, value, attention_bias, self.scaling, dropout_p)
+        context = context.reshape(*input_shape, -1).contiguous()  # (B, T, H)
+        return context, probs
+
+
+class BertSelfOutput(nn.Module):
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: Tensor, input_tensor: Tensor) -> Tensor:
+        hidden_states = self.dropout(self.dense(hidden_states))
+        return self.LayerNorm(hidden_states + input_tensor)
+
+
+class BertAttention(nn.Module):
+    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__()
+        self.self = BertSelfAttention(config, attn_implementation)
+        self.output = BertSelfOutput(config)
+
+    def forward(
+        self, hidden_states: Tensor, attention_bias: Tensor | None = None, output_attentions: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        context, probs = self.self(hidden_states, attention_bias, output_attentions)
+        return self.output(context, hidden_states), probs
+
+
+class BertIntermediate(nn.Module):
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.intermediate_act_fn = ACT2FN[config.hidden_act]
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        return self.intermediate_act_fn(self.dense(hidden_states))
+
+
+class BertOutput(nn.Module):
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: Tensor, input_tensor: Tensor) -> Tensor:
+        hidden_states = self.dropout(self.dense(hidden_states))
+        return self.LayerNorm(hidden_states + input_tensor)
+
+
+class BertLayer(nn.Module):
+    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__()
+        self.attention = BertAttention(config, attn_implementation)
+        self.intermediate = BertIntermediate(config)
+        self.output = BertOutput(config)
+
+    def forward(
+        self, hidden_states: Tensor, attention_bias: Tensor | None = None, output_attentions: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        attention_output, probs = self.attention(hidden_states, attention_bias, output_attentions)
+        layer_output = self.output(self.intermediate(attention_output), attention_output)
+        return layer_output, probs
+
+
+class BertEncoder(nn.Module):
+    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__()
+        self.layer = nn.ModuleList(
+            [BertLayer(config, attn_implementation) for _ in range(config.num_hidden_layers)]
+        )
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        attention_bias: Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
+        all_hidden_states = [hidden_states] if output_hidden_states else None
+        all_attentions = [] if output_attentions else None
+        for layer_module in self.layer:
+            hidden_states, probs = layer_module(hidden_states, attention_bias, output_attentions)
+            if all_hidden_states is not None:
+                all_hidden_states.append(hidden_states)
+            if all_attentions is not None:
+                all_attentions.append(probs)
+        return (
+            hidden_states,
+            tuple(all_hidden_states) if all_hidden_states is not None else None,
+            tuple(all_attentions) if all_attentions is not None else None,
+        )
+
+
+class BertPooler(nn.Module):
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        return self.activation(self.dense(hidden_states[:, 0]))  # the [CLS] token
+
+
+# --- models ------------------------------------------------------------------
+
+
+class BertPreTrainedModel(nn.Module):
+    base_model_prefix = "bert"
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        if not isinstance(config, BertConfig):
+            raise TypeError(f"config must be a bertlite.BertConfig, got {type(config).__name__}")
+        if config.add_cross_attention:
+            raise ValueError("add_cross_attention=True (BERT as a seq2seq decoder) is not supported by bertlite")
+        self.config = config
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | os.PathLike, **kwargs: Any) -> BertPreTrainedModel:
+        """Load a checkpoint from a folder or hub id; see bertlite.loading.from_pretrained."""
+        from bertlite.loading import from_pretrained
+
+        return from_pretrained(cls, name_or_path, **kwargs)
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        # transformers' scheme, so a from-scratch model starts from the same distribution.
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            module.weight.normal_(mean=0.0, std=std)
+            if module.bias is not None:
+                module.bias.zero_()
+        elif isinstance(module, nn.Embedding):
+            module.weight.normal_(mean=0.0, std=std)
+            if module.padding_idx is not None:
+                module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            module.weight.fill_(1.0)
+            module.bias.zero_()
+
+    def init_weights(self) -> None:
+        # Nothing to fill on the meta device (from_pretrained assigns real tensors
+        # next), and skipping it avoids torch's slow first use of meta kernels.
+        if any(not p.is_meta for p in self.parameters()):
+            self.apply(self._init_weights)
+
+    def set_attn_implementation(self, name: str) -> None:
+        check_attn_implementation(name)
+        for module in self.modules():
+            if isinstance(module, BertSelfAttention):
+                module.attn_implementation = name
+
+
+class BertModel(BertPreTrainedModel):
+    def __init__(
+        self,
+        config: BertConfig,
+        add_pooling_layer: bool = True,
+        attn_implementation: str = DEFAULT_ATTENTION,
+    ) -> None:
+        super().__init__(config)
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = BertEncoder(config, attn_implementation)
+        self.pooler = BertPooler(config) if add_pooling_layer else None
+        self.init_weights()
+
+    @property
+    def attn_implementation(self) -> str:
+        return self.encoder.layer[0].attention.self.attn_implementation if len(self.encoder.layer) else "eager"
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embeddings.word_embeddings = value
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> BaseModelOutputWithPooling | tuple[Tensor, ...]:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("pass exactly one of input_ids or inputs_embeds")
+        embedding_output = self.embeddings(
+            input_ids=input_ids,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+        )
+        attention_bias = self.get_attention_bias(attention_mask, embedding_output)
+        sequence_output, hidden_states, attentions = self.encoder(
+            embedding_output,
+            attention_bias,
+            output_attentions=bool(output_attentions),
+            output_hidden_states=bool(output_hidden_states),
+        )
+        pooled_output = self.pooler(sequence_output) if self.pooler is not None else None
+        out = BaseModelOutputWithPooling(sequence_output, pooled_output, hidden_states, attentions)
+        return out.to_tuple() if return_dict is False else out
+
+    def get_attention_bias(self, attention_mask: Tensor | None, embeddings: Tensor) -> Tensor | None:
+        """Additive bias: 0 where a key is attended, dtype-min where it is not.
+
+        None when nothing is masked, which lets SDPA pick its fastest kernel.
+        """
+        batch_size, seq_length = embeddings.shape[:2]
+        keep = None
+        if attention_mask is not None:
+            if attention_mask.shape != (batch_size, seq_length):
+                raise ValueError(
+                    f"attention_mask has shape {tuple(attention_mask.shape)}, "
+                    f"expected (batch, seq_len) = {(batch_size, seq_length)}"
+                )
+            if not bool(attention_mask.all()):
+                keep = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
+        if self.config.is_decoder:
+            causal = torch.ones(seq_length, seq_length, dtype=torch.bool, device=embeddings.device).tril()
+            keep = causal[None, None] if keep is None else keep & causal  # (B, 1, T, T)
+        if keep is None:
+            return None
+        bias = torch.zeros(keep.shape, dtype=embeddings.dtype, device=embeddings.device)
+        return bias.masked_fill_(~keep, torch.finfo(embeddings.dtype).min)
