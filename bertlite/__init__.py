@@ -1,39 +1,60 @@
-"""bertlite: a small, exact, fast PyTorch BERT that loads Hugging Face checkpoints."""
+"""bertlite: a small, exact, fast PyTorch BERT that loads Hugging Face checkpoints.
+
+Torch-backed names are imported on first use, so `import bertlite` and
+`bertlite.BertConfig` stay cheap (and the CLI's --help fast).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from bertlite.config import BertConfig
-from bertlite.loading import CheckpointError, remap_state_dict
-from bertlite.modeling import (
-    BaseModelOutputWithPooling,
-    BertAttention,
-    BertEmbeddings,
-    BertEncoder,
-    BertIntermediate,
-    BertLayer,
-    BertModel,
-    BertOutput,
-    BertPooler,
-    BertPreTrainedModel,
-    BertSelfAttention,
-    BertSelfOutput,
-)
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "BaseModelOutputWithPooling",
-    "BertAttention",
-    "BertConfig",
-    "BertEmbeddings",
-    "BertEncoder",
-    "BertIntermediate",
-    "BertLayer",
-    "BertModel",
-    "BertOutput",
-    "BertPooler",
-    "BertPreTrainedModel",
-    "BertSelfAttention",
-    "BertSelfOutput",
-    "CheckpointError",
-    "remap_state_dict",
-    "__version__",
-]
+_LAZY = {
+    "BaseModelOutputWithPooling": "bertlite.modeling",
+    "BertAttention": "bertlite.modeling",
+    "BertEmbeddings": "bertlite.modeling",
+    "BertEncoder": "bertlite.modeling",
+    "BertIntermediate": "bertlite.modeling",
+    "BertLayer": "bertlite.modeling",
+    "BertModel": "bertlite.modeling",
+    "BertOutput": "bertlite.modeling",
+    "BertPooler": "bertlite.modeling",
+    "BertPreTrainedModel": "bertlite.modeling",
+    "BertSelfAttention": "bertlite.modeling",
+    "BertSelfOutput": "bertlite.modeling",
+    "CheckpointError": "bertlite.loading",
+    "remap_state_dict": "bertlite.loading",
+}
+
+__all__ = ["BertConfig", "__version__", *_LAZY]
+
+if TYPE_CHECKING:
+    from bertlite.loading import CheckpointError, remap_state_dict
+    from bertlite.modeling import (
+        BaseModelOutputWithPooling,
+        BertAttention,
+        BertEmbeddings,
+        BertEncoder,
+        BertIntermediate,
+        BertLayer,
+        BertModel,
+        BertOutput,
+        BertPooler,
+        BertPreTrainedModel,
+        BertSelfAttention,
+        BertSelfOutput,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'bertlite' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

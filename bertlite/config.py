@@ -71,6 +71,10 @@ class BertConfig:
     eos_token_id: int | list[int] | None = None
     tie_word_embeddings: bool = True
     model_type: str = "bert"
+    # forward() defaults, as in transformers' PreTrainedConfig.
+    output_attentions: bool = False
+    output_hidden_states: bool = False
+    return_dict: bool = True
     # Keys of a transformers config.json that bertlite does not use (architectures,
     # transformers_version, id2label, ...): kept so to_dict() writes them back.
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -94,13 +98,11 @@ class BertConfig:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.hidden_size % self.num_attention_heads != 0:
             raise ValueError(
-                f"hidden_size={self.hidden_size} is not divisible by "
-                f"num_attention_heads={self.num_attention_heads}"
+                f"hidden_size={self.hidden_size} is not divisible by num_attention_heads={self.num_attention_heads}"
             )
         if self.hidden_act not in SUPPORTED_ACTIVATIONS:
             raise ValueError(
-                f"hidden_act={self.hidden_act!r} is not implemented "
-                f"(supported: {', '.join(SUPPORTED_ACTIVATIONS)})"
+                f"hidden_act={self.hidden_act!r} is not implemented (supported: {', '.join(SUPPORTED_ACTIVATIONS)})"
             )
         if self.position_embedding_type not in SUPPORTED_POSITION_EMBEDDINGS:
             raise ValueError(

@@ -74,9 +74,7 @@ def resolve_file(
             f"{name}: the repo is gated; accept its terms on the hub and pass token= (or run `hf auth login`)"
         ) from e
     except RepositoryNotFoundError as e:
-        raise CheckpointNotFoundError(
-            f"{name}: no such repo on the hub (or it is private: pass token=)"
-        ) from e
+        raise CheckpointNotFoundError(f"{name}: no such repo on the hub (or it is private: pass token=)") from e
     except RevisionNotFoundError as e:
         raise CheckpointNotFoundError(f"{name}: revision {revision!r} not found") from e
     except LocalEntryNotFoundError as e:

@@ -11,8 +11,8 @@ import json
 import os
 import pickle
 import warnings
-from contextlib import contextmanager
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -230,8 +230,9 @@ def load_checkpoint(
     if report.missing or report.unexpected:
         if strict:
             raise CheckpointError(report.message(what) + "\n  (pass strict=False to load anyway)")
-        warnings.warn(report.message(what) + "\n  (strict=False: missing weights are freshly initialised)",
-                      stacklevel=3)
+        warnings.warn(
+            report.message(what) + "\n  (strict=False: missing weights are freshly initialised)", stacklevel=3
+        )
     model.load_state_dict(loaded, strict=False, assign=True)
     _materialize_missing(model, device=device, dtype=dtype)
     return report

@@ -277,9 +277,7 @@ class BertLayer(nn.Module):
 class BertEncoder(nn.Module):
     def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
         super().__init__()
-        self.layer = nn.ModuleList(
-            [BertLayer(config, attn_implementation) for _ in range(config.num_hidden_layers)]
-        )
+        self.layer = nn.ModuleList([BertLayer(config, attn_implementation) for _ in range(config.num_hidden_layers)])
 
     def forward(
         self,
@@ -406,15 +404,16 @@ class BertModel(BertPreTrainedModel):
             inputs_embeds=inputs_embeds,
         )
         attention_bias = self.get_attention_bias(attention_mask, embedding_output)
+        cfg = self.config
         sequence_output, hidden_states, attentions = self.encoder(
             embedding_output,
             attention_bias,
-            output_attentions=bool(output_attentions),
-            output_hidden_states=bool(output_hidden_states),
+            output_attentions=cfg.output_attentions if output_attentions is None else output_attentions,
+            output_hidden_states=cfg.output_hidden_states if output_hidden_states is None else output_hidden_states,
         )
         pooled_output = self.pooler(sequence_output) if self.pooler is not None else None
         out = BaseModelOutputWithPooling(sequence_output, pooled_output, hidden_states, attentions)
-        return out.to_tuple() if return_dict is False else out
+        return out if (cfg.return_dict if return_dict is None else return_dict) else out.to_tuple()
 
     def get_attention_bias(self, attention_mask: Tensor | None, embeddings: Tensor) -> Tensor | None:
         """Additive bias: 0 where a key is attended, dtype-min where it is not.
