@@ -153,15 +153,27 @@ def _load_bin(path: Path) -> dict[str, Tensor]:
             # Pre-zip (torch < 1.6) files cannot be memory-mapped.
             state_dict = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
+        detail = _unpickler_detail(e)
+        if "GLOBAL" not in detail.upper():
+            raise CheckpointError(f"{path}: not a PyTorch checkpoint (unpickling failed: {detail})") from e
         raise CheckpointError(
             f"{path}: refused to load; it holds pickled objects other than tensors, which could run code "
-            f"(bertlite reads .bin files only with torch.load(weights_only=True)). Detail: {e}"
+            f"(bertlite reads .bin files only with torch.load(weights_only=True)): {detail}. "
+            "Convert it to safetensors with a tool you trust, or use a checkpoint from a trusted source"
         ) from e
     except Exception as e:  # torch raises a zoo of types for bytes that are not a checkpoint
         raise CheckpointError(f"{path}: not a PyTorch checkpoint ({type(e).__name__}: {e})") from e
     if not isinstance(state_dict, dict) or not all(isinstance(v, Tensor) for v in state_dict.values()):
         raise CheckpointError(f"{path}: expected a dict of tensors, got {type(state_dict).__name__}")
     return state_dict
+
+
+def _unpickler_detail(error: Exception) -> str:
+    """The one informative line of torch's long weights_only error (which also
+    suggests weights_only=False, advice bertlite must not pass on)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    useful = [line for line in lines[1:] if not line.startswith(("Check the documentation", "Please file"))]
+    return useful[-1] if useful else lines[0] if lines else type(error).__name__
 
 
 # --- loading into a model -----------------------------------------------------
@@ -242,11 +254,18 @@ def _materialize_missing(model: nn.Module, *, device: torch.device | str | None,
     """Give weights the checkpoint lacked real storage and transformers' initial values."""
     init = getattr(model, "_init_weights", None)
     for module in model.modules():
-        if any(p.is_meta for p in module.parameters(recurse=False)):
-            module.to_empty(device=device or "cpu", recurse=False)
-            module.to(dtype=dtype or torch.float32)
-            if init is not None:
-                init(module)
+        params = dict(module.named_parameters(recurse=False))
+        if not any(p.is_meta for p in params.values()):
+            continue
+        # Init works on the whole module in place, so it gets fresh tensors for
+        # every parameter; the loaded ones are put back afterwards, untouched.
+        for name, p in params.items():
+            setattr(module, name, nn.Parameter(torch.empty(p.shape, device=device or "cpu", dtype=dtype)))
+        if init is not None:
+            init(module)
+        for name, p in params.items():
+            if not p.is_meta:
+                setattr(module, name, p)
 
 
 @contextmanager
