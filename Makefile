@@ -1,0 +1,33 @@
+# Set-up is part of every target, so a fresh clone needs only `make demo` or `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: install demo test lint bench clean
+
+install: $(STAMP)
+
+# torch first, pinned to the CPU build on disk: an unpinned torch would pull a
+# multi-GB CUDA build. The stamp makes repeat runs a no-op until pyproject changes.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+demo: install
+	HF_HUB_OFFLINE=1 $(PY) scripts/demo.py
+
+lint: install
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+test: lint
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+
+bench: install
+	HF_HUB_OFFLINE=1 $(PY) scripts/bench.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
