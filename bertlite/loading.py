@@ -11,6 +11,7 @@ import json
 import os
 import pickle
 import warnings
+import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 import torch
 from safetensors import SafetensorError, safe_open
 from torch import Tensor, nn
+from torch.overrides import TorchFunctionMode
 
 from bertlite.config import BertConfig
 from bertlite.hub import NotCachedError, resolve_file
@@ -161,10 +163,16 @@ def _load_bin(path: Path) -> dict[str, Tensor]:
             f"(bertlite reads .bin files only with torch.load(weights_only=True)): {detail}. "
             "Convert it to safetensors with a tool you trust, or use a checkpoint from a trusted source"
         ) from e
-    except Exception as e:  # torch raises a zoo of types for bytes that are not a checkpoint
+    except (RuntimeError, ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
         raise CheckpointError(f"{path}: not a PyTorch checkpoint ({type(e).__name__}: {e})") from e
-    if not isinstance(state_dict, dict) or not all(isinstance(v, Tensor) for v in state_dict.values()):
+    if not isinstance(state_dict, dict):
         raise CheckpointError(f"{path}: expected a dict of tensors, got {type(state_dict).__name__}")
+    for key, value in state_dict.items():
+        if not isinstance(value, Tensor):
+            raise CheckpointError(
+                f"{path}: expected a dict of tensors, but {key!r} is a {type(value).__name__} "
+                "(a training checkpoint? save model.state_dict() instead)"
+            )
     return state_dict
 
 
@@ -185,11 +193,13 @@ class LoadReport:
     unexpected: list[str] = field(default_factory=list)
     mismatched: list[str] = field(default_factory=list)  # "key: checkpoint (a, b) in file, model (c, d)"
     unsupported: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)  # two checkpoint keys for one weight
 
     def message(self, what: str) -> str:
         lines = [f"cannot load {what}:"]
         for title, items in (
             ("tensors bertlite does not implement", self.unsupported),
+            ("conflicting keys", self.conflicts),
             ("shape mismatch", self.mismatched),
             ("missing keys", self.missing),
             ("unexpected keys", self.unexpected),
@@ -205,29 +215,38 @@ def load_checkpoint(
     *,
     strict: bool = True,
     dtype: torch.dtype | None = None,
-    device: torch.device | str | None = None,
+    device: torch.device | str | int | None = None,
     what: str = "checkpoint",
 ) -> LoadReport:
     """Assign the tensors of `files` to `model` (built on meta or not); check keys strictly."""
+    device = torch.device("cpu") if device is None else torch.device(device)
+    dtype = dtype or torch.float32
     base_model_prefix = getattr(model, "base_model_prefix", "bert")
     with_prefix = any(k.startswith(base_model_prefix + ".") for k in model.state_dict())
     expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     has_pooler = any(k.startswith(("pooler.", base_model_prefix + ".pooler.")) for k in expected)
     report = LoadReport()
     loaded: dict[str, Tensor] = {}
+    source: dict[str, str] = {}  # canonical key -> "raw key in file", to report collisions
     for path in files:
         # One tensor at a time: a dtype conversion never holds the checkpoint twice.
         for raw_key, tensor in iter_tensors(path):
             key = remap_key(raw_key, base_model_prefix=base_model_prefix, with_prefix=with_prefix)
             if key is None:
                 continue
+            where = f"{raw_key!r} in {path.name}"
+            if key in source:
+                # e.g. both bert.x and x, or both gamma and weight: which one is right is unknowable.
+                report.conflicts.append(f"{key}: given twice, as {source[key]} and as {where}")
+                continue
+            source[key] = where
             unsupported = [why for name, why in UNSUPPORTED_TENSORS.items() if name in key]
             if unsupported:
                 report.unsupported.append(f"{key} in {path.name} ({unsupported[0]})")
             elif key not in expected:
                 if not has_pooler and "pooler." in key:
                     continue  # transformers also ignores a pooler the model was built without
-                report.unexpected.append(key)
+                report.unexpected.append(f"{key} (in {path.name})")
             elif tuple(tensor.shape) != expected[key]:
                 report.mismatched.append(
                     f"{key}: checkpoint {tuple(tensor.shape)} in {path.name}, model {expected[key]}"
@@ -235,9 +254,10 @@ def load_checkpoint(
             elif not tensor.is_floating_point():
                 report.mismatched.append(f"{key}: checkpoint dtype {tensor.dtype} in {path.name}, model expects floats")
             else:
-                loaded[key] = tensor.to(device=device or "cpu", dtype=dtype or torch.float32)
+                loaded[key] = tensor.to(device=device, dtype=dtype)
     report.missing = sorted(set(expected) - set(loaded))
-    if report.unsupported or report.mismatched:
+    what = f"{what} (files: {', '.join(p.name for p in files)})"
+    if report.unsupported or report.conflicts or report.mismatched:
         raise CheckpointError(report.message(what))
     if report.missing or report.unexpected:
         if strict:
@@ -250,7 +270,7 @@ def load_checkpoint(
     return report
 
 
-def _materialize_missing(model: nn.Module, *, device: torch.device | str | None, dtype: torch.dtype | None) -> None:
+def _materialize_missing(model: nn.Module, *, device: torch.device, dtype: torch.dtype) -> None:
     """Give weights the checkpoint lacked real storage and transformers' initial values."""
     init = getattr(model, "_init_weights", None)
     for module in model.modules():
@@ -260,12 +280,24 @@ def _materialize_missing(model: nn.Module, *, device: torch.device | str | None,
         # Init works on the whole module in place, so it gets fresh tensors for
         # every parameter; the loaded ones are put back afterwards, untouched.
         for name, p in params.items():
-            setattr(module, name, nn.Parameter(torch.empty(p.shape, device=device or "cpu", dtype=dtype)))
+            setattr(module, name, nn.Parameter(torch.empty(p.shape, device=device, dtype=dtype)))
         if init is not None:
             init(module)
         for name, p in params.items():
             if not p.is_meta:
                 setattr(module, name, p)
+
+
+class _SkipInit(TorchFunctionMode):
+    """Turns torch's in-place init calls into no-ops, for the current thread only."""
+
+    _INIT_OPS = frozenset({"normal_", "uniform_", "zero_", "fill_", "kaiming_uniform_", "ones_", "zeros_"})
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", None) in self._INIT_OPS:
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **kwargs)
 
 
 @contextmanager
@@ -274,33 +306,42 @@ def empty_init() -> Iterator[None]:
 
     Even on meta, torch's init functions pull in torch._dynamo (~1.5 s on first
     use), which would dominate a cold start; the values are overwritten anyway.
+    Torch function modes are thread-local, so other threads building modules
+    meanwhile are unaffected.
     """
-    saved = {cls: cls.__dict__["reset_parameters"] for cls in _INIT_CLASSES}
-    try:
-        for cls in _INIT_CLASSES:
-            cls.reset_parameters = _no_reset
-        with torch.device("meta"):
-            yield
-    finally:
-        for cls, method in saved.items():
-            cls.reset_parameters = method
+    with _SkipInit(), torch.device("meta"):
+        yield
 
 
-_INIT_CLASSES = (nn.Linear, nn.Embedding, nn.LayerNorm)
+FLOAT_DTYPES = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "float64": torch.float64,
+    "half": torch.float16,
+    "float": torch.float32,
+}
 
 
-def _no_reset(self: nn.Module) -> None:
-    pass
-
-
-def parse_dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:
-    if dtype is None or isinstance(dtype, torch.dtype):
+def parse_dtype(dtype: torch.dtype | str | None) -> torch.dtype | str | None:
+    """A torch dtype from a dtype or its name; "auto" passes through (resolved per checkpoint)."""
+    if dtype is None or dtype == "auto":
         return dtype
-    name = dtype.removeprefix("torch.")
-    value = getattr(torch, name, None)
-    if not isinstance(value, torch.dtype) or not value.is_floating_point:
-        raise ValueError(f"dtype={dtype!r} is not a floating torch dtype (try 'float32', 'bfloat16', 'float16')")
+    value = FLOAT_DTYPES.get(dtype.removeprefix("torch.")) if isinstance(dtype, str) else dtype
+    if value not in FLOAT_DTYPES.values():
+        raise ValueError(f"dtype={dtype!r} is not supported (use float32, bfloat16, float16, float64 or 'auto')")
     return value
+
+
+def resolve_auto_dtype(config: BertConfig, files: list[Path]) -> torch.dtype:
+    """transformers' dtype="auto": the config's dtype, else the checkpoint's first float tensor's."""
+    for key in ("dtype", "torch_dtype"):
+        if isinstance(config.extra.get(key), str):
+            return parse_dtype(config.extra[key])
+    for _, tensor in iter_tensors(files[0]):
+        if tensor.is_floating_point():
+            return tensor.dtype
+    return torch.float32
 
 
 def from_pretrained(
@@ -314,7 +355,7 @@ def from_pretrained(
     force_download: bool = False,
     subfolder: str = "",
     dtype: torch.dtype | str | None = None,
-    device: torch.device | str | None = None,
+    device: torch.device | str | int | None = None,
     strict: bool = True,
     attn_implementation: str | None = None,
     config: BertConfig | None = None,
@@ -322,7 +363,7 @@ def from_pretrained(
 ) -> M:
     """Load `cls` from a folder or a hub id, as transformers' from_pretrained does.
 
-    dtype: torch.dtype or its name; None keeps float32. model_kwargs go to the
+    dtype: torch.dtype or its name; None keeps float32; "auto" as in transformers. model_kwargs go to the
     constructor (e.g. add_pooling_layer=False). The model is returned in eval mode.
     """
     hub_kwargs = dict(
@@ -337,6 +378,8 @@ def from_pretrained(
     if config is None:
         config = BertConfig.from_pretrained(name_or_path, **hub_kwargs)
     files = resolve_weight_files(name_or_path, **hub_kwargs)
+    if torch_dtype == "auto":
+        torch_dtype = resolve_auto_dtype(config, files)
     if attn_implementation is not None:
         model_kwargs["attn_implementation"] = attn_implementation
     with empty_init():

@@ -394,7 +394,25 @@ class BertModel(BertPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        *,
+        head_mask: None = None,
+        encoder_hidden_states: None = None,
+        encoder_attention_mask: None = None,
+        past_key_values: None = None,
+        use_cache: bool | None = None,
     ) -> BaseModelOutputWithPooling | tuple[Tensor, ...]:
+        # transformers v4 callers pass these (usually as None); accept them rather
+        # than break the drop-in, but refuse any value that would change the result.
+        for name, value in (
+            ("head_mask", head_mask),
+            ("encoder_hidden_states", encoder_hidden_states),
+            ("encoder_attention_mask", encoder_attention_mask),
+            ("past_key_values", past_key_values),
+        ):
+            if value is not None:
+                raise NotImplementedError(f"{name} is not supported by bertlite (pass None)")
+        if use_cache and self.config.is_decoder:
+            raise NotImplementedError("use_cache=True (a KV cache for generation) is not supported by bertlite")
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids or inputs_embeds")
         embedding_output = self.embeddings(
@@ -429,7 +447,7 @@ class BertModel(BertPreTrainedModel):
                     f"expected (batch, seq_len) = {(batch_size, seq_length)}"
                 )
             if not bool(attention_mask.all()):
-                keep = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
+                keep = attention_mask.to(device=embeddings.device, dtype=torch.bool)[:, None, None, :]  # (B, 1, 1, T)
         if self.config.is_decoder:
             causal = torch.ones(seq_length, seq_length, dtype=torch.bool, device=embeddings.device).tril()
             keep = causal[None, None] if keep is None else keep & causal  # (B, 1, T, T)

@@ -145,6 +145,17 @@ def test_decoder_config_is_causal_like_transformers():
         torch.testing.assert_close(ours(**inputs).last_hidden_state, hf(**inputs).last_hidden_state, **TOL)
 
 
+def test_transformers_v4_keywords_accepted_when_none():
+    hf = make_hf_model()
+    ours = to_bertlite(hf)
+    inputs = make_inputs(hf.config, "padded")
+    v4 = dict(head_mask=None, encoder_hidden_states=None, encoder_attention_mask=None, past_key_values=None)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(**inputs, **v4, use_cache=False)[0], hf(**inputs)[0], **TOL)
+    with pytest.raises(NotImplementedError, match="head_mask is not supported"):
+        ours(**inputs, head_mask=torch.ones(2, 4))
+
+
 def test_bad_calls_name_the_problem():
     ours = to_bertlite(make_hf_model())
     ids = torch.ones(2, 5, dtype=torch.long)
