@@ -1,0 +1,563 @@
+"""Compare bertlite with transformers on one checkpoint, and say where they part.
+
+transformers is imported here, lazily: it is the reference, not a dependency of
+the model. Reference = transformers' eager attention in float32. In float32 a
+tensor passes when it is allclose(atol, rtol) to the reference; in bfloat16 /
+float16 our error against the fp32 reference may be at most twice the error of
+transformers itself run in that dtype (plus atol), as flash-attention's tests do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+import bertlite
+from bertlite.config import SUPPORTED_ACTIVATIONS
+from bertlite.loading import parse_dtype
+
+# Varied on purpose: short, long, two segments (token_type_ids), non-ASCII, and
+# lengths that force padding in every batch.
+BUILTIN_TEXTS: list[str | tuple[str, str]] = [
+    "Hello world.",
+    "a",
+    "Return the absolute value of a number. The argument may be an integer, a floating point number, or an "
+    "object implementing __abs__(). If the argument is a complex number, its magnitude is returned.",
+    ("What does len() return?", "Return the length (the number of items) of an object."),
+    ("Is this a pair?", "Yes: the second segment gets token_type_id 1."),
+    "Zürich, São Paulo, Kraków and Ålesund are cities; naïve café crème brûlée.",
+    "東京は日本の首都です。",
+    "Привет, мир! Это проверка.",
+    "emoji 🙂 and symbols ∑ ∫ √ ≠ ≤ ≥ ← →",
+    "   leading and trailing spaces   ",
+    "UPPER CASE and lower case and MiXeD CaSe",
+    "numbers 3.14159 2.71828 1e-12 0x1F 1,000,000",
+    "def f(x):\n    return x ** 2  # code with newlines and indentation",
+    "https://example.org/path?query=1&other=two#fragment",
+    " ".join(["This sentence is repeated to build a long input."] * 30),
+    ("A long second segment follows.", " ".join(["Padding matters for the shorter rows in this batch."] * 12)),
+    "The quick brown fox jumps over the lazy dog.",
+    "Tabs\tand\tother\twhitespace.",
+]
+
+SUPPORTED_DTYPES = ("float32", "bfloat16", "float16")
+
+
+class ParityLoadError(Exception):
+    """The comparison could not start: bad arguments, model not found, missing dependency."""
+
+
+@dataclass
+class Row:
+    kind: str  # "weight" | "module" | "attention" | "output"
+    name: str
+    max_abs: float
+    mean_abs: float
+    max_rel: float  # max |ours - ref| / (|ref| + atol)
+    allowed: float  # the largest max_abs that passes (fp32: atol + rtol * |ref| at the worst element)
+    ok: bool
+    reference_error: float | None = None  # transformers' own error in --dtype vs fp32, when that is the bar
+
+
+@dataclass
+class ParityReport:
+    model: str
+    options: dict[str, Any]
+    rows: list[Row] = field(default_factory=list)
+    only_in_bertlite: list[str] = field(default_factory=list)
+    only_in_transformers: list[str] = field(default_factory=list)
+    first_divergence: str | None = None
+    suggestions: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    texts: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.rows) and not self.only_in_bertlite and not self.only_in_transformers
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        for row in out["rows"]:  # strict JSON has no Infinity/NaN: a non-finite error becomes null
+            for key, value in row.items():
+                if isinstance(value, float) and not math.isfinite(value):
+                    row[key] = None
+        out["ok"] = self.ok
+        out["versions"] = _versions()
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, allow_nan=False)
+
+    def format_table(self, all_weights: bool = False) -> str:
+        opts = self.options
+        reference = opts.get("reference")
+        lines = [
+            f"bertlite parity: {self.model}" + (f"  (transformers: {reference})" if reference != self.model else ""),
+            f"dtype={opts['dtype']} attn={opts['attn']} atol={opts['atol']:g} rtol={opts['rtol']:g}  "
+            f"texts={self.texts} tokens={self.tokens}",
+        ]
+        lines += [f"note: {n}" for n in self.notes]
+        weights = [r for r in self.rows if r.kind == "weight"]
+        bad = [r for r in weights if not r.ok]
+        lines.append(
+            f"\nweights: {len(weights)} compared, {len(weights) - len(bad)} equal, "
+            f"{len(self.only_in_bertlite)} only in bertlite, {len(self.only_in_transformers)} only in transformers"
+            f"  {'PASS' if not bad and not self.only_in_bertlite and not self.only_in_transformers else 'FAIL'}"
+        )
+        lines += [f"  only in bertlite: {k}" for k in self.only_in_bertlite]
+        lines += [f"  only in transformers: {k}" for k in self.only_in_transformers]
+        shown = [r for r in self.rows if r.kind != "weight" or all_weights or not r.ok]
+        width = max([len(r.name) for r in shown] + [20])
+        lines.append(f"\n{'tensor':<{width}}  {'max_abs':>9}  {'mean_abs':>9}  {'max_rel':>9}  {'allowed':>9}  result")
+        for r in shown:
+            lines.append(
+                f"{r.name:<{width}}  {r.max_abs:9.3g}  {r.mean_abs:9.3g}  {r.max_rel:9.3g}  {r.allowed:9.3g}  "
+                f"{'PASS' if r.ok else 'FAIL'}"
+            )
+        lines.append(f"\nfirst divergence: {self.first_divergence or 'none'}")
+        lines += [f"likely cause: {s}" for s in self.suggestions]
+        failed = sum(not r.ok for r in self.rows)
+        verdict = "PARITY HOLDS" if self.ok else "PARITY FAILS"
+        lines.append(f"verdict: {verdict} ({len(self.rows)} tensors compared, {failed} failed) in {self.seconds:.1f} s")
+        return "\n".join(lines)
+
+
+def _versions() -> dict[str, str]:
+    import transformers
+
+    return {"bertlite": bertlite.__version__, "transformers": transformers.__version__, "torch": torch.__version__}
+
+
+# --- inputs --------------------------------------------------------------------
+
+
+def read_text_file(path: str | os.PathLike) -> list[str | tuple[str, str]]:
+    """One text per line; a tab splits a line into a (text_a, text_b) pair."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [line.rstrip("\n") for line in f]
+    except (OSError, UnicodeDecodeError) as e:
+        raise ParityLoadError(f"cannot read --text-file {path}: {e}") from e
+    texts = [tuple(line.split("\t", 1)) if "\t" in line else line for line in lines if line.strip()]
+    if not texts:
+        raise ParityLoadError(f"--text-file {path} has no non-empty lines")
+    return texts
+
+
+def make_batches(
+    name_or_path: str,
+    texts: list[str | tuple[str, str]],
+    config: bertlite.BertConfig,
+    batch_size: int,
+    max_length: int,
+    hub_kwargs: dict[str, Any],
+    notes: list[str],
+) -> list[dict[str, Tensor]]:
+    """Tokenized with the checkpoint's own tokenizer; without one, random ids with
+    the same padding pattern, so weights-only checkpoints can still be checked."""
+    import transformers
+
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(name_or_path, **hub_kwargs)
+    except (OSError, ValueError, KeyError, TypeError):
+        tokenizer = None
+    batches = []
+    g = torch.Generator().manual_seed(0)
+    for i in range(0, len(texts), batch_size):
+        chunk = texts[i : i + batch_size]
+        if tokenizer is not None:
+            firsts = [t[0] if isinstance(t, tuple) else t for t in chunk]
+            seconds = [t[1] if isinstance(t, tuple) else None for t in chunk]
+            pairs = [(a, b) if b is not None else a for a, b in zip(firsts, seconds, strict=True)]
+            enc = tokenizer(pairs, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+            batch = {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc}
+        else:
+            lengths = [min(max_length, 2 + len(str(t).split())) for t in chunk]
+            seq = max(lengths)
+            mask = torch.tensor([[1] * n + [0] * (seq - n) for n in lengths])
+            ids = torch.randint(1, config.vocab_size, (len(chunk), seq), generator=g).masked_fill(mask == 0, 0)
+            batch = {"input_ids": ids, "attention_mask": mask}
+        batches.append(batch)
+    if tokenizer is None:
+        notes.append("no tokenizer found: random token ids with the texts' word counts as lengths")
+    return batches
+
+
+# --- capturing and comparing ---------------------------------------------------
+
+
+def module_names(num_layers: int, has_pooler: bool) -> list[str]:
+    """Sub-modules in execution order: the first that leaves tolerance is the divergence."""
+    names = ["embeddings"]
+    for i in range(num_layers):
+        names += [f"encoder.layer.{i}.attention", f"encoder.layer.{i}.intermediate", f"encoder.layer.{i}.output"]
+    return names + (["pooler"] if has_pooler else [])
+
+
+@contextmanager
+def capture(model: nn.Module, names: list[str]) -> Iterator[dict[str, list[tuple[Tensor, Tensor]]]]:
+    """Record (first input, output) of each named module on every forward."""
+    found = dict(model.named_modules())
+    records: dict[str, list[tuple[Tensor, Tensor]]] = {n: [] for n in names}
+    handles = []
+    for name in names:
+
+        def hook(module, args, output, name=name):  # noqa: ANN001
+            out = output[0] if isinstance(output, tuple) else output
+            records[name].append((args[0].detach() if args else None, out.detach()))
+
+        handles.append(found[name].register_forward_hook(hook))
+    try:
+        yield records
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def run(model: nn.Module, batches: list[dict[str, Tensor]], names: list[str]) -> dict[str, Any]:
+    """Module outputs, final outputs and attention probabilities for every batch."""
+    with torch.no_grad(), capture(model, names) as records:
+        outs = [model(**b) for b in batches]
+    with torch.no_grad():
+        # A separate call: asking for probabilities may change the attention path.
+        probs = [model(**b, output_attentions=True).attentions for b in batches]
+    return {
+        "modules": records,
+        "last_hidden_state": [o.last_hidden_state for o in outs],
+        "pooler_output": [o.pooler_output for o in outs],
+        "attentions": probs,
+    }
+
+
+def select_valid(t: Tensor, mask: Tensor, kind: str) -> Tensor:
+    """Elements that belong to real tokens (padded positions excluded), flattened."""
+    mask = mask.bool()
+    if kind == "pooled":
+        return t.reshape(-1)
+    if kind == "attention":
+        pair = mask[:, None, :, None] & mask[:, None, None, :]  # (B, 1, T, T)
+        return t[pair.expand_as(t)]
+    return t[mask]  # (B, T, ...) -> (valid tokens, ...)
+
+
+def error_stats(ours: list[Tensor], ref: list[Tensor], atol: float, rtol: float) -> tuple[float, float, float, float]:
+    """max_abs, mean_abs, max_rel and the allclose bar at the worst element, over all batches."""
+    o = torch.cat([x.double().reshape(-1) for x in ours])
+    r = torch.cat([x.double().reshape(-1) for x in ref])
+    if o.numel() == 0:
+        return 0.0, 0.0, 0.0, atol
+    diff = (o - r).abs().nan_to_num(nan=math.inf)
+    worst = int((diff - (atol + rtol * r.abs())).argmax())
+    max_rel = (diff / (r.abs() + max(atol, 1e-12))).max().item()
+    return diff.max().item(), diff.mean().item(), max_rel, atol + rtol * r[worst].abs().item()
+
+
+def make_row(
+    kind: str, name: str, ours: list[Tensor], ref: list[Tensor], theirs: list[Tensor] | None, atol: float, rtol: float
+) -> Row:
+    max_abs, mean_abs, max_rel, allowed = error_stats(ours, ref, atol, rtol)
+    if theirs is None:
+        ok = all(torch.allclose(a.double(), b.double(), atol=atol, rtol=rtol) for a, b in zip(ours, ref, strict=True))
+        return Row(kind, name, max_abs, mean_abs, max_rel, allowed, ok)
+    reference_error = error_stats(theirs, ref, atol, rtol)[0]
+    allowed = 2 * reference_error + atol
+    return Row(kind, name, max_abs, mean_abs, max_rel, allowed, max_abs <= allowed, reference_error)
+
+
+# --- the check -----------------------------------------------------------------
+
+
+def load_models(
+    name_or_path: str, reference: str, dtype: torch.dtype, attn: str, hub_kwargs: dict[str, Any]
+) -> tuple[nn.Module, nn.Module, nn.Module | None]:
+    """bertlite on name_or_path in (dtype, attn); transformers eager fp32 on reference;
+    and transformers eager in dtype, whose own error sets the bar for low precision."""
+    try:
+        import transformers
+    except ImportError as e:
+        raise ParityLoadError(
+            "transformers is not installed; it is the reference: pip install transformers (or 'bertlite[test]')"
+        ) from e
+    try:
+        ours = bertlite.BertModel.from_pretrained(name_or_path, dtype=dtype, attn_implementation=attn, **hub_kwargs)
+    except (OSError, ValueError) as e:
+        raise ParityLoadError(f"cannot load {name_or_path} with bertlite: {e}") from e
+    kwargs = {k: v for k, v in hub_kwargs.items() if v is not None}
+    try:
+        ref = transformers.AutoModel.from_pretrained(
+            reference, attn_implementation="eager", dtype=torch.float32, **kwargs
+        ).eval()
+        theirs = None
+        if dtype != torch.float32:
+            theirs = transformers.AutoModel.from_pretrained(
+                reference, attn_implementation="eager", dtype=dtype, **kwargs
+            ).eval()
+    except (OSError, ValueError) as e:
+        raise ParityLoadError(f"cannot load {reference} with transformers: {e}") from e
+    return ours, ref, theirs
+
+
+def check(
+    name_or_path: str | os.PathLike,
+    *,
+    reference: str | os.PathLike | None = None,
+    texts: list[str | tuple[str, str]] | None = None,
+    text_file: str | os.PathLike | None = None,
+    revision: str | None = None,
+    dtype: str | torch.dtype = "float32",
+    attn: str = "eager",
+    atol: float = 1e-5,
+    rtol: float = 1e-5,
+    batch_size: int = 8,
+    max_length: int = 256,
+    head: str = "auto",
+    subfolder: str = "",
+    local_files_only: bool = False,
+) -> ParityReport:
+    """Compare bertlite with transformers on `name_or_path` (folder or hub id).
+
+    reference: what transformers loads, when it is not the same checkpoint (e.g.
+    the original of a converted copy); hub options apply to both.
+    """
+    start = time.perf_counter()
+    name = os.fspath(name_or_path)
+    reference_name = os.fspath(reference) if reference is not None else name
+    torch_dtype = _check_options(dtype, attn, batch_size, max_length, head, atol, rtol)
+    texts = read_text_file(text_file) if text_file is not None else list(texts or BUILTIN_TEXTS)
+    options = dict(
+        dtype=str(torch_dtype).removeprefix("torch."),
+        attn=attn,
+        atol=atol,
+        rtol=rtol,
+        batch_size=batch_size,
+        max_length=max_length,
+        head=head,
+        revision=revision,
+        reference=reference_name,
+    )
+    report = ParityReport(model=name, options=options)
+    hub_kwargs = dict(revision=revision, subfolder=subfolder, local_files_only=local_files_only)
+    ours, ref, theirs = load_models(name, reference_name, torch_dtype, attn, hub_kwargs)
+    if head == "auto":
+        report.notes.append("task heads are not compared yet (bertlite has no heads): base model only")
+    batches = make_batches(name, texts, ours.config, batch_size, max_length, hub_kwargs, report.notes)
+    report.texts = len(texts)
+    report.tokens = int(sum(b["attention_mask"].sum() for b in batches))
+
+    compare_weights(report, ours, ref, theirs is not None and torch_dtype, atol, rtol)
+    names = module_names(ours.config.num_hidden_layers, ours.pooler is not None and ref.pooler is not None)
+    ours_run, ref_run = run(ours, batches, names), run(ref, batches, names)
+    theirs_run = run(theirs, batches, names) if theirs is not None else None
+    compare_activations(report, batches, names, ours_run, ref_run, theirs_run, atol, rtol)
+    if report.first_divergence or not report.ok:
+        report.suggestions = diagnose(report, ours, ref, batches, ours_run, ref_run, atol, rtol)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _check_options(dtype: Any, attn: str, batch_size: int, max_length: int, head: str, atol: float, rtol: float):
+    try:
+        torch_dtype = parse_dtype(dtype)
+    except ValueError as e:
+        raise ParityLoadError(str(e)) from e
+    if str(torch_dtype).removeprefix("torch.") not in SUPPORTED_DTYPES:
+        raise ParityLoadError(f"--dtype must be one of {', '.join(SUPPORTED_DTYPES)}, got {dtype!r}")
+    if attn not in ("eager", "sdpa"):
+        raise ParityLoadError(f"--attn must be eager or sdpa, got {attn!r}")
+    if head not in ("auto", "none"):
+        raise ParityLoadError(f"--head must be auto or none, got {head!r}")
+    if batch_size < 1 or max_length < 2:
+        raise ParityLoadError(f"--batch-size must be >= 1 and --max-length >= 2 (got {batch_size}, {max_length})")
+    if atol < 0 or rtol < 0:
+        raise ParityLoadError(f"--atol and --rtol must be >= 0 (got {atol}, {rtol})")
+    return torch_dtype
+
+
+def compare_weights(
+    report: ParityReport, ours: nn.Module, ref: nn.Module, low_dtype: torch.dtype | bool, atol: float, rtol: float
+) -> None:
+    """Every tensor bertlite loaded against the one transformers loaded for the same name."""
+    mine, theirs = ours.state_dict(), ref.state_dict()
+    report.only_in_bertlite = sorted(set(mine) - set(theirs))
+    report.only_in_transformers = sorted(set(theirs) - set(mine))
+    for key in (k for k in theirs if k in mine):
+        reference = theirs[key].to(low_dtype) if low_dtype else theirs[key]
+        max_abs, mean_abs, max_rel, _ = error_stats([mine[key]], [reference], 0.0, 0.0)
+        ok = mine[key].shape == reference.shape and torch.equal(mine[key], reference)
+        report.rows.append(Row("weight", key, max_abs, mean_abs, max_rel, 0.0, ok))
+
+
+def compare_activations(
+    report: ParityReport,
+    batches: list[dict[str, Tensor]],
+    names: list[str],
+    ours: dict,
+    ref: dict,
+    theirs: dict | None,
+    atol: float,
+    rtol: float,
+) -> None:
+    masks = [b["attention_mask"] for b in batches]
+
+    def pick(run_: dict | None, key: str, kind: str, index: int | None = None) -> list[Tensor] | None:
+        if run_ is None:
+            return None
+        if key in run_["modules"]:
+            tensors = [out for _, out in run_["modules"][key]]
+        elif index is not None:
+            tensors = [probs[index] for probs in run_[key]]
+        else:
+            tensors = run_[key]
+        return [select_valid(t, m, kind) for t, m in zip(tensors, masks, strict=True)]
+
+    for name in names:
+        kind = "pooled" if name == "pooler" else "token"
+        label = name
+        if name.endswith(".output") and ".layer." in name:
+            label = f"{name} (hidden_states[{int(name.split('.')[2]) + 1}])"
+        elif name == "embeddings":
+            label = "embeddings (hidden_states[0])"
+        row = make_row(
+            "module", label, pick(ours, name, kind), pick(ref, name, kind), pick(theirs, name, kind), atol, rtol
+        )
+        report.rows.append(row)
+        if not row.ok and report.first_divergence is None:
+            report.first_divergence = name
+    for i in range(len(ours["attentions"][0])):
+        report.rows.append(
+            make_row(
+                "attention",
+                f"attentions[{i}]",
+                pick(ours, "attentions", "attention", i),
+                pick(ref, "attentions", "attention", i),
+                pick(theirs, "attentions", "attention", i),
+                atol,
+                rtol,
+            )
+        )
+    for key, kind in (("last_hidden_state", "token"), ("pooler_output", "pooled")):
+        if ours[key][0] is not None and ref[key][0] is not None:
+            report.rows.append(
+                make_row(
+                    "output", key, pick(ours, key, kind), pick(ref, key, kind), pick(theirs, key, kind), atol, rtol
+                )
+            )
+    if report.first_divergence is None and any(not r.ok for r in report.rows if r.kind == "attention"):
+        report.first_divergence = next(r.name for r in report.rows if r.kind == "attention" and not r.ok)
+
+
+# --- diagnosis -----------------------------------------------------------------
+
+CAUSES = {
+    "embeddings": "embeddings: word/position/token-type tables, position_ids, or the embedding LayerNorm (eps)",
+    "attention": "self-attention: softmax scaling, the attention mask value, or the dense/LayerNorm after it",
+    "intermediate": "the feed-forward activation: a different GELU variant (gelu vs gelu_new / gelu_pytorch_tanh)",
+    "output": "the feed-forward output: dense weights, the residual, or LayerNorm eps",
+    "pooler": "the pooler: [CLS] selection or its tanh",
+}
+
+
+def diagnose(
+    report: ParityReport,
+    ours: nn.Module,
+    ref: nn.Module,
+    batches: list[dict[str, Tensor]],
+    ours_run: dict,
+    ref_run: dict,
+    atol: float,
+    rtol: float,
+) -> list[str]:
+    """Turn the pattern of failures into likely causes, most specific first."""
+    causes = []
+    bad_weights = [r.name for r in report.rows if r.kind == "weight" and not r.ok]
+    if bad_weights:
+        causes.append(
+            f"{len(bad_weights)} loaded weight(s) differ from transformers' (first: {bad_weights[0]}): "
+            "a key remap bug or a different tensor in the file; fix loading before reading activations"
+        )
+    if report.only_in_bertlite or report.only_in_transformers:
+        causes.append("the two models do not have the same parameters: a module is missing on one side")
+    eps = [
+        f"{name} (bertlite {m.eps:g}, transformers {dict(ref.named_modules())[name].eps:g})"
+        for name, m in ours.named_modules()
+        if isinstance(m, nn.LayerNorm)
+        and name in dict(ref.named_modules())
+        and m.eps != dict(ref.named_modules())[name].eps
+    ]
+    if eps:
+        causes.append(f"LayerNorm eps differs at {len(eps)} LayerNorm(s), e.g. {eps[0]}: check layer_norm_eps")
+    first = report.first_divergence
+    if first is None:
+        return causes
+    specific = len(causes)
+    in_first = [w for w in bad_weights if w.startswith(first + ".")]
+    if in_first:
+        causes[0] += f"; {first} uses {in_first[0]}"
+    part = first.rsplit(".", 1)[-1] if first.startswith("encoder.") else first
+    if part == "intermediate":
+        activation = _probe_activation(first, ours, ref, ours_run, ref_run)
+        if activation:
+            causes.append(activation)
+    if _only_in_padded_sequences(first, batches, ours_run, ref_run, atol, rtol):
+        causes.append(
+            f"{first} differs only in sequences that contain padding: the attention mask value or how "
+            "padded keys are excluded differs (transformers adds finfo(dtype).min)"
+        )
+    if len(causes) == specific and not in_first:
+        causes.append(f"{first} is the first module out of tolerance; look at {CAUSES.get(part, part)}")
+    return causes
+
+
+def _probe_activation(name: str, ours: nn.Module, ref: nn.Module, ours_run: dict, ref_run: dict) -> str | None:
+    """Which activation function reproduces each side's intermediate output; None if the same one does."""
+    from transformers.activations import ACT2FN  # the reference's own functions, whatever bertlite does
+
+    (x_ref, ref_out), (x_ours, ours_out) = ref_run["modules"][name][0], ours_run["modules"][name][0]
+    with torch.no_grad():
+        pre_ref = dict(ref.named_modules())[name].dense(x_ref)
+        pre_ours = dict(ours.named_modules())[name].dense(x_ours)
+
+    def matches(out: Tensor, z: Tensor) -> list[str]:
+        return [
+            n
+            for n in SUPPORTED_ACTIVATIONS
+            if torch.allclose(ACT2FN[n](z).double(), out.double(), atol=1e-6, rtol=1e-5)
+        ]
+
+    theirs_like, ours_like = matches(ref_out, pre_ref), matches(ours_out, pre_ours)
+    if set(theirs_like) & set(ours_like):
+        return None
+    return (
+        f"{name}: transformers' activation behaves like {theirs_like or '?'}, bertlite's like {ours_like or '?'} "
+        f"(config hidden_act={ours.config.hidden_act!r}): a different GELU variant / activation function"
+    )
+
+
+def _only_in_padded_sequences(
+    name: str, batches: list[dict[str, Tensor]], ours_run: dict, ref_run: dict, atol: float, rtol: float
+) -> bool:
+    padded_bad = unpadded_bad = False
+    for b, (_, o), (_, r) in zip(batches, ours_run["modules"][name], ref_run["modules"][name], strict=True):
+        mask = b["attention_mask"].bool()
+        for row in range(mask.shape[0]):
+            if o.dim() < 3:
+                continue
+            valid = mask[row]
+            bad = not torch.allclose(o[row][valid].double(), r[row][valid].double(), atol=atol, rtol=rtol)
+            if bad and bool(valid.all()):
+                unpadded_bad = True
+            elif bad:
+                padded_bad = True
+    return padded_bad and not unpadded_bad

@@ -1,0 +1,143 @@
+"""`bertlite parity` end to end, in process (main(argv) -> exit code)."""
+
+import json
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+import bertlite
+import bertlite.modeling
+from bertlite.cli import main
+from bertlite.parity import BUILTIN_TEXTS, check
+
+LAYER3 = "encoder.layer.3.intermediate.dense.weight"
+
+
+@pytest.fixture(scope="module")
+def perturbed(real_model_path, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("perturbed") / "model"
+    shutil.copytree(real_model_path, folder)
+    state = load_file(folder / "model.safetensors")
+    state[LAYER3] = state[LAYER3] * 1.01
+    save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder
+
+
+def test_builtin_texts_are_varied():
+    assert len(BUILTIN_TEXTS) >= 16
+    assert sum(isinstance(t, tuple) for t in BUILTIN_TEXTS) >= 2
+    assert any(not t.isascii() for t in BUILTIN_TEXTS if isinstance(t, str))
+
+
+def test_real_checkpoint_passes_with_json(real_model_path, tmp_path, capsys):
+    out = tmp_path / "report.json"
+    assert main(["parity", str(real_model_path), "--json", str(out)]) == 0
+    stdout = capsys.readouterr().out
+    assert "verdict: PARITY HOLDS" in stdout and "FAIL" not in stdout
+    report = json.loads(out.read_text())
+    assert report["ok"] is True and report["first_divergence"] is None
+    kinds = {r["kind"] for r in report["rows"]}
+    assert kinds == {"weight", "module", "attention", "output"}
+    assert all(r["ok"] for r in report["rows"])
+    names = {r["name"] for r in report["rows"]}
+    assert {"last_hidden_state", "pooler_output", "attentions[5]", "encoder.layer.5.intermediate"} <= names
+    assert report["versions"]["transformers"] and report["tokens"] > 100
+
+
+def test_real_checkpoint_bf16_passes_by_relative_criterion(real_model_path):
+    report = check(real_model_path, dtype="bfloat16", attn="sdpa")
+    assert report.ok, report.format_table()
+    rows = [r for r in report.rows if r.kind != "weight"]
+    # the bar is transformers' own bf16 error, which is far above fp32 noise
+    assert all(r.reference_error is not None for r in rows)
+    assert max(r.reference_error for r in rows) > 1e-3
+
+
+def test_perturbed_copy_fails_and_names_tensor_and_module(real_model_path, perturbed, capsys):
+    code = main(["parity", str(perturbed), "--reference", str(real_model_path)])
+    stdout = capsys.readouterr().out
+    assert code == 1
+    weight_rows = [line for line in stdout.splitlines() if line.startswith(LAYER3)]
+    assert weight_rows and weight_rows[0].endswith("FAIL")
+    assert "first divergence: encoder.layer.3.intermediate" in stdout
+    assert "verdict: PARITY FAILS" in stdout
+
+
+def test_wrong_gelu_variant_is_diagnosed(real_model_path, monkeypatch, capsys):
+    monkeypatch.setitem(bertlite.modeling.ACT2FN, "gelu", bertlite.modeling.ACT2FN["gelu_new"])
+    assert main(["parity", str(real_model_path)]) == 1
+    stdout = capsys.readouterr().out
+    assert "first divergence: encoder.layer.0.intermediate" in stdout
+    cause = next(line for line in stdout.splitlines() if "activation behaves like" in line)
+    assert "transformers' activation behaves like ['gelu'" in cause and "bertlite's like [" in cause
+    assert "'gelu_new'" in cause.split("bertlite's like")[1] and "GELU variant" in cause
+
+
+def test_wrong_layer_norm_eps_is_diagnosed(real_model_path, monkeypatch, capsys):
+    original = bertlite.BertModel.from_pretrained
+
+    def with_wrong_eps(*args, **kwargs):
+        model = original(*args, **kwargs)
+        for module in model.modules():
+            if isinstance(module, torch.nn.LayerNorm):
+                module.eps = 1e-3
+        return model
+
+    monkeypatch.setattr(bertlite.BertModel, "from_pretrained", with_wrong_eps)
+    assert main(["parity", str(real_model_path)]) == 1
+    stdout = capsys.readouterr().out
+    assert "first divergence: embeddings" in stdout
+    assert "likely cause: LayerNorm eps differs at 13 LayerNorm(s)" in stdout and "transformers 1e-12" in stdout
+
+
+def test_mask_value_is_diagnosed(real_model_path, monkeypatch, capsys):
+    def weak_mask(self, attention_mask, embeddings):
+        bias = (1.0 - attention_mask[:, None, None, :].to(embeddings.dtype)) * -1.0  # far too weak a mask
+        return None if bool(attention_mask.all()) else bias
+
+    monkeypatch.setattr(bertlite.BertModel, "get_attention_bias", weak_mask)
+    assert main(["parity", str(real_model_path)]) == 1
+    stdout = capsys.readouterr().out
+    assert "first divergence: encoder.layer.0.attention" in stdout
+    assert "differs only in sequences that contain padding" in stdout
+
+
+@pytest.mark.parametrize(
+    "make_arg, message",
+    [
+        (lambda tmp: str(tmp / "does-not-exist"), "no such folder"),
+        (lambda tmp: _gpt2_folder(tmp), "model_type='gpt2' is not a BERT config"),
+        (lambda tmp: "some-org/not-cached-bert", "not in the Hugging Face cache"),
+    ],
+)
+def test_load_errors_exit_2_with_one_line(make_arg, message, tmp_path, capsys):
+    assert main(["parity", make_arg(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bertlite parity: error:") and message in lines[0]
+    assert "Traceback" not in captured.err
+
+
+def _gpt2_folder(tmp_path):
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_embd": 768}))
+    return str(folder)
+
+
+def test_usage_errors_exit_2(real_model_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["parity", str(real_model_path), "--dtype", "int8"])
+    assert e.value.code == 2
+    assert main(["parity", str(real_model_path), "--text-file", "/nonexistent/texts.txt"]) == 2
+    assert "cannot read --text-file" in capsys.readouterr().err
+
+
+def test_text_file_with_pairs(real_model_path, tmp_path):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("first text\nquestion?\tanswer.\n\nthird, with ünïcode\n", encoding="utf-8")
+    report = check(real_model_path, text_file=texts, attn="sdpa")
+    assert report.ok and report.texts == 3
