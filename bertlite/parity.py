@@ -290,6 +290,7 @@ def load_models(
         raise ParityLoadError(
             "transformers is not installed; it is the reference: pip install transformers (or 'bertlite[test]')"
         ) from e
+    transformers.utils.logging.disable_progress_bar()  # keep the report the only thing on the terminal
     try:
         ours = bertlite.BertModel.from_pretrained(name_or_path, dtype=dtype, attn_implementation=attn, **hub_kwargs)
     except (OSError, ValueError) as e:
