@@ -27,12 +27,14 @@ _LAZY = {
     "BertSelfAttention": "bertlite.modeling",
     "BertSelfOutput": "bertlite.modeling",
     "CheckpointError": "bertlite.loading",
+    "Embedder": "bertlite.features",
     "remap_state_dict": "bertlite.loading",
 }
 
 __all__ = ["BertConfig", "__version__", *_LAZY]
 
 if TYPE_CHECKING:
+    from bertlite.features import Embedder
     from bertlite.loading import CheckpointError, remap_state_dict
     from bertlite.modeling import (
         BaseModelOutputWithPooling,

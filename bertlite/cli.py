@@ -7,6 +7,7 @@ Exit codes scripts can trust: 0 success (parity holds), 1 parity fails,
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -69,7 +70,126 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto: also compare task-head logits when bertlite implements the heads; none: base only",
     )
     p.add_argument("--all-weights", action="store_true", help="list every weight in the table, not only failures")
+    _add_embed_parser(commands)
     return parser
+
+
+EMBED_HELP = """\
+Embed every text of a file with a BERT checkpoint: one vector per input row.
+
+Pooling, normalization and max length come from the checkpoint's
+sentence-transformers metadata when it has some (so all-MiniLM-L6-v2 gives
+SentenceTransformer's vectors); otherwise mean pooling, no normalization, and
+the model's max length. Options override both.
+
+Inputs: .txt (one text per line, empty lines included), .jsonl (--field),
+.csv / .tsv (--field names the column), or - for stdin (txt unless
+--input-format). Outputs: .npy (float32 matrix, row i = input row i), .jsonl
+({"id": i, "embedding": [...]}), .parquet (needs pyarrow). The output is
+written to a temporary file and renamed at the end: a failed or interrupted run
+leaves no partial file.
+
+exit status: 0 done, 1 failed while embedding, 2 usage / input / load error, 130 interrupted."""
+
+
+def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "embed",
+        help="embed a file of texts into vectors",
+        description=EMBED_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("model", metavar="MODEL", help="a folder or a hub id")
+    p.add_argument("-i", "--input", required=True, metavar="INPUT", help="input file, or - for stdin")
+    p.add_argument("-o", "--output", required=True, metavar="OUTPUT", help="output file: .npy, .jsonl or .parquet")
+    p.add_argument("--field", default="text", help="jsonl field / csv or tsv column holding the text (default: text)")
+    p.add_argument("--input-format", choices=["txt", "jsonl", "csv", "tsv"], help="override the input's extension")
+    p.add_argument(
+        "--errors",
+        choices=["strict", "replace"],
+        default="strict",
+        help="invalid UTF-8 in the input: strict = stop with the line number, replace = use U+FFFD",
+    )
+    p.add_argument("--batch-size", type=int, default=32, metavar="N", help="texts per batch (default: 32)")
+    p.add_argument("--max-tokens", type=int, metavar="N", help="cap batch size x padded length per batch")
+    p.add_argument(
+        "--pooling",
+        choices=["cls", "mean", "max", "pooler", "mean_sqrt_len"],
+        help="default: from the checkpoint's metadata, else mean",
+    )
+    p.add_argument(
+        "--normalize",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="L2-normalize the vectors (default: from the metadata, else no)",
+    )
+    p.add_argument("--max-length", type=int, metavar="L", help="truncate texts to L tokens")
+    p.add_argument(
+        "--on-long",
+        choices=["truncate", "error"],
+        default="truncate",
+        help="texts longer than the max length: truncate (counted in the summary) or stop",
+    )
+    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="model dtype (default: float32)")
+    p.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cpu)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _embed(args: argparse.Namespace) -> int:
+    import time
+
+    from bertlite.files import InputError, VectorWriter, output_format, read_texts, require_pyarrow
+
+    def fail(message: str) -> int:
+        print(f"bertlite embed: error: {message}", file=sys.stderr)
+        return 2
+
+    try:
+        if output_format(args.output) == "parquet":
+            require_pyarrow()
+        if not os.path.isdir(os.path.dirname(os.path.abspath(args.output))):
+            return fail(f"output folder {os.path.dirname(os.path.abspath(args.output))} does not exist")
+        texts = read_texts(args.input, args.input_format, args.field, args.errors)
+        embedder = _load_embedder(args)
+    except (InputError, OSError, ValueError) as e:
+        return fail(str(e))
+    start = time.perf_counter()
+    try:
+        with VectorWriter(args.output, len(texts), embedder.dimension) as writer:
+            for _, vectors in embedder.encode_chunks(
+                texts,
+                args.batch_size,
+                show_progress_bar=not args.quiet,
+                max_tokens=args.max_tokens,
+                on_long=args.on_long,
+            ):
+                writer.write(vectors.numpy())
+    except ValueError as e:  # e.g. --on-long error
+        return fail(str(e))
+    except OSError as e:
+        print(f"bertlite embed: error: writing {args.output} failed: {e}; no output written", file=sys.stderr)
+        return 1
+    seconds = time.perf_counter() - start
+    stats = embedder.last_stats
+    print(
+        f"embedded {stats.texts} texts ({stats.tokens} tokens, {stats.truncated} truncated) in {seconds:.1f} s: "
+        f"{stats.texts / max(seconds, 1e-9):.1f} texts/s -> {args.output}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _load_embedder(args: argparse.Namespace):  # noqa: ANN202 (keeps torch out of --help)
+    from bertlite.features import Embedder
+
+    return Embedder.from_pretrained(
+        args.model,
+        device=args.device,
+        dtype=args.dtype,
+        pooling=args.pooling,
+        normalize=args.normalize,
+        max_length=args.max_length,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -79,9 +199,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return _parity(args)
+        return _parity(args) if args.command == "parity" else _embed(args)
     except KeyboardInterrupt:
-        print("bertlite: interrupted", file=sys.stderr)
+        print(f"bertlite {args.command}: interrupted; no output written", file=sys.stderr)
         return 130
 
 

@@ -1,0 +1,382 @@
+"""Text to vectors: tokenizer, length-sorted batching, pooling. `Embedder.encode`.
+
+Reads sentence-transformers folder metadata (modules.json, 1_Pooling/config.json,
+sentence_bert_config.json, a Normalize module) so a sentence-transformers model
+gives the vectors SentenceTransformer(...).encode gives, without importing it
+or transformers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tokenizers import Encoding, Tokenizer
+from torch import Tensor
+
+from bertlite.hub import resolve_file
+from bertlite.loading import parse_dtype
+from bertlite.modeling import BertModel
+
+POOLING_MODES = ("cls", "mean", "max", "pooler", "mean_sqrt_len")
+# sentence-transformers concatenates the modes a Pooling config turns on, in this order.
+_ST_POOLING_FLAGS = (
+    ("pooling_mode_cls_token", "cls"),
+    ("pooling_mode_max_tokens", "max"),
+    ("pooling_mode_mean_tokens", "mean"),
+    ("pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len"),
+)
+_ST_UNSUPPORTED_FLAGS = ("pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken")
+# Defaults when a folder has no sentence-transformers metadata (README documents them).
+DEFAULT_POOLING = "mean"
+DEFAULT_NORMALIZE = False
+# Texts tokenized and sorted together: large enough that sorting removes most
+# padding, small enough that a million-line input never sits in memory as ids.
+CHUNK_TEXTS = 8192
+
+Text = str | tuple[str, str]
+
+
+@dataclass
+class EncodeStats:
+    """What the last encode() did, for summaries and benchmarks."""
+
+    texts: int = 0
+    tokens: int = 0  # real tokens, [CLS]/[SEP] included
+    truncated: int = 0
+    padded_tokens: int = 0  # positions the model computed, padding included
+
+
+# --- tokenizer -------------------------------------------------------------------
+
+
+def load_tokenizer(name_or_path: str | os.PathLike, **hub_kwargs: Any) -> Tokenizer:
+    """tokenizer.json when present, else vocab.txt + tokenizer_config.json (old checkpoints).
+
+    Padding and truncation stored in the file are switched off: the packaged
+    all-MiniLM-L6-v2 pads everything to 128, and Embedder pads per batch.
+    """
+    path = resolve_file(name_or_path, "tokenizer.json", **hub_kwargs)
+    if path is not None:
+        tokenizer = Tokenizer.from_file(str(path))
+    else:
+        vocab = resolve_file(name_or_path, "vocab.txt", **hub_kwargs)
+        if vocab is None:
+            raise FileNotFoundError(f"{name_or_path}: no tokenizer.json or vocab.txt")
+        tokenizer = _wordpiece_from_vocab(vocab, _read_json(name_or_path, "tokenizer_config.json", hub_kwargs))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
+
+
+def _wordpiece_from_vocab(vocab: Path, config: dict[str, Any]) -> Tokenizer:
+    # The pipeline transformers' BertTokenizer builds from the same two files.
+    from tokenizers.implementations import BertWordPieceTokenizer
+
+    lowercase = config.get("do_lower_case", True)
+    wrapper = BertWordPieceTokenizer(
+        str(vocab),
+        unk_token=config.get("unk_token", "[UNK]"),
+        sep_token=config.get("sep_token", "[SEP]"),
+        cls_token=config.get("cls_token", "[CLS]"),
+        pad_token=config.get("pad_token", "[PAD]"),
+        mask_token=config.get("mask_token", "[MASK]"),
+        clean_text=True,
+        handle_chinese_chars=config.get("tokenize_chinese_chars", True),
+        strip_accents=config.get("strip_accents"),
+        lowercase=lowercase,
+    )
+    return wrapper._tokenizer
+
+
+def _read_json(name_or_path: str | os.PathLike, filename: str, hub_kwargs: dict[str, Any]) -> dict[str, Any]:
+    path = resolve_file(name_or_path, filename, **hub_kwargs)
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from e
+    if not isinstance(data, dict) and filename != "modules.json":
+        raise ValueError(f"{path}: expected a JSON object")
+    return data
+
+
+# --- sentence-transformers metadata ----------------------------------------------
+
+
+@dataclass
+class SentenceTransformerSettings:
+    pooling: list[str] | None = None
+    normalize: bool | None = None
+    max_length: int | None = None
+
+
+def read_sentence_transformers_settings(
+    name_or_path: str | os.PathLike, **hub_kwargs: Any
+) -> SentenceTransformerSettings:
+    settings = SentenceTransformerSettings()
+    modules = _read_json(name_or_path, "modules.json", hub_kwargs)
+    st_config = _read_json(name_or_path, "sentence_bert_config.json", hub_kwargs)
+    if isinstance(st_config.get("max_seq_length"), int):
+        settings.max_length = st_config["max_seq_length"]
+    if not modules:
+        return settings
+    settings.normalize = False
+    for module in modules:
+        kind = str(module.get("type", "")).rsplit(".", 1)[-1]
+        if kind == "Pooling":
+            pooling = _read_json(name_or_path, f"{module.get('path', '')}/config.json".lstrip("/"), hub_kwargs)
+            settings.pooling = _st_pooling_modes(pooling, name_or_path)
+        elif kind == "Normalize":
+            settings.normalize = True
+        elif kind != "Transformer":
+            raise ValueError(
+                f"{name_or_path}: modules.json has a {kind!r} module, which bertlite does not implement "
+                "(supported: Transformer, Pooling, Normalize)"
+            )
+    return settings
+
+
+def _st_pooling_modes(config: dict[str, Any], name: str | os.PathLike) -> list[str]:
+    for flag in _ST_UNSUPPORTED_FLAGS:
+        if config.get(flag):
+            raise ValueError(f"{name}: pooling {flag} is not implemented (supported: {', '.join(POOLING_MODES)})")
+    if isinstance(config.get("pooling_mode"), str):  # newer sentence-transformers write the mode by name
+        return [
+            _check_pooling(
+                {"mean_sqrt_len_tokens": "mean_sqrt_len"}.get(config["pooling_mode"], config["pooling_mode"])
+            )
+        ]
+    modes = [mode for flag, mode in _ST_POOLING_FLAGS if config.get(flag)]
+    return modes or [DEFAULT_POOLING]
+
+
+def _check_pooling(mode: str) -> str:
+    if mode not in POOLING_MODES:
+        raise ValueError(f"pooling={mode!r} is not one of {', '.join(POOLING_MODES)}")
+    return mode
+
+
+# --- pooling ----------------------------------------------------------------------
+
+
+def pool(last_hidden_state: Tensor, attention_mask: Tensor, mode: str, pooler_output: Tensor | None = None) -> Tensor:
+    """One vector per sequence; padded positions never count."""
+    mask = attention_mask.unsqueeze(-1).to(last_hidden_state.dtype)  # (B, T, 1)
+    if mode == "cls":
+        return last_hidden_state[:, 0]
+    if mode == "pooler":
+        if pooler_output is None:
+            raise ValueError("pooling='pooler' needs a model with a pooler (add_pooling_layer=True)")
+        return pooler_output
+    if mode == "max":
+        masked = last_hidden_state.masked_fill(mask == 0, torch.finfo(last_hidden_state.dtype).min)
+        return masked.max(dim=1).values
+    summed = (last_hidden_state * mask).sum(dim=1)
+    counts = mask.sum(dim=1).clamp(min=1e-9)
+    if mode == "mean":
+        return summed / counts
+    if mode == "mean_sqrt_len":
+        return summed / counts.sqrt()
+    raise ValueError(f"pooling={mode!r} is not one of {', '.join(POOLING_MODES)}")
+
+
+# --- the embedder -----------------------------------------------------------------
+
+
+class Embedder:
+    """A BertModel, its tokenizer and a pooling: texts in, one vector per text out."""
+
+    def __init__(
+        self,
+        model: BertModel,
+        tokenizer: Tokenizer,
+        *,
+        pooling: str | Sequence[str] = DEFAULT_POOLING,
+        normalize: bool = DEFAULT_NORMALIZE,
+        max_length: int | None = None,
+    ) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.pooling = [pooling] if isinstance(pooling, str) else list(pooling)
+        for mode in self.pooling:
+            _check_pooling(mode)
+        if "pooler" in self.pooling and model.pooler is None:
+            raise ValueError("pooling='pooler' needs a model with a pooler (add_pooling_layer=True)")
+        self.normalize = normalize
+        limit = model.config.max_position_embeddings
+        self.max_length = min(max_length or limit, limit)
+        self.pad_id = tokenizer.token_to_id("[PAD]")
+        if self.pad_id is None:
+            self.pad_id = model.config.pad_token_id or 0
+        self.last_stats = EncodeStats()
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str | os.PathLike,
+        *,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | str | None = None,
+        pooling: str | Sequence[str] | None = None,
+        normalize: bool | None = None,
+        max_length: int | None = None,
+        **hub_kwargs: Any,
+    ) -> Embedder:
+        """Model, tokenizer and sentence-transformers settings from one folder or hub id.
+
+        Explicit arguments win over the folder's metadata, which wins over the defaults.
+        """
+        settings = read_sentence_transformers_settings(name_or_path, **hub_kwargs)
+        if normalize is None:
+            normalize = settings.normalize if settings.normalize is not None else DEFAULT_NORMALIZE
+        model = BertModel.from_pretrained(name_or_path, dtype=parse_dtype(dtype), device=device, **hub_kwargs)
+        return cls(
+            model,
+            load_tokenizer(name_or_path, **hub_kwargs),
+            pooling=pooling or settings.pooling or DEFAULT_POOLING,
+            normalize=normalize,
+            max_length=max_length or settings.max_length,
+        )
+
+    @property
+    def dimension(self) -> int:
+        return self.model.config.hidden_size * len(self.pooling)
+
+    def tokenize(self, texts: Sequence[Text], on_long: str = "truncate") -> list[Encoding]:
+        """Encodings truncated to max_length (longest segment first, as transformers does)."""
+        self.tokenizer.enable_truncation(self.max_length, strategy="longest_first")
+        try:
+            encodings = self.tokenizer.encode_batch(list(texts))
+        finally:
+            self.tokenizer.no_truncation()
+        if on_long == "error":
+            for i, e in enumerate(encodings):
+                if e.overflowing:
+                    raise ValueError(
+                        f"text {i} is longer than max_length={self.max_length} tokens "
+                        "(pass on_long='truncate' to cut it, or raise max_length)"
+                    )
+        elif on_long != "truncate":
+            raise ValueError(f"on_long={on_long!r} must be 'truncate' or 'error'")
+        return encodings
+
+    def encode(
+        self,
+        texts: Sequence[Text],
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        convert_to: str = "numpy",
+        *,
+        max_tokens: int | None = None,
+        on_long: str = "truncate",
+    ) -> np.ndarray | Tensor:
+        """Vectors (n, dimension) in input order. Strings, or (text_a, text_b) pairs.
+
+        Batches are built from length-sorted texts so little is padding;
+        max_tokens caps batch_size x padded length per batch.
+        """
+        if convert_to not in ("numpy", "torch"):
+            raise ValueError(f"convert_to={convert_to!r} must be 'numpy' or 'torch'")
+        out = torch.empty(len(texts), self.dimension, dtype=torch.float32)
+        for start, vectors in self.encode_chunks(
+            texts, batch_size, show_progress_bar, max_tokens=max_tokens, on_long=on_long
+        ):
+            out[start : start + len(vectors)] = vectors
+        return out if convert_to == "torch" else out.numpy()
+
+    def encode_chunks(
+        self,
+        texts: Sequence[Text],
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        *,
+        max_tokens: int | None = None,
+        on_long: str = "truncate",
+    ) -> Iterator[tuple[int, Tensor]]:
+        """(start, vectors of texts[start:start + len(vectors)]), chunk by chunk in input
+        order, so a caller can write a large input out as it goes."""
+        if isinstance(texts, str):
+            raise TypeError("encode() takes a list of texts; wrap a single string in a list")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        stats = self.last_stats = EncodeStats(texts=len(texts))
+        progress = _progress(len(texts), show_progress_bar)
+        try:
+            for start in range(0, len(texts), CHUNK_TEXTS):
+                encodings = self.tokenize(texts[start : start + CHUNK_TEXTS], on_long)
+                vectors = torch.empty(len(encodings), self.dimension, dtype=torch.float32)
+                for rows, batch_vectors in self._embed_sorted(encodings, batch_size, max_tokens, stats):
+                    vectors[rows] = batch_vectors
+                    progress.update(len(rows))
+                yield start, vectors
+        finally:
+            progress.close()
+
+    def _embed_sorted(
+        self, encodings: list[Encoding], batch_size: int, max_tokens: int | None, stats: EncodeStats
+    ) -> Iterator[tuple[Tensor, Tensor]]:
+        lengths = [len(e.ids) for e in encodings]
+        stats.tokens += sum(lengths)
+        stats.truncated += sum(bool(e.overflowing) for e in encodings)
+        order = sorted(range(len(encodings)), key=lengths.__getitem__, reverse=True)
+        device = next(self.model.parameters()).device
+        for rows in _batches(order, lengths, batch_size, max_tokens):
+            batch = self._collate([encodings[i] for i in rows], device)
+            stats.padded_tokens += batch["input_ids"].numel()
+            yield torch.tensor(rows), self._forward(batch).float().cpu()
+
+    def _collate(self, encodings: list[Encoding], device: torch.device) -> dict[str, Tensor]:
+        width = max(len(e.ids) for e in encodings)
+        ids = torch.full((len(encodings), width), self.pad_id, dtype=torch.long)
+        types = torch.zeros((len(encodings), width), dtype=torch.long)
+        mask = torch.zeros((len(encodings), width), dtype=torch.long)
+        for row, e in enumerate(encodings):
+            n = len(e.ids)
+            ids[row, :n] = torch.tensor(e.ids)
+            types[row, :n] = torch.tensor(e.type_ids)
+            mask[row, :n] = 1
+        return {
+            "input_ids": ids.to(device),
+            "token_type_ids": types.to(device),
+            "attention_mask": mask.to(device),
+        }
+
+    @torch.inference_mode()
+    def _forward(self, batch: dict[str, Tensor]) -> Tensor:
+        out = self.model(**batch)
+        mask = batch["attention_mask"]
+        vectors = [pool(out.last_hidden_state, mask, mode, out.pooler_output) for mode in self.pooling]
+        pooled = vectors[0] if len(vectors) == 1 else torch.cat(vectors, dim=-1)
+        if self.normalize:
+            pooled = torch.nn.functional.normalize(pooled.float(), p=2, dim=-1)
+        return pooled
+
+
+def _batches(order: list[int], lengths: list[int], batch_size: int, max_tokens: int | None) -> Iterator[list[int]]:
+    """Consecutive runs of `order` (longest first) within batch_size and the token budget."""
+    batch: list[int] = []
+    for i in order:
+        # The first text of a batch is its longest, so it sets the padded width.
+        width = lengths[batch[0]] if batch else lengths[i]
+        if batch and (len(batch) == batch_size or (max_tokens and (len(batch) + 1) * width > max_tokens)):
+            yield batch
+            batch = []
+        batch.append(i)
+    if batch:
+        yield batch
+
+
+def _progress(total: int, show: bool | None) -> Any:
+    from tqdm import tqdm
+
+    disable = not (sys.stderr.isatty() if show is None else show)
+    return tqdm(total=total, unit="text", disable=disable, file=sys.stderr, dynamic_ncols=True)
