@@ -1,0 +1,190 @@
+"""Embedder: the vectors, token ids and pooling modes, each against an independent reference."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+import bertlite
+from bertlite.features import POOLING_MODES, Embedder, load_tokenizer
+
+
+@pytest.fixture(scope="module")
+def embedder(real_model_path):
+    return Embedder.from_pretrained(real_model_path)
+
+
+@pytest.fixture(scope="module")
+def hf_tokenizer(real_model_path):
+    return transformers.AutoTokenizer.from_pretrained(real_model_path)
+
+
+@pytest.fixture(scope="module")
+def hf_model(real_model_path):
+    return transformers.AutoModel.from_pretrained(real_model_path).eval()
+
+
+def test_reads_sentence_transformers_settings(embedder):
+    assert (embedder.pooling, embedder.normalize, embedder.max_length) == (["mean"], True, 256)
+
+
+def test_vectors_equal_transformers_mean_pooling_in_input_order(embedder, hf_tokenizer, hf_model, corpus_texts):
+    texts = corpus_texts[:200]
+    ours = embedder.encode(texts, batch_size=16)
+    assert ours.shape == (200, 384) and ours.dtype == np.float32
+    stats = embedder.last_stats
+    # sorted batching is on: far fewer padded positions than batches in corpus order would compute
+    corpus_order = sum(
+        len(chunk) * max(len(hf_tokenizer(t, truncation=True, max_length=256)["input_ids"]) for t in chunk)
+        for chunk in (texts[i : i + 16] for i in range(0, 200, 16))
+    )
+    assert stats.padded_tokens < 0.8 * corpus_order
+    reference = []
+    with torch.no_grad():
+        for i in range(0, 200, 16):  # corpus order, padded batches, as a transformers user writes it
+            batch = hf_tokenizer(texts[i : i + 16], padding=True, truncation=True, max_length=256, return_tensors="pt")
+            hidden = hf_model(**batch).last_hidden_state
+            mask = batch["attention_mask"].unsqueeze(-1).float()
+            mean = (hidden * mask).sum(1) / mask.sum(1)
+            reference.append(torch.nn.functional.normalize(mean, dim=-1))
+    np.testing.assert_allclose(ours, torch.cat(reference).numpy(), atol=1e-5, rtol=0)
+
+
+def test_vectors_equal_sentence_transformers(embedder, real_model_path, corpus_texts):
+    sentence_transformers = pytest.importorskip("sentence_transformers")  # a test extra: CI has it
+    texts = corpus_texts[200:300]
+    reference = sentence_transformers.SentenceTransformer(str(real_model_path), device="cpu").encode(texts)
+    np.testing.assert_allclose(embedder.encode(texts), reference, atol=1e-5, rtol=0)
+
+
+@pytest.fixture(scope="module")
+def vocab_only_folder(real_model_path, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("vocab_only")
+    for name in ("config.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "model.safetensors"):
+        shutil.copy(real_model_path / name, folder / name)
+    return folder
+
+
+@pytest.mark.parametrize("source", ["tokenizer.json", "vocab.txt"])
+def test_token_ids_equal_auto_tokenizer(source, real_model_path, vocab_only_folder, corpus_texts):
+    folder = real_model_path if source == "tokenizer.json" else vocab_only_folder
+    assert (folder / "tokenizer.json").exists() == (source == "tokenizer.json")
+    texts = corpus_texts[:1000]
+    ours = Embedder(bertlite.BertModel.from_pretrained(folder), load_tokenizer(folder), max_length=512).tokenize(texts)
+    theirs = transformers.AutoTokenizer.from_pretrained(folder)(texts, truncation=True, max_length=512)
+    assert [e.ids for e in ours] == theirs["input_ids"]
+    assert [e.type_ids for e in ours] == theirs["token_type_ids"]
+
+
+def test_tokenizer_json_padding_does_not_leak(embedder):
+    encodings = embedder.tokenize(["short", "a somewhat longer text than the first"])
+    assert len(encodings[0].ids) == 3  # [CLS] short [SEP], not padded to the file's 128
+
+
+def test_pairs_get_second_segment_type_ids(embedder, hf_tokenizer, hf_model):
+    pairs = [("How long is a piece of string?", "Twice half its length."), ("Question", "Answer")]
+    (e, _) = embedder.tokenize(pairs)
+    sep = e.ids.index(hf_tokenizer.sep_token_id)
+    assert set(e.type_ids[: sep + 1]) == {0} and set(e.type_ids[sep + 1 :]) == {1}
+    ours = embedder.encode(pairs)
+    with torch.no_grad():
+        for i, (a, b) in enumerate(pairs):
+            batch = hf_tokenizer(a, b, return_tensors="pt")
+            assert batch["token_type_ids"].sum() > 0
+            mean = hf_model(**batch).last_hidden_state.mean(1)
+            np.testing.assert_allclose(ours[i], torch.nn.functional.normalize(mean, dim=-1)[0].numpy(), atol=1e-5)
+
+
+def _hand_pooled(hidden: torch.Tensor, pooled: torch.Tensor, mode: str) -> torch.Tensor:
+    """One unpadded sequence (1, T, H): nothing to mask, so the formulas are the definitions."""
+    tokens = hidden[0]
+    return {
+        "cls": tokens[0],
+        "mean": tokens.sum(0) / len(tokens),
+        "max": tokens.max(0).values,
+        "mean_sqrt_len": tokens.sum(0) / len(tokens) ** 0.5,
+        "pooler": pooled[0],
+    }[mode]
+
+
+@pytest.mark.parametrize("mode", POOLING_MODES)
+def test_pooling_modes_against_unpadded_reference(mode, real_model_path, hf_tokenizer, hf_model, corpus_texts):
+    # negative values matter for max pooling: padded zeros must never win
+    texts = corpus_texts[:6] + ["x"]
+    ours = Embedder.from_pretrained(real_model_path, pooling=mode, normalize=False).encode(texts, batch_size=4)
+    with torch.no_grad():
+        for i, text in enumerate(texts):
+            out = hf_model(**hf_tokenizer(text, truncation=True, max_length=256, return_tensors="pt"))
+            expected = _hand_pooled(out.last_hidden_state, out.pooler_output, mode)
+            np.testing.assert_allclose(ours[i], expected.numpy(), atol=1e-5, rtol=0)
+
+
+def test_defaults_without_sentence_transformers_metadata(vocab_only_folder):
+    e = Embedder.from_pretrained(vocab_only_folder)
+    assert (e.pooling, e.normalize, e.max_length) == (["mean"], False, 512)
+    e = Embedder.from_pretrained(vocab_only_folder, pooling="cls", normalize=True, max_length=64)
+    assert (e.pooling, e.normalize, e.max_length) == (["cls"], True, 64)
+
+
+def test_unsupported_sentence_transformers_module(real_model_path, tmp_path):
+    folder = tmp_path / "dense"
+    shutil.copytree(real_model_path, folder)
+    modules = json.loads((folder / "modules.json").read_text())
+    modules.append({"idx": 3, "name": "3", "path": "3_Dense", "type": "sentence_transformers.models.Dense"})
+    (folder / "modules.json").write_text(json.dumps(modules))
+    with pytest.raises(ValueError, match="modules.json has a 'Dense' module"):
+        Embedder.from_pretrained(folder)
+
+
+def test_concatenated_pooling_modes_from_metadata(real_model_path, tmp_path):
+    folder = tmp_path / "two_modes"
+    shutil.copytree(real_model_path, folder)
+    config = json.loads((folder / "1_Pooling/config.json").read_text())
+    config["pooling_mode_cls_token"] = True  # sentence-transformers concatenates: cls then mean
+    (folder / "1_Pooling/config.json").write_text(json.dumps(config))
+    e = Embedder.from_pretrained(folder, normalize=False)
+    assert e.pooling == ["cls", "mean"] and e.dimension == 768
+    both = e.encode(["hello there"])
+    cls = Embedder.from_pretrained(real_model_path, pooling="cls", normalize=False).encode(["hello there"])
+    np.testing.assert_allclose(both[:, :384], cls, atol=1e-6)
+
+
+def test_max_tokens_budget_and_long_texts(embedder, corpus_texts):
+    seen = []
+    original = embedder._forward
+
+    def record(batch):
+        seen.append(batch["input_ids"].numel())
+        return original(batch)
+
+    embedder._forward = record
+    try:
+        vectors = embedder.encode(corpus_texts[:100], batch_size=64, max_tokens=1024)
+    finally:
+        del embedder._forward
+    assert max(seen) <= 1024 or len(seen) == 100
+    np.testing.assert_allclose(vectors, embedder.encode(corpus_texts[:100]), atol=1e-6)
+    long_text = " ".join(["word"] * 600)
+    embedder.encode([long_text, "short"])
+    assert embedder.last_stats.truncated == 1
+    with pytest.raises(ValueError, match="text 0 is longer than max_length=256"):
+        embedder.encode([long_text], on_long="error")
+
+
+def test_outputs_and_arguments(embedder):
+    as_torch = embedder.encode(["a", "b"], convert_to="torch")
+    assert isinstance(as_torch, torch.Tensor) and as_torch.shape == (2, 384)
+    assert embedder.encode([]).shape == (0, 384)
+    with pytest.raises(TypeError, match="wrap a single string in a list"):
+        embedder.encode("just a string")
+    with pytest.raises(ValueError, match="pooling='sum' is not one of"):
+        Embedder(embedder.model, embedder.tokenizer, pooling="sum")
+
+
+def test_bf16_vectors_close_to_fp32(real_model_path, embedder, corpus_texts):
+    low = Embedder.from_pretrained(real_model_path, dtype="bfloat16").encode(corpus_texts[:50])
+    cosine = (low * embedder.encode(corpus_texts[:50])).sum(1)
+    assert cosine.min() > 0.99
