@@ -21,6 +21,7 @@ import torch
 from tokenizers import Encoding, Tokenizer
 from torch import Tensor
 
+from bertlite.fast import DEFAULT_PACKED_ATTENTION, PACKED_ATTENTION, PackedLayout, forward_packed
 from bertlite.hub import resolve_file
 from bertlite.loading import parse_dtype
 from bertlite.modeling import BertModel
@@ -51,7 +52,7 @@ class EncodeStats:
     texts: int = 0
     tokens: int = 0  # real tokens, [CLS]/[SEP] included
     truncated: int = 0
-    padded_tokens: int = 0  # positions the model computed, padding included
+    padded_tokens: int = 0  # sum of batch size x longest text: the padded grid of each batch
 
 
 # --- tokenizer -------------------------------------------------------------------
@@ -169,19 +170,45 @@ def _check_pooling(mode: str) -> str:
 
 
 def pool(last_hidden_state: Tensor, attention_mask: Tensor, mode: str, pooler_output: Tensor | None = None) -> Tensor:
-    """One vector per sequence; padded positions never count."""
+    """One vector per sequence; padded positions never count. Accumulates in float32."""
+    last_hidden_state = last_hidden_state.float()
     mask = attention_mask.unsqueeze(-1).to(last_hidden_state.dtype)  # (B, T, 1)
     if mode == "cls":
         return last_hidden_state[:, 0]
     if mode == "pooler":
         if pooler_output is None:
             raise ValueError("pooling='pooler' needs a model with a pooler (add_pooling_layer=True)")
-        return pooler_output
+        return pooler_output.float()
     if mode == "max":
         masked = last_hidden_state.masked_fill(mask == 0, torch.finfo(last_hidden_state.dtype).min)
         return masked.max(dim=1).values
     summed = (last_hidden_state * mask).sum(dim=1)
     counts = mask.sum(dim=1).clamp(min=1e-9)
+    if mode == "mean":
+        return summed / counts
+    if mode == "mean_sqrt_len":
+        return summed / counts.sqrt()
+    raise ValueError(f"pooling={mode!r} is not one of {', '.join(POOLING_MODES)}")
+
+
+def pool_packed(hidden: Tensor, layout: PackedLayout, mode: str, model: BertModel) -> Tensor:
+    """pool() for packed real tokens (total_tokens, H): segment sums instead of masks."""
+    if mode in ("cls", "pooler"):
+        first = hidden[layout.starts]
+        if mode == "cls":
+            return first.float()
+        if model.pooler is None:
+            raise ValueError("pooling='pooler' needs a model with a pooler (add_pooling_layer=True)")
+        with torch.inference_mode():
+            return model.pooler.activation(model.pooler.dense(first)).float()
+    hidden = hidden.float()
+    batch = (len(layout.lengths), hidden.shape[1])
+    rows = layout.sequence_index
+    if mode == "max":
+        index = rows[:, None].expand_as(hidden)
+        return hidden.new_empty(batch).scatter_reduce_(0, index, hidden, "amax", include_self=False)
+    summed = hidden.new_zeros(batch).index_add_(0, rows, hidden)
+    counts = layout.lengths[:, None].to(hidden.dtype)
     if mode == "mean":
         return summed / counts
     if mode == "mean_sqrt_len":
@@ -203,8 +230,17 @@ class Embedder:
         pooling: str | Sequence[str] = DEFAULT_POOLING,
         normalize: bool = DEFAULT_NORMALIZE,
         max_length: int | None = None,
+        unpad: bool | None = None,
+        packed_attention: str = DEFAULT_PACKED_ATTENTION,
     ) -> None:
+        """unpad: run only real tokens (bertlite.fast); default on, except for a
+        model set to eager attention, which is kept as the bit-exact reference path.
+        packed_attention: how the unpadded path runs attention (bertlite.fast.PACKED_ATTENTION)."""
         self.model = model.eval()
+        self.unpad = model.attn_implementation != "eager" if unpad is None else unpad
+        if packed_attention not in PACKED_ATTENTION:
+            raise ValueError(f"packed_attention={packed_attention!r} is not one of {sorted(PACKED_ATTENTION)}")
+        self.packed_attention = packed_attention
         self.tokenizer = tokenizer
         self.pooling = [pooling] if isinstance(pooling, str) else list(pooling)
         for mode in self.pooling:
@@ -229,6 +265,8 @@ class Embedder:
         pooling: str | Sequence[str] | None = None,
         normalize: bool | None = None,
         max_length: int | None = None,
+        unpad: bool | None = None,
+        packed_attention: str = DEFAULT_PACKED_ATTENTION,
         **hub_kwargs: Any,
     ) -> Embedder:
         """Model, tokenizer and sentence-transformers settings from one folder or hub id.
@@ -245,14 +283,19 @@ class Embedder:
             pooling=pooling or settings.pooling or DEFAULT_POOLING,
             normalize=normalize,
             max_length=max_length or settings.max_length,
+            unpad=unpad,
+            packed_attention=packed_attention,
         )
 
     @property
     def dimension(self) -> int:
         return self.model.config.hidden_size * len(self.pooling)
 
-    def tokenize(self, texts: Sequence[Text], on_long: str = "truncate") -> list[Encoding]:
-        """Encodings truncated to max_length (longest segment first, as transformers does)."""
+    def tokenize(self, texts: Sequence[Text], on_long: str = "truncate", first_index: int = 0) -> list[Encoding]:
+        """Encodings truncated to max_length (longest segment first, as transformers does).
+
+        first_index: index of texts[0] in the caller's input, for error messages.
+        """
         self.tokenizer.enable_truncation(self.max_length, strategy="longest_first")
         try:
             encodings = self.tokenizer.encode_batch(list(texts))
@@ -262,8 +305,9 @@ class Embedder:
             for i, e in enumerate(encodings):
                 if e.overflowing:
                     raise ValueError(
-                        f"text {i} is longer than max_length={self.max_length} tokens "
-                        "(pass on_long='truncate' to cut it, or raise max_length)"
+                        f"text {first_index + i} (0-based) is longer than max_length={self.max_length} tokens; "
+                        "truncate it (on_long='truncate', CLI --on-long truncate) or raise the max length "
+                        "(max_length=, CLI --max-length)"
                     )
         elif on_long != "truncate":
             raise ValueError(f"on_long={on_long!r} must be 'truncate' or 'error'")
@@ -312,7 +356,7 @@ class Embedder:
         progress = _progress(len(texts), show_progress_bar)
         try:
             for start in range(0, len(texts), CHUNK_TEXTS):
-                encodings = self.tokenize(texts[start : start + CHUNK_TEXTS], on_long)
+                encodings = self.tokenize(texts[start : start + CHUNK_TEXTS], on_long, first_index=start)
                 vectors = torch.empty(len(encodings), self.dimension, dtype=torch.float32)
                 for rows, batch_vectors in self._embed_sorted(encodings, batch_size, max_tokens, stats):
                     vectors[rows] = batch_vectors
@@ -329,10 +373,29 @@ class Embedder:
         stats.truncated += sum(bool(e.overflowing) for e in encodings)
         order = sorted(range(len(encodings)), key=lengths.__getitem__, reverse=True)
         device = next(self.model.parameters()).device
+        embed = self._embed_packed if self.unpad else self._embed_padded
         for rows in _batches(order, lengths, batch_size, max_tokens):
-            batch = self._collate([encodings[i] for i in rows], device)
-            stats.padded_tokens += batch["input_ids"].numel()
-            yield torch.tensor(rows), self._forward(batch).float().cpu()
+            batch = [encodings[i] for i in rows]
+            stats.padded_tokens += len(batch) * len(batch[0].ids)
+            yield torch.tensor(rows), embed(batch, device).cpu()
+
+    def _embed_packed(self, encodings: list[Encoding], device: torch.device) -> Tensor:
+        ids = torch.tensor([i for e in encodings for i in e.ids], device=device)
+        types = torch.tensor([t for e in encodings for t in e.type_ids], device=device)
+        lengths = torch.tensor([len(e.ids) for e in encodings], device=device)
+        hidden, layout = forward_packed(self.model, ids, lengths, types, self.packed_attention)
+        return self._finish([pool_packed(hidden, layout, mode, self.model) for mode in self.pooling])
+
+    @torch.inference_mode()
+    def _embed_padded(self, encodings: list[Encoding], device: torch.device) -> Tensor:
+        batch = self._collate(encodings, device)
+        out = self.model(**batch)
+        mask = batch["attention_mask"]
+        return self._finish([pool(out.last_hidden_state, mask, mode, out.pooler_output) for mode in self.pooling])
+
+    def _finish(self, vectors: list[Tensor]) -> Tensor:
+        pooled = vectors[0] if len(vectors) == 1 else torch.cat(vectors, dim=-1)
+        return torch.nn.functional.normalize(pooled, p=2, dim=-1) if self.normalize else pooled
 
     def _collate(self, encodings: list[Encoding], device: torch.device) -> dict[str, Tensor]:
         width = max(len(e.ids) for e in encodings)
@@ -349,16 +412,6 @@ class Embedder:
             "token_type_ids": types.to(device),
             "attention_mask": mask.to(device),
         }
-
-    @torch.inference_mode()
-    def _forward(self, batch: dict[str, Tensor]) -> Tensor:
-        out = self.model(**batch)
-        mask = batch["attention_mask"]
-        vectors = [pool(out.last_hidden_state, mask, mode, out.pooler_output) for mode in self.pooling]
-        pooled = vectors[0] if len(vectors) == 1 else torch.cat(vectors, dim=-1)
-        if self.normalize:
-            pooled = torch.nn.functional.normalize(pooled.float(), p=2, dim=-1)
-        return pooled
 
 
 def _batches(order: list[int], lengths: list[int], batch_size: int, max_tokens: int | None) -> Iterator[list[int]]:

@@ -56,7 +56,8 @@ def read_texts(path: str, fmt: str | None = None, field: str = "text", errors: s
 
 
 def _decode_lines(data: bytes, path: str, errors: str) -> list[str]:
-    raw = data.split(b"\n")
+    # A UTF-8 byte order mark (Excel's "CSV UTF-8") would otherwise glue itself to the first field or JSON line.
+    raw = data.removeprefix(b"\xef\xbb\xbf").split(b"\n")
     if raw and raw[-1] == b"":
         raw.pop()  # the newline that ends the last line starts no new one
     lines = []

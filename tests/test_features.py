@@ -9,6 +9,7 @@ import torch
 import transformers
 
 import bertlite
+import bertlite.features
 from bertlite.features import POOLING_MODES, Embedder, load_tokenizer
 
 
@@ -152,26 +153,43 @@ def test_concatenated_pooling_modes_from_metadata(real_model_path, tmp_path):
     np.testing.assert_allclose(both[:, :384], cls, atol=1e-6)
 
 
-def test_max_tokens_budget_and_long_texts(embedder, corpus_texts):
+def test_max_tokens_budget_and_long_texts(embedder, corpus_texts, monkeypatch):
     seen = []
-    original = embedder._forward
+    original = embedder._embed_packed
 
-    def record(batch):
-        seen.append(batch["input_ids"].numel())
-        return original(batch)
+    def record(encodings, device):
+        seen.append(len(encodings) * len(encodings[0].ids))  # sorted longest first: the padded grid
+        return original(encodings, device)
 
-    embedder._forward = record
+    embedder._embed_packed = record
     try:
         vectors = embedder.encode(corpus_texts[:100], batch_size=64, max_tokens=1024)
     finally:
-        del embedder._forward
+        del embedder._embed_packed
     assert max(seen) <= 1024 or len(seen) == 100
     np.testing.assert_allclose(vectors, embedder.encode(corpus_texts[:100]), atol=1e-6)
     long_text = " ".join(["word"] * 600)
     embedder.encode([long_text, "short"])
     assert embedder.last_stats.truncated == 1
-    with pytest.raises(ValueError, match="text 0 is longer than max_length=256"):
+    with pytest.raises(ValueError, match=r"text 0 \(0-based\) is longer than max_length=256"):
         embedder.encode([long_text], on_long="error")
+    monkeypatch.setattr(bertlite.features, "CHUNK_TEXTS", 2)  # the index counts from the input, not the chunk
+    with pytest.raises(ValueError, match=r"text 4 \(0-based\)"):
+        embedder.encode(["a", "b", "c", "d", long_text], on_long="error")
+
+
+@pytest.mark.parametrize("mode", POOLING_MODES)
+def test_unpadded_path_equals_padded_path(mode, real_model_path, corpus_texts):
+    texts = corpus_texts[:40] + [("a pair", "of texts")]
+    fast = Embedder.from_pretrained(real_model_path, pooling=mode)
+    assert fast.unpad
+    slow = Embedder(fast.model, fast.tokenizer, pooling=mode, normalize=True, max_length=256, unpad=False)
+    np.testing.assert_allclose(fast.encode(texts, batch_size=8), slow.encode(texts, batch_size=8), atol=1e-6, rtol=0)
+
+
+def test_eager_model_keeps_the_reference_path(real_model_path):
+    model = bertlite.BertModel.from_pretrained(real_model_path, attn_implementation="eager")
+    assert not Embedder(model, load_tokenizer(real_model_path)).unpad
 
 
 def test_outputs_and_arguments(embedder):

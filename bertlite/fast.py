@@ -1,0 +1,176 @@
+"""The unpadded inference path: real tokens only, packed into one (total_tokens, H) matrix.
+
+Every Linear, LayerNorm and activation runs on the packed matrix, so no FLOP is
+spent on padding; attention is the one step that needs sequences apart, and it
+gets them by one of the named strategies below (the benchmark measures them).
+Query, key and value are one GEMM over a fused weight that shares storage with
+the three transformers-named parameters, so state_dict() keys do not change.
+Inference only: nothing here is differentiable by design (no_grad callers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from bertlite.modeling import BertLayer, BertModel, BertSelfAttention
+
+
+@dataclass
+class PackedLayout:
+    """Where each sequence's tokens sit in the packed matrix and in a padded (B, T) grid."""
+
+    lengths: Tensor  # (B,) real tokens per sequence
+    starts: Tensor  # (B,) offset of each sequence in the packed matrix
+    max_length: int  # T
+    padded_index: Tensor  # (N,) packed row -> row of the (B * T) padded grid
+    attention_bias: Tensor | None  # (B, 1, 1, T): 0 / dtype-min for padded keys; None if no padding
+    sequence_index: Tensor  # (N,) packed row -> sequence number
+
+    @classmethod
+    def from_lengths(cls, lengths: Tensor, dtype: torch.dtype) -> PackedLayout:
+        lengths = lengths.to(torch.long)
+        batch, width = len(lengths), int(lengths.max())
+        starts = torch.cumsum(lengths, 0) - lengths
+        sequence_index = torch.repeat_interleave(torch.arange(batch, device=lengths.device), lengths)
+        offset_in_sequence = torch.arange(int(lengths.sum()), device=lengths.device) - starts[sequence_index]
+        padded_index = sequence_index * width + offset_in_sequence
+        bias = None
+        if bool((lengths != width).any()):
+            keep = torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]  # (B, T)
+            bias = torch.zeros(batch, 1, 1, width, dtype=dtype, device=lengths.device)
+            bias.masked_fill_(~keep[:, None, None, :], torch.finfo(dtype).min)
+        return cls(lengths, starts, width, padded_index, bias, sequence_index)
+
+    @property
+    def positions(self) -> Tensor:
+        """Position id of every packed token: 0, 1, ... within its sequence."""
+        return self.padded_index - self.sequence_index * self.max_length
+
+
+# --- attention over packed q, k, v: the strategies -------------------------------
+
+
+def attention_padded(qkv: Tensor, layout: PackedLayout, heads: int, scaling: float) -> Tensor:
+    """Scatter to a padded (B, nh, T, hs) grid for one SDPA call, gather the result back.
+    The padding exists only here, for the cheap part of the layer."""
+    n, three_h = qkv.shape
+    hidden, batch, width = three_h // 3, len(layout.lengths), layout.max_length
+    if layout.attention_bias is None:
+        grid = qkv  # every sequence is full length: packed is already the grid
+    else:
+        grid = qkv.new_zeros(batch * width, three_h).index_copy_(0, layout.padded_index, qkv)
+    q, k, v = grid.view(batch, width, 3, heads, hidden // heads).permute(2, 0, 3, 1, 4)  # 3 x (B, nh, T, hs)
+    context = F.scaled_dot_product_attention(q, k, v, attn_mask=layout.attention_bias, scale=scaling)
+    context = context.transpose(1, 2).reshape(batch * width, hidden)  # (B * T, H)
+    return context if layout.attention_bias is None else context.index_select(0, layout.padded_index)
+
+
+def attention_per_sequence(qkv: Tensor, layout: PackedLayout, heads: int, scaling: float) -> Tensor:
+    """One SDPA call per sequence on its own slice: no padding at all, one call each."""
+    hidden = qkv.shape[1] // 3
+    out = torch.empty(qkv.shape[0], hidden, dtype=qkv.dtype, device=qkv.device)
+    for start, length in zip(layout.starts.tolist(), layout.lengths.tolist(), strict=True):
+        q, k, v = qkv[start : start + length].view(length, 3, heads, hidden // heads).permute(1, 2, 0, 3)
+        context = F.scaled_dot_product_attention(q, k, v, scale=scaling)  # (nh, L, hs)
+        out[start : start + length] = context.transpose(0, 1).reshape(length, hidden)
+    return out
+
+
+def attention_nested(qkv: Tensor, layout: PackedLayout, heads: int, scaling: float) -> Tensor:
+    """torch.nested jagged tensors: SDPA over variable lengths without a Python loop."""
+    hidden = qkv.shape[1] // 3
+    offsets = torch.cat([layout.starts, layout.starts[-1:] + layout.lengths[-1:]])
+    parts = []
+    for i in range(3):
+        values = qkv[:, i * hidden : (i + 1) * hidden].reshape(-1, heads, hidden // heads).contiguous()
+        nested = torch.nested.nested_tensor_from_jagged(values, offsets)  # (B, j, nh, hs)
+        parts.append(nested.transpose(1, 2))  # (B, nh, j, hs)
+    context = F.scaled_dot_product_attention(*parts, scale=scaling)
+    return context.transpose(1, 2).values().reshape(-1, hidden)
+
+
+PACKED_ATTENTION = {
+    "padded": attention_padded,
+    "per_sequence": attention_per_sequence,
+    "nested": attention_nested,
+}
+DEFAULT_PACKED_ATTENTION = "padded"  # fastest here; scripts/bench.py --attention-strategies measures all
+
+
+# --- the packed forward ----------------------------------------------------------
+
+
+def fused_qkv(attention: BertSelfAttention) -> tuple[Tensor, Tensor]:
+    """(3H, H) weight and (3H,) bias for one GEMM.
+
+    The first call moves query/key/value into one buffer and re-points the three
+    parameters at slices of it, so the fusion costs no memory and the
+    transformers-named parameters (and state_dict keys) stay what they were.
+    """
+    weights = [attention.query.weight, attention.key.weight, attention.value.weight]
+    biases = [attention.query.bias, attention.key.bias, attention.value.bias]
+    fused = [_contiguous_base(weights), _contiguous_base(biases)]
+    for i, (params, base) in enumerate(((weights, fused[0]), (biases, fused[1]))):
+        if base is None:
+            with torch.no_grad():
+                base = torch.cat([p.detach() for p in params])
+            rows = params[0].shape[0]
+            for j, p in enumerate(params):
+                p.data = base[j * rows : (j + 1) * rows]
+            fused[i] = base
+    return fused[0], fused[1]
+
+
+def _contiguous_base(params: list[Tensor]) -> Tensor | None:
+    """A view spanning the three parameters, if they lie back to back in one storage."""
+    first = params[0].detach()
+    step = first.numel()
+    for i, p in enumerate(params):
+        if (
+            p.untyped_storage().data_ptr() != first.untyped_storage().data_ptr()
+            or not p.is_contiguous()
+            or p.storage_offset() != first.storage_offset() + i * step
+        ):
+            return None
+    shape = (len(params) * first.shape[0], *first.shape[1:])
+    return first.as_strided(shape, torch.empty(shape, device="meta").stride(), first.storage_offset())
+
+
+def layer_forward_packed(layer: BertLayer, hidden: Tensor, layout: PackedLayout, strategy: str) -> Tensor:
+    attention = layer.attention.self
+    weight, bias = fused_qkv(attention)
+    qkv = F.linear(hidden, weight, bias)  # (N, 3H): one GEMM instead of three
+    context = PACKED_ATTENTION[strategy](qkv, layout, attention.num_attention_heads, attention.scaling)
+    attention_output = layer.attention.output(context, hidden)
+    return layer.output(layer.intermediate(attention_output), attention_output)
+
+
+@torch.inference_mode()
+def forward_packed(
+    model: BertModel,
+    input_ids: Tensor,
+    lengths: Tensor,
+    token_type_ids: Tensor | None = None,
+    strategy: str = DEFAULT_PACKED_ATTENTION,
+) -> tuple[Tensor, PackedLayout]:
+    """last_hidden_state of the real tokens, (total_tokens, H), and the layout.
+
+    input_ids / token_type_ids: (total_tokens,) — the sequences concatenated;
+    lengths: (B,) tokens per sequence.
+    """
+    if strategy not in PACKED_ATTENTION:
+        raise ValueError(f"strategy={strategy!r} is not one of {sorted(PACKED_ATTENTION)}")
+    embeddings = model.embeddings
+    layout = PackedLayout.from_lengths(lengths, embeddings.word_embeddings.weight.dtype)
+    if token_type_ids is None:
+        token_type_ids = torch.zeros_like(input_ids)
+    # Same op order as BertEmbeddings.forward, so real tokens get the same numbers.
+    hidden = embeddings.word_embeddings(input_ids) + embeddings.token_type_embeddings(token_type_ids)
+    hidden = embeddings.LayerNorm(hidden + embeddings.position_embeddings(layout.positions))
+    for layer in model.encoder.layer:
+        hidden = layer_forward_packed(layer, hidden, layout, strategy)
+    return hidden, layout
