@@ -110,8 +110,18 @@ def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
         default="strict",
         help="invalid UTF-8 in the input: strict = stop with the line number, replace = use U+FFFD",
     )
-    p.add_argument("--batch-size", type=int, default=32, metavar="N", help="texts per batch (default: 32)")
-    p.add_argument("--max-tokens", type=int, metavar="N", help="cap batch size x padded length per batch")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        metavar="N",
+        help="at most N texts per batch (default: batches by a token budget, see --max-tokens)",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        metavar="N",
+        help="cap batch size x longest text per batch (default: 2048 when --batch-size is not given)",
+    )
     p.add_argument(
         "--pooling",
         choices=["cls", "mean", "max", "pooler", "mean_sqrt_len"],

@@ -1,0 +1,64 @@
+"""The unpadded path (bertlite.fast) against transformers, real tokens only."""
+
+import pytest
+import torch
+
+from bertlite.fast import PACKED_ATTENTION, PackedLayout, forward_packed, fused_qkv
+from tests.conftest import make_hf_model, random_batch, to_bertlite
+from tests.test_parity import CONFIGS
+
+
+def packed_inputs(batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    mask = batch["attention_mask"].bool()
+    return batch["input_ids"][mask], batch["token_type_ids"][mask], mask.sum(1)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+@pytest.mark.parametrize("strategy", sorted(PACKED_ATTENTION))
+def test_packed_matches_transformers_on_real_tokens(name, strategy):
+    hf = make_hf_model(attn="eager", **CONFIGS[name])
+    ours = to_bertlite(hf, attn="sdpa")
+    batch = random_batch(hf.config, batch=4, seq=13)
+    ids, types, lengths = packed_inputs(batch)
+    hidden, layout = forward_packed(ours, ids, lengths, types, strategy)
+    with torch.no_grad():
+        reference = hf(**batch).last_hidden_state[batch["attention_mask"].bool()]
+    torch.testing.assert_close(hidden, reference, atol=1e-5, rtol=1e-5)
+    assert layout.positions.tolist() == [p for n in lengths.tolist() for p in range(n)]
+
+
+def test_equal_lengths_need_no_padding():
+    layout = PackedLayout.from_lengths(torch.tensor([5, 5, 5]), torch.float32)
+    assert layout.attention_bias is None and layout.max_length == 5
+    layout = PackedLayout.from_lengths(torch.tensor([5, 2]), torch.float32)
+    assert layout.attention_bias.shape == (2, 1, 1, 5) and layout.padded_index.tolist() == [0, 1, 2, 3, 4, 5, 6]
+
+
+def test_fused_qkv_shares_storage_and_keeps_state_dict():
+    hf = make_hf_model()
+    ours = to_bertlite(hf, attn="sdpa")
+    keys_before = list(ours.state_dict())
+    attention = ours.encoder.layer[0].attention.self
+    weight, bias = fused_qkv(attention)
+    hidden = attention.query.weight.shape[0]
+    assert weight.shape == (3 * hidden, hidden) and bias.shape == (3 * hidden,)
+    reference = hf.encoder.layer[0].attention.self
+    for i, name in enumerate(("query", "key", "value")):
+        linear = getattr(attention, name)
+        assert linear.weight.data_ptr() == weight[i * hidden].data_ptr()  # views, not copies
+        assert torch.equal(linear.weight, getattr(reference, name).weight)
+    assert fused_qkv(attention)[0].data_ptr() == weight.data_ptr()  # the second call finds the fusion
+    assert list(ours.state_dict()) == keys_before
+    ours.load_state_dict(hf.state_dict())  # copies into the fused storage; still consistent
+    assert torch.equal(attention.key.weight, hf.encoder.layer[0].attention.self.key.weight)
+
+
+def test_bf16_packed_close_to_fp32():
+    hf = make_hf_model()
+    ours = to_bertlite(hf, attn="sdpa")
+    batch = random_batch(hf.config, batch=4, seq=13)
+    ids, types, lengths = packed_inputs(batch)
+    fp32, _ = forward_packed(ours, ids, lengths, types)
+    low, _ = forward_packed(ours.to(torch.bfloat16), ids, lengths, types)
+    cosine = torch.nn.functional.cosine_similarity(low.float(), fp32, dim=-1)
+    assert low.dtype == torch.bfloat16 and cosine.min() > 0.99
