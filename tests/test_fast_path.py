@@ -62,3 +62,18 @@ def test_bf16_packed_close_to_fp32():
     low, _ = forward_packed(ours.to(torch.bfloat16), ids, lengths, types)
     cosine = torch.nn.functional.cosine_similarity(low.float(), fp32, dim=-1)
     assert low.dtype == torch.bfloat16 and cosine.min() > 0.99
+
+
+@pytest.mark.parametrize("onednn", [True, False])
+def test_linear_with_and_without_onednn(onednn, monkeypatch):
+    import bertlite.fast
+
+    monkeypatch.setattr(bertlite.fast, "_onednn_dtypes", {torch.float32: onednn, torch.bfloat16: onednn})
+    hf = make_hf_model(hidden_act="gelu")
+    ours = to_bertlite(hf, attn="sdpa")
+    batch = random_batch(hf.config, batch=4, seq=13)
+    ids, types, lengths = packed_inputs(batch)
+    hidden, _ = forward_packed(ours, ids, lengths, types)
+    with torch.no_grad():
+        reference = hf(**batch).last_hidden_state[batch["attention_mask"].bool()]
+    torch.testing.assert_close(hidden, reference, atol=1e-5, rtol=1e-5)
