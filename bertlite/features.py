@@ -254,8 +254,7 @@ class Embedder:
         if "pooler" in self.pooling and model.pooler is None:
             raise ValueError("pooling='pooler' needs a model with a pooler (add_pooling_layer=True)")
         self.normalize = normalize
-        limit = model.config.max_position_embeddings
-        self.max_length = min(max_length or limit, limit)
+        self.max_length = max_length or model.config.max_position_embeddings
         self.pad_id = tokenizer.token_to_id("[PAD]")
         if self.pad_id is None:
             self.pad_id = model.config.pad_token_id or 0
@@ -294,6 +293,16 @@ class Embedder:
         )
 
     @property
+    def max_length(self) -> int:
+        return self._max_length
+
+    @max_length.setter
+    def max_length(self, value: int) -> None:
+        # Set on the tokenizer here, not per call: encode() may run in several threads at once.
+        self._max_length = min(value, self.model.config.max_position_embeddings)
+        self.tokenizer.enable_truncation(self._max_length, strategy="longest_first")
+
+    @property
     def dimension(self) -> int:
         return self.model.config.hidden_size * len(self.pooling)
 
@@ -302,11 +311,7 @@ class Embedder:
 
         first_index: index of texts[0] in the caller's input, for error messages.
         """
-        self.tokenizer.enable_truncation(self.max_length, strategy="longest_first")
-        try:
-            encodings = self.tokenizer.encode_batch(list(texts))
-        finally:
-            self.tokenizer.no_truncation()
+        encodings = self.tokenizer.encode_batch(list(texts))
         if on_long == "error":
             for i, e in enumerate(encodings):
                 if e.overflowing:

@@ -206,3 +206,24 @@ def test_bf16_vectors_close_to_fp32(real_model_path, embedder, corpus_texts):
     low = Embedder.from_pretrained(real_model_path, dtype="bfloat16").encode(corpus_texts[:50])
     cosine = (low * embedder.encode(corpus_texts[:50])).sum(1)
     assert cosine.min() > 0.99
+
+
+def test_max_length_can_be_changed_later(real_model_path):
+    e = Embedder.from_pretrained(real_model_path)
+    long_text = " ".join(["word"] * 100)
+    assert len(e.tokenize([long_text])[0].ids) == 102
+    e.max_length = 16
+    assert len(e.tokenize([long_text])[0].ids) == 16
+    e.max_length = 10_000  # capped by the model's position table
+    assert e.max_length == 512
+
+
+def test_four_threads_give_the_sequential_vectors(embedder, corpus_texts):
+    from concurrent.futures import ThreadPoolExecutor
+
+    chunks = [corpus_texts[i * 50 : (i + 1) * 50] for i in range(4)]
+    sequential = [embedder.encode(c) for c in chunks]
+    with ThreadPoolExecutor(4) as pool:
+        threaded = list(pool.map(embedder.encode, chunks))
+    for a, b in zip(sequential, threaded, strict=True):
+        np.testing.assert_array_equal(a, b)
