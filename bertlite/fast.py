@@ -130,11 +130,13 @@ def fused_qkv(attention: BertSelfAttention) -> tuple[Tensor, Tensor]:
     fused = [_contiguous_base(weights), _contiguous_base(biases)]
     for i, (params, base) in enumerate(((weights, fused[0]), (biases, fused[1]))):
         if base is None:
-            with torch.no_grad():
+            # Outside inference mode even when called from it: the parameters must
+            # stay ordinary tensors, or the model could never be trained afterwards.
+            with torch.inference_mode(False), torch.no_grad():
                 base = torch.cat([p.detach() for p in params])
-            rows = params[0].shape[0]
-            for j, p in enumerate(params):
-                p.data = base[j * rows : (j + 1) * rows]
+                rows = params[0].shape[0]
+                for j, p in enumerate(params):
+                    p.data = base[j * rows : (j + 1) * rows]
             fused[i] = base
     return fused[0], fused[1]
 

@@ -281,11 +281,17 @@ class Embedder:
         settings = read_sentence_transformers_settings(name_or_path, **hub_kwargs)
         if normalize is None:
             normalize = settings.normalize if settings.normalize is not None else DEFAULT_NORMALIZE
-        model = BertModel.from_pretrained(name_or_path, dtype=parse_dtype(dtype), device=device, **hub_kwargs)
+        pooling = pooling or settings.pooling or DEFAULT_POOLING
+        modes = [pooling] if isinstance(pooling, str) else list(pooling)
+        # The pooler is loaded only when a pooling mode uses it: many sentence-embedding
+        # checkpoints ship without one, and then it would be a missing key.
+        model = BertModel.from_pretrained(
+            name_or_path, dtype=parse_dtype(dtype), device=device, add_pooling_layer="pooler" in modes, **hub_kwargs
+        )
         return cls(
             model,
             load_tokenizer(name_or_path, **hub_kwargs),
-            pooling=pooling or settings.pooling or DEFAULT_POOLING,
+            pooling=modes,
             normalize=normalize,
             max_length=max_length or settings.max_length,
             unpad=unpad,

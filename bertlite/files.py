@@ -127,8 +127,16 @@ class VectorWriter:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{self.path.name}.", suffix=".tmp")
         os.close(fd)
         self.tmp = Path(tmp)
+        try:
+            self._open(pyarrow)
+        except BaseException:
+            self.abort()  # __exit__ never runs for a constructor that fails
+            raise
+
+    def _open(self, pyarrow: Any) -> None:
+        dimension = self.dimension
         if self.format == "npy":
-            self._array = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=np.float32, shape=(rows, dimension))
+            self._array = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=np.float32, shape=(self.rows, dimension))
         elif self.format == "jsonl":
             self._file = open(self.tmp, "w", encoding="utf-8")  # noqa: SIM115 (closed in close/abort)
         else:

@@ -50,7 +50,14 @@ V = TypeVar("V")
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that cannot be loaded as it is: bad file, keys or shapes."""
+    """A checkpoint that cannot be loaded as it is: bad file, keys or shapes.
+
+    `report` holds the key lists when the problem is keys or shapes.
+    """
+
+    def __init__(self, message: str, report: LoadReport | None = None) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 def rename_legacy_key(key: str) -> str:
@@ -258,10 +265,10 @@ def load_checkpoint(
     report.missing = sorted(set(expected) - set(loaded))
     what = f"{what} (files: {', '.join(p.name for p in files)})"
     if report.unsupported or report.conflicts or report.mismatched:
-        raise CheckpointError(report.message(what))
+        raise CheckpointError(report.message(what), report)
     if report.missing or report.unexpected:
         if strict:
-            raise CheckpointError(report.message(what) + "\n  (pass strict=False to load anyway)")
+            raise CheckpointError(report.message(what) + "\n  (pass strict=False to load anyway)", report)
         warnings.warn(
             report.message(what) + "\n  (strict=False: missing weights are freshly initialised)", stacklevel=3
         )

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 import bertlite
 from bertlite.config import SUPPORTED_ACTIVATIONS
-from bertlite.loading import parse_dtype
+from bertlite.loading import CheckpointError, parse_dtype
 
 # Varied on purpose: short, long, two segments (token_type_ids), non-ASCII, and
 # lengths that force padding in every batch.
@@ -280,7 +280,7 @@ def make_row(
 
 
 def load_models(
-    name_or_path: str, reference: str, dtype: torch.dtype, attn: str, hub_kwargs: dict[str, Any]
+    name_or_path: str, reference: str, dtype: torch.dtype, attn: str, hub_kwargs: dict[str, Any], notes: list[str]
 ) -> tuple[nn.Module, nn.Module, nn.Module | None]:
     """bertlite on name_or_path in (dtype, attn); transformers eager fp32 on reference;
     and transformers eager in dtype, whose own error sets the bar for low precision."""
@@ -291,11 +291,25 @@ def load_models(
             "transformers is not installed; it is the reference: pip install transformers (or 'bertlite[test]')"
         ) from e
     transformers.utils.logging.disable_progress_bar()  # keep the report the only thing on the terminal
+    pooler = True
     try:
-        ours = bertlite.BertModel.from_pretrained(name_or_path, dtype=dtype, attn_implementation=attn, **hub_kwargs)
+        try:
+            ours = bertlite.BertModel.from_pretrained(name_or_path, dtype=dtype, attn_implementation=attn, **hub_kwargs)
+        except CheckpointError as e:
+            # Sentence-embedding checkpoints often ship without a pooler: compare
+            # both sides without one rather than fail on two missing keys.
+            if e.report is None or not e.report.missing or any(not k.startswith("pooler.") for k in e.report.missing):
+                raise
+            pooler = False
+            notes.append("the checkpoint has no pooler weights: both models are built without a pooler")
+            ours = bertlite.BertModel.from_pretrained(
+                name_or_path, dtype=dtype, attn_implementation=attn, add_pooling_layer=False, **hub_kwargs
+            )
     except (OSError, ValueError) as e:
         raise ParityLoadError(f"cannot load {name_or_path} with bertlite: {e}") from e
     kwargs = {k: v for k, v in hub_kwargs.items() if v is not None}
+    if not pooler:
+        kwargs["add_pooling_layer"] = False
     try:
         ref = transformers.AutoModel.from_pretrained(
             reference, attn_implementation="eager", dtype=torch.float32, **kwargs
@@ -350,7 +364,7 @@ def check(
     )
     report = ParityReport(model=name, options=options)
     hub_kwargs = dict(revision=revision, subfolder=subfolder, local_files_only=local_files_only)
-    ours, ref, theirs = load_models(name, reference_name, torch_dtype, attn, hub_kwargs)
+    ours, ref, theirs = load_models(name, reference_name, torch_dtype, attn, hub_kwargs, report.notes)
     if head == "auto":
         report.notes.append("task heads are not compared yet (bertlite has no heads): base model only")
     batches = make_batches(name, texts, ours.config, batch_size, max_length, hub_kwargs, report.notes)

@@ -483,3 +483,15 @@ def test_parquet_without_pyarrow_gives_install_hint(
     line = error_line(err)
     assert "pip install pyarrow" in line
     assert not out.exists() and leftovers(tmp_path) == []
+
+
+def test_writer_that_fails_to_open_leaves_no_temp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bertlite.files import VectorWriter
+
+    def no_space(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np.lib.format, "open_memmap", no_space)
+    with pytest.raises(OSError, match="No space left"):
+        VectorWriter(str(tmp_path / "out.npy"), 10, 4)
+    assert list(tmp_path.iterdir()) == []

@@ -227,3 +227,21 @@ def test_four_threads_give_the_sequential_vectors(embedder, corpus_texts):
         threaded = list(pool.map(embedder.encode, chunks))
     for a, b in zip(sequential, threaded, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_checkpoint_without_pooler_and_training_after_encode(real_model_path, tmp_path, corpus_texts):
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "no_pooler"
+    shutil.copytree(real_model_path, folder)
+    state = {k: v for k, v in load_file(folder / "model.safetensors").items() if not k.startswith("pooler.")}
+    save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
+    e = Embedder.from_pretrained(folder)  # mean pooling never needs the pooler
+    vectors = e.encode(corpus_texts[:8])
+    with pytest.raises(ValueError, match="pooling='pooler' needs a model with a pooler"):
+        Embedder(e.model, e.tokenizer, pooling="pooler")
+    # the fused QKV made during encode must leave the parameters trainable
+    out = e.model(input_ids=torch.tensor([[101, 7592, 102]])).last_hidden_state
+    out.sum().backward()
+    assert e.model.encoder.layer[0].attention.self.query.weight.grad is not None
+    np.testing.assert_allclose(vectors, Embedder.from_pretrained(real_model_path).encode(corpus_texts[:8]), atol=1e-6)

@@ -141,3 +141,13 @@ def test_text_file_with_pairs(real_model_path, tmp_path):
     texts.write_text("first text\nquestion?\tanswer.\n\nthird, with ünïcode\n", encoding="utf-8")
     report = check(real_model_path, text_file=texts, attn="sdpa")
     assert report.ok and report.texts == 3
+
+
+def test_checkpoint_without_pooler(real_model_path, tmp_path, capsys):
+    folder = tmp_path / "no_pooler"
+    shutil.copytree(real_model_path, folder)
+    state = {k: v for k, v in load_file(folder / "model.safetensors").items() if not k.startswith("pooler.")}
+    save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
+    assert main(["parity", str(folder)]) == 0
+    stdout = capsys.readouterr().out
+    assert "no pooler weights" in stdout and "pooler_output" not in stdout
