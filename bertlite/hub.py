@@ -9,16 +9,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from huggingface_hub import hf_hub_download
-from huggingface_hub.errors import (
-    EntryNotFoundError,
-    GatedRepoError,
-    HFValidationError,
-    LocalEntryNotFoundError,
-    RepositoryNotFoundError,
-    RevisionNotFoundError,
-)
-
 
 class CheckpointNotFoundError(OSError):
     """The folder or hub repo does not exist, or cannot be reached."""
@@ -54,6 +44,17 @@ def resolve_file(
         return path if path.is_file() else None
     if _looks_like_path(name):
         raise CheckpointNotFoundError(f"{name}: no such folder")
+    # Imported here: it costs ~0.2 s, which a folder load (and --help) never needs.
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        HFValidationError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
     try:
         return Path(
             hf_hub_download(
