@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from bertlite.hub import resolve_file
+from bertlite.hub import CheckpointNotFoundError, resolve_file
 
 # Names understood by bertlite.modeling.ACT2FN. Kept here (not derived from the
 # torch module) so that validating a config never imports torch; a test checks
@@ -153,7 +153,10 @@ class BertConfig:
         """Read config.json from a local folder or a hub repo (see bertlite.hub.resolve_file)."""
         path = resolve_file(name_or_path, CONFIG_NAME, **hub_kwargs)
         if path is None:
-            raise OSError(f"{name_or_path}: no {CONFIG_NAME} found")
+            raise CheckpointNotFoundError(
+                f"{name_or_path}: no {CONFIG_NAME} found; check the folder or repo id, revision= and subfolder= "
+                "(a BERT checkpoint has config.json next to its weights)"
+            )
         return cls.from_json_file(path)
 
     def to_dict(self) -> dict[str, Any]:

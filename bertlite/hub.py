@@ -6,7 +6,10 @@ mode (HF_HUB_OFFLINE) behave as hub users expect. No torch import here.
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 import os
+import re
 from pathlib import Path
 
 
@@ -16,6 +19,12 @@ class CheckpointNotFoundError(OSError):
 
 class NotCachedError(CheckpointNotFoundError):
     """Offline (or the hub is unreachable) and the file is not in the local cache."""
+
+
+class DownloadError(CheckpointNotFoundError):
+    """The hub was reached but the download failed: a server error, a dropped connection, or
+    bytes that do not match the file's advertised size or hash. Nothing is left in the cache,
+    so retrying may succeed."""
 
 
 def is_local(name_or_path: str | os.PathLike) -> bool:
@@ -36,7 +45,10 @@ def resolve_file(
     """Path of `filename` in a folder or hub repo, or None when the repo lacks it.
 
     Raises CheckpointNotFoundError when the folder/repo/revision itself is missing,
-    gated, or not cached while offline: those are not "file absent" answers.
+    gated, or not cached while offline: those are not "file absent" answers. Its
+    subclass DownloadError means the hub was reached but the download failed
+    (server error, dropped connection, wrong size or hash); the cache keeps nothing
+    of it. A freshly downloaded file is checked against its ETag (a content hash).
     """
     name = os.fspath(name_or_path)
     if is_local(name):
@@ -46,17 +58,12 @@ def resolve_file(
         raise CheckpointNotFoundError(f"{name}: no such folder")
     # Imported here: it costs ~0.2 s, which a folder load (and --help) never needs.
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import (
-        EntryNotFoundError,
-        GatedRepoError,
-        HFValidationError,
-        LocalEntryNotFoundError,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )
+    from huggingface_hub.errors import EntryNotFoundError, HFValidationError, LocalEntryNotFoundError
 
+    where = f"{subfolder.strip('/')}/{filename}" if subfolder else filename
+    blobs_before = _cached_blobs(name, cache_dir)
     try:
-        return Path(
+        path = Path(
             hf_hub_download(
                 name,
                 filename,
@@ -70,24 +77,166 @@ def resolve_file(
         )
     except HFValidationError as e:
         raise CheckpointNotFoundError(f"{name!r} is neither a folder nor a valid hub repo id ({e})") from e
-    except GatedRepoError as e:
-        raise CheckpointNotFoundError(
-            f"{name}: the repo is gated; accept its terms on the hub and pass token= (or run `hf auth login`)"
-        ) from e
-    except RepositoryNotFoundError as e:
-        raise CheckpointNotFoundError(f"{name}: no such repo on the hub (or it is private: pass token=)") from e
-    except RevisionNotFoundError as e:
-        raise CheckpointNotFoundError(f"{name}: revision {revision!r} not found") from e
-    except LocalEntryNotFoundError as e:
-        # Its own type: a caller probing several candidate files may still find
-        # another one in the cache.
-        raise NotCachedError(
-            f"{name}: {filename} is not in the Hugging Face cache and the hub cannot be reached "
-            "(HF_HUB_OFFLINE set or no network); download it once while online, or pass a local folder"
-        ) from e
-    except EntryNotFoundError:
+    except EntryNotFoundError as e:
+        if isinstance(e, LocalEntryNotFoundError):
+            raise _hub_error(e, name, where, revision) from e
         return None
+    except Exception as e:
+        error = _hub_error(e, name, where, revision)
+        if error is None:
+            raise
+        raise error from e
+    _verify_download(path, blobs_before, name, where)
+    return path
 
 
 def _looks_like_path(name: str) -> bool:
     return name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name
+
+
+# --- hub errors, in words a user can act on -------------------------------------------
+
+LOGIN_HINT = "log in with `hf auth login` or set HF_TOKEN (or pass token=)"
+
+
+def _hub_error(error: BaseException, name: str, where: str, revision: str | None) -> CheckpointNotFoundError | None:
+    """bertlite's error for a failed hf_hub_download of `where` from repo `name`; None if it is none of the known ones.
+
+    huggingface_hub wraps a failed metadata (HEAD) call in LocalEntryNotFoundError once it has
+    found no cached copy to fall back to; its cause says what really happened.
+    """
+    from huggingface_hub import constants
+    from huggingface_hub.errors import (
+        FileMetadataError,
+        GatedRepoError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    endpoint = constants.ENDPOINT
+    at = f" at revision {revision!r}" if revision else ""
+    if isinstance(error, LocalEntryNotFoundError):
+        cause = error.__cause__
+        offline = NotCachedError(
+            f"{name}: {where} is not in the Hugging Face cache and the hub cannot be reached "
+            "(HF_HUB_OFFLINE set, local_files_only=True, or no network); "
+            "download it once while online, or pass a local folder"
+        )
+        if cause is None or isinstance(cause, OfflineModeIsEnabled):
+            return offline
+        if isinstance(cause, _transport_errors()):
+            # Its own type: a caller probing several candidate files may still find another one in the cache.
+            return NotCachedError(
+                f"{name}: {where} is not in the Hugging Face cache and the hub at {endpoint} cannot be reached "
+                f"({_first_line(cause)}); check the network and HF_ENDPOINT and retry, "
+                "or set HF_HUB_OFFLINE=1 to use the cache only"
+            )
+        return _hub_error(cause, name, where, revision) or offline
+    if isinstance(error, ValueError) and isinstance(error.__cause__, Exception):
+        return _hub_error(error.__cause__, name, where, revision)  # force_download=True wraps the HEAD error
+    if isinstance(error, GatedRepoError):
+        status = error.response.status_code
+        return CheckpointNotFoundError(
+            f"{name}: cannot download {where}: the repo is gated (HTTP {status}); request access on its page "
+            f"at {endpoint}/{name}, then {LOGIN_HINT} with an account that has been granted access"
+        )
+    if isinstance(error, RepositoryNotFoundError):
+        return CheckpointNotFoundError(
+            f"{name}: no such repo on {endpoint} (HTTP {error.response.status_code} for {where}); "
+            f"check the repo id, or if the repo is private, {LOGIN_HINT}"
+        )
+    if isinstance(error, RevisionNotFoundError):
+        return CheckpointNotFoundError(
+            f"{name}: revision {revision!r} not found on {endpoint} (fetching {where}); "
+            "check the branch, tag or commit hash"
+        )
+    if isinstance(error, HfHubHTTPError):
+        status = error.response.status_code
+        if status in (401, 403):
+            return CheckpointNotFoundError(
+                f"{name}: access to {where} denied (HTTP {status}); {LOGIN_HINT} with a token that can read this repo"
+            )
+        return DownloadError(
+            f"{name}: downloading {where}{at} from {endpoint} failed: the server answered HTTP {status}; "
+            "nothing was cached; retry later"
+        )
+    if isinstance(error, FileMetadataError):
+        return DownloadError(
+            f"{name}: {endpoint} did not answer like a Hugging Face hub for {where} ({_first_line(error)}); "
+            "check HF_ENDPOINT and any proxy"
+        )
+    if isinstance(error, (*_transport_errors(), OSError)):
+        # What is left: the connection broke mid-file (after huggingface_hub's own retries), the bytes
+        # did not add up to the advertised size, or the disk is full. huggingface_hub has already
+        # deleted its temporary file, so the cache holds nothing of this download.
+        return DownloadError(
+            f"{name}: downloading {where}{at} from {endpoint} failed ({_first_line(error)}); "
+            "the partial file was discarded; retry, and if it keeps failing check the network, proxy and disk space"
+        )
+    return None
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """Errors of a refused, dropped or timed-out connection: huggingface_hub 2.x speaks httpx2, 1.x httpx,
+    0.x requests (whose errors are OSErrors)."""
+    found: list[type[BaseException]] = [ConnectionError, TimeoutError]
+    for module in ("httpx2", "httpx"):
+        try:
+            found.append(importlib.import_module(module).TransportError)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
+# --- checking what was downloaded ---------------------------------------------------
+
+
+def _blobs_folder(name: str, cache_dir: str | os.PathLike | None) -> Path:
+    from huggingface_hub import constants
+
+    cache = Path(cache_dir if cache_dir is not None else constants.HF_HUB_CACHE).expanduser().resolve()
+    return cache / ("models--" + name.replace("/", "--")) / "blobs"
+
+
+def _cached_blobs(name: str, cache_dir: str | os.PathLike | None) -> set[str]:
+    try:
+        return set(os.listdir(_blobs_folder(name, cache_dir)))
+    except OSError:
+        return set()
+
+
+def _verify_download(path: Path, blobs_before: set[str], name: str, where: str) -> None:
+    """Check a file this call downloaded against its ETag, which the hub sets to a hash of the content.
+
+    huggingface_hub checks only the size of a plain HTTP download, so a proxy or mirror that
+    serves other bytes of the right length would leave a corrupt file in the cache, trusted by
+    every later load. Files already cached before the call are not hashed again.
+    """
+    blob = path.resolve()
+    if blob.parent.name != "blobs" or blob.name in blobs_before:
+        return  # a copy, not a symlink (no symlink support), or cached before this call
+    etag = blob.name
+    if re.fullmatch(r"[0-9a-f]{64}", etag):
+        digest = hashlib.sha256()  # an LFS file: the sha256 of its content
+    elif re.fullmatch(r"[0-9a-f]{40}", etag):
+        digest = hashlib.sha1(f"blob {blob.stat().st_size}\0".encode())  # a git file: git's blob hash
+    else:
+        return  # an ETag that is not a content hash (some mirrors): nothing to check against
+    with open(blob, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    if digest.hexdigest() != etag:
+        path.unlink(missing_ok=True)
+        blob.unlink(missing_ok=True)
+        raise DownloadError(
+            f"{name}: the downloaded {where} does not match its hash (ETag {etag}, content {digest.hexdigest()}); "
+            "the corrupt copy was removed from the cache; retry, and if it keeps failing check HF_ENDPOINT and proxies"
+        )

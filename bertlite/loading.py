@@ -109,7 +109,7 @@ def resolve_weight_files(name_or_path: str | os.PathLike, **hub_kwargs: Any) -> 
         try:
             path = resolve_file(name_or_path, name, **hub_kwargs)
         except NotCachedError as e:
-            not_cached = e
+            not_cached = not_cached or e  # the preferred format's file is the one to name
             continue
         if path is None:
             continue
@@ -118,7 +118,10 @@ def resolve_weight_files(name_or_path: str | os.PathLike, **hub_kwargs: Any) -> 
         return [path]
     if not_cached is not None:
         raise not_cached
-    raise CheckpointError(f"{name_or_path}: no weights found (looked for {', '.join(WEIGHTS_CANDIDATES)})")
+    raise CheckpointError(
+        f"{name_or_path}: no weights found (looked for {', '.join(WEIGHTS_CANDIDATES)}); "
+        "check the folder or repo id, revision= and subfolder="
+    )
 
 
 def _read_index(path: Path) -> list[str]:
