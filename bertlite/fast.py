@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from bertlite.modeling import ACT2FN, BertLayer, BertModel, BertSelfAttention
+from bertlite.validation import check_packed_inputs
 
 
 @dataclass
@@ -202,6 +203,27 @@ def layer_forward_packed(layer: BertLayer, hidden: Tensor, layout: PackedLayout,
     return out.LayerNorm(linear(intermediate, out.dense.weight, out.dense.bias) + attention_output)
 
 
+def supports_packed(model: BertModel) -> bool:
+    """Whether the packed layers compute this model. They know only padding masks and absolute
+    positions: relative positions need each sequence's (T, T) distance grid, a decoder a causal mask."""
+    return model.config.position_embedding_type == "absolute" and not model.config.is_decoder
+
+
+def _forward_padded(model: BertModel, input_ids: Tensor, token_type_ids: Tensor, layout: PackedLayout) -> Tensor:
+    """The regular padded forward, re-packed: the fallback for models the packed layers cannot run."""
+    batch, width = len(layout.lengths), layout.max_length
+    grid_ids = input_ids.new_zeros(batch * width).index_copy_(0, layout.padded_index, input_ids)
+    grid_types = token_type_ids.new_zeros(batch * width).index_copy_(0, layout.padded_index, token_type_ids)
+    mask = torch.arange(width, device=input_ids.device)[None, :] < layout.lengths[:, None]  # (B, T)
+    out = model(
+        input_ids=grid_ids.view(batch, width),
+        attention_mask=mask.long(),
+        token_type_ids=grid_types.view(batch, width),
+        return_dict=True,
+    )
+    return out.last_hidden_state.reshape(batch * width, -1).index_select(0, layout.padded_index)  # (N, H)
+
+
 @torch.inference_mode()
 def forward_packed(
     model: BertModel,
@@ -213,14 +235,18 @@ def forward_packed(
     """last_hidden_state of the real tokens, (total_tokens, H), and the layout.
 
     input_ids / token_type_ids: (total_tokens,) — the sequences concatenated;
-    lengths: (B,) tokens per sequence.
+    lengths: (B,) tokens per sequence. Models the packed layers cannot run (supports_packed)
+    go through the regular padded forward instead: same result, without the speed-up.
     """
     if strategy not in PACKED_ATTENTION:
         raise ValueError(f"strategy={strategy!r} is not one of {sorted(PACKED_ATTENTION)}")
+    check_packed_inputs(model.config, input_ids, lengths, token_type_ids)
     embeddings = model.embeddings
     layout = PackedLayout.from_lengths(lengths, embeddings.word_embeddings.weight.dtype)
     if token_type_ids is None:
         token_type_ids = torch.zeros_like(input_ids)
+    if not supports_packed(model):
+        return _forward_padded(model, input_ids, token_type_ids, layout), layout
     # Same op order as BertEmbeddings.forward, so real tokens get the same numbers.
     hidden = embeddings.word_embeddings(input_ids) + embeddings.token_type_embeddings(token_type_ids)
     hidden = embeddings.LayerNorm(hidden + embeddings.position_embeddings(layout.positions))

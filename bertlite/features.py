@@ -21,7 +21,7 @@ import torch
 from tokenizers import Encoding, Tokenizer
 from torch import Tensor
 
-from bertlite.fast import DEFAULT_PACKED_ATTENTION, PACKED_ATTENTION, PackedLayout, forward_packed
+from bertlite.fast import DEFAULT_PACKED_ATTENTION, PACKED_ATTENTION, PackedLayout, forward_packed, supports_packed
 from bertlite.hub import resolve_file
 from bertlite.loading import parse_dtype
 from bertlite.modeling import BertModel
@@ -240,10 +240,13 @@ class Embedder:
         packed_attention: str = DEFAULT_PACKED_ATTENTION,
     ) -> None:
         """unpad: run only real tokens (bertlite.fast); default on, except for a
-        model set to eager attention, which is kept as the bit-exact reference path.
+        model set to eager attention, which is kept as the bit-exact reference path, and
+        models the packed layers cannot run (relative positions, decoders; see fast.supports_packed).
         packed_attention: how the unpadded path runs attention (bertlite.fast.PACKED_ATTENTION)."""
         self.model = model.eval()
-        self.unpad = model.attn_implementation != "eager" if unpad is None else unpad
+        if unpad is None:
+            unpad = model.attn_implementation != "eager" and supports_packed(model)
+        self.unpad = unpad
         if packed_attention not in PACKED_ATTENTION:
             raise ValueError(f"packed_attention={packed_attention!r} is not one of {sorted(PACKED_ATTENTION)}")
         self.packed_attention = packed_attention

@@ -16,8 +16,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from bertlite.config import BertConfig
+from bertlite.validation import check_inputs
 
 # --- activations -------------------------------------------------------------
 # Each is the formula transformers' ACT2FN uses for that name, op for op, so the
@@ -78,14 +80,33 @@ ACT2FN: dict[str, Callable[[Tensor], Tensor]] = {
 # --- attention ---------------------------------------------------------------
 # One signature, named implementations. "eager" is the reference (and the only
 # one that yields probabilities); faster paths are tested against it.
-AttentionFn = Callable[[Tensor, Tensor, Tensor, "Tensor | None", float, float], tuple[Tensor, "Tensor | None"]]
+# position_scores: unscaled (B, nh, T, T) terms added to q.k before scaling
+# (relative position embeddings); empty for absolute positions.
+AttentionFn = Callable[
+    [Tensor, Tensor, Tensor, "Tensor | None", float, float, "tuple[Tensor, ...]"], tuple[Tensor, "Tensor | None"]
+]
 
 
 def eager_attention(
-    query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None, scaling: float, dropout_p: float
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    bias: Tensor | None,
+    scaling: float,
+    dropout_p: float,
+    position_scores: tuple[Tensor, ...] = (),
 ) -> tuple[Tensor, Tensor]:
-    # Scale after the matmul, as transformers v5 does: the order decides the last bit.
-    scores = torch.matmul(query, key.transpose(2, 3)) * scaling  # (B, nh, T, T)
+    scores = torch.matmul(query, key.transpose(2, 3))  # (B, nh, T, T)
+    if position_scores:
+        # Relative positions exist only in transformers 4.x, so its op order is the
+        # reference: terms added one by one, then a division by sqrt(head_dim)
+        # (BERT's scaling is always head_dim**-0.5; 1 / scaling would round differently).
+        for term in position_scores:
+            scores = scores + term
+        scores = scores / math.sqrt(query.shape[-1])
+    else:
+        # Scale after the matmul, as transformers v5 does: the order decides the last bit.
+        scores = scores * scaling
     if bias is not None:
         scores = scores + bias
     probs = F.softmax(scores, dim=-1)
@@ -95,13 +116,24 @@ def eager_attention(
 
 
 def sdpa_attention(
-    query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None, scaling: float, dropout_p: float
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    bias: Tensor | None,
+    scaling: float,
+    dropout_p: float,
+    position_scores: tuple[Tensor, ...] = (),
 ) -> tuple[Tensor, None]:
+    if position_scores:
+        # SDPA scales only q.k, so the relative terms go in pre-scaled, as part of the additive mask.
+        relative = sum(position_scores[1:], position_scores[0]) * scaling  # (B, nh, T, T)
+        bias = relative if bias is None else relative + bias
     context = F.scaled_dot_product_attention(query, key, value, attn_mask=bias, dropout_p=dropout_p, scale=scaling)
     return context.transpose(1, 2).contiguous(), None  # (B, T, nh, hs)
 
 
 ATTENTION_FUNCTIONS: dict[str, AttentionFn] = {"eager": eager_attention, "sdpa": sdpa_attention}
+RELATIVE_POSITION_EMBEDDINGS = ("relative_key", "relative_key_query")
 DEFAULT_ATTENTION = "sdpa"
 
 
@@ -160,6 +192,8 @@ class BertEmbeddings(nn.Module):
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        # With relative positions the table exists (checkpoints carry it) but is not added, as in transformers 4.x.
+        self.position_embedding_type = config.position_embedding_type
         # transformers keeps position_ids/token_type_ids as non-persistent buffers;
         # they are made on the fly here so a meta-device build has nothing to re-fill.
 
@@ -178,7 +212,8 @@ class BertEmbeddings(nn.Module):
         if token_type_ids is None:
             token_type_ids = torch.zeros(1, seq_length, dtype=torch.long, device=device)
         embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids)
-        embeddings = embeddings + self.position_embeddings(position_ids)
+        if self.position_embedding_type == "absolute":
+            embeddings = embeddings + self.position_embeddings(position_ids)
         embeddings = self.LayerNorm(embeddings)
         return self.dropout(embeddings)
 
@@ -195,6 +230,11 @@ class BertSelfAttention(nn.Module):
         self.value = nn.Linear(config.hidden_size, self.all_head_size)
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
         self.attn_implementation = check_attn_implementation(attn_implementation)
+        self.position_embedding_type = config.position_embedding_type
+        if self.position_embedding_type in RELATIVE_POSITION_EMBEDDINGS:
+            # One vector per signed distance -(P-1)..P-1 between query and key (Shaw et al. 2018).
+            self.max_position_embeddings = config.max_position_embeddings
+            self.distance_embedding = nn.Embedding(2 * config.max_position_embeddings - 1, self.attention_head_size)
 
     def forward(
         self, hidden_states: Tensor, attention_bias: Tensor | None = None, output_attentions: bool = False
@@ -207,9 +247,29 @@ class BertSelfAttention(nn.Module):
         # Probabilities exist only on the eager path, so asking for them selects it.
         name = "eager" if output_attentions else self.attn_implementation
         dropout_p = self.dropout.p if self.training else 0.0
-        context, probs = ATTENTION_FUNCTIONS[name](query, key, value, attention_bias, self.scaling, dropout_p)
+        position_scores = self.relative_position_scores(query, key)
+        context, probs = ATTENTION_FUNCTIONS[name](
+            query, key, value, attention_bias, self.scaling, dropout_p, position_scores
+        )
         context = context.reshape(*input_shape, -1).contiguous()  # (B, T, H)
         return context, probs
+
+    def relative_position_scores(self, query: Tensor, key: Tensor) -> tuple[Tensor, ...]:
+        """The unscaled relative-position terms of the attention scores, as transformers 4.x computed
+        them: query . d(l - r) for relative_key, plus key . d(l - r) for relative_key_query. Empty
+        for absolute positions. The distance is l - r whatever position_ids say, as in 4.x."""
+        if self.position_embedding_type not in RELATIVE_POSITION_EMBEDDINGS:
+            return ()
+        query_length, key_length = query.shape[2], key.shape[2]
+        positions_l = torch.arange(query_length, dtype=torch.long, device=query.device).view(-1, 1)
+        positions_r = torch.arange(key_length, dtype=torch.long, device=query.device).view(1, -1)
+        distance = positions_l - positions_r  # (T, T)
+        positional = self.distance_embedding(distance + self.max_position_embeddings - 1)  # (T, T, hs)
+        positional = positional.to(dtype=query.dtype)  # a half-precision model with a float32 table
+        scores = (torch.einsum("bhld,lrd->bhlr", query, positional),)  # (B, nh, T, T)
+        if self.position_embedding_type == "relative_key_query":
+            scores += (torch.einsum("bhrd,lrd->bhlr", key, positional),)
+        return scores
 
 
 class BertSelfOutput(nn.Module):
@@ -279,6 +339,9 @@ class BertEncoder(nn.Module):
     def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
         super().__init__()
         self.layer = nn.ModuleList([BertLayer(config, attn_implementation) for _ in range(config.num_hidden_layers)])
+        # Set by BertPreTrainedModel.gradient_checkpointing_enable(), as in transformers.
+        self.gradient_checkpointing = False
+        self.checkpoint_kwargs: dict[str, Any] = {"use_reentrant": False}
 
     def forward(
         self,

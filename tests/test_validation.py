@@ -1,0 +1,114 @@
+"""Wrong inputs end in a ValueError with the numbers, before any kernel runs."""
+
+import re
+
+import pytest
+import torch
+
+from bertlite.fast import forward_packed
+from bertlite.features import Embedder, load_tokenizer
+from tests.conftest import make_hf_model, to_bertlite
+
+
+@pytest.fixture(scope="module")
+def model():
+    return to_bertlite(make_hf_model(type_vocab_size=2), attn="sdpa")
+
+
+def ids(*shape, high=99):
+    return torch.randint(0, high, shape)
+
+
+BAD_INPUTS = {
+    "id too large": (dict(input_ids=torch.tensor([[5, 99, 7]])), "input_ids contains 99, but vocab_size=99"),
+    "id far too large": (dict(input_ids=torch.tensor([[5, 10**6]])), "input_ids contains 1000000, but vocab_size=99"),
+    "negative id": (dict(input_ids=torch.tensor([[5, -1, 7]])), "input_ids contains -1; ids must be >= 0"),
+    "float ids": (dict(input_ids=torch.tensor([[5.0, 6.0]])), "input_ids must be an integer tensor of ids, got dtype"),
+    "too long": (dict(input_ids=ids(1, 65)), "sequence length 65 exceeds max_position_embeddings=64; truncate"),
+    "token type too large": (
+        dict(input_ids=ids(2, 4), token_type_ids=torch.tensor([[0, 0, 1, 2], [0, 0, 0, 0]])),
+        "token_type_ids contains 2, but type_vocab_size=2",
+    ),
+    "token type shape": (
+        dict(input_ids=ids(2, 4), token_type_ids=torch.zeros(2, 5, dtype=torch.long)),
+        "token_type_ids has shape (2, 5), expected (2, 4)",
+    ),
+    "mask shape": (
+        dict(input_ids=ids(2, 4), attention_mask=torch.ones(2, 3, dtype=torch.long)),
+        "attention_mask has shape (2, 3), expected (batch, seq_len) = (2, 4)",
+    ),
+    "position id too large": (
+        dict(input_ids=ids(1, 3), position_ids=torch.tensor([[0, 1, 64]])),
+        "position_ids contains 64, but max_position_embeddings=64",
+    ),
+    "neither ids nor embeds": (dict(), "pass exactly one of input_ids or inputs_embeds"),
+    "both ids and embeds": (
+        dict(input_ids=ids(1, 3), inputs_embeds=torch.zeros(1, 3, 32)),
+        "pass exactly one of input_ids or inputs_embeds",
+    ),
+    "embeds width": (
+        dict(inputs_embeds=torch.zeros(1, 3, 31)),
+        "inputs_embeds must have shape (batch",
+    ),
+    "ids not 2-d": (dict(input_ids=ids(3)), "input_ids must have shape (batch, seq_len), got (3,)"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS)
+def test_forward_refuses_bad_input_with_the_numbers(model, case):
+    kwargs, message = BAD_INPUTS[case]
+    with pytest.raises(ValueError, match=re.escape(message)):
+        model(**kwargs)
+
+
+def test_the_refused_inputs_would_otherwise_crash_or_read_out_of_bounds(model):
+    # The check exists because the unguarded op fails obscurely (or, on some
+    # devices, reads another row): show the embedding lookup itself misbehaves.
+    with pytest.raises(IndexError):
+        model.embeddings.word_embeddings(torch.tensor([[5, 99]]))
+
+
+def test_valid_edge_values_pass(model):
+    # the largest legal id, type id and length go through
+    input_ids = torch.full((1, 64), 98)
+    token_type_ids = torch.ones(1, 64, dtype=torch.long)
+    out = model(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=torch.ones(1, 64, dtype=torch.int32))
+    assert out.last_hidden_state.shape == (1, 64, 32)
+
+
+@pytest.mark.parametrize(
+    "packed, message",
+    [
+        (dict(input_ids=torch.tensor([1, 2, 99]), lengths=torch.tensor([1, 2])), "input_ids contains 99"),
+        (
+            dict(input_ids=torch.tensor([1, 2, 3]), lengths=torch.tensor([1, 1])),
+            "lengths sum to 2",
+        ),
+        (dict(input_ids=torch.tensor([1, 2]), lengths=torch.tensor([2, 0])), "at least one token"),
+        (dict(input_ids=ids(65), lengths=torch.tensor([65])), "sequence length 65 exceeds max_position_embeddings=64"),
+        (
+            dict(input_ids=torch.tensor([1, 2]), lengths=torch.tensor([2]), token_type_ids=torch.tensor([0, 5])),
+            "token_type_ids contains 5, but type_vocab_size=2",
+        ),
+    ],
+)
+def test_packed_path_refuses_bad_input(model, packed, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        forward_packed(model, **packed)
+
+
+def test_embedder_with_a_tokenizer_from_a_bigger_vocab_names_the_id(model, real_model_path):
+    # A 30522-token tokenizer on a 99-token model: the mistake of pairing files from two checkpoints.
+    embedder = Embedder(model, load_tokenizer(real_model_path), pooling="mean")
+    with pytest.raises(ValueError, match=r"input_ids contains \d+, but vocab_size=99"):
+        embedder.encode(["the tokenizer of another model"])
+    embedder.unpad = False  # the padded path checks too
+    with pytest.raises(ValueError, match=r"input_ids contains \d+, but vocab_size=99"):
+        embedder.encode(["the tokenizer of another model"])
+
+
+def test_validation_does_not_change_results(model):
+    hf = make_hf_model(type_vocab_size=2)
+    batch = {"input_ids": ids(2, 7), "attention_mask": torch.ones(2, 7, dtype=torch.long)}
+    with torch.no_grad():
+        torch.testing.assert_close(model(**batch).last_hidden_state, hf(**batch).last_hidden_state, atol=1e-5, rtol=0)
