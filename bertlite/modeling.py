@@ -353,7 +353,13 @@ class BertEncoder(nn.Module):
         all_hidden_states = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
         for layer_module in self.layer:
-            hidden_states, probs = layer_module(hidden_states, attention_bias, output_attentions)
+            if self.gradient_checkpointing and self.training:
+                # Keep only each layer's input; backward re-runs the layer (with the same dropout masks).
+                hidden_states, probs = checkpoint(
+                    layer_module, hidden_states, attention_bias, output_attentions, **self.checkpoint_kwargs
+                )
+            else:
+                hidden_states, probs = layer_module(hidden_states, attention_bias, output_attentions)
             if all_hidden_states is not None:
                 all_hidden_states.append(hidden_states)
             if all_attentions is not None:
@@ -418,6 +424,28 @@ class BertPreTrainedModel(nn.Module):
         if any(not p.is_meta for p in self.parameters()):
             self.apply(self._init_weights)
 
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict[str, Any] | None = None) -> None:
+        """Trade compute for memory in training, as transformers' method of the same name does:
+        each layer's activations are recomputed in backward instead of kept (about one more
+        forward per step). Gradients are unchanged. Has no effect in eval mode.
+
+        gradient_checkpointing_kwargs go to torch.utils.checkpoint.checkpoint (default use_reentrant=False).
+        """
+        kwargs = {"use_reentrant": False, **(gradient_checkpointing_kwargs or {})}
+        for module in self.modules():
+            if isinstance(module, BertEncoder):
+                module.gradient_checkpointing = True
+                module.checkpoint_kwargs = kwargs
+
+    def gradient_checkpointing_disable(self) -> None:
+        for module in self.modules():
+            if isinstance(module, BertEncoder):
+                module.gradient_checkpointing = False
+
+    @property
+    def is_gradient_checkpointing(self) -> bool:
+        return any(isinstance(m, BertEncoder) and m.gradient_checkpointing for m in self.modules())
+
     def set_attn_implementation(self, name: str) -> None:
         check_attn_implementation(name)
         for module in self.modules():
@@ -477,8 +505,7 @@ class BertModel(BertPreTrainedModel):
                 raise NotImplementedError(f"{name} is not supported by bertlite (pass None)")
         if use_cache and self.config.is_decoder:
             raise NotImplementedError("use_cache=True (a KV cache for generation) is not supported by bertlite")
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("pass exactly one of input_ids or inputs_embeds")
+        check_inputs(self.config, input_ids, inputs_embeds, attention_mask, token_type_ids, position_ids)
         embedding_output = self.embeddings(
             input_ids=input_ids,
             token_type_ids=token_type_ids,
