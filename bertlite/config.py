@@ -40,8 +40,7 @@ SUPPORTED_ACTIVATIONS = (
     "swish",
     "tanh",
 )
-# relative_key*: transformers 4.x only (v5 removed them and ignores the tensors).
-SUPPORTED_POSITION_EMBEDDINGS = ("absolute", "relative_key", "relative_key_query")
+SUPPORTED_POSITION_EMBEDDINGS = ("absolute",)
 BERT_MODEL_TYPES = ("bert",)
 
 CONFIG_NAME = "config.json"
@@ -110,6 +109,14 @@ class BertConfig:
                 f"position_embedding_type={self.position_embedding_type!r} is not implemented "
                 f"(supported: {', '.join(SUPPORTED_POSITION_EMBEDDINGS)})"
             )
+        # A config.json can hold "0.1" or null where a number belongs: fail by name, not with a TypeError from `<=`.
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps", "initializer_range"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{name} must be a number, got {value!r}")
+        pad = self.pad_token_id
+        if pad is not None and (isinstance(pad, bool) or not isinstance(pad, int)):
+            raise ValueError(f"pad_token_id must be an integer or null, got {pad!r}")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:

@@ -38,14 +38,15 @@ BASE_MODULES = ("embeddings.", "encoder.", "pooler.")
 HEAD_MODULES = ("cls.", "classifier.", "qa_outputs.")
 # transformers' non-persistent buffers, saved by old versions: derived, never loaded.
 IGNORED_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
-# Tensors that would change the outputs but have no module in the model being
-# loaded. Dropping them would give silently wrong numbers, so they fail even with
-# strict=False. distance_embedding loads when the config asks for relative positions.
+# Tensors that would change the outputs but have no module here. Dropping them
+# would give silently wrong numbers, so they fail even with strict=False.
 UNSUPPORTED_TENSORS = {
-    "distance_embedding": "relative position embeddings, but config.json has no "
-    "position_embedding_type relative_key or relative_key_query",
+    "distance_embedding": "relative position embeddings (position_embedding_type relative_key*)",
     "crossattention": "cross-attention layers (add_cross_attention=True)",
 }
+
+# Keys listed per kind in a load error; the full lists stay in LoadReport.
+MAX_LISTED = 20
 
 M = TypeVar("M", bound=nn.Module)
 V = TypeVar("V")
@@ -150,7 +151,10 @@ def iter_tensors(path: Path) -> Iterator[tuple[str, Tensor]]:
                 for key in f.keys():
                     yield key, f.get_tensor(key)
         except SafetensorError as e:
-            raise CheckpointError(f"{path}: not a valid safetensors file ({e})") from e
+            raise CheckpointError(
+                f"{path}: not a valid safetensors file ({e}); it is truncated or corrupt: download or convert it again"
+                " (from the hub: force_download=True)"
+            ) from e
     else:
         yield from _load_bin(path).items()
 
@@ -172,7 +176,7 @@ def _load_bin(path: Path) -> dict[str, Tensor]:
             raise CheckpointError(f"{path}: not a PyTorch checkpoint (unpickling failed: {detail})") from e
         raise CheckpointError(
             f"{path}: refused to load; it holds pickled objects other than tensors, which could run code "
-            f"(bertlite reads .bin files only with torch.load(weights_only=True)): {detail}. "
+            f"(bertlite reads .bin files only with torch.load(weights_only=True)): {detail.rstrip('.')}. "
             "Convert it to safetensors with a tool you trust, or use a checkpoint from a trusted source"
         ) from e
     except (RuntimeError, ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
@@ -209,15 +213,22 @@ class LoadReport:
 
     def message(self, what: str) -> str:
         lines = [f"cannot load {what}:"]
+        # A tensor of the wrong shape is not loaded, so it is missing too: listing it twice says nothing new.
+        mismatched_keys = {item.split(":", 1)[0] for item in self.mismatched}
         for title, items in (
             ("tensors bertlite does not implement", self.unsupported),
             ("conflicting keys", self.conflicts),
-            ("shape mismatch", self.mismatched),
-            ("missing keys", self.missing),
+            ("shape or dtype mismatch", self.mismatched),
+            ("missing keys", [key for key in self.missing if key not in mismatched_keys]),
             ("unexpected keys", self.unexpected),
         ):
             if items:
-                lines.append(f"  {title} ({len(items)}): " + ", ".join(sorted(items)))
+                # A checkpoint of another size mismatches every tensor: the first few tell the story.
+                shown = sorted(items)[:MAX_LISTED]
+                more = f", ... ({len(items) - len(shown)} more)" if len(items) > len(shown) else ""
+                lines.append(f"  {title} ({len(items)}): " + ", ".join(shown) + more)
+        if self.mismatched:
+            lines.append("  (the model's shapes come from config.json: is it the config of these weights?)")
         return "\n".join(lines)
 
 
@@ -252,7 +263,7 @@ def load_checkpoint(
                 report.conflicts.append(f"{key}: given twice, as {source[key]} and as {where}")
                 continue
             source[key] = where
-            unsupported = [why for name, why in UNSUPPORTED_TENSORS.items() if name in key and key not in expected]
+            unsupported = [why for name, why in UNSUPPORTED_TENSORS.items() if name in key]
             if unsupported:
                 report.unsupported.append(f"{key} in {path.name} ({unsupported[0]})")
             elif key not in expected:

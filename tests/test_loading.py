@@ -3,6 +3,8 @@
 import copy
 import json
 import os
+import pickle
+import struct
 import warnings
 from pathlib import Path
 
@@ -334,3 +336,137 @@ def test_training_checkpoint_bin_names_the_non_tensor(tmp_path, hf):
     torch.save({"state_dict": hf.state_dict(), "epoch": 3}, folder / "pytorch_model.bin")
     with pytest.raises(CheckpointError, match="but 'state_dict' is a OrderedDict"):
         bertlite.BertModel.from_pretrained(folder)
+
+
+# --- files that lie -------------------------------------------------------------------
+# Each gives an error that names the file and the problem, never a crash deep inside torch or safetensors.
+
+
+def _rewrite_header(path: Path, edit) -> None:
+    """Rewrite a safetensors file's JSON header (8-byte little-endian length, then the JSON, then the data)."""
+    data = path.read_bytes()
+    length = struct.unpack("<Q", data[:8])[0]
+    header = edit(json.loads(data[8 : 8 + length]))
+    path.write_bytes(struct.pack("<Q", len(header)) + header + data[8 + length :])
+
+
+def _claim_more_tensor_bytes(header: dict) -> bytes:
+    last = max((k for k in header if k != "__metadata__"), key=lambda k: header[k]["data_offsets"][1])
+    header[last]["data_offsets"][1] += 4096
+    return json.dumps(header).encode()
+
+
+@pytest.mark.parametrize(
+    "corrupt, detail",
+    [
+        pytest.param(lambda p: p.write_bytes(p.read_bytes()[:-1000]), "file not fully covered", id="truncated"),
+        pytest.param(lambda p: p.write_bytes(b""), "header too small", id="empty"),
+        pytest.param(lambda p: p.write_bytes(os.urandom(4096)), "", id="random-bytes"),
+        pytest.param(
+            # The 8-byte length prefix says the header runs far past the end of the file.
+            lambda p: p.write_bytes(struct.pack("<Q", p.stat().st_size * 10) + p.read_bytes()[8:]),
+            "invalid header length",
+            id="header-length-beyond-file",
+        ),
+        pytest.param(
+            # A well-formed header whose last tensor ends 4 KiB after the file does.
+            lambda p: _rewrite_header(p, _claim_more_tensor_bytes),
+            "offset",
+            id="tensor-beyond-file",
+        ),
+    ],
+)
+def test_safetensors_that_lie(folder, corrupt, detail):
+    corrupt(folder / "model.safetensors")
+    with pytest.raises(CheckpointError) as e:
+        bertlite.BertModel.from_pretrained(folder)
+    message = str(e.value)
+    assert f"{folder / 'model.safetensors'}: not a valid safetensors file" in message
+    assert detail in message and "truncated or corrupt: download or convert it again" in message
+
+
+def test_index_that_is_not_json(tmp_path, hf):
+    hf.save_pretrained(tmp_path / "sharded", max_shard_size="20KB")
+    (tmp_path / "sharded" / "model.safetensors.index.json").write_text('{"weight_map": {')
+    with pytest.raises(CheckpointError, match=r"index.json: not a valid shard index .*JSONDecodeError"):
+        bertlite.BertModel.from_pretrained(tmp_path / "sharded")
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        pytest.param('{"hidden_size": 32,', r"config.json: not valid JSON \(Expecting", id="cut-short"),
+        pytest.param("", r"config.json: not valid JSON", id="empty"),
+        pytest.param("[32, 4]", r"config.json: expected a JSON object, got list", id="array"),
+    ],
+)
+def test_config_json_that_is_not_a_config(folder, text, match):
+    (folder / "config.json").write_text(text)
+    with pytest.raises(ValueError, match=match):
+        bertlite.BertModel.from_pretrained(folder)
+
+
+@pytest.mark.parametrize(
+    "key, value, match",
+    [
+        ("hidden_size", "32", "hidden_size must be a positive integer, got '32'"),
+        ("num_attention_heads", 4.5, "num_attention_heads must be a positive integer, got 4.5"),
+        ("hidden_dropout_prob", "0.1", "hidden_dropout_prob must be a number, got '0.1'"),
+        ("layer_norm_eps", None, "layer_norm_eps must be a number, got None"),
+        ("pad_token_id", "0", "pad_token_id must be an integer or null, got '0'"),
+        ("hidden_act", 3, "hidden_act=3 is not implemented"),
+    ],
+)
+def test_config_value_of_the_wrong_type(folder, key, value, match):
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, key: value}))
+    with pytest.raises(ValueError) as e:
+        bertlite.BertModel.from_pretrained(folder)
+    assert str(e.value).startswith(f"{folder / 'config.json'}: {match}"), str(e.value)
+
+
+def test_config_of_another_architecture(folder):
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
+    with pytest.raises(ValueError, match=r"config.json: model_type='gpt2' is not a BERT config"):
+        bertlite.BertModel.from_pretrained(folder)
+
+
+def test_config_of_another_size_than_the_weights(folder):
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "hidden_size": 64}))
+    with pytest.raises(CheckpointError) as e:
+        bertlite.BertModel.from_pretrained(folder)
+    message = str(e.value)
+    assert "shape or dtype mismatch (37): embeddings.LayerNorm.bias: checkpoint (32,) in model.safetensors" in message
+    assert "... (17 more)" in message  # 37 tensors, the first 20 listed
+    assert "is it the config of these weights?" in message
+    assert "missing keys" not in message  # the mismatched ones, not repeated
+    assert len(e.value.report.mismatched) == 37  # the report keeps them all
+
+
+def test_checkpoint_in_another_float_dtype_is_converted(tmp_path, hf):
+    half = {k: v.half() for k, v in hf.state_dict().items()}
+    model = bertlite.BertModel.from_pretrained(write_folder(tmp_path / "fp16", hf.config.to_dict(), half))
+    assert {p.dtype for p in model.parameters()} == {torch.float32}  # the default dtype, as transformers
+    assert torch.equal(model.pooler.dense.weight, half["pooler.dense.weight"].float())
+
+
+def test_checkpoint_of_quantized_integers(tmp_path, hf):
+    quantized = {k: (v * 100).to(torch.int8) for k, v in hf.state_dict().items()}
+    folder = write_folder(tmp_path / "int8", hf.config.to_dict(), quantized)
+    with pytest.raises(CheckpointError) as e:
+        bertlite.BertModel.from_pretrained(folder)
+    assert "embeddings.LayerNorm.bias: checkpoint dtype torch.int8 in model.safetensors, model expects floats" in str(
+        e.value
+    )
+
+
+def test_plain_pickle_that_runs_code_is_refused_and_never_runs(tmp_path, hf):
+    # An old-style (not zip) pickle, as torch < 1.6 or pickle.dump would write it.
+    marker = tmp_path / "pwned"
+    folder = write_folder(tmp_path / "evil", hf.config.to_dict(), hf.state_dict(), fmt="bin")
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps({"pooler.dense.bias": _Payload(marker)}, protocol=2))
+    with pytest.raises(CheckpointError, match=r"pytorch_model.bin: refused to load; .* GLOBAL posix.system"):
+        bertlite.BertModel.from_pretrained(folder)
+    assert not marker.exists()
