@@ -304,6 +304,9 @@ def _unreadable(kind: str, folder: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
         path = folder / "texts.txt"
         path.mkdir()
         return path
+    if kind == "parent-is-a-file":
+        (folder / "notes.txt").write_text("hello\n")
+        return folder / "notes.txt" / "in.txt"
     assert kind == "no-permission"
     path = folder / "secret.txt"
     path.write_text("hello\n")
@@ -320,7 +323,7 @@ def _unreadable(kind: str, folder: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     return path
 
 
-@pytest.mark.parametrize("kind", ["missing", "directory", "no-permission"])
+@pytest.mark.parametrize("kind", ["missing", "directory", "parent-is-a-file", "no-permission"])
 def test_unreadable_input_exits_2(
     kind: str,
     real_model_path: Path,
@@ -354,6 +357,16 @@ def test_invalid_utf8_names_the_line_unless_replaced(
     np.testing.assert_allclose(np.load(out), expected, rtol=0, atol=1e-6)
 
 
+def test_read_texts_api_strict_and_replace(tmp_path: Path) -> None:
+    from bertlite.files import InputError, read_texts
+
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b'{"text": "ok"}\n{"text": "caf\xe9"}\n')  # Latin-1 e-acute: not UTF-8
+    with pytest.raises(InputError, match=r"in.jsonl: line 2 is not valid UTF-8 \(byte 13: b'\\xe9'\)"):
+        read_texts(str(path))
+    assert read_texts(str(path), errors="replace") == ["ok", "caf\ufffd"]
+
+
 def test_missing_output_folder_exits_2(
     real_model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -363,6 +376,61 @@ def test_missing_output_folder_exits_2(
     assert code == 2
     assert str(folder) in error_line(err)
     assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize("out_format", ["npy", "jsonl", "parquet"])
+def test_full_disk_exits_1_and_leaves_nothing(
+    out_format: str,
+    real_model_path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The writer's temp file is a symlink to /dev/full, where every write fails with ENOSPC: a full disk,
+    # for real writes. Unlinking the symlink never touches /dev/full; the guard below makes sure nothing
+    # else does either (a chmod or rename that followed the link would change the device itself).
+    import bertlite.files
+
+    def full_mkstemp(dir: str, prefix: str, suffix: str) -> tuple[int, str]:
+        path = Path(dir, f"{prefix}full{suffix}")
+        path.symlink_to("/dev/full")
+        return os.open(path, os.O_WRONLY), str(path)
+
+    def guarded(function: Callable[..., None]) -> Callable[..., None]:
+        def call(path: str | os.PathLike[str], *args: object, **kwargs: object) -> None:
+            assert not os.path.realpath(path).startswith("/dev/"), f"{function.__name__} would touch {path}"
+            return function(path, *args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(bertlite.files.tempfile, "mkstemp", full_mkstemp)
+    monkeypatch.setattr(os, "chmod", guarded(os.chmod))
+    monkeypatch.setattr(os, "replace", guarded(os.replace))
+    (tmp_path / "in.txt").write_text("one\ntwo\nthree\n")
+    out = tmp_path / f"out.{out_format}"
+    code, err = run([str(real_model_path), "-i", str(tmp_path / "in.txt"), "-o", str(out), "--quiet"], capsys)
+    assert code == 1
+    line = error_line(err)
+    assert f"writing {out} failed" in line and "No space left on device" in line and "no output written" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
+
+
+def test_one_megabyte_line_is_truncated_in_linear_time(
+    real_model_path: Path, embedder: Embedder, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    huge = "word " * 200_000  # 1 MB on one line: 200,000 tokens, far beyond the model's 256
+    (tmp_path / "in.txt").write_text(f"short\n{huge}\n", encoding="utf-8")
+    out = tmp_path / "out.npy"
+    start = time.perf_counter()
+    code, err = run([str(real_model_path), "-i", str(tmp_path / "in.txt"), "-o", str(out), "--quiet"], capsys)
+    seconds = time.perf_counter() - start
+    assert code == 0, err
+    assert "embedded 2 texts" in err and "1 truncated" in err
+    vectors = np.load(out)
+    # Truncated: the same vector as any text whose first 256 tokens are the same words.
+    np.testing.assert_allclose(vectors[1], embedder.encode(["word " * 1000])[0], rtol=0, atol=1e-5)
+    # Tokenizing 1 MB takes well under a second; anything quadratic in the line length would take minutes.
+    assert seconds < 30, seconds
 
 
 def test_bad_output_extension_exits_2(
