@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 from bertlite.hub import CheckpointNotFoundError, resolve_file
@@ -43,6 +44,7 @@ SUPPORTED_ACTIVATIONS = (
 SUPPORTED_POSITION_EMBEDDINGS = ("absolute",)
 BERT_MODEL_TYPES = ("bert",)
 
+PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
 CONFIG_NAME = "config.json"
 
 
@@ -72,6 +74,13 @@ class BertConfig:
     tie_word_embeddings: bool = True
     model_type: str = "bert"
     # forward() defaults, as in transformers' PreTrainedConfig.
+    # Task heads (transformers' PreTrainedConfig fields). The number of labels is
+    # len(id2label), as there; num_labels=N makes LABEL_0..LABEL_{N-1}. id2label's
+    # keys are ints here and strings in config.json.
+    id2label: dict[int, str] | None = None
+    label2id: dict[str, int] | None = None
+    problem_type: str | None = None  # None: BertForSequenceClassification infers it from the labels
+    num_labels: InitVar[int | None] = None
     output_attentions: bool = False
     output_hidden_states: bool = False
     return_dict: bool = True
@@ -79,7 +88,8 @@ class BertConfig:
     # transformers_version, id2label, ...): kept so to_dict() writes them back.
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, num_labels: int | None) -> None:
+        self._init_labels(num_labels)
         if self.model_type not in BERT_MODEL_TYPES:
             raise ValueError(
                 f"model_type={self.model_type!r} is not a BERT config (expected one of {BERT_MODEL_TYPES})"
@@ -128,6 +138,31 @@ class BertConfig:
                 f"pad_token_id={self.pad_token_id} is outside the vocabulary (vocab_size={self.vocab_size})"
             )
 
+        if self.problem_type is not None and self.problem_type not in PROBLEM_TYPES:
+            raise ValueError(f"problem_type={self.problem_type!r} is not one of {PROBLEM_TYPES}")
+        if self.problem_type == "single_label_classification" and len(self.id2label) == 1:
+            raise ValueError(
+                "problem_type='single_label_classification' needs num_labels > 1 "
+                "(use num_labels=2 for binary classification, or problem_type='regression')"
+            )
+        if self.classifier_dropout is not None and not 0.0 <= self.classifier_dropout <= 1.0:
+            raise ValueError(f"classifier_dropout must be in [0, 1] or None, got {self.classifier_dropout!r}")
+
+    def _init_labels(self, num_labels: int | None) -> None:
+        if self.id2label is None:
+            # transformers' default is two labels, even for models without a classifier.
+            self.num_labels = 2 if num_labels is None else num_labels
+            return
+        try:
+            self.id2label = {int(key): value for key, value in self.id2label.items()}
+        except (TypeError, ValueError, AttributeError) as e:
+            raise ValueError(f"id2label must map label ids (ints) to names, got {self.id2label!r}") from e
+        if num_labels is not None and num_labels != len(self.id2label):
+            # transformers warns and keeps id2label, so a config it loads loads here too.
+            warnings.warn(
+                f"num_labels={num_labels} disagrees with id2label ({len(self.id2label)} labels); using id2label",
+                stacklevel=4,
+            )
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
@@ -135,7 +170,7 @@ class BertConfig:
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any]) -> BertConfig:
         """Build from a transformers-style dict; unknown keys are kept in `extra`."""
-        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra"} | {"num_labels"}
         kwargs = {k: v for k, v in config_dict.items() if k in known}
         extra = {k: v for k, v in config_dict.items() if k not in known}
         if kwargs.get("position_embedding_type") is None:
@@ -176,3 +211,21 @@ class BertConfig:
         with open(path, "w", encoding="utf-8") as f:
             json.dump(self.to_dict(), f, indent=2)
             f.write("\n")
+
+
+def _get_num_labels(self: BertConfig) -> int:
+    return len(self.id2label)
+
+
+def _set_num_labels(self: BertConfig, num_labels: int) -> None:
+    if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels <= 0:
+        raise ValueError(f"num_labels must be a positive integer, got {num_labels!r}")
+    if self.id2label is None or len(self.id2label) != num_labels:
+        self.id2label = {i: f"LABEL_{i}" for i in range(num_labels)}
+        self.label2id = {name: i for i, name in self.id2label.items()}
+
+
+# num_labels is a constructor argument (an InitVar) and, like transformers' property,
+# always len(id2label) afterwards; it is attached here because a dataclass body
+# cannot hold both under one name.
+BertConfig.num_labels = property(_get_num_labels, _set_num_labels)  # type: ignore[assignment]

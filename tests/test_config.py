@@ -35,7 +35,8 @@ def test_round_trip_from_transformers_config(tmp_path):
     assert {k: out[k] for k in d} == d  # unknown keys (id2label, transformers_version, ...) are written back
     cfg.to_json_file(tmp_path / "config.json")
     again = BertConfig.from_json_file(tmp_path / "config.json")
-    assert again.to_dict() == json.loads(json.dumps(out))  # JSON turns id2label's int keys into str
+    assert again.to_dict() == out  # id2label: int keys in memory (as transformers), str keys in the file
+    assert json.loads((tmp_path / "config.json").read_text())["id2label"] == {"0": "LABEL_0", "1": "LABEL_1"}
     # and transformers reads what we wrote
     assert transformers.BertConfig.from_json_file(tmp_path / "config.json").hidden_act == "gelu_new"
 
@@ -86,3 +87,23 @@ def test_config_import_needs_no_torch_and_package_no_transformers():
         "assert 'torch' in sys.modules and 'transformers' not in sys.modules, 'transformers'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(), dict(num_labels=4), dict(id2label={0: "neg", 1: "pos"}), dict(num_labels=1, problem_type="regression")],
+)
+def test_labels_match_transformers(tmp_path, kwargs):
+    ours, theirs = BertConfig(**kwargs), transformers.BertConfig(**kwargs)
+    assert (ours.num_labels, ours.id2label, ours.label2id, ours.problem_type) == (
+        theirs.num_labels,
+        theirs.id2label,
+        theirs.label2id,
+        theirs.problem_type,
+    )
+    ours.to_json_file(tmp_path / "config.json")
+    back = transformers.BertConfig.from_json_file(tmp_path / "config.json")
+    assert (back.num_labels, back.id2label, back.problem_type) == (ours.num_labels, ours.id2label, ours.problem_type)
+    ours.num_labels = 3  # the setter renames the labels, as transformers' does
+    theirs.num_labels = 3
+    assert (ours.id2label, ours.label2id) == (theirs.id2label, theirs.label2id)
