@@ -18,7 +18,15 @@ _LAZY = {
     "BertAttention": "bertlite.modeling",
     "BertEmbeddings": "bertlite.modeling",
     "BertEncoder": "bertlite.modeling",
+    "BertForMaskedLM": "bertlite.heads",
+    "BertForMultipleChoice": "bertlite.heads",
+    "BertForNextSentencePrediction": "bertlite.heads",
+    "BertForPreTraining": "bertlite.heads",
+    "BertForQuestionAnswering": "bertlite.heads",
+    "BertForSequenceClassification": "bertlite.heads",
+    "BertForTokenClassification": "bertlite.heads",
     "BertIntermediate": "bertlite.modeling",
+    "BertLMHeadModel": "bertlite.heads",
     "BertLayer": "bertlite.modeling",
     "BertModel": "bertlite.modeling",
     "BertOutput": "bertlite.modeling",
@@ -35,6 +43,16 @@ __all__ = ["BertConfig", "__version__", *_LAZY]
 
 if TYPE_CHECKING:
     from bertlite.features import Embedder
+    from bertlite.heads import (
+        BertForMaskedLM,
+        BertForMultipleChoice,
+        BertForNextSentencePrediction,
+        BertForPreTraining,
+        BertForQuestionAnswering,
+        BertForSequenceClassification,
+        BertForTokenClassification,
+        BertLMHeadModel,
+    )
     from bertlite.loading import CheckpointError, remap_state_dict
     from bertlite.modeling import (
         BaseModelOutputWithPooling,

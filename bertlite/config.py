@@ -43,8 +43,8 @@ SUPPORTED_ACTIVATIONS = (
 )
 SUPPORTED_POSITION_EMBEDDINGS = ("absolute",)
 BERT_MODEL_TYPES = ("bert",)
-
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
+
 CONFIG_NAME = "config.json"
 
 
@@ -73,7 +73,6 @@ class BertConfig:
     eos_token_id: int | list[int] | None = None
     tie_word_embeddings: bool = True
     model_type: str = "bert"
-    # forward() defaults, as in transformers' PreTrainedConfig.
     # Task heads (transformers' PreTrainedConfig fields). The number of labels is
     # len(id2label), as there; num_labels=N makes LABEL_0..LABEL_{N-1}. id2label's
     # keys are ints here and strings in config.json.
@@ -81,6 +80,7 @@ class BertConfig:
     label2id: dict[str, int] | None = None
     problem_type: str | None = None  # None: BertForSequenceClassification infers it from the labels
     num_labels: InitVar[int | None] = None
+    # forward() defaults, as in transformers' PreTrainedConfig.
     output_attentions: bool = False
     output_hidden_states: bool = False
     return_dict: bool = True
@@ -137,7 +137,6 @@ class BertConfig:
             raise ValueError(
                 f"pad_token_id={self.pad_token_id} is outside the vocabulary (vocab_size={self.vocab_size})"
             )
-
         if self.problem_type is not None and self.problem_type not in PROBLEM_TYPES:
             raise ValueError(f"problem_type={self.problem_type!r} is not one of {PROBLEM_TYPES}")
         if self.problem_type == "single_label_classification" and len(self.id2label) == 1:
@@ -163,6 +162,7 @@ class BertConfig:
                 f"num_labels={num_labels} disagrees with id2label ({len(self.id2label)} labels); using id2label",
                 stacklevel=4,
             )
+
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads

@@ -402,6 +402,26 @@ class BertPreTrainedModel(nn.Module):
 
         return from_pretrained(cls, name_or_path, **kwargs)
 
+    def save_pretrained(self, save_directory: str | os.PathLike, *, max_shard_size: int | str = "50GB") -> None:
+        """Write config.json and safetensors weights as transformers does; see bertlite.saving.save_pretrained."""
+        from bertlite.saving import save_pretrained
+
+        save_pretrained(self, save_directory, max_shard_size=max_shard_size)
+
+    # target -> source: parameters that are one tensor when config.tie_word_embeddings
+    # (transformers' _tied_weights_keys); the language-model heads set it.
+    _tied_weights_keys: dict[str, str] = {}
+
+    def tied_weights_keys(self) -> dict[str, str]:
+        """The tied pairs in effect: none unless config.tie_word_embeddings, as in transformers."""
+        return dict(self._tied_weights_keys) if self.config.tie_word_embeddings else {}
+
+    def tie_weights(self, pairs: dict[str, str] | None = None) -> None:
+        """Make each target the very Parameter of its source (all tied pairs, or just `pairs`)."""
+        for target, source in (self.tied_weights_keys() if pairs is None else pairs).items():
+            module_name, _, name = target.rpartition(".")
+            setattr(self.get_submodule(module_name), name, self.get_parameter(source))
+
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         # transformers' scheme, so a from-scratch model starts from the same distribution.

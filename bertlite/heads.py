@@ -1,0 +1,614 @@
+"""Task heads on BertModel, under transformers' class, attribute and state_dict names.
+
+Each class is the transformers class of the same name: the base model is `bert`
+and the head modules (`cls`, `classifier`, `qa_outputs`) hold the same keys, so a
+transformers checkpoint of any head loads key for key, and a loss is computed with
+transformers' reductions (mean, ignore_index -100). The masked-LM decoder is the
+word-embedding matrix itself when config.tie_word_embeddings (the default).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from bertlite.config import BertConfig
+from bertlite.modeling import (
+    ACT2FN,
+    DEFAULT_ATTENTION,
+    BaseModelOutputWithPooling,
+    BertModel,
+    BertPreTrainedModel,
+    ModelOutput,
+)
+
+IGNORE_INDEX = -100  # label value that adds nothing to a loss, as in transformers
+
+# --- outputs -----------------------------------------------------------------
+# transformers' field names and order, so to_tuple() (return_dict=False) gives the
+# same tuple: loss first when there is one, then the logits.
+
+
+@dataclass
+class BertForPreTrainingOutput(ModelOutput):
+    loss: Tensor | None = None  # masked-LM + next-sentence loss, when both label sets are given
+    prediction_logits: Tensor | None = None  # (B, T, vocab)
+    seq_relationship_logits: Tensor | None = None  # (B, 2)
+    hidden_states: tuple[Tensor, ...] | None = None
+    attentions: tuple[Tensor, ...] | None = None
+
+
+@dataclass
+class _LogitsOutput(ModelOutput):
+    loss: Tensor | None = None
+    logits: Tensor | None = None
+    hidden_states: tuple[Tensor, ...] | None = None
+    attentions: tuple[Tensor, ...] | None = None
+
+
+@dataclass
+class MaskedLMOutput(_LogitsOutput):
+    """logits: (B, T, vocab)."""
+
+
+@dataclass
+class CausalLMOutput(_LogitsOutput):
+    """logits: (B, T, vocab); loss: next-token cross-entropy."""
+
+
+@dataclass
+class NextSentencePredictorOutput(_LogitsOutput):
+    """logits: (B, 2); index 0 means sentence B follows sentence A."""
+
+
+@dataclass
+class SequenceClassifierOutput(_LogitsOutput):
+    """logits: (B, num_labels)."""
+
+
+@dataclass
+class MultipleChoiceModelOutput(_LogitsOutput):
+    """logits: (B, num_choices)."""
+
+
+@dataclass
+class TokenClassifierOutput(_LogitsOutput):
+    """logits: (B, T, num_labels)."""
+
+
+@dataclass
+class QuestionAnsweringModelOutput(ModelOutput):
+    loss: Tensor | None = None  # mean of the start and end losses
+    start_logits: Tensor | None = None  # (B, T)
+    end_logits: Tensor | None = None  # (B, T)
+    hidden_states: tuple[Tensor, ...] | None = None
+    attentions: tuple[Tensor, ...] | None = None
+
+
+# --- head modules --------------------------------------------------------------
+
+
+class BertPredictionHeadTransform(nn.Module):
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.transform_act_fn = ACT2FN[config.hidden_act]
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))
+
+
+class BertLMPredictionHead(nn.Module):
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.transform = BertPredictionHeadTransform(config)
+        # When tied, decoder.weight is the word-embedding matrix and decoder.bias is
+        # `bias`; untied, `bias` is still a key (transformers keeps it) but unused.
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        return self.decoder(self.transform(hidden_states))
+
+
+class BertOnlyMLMHead(nn.Module):
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.predictions = BertLMPredictionHead(config)
+
+    def forward(self, sequence_output: Tensor) -> Tensor:
+        return self.predictions(sequence_output)
+
+
+class BertOnlyNSPHead(nn.Module):
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+    def forward(self, pooled_output: Tensor) -> Tensor:
+        return self.seq_relationship(pooled_output)
+
+
+class BertPreTrainingHeads(nn.Module):
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.predictions = BertLMPredictionHead(config)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+    def forward(self, sequence_output: Tensor, pooled_output: Tensor) -> tuple[Tensor, Tensor]:
+        return self.predictions(sequence_output), self.seq_relationship(pooled_output)
+
+
+# --- models --------------------------------------------------------------------
+
+
+class _BertWithHead(BertPreTrainedModel):
+    """What every head class shares: the base model call, init of the head, the output form."""
+
+    def _post_init(self) -> None:
+        # BertModel initialised itself; the head modules are the other children. On the
+        # meta device (from_pretrained) there is nothing to fill. Tying comes last, so
+        # the decoder's init cannot overwrite the embeddings it then shares.
+        if any(not p.is_meta for p in self.parameters()):
+            for name, child in self.named_children():
+                if name != self.base_model_prefix:
+                    child.apply(self._init_weights)
+        self.tie_weights()
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, BertLMPredictionHead):
+            module.bias.zero_()  # a bare Parameter, which the per-layer scheme does not reach
+
+    @property
+    def attn_implementation(self) -> str:
+        return self.bert.attn_implementation
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.bert.get_input_embeddings()
+
+    def _encode(
+        self,
+        input_ids: Tensor | None,
+        attention_mask: Tensor | None,
+        token_type_ids: Tensor | None,
+        position_ids: Tensor | None,
+        inputs_embeds: Tensor | None,
+        output_attentions: bool | None,
+        output_hidden_states: bool | None,
+        kwargs: dict[str, Any],
+    ) -> BaseModelOutputWithPooling:
+        # kwargs: transformers v4 keywords (head_mask=None, ...), which BertModel accepts or refuses by name.
+        return self.bert(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+            **kwargs,
+        )
+
+    def _finish(self, output: ModelOutput, return_dict: bool | None) -> Any:
+        return output if (self.config.return_dict if return_dict is None else return_dict) else output.to_tuple()
+
+
+class BertForPreTraining(_BertWithHead):
+    _tied_weights_keys = {
+        "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+        "cls.predictions.decoder.bias": "cls.predictions.bias",
+    }
+
+    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__(config)
+        self.bert = BertModel(config, attn_implementation=attn_implementation)
+        self.cls = BertPreTrainingHeads(config)
+        self._post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.cls.predictions.decoder
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        next_sentence_label: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> BertForPreTrainingOutput | tuple[Tensor, ...]:
+        """labels: (B, T) token ids, -100 where not masked; next_sentence_label: (B,) 0 = continuation.
+        The loss needs both, as in transformers."""
+        outputs = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+            kwargs,
+        )
+        prediction_scores, seq_relationship_score = self.cls(outputs.last_hidden_state, outputs.pooler_output)
+        loss = None
+        if labels is not None and next_sentence_label is not None:
+            masked_lm_loss = F.cross_entropy(prediction_scores.view(-1, self.config.vocab_size), labels.view(-1))
+            next_sentence_loss = F.cross_entropy(seq_relationship_score.view(-1, 2), next_sentence_label.view(-1))
+            loss = masked_lm_loss + next_sentence_loss
+        output = BertForPreTrainingOutput(
+            loss, prediction_scores, seq_relationship_score, outputs.hidden_states, outputs.attentions
+        )
+        return self._finish(output, return_dict)
+
+
+class BertLMHeadModel(_BertWithHead):
+    _tied_weights_keys = {
+        "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+        "cls.predictions.decoder.bias": "cls.predictions.bias",
+    }
+
+    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__(config)
+        if not config.is_decoder:
+            warnings.warn(
+                "BertLMHeadModel without is_decoder=True attends both ways; set is_decoder=True", stacklevel=2
+            )
+        self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
+        self.cls = BertOnlyMLMHead(config)
+        self._post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.cls.predictions.decoder
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> CausalLMOutput | tuple[Tensor, ...]:
+        """labels: (B, T), usually the input ids; position t's logits are scored against labels[t + 1]."""
+        outputs = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+            kwargs,
+        )
+        logits = self.cls(outputs.last_hidden_state)  # (B, T, vocab)
+        loss = None
+        if labels is not None:
+            # transformers' ForCausalLMLoss: float32 logits; labels shifted left by one and
+            # padded with IGNORE_INDEX, so the last position predicts nothing.
+            shift_labels = F.pad(labels, (0, 1), value=IGNORE_INDEX)[..., 1:].to(logits.device)
+            loss = F.cross_entropy(
+                logits.float().view(-1, self.config.vocab_size), shift_labels.reshape(-1), ignore_index=IGNORE_INDEX
+            )
+        return self._finish(CausalLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), return_dict)
+
+
+class BertForMaskedLM(_BertWithHead):
+    _tied_weights_keys = {
+        "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+        "cls.predictions.decoder.bias": "cls.predictions.bias",
+    }
+
+    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__(config)
+        if config.is_decoder:
+            warnings.warn("BertForMaskedLM with is_decoder=True attends only to the left", stacklevel=2)
+        self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
+        self.cls = BertOnlyMLMHead(config)
+        self._post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.cls.predictions.decoder
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> MaskedLMOutput | tuple[Tensor, ...]:
+        """labels: (B, T) token ids at masked positions, -100 elsewhere."""
+        outputs = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+            kwargs,
+        )
+        logits = self.cls(outputs.last_hidden_state)  # (B, T, vocab)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.view(-1, self.config.vocab_size), labels.view(-1))
+        return self._finish(MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), return_dict)
+
+
+class BertForNextSentencePrediction(_BertWithHead):
+    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__(config)
+        self.bert = BertModel(config, attn_implementation=attn_implementation)
+        self.cls = BertOnlyNSPHead(config)
+        self._post_init()
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> NextSentencePredictorOutput | tuple[Tensor, ...]:
+        """labels: (B,), 0 where sentence B continues sentence A, 1 where it is random."""
+        outputs = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+            kwargs,
+        )
+        logits = self.cls(outputs.pooler_output)  # (B, 2)
+        loss = F.cross_entropy(logits.view(-1, 2), labels.view(-1)) if labels is not None else None
+        output = NextSentencePredictorOutput(loss, logits, outputs.hidden_states, outputs.attentions)
+        return self._finish(output, return_dict)
+
+
+def _classifier_dropout(config: BertConfig) -> nn.Dropout:
+    return nn.Dropout(config.hidden_dropout_prob if config.classifier_dropout is None else config.classifier_dropout)
+
+
+class BertForSequenceClassification(_BertWithHead):
+    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bert = BertModel(config, attn_implementation=attn_implementation)
+        self.dropout = _classifier_dropout(config)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self._post_init()
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> SequenceClassifierOutput | tuple[Tensor, ...]:
+        """labels: (B,) floats for regression, class ids for single-label, (B, num_labels) 0/1 floats
+        for multi-label classification (config.problem_type; inferred from num_labels and the labels'
+        dtype when unset, and then stored in the config, as transformers does)."""
+        outputs = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+            kwargs,
+        )
+        logits = self.classifier(self.dropout(outputs.pooler_output))  # (B, num_labels)
+        loss = None
+        if labels is not None:
+            if self.config.problem_type is None:
+                if self.num_labels == 1:
+                    self.config.problem_type = "regression"
+                elif labels.dtype in (torch.long, torch.int):
+                    self.config.problem_type = "single_label_classification"
+                else:
+                    self.config.problem_type = "multi_label_classification"
+            if self.config.problem_type == "regression":
+                if self.num_labels == 1:
+                    loss = F.mse_loss(logits.squeeze(), labels.squeeze())
+                else:
+                    loss = F.mse_loss(logits, labels)
+            elif self.config.problem_type == "single_label_classification":
+                loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
+            else:
+                loss = F.binary_cross_entropy_with_logits(logits, labels)
+        output = SequenceClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions)
+        return self._finish(output, return_dict)
+
+
+class BertForMultipleChoice(_BertWithHead):
+    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__(config)
+        self.bert = BertModel(config, attn_implementation=attn_implementation)
+        self.dropout = _classifier_dropout(config)
+        self.classifier = nn.Linear(config.hidden_size, 1)  # one score per choice
+        self._post_init()
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> MultipleChoiceModelOutput | tuple[Tensor, ...]:
+        """Inputs are (B, num_choices, T) (inputs_embeds (B, num_choices, T, H)); labels: (B,) choice index."""
+        first = input_ids if input_ids is not None else inputs_embeds
+        if first is None:
+            raise ValueError("pass exactly one of input_ids or inputs_embeds")
+        if first.dim() != (3 if input_ids is not None else 4):
+            name = "input_ids" if input_ids is not None else "inputs_embeds"
+            raise ValueError(
+                f"BertForMultipleChoice takes {name} of shape (batch, num_choices, seq_len"
+                f"{'' if input_ids is not None else ', hidden'}), got {tuple(first.shape)}"
+            )
+        num_choices = first.shape[1]
+
+        def flat(t: Tensor | None, dims: int = 1) -> Tensor | None:
+            # (B, C, T, ...) -> (B * C, T, ...): every choice is a sequence of its own.
+            return None if t is None else t.reshape(-1, *t.shape[t.dim() - dims :])
+
+        outputs = self._encode(
+            flat(input_ids),
+            flat(attention_mask),
+            flat(token_type_ids),
+            flat(position_ids),
+            flat(inputs_embeds, dims=2),
+            output_attentions,
+            output_hidden_states,
+            kwargs,
+        )
+        logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)  # (B, C)
+        loss = F.cross_entropy(logits, labels) if labels is not None else None
+        output = MultipleChoiceModelOutput(loss, logits, outputs.hidden_states, outputs.attentions)
+        return self._finish(output, return_dict)
+
+
+class BertForTokenClassification(_BertWithHead):
+    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
+        self.dropout = _classifier_dropout(config)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self._post_init()
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> TokenClassifierOutput | tuple[Tensor, ...]:
+        """labels: (B, T) class ids, -100 where a token is not scored (padding, sub-words)."""
+        outputs = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+            kwargs,
+        )
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
+        output = TokenClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions)
+        return self._finish(output, return_dict)
+
+
+class BertForQuestionAnswering(_BertWithHead):
+    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__(config)
+        if config.num_labels != 2:
+            # transformers would fail later, unpacking the logits; the two outputs are start and end.
+            raise ValueError(f"BertForQuestionAnswering needs num_labels=2 (start, end), got {config.num_labels}")
+        self.num_labels = config.num_labels
+        self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
+        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
+        self._post_init()
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        start_positions: Tensor | None = None,
+        end_positions: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> QuestionAnsweringModelOutput | tuple[Tensor, ...]:
+        """start_positions, end_positions: (B,) token indices of the answer span; the loss needs both.
+        Positions outside the sequence are clamped to T and add nothing, as in transformers."""
+        outputs = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+            kwargs,
+        )
+        logits = self.qa_outputs(outputs.last_hidden_state)  # (B, T, 2)
+        start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))  # (B, T) each
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            if start_positions.dim() > 1:  # (B, 1), as some data loaders give them
+                start_positions = start_positions.squeeze(-1)
+            if end_positions.dim() > 1:
+                end_positions = end_positions.squeeze(-1)
+            ignored_index = start_logits.size(1)
+            start_positions = start_positions.clamp(0, ignored_index)
+            end_positions = end_positions.clamp(0, ignored_index)
+            start_loss = F.cross_entropy(start_logits, start_positions, ignore_index=ignored_index)
+            end_loss = F.cross_entropy(end_logits, end_positions, ignore_index=ignored_index)
+            loss = (start_loss + end_loss) / 2
+        output = QuestionAnsweringModelOutput(loss, start_logits, end_logits, outputs.hidden_states, outputs.attentions)
+        return self._finish(output, return_dict)

@@ -1,0 +1,386 @@
+"""Task heads against transformers: logits and losses, tying, and loading across classes."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import transformers
+from safetensors import safe_open
+
+import bertlite
+from bertlite.loading import CheckpointError
+from tests.conftest import TINY, make_hf_model, random_batch
+
+TOL = dict(atol=1e-5, rtol=1e-5)
+HEADS = (
+    "BertForPreTraining",
+    "BertForMaskedLM",
+    "BertLMHeadModel",
+    "BertForNextSentencePrediction",
+    "BertForSequenceClassification",
+    "BertForMultipleChoice",
+    "BertForTokenClassification",
+    "BertForQuestionAnswering",
+)
+# Per head, what its config needs (a decoder for the causal LM, labels for the classifiers).
+HEAD_CONFIG: dict[str, dict[str, Any]] = {
+    "BertLMHeadModel": dict(is_decoder=True),
+    "BertForSequenceClassification": dict(num_labels=3),
+    "BertForTokenClassification": dict(num_labels=5),
+}
+CONFIGS = {
+    "tiny": dict(),
+    "gelu_new-2heads-3types-3layers": dict(
+        hidden_act="gelu_new", num_attention_heads=2, type_vocab_size=3, num_hidden_layers=3, pad_token_id=5
+    ),
+}
+
+
+def make_hf_head(name: str, seed: int = 0, attn: str = "eager", **overrides: Any) -> transformers.PreTrainedModel:
+    """A random transformers head model, every weight (LayerNorms, biases, head) far from its init."""
+    torch.manual_seed(seed)
+    config = transformers.BertConfig(**{**TINY, **HEAD_CONFIG.get(name, {}), **overrides})
+    config._attn_implementation = attn
+    model = getattr(transformers, name)(config)
+    with torch.no_grad():
+        for p in model.parameters():  # a tied pair is one parameter here, so it stays tied
+            p.normal_(0.0, 0.3)
+    return model.eval()
+
+
+def to_ours(hf: transformers.PreTrainedModel, attn: str = "eager") -> bertlite.BertPreTrainedModel:
+    config = bertlite.BertConfig.from_dict(hf.config.to_dict())
+    ours = getattr(bertlite, type(hf).__name__)(config, attn_implementation=attn)
+    ours.load_state_dict(hf.state_dict(), strict=True)
+    return ours.eval()
+
+
+def head_inputs(name: str, config: transformers.BertConfig, seed: int = 1) -> dict[str, torch.Tensor]:
+    """Padded inputs and labels for the head, with ignored (-100) and out-of-range positions."""
+    batch = random_batch(config, batch=3, seq=11, seed=seed)
+    g = torch.Generator().manual_seed(seed + 100)
+    padded = batch["attention_mask"] == 0
+    b, t = batch["input_ids"].shape
+    token_labels = torch.randint(0, config.vocab_size, (b, t), generator=g).masked_fill(padded, -100)
+    if name == "BertForPreTraining":
+        token_labels[:, ::3] = -100
+        return {**batch, "labels": token_labels, "next_sentence_label": torch.tensor([0, 1, 1])}
+    if name == "BertForMaskedLM":
+        token_labels[:, ::2] = -100
+        return {**batch, "labels": token_labels}
+    if name == "BertLMHeadModel":
+        return {**batch, "labels": batch["input_ids"].masked_fill(padded, -100)}
+    if name == "BertForNextSentencePrediction":
+        return {**batch, "labels": torch.tensor([1, 0, 1])}
+    if name == "BertForMultipleChoice":
+        choices = {k: torch.stack([v, v.roll(1, dims=0)], dim=1) for k, v in batch.items()}  # (B, 2, T)
+        return {**choices, "labels": torch.tensor([1, 0, 1])}
+    if name == "BertForTokenClassification":
+        return {**batch, "labels": torch.randint(0, config.num_labels, (b, t), generator=g).masked_fill(padded, -100)}
+    if name == "BertForQuestionAnswering":
+        # 40 is past the sequence: clamped to T and ignored, as in transformers.
+        return {**batch, "start_positions": torch.tensor([0, 3, 40]), "end_positions": torch.tensor([[5], [4], [2]])}
+    return {**batch, "labels": torch.tensor([2, 0, 1])}  # sequence classification, 3 labels
+
+
+def assert_same(ours: Any, theirs: Any) -> float:
+    """Every tensor field of two outputs close; returns the largest difference."""
+    worst = 0.0
+    for key in theirs.keys():
+        if key in ("cache", "cross_attentions"):  # transformers' decoder extras: bertlite has neither
+            continue
+        a, b = ours[key], theirs[key]
+        for x, y in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,), strict=True):
+            torch.testing.assert_close(x, y, **TOL, msg=lambda m, key=key: f"{key}: {m}")
+            worst = max(worst, (x - y).abs().max().item())
+    assert list(ours.keys()) == [k for k in theirs.keys() if k not in ("cache", "cross_attentions")]
+    return worst
+
+
+@pytest.mark.parametrize("config_name", sorted(CONFIGS))
+@pytest.mark.parametrize("name", HEADS)
+def test_logits_and_loss_match_transformers(name, config_name):
+    hf = make_hf_head(name, **CONFIGS[config_name])
+    ours = to_ours(hf)
+    inputs = head_inputs(name, hf.config)
+    with torch.no_grad():
+        theirs, mine = hf(**inputs), ours(**inputs)
+    assert mine.loss is not None and torch.isfinite(mine.loss)
+    assert_same(mine, theirs)
+    without_labels = {k: v for k, v in inputs.items() if "label" not in k and "positions" not in k}
+    with torch.no_grad():
+        assert_same(ours(**without_labels), hf(**without_labels))
+
+
+@pytest.mark.parametrize("name", HEADS)
+def test_tuple_output_and_hidden_states(name):
+    hf = make_hf_head(name)
+    ours = to_ours(hf)
+    inputs = head_inputs(name, hf.config)
+    flags = dict(output_hidden_states=True, output_attentions=True)
+    with torch.no_grad():
+        theirs = hf(**inputs, **flags, use_cache=False) if name == "BertLMHeadModel" else hf(**inputs, **flags)
+        mine = ours(**inputs, **flags, return_dict=False)
+    # transformers' causal LM adds a cache and (empty) cross-attentions; bertlite supports neither
+    their_tuple = [theirs[k] for k in theirs.keys() if k not in ("cache", "cross_attentions")]
+    assert isinstance(mine, tuple) and len(mine) == len(their_tuple)
+    torch.testing.assert_close(mine[0], theirs.loss, **TOL)  # loss first, as in transformers
+    for ours_t, their_t in zip(mine[-2] + mine[-1], theirs.hidden_states + theirs.attentions, strict=True):
+        torch.testing.assert_close(ours_t, their_t, **TOL)
+
+
+@pytest.mark.parametrize(
+    "num_labels, labels, problem_type",
+    [
+        (1, torch.tensor([0.5, -1.0, 2.0]), None),  # inferred: regression
+        (3, torch.tensor([2, 0, 1]), None),  # inferred: single label (integer labels)
+        (3, torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0]]), None),  # inferred: multi label
+        (3, torch.randn(3, 3), "regression"),  # several regression targets
+        (2, torch.tensor([1, 0, 1]), "single_label_classification"),
+        (3, torch.tensor([[0.0, 1.0, 1.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]]), "multi_label_classification"),
+    ],
+)
+def test_sequence_classification_problem_types(num_labels, labels, problem_type):
+    hf = make_hf_head("BertForSequenceClassification", num_labels=num_labels, problem_type=problem_type)
+    ours = to_ours(hf)
+    assert ours.config.problem_type == problem_type
+    inputs = {**random_batch(hf.config), "labels": labels}
+    with torch.no_grad():
+        theirs, mine = hf(**inputs), ours(**inputs)
+    torch.testing.assert_close(mine.loss, theirs.loss, **TOL)
+    torch.testing.assert_close(mine.logits, theirs.logits, **TOL)
+    assert ours.config.problem_type == hf.config.problem_type  # inferred once and kept, like transformers
+
+
+def test_lm_head_is_causal_and_loss_is_next_token():
+    hf = make_hf_head("BertLMHeadModel")
+    ours = to_ours(hf)
+    ids = torch.randint(1, 99, (2, 9), generator=torch.Generator().manual_seed(3))
+    changed = ids.clone()
+    changed[:, -1] = (ids[:, -1] + 1) % 99
+    with torch.no_grad():
+        a, b = ours(ids).logits, ours(changed).logits
+        torch.testing.assert_close(a[:, :-1], b[:, :-1], atol=0, rtol=0)  # the future does not leak back
+        manual = torch.nn.functional.cross_entropy(a[:, :-1].reshape(-1, 99), ids[:, 1:].reshape(-1))
+        torch.testing.assert_close(ours(ids, labels=ids).loss, manual)
+        torch.testing.assert_close(ours(ids, labels=ids).loss, hf(ids, labels=ids).loss, **TOL)
+
+
+def test_bad_inputs_and_configs_are_named():
+    config = bertlite.BertConfig(**TINY)
+    with pytest.raises(ValueError, match="needs num_labels=2"):
+        bertlite.BertForQuestionAnswering(bertlite.BertConfig(**TINY, num_labels=3))
+    with pytest.raises(ValueError, match=r"input_ids of shape \(batch, num_choices, seq_len\), got \(2, 5\)"):
+        bertlite.BertForMultipleChoice(config)(torch.ones(2, 5, dtype=torch.long))
+    with pytest.raises(ValueError, match="problem_type='ordinal' is not one of"):
+        bertlite.BertConfig(problem_type="ordinal")
+    with pytest.raises(ValueError, match="needs num_labels > 1"):
+        bertlite.BertConfig(num_labels=1, problem_type="single_label_classification")
+    with pytest.warns(UserWarning, match="set is_decoder=True"):
+        bertlite.BertLMHeadModel(config)
+
+
+# --- tying ----------------------------------------------------------------------
+
+
+def assert_tied(model: bertlite.BertPreTrainedModel) -> None:
+    predictions = model.cls.predictions
+    embeddings = model.bert.embeddings.word_embeddings.weight
+    assert predictions.decoder.weight is embeddings and predictions.decoder.bias is predictions.bias
+    assert predictions.decoder.weight.data_ptr() == embeddings.data_ptr()
+    assert len(list(model.parameters())) == len(model.state_dict()) - 2  # one tensor each, two names
+
+
+@pytest.mark.parametrize("name", ["BertForPreTraining", "BertForMaskedLM", "BertLMHeadModel"])
+def test_new_model_is_tied_and_embeddings_keep_their_init(name):
+    config = bertlite.BertConfig(**{**TINY, **HEAD_CONFIG.get(name, {})})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = getattr(bertlite, name)(config)
+    assert_tied(model)
+    # the decoder's init ran before tying, so it did not overwrite the padding row
+    assert torch.equal(model.bert.embeddings.word_embeddings.weight[0], torch.zeros(32))
+    assert torch.equal(model.cls.predictions.bias, torch.zeros(99))
+
+
+def test_untied_config_has_separate_decoder():
+    hf = make_hf_head("BertForMaskedLM", tie_word_embeddings=False)
+    ours = to_ours(hf)
+    assert ours.cls.predictions.decoder.weight is not ours.bert.embeddings.word_embeddings.weight
+    assert ours.cls.predictions.decoder.bias is not ours.cls.predictions.bias
+    inputs = head_inputs("BertForMaskedLM", hf.config)
+    with torch.no_grad():
+        assert_same(ours(**inputs), hf(**inputs))
+
+
+def test_transformers_mlm_checkpoint_without_decoder_loads_tied(tmp_path):
+    hf = make_hf_head("BertForMaskedLM")
+    hf.save_pretrained(tmp_path)
+    with safe_open(tmp_path / "model.safetensors", "pt") as f:
+        assert "cls.predictions.decoder.weight" not in f.keys()  # what this test is about
+    ours = bertlite.BertForMaskedLM.from_pretrained(tmp_path, attn_implementation="eager")
+    assert_tied(ours)
+    inputs = head_inputs("BertForMaskedLM", hf.config)
+    with torch.no_grad():
+        assert_same(ours(**inputs), hf(**inputs))
+    ours.cls.predictions.bias.data.add_(1.0)  # still one tensor after loading
+    assert torch.equal(ours.cls.predictions.decoder.bias, ours.cls.predictions.bias)
+
+
+def write_folder(folder: Path, config: dict, state_dict: dict, fmt: str = "safetensors") -> Path:
+    from tests.test_loading import write_folder as write
+
+    # cloned: safetensors refuses the tied pairs' shared memory
+    return write(folder, config, {k: v.clone() for k, v in state_dict.items()}, fmt)
+
+
+def test_untied_config_still_requires_decoder_weight(tmp_path):
+    hf = make_hf_head("BertForMaskedLM", tie_word_embeddings=False)
+    state = {k: v for k, v in hf.state_dict().items() if k != "cls.predictions.decoder.weight"}
+    folder = write_folder(tmp_path / "untied", hf.config.to_dict(), state)
+    with pytest.raises(CheckpointError, match=r"missing keys \(1\): cls.predictions.decoder.weight"):
+        bertlite.BertForMaskedLM.from_pretrained(folder)
+
+
+def test_legacy_bin_with_both_tied_keys_and_only_the_decoder(tmp_path):
+    hf = make_hf_head("BertForMaskedLM")
+    # old transformers .bin files hold both names of a tied tensor
+    both = write_folder(tmp_path / "both", hf.config.to_dict(), hf.state_dict(), fmt="bin")
+    ours = bertlite.BertForMaskedLM.from_pretrained(both)
+    assert_tied(ours)
+    # only the decoder (target) given: it becomes the embeddings too, as in transformers
+    state = {k: v for k, v in hf.state_dict().items() if k != "bert.embeddings.word_embeddings.weight"}
+    only_decoder = write_folder(tmp_path / "decoder", hf.config.to_dict(), state)
+    ours = bertlite.BertForMaskedLM.from_pretrained(only_decoder, attn_implementation="eager")
+    assert_tied(ours)
+    inputs = head_inputs("BertForMaskedLM", hf.config)
+    with torch.no_grad():
+        assert_same(ours(**inputs), hf(**inputs))
+
+
+def test_tied_keys_with_different_values_load_untied_like_transformers(tmp_path):
+    hf = make_hf_head("BertForMaskedLM")
+    state = dict(hf.state_dict())
+    state["cls.predictions.decoder.weight"] = state["cls.predictions.decoder.weight"] + 1.0
+    folder = write_folder(tmp_path / "differ", hf.config.to_dict(), state)
+    with pytest.warns(UserWarning, match="different values for them, so they are loaded untied"):
+        ours = bertlite.BertForMaskedLM.from_pretrained(folder, attn_implementation="eager")
+    theirs = transformers.BertForMaskedLM.from_pretrained(folder, attn_implementation="eager").eval()
+    assert ours.cls.predictions.decoder.weight is not ours.bert.embeddings.word_embeddings.weight
+    inputs = head_inputs("BertForMaskedLM", hf.config)
+    with torch.no_grad():
+        assert_same(ours(**inputs), theirs(**inputs))
+
+
+# --- loading across classes ---------------------------------------------------------
+
+
+def loading_info(cls_name: str, folder: Path) -> tuple[transformers.PreTrainedModel, set[str], set[str]]:
+    model, info = getattr(transformers, cls_name).from_pretrained(
+        folder, output_loading_info=True, attn_implementation="eager"
+    )
+    return model.eval(), set(info["missing_keys"]), set(info["unexpected_keys"])
+
+
+def new_keys_warned(caught: list) -> set[str]:
+    [message] = [str(w.message) for w in caught if "newly initialised" in str(w.message)]
+    return set(message.rsplit(": ", 1)[1].split(", "))
+
+
+@pytest.mark.parametrize("name", HEADS)
+def test_head_from_base_checkpoint_initialises_and_lists_the_head(tmp_path, name):
+    base = make_hf_model(**HEAD_CONFIG.get(name, {}))
+    base.save_pretrained(tmp_path)
+    theirs, their_missing, _ = loading_info(name, tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ours = getattr(bertlite, name).from_pretrained(tmp_path, attn_implementation="eager")
+    # the same keys transformers initialises (it lists the tied decoder too; we list its source only)
+    tied = set(ours.tied_weights_keys())
+    assert new_keys_warned(caught) == their_missing - tied
+    assert all(not p.is_meta for p in ours.parameters())
+    for key, value in ours.state_dict().items():
+        if key.startswith("bert.") and not key.startswith("bert.pooler"):
+            torch.testing.assert_close(value, base.state_dict()[key.removeprefix("bert.")], atol=0, rtol=0)
+    # transformers' init scheme: normal(0, initializer_range) weights, zero biases, unit LayerNorms
+    for key in their_missing - tied:
+        value = ours.state_dict()[key]
+        if key.endswith("LayerNorm.weight"):
+            assert torch.equal(value, torch.ones_like(value))
+        elif key.endswith("bias"):
+            assert torch.equal(value, torch.zeros_like(value)), key
+        elif value.numel() > 50:
+            assert 0.005 < value.std().item() < 0.04, key
+    if hasattr(ours, "cls") and hasattr(ours.cls, "predictions"):
+        assert_tied(ours)
+
+
+def test_mlm_from_pretraining_checkpoint_ignores_nsp_head(tmp_path):
+    hf = make_hf_head("BertForPreTraining")
+    hf.save_pretrained(tmp_path)
+    theirs, missing, unexpected = loading_info("BertForMaskedLM", tmp_path)
+    assert not missing
+    with pytest.warns(UserWarning, match="not used, the model has no such head: cls.seq_relationship.bias"):
+        ours = bertlite.BertForMaskedLM.from_pretrained(tmp_path, attn_implementation="eager")
+    inputs = head_inputs("BertForMaskedLM", hf.config)
+    with torch.no_grad():
+        assert_same(ours(**inputs), theirs(**inputs))
+
+
+def test_classifier_from_mlm_checkpoint_initialises_pooler_and_classifier(tmp_path):
+    make_hf_head("BertForMaskedLM").save_pretrained(tmp_path)
+    _, their_missing, _ = loading_info("BertForSequenceClassification", tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bertlite.BertForSequenceClassification.from_pretrained(tmp_path)
+    assert new_keys_warned(caught) == their_missing
+    assert "bert.pooler.dense.weight" in their_missing
+
+
+def test_bert_model_from_head_checkpoint(tmp_path):
+    hf = make_hf_head("BertForPreTraining")
+    hf.save_pretrained(tmp_path)
+    ours = bertlite.BertModel.from_pretrained(tmp_path, attn_implementation="eager")
+    inputs = random_batch(hf.config)
+    with torch.no_grad():
+        assert_same(ours(**inputs), hf.bert(**inputs))
+
+
+def test_head_checkpoint_without_bert_prefix(tmp_path):
+    hf = make_hf_head("BertForTokenClassification")
+    state = {k.removeprefix("bert."): v for k, v in hf.state_dict().items()}
+    assert "embeddings.word_embeddings.weight" in state and "classifier.weight" in state
+    folder = write_folder(tmp_path / "bare", hf.config.to_dict(), state)
+    ours = bertlite.BertForTokenClassification.from_pretrained(folder, attn_implementation="eager")
+    inputs = head_inputs("BertForTokenClassification", hf.config)
+    with torch.no_grad():
+        assert_same(ours(**inputs), hf(**inputs))
+
+
+def test_partly_missing_head_is_an_error(tmp_path):
+    hf = make_hf_head("BertForSequenceClassification")
+    state = {k: v for k, v in hf.state_dict().items() if k != "classifier.bias"}
+    folder = write_folder(tmp_path / "broken", hf.config.to_dict(), state)
+    with pytest.raises(CheckpointError, match=r"missing keys \(1\): classifier.bias"):
+        bertlite.BertForSequenceClassification.from_pretrained(folder)
+
+
+def test_wrong_number_of_labels_is_a_shape_error(tmp_path):
+    hf = make_hf_head("BertForSequenceClassification", num_labels=3)
+    config = {**hf.config.to_dict(), "id2label": {"0": "a", "1": "b"}, "label2id": {"a": 0, "b": 1}}
+    folder = write_folder(tmp_path / "labels", config, hf.state_dict())
+    with pytest.raises(CheckpointError, match=r"classifier.weight: checkpoint \(3, 32\) in model.safetensors"):
+        bertlite.BertForSequenceClassification.from_pretrained(folder)
+
+
+def test_labels_round_trip_through_config_json(tmp_path):
+    hf = make_hf_head("BertForSequenceClassification", id2label={0: "neg", 1: "neu", 2: "pos"})
+    hf.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["id2label"] == {"0": "neg", "1": "neu", "2": "pos"}
+    ours = bertlite.BertForSequenceClassification.from_pretrained(tmp_path)
+    assert ours.config.id2label == {0: "neg", 1: "neu", 2: "pos"} and ours.config.num_labels == 3
