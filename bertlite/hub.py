@@ -61,7 +61,8 @@ def resolve_file(
     from huggingface_hub.errors import EntryNotFoundError, HFValidationError, LocalEntryNotFoundError
 
     where = f"{subfolder.strip('/')}/{filename}" if subfolder else filename
-    blobs_before = _cached_blobs(name, cache_dir)
+    # force_download replaces a cached blob in place: what it brings is new and must be checked as well.
+    blobs_before = set() if force_download else _cached_blobs(name, cache_dir)
     try:
         path = Path(
             hf_hub_download(

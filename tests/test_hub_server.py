@@ -341,3 +341,58 @@ def test_two_processes_fill_one_cache(hub: HubServer, cache: Path, files: dict[s
     assert sorted(p.name for p in (repo / "snapshots" / commit).iterdir()) == ["config.json", WEIGHTS]
     assert sorted(p.name for p in (repo / "blobs").iterdir()) == sorted(etag_of(n, d) for n, d in files.items())
     assert json.loads((repo / "snapshots" / commit / "config.json").read_text())["hidden_size"] == 32
+
+
+# --- more shapes of a hub checkpoint ------------------------------------------------------
+
+
+def test_sharded_checkpoint_and_a_missing_shard(hub: HubServer, tmp_path: Path) -> None:
+    folder = tmp_path / "sharded"
+    make_hf_model(seed=0).save_pretrained(folder, max_shard_size="20KB")
+    files = {p.name: p.read_bytes() for p in folder.iterdir()}
+    shards = sorted(name for name in files if name.endswith(".safetensors"))
+    assert len(shards) > 2 and "model.safetensors.index.json" in files
+    hub.add_commit(REPO_ID, files)
+    hub.add_commit("org/incomplete", {name: data for name, data in files.items() if name != shards[-1]})
+
+    assert_weights(bertlite.BertModel.from_pretrained(REPO_ID), seed=0)
+    with pytest.raises(CheckpointError) as excinfo:
+        bertlite.BertModel.from_pretrained("org/incomplete")
+
+    assert str(excinfo.value) == (
+        f"org/incomplete: model.safetensors.index.json names shard '{shards[-1]}', which does not exist "
+        "(an incomplete upload or copy?)"
+    )
+
+
+def test_cli_shows_a_hub_error_on_one_line(
+    hub: HubServer, files: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bertlite.cli import main
+
+    hub.add_commit(REPO_ID, files)
+    hub.repos[REPO_ID].gated = 401
+    (tmp_path / "in.txt").write_text("hello\n")
+    out = tmp_path / "out.npy"
+
+    code = main(["embed", REPO_ID, "-i", str(tmp_path / "in.txt"), "-o", str(out)])
+
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"bertlite embed: error: {REPO_ID}: cannot download ") and "the repo is gated" in err
+    assert "`hf auth login`" in err and not out.exists()
+
+
+def test_force_download_is_checked_too(hub: HubServer, cache: Path, files: dict[str, bytes]) -> None:
+    hub.add_commit(REPO_ID, files)
+    bertlite.BertModel.from_pretrained(REPO_ID)
+    hub.fail(REPO_ID, WEIGHTS, "corrupt")
+
+    # The blob is cached already; force_download fetches it again and must not trust the new bytes.
+    with pytest.raises(DownloadError, match=f"{REPO_ID}: the downloaded {WEIGHTS} does not match its hash"):
+        bertlite.BertModel.from_pretrained(REPO_ID, force_download=True)
+
+    assert_nothing_cached(cache, WEIGHTS, files[WEIGHTS])
+    hub.clear_faults()
+    assert_weights(bertlite.BertModel.from_pretrained(REPO_ID), seed=0)
