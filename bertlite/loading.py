@@ -12,7 +12,7 @@ import os
 import pickle
 import warnings
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -214,6 +214,9 @@ class LoadReport:
     mismatched: list[str] = field(default_factory=list)  # "key: checkpoint (a, b) in file, model (c, d)"
     unsupported: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)  # two checkpoint keys for one weight
+    # Not errors: a head class from a checkpoint without that head, as transformers allows.
+    initialized: list[str] = field(default_factory=list)  # head weights the checkpoint has none of: fresh init
+    ignored: list[str] = field(default_factory=list)  # another head's tensors (e.g. cls.* for a classifier)
 
     def message(self, what: str) -> str:
         lines = [f"cannot load {what}:"]
@@ -273,6 +276,9 @@ def load_checkpoint(
             elif key not in expected:
                 if not has_pooler and "pooler." in key:
                     continue  # transformers also ignores a pooler the model was built without
+                if with_prefix and key.startswith(HEAD_MODULES):
+                    report.ignored.append(key)  # e.g. the pre-training heads, for a classifier
+                    continue
                 report.unexpected.append(f"{key} (in {path.name})")
             elif tuple(tensor.shape) != expected[key]:
                 report.mismatched.append(
@@ -282,7 +288,10 @@ def load_checkpoint(
                 report.mismatched.append(f"{key}: checkpoint dtype {tensor.dtype} in {path.name}, model expects floats")
             else:
                 loaded[key] = tensor.to(device=device, dtype=dtype)
-    report.missing = sorted(set(expected) - set(loaded))
+    tied = _resolve_tied(model, loaded)
+    missing = set(expected) - set(loaded) - set(tied)
+    report.initialized = sorted(_new_head_weights(missing, present=source, base_model_prefix=base_model_prefix))
+    report.missing = sorted(missing - set(report.initialized))
     what = f"{what} (files: {', '.join(p.name for p in files)})"
     if report.unsupported or report.conflicts or report.mismatched:
         raise CheckpointError(report.message(what), report)
@@ -292,9 +301,70 @@ def load_checkpoint(
         warnings.warn(
             report.message(what) + "\n  (strict=False: missing weights are freshly initialised)", stacklevel=3
         )
+    if report.initialized:
+        warnings.warn(
+            f"{what}: the checkpoint has no weights for these, so they are newly initialised "
+            f"(train the model before use): {', '.join(report.initialized)}",
+            stacklevel=3,
+        )
+    if report.ignored:
+        warnings.warn(
+            f"{what}: not used, the model has no such head: {', '.join(sorted(report.ignored))}", stacklevel=3
+        )
     model.load_state_dict(loaded, strict=False, assign=True)
+    # assign=True gives each module its own new Parameter, which unties; tying before
+    # the init of missing weights spares the tied targets a useless init, tying after
+    # covers a source that was itself missing (strict=False).
+    if tied:
+        model.tie_weights(tied)
     _materialize_missing(model, device=device, dtype=dtype)
+    if tied:
+        model.tie_weights(tied)
     return report
+
+
+def _resolve_tied(model: nn.Module, loaded: dict[str, Tensor]) -> dict[str, str]:
+    """The tied pairs (target -> source) to tie after loading; `loaded` is left holding each one's tensor once,
+    under the source's name.
+
+    As in transformers, a checkpoint may hold the source (transformers' safetensors saves), the target, or both
+    (old .bin saves); both with different values means it was trained untied, so they load apart, with a warning.
+    """
+    tied_weights_keys = getattr(model, "tied_weights_keys", None)
+    pairs = tied_weights_keys() if tied_weights_keys is not None else {}
+    tied = {}
+    for target, source in pairs.items():
+        if target in loaded and source in loaded and not torch.equal(loaded[target], loaded[source]):
+            warnings.warn(
+                f"{target} and {source} should be tied (config.tie_word_embeddings) but the checkpoint holds "
+                "different values for them, so they are loaded untied; set tie_word_embeddings=False to silence this",
+                stacklevel=3,
+            )
+            continue
+        if target in loaded:
+            loaded.setdefault(source, loaded.pop(target))
+        tied[target] = source
+    return tied
+
+
+def _head_part(key: str, base_model_prefix: str) -> str | None:
+    """The head part a model key belongs to (cls.predictions, cls.seq_relationship, classifier, qa_outputs, and
+    the pooler of a head class), or None for the rest of the base model."""
+    if key.startswith(base_model_prefix + ".pooler."):
+        return base_model_prefix + ".pooler"  # masked-LM checkpoints have none, classifiers need one
+    if not key.startswith(HEAD_MODULES):
+        return None
+    parts = key.split(".")
+    return ".".join(parts[:2]) if parts[0] == "cls" else parts[0]
+
+
+def _new_head_weights(missing: set[str], *, present: Iterable[str], base_model_prefix: str) -> set[str]:
+    """Missing keys of head parts the checkpoint has no tensor of: a head class loaded from a base model's or
+    another head's checkpoint, initialised as transformers does. A part with some tensors present but others
+    missing is a broken checkpoint, and stays missing."""
+    present_parts = {_head_part(key, base_model_prefix) for key in present}
+    parts = {key: _head_part(key, base_model_prefix) for key in missing}
+    return {key for key, part in parts.items() if part is not None and part not in present_parts}
 
 
 def _materialize_missing(model: nn.Module, *, device: torch.device, dtype: torch.dtype) -> None:
