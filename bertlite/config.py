@@ -41,7 +41,8 @@ SUPPORTED_ACTIVATIONS = (
     "swish",
     "tanh",
 )
-SUPPORTED_POSITION_EMBEDDINGS = ("absolute",)
+# relative_key*: transformers 4.x only (v5 removed them and ignores the tensors).
+SUPPORTED_POSITION_EMBEDDINGS = ("absolute", "relative_key", "relative_key_query")
 BERT_MODEL_TYPES = ("bert",)
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
 

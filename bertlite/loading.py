@@ -38,10 +38,12 @@ BASE_MODULES = ("embeddings.", "encoder.", "pooler.")
 HEAD_MODULES = ("cls.", "classifier.", "qa_outputs.")
 # transformers' non-persistent buffers, saved by old versions: derived, never loaded.
 IGNORED_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
-# Tensors that would change the outputs but have no module here. Dropping them
-# would give silently wrong numbers, so they fail even with strict=False.
+# Tensors that would change the outputs but have no module in the model being
+# loaded. Dropping them would give silently wrong numbers, so they fail even with
+# strict=False. distance_embedding loads when the config asks for relative positions.
 UNSUPPORTED_TENSORS = {
-    "distance_embedding": "relative position embeddings (position_embedding_type relative_key*)",
+    "distance_embedding": "relative position embeddings, but config.json has no "
+    "position_embedding_type relative_key or relative_key_query",
     "crossattention": "cross-attention layers (add_cross_attention=True)",
 }
 
@@ -270,7 +272,7 @@ def load_checkpoint(
                 report.conflicts.append(f"{key}: given twice, as {source[key]} and as {where}")
                 continue
             source[key] = where
-            unsupported = [why for name, why in UNSUPPORTED_TENSORS.items() if name in key]
+            unsupported = [why for name, why in UNSUPPORTED_TENSORS.items() if name in key and key not in expected]
             if unsupported:
                 report.unsupported.append(f"{key} in {path.name} ({unsupported[0]})")
             elif key not in expected:
