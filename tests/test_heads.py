@@ -384,3 +384,17 @@ def test_labels_round_trip_through_config_json(tmp_path):
     assert json.loads((tmp_path / "config.json").read_text())["id2label"] == {"0": "neg", "1": "neu", "2": "pos"}
     ours = bertlite.BertForSequenceClassification.from_pretrained(tmp_path)
     assert ours.config.id2label == {0: "neg", 1: "neu", 2: "pos"} and ours.config.num_labels == 3
+
+
+def test_missing_embeddings_with_strict_false_are_initialised_once_and_tied(tmp_path):
+    hf = make_hf_head("BertForMaskedLM")
+    state = {k: v for k, v in hf.state_dict().items() if k != "bert.embeddings.word_embeddings.weight"}
+    state.pop("cls.predictions.decoder.weight")
+    folder = write_folder(tmp_path / "no_embeddings", hf.config.to_dict(), state)
+    with pytest.raises(CheckpointError, match=r"missing keys \(1\): bert.embeddings.word_embeddings.weight\n"):
+        bertlite.BertForMaskedLM.from_pretrained(folder)
+    with pytest.warns(UserWarning, match="missing keys"):
+        ours = bertlite.BertForMaskedLM.from_pretrained(folder, strict=False)
+    assert_tied(ours)
+    embeddings = ours.bert.embeddings.word_embeddings.weight
+    assert not embeddings.is_meta and torch.equal(embeddings[0], torch.zeros(32)) and 0.005 < embeddings.std() < 0.04
