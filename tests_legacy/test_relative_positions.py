@@ -112,3 +112,15 @@ def test_from_pretrained_reads_a_transformers4_folder(ptype, tmp_path):
     a, b = run(ours, inputs, attentions=False), run(hf, inputs, attentions=False)
     torch.testing.assert_close(a.last_hidden_state, b.last_hidden_state, **TOL)
     torch.testing.assert_close(a.pooler_output, b.pooler_output, **TOL)
+
+
+@pytest.mark.parametrize("ptype", TYPES)
+def test_transformers4_reads_what_bertlite_saves(ptype, tmp_path):
+    ours = to_bertlite(make_hf_model(attn="eager", position_embedding_type=ptype))
+    ours.save_pretrained(tmp_path)
+    hf = transformers.BertModel.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    assert hf.config.position_embedding_type == ptype
+    inputs = inputs_for(hf.config, "padded")
+    a, b = run(ours, inputs, attentions=False), run(hf, inputs, attentions=False)
+    assert torch.equal(a.last_hidden_state, b.last_hidden_state)
+    assert torch.equal(a.pooler_output, b.pooler_output)
