@@ -307,6 +307,14 @@ def load_models(
             )
     except (OSError, ValueError) as e:
         raise ParityLoadError(f"cannot load {name_or_path} with bertlite: {e}") from e
+    position_type = ours.config.position_embedding_type
+    if position_type != "absolute" and int(transformers.__version__.split(".")[0]) >= 5:
+        # v5 would load the checkpoint and run it without its distance embeddings: a wrong reference.
+        raise ParityLoadError(
+            f"{name_or_path} uses position_embedding_type={position_type!r}, which transformers "
+            f"{transformers.__version__} no longer implements (it drops distance_embedding); compare with "
+            "transformers 4.x installed, e.g. in the .venv-legacy that `make test-legacy` builds"
+        )
     kwargs = {k: v for k, v in hub_kwargs.items() if v is not None}
     if not pooler:
         kwargs["add_pooling_layer"] = False

@@ -161,3 +161,11 @@ def test_embedder_on_a_relative_checkpoint(real_model_path, corpus_texts):
         with torch.no_grad():
             expected = model(input_ids=ids).last_hidden_state.mean(1)[0]
         torch.testing.assert_close(vectors[i], expected, **TOL)
+
+
+def test_parity_check_refuses_transformers5_as_the_reference(tmp_path):
+    from bertlite.parity import ParityLoadError, check
+
+    folder = save_folder(make_model("relative_key"), tmp_path)
+    with pytest.raises(ParityLoadError, match=r"position_embedding_type='relative_key'.*transformers 4.x"):
+        check(folder, texts=["a b c"])
