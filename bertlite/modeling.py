@@ -466,6 +466,17 @@ class BertPreTrainedModel(nn.Module):
     def is_gradient_checkpointing(self) -> bool:
         return any(isinstance(m, BertEncoder) and m.gradient_checkpointing for m in self.modules())
 
+    # transformers v5's names for the three above (v5 keeps the old ones as deprecated aliases).
+    def activation_checkpointing_enable(self, activation_checkpointing_kwargs: dict[str, Any] | None = None) -> None:
+        self.gradient_checkpointing_enable(activation_checkpointing_kwargs)
+
+    def activation_checkpointing_disable(self) -> None:
+        self.gradient_checkpointing_disable()
+
+    @property
+    def is_activation_checkpointing(self) -> bool:
+        return self.is_gradient_checkpointing
+
     def set_attn_implementation(self, name: str) -> None:
         check_attn_implementation(name)
         for module in self.modules():

@@ -155,6 +155,14 @@ def test_gradient_checkpointing_kwargs_pass_through():
     assert all(g is not None for g in grads.values())
 
 
+def test_transformers5_names_for_checkpointing():
+    model = to_bertlite(make_hf_model())
+    model.activation_checkpointing_enable({"preserve_rng_state": False})
+    assert model.is_activation_checkpointing and model.encoder.checkpoint_kwargs["preserve_rng_state"] is False
+    model.activation_checkpointing_disable()
+    assert not model.is_activation_checkpointing and not model.encoder.gradient_checkpointing
+
+
 @pytest.mark.parametrize("initializer_range", [0.02, 0.05])
 def test_from_scratch_init_is_transformers_scheme(initializer_range):
     torch.manual_seed(0)
