@@ -134,9 +134,10 @@ def test_transformers5_misruns_a_relative_checkpoint(tmp_path):
     assert diff > 1e-2
 
 
-@pytest.mark.parametrize("ptype", TYPES)
-def test_packed_forward_falls_back_to_the_padded_one(ptype):
-    model = make_model(ptype, attn="sdpa")
+@pytest.mark.parametrize("ptype, decoder", [*((t, False) for t in TYPES), ("absolute", True)])
+def test_packed_forward_falls_back_to_the_padded_one(ptype, decoder):
+    # A decoder too: the packed layers have no causal mask.
+    model = make_model(ptype, attn="sdpa", is_decoder=decoder)
     assert not supports_packed(model)
     batch = random_batch(model.config, batch=4, seq=13)
     mask = batch["attention_mask"].bool()
