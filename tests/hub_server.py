@@ -1,6 +1,7 @@
 """A stand-in for the Hugging Face hub: answers what hf_hub_download asks, from memory, with faults on demand.
 
-huggingface_hub 2.x downloads a file in two requests, and asks nothing else:
+huggingface_hub 2.x downloads a file in two requests (besides one GET /api/agent-harnesses per
+process, answered 404 here):
 
     HEAD {endpoint}/{repo}/resolve/{revision}/{path}
         git file: 200 with ETag (git blob sha1), Content-Length, X-Repo-Commit
@@ -16,9 +17,11 @@ to the CDN, as with the real hub.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -69,6 +72,7 @@ class HubServer:
         self.faults: dict[tuple[str, str], str] = {}
         self.requests: list[tuple[str, str]] = []  # (method, path), in arrival order
         self._dropped: set[tuple[str, str]] = set()  # files a "drop-once" fault has already dropped
+        self._connections: set[socket.socket] = set()  # open client connections, closed by stop()
         self._lock = threading.Lock()
         self._hold: tuple[str, int, threading.Event] | None = None
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -136,6 +140,13 @@ class HubServer:
             self._hold[2].set()
         self._server.shutdown()
         self._server.server_close()
+        # Keep-alive connections outlive the listening socket, and their handler threads would go on
+        # answering the client's pooled connections: a stopped hub must be unreachable.
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
         self._thread.join(timeout=10)
 
     # --- answering ------------------------------------------------------------------
@@ -160,6 +171,17 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as the real hub: the client pools connections
 
+        def setup(self) -> None:
+            super().setup()
+            with hub._lock:
+                hub._connections.add(self.connection)
+
+        def finish(self) -> None:
+            with hub._lock:
+                hub._connections.discard(self.connection)
+            with contextlib.suppress(OSError):  # the client may be gone, or stop() shut the socket
+                super().finish()
+
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
             pass  # pytest shows stderr of failing tests; a line per request would bury the failure
 
@@ -180,6 +202,8 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 return self._content(match["repo"], match["commit"], match["path"], files[match["path"]], head)
             match = RESOLVE_RE.match(path)
             if match is None:
+                # Also for GET /api/agent-harnesses, which huggingface_hub fetches once per process: it only
+                # tunes the user agent, and an answer would be cached in the real HF_HOME.
                 return self._error(404, None, f"not a hub url: {path}")
             repo_id, revision, file_path = match["repo"], unquote(match["revision"]), match["path"]
             repo = hub.repos.get(repo_id)

@@ -72,8 +72,11 @@ def cache(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def hub(cache: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
+def hub(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
     with HubServer() as server:
+        # Nothing from the real HF_HOME (a stored token) goes out, and nothing is written there.
+        monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "hf-home" / "token"))
+        monkeypatch.setattr(constants, "AGENT_HARNESSES_PATH", str(tmp_path / "hf-home" / "agent_harnesses.json"))
         monkeypatch.setattr(constants, "ENDPOINT", server.endpoint)
         monkeypatch.setattr(
             constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.endpoint + "/{repo_id}/resolve/{revision}/{filename}"
@@ -110,7 +113,9 @@ def test_download_then_offline(
     assert hub.count("GET", WEIGHTS) == 1
     # The hub goes away: with no answer, huggingface_hub falls back to the cached snapshot of main...
     hub.stop()
+    seen = len(hub.requests)
     assert_weights(bertlite.BertModel.from_pretrained(REPO_ID), seed=0)
+    assert len(hub.requests) == seen  # really unreachable: no pooled connection got through
     # ...and so does offline mode, which never tries the network.
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     assert_weights(bertlite.BertModel.from_pretrained(REPO_ID), seed=0)
@@ -301,6 +306,7 @@ def test_two_processes_fill_one_cache(hub: HubServer, cache: Path, files: dict[s
         **os.environ,
         "HF_ENDPOINT": hub.endpoint,
         "HF_HUB_CACHE": str(cache),
+        "HF_HOME": str(tmp_path / "hf-home"),
         "HF_HUB_OFFLINE": "0",
         "HF_HUB_DISABLE_PROGRESS_BARS": "1",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
