@@ -236,7 +236,7 @@ class LoadReport:
                 shown = sorted(items)[:MAX_LISTED]
                 more = f", ... ({len(items) - len(shown)} more)" if len(items) > len(shown) else ""
                 lines.append(f"  {title} ({len(items)}): " + ", ".join(shown) + more)
-        if self.mismatched:
+        if any("checkpoint dtype" not in item for item in self.mismatched):
             lines.append("  (the model's shapes come from config.json: is it the config of these weights?)")
         return "\n".join(lines)
 
