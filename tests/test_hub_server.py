@@ -402,3 +402,28 @@ def test_force_download_is_checked_too(hub: HubServer, cache: Path, files: dict[
     assert_nothing_cached(cache, WEIGHTS, files[WEIGHTS])
     hub.clear_faults()
     assert_weights(bertlite.BertModel.from_pretrained(REPO_ID), seed=0)
+
+
+def test_embed_cli_from_the_hub_matches_the_folder(
+    hub: HubServer, real_model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The whole sentence-transformers repo (tokenizer, pooling config in 1_Pooling/), served as the hub serves it.
+    import numpy as np
+
+    from bertlite.cli import main
+
+    paths = [p for p in real_model_path.rglob("*") if p.is_file()]
+    files = {p.relative_to(real_model_path).as_posix(): p.read_bytes() for p in paths}
+    assert "1_Pooling/config.json" in files and "tokenizer.json" in files
+    hub.add_commit("sentence-transformers/all-MiniLM-L6-v2", files)
+    (tmp_path / "in.txt").write_text("The hub serves this model.\nA second line.\n")
+    vectors = {}
+    for source in ("sentence-transformers/all-MiniLM-L6-v2", str(real_model_path)):
+        out = tmp_path / f"{len(vectors)}.npy"
+        code = main(["embed", source, "-i", str(tmp_path / "in.txt"), "-o", str(out), "--quiet"])
+        assert code == 0, capsys.readouterr().err
+        vectors[source] = np.load(out)
+
+    hub_vectors, folder_vectors = vectors.values()
+    np.testing.assert_array_equal(hub_vectors, folder_vectors)
+    assert hub.count("HEAD", "1_Pooling/config.json") == 1  # the pooling settings came from the hub too
