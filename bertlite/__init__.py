@@ -35,7 +35,10 @@ _LAZY = {
     "BertSelfAttention": "bertlite.modeling",
     "BertSelfOutput": "bertlite.modeling",
     "CheckpointError": "bertlite.loading",
+    "CheckpointNotFoundError": "bertlite.hub",
+    "DownloadError": "bertlite.hub",
     "Embedder": "bertlite.features",
+    "NotCachedError": "bertlite.hub",
     "remap_state_dict": "bertlite.loading",
 }
 
@@ -53,6 +56,7 @@ if TYPE_CHECKING:
         BertForTokenClassification,
         BertLMHeadModel,
     )
+    from bertlite.hub import CheckpointNotFoundError, DownloadError, NotCachedError
     from bertlite.loading import CheckpointError, remap_state_dict
     from bertlite.modeling import (
         BaseModelOutputWithPooling,

@@ -281,6 +281,9 @@ def test_hub_unreachable_and_nothing_cached(cache: Path, monkeypatch: pytest.Mon
     with pytest.raises(NotCachedError) as excinfo:
         bertlite.BertModel.from_pretrained(REPO_ID)
 
+    # The hub errors are public, under the names users catch.
+    assert bertlite.NotCachedError is NotCachedError and isinstance(excinfo.value, bertlite.CheckpointNotFoundError)
+    assert issubclass(bertlite.DownloadError, bertlite.CheckpointNotFoundError)
     message = str(excinfo.value)
     for fragment in (REPO_ID, "config.json", f"the hub at {endpoint} cannot be reached", "HF_ENDPOINT", "retry"):
         assert fragment in message, (fragment, message)
