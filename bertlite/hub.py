@@ -58,7 +58,9 @@ def resolve_file(
         raise CheckpointNotFoundError(f"{name}: no such folder")
     # Imported here: it costs ~0.2 s, which a folder load (and --help) never needs.
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError, HFValidationError, LocalEntryNotFoundError
+
+    # From huggingface_hub.utils, not .errors: 0.24, the oldest version supported, has them only there.
+    from huggingface_hub.utils import EntryNotFoundError, HFValidationError, LocalEntryNotFoundError
 
     where = f"{subfolder.strip('/')}/{filename}" if subfolder else filename
     # force_download replaces a cached blob in place: what it brings is new and must be checked as well.
@@ -107,16 +109,19 @@ def _hub_error(error: BaseException, name: str, where: str, revision: str | None
     found no cached copy to fall back to; its cause says what really happened.
     """
     from huggingface_hub import constants
-    from huggingface_hub.errors import (
+    from huggingface_hub.utils import (
         FileMetadataError,
         GatedRepoError,
         HfHubHTTPError,
         LocalEntryNotFoundError,
+        LocalTokenNotFoundError,
         OfflineModeIsEnabled,
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
 
+    if isinstance(error, LocalTokenNotFoundError):
+        return None  # token=True without a stored token: huggingface_hub's own message says what to do
     endpoint = constants.ENDPOINT
     at = f" at revision {revision!r}" if revision else ""
     if isinstance(error, LocalEntryNotFoundError):
@@ -182,11 +187,16 @@ def _hub_error(error: BaseException, name: str, where: str, revision: str | None
 
 def _transport_errors() -> tuple[type[BaseException], ...]:
     """Errors of a refused, dropped or timed-out connection: huggingface_hub 2.x speaks httpx2, 1.x httpx,
-    0.x requests (whose errors are OSErrors)."""
+    0.x requests. Only those installed are imported, and only once a download has failed."""
     found: list[type[BaseException]] = [ConnectionError, TimeoutError]
-    for module in ("httpx2", "httpx"):
+    for module, name in (
+        ("httpx2", "TransportError"),
+        ("httpx", "TransportError"),
+        ("requests", "ConnectionError"),
+        ("requests", "Timeout"),
+    ):
         try:
-            found.append(importlib.import_module(module).TransportError)
+            found.append(getattr(importlib.import_module(module), name))
         except (ImportError, AttributeError):
             continue
     return tuple(found)

@@ -430,3 +430,13 @@ def test_embed_cli_from_the_hub_matches_the_folder(
     hub_vectors, folder_vectors = vectors.values()
     np.testing.assert_array_equal(hub_vectors, folder_vectors)
     assert hub.count("HEAD", "1_Pooling/config.json") == 1  # the pooling settings came from the hub too
+
+
+def test_token_true_without_a_stored_token(hub: HubServer, files: dict[str, bytes]) -> None:
+    from huggingface_hub.utils import LocalTokenNotFoundError
+
+    hub.add_commit(REPO_ID, files)
+    # Not a download failure: huggingface_hub's own error, which says how to log in, comes through as it is.
+    with pytest.raises(LocalTokenNotFoundError, match="hf auth login"):
+        bertlite.BertModel.from_pretrained(REPO_ID, token=True)
+    assert hub.requests == []  # refused before anything was sent
