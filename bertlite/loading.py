@@ -301,17 +301,17 @@ def load_checkpoint(
         if strict:
             raise CheckpointError(report.message(what) + "\n  (pass strict=False to load anyway)", report)
         warnings.warn(
-            report.message(what) + "\n  (strict=False: missing weights are freshly initialised)", stacklevel=3
+            report.message(what) + "\n  (strict=False: missing weights are freshly initialised)", stacklevel=4
         )
     if report.initialized:
         warnings.warn(
             f"{what}: the checkpoint has no weights for these, so they are newly initialised "
             f"(train the model before use): {', '.join(report.initialized)}",
-            stacklevel=3,
+            stacklevel=4,
         )
     if report.ignored:
         warnings.warn(
-            f"{what}: not used, the model has no such head: {', '.join(sorted(report.ignored))}", stacklevel=3
+            f"{what}: not used, the model has no such head: {', '.join(sorted(report.ignored))}", stacklevel=4
         )
     model.load_state_dict(loaded, strict=False, assign=True)
     # assign=True gives each module its own new Parameter, which unties; tying before
@@ -340,7 +340,7 @@ def _resolve_tied(model: nn.Module, loaded: dict[str, Tensor]) -> dict[str, str]
             warnings.warn(
                 f"{target} and {source} should be tied (config.tie_word_embeddings) but the checkpoint holds "
                 "different values for them, so they are loaded untied; set tie_word_embeddings=False to silence this",
-                stacklevel=3,
+                stacklevel=5,
             )
             continue
         if target in loaded:
