@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 PARITY_HELP = """\
 Prove that bertlite computes what transformers computes on a checkpoint.
@@ -89,6 +89,13 @@ Inputs: .txt (one text per line, empty lines included), .jsonl (--field),
 written to a temporary file and renamed at the end: a failed or interrupted run
 leaves no partial file.
 
+--engine ray (pip install 'bertlite[ray]') embeds many files on Ray Data with
+--replicas model copies: -i takes glob patterns ('data/*.jsonl', quoted) and may
+be repeated; -o names a folder of parquet files with columns source (input
+path), line (0-based row of that file, counted as above) and embedding (+ text
+with --keep-text). Without --ray-address it starts a local Ray; --ray-address
+auto joins the cluster of `ray start --head`.
+
 exit status: 0 done, 1 failed while embedding, 2 usage / input / load error, 130 interrupted."""
 
 
@@ -100,8 +107,21 @@ def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("model", metavar="MODEL", help="a folder or a hub id")
-    p.add_argument("-i", "--input", required=True, metavar="INPUT", help="input file, or - for stdin")
-    p.add_argument("-o", "--output", required=True, metavar="OUTPUT", help="output file: .npy, .jsonl or .parquet")
+    p.add_argument(
+        "-i",
+        "--input",
+        required=True,
+        action="append",
+        metavar="INPUT",
+        help="input file, glob pattern, or - for stdin; repeat -i for several files (--engine ray)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="OUTPUT",
+        help="output file: .npy, .jsonl or .parquet; with --engine ray a folder (new or empty)",
+    )
     p.add_argument("--field", default="text", help="jsonl field / csv or tsv column holding the text (default: text)")
     p.add_argument("--input-format", choices=["txt", "jsonl", "csv", "tsv"], help="override the input's extension")
     p.add_argument(
@@ -143,17 +163,49 @@ def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="model dtype (default: float32)")
     p.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cpu)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    ray = p.add_argument_group("distributed (--engine ray)")
+    ray.add_argument(
+        "--engine",
+        choices=["single", "ray"],
+        default="single",
+        help="single = this process (default); ray = Ray Data actors, one model per replica",
+    )
+    # Ray-only options default to None so the single engine can refuse them by name.
+    ray.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to join, e.g. auto (default: a local Ray)")
+    ray.add_argument("--replicas", type=int, metavar="N", help="model copies (Ray actors) working at once (default 2)")
+    ray.add_argument(
+        "--threads-per-replica",
+        type=int,
+        metavar="T",
+        help="torch threads per replica, and CPUs Ray reserves for it (default 1)",
+    )
+    ray.add_argument("--keep-text", action="store_true", default=None, help="also write each row's text")
 
 
 def _embed(args: argparse.Namespace) -> int:
     import time
 
-    from bertlite.files import InputError, VectorWriter, output_format, read_texts, require_pyarrow
+    from bertlite.files import InputError, VectorWriter, expand_inputs, output_format, read_texts, require_pyarrow
 
     def fail(message: str) -> int:
         print(f"bertlite embed: error: {message}", file=sys.stderr)
         return 2
 
+    if args.engine == "ray":
+        return _embed_ray(args, fail)
+    given = [f"--{name.replace('_', '-')}" for name in RAY_ONLY if getattr(args, name) is not None]
+    if given:
+        return fail(f"{', '.join(given)} only apply with --engine ray")
+    try:
+        inputs = expand_inputs(args.input)
+    except InputError as e:
+        return fail(str(e))
+    if len(inputs) != 1:
+        return fail(
+            f"{len(inputs)} inputs ({', '.join(inputs[:3])}{', ...' if len(inputs) > 3 else ''}): "
+            "the single engine writes one output row per row of one input; use --engine ray for several files"
+        )
+    args.input = inputs[0]
     try:
         if output_format(args.output) == "parquet":
             require_pyarrow()
@@ -184,6 +236,51 @@ def _embed(args: argparse.Namespace) -> int:
     print(
         f"embedded {stats.texts} texts ({stats.tokens} tokens, {stats.truncated} truncated) in {seconds:.1f} s: "
         f"{stats.texts / max(seconds, 1e-9):.1f} texts/s -> {args.output}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+RAY_ONLY = ("ray_address", "replicas", "threads_per_replica", "keep_text")
+
+
+def _embed_ray(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
+    # bertlite.distributed imports ray only inside its functions: a missing Ray
+    # shows as RayNotInstalledError here, with the install hint.
+    from bertlite.distributed import RayNotInstalledError, embed_dataset
+    from bertlite.files import InputError
+
+    if args.device not in (None, "cpu"):
+        return fail("--device applies to the single engine; Ray replicas run on CPU")
+    try:
+        result = embed_dataset(
+            args.model,
+            args.input,
+            args.output,
+            field=args.field,
+            input_format=args.input_format,
+            errors=args.errors,
+            encode_batch_size=args.batch_size,
+            num_replicas=args.replicas or 2,
+            threads_per_replica=args.threads_per_replica or 1,
+            keep_text=bool(args.keep_text),
+            dtype=args.dtype,
+            pooling=args.pooling,
+            normalize=args.normalize,
+            max_length=args.max_length,
+            max_tokens=args.max_tokens,
+            on_long=args.on_long,
+            ray_address=args.ray_address,
+            show_progress=not args.quiet,
+        )
+    except (RayNotInstalledError, InputError, OSError, ValueError) as e:
+        return fail(str(e))
+    except Exception as e:  # a Ray task or actor failed for good: the job is not done
+        print(f"bertlite embed: error: the Ray job failed: {e}; no output written", file=sys.stderr)
+        return 1
+    print(
+        f"embedded {result.rows} texts with {args.replicas or 2} Ray replicas in {result.seconds:.1f} s: "
+        f"{result.rows_per_s:.1f} texts/s -> {args.output} ({len(result.files)} parquet files)",
         file=sys.stderr,
     )
     return 0

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import glob
 import io
 import json
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -40,6 +42,24 @@ def input_format(path: str, given: str | None) -> str:
     return suffix
 
 
+def expand_inputs(patterns: str | Sequence[str]) -> list[str]:
+    """The inputs `-i` values name, in order, each once: a pattern with * ? or [
+    that is not itself an existing path becomes its matches (sorted; `**` recurses);
+    anything else (a path, - for stdin, a URI) is kept as given for the reader to judge."""
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    paths: list[str] = []
+    for pattern in patterns:
+        if any(c in pattern for c in "*?[") and "://" not in pattern and not os.path.exists(pattern):
+            matches = sorted(glob.glob(pattern, recursive=True))
+            if not matches:
+                raise InputError(f"{pattern}: no file matches this pattern")
+            paths += matches
+        else:
+            paths.append(pattern)
+    return list(dict.fromkeys(paths))
+
+
 def read_texts(path: str, fmt: str | None = None, field: str = "text", errors: str = "strict") -> list[str]:
     """All texts of the input, one per row, in order. Row i of txt is line i (empty lines too)."""
     fmt = input_format(path, fmt)
@@ -47,6 +67,12 @@ def read_texts(path: str, fmt: str | None = None, field: str = "text", errors: s
         data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as e:
         raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+    return parse_texts(data, path, fmt, field, errors)
+
+
+def parse_texts(data: bytes, path: str, fmt: str, field: str = "text", errors: str = "strict") -> list[str]:
+    """read_texts() for bytes already read: the one definition of a row, which
+    `bertlite embed --engine ray` (bertlite.distributed) applies to each file too."""
     lines = _decode_lines(data, path, errors)
     if fmt == "txt":
         return lines

@@ -1,0 +1,306 @@
+"""`bertlite embed --engine ray`: embed many files on Ray Data, one Embedder per actor.
+
+Pipeline: one item per (file, part) -> a task reads the file, parses it with
+bertlite.files.parse_texts (the function the single-process `bertlite embed`
+uses), numbers its rows and keeps its part's slice -> map_batches on an actor
+pool, each actor holding one Embedder -> write_parquet (columns source, line,
+embedding, and text with keep_text).
+
+Why not Ray's readers: they cannot number lines (read_text drops empty lines by
+default and splits files into blocks that know nothing of each other's
+offsets), and `line` must be what the single-process path calls row i, so the
+output joins back to the input. Why parts: Ray hands a block to one replica
+whole, so a file that stayed one block would keep one replica busy and the
+others idle. Each part parses the whole file and keeps 1/parts of the rows:
+parsing is cheap next to the model, but a very large file is read once per part.
+
+Ray is optional (pip install 'bertlite[ray]') and imported only inside the
+functions here, so `import bertlite` and the default engine never import it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bertlite.files import InputError, expand_inputs, input_format, parse_texts
+
+RAY_INSTALL_HINT = "--engine ray needs Ray Data: pip install 'bertlite[ray]' (or 'ray[data]>=2.40')"
+# Texts per map_batches call. Each call is one Embedder.encode, which sorts its texts
+# by length: large enough that sorting removes most padding, small enough that a
+# failed batch is cheap to retry.
+DEFAULT_BATCH_SIZE = 1024
+# Input bytes per part (about a minute of one replica's work at 150 texts/s), and a
+# cap, since every part reads its whole file.
+PART_BYTES = 4 << 20
+MAX_PARTS_PER_FILE = 64
+
+
+class RayNotInstalledError(ImportError):
+    """Ray (with Ray Data) is not importable."""
+
+
+@dataclass
+class EmbedDatasetResult:
+    """What embed_dataset wrote."""
+
+    rows: int
+    files: list[str]  # the parquet files under output_dir
+    seconds: float
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / max(self.seconds, 1e-9)
+
+
+def require_ray() -> Any:
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError as e:
+        raise RayNotInstalledError(RAY_INSTALL_HINT) from e
+    return ray
+
+
+def _input_files(patterns: str | Sequence[str], fmt: str | None) -> list[str]:
+    """Absolute paths of local inputs (URIs as given), checked on the driver so a typo
+    fails before Ray starts."""
+    paths = []
+    for path in expand_inputs(patterns):
+        if path == "-":
+            raise InputError("--engine ray reads files, not stdin (-)")
+        if "://" not in path:
+            if os.path.isdir(path):
+                raise InputError(f"{path} is a folder; name its files, e.g. '{os.path.join(path, '*.jsonl')}'")
+            if not os.path.isfile(path):
+                raise InputError(f"cannot read {path}: no such file")
+            input_format(path, fmt)  # an unknown extension fails here, not in a Ray task
+            path = os.path.abspath(path)
+        paths.append(path)
+    return list(dict.fromkeys(paths))
+
+
+def _plan_parts(paths: list[str], num_replicas: int) -> list[dict[str, Any]]:
+    """(path, part, parts) items: about PART_BYTES of input per part, and at least one
+    part per replica when there are fewer files than replicas."""
+    parts = []
+    for path in paths:
+        size = _file_size(path)
+        count = max(-(-size // PART_BYTES), -(-num_replicas // len(paths)))
+        count = min(count, MAX_PARTS_PER_FILE)
+        parts += [{"path": path, "part": k, "parts": count} for k in range(count)]
+    return parts
+
+
+def _file_size(path: str) -> int:
+    if "://" not in path:
+        return os.path.getsize(path)
+    import pyarrow.fs
+
+    filesystem, inner = pyarrow.fs.FileSystem.from_uri(path)
+    return filesystem.get_file_info(inner).size or 0
+
+
+def _read_bytes(path: str) -> bytes:
+    if "://" not in path:
+        with open(path, "rb") as f:
+            return f.read()
+    import pyarrow.fs
+
+    filesystem, inner = pyarrow.fs.FileSystem.from_uri(path)
+    with filesystem.open_input_stream(inner) as f:
+        return f.readall()
+
+
+def _parse_parts(items: Any, fmt: str | None, field: str, errors: str) -> Any:
+    """(path, part, parts) items -> one row per text of each part: source, line, text."""
+    import pyarrow as pa
+
+    sources, lines, texts = [], [], []
+    for item in items.to_pylist():
+        path = item["path"]
+        rows = parse_texts(_read_bytes(path), path, input_format(path, fmt), field, errors)
+        start = len(rows) * item["part"] // item["parts"]
+        stop = len(rows) * (item["part"] + 1) // item["parts"]
+        sources += [path] * (stop - start)
+        lines += range(start, stop)
+        texts += rows[start:stop]
+    return pa.table(
+        {
+            "source": pa.array(sources, pa.string()),
+            "line": pa.array(lines, pa.int64()),
+            "text": pa.array(texts, pa.string()),
+        }
+    )
+
+
+class EmbedBatch:
+    """The actor's UDF: loads one Embedder in __init__, embeds a batch of rows per call."""
+
+    def __init__(
+        self,
+        model: str,
+        threads: int,
+        keep_text: bool,
+        embedder_kwargs: dict[str, Any],
+        encode_kwargs: dict[str, Any],
+    ) -> None:
+        import torch
+
+        from bertlite.features import Embedder
+
+        # Ray reserves `threads` CPUs for this actor; more torch threads than that
+        # would fight the other replicas on the node for the same cores.
+        torch.set_num_threads(threads)
+        self.embedder = Embedder.from_pretrained(model, **embedder_kwargs)
+        self.keep_text = keep_text
+        self.encode_kwargs = encode_kwargs
+
+    def __call__(self, batch: Any) -> Any:
+        import numpy as np
+        import pyarrow as pa
+
+        vectors = self.embedder.encode(batch["text"].to_pylist(), show_progress_bar=False, **self.encode_kwargs)
+        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
+        columns = {
+            "source": batch["source"],
+            "line": batch["line"],
+            "embedding": pa.FixedSizeListArray.from_arrays(flat, self.embedder.dimension),
+        }
+        if self.keep_text:
+            columns["text"] = batch["text"]
+        return pa.table(columns)
+
+
+def embed_dataset(
+    model: str | os.PathLike,
+    input_paths: str | Sequence[str],
+    output_dir: str | os.PathLike,
+    *,
+    field: str = "text",
+    input_format: str | None = None,
+    errors: str = "strict",
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    num_replicas: int = 2,
+    threads_per_replica: int = 1,
+    keep_text: bool = False,
+    dtype: str | None = None,
+    pooling: str | None = None,
+    normalize: bool | None = None,
+    max_length: int | None = None,
+    encode_batch_size: int | None = None,
+    max_tokens: int | None = None,
+    on_long: str = "truncate",
+    ray_address: str | None = None,
+    show_progress: bool = True,
+) -> EmbedDatasetResult:
+    """Embed every row of `input_paths` (files or glob patterns: txt, jsonl, csv, tsv)
+    with `num_replicas` Ray actors into parquet files under `output_dir`.
+
+    batch_size: rows per Ray batch (one Embedder.encode call, retried whole if its
+    replica dies); encode_batch_size / max_tokens: Embedder.encode's batching inside it.
+    Output columns: source (the input file's absolute path), line (0-based row
+    of that file as bertlite.files.read_texts counts it), embedding (fixed-size
+    list of float32), and text when keep_text. Row order across files is not
+    kept; join on (source, line).
+
+    Uses the running Ray if ray.is_initialized(), else ray.init(address=ray_address)
+    (None: start a local Ray) and shuts that one down at the end. output_dir is a
+    local path (on a cluster: a shared filesystem every node sees) that must not
+    exist or be empty; it appears only when the job is complete. Inputs may also be
+    URIs Ray reads (s3://...).
+    """
+    if num_replicas < 1 or threads_per_replica < 1 or batch_size < 1:
+        raise ValueError(
+            f"num_replicas, threads_per_replica and batch_size must be >= 1, "
+            f"got {num_replicas}, {threads_per_replica}, {batch_size}"
+        )
+    paths = _input_files(input_paths, input_format)
+    output = os.path.abspath(output_dir)
+    _check_output_dir(output)
+    ray = require_ray()
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=ray_address, include_dashboard=False, log_to_driver=False)
+    start = time.perf_counter()
+    # Written beside the target and renamed into place when complete, as VectorWriter
+    # does for one file: a failed job leaves no folder of partial results.
+    target = tempfile.mkdtemp(dir=os.path.dirname(output), prefix=f".{os.path.basename(output)}.", suffix=".tmp")
+    try:
+        ray.data.DataContext.get_current().enable_progress_bars = show_progress
+        # Reading and writing are scheduled without a CPU reservation: the replicas
+        # may hold every CPU (2 replicas on 2 cores), and a read or write task waiting
+        # for a free CPU would wait forever. They are light next to the model.
+        parts = _plan_parts(paths, num_replicas)
+        dataset = ray.data.from_items(parts, override_num_blocks=len(parts)).map_batches(
+            _parse_parts, fn_args=(input_format, field, errors), batch_size=1, batch_format="pyarrow", num_cpus=0
+        )
+        # Fault tolerance is Ray Data's default for actor pools (max_restarts=-1,
+        # max_task_retries=-1): a replica that dies is restarted and its batch is run
+        # again; a Python exception in a batch is not retried and fails the job.
+        embedded = dataset.map_batches(
+            EmbedBatch,
+            fn_constructor_args=(
+                str(model),
+                threads_per_replica,
+                keep_text,
+                {"dtype": dtype, "pooling": pooling, "normalize": normalize, "max_length": max_length},
+                {"batch_size": encode_batch_size, "max_tokens": max_tokens, "on_long": on_long},
+            ),
+            batch_size=batch_size,
+            batch_format="pyarrow",
+            # One batch queued per replica: a replica that is still loading gets work
+            # too, instead of the first ready one taking every batch of a small input.
+            compute=ray.data.ActorPoolStrategy(size=num_replicas, max_tasks_in_flight_per_actor=1),
+            num_cpus=threads_per_replica,
+        )
+        try:
+            embedded.write_parquet(target, ray_remote_args={"num_cpus": 0})
+        except Exception as e:
+            user_error = _user_error(e)
+            if user_error is None:
+                raise
+            raise user_error from e
+        names = sorted(name for name in os.listdir(target) if name.endswith(".parquet"))
+        rows = _count_rows([os.path.join(target, name) for name in names])
+        os.replace(target, output)  # an empty output_dir is replaced too (rename(2) allows it)
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    finally:
+        if started:
+            ray.shutdown()
+    return EmbedDatasetResult(rows, [os.path.join(output, name) for name in names], time.perf_counter() - start)
+
+
+def _check_output_dir(output: str) -> None:
+    if os.path.isdir(output) and os.listdir(output):
+        raise InputError(f"output folder {output} is not empty; name a new or empty folder")
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise InputError(f"{output} is a file; --engine ray writes a folder of parquet files")
+    parent = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(parent):
+        raise InputError(f"output folder {parent} does not exist")
+
+
+def _user_error(error: BaseException) -> Exception | None:
+    """The InputError / ValueError a UDF raised (bad line, --on-long error), out of
+    Ray's wrappers, so the CLI can print one line and exit 2 as the default engine does."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, (InputError, ValueError)) and type(error).__module__.startswith(("bertlite", "builtins")):
+            return error
+        error = getattr(error, "cause", None) or error.__cause__
+    return None
+
+
+def _count_rows(files: list[str]) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
