@@ -231,8 +231,13 @@ def embed_dataset(
     # Written beside the target and renamed into place when complete, as VectorWriter
     # does for one file: a failed job leaves no folder of partial results.
     target = tempfile.mkdtemp(dir=os.path.dirname(output), prefix=f".{os.path.basename(output)}.", suffix=".tmp")
+    context = ray.data.DataContext.get_current()
+    saved = context.enable_progress_bars, getattr(context, "raise_original_map_exception", False)
     try:
-        ray.data.DataContext.get_current().enable_progress_bars = show_progress
+        context.enable_progress_bars = show_progress
+        # A UDF's own exception (a bad input line), not Ray Data's UserCodeException
+        # that keeps only its text: _user_error turns it into the CLI's one-line exit 2.
+        context.raise_original_map_exception = True
         # Reading and writing are scheduled without a CPU reservation: the replicas
         # may hold every CPU (2 replicas on 2 cores), and a read or write task waiting
         # for a free CPU would wait forever. They are light next to the model.
@@ -273,6 +278,7 @@ def embed_dataset(
         shutil.rmtree(target, ignore_errors=True)
         raise
     finally:
+        context.enable_progress_bars, context.raise_original_map_exception = saved
         if started:
             ray.shutdown()
     return EmbedDatasetResult(rows, [os.path.join(output, name) for name in names], time.perf_counter() - start)

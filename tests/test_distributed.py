@@ -182,6 +182,18 @@ def test_killed_replica_is_restarted_and_every_row_lands_once(
         np.testing.assert_allclose(vector, reference[key], rtol=0, atol=1e-6, err_msg=str(key))
 
 
+def test_bad_line_in_a_ray_task_exits_2_with_its_number_and_writes_nothing(
+    ray_cluster: object, real_model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "good.jsonl").write_text('{"text": "fine"}\n')
+    (tmp_path / "bad.jsonl").write_text('{"text": "fine"}\n{"text": "fine"}\nnot json\n')
+    out = tmp_path / "out"
+    code = main(["embed", str(real_model_path), "-i", str(tmp_path / "*.jsonl"), "-o", str(out), "--engine", "ray"])
+    assert code == 2
+    assert "bad.jsonl: line 3 is not a JSON object" in error_line(capsys.readouterr().err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "good.jsonl"]
+
+
 # --- without Ray --------------------------------------------------------------------
 
 
