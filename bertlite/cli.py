@@ -171,7 +171,7 @@ def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
         help="single = this process (default); ray = Ray Data actors, one model per replica",
     )
     # Ray-only options default to None so the single engine can refuse them by name.
-    ray.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to join, e.g. auto (default: a local Ray)")
+    ray.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to join, e.g. auto (default: a new local Ray)")
     ray.add_argument("--replicas", type=int, metavar="N", help="model copies (Ray actors) working at once (default 2)")
     ray.add_argument(
         "--threads-per-replica",
@@ -195,7 +195,7 @@ def _embed(args: argparse.Namespace) -> int:
         return _embed_ray(args, fail)
     given = [f"--{name.replace('_', '-')}" for name in RAY_ONLY if getattr(args, name) is not None]
     if given:
-        return fail(f"{', '.join(given)} only apply with --engine ray")
+        return fail(f"{', '.join(given)}: for --engine ray only")
     try:
         inputs = expand_inputs(args.input)
     except InputError as e:

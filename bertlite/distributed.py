@@ -35,7 +35,7 @@ RAY_INSTALL_HINT = "--engine ray needs Ray Data: pip install 'bertlite[ray]' (or
 # by length: large enough that sorting removes most padding, small enough that a
 # failed batch is cheap to retry.
 DEFAULT_BATCH_SIZE = 1024
-# Input bytes per part (about a minute of one replica's work at 150 texts/s), and a
+# Input bytes per part (about a minute of one one-thread replica's work here), and a
 # cap, since every part reads its whole file.
 PART_BYTES = 4 << 20
 MAX_PARTS_PER_FILE = 64
@@ -210,7 +210,8 @@ def embed_dataset(
     kept; join on (source, line).
 
     Uses the running Ray if ray.is_initialized(), else ray.init(address=ray_address)
-    (None: start a local Ray) and shuts that one down at the end. output_dir is a
+    (None: start a new local Ray, "auto": join the `ray start` cluster) and shuts
+    that one down at the end. output_dir is a
     local path (on a cluster: a shared filesystem every node sees) that must not
     exist or be empty; it appears only when the job is complete. Inputs may also be
     URIs Ray reads (s3://...).
@@ -226,7 +227,9 @@ def embed_dataset(
     ray = require_ray()
     started = not ray.is_initialized()
     if started:
-        ray.init(address=ray_address, include_dashboard=False, log_to_driver=False)
+        # "local" rather than None: a new Ray for this job, never a cluster that
+        # RAY_ADDRESS or an earlier `ray start` points at (that takes ray_address="auto").
+        ray.init(address=ray_address or "local", include_dashboard=False, log_to_driver=False)
     start = time.perf_counter()
     # Written beside the target and renamed into place when complete, as VectorWriter
     # does for one file: a failed job leaves no folder of partial results.

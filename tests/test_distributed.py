@@ -34,7 +34,8 @@ def ray_cluster():  # noqa: ANN201 (the ray module)
     import ray
 
     # 2 CPUs as on the CI machine; a small object store: the vectors of 2,000 rows are 3 MB.
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=200 * 2**20, log_to_driver=False)
+    # address="local": a fresh Ray even if RAY_ADDRESS or a `ray start` cluster is around.
+    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=200 * 2**20, log_to_driver=False)
     yield ray
     ray.shutdown()
 
@@ -271,8 +272,8 @@ def test_default_engine_and_import_never_import_ray(real_model_path: Path, tmp_p
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["-i", "{a}", "--keep-text"], "--keep-text only apply with --engine ray"),
-        (["-i", "{a}", "--replicas", "3"], "--replicas only apply with --engine ray"),
+        (["-i", "{a}", "--keep-text"], "--keep-text: for --engine ray only"),
+        (["-i", "{a}", "--replicas", "3"], "--replicas: for --engine ray only"),
         (["-i", "{a}", "-i", "{b}"], "2 inputs"),
         (["-i", "{pattern}"], "2 inputs"),
     ],
