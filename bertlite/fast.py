@@ -60,13 +60,16 @@ def attention_padded(qkv: Tensor, layout: PackedLayout, heads: int, scaling: flo
     """Scatter to a padded (B, nh, T, hs) grid for one SDPA call, gather the result back.
     The padding exists only here, for the cheap part of the layer.
 
-    bf16/fp16 attention runs in float32: on CPU that is more accurate, and SDPA's
-    fp32 kernel profiled faster than its bf16 one at BERT's short lengths.
+    bf16/fp16 attention on CPU: up to HALF_BMM_MAX_LENGTH tokens, batched GEMMs on a
+    head-major grid (_attention_half_bmm); longer, SDPA in float32, which on CPU is
+    more accurate and profiled faster than SDPA's bf16 kernel.
     """
     n, three_h = qkv.shape
     hidden, batch, width = three_h // 3, len(layout.lengths), layout.max_length
     dtype = qkv.dtype
     if dtype in (torch.bfloat16, torch.float16) and qkv.device.type == "cpu":
+        if width <= HALF_BMM_MAX_LENGTH:
+            return _attention_half_bmm(qkv, layout, heads, scaling)
         qkv = qkv.float()
     bias = layout.attention_bias
     if bias is None:
@@ -80,6 +83,34 @@ def attention_padded(qkv: Tensor, layout: PackedLayout, heads: int, scaling: flo
     if bias is not None:
         context = context.index_select(0, layout.padded_index)
     return context.to(dtype)
+
+
+# Measured on the corpus's length-sorted batches (2 threads, bf16): at 19-84 tokens
+# the batched GEMMs take 30-45% less time than SDPA's CPU kernel, whose per-(sequence,
+# head) overhead dominates at these sizes; at 256 tokens they take 40% more.
+HALF_BMM_MAX_LENGTH = 128
+
+
+def _attention_half_bmm(qkv: Tensor, layout: PackedLayout, heads: int, scaling: float) -> Tensor:
+    """Attention as two batched GEMMs over (B * nh) contiguous matrices."""
+    n, three_h = qkv.shape
+    hidden, batch, width = three_h // 3, len(layout.lengths), layout.max_length
+    head_size = hidden // heads
+    sequence, position = layout.sequence_index, layout.positions
+    # Scatter straight into head-major order, so q, k and v need no copy to be contiguous.
+    grid = qkv.new_zeros(3, batch, heads, width, head_size)
+    grid.permute(1, 3, 0, 2, 4)[sequence, position] = qkv.view(n, 3, heads, head_size)
+    q, k, v = (part.view(batch * heads, width, head_size) for part in grid)  # 3 x (B * nh, T, hs)
+    bias = layout.attention_bias
+    if bias is None:
+        scores = torch.bmm(q, k.transpose(1, 2)).mul_(scaling)
+    else:
+        bias = bias.to(qkv.dtype).expand(batch, heads, width, width).reshape(batch * heads, width, width)
+        scores = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=scaling)  # (B * nh, T, T)
+    # CPU softmax on bf16 accumulates in float32: bitwise what softmax(dtype=float32) then a cast gives.
+    probs = torch.softmax(scores, dim=-1)
+    context = torch.bmm(probs, v).view(batch, heads, width, head_size)
+    return context.permute(0, 2, 1, 3)[sequence, position].reshape(n, hidden)  # (N, H)
 
 
 def attention_per_sequence(qkv: Tensor, layout: PackedLayout, heads: int, scaling: float) -> Tensor:
@@ -190,17 +221,40 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None, activation: str | Non
     return out if activation is None else ACT2FN[activation](out)
 
 
+def linear_add(x: Tensor, weight: Tensor, bias: Tensor | None, residual: Tensor) -> Tensor:
+    """x @ weight.T + bias + residual, the residual added in the GEMM's epilogue when possible:
+    one pass less over the output and, in bf16, one rounding instead of two."""
+    if _onednn_ok(x) and _onednn_add_ok(x.dtype):
+        return torch.ops.mkldnn._linear_pointwise.binary(x, residual, weight, bias, "add")
+    return linear(x, weight, bias) + residual
+
+
+_onednn_add_dtypes: dict[torch.dtype, bool] = {}
+
+
+def _onednn_add_ok(dtype: torch.dtype) -> bool:
+    if dtype not in _onednn_add_dtypes:
+        try:
+            ones = torch.ones(2, 3, dtype=dtype)
+            weight = torch.ones(2, 3, dtype=dtype)
+            out = torch.ops.mkldnn._linear_pointwise.binary(ones, ones[:, :2], weight, None, "add")
+            _onednn_add_dtypes[dtype] = bool(torch.equal(out, torch.full((2, 2), 4.0, dtype=dtype)))
+        except (AttributeError, RuntimeError):
+            _onednn_add_dtypes[dtype] = False
+    return _onednn_add_dtypes[dtype]
+
+
 def layer_forward_packed(layer: BertLayer, hidden: Tensor, layout: PackedLayout, strategy: str) -> Tensor:
     attention = layer.attention.self
     weight, bias = fused_qkv(attention)
     qkv = linear(hidden, weight, bias)  # (N, 3H): one GEMM instead of three
     context = PACKED_ATTENTION[strategy](qkv, layout, attention.num_attention_heads, attention.scaling)
     out = layer.attention.output
-    attention_output = out.LayerNorm(linear(context, out.dense.weight, out.dense.bias) + hidden)
+    attention_output = out.LayerNorm(linear_add(context, out.dense.weight, out.dense.bias, hidden))
     dense = layer.intermediate.dense
     intermediate = linear(attention_output, dense.weight, dense.bias, layer.intermediate.hidden_act)
     out = layer.output
-    return out.LayerNorm(linear(intermediate, out.dense.weight, out.dense.bias) + attention_output)
+    return out.LayerNorm(linear_add(intermediate, out.dense.weight, out.dense.bias, attention_output))
 
 
 def supports_packed(model: BertModel) -> bool:

@@ -77,3 +77,24 @@ def test_linear_with_and_without_onednn(onednn, monkeypatch):
     with torch.no_grad():
         reference = hf(**batch).last_hidden_state[batch["attention_mask"].bool()]
     torch.testing.assert_close(hidden, reference, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("lengths", [[5, 17, 30, 1], [40, 40, 40], [128, 3]])
+def test_half_precision_bmm_attention_close_to_sdpa(lengths, monkeypatch):
+    # bf16 attention up to HALF_BMM_MAX_LENGTH tokens takes the batched-GEMM path; its error
+    # against a float32 reference must stay within a small multiple of the SDPA path's.
+    import bertlite.fast
+    from bertlite.fast import PackedLayout, attention_padded
+
+    torch.manual_seed(0)
+    lengths = torch.tensor(lengths)
+    qkv = torch.randn(int(lengths.sum()), 3 * 48) * 2
+    reference = attention_padded(qkv, PackedLayout.from_lengths(lengths, torch.float32), 4, 0.3)
+    layout = PackedLayout.from_lengths(lengths, torch.bfloat16)
+    via_bmm = attention_padded(qkv.bfloat16(), layout, 4, 0.3)
+    monkeypatch.setattr(bertlite.fast, "HALF_BMM_MAX_LENGTH", 0)
+    via_sdpa = attention_padded(qkv.bfloat16(), layout, 4, 0.3)
+    assert not torch.equal(via_bmm, via_sdpa)  # two different kernels really ran
+    bmm_error = (via_bmm.float() - reference).abs().max()
+    sdpa_error = (via_sdpa.float() - reference).abs().max()
+    assert via_bmm.dtype == torch.bfloat16 and bmm_error <= 3 * sdpa_error
