@@ -92,8 +92,9 @@ def _decode_lines(data: bytes, path: str, errors: str) -> list[str]:
             text = line.decode("utf-8", errors=errors)
         except UnicodeDecodeError as e:
             raise InputError(
-                f"{path}: line {number} is not valid UTF-8 (byte {e.start}: {line[e.start : e.start + 1]!r}); "
-                "fix the file or pass --errors replace"
+                f"{path}: line {number} is not valid UTF-8 (at byte offset {e.start} of the line: "
+                f"{line[e.start : e.start + 1]!r}); fix the file or replace bad bytes with U+FFFD "
+                "(CLI --errors replace, Python errors='replace')"
             ) from e
         lines.append(text.removesuffix("\r"))
     return lines

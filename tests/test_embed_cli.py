@@ -362,7 +362,8 @@ def test_read_texts_api_strict_and_replace(tmp_path: Path) -> None:
 
     path = tmp_path / "in.jsonl"
     path.write_bytes(b'{"text": "ok"}\n{"text": "caf\xe9"}\n')  # Latin-1 e-acute: not UTF-8
-    with pytest.raises(InputError, match=r"in.jsonl: line 2 is not valid UTF-8 \(byte 13: b'\\xe9'\)"):
+    message = r"in.jsonl: line 2 is not valid UTF-8 \(at byte offset 13 of the line: b'\\xe9'\)"
+    with pytest.raises(InputError, match=message):
         read_texts(str(path))
     assert read_texts(str(path), errors="replace") == ["ok", "caf\ufffd"]
 
