@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from bertlite.config import BertConfig
-from bertlite.validation import check_inputs
+from bertlite.validation import check_inputs, recording_graph
 
 # --- activations -------------------------------------------------------------
 # Each is the formula transformers' ACT2FN uses for that name, op for op, so the
@@ -558,18 +558,15 @@ class BertModel(BertPreTrainedModel):
     def get_attention_bias(self, attention_mask: Tensor | None, embeddings: Tensor) -> Tensor | None:
         """Additive bias: 0 where a key is attended, dtype-min where it is not.
 
-        None when nothing is masked, which lets SDPA pick its fastest kernel.
+        In eager mode None when nothing is masked, which lets SDPA pick its fastest kernel.
+        While a graph is recorded (jit.trace, export, compile) a given mask is always applied:
+        whether it masks anything depends on its values, and the graph must hold for any mask.
+        (check_inputs has checked the mask's shape.)
         """
-        batch_size, seq_length = embeddings.shape[:2]
+        seq_length = embeddings.shape[1]
         keep = None
-        if attention_mask is not None:
-            if attention_mask.shape != (batch_size, seq_length):
-                raise ValueError(
-                    f"attention_mask has shape {tuple(attention_mask.shape)}, "
-                    f"expected (batch, seq_len) = {(batch_size, seq_length)}"
-                )
-            if not bool(attention_mask.all()):
-                keep = attention_mask.to(device=embeddings.device, dtype=torch.bool)[:, None, None, :]  # (B, 1, 1, T)
+        if attention_mask is not None and (recording_graph() or not bool(attention_mask.all())):
+            keep = attention_mask.to(device=embeddings.device, dtype=torch.bool)[:, None, None, :]  # (B, 1, 1, T)
         if self.config.is_decoder:
             causal = torch.ones(seq_length, seq_length, dtype=torch.bool, device=embeddings.device).tril()
             keep = causal[None, None] if keep is None else keep & causal  # (B, 1, T, T)

@@ -5,6 +5,15 @@ read of another row.
 Each check is one reduction over the integer inputs (a few microseconds); the
 forward it guards takes milliseconds. scripts/bench.py --configs validation
 measures the overhead.
+
+While a graph is recorded (torch.jit.trace and the legacy torch.onnx.export,
+torch.export and torch.onnx.export(dynamo=True), torch.compile) the checks that
+read values (the id ranges) are skipped: a Python branch on a value is frozen
+into a trace, and export and fullgraph compile cannot record it at all. Checks
+on dtypes and the number of dims run everywhere; checks on sizes run in eager
+mode and under export/compile, where they become guards on the symbolic shapes,
+but not under torch.jit.trace, where sizes are traced tensors whose comparison
+would be frozen (with a TracerWarning).
 """
 
 from __future__ import annotations
@@ -15,11 +24,16 @@ from torch import Tensor
 from bertlite.config import BertConfig
 
 
+def recording_graph() -> bool:
+    """Whether this forward is being recorded into a graph rather than run (see the module docstring)."""
+    return torch.jit.is_tracing() or torch.compiler.is_compiling()
+
+
 def check_ids(name: str, ids: Tensor, limit: int, limit_name: str) -> None:
-    """ids must be integers in [0, limit)."""
+    """ids must be integers in [0, limit); the range is checked in eager mode only."""
     if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
         raise ValueError(f"{name} must be an integer tensor of ids, got dtype {ids.dtype} (use .long())")
-    if ids.numel() == 0:
+    if recording_graph() or ids.numel() == 0:
         return
     low, high = (int(v) for v in torch.aminmax(ids))
     if low < 0:
@@ -48,27 +62,29 @@ def check_inputs(
     """Validate BertModel.forward's inputs against the config; raise ValueError naming the input."""
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError("pass exactly one of input_ids or inputs_embeds")
+    sizes = not torch.jit.is_tracing()  # see the module docstring
     if input_ids is not None:
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must have shape (batch, seq_len), got {tuple(input_ids.shape)}")
         check_ids("input_ids", input_ids, config.vocab_size, "vocab_size")
         shape = tuple(input_ids.shape)
     else:
-        if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != config.hidden_size:
+        if inputs_embeds.dim() != 3 or (sizes and inputs_embeds.shape[-1] != config.hidden_size):
             raise ValueError(
                 f"inputs_embeds must have shape (batch, seq_len, hidden_size={config.hidden_size}), "
                 f"got {tuple(inputs_embeds.shape)}"
             )
         shape = tuple(inputs_embeds.shape[:2])
     if position_ids is None:
-        check_length(shape[1], config)
+        if sizes:
+            check_length(shape[1], config)
     else:
         check_ids("position_ids", position_ids, config.max_position_embeddings, "max_position_embeddings")
     if token_type_ids is not None:
-        if tuple(token_type_ids.shape) != shape:
+        if sizes and tuple(token_type_ids.shape) != shape:
             raise ValueError(f"token_type_ids has shape {tuple(token_type_ids.shape)}, expected {shape}")
         check_ids("token_type_ids", token_type_ids, config.type_vocab_size, "type_vocab_size")
-    if attention_mask is not None and tuple(attention_mask.shape) != shape:
+    if sizes and attention_mask is not None and tuple(attention_mask.shape) != shape:
         raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, expected (batch, seq_len) = {shape}")
 
 
