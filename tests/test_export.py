@@ -159,7 +159,7 @@ def test_onnx_dynamo_export_runs_in_onnxruntime(exported, batch, reference):
     torch.testing.assert_close(torch.from_numpy(pooler_output), reference[1], atol=ONNX_ATOL, rtol=0)
 
 
-def test_compile_fullgraph_serves_another_shape_without_recompiling(hf):
+def test_compile_fullgraph_serves_another_shape_without_recompiling():
     hf = make_hf_model(num_hidden_layers=1)  # the smallest model: inductor's compile time grows with the graph
     model = to_bertlite(hf, attn="sdpa")
     batch = padded_batch(hf.config)
