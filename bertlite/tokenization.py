@@ -118,13 +118,17 @@ class BatchEncoding(dict):
                         f"cannot make one {tensor_type} tensor of {key!r}: its rows have lengths {sorted(widths)}; "
                         "pass padding=True (or 'max_length') and truncation=True"
                     )
-            array = np.asarray(value, dtype=np.int64)  # through numpy: 10x faster than torch.tensor on lists
+            array = np.asarray(value)
             if tensor_type == "pt":
                 import torch
 
-                self[key] = torch.from_numpy(array)
+                # Integers through numpy (10x faster than torch.tensor on lists); other values (float labels)
+                # as torch.tensor makes them, like transformers.
+                self[key] = (
+                    torch.from_numpy(array.astype(np.int64)) if array.dtype.kind in "iu" else torch.tensor(value)
+                )
             else:
-                self[key] = array
+                self[key] = array.astype(np.int64) if array.dtype.kind in "iu" else array
         return self
 
 
@@ -455,6 +459,64 @@ class BertTokenizer:
                     f"stride={stride}: {e}"
                 ) from e
 
+    def pad(
+        self,
+        encoded_inputs: dict[str, Any] | Sequence[dict[str, Any]],
+        padding: bool | str = True,
+        max_length: int | None = None,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str | None = None,
+        return_attention_mask: bool | None = None,
+        return_tensors: str | None = None,
+        verbose: bool = True,
+    ) -> BatchEncoding:
+        """Pad encoded inputs (one, a dict of lists, or a list of dicts, as a data collator passes them) as
+        transformers' pad() does: input_ids with pad_token_id, token_type_ids with 0, attention_mask with 0,
+        special_tokens_mask with 1; other keys (labels) pass through. Tensors in give tensors out."""
+        if return_tensors not in TENSOR_TYPES:
+            raise ValueError(f"return_tensors={return_tensors!r} is not one of 'pt', 'np' or None")
+        if isinstance(encoded_inputs, (list, tuple)) and encoded_inputs and isinstance(encoded_inputs[0], dict):
+            encoded_inputs = {key: [example[key] for example in encoded_inputs] for key in encoded_inputs[0]}
+        if "input_ids" not in encoded_inputs:
+            raise ValueError(f"pad() needs input_ids among the inputs, got keys {list(encoded_inputs)}")
+        inputs = {key: _py(value) for key, value in encoded_inputs.items()}
+        if return_tensors is None:
+            first = encoded_inputs["input_ids"]
+            first = first[0] if isinstance(first, (list, tuple)) and first else first
+            return_tensors = (
+                "pt" if type(first).__module__ == "torch" else "np" if isinstance(first, np.ndarray) else None
+            )
+        inputs = {key: [_py(v) for v in value] if isinstance(value, list) else value for key, value in inputs.items()}
+        strategy, _, max_length = self._strategies(padding, None, max_length, pad_to_multiple_of, verbose)
+        if return_attention_mask is None:
+            return_attention_mask = "attention_mask" in self.model_input_names
+        ids = inputs["input_ids"]
+        batched = bool(ids) and isinstance(ids[0], list)
+        rows = [{key: value[i] for key, value in inputs.items()} for i in range(len(ids))] if batched else [inputs]
+        if strategy == "longest":
+            max_length = max((len(row["input_ids"]) for row in rows), default=0)
+        if strategy is not None and max_length is not None and pad_to_multiple_of and max_length % pad_to_multiple_of:
+            max_length = (max_length // pad_to_multiple_of + 1) * pad_to_multiple_of
+        side = padding_side or self.padding_side
+        fill = {
+            "input_ids": self.pad_token_id,
+            "token_type_ids": self.pad_token_type_id,
+            "attention_mask": 0,
+            "special_tokens_mask": 1,
+        }
+        out: dict[str, list] = {}
+        for row in rows:
+            if return_attention_mask and "attention_mask" not in row:
+                row["attention_mask"] = [1] * len(row["input_ids"])
+            missing = max_length - len(row["input_ids"]) if strategy is not None and max_length else 0
+            for key, value in row.items():
+                if key in fill and missing > 0:
+                    pad = [fill[key]] * missing
+                    value = value + pad if side == "right" else pad + value
+                out.setdefault(key, []).append(value)
+        data = out if batched else {key: value[0] for key, value in out.items()}
+        return BatchEncoding(data).convert_to_tensors(return_tensors)
+
     def encode(self, text: str | Sequence[str], text_pair: str | Sequence[str] | None = None, **kwargs: Any) -> Any:
         """The input ids of one text (or pair), as transformers' encode()."""
         return self(text, text_pair, **kwargs)["input_ids"]
@@ -615,6 +677,10 @@ def _batch_inputs(text: Any, text_pair: Any, is_split_into_words: bool) -> tuple
         if not (is_text(item) or is_pair(item)):
             raise TypeError(f"input {i} of the batch is {type(item).__name__}, not a text or a (text, text_pair) pair")
     return True, inputs
+
+
+def _py(value: Any) -> Any:
+    return value.tolist() if hasattr(value, "tolist") else value
 
 
 def _to_list(ids: Any) -> Any:

@@ -222,3 +222,13 @@ def test_special_heads_compare_their_logits_and_head_none_only_the_base(head_fol
     report = check(head_folders["BertForQuestionAnswering"], texts=texts, max_length=64, head="none")
     assert report.ok and report.head is None and not [r for r in report.rows if r.kind == "logits"]
     assert "--head none: the BertForQuestionAnswering head is not compared" in " ".join(report.notes)
+
+
+def test_help_says_what_the_head_comparison_compares(capsys):
+    with pytest.raises(SystemExit):
+        main(["parity", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "With --head auto (the default), when config.json's architectures name a head bertlite implements" in text
+    assert (
+        "transformers: the matching AutoModelFor<Task>" in text and "--head none compares the base model only" in text
+    )

@@ -289,3 +289,27 @@ def test_from_pretrained_overrides_and_hub_options(real_model_path, tmp_path):
     shutil.copytree(real_model_path, nested / "tokenizer", ignore=shutil.ignore_patterns("*.safetensors"))
     sub = bertlite.AutoTokenizer.from_pretrained(nested, subfolder="tokenizer")
     assert sub("Hello")["input_ids"] == [101, 7592, 102]
+
+
+def test_pad_and_data_collator_equal_transformers(tokenizers, texts):
+    ours, theirs = tokenizers
+    features = [dict(theirs(t, truncation=True, max_length=40), label=i % 2) for i, t in enumerate(texts[:64])]
+    for kwargs in (
+        dict(),
+        dict(pad_to_multiple_of=8),
+        dict(padding="max_length", max_length=48),
+        dict(return_tensors="np"),
+    ):
+        got = transformers.DataCollatorWithPadding(ours, **kwargs)(features)
+        assert_same(got, transformers.DataCollatorWithPadding(theirs, **kwargs)(features))
+    floats = [dict(theirs(t), label=0.5) for t in texts[:4]]
+    assert_same(ours.pad(floats, return_tensors="pt"), theirs.pad(floats, return_tensors="pt"))
+    assert_same(ours.pad(theirs(texts[:4]), padding_side="left"), theirs.pad(theirs(texts[:4]), padding_side="left"))
+    one = theirs(texts[0])
+    assert_same(
+        ours.pad(one, padding="max_length", max_length=60), theirs.pad(one, padding="max_length", max_length=60)
+    )
+    tensors = [{k: torch.tensor(v) for k, v in theirs(t).items()} for t in texts[:3]]
+    assert_same(ours.pad(tensors), theirs.pad(tensors))  # tensors in, tensors out
+    with pytest.raises(ValueError, match=r"pad\(\) needs input_ids among the inputs, got keys \['label'\]"):
+        ours.pad([{"label": 1}])
