@@ -7,10 +7,12 @@ import json
 import pytest
 import torch
 import transformers
+from huggingface_hub import constants
 
 import bertlite
 from bertlite.auto import ARCHITECTURES
 from tests.conftest import TINY
+from tests.test_hub_server import REPO_ID, assert_weights, cache, checkpoint_files, hub  # noqa: F401 (fixtures)
 
 # Written out, not read from bertlite.auto: what each Auto class must build.
 EXPECTED = {
@@ -144,3 +146,25 @@ def test_from_config_options():
     assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
     with pytest.raises(TypeError, match="colour"):
         bertlite.AutoModel.from_config(config, colour="red")
+
+
+def test_hub_ids_go_through_bertlites_hub_code(hub, real_model_path, tmp_path, monkeypatch):  # noqa: F811
+    """Auto classes on a hub id, from the stand-in hub on 127.0.0.1 (tests/hub_server.py), then offline."""
+    files = checkpoint_files(0, tmp_path)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+        files[name] = (real_model_path / name).read_bytes()
+    hub.add_commit(REPO_ID, files)
+    hub.add_commit("org/gpt2", {"config.json": json.dumps({"model_type": "gpt2"}).encode()})
+    texts = ["Hello world.", "A [MASK] in a longer, second text."]
+    expected = transformers.AutoTokenizer.from_pretrained(real_model_path)(texts, padding=True, return_tensors="pt")
+    for offline in (False, True):
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", offline)  # the second round reads the cache only
+        tokenizer = bertlite.AutoTokenizer.from_pretrained(REPO_ID)
+        got = tokenizer(texts, padding=True, return_tensors="pt")
+        assert list(got) == list(expected) and all(torch.equal(got[k], expected[k]) for k in expected)
+        assert tokenizer.model_max_length == 512
+        model = bertlite.AutoModel.from_pretrained(REPO_ID)
+    assert_weights(model, seed=0)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    with pytest.raises(ValueError, match=r"config.json: model_type='gpt2' is not a BERT checkpoint"):
+        bertlite.AutoModelForMaskedLM.from_pretrained("org/gpt2")
