@@ -54,6 +54,7 @@ INIT_KEYS = (
     "clean_up_tokenization_spaces",
     "padding_side",
     "truncation_side",
+    "model_input_names",
     *BERT_DEFAULTS,
 )
 HUB_KEYS = ("revision", "cache_dir", "token", "local_files_only", "force_download", "subfolder")
@@ -151,6 +152,7 @@ class BertTokenizer:
         padding_side: str = "right",
         truncation_side: str = "right",
         bert_pipeline: bool = True,
+        model_input_names: list[str] | None = None,
         name_or_path: str = "",
         **special_tokens: str | None,
     ) -> None:
@@ -175,6 +177,10 @@ class BertTokenizer:
         self.padding_side = padding_side
         self.truncation_side = truncation_side
         self.name_or_path = name_or_path
+        if model_input_names is None:
+            # transformers' plain fast tokenizer returns no token_type_ids (a BERT model then uses zeros).
+            model_input_names = list(type(self).model_input_names) if bert_pipeline else ["input_ids", "attention_mask"]
+        self.model_input_names = list(model_input_names)
         self._special = {name: special_tokens.get(name) for name in SPECIAL_TOKENS}
         if bert_pipeline:
             for name, default in BERT_DEFAULTS.items():
@@ -268,6 +274,7 @@ class BertTokenizer:
             "clean_up_tokenization_spaces": self.clean_up_tokenization_spaces,
             "padding_side": self.padding_side,
             "truncation_side": self.truncation_side,
+            "model_input_names": self.model_input_names,
             **self.special_tokens_map,
         }
         vocab = self._tokenizer.get_vocab(with_added_tokens=False)
@@ -707,13 +714,11 @@ def _read_json(name: str, filename: str, hub_kwargs: dict[str, Any]) -> dict[str
 
 def _check_model_type(name: str, hub_kwargs: dict[str, Any]) -> None:
     """Without a tokenizer_class, transformers picks the tokenizer by config.json's model_type."""
-    path = resolve_file(name, "config.json", **hub_kwargs)
-    if path is None:
-        return
     model_type = _read_json(name, "config.json", hub_kwargs).get("model_type", "bert")
     if model_type != "bert":
         raise ValueError(
-            f"{path}: model_type={model_type!r} is not a BERT checkpoint, so bertlite has no tokenizer for it"
+            f"{resolve_file(name, 'config.json', **hub_kwargs)}: model_type={model_type!r} is not a BERT "
+            "checkpoint, so bertlite has no tokenizer for it"
         )
 
 

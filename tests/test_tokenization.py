@@ -313,3 +313,15 @@ def test_pad_and_data_collator_equal_transformers(tokenizers, texts):
     assert_same(ours.pad(tensors), theirs.pad(tensors))  # tensors in, tensors out
     with pytest.raises(ValueError, match=r"pad\(\) needs input_ids among the inputs, got keys \['label'\]"):
         ours.pad([{"label": 1}])
+
+
+def test_plain_fast_tokenizer_class_runs_tokenizer_json_as_transformers_does(real_model_path, texts, tmp_path):
+    folder = tmp_path / "plain"
+    shutil.copytree(real_model_path, folder, ignore=shutil.ignore_patterns("*.safetensors"))
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "tokenizer_class": "PreTrainedTokenizerFast"}))
+    ours, theirs = bertlite.AutoTokenizer.from_pretrained(folder), transformers.AutoTokenizer.from_pretrained(folder)
+    compare_batches(ours, theirs, texts[:100], dict(padding=True, truncation=True, max_length=64))
+    assert "token_type_ids" not in ours(texts[0])  # transformers' plain tokenizer returns none
+    ids = theirs(texts[:100])["input_ids"]
+    assert ours.batch_decode(ids, skip_special_tokens=True) == theirs.batch_decode(ids, skip_special_tokens=True)
