@@ -1,4 +1,5 @@
-"""Compare bertlite with transformers on one checkpoint, and say where they part.
+"""Compare bertlite with transformers on one checkpoint, and say where they part: the base
+model, and the task head's weights and logits when config.json names a head bertlite has.
 
 transformers is imported here, lazily: it is the reference, not a dependency of
 the model. Reference = transformers' eager attention in float32. In float32 a
