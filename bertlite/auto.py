@@ -4,7 +4,7 @@
 BertForSequenceClassification.from_pretrained with every keyword passed on; before
 that, config.json's model_type (or, without one, its architectures) is read so a
 checkpoint of another model is refused by name instead of failing on its keys.
-No torch import here until a model is built.
+No torch import here until a model is built, no tokenizers import until a tokenizer is.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from bertlite.config import BERT_MODEL_TYPES, CONFIG_NAME, BertConfig
 from bertlite.hub import resolve_file
-from bertlite.tokenization import HUB_KEYS, BertTokenizer
 
 if TYPE_CHECKING:
     from bertlite.modeling import BertPreTrainedModel
+    from bertlite.tokenization import BertTokenizer
 
 # transformers' architecture name (config.json "architectures") -> the transformers Auto class that
 # loads it; bertlite's class of the same name is the model, bertlite's Auto class of the same name
@@ -70,6 +70,8 @@ def check_bert_checkpoint(name_or_path: str | os.PathLike, what: str, **hub_kwar
 
 
 def _hub_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    from bertlite.tokenization import HUB_KEYS  # here: AutoConfig and AutoModel need no tokenizers import
+
     return {key: kwargs[key] for key in HUB_KEYS if key in kwargs}
 
 
@@ -189,4 +191,6 @@ class AutoTokenizer(_Auto):
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, *args: Any, **kwargs: Any) -> BertTokenizer:
         """bertlite.BertTokenizer.from_pretrained: transformers' fast BERT tokenizer, without transformers."""
+        from bertlite.tokenization import BertTokenizer
+
         return BertTokenizer.from_pretrained(name_or_path, *args, **kwargs)
