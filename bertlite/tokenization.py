@@ -259,8 +259,9 @@ class BertTokenizer:
 
     def save_pretrained(self, save_directory: str | os.PathLike) -> tuple[str, ...]:
         """Write tokenizer.json, tokenizer_config.json, special_tokens_map.json and vocab.txt, which
-        transformers' AutoTokenizer (v4 and v5) and bertlite reload. Each file is written whole
-        under a temporary name and then renamed, so a failure leaves no half-written file."""
+        transformers' AutoTokenizer and bertlite reload (the last two for readers of the older layout).
+        Each file is written whole under a temporary name and then renamed, so a failure leaves no
+        half-written file."""
         folder = Path(save_directory)
         if folder.exists() and not folder.is_dir():
             raise ValueError(f"{folder} is a file, not a folder")
