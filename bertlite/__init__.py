@@ -14,7 +14,19 @@ from bertlite.config import BertConfig
 __version__ = "0.1.0"
 
 _LAZY = {
+    "AutoConfig": "bertlite.auto",
+    "AutoModel": "bertlite.auto",
+    "AutoModelForCausalLM": "bertlite.auto",
+    "AutoModelForMaskedLM": "bertlite.auto",
+    "AutoModelForMultipleChoice": "bertlite.auto",
+    "AutoModelForNextSentencePrediction": "bertlite.auto",
+    "AutoModelForPreTraining": "bertlite.auto",
+    "AutoModelForQuestionAnswering": "bertlite.auto",
+    "AutoModelForSequenceClassification": "bertlite.auto",
+    "AutoModelForTokenClassification": "bertlite.auto",
+    "AutoTokenizer": "bertlite.auto",
     "BaseModelOutputWithPooling": "bertlite.modeling",
+    "BatchEncoding": "bertlite.tokenization",
     "BertAttention": "bertlite.modeling",
     "BertEmbeddings": "bertlite.modeling",
     "BertEncoder": "bertlite.modeling",
@@ -34,6 +46,8 @@ _LAZY = {
     "BertPreTrainedModel": "bertlite.modeling",
     "BertSelfAttention": "bertlite.modeling",
     "BertSelfOutput": "bertlite.modeling",
+    "BertTokenizer": "bertlite.tokenization",
+    "BertTokenizerFast": "bertlite.tokenization",
     "CheckpointError": "bertlite.loading",
     "CheckpointNotFoundError": "bertlite.hub",
     "DownloadError": "bertlite.hub",
@@ -45,6 +59,19 @@ _LAZY = {
 __all__ = ["BertConfig", "__version__", *_LAZY]
 
 if TYPE_CHECKING:
+    from bertlite.auto import (
+        AutoConfig,
+        AutoModel,
+        AutoModelForCausalLM,
+        AutoModelForMaskedLM,
+        AutoModelForMultipleChoice,
+        AutoModelForNextSentencePrediction,
+        AutoModelForPreTraining,
+        AutoModelForQuestionAnswering,
+        AutoModelForSequenceClassification,
+        AutoModelForTokenClassification,
+        AutoTokenizer,
+    )
     from bertlite.features import Embedder
     from bertlite.heads import (
         BertForMaskedLM,
@@ -72,6 +99,7 @@ if TYPE_CHECKING:
         BertSelfAttention,
         BertSelfOutput,
     )
+    from bertlite.tokenization import BatchEncoding, BertTokenizer, BertTokenizerFast
 
 
 def __getattr__(name: str) -> Any:

@@ -21,6 +21,15 @@ output (embeddings, each layer's attention / intermediate / output, pooler),
 every attention map, last_hidden_state and pooler_output, padded positions
 excluded. It names the first module that leaves tolerance and suggests causes.
 
+With --head auto (the default), when config.json's architectures name a head
+bertlite implements (BertForPreTraining, BertForMaskedLM, BertLMHeadModel,
+BertForNextSentencePrediction, BertForSequenceClassification,
+BertForMultipleChoice, BertForTokenClassification, BertForQuestionAnswering),
+both sides load that head (transformers: the matching AutoModelFor<Task>) and
+its weights and logits are compared too (logits, or prediction_logits +
+seq_relationship_logits, or start_logits + end_logits; per-token logits at real
+tokens only). --head none compares the base model only.
+
 In float32 a tensor passes when allclose(atol, rtol); in bfloat16/float16 our
 error against the fp32 reference must be <= 2x transformers' own error in that
 dtype (+ atol).
@@ -67,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--head",
         default="auto",
         choices=["auto", "none"],
-        help="auto: also compare task-head logits when bertlite implements the heads; none: base only",
+        help="auto: also compare the task head's weights and logits when config.json's architectures name a head "
+        "bertlite implements (default); none: the base model only",
     )
     p.add_argument("--all-weights", action="store_true", help="list every weight in the table, not only failures")
     _add_embed_parser(commands)

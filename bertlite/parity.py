@@ -1,4 +1,5 @@
-"""Compare bertlite with transformers on one checkpoint, and say where they part.
+"""Compare bertlite with transformers on one checkpoint, and say where they part: the base
+model, and the task head's weights and logits when config.json names a head bertlite has.
 
 transformers is imported here, lazily: it is the reference, not a dependency of
 the model. Reference = transformers' eager attention in float32. In float32 a
@@ -23,6 +24,7 @@ import torch
 from torch import Tensor, nn
 
 import bertlite
+from bertlite.auto import ARCHITECTURES
 from bertlite.config import SUPPORTED_ACTIVATIONS
 from bertlite.loading import CheckpointError, parse_dtype
 
@@ -52,6 +54,20 @@ BUILTIN_TEXTS: list[str | tuple[str, str]] = [
 
 SUPPORTED_DTYPES = ("float32", "bfloat16", "float16")
 
+# The heads `--head auto` compares: architecture -> its logits fields, each per token (padded
+# positions excluded) or per sequence. The reference is transformers' Auto class of the same
+# architecture (bertlite.auto.ARCHITECTURES).
+HEAD_LOGITS = {
+    "BertForPreTraining": {"prediction_logits": "token", "seq_relationship_logits": "pooled"},
+    "BertForMaskedLM": {"logits": "token"},
+    "BertLMHeadModel": {"logits": "token"},
+    "BertForNextSentencePrediction": {"logits": "pooled"},
+    "BertForSequenceClassification": {"logits": "pooled"},
+    "BertForMultipleChoice": {"logits": "pooled"},  # each batch runs as one question whose choices are its texts
+    "BertForTokenClassification": {"logits": "token"},
+    "BertForQuestionAnswering": {"start_logits": "token", "end_logits": "token"},
+}
+
 
 class ParityLoadError(Exception):
     """The comparison could not start: bad arguments, model not found, missing dependency."""
@@ -59,7 +75,7 @@ class ParityLoadError(Exception):
 
 @dataclass
 class Row:
-    kind: str  # "weight" | "module" | "attention" | "output"
+    kind: str  # "weight" | "module" | "attention" | "output" | "logits"
     name: str
     max_abs: float
     mean_abs: float
@@ -73,6 +89,7 @@ class Row:
 class ParityReport:
     model: str
     options: dict[str, Any]
+    head: str | None = None  # the task head whose weights and logits are compared (an architecture name)
     rows: list[Row] = field(default_factory=list)
     only_in_bertlite: list[str] = field(default_factory=list)
     only_in_transformers: list[str] = field(default_factory=list)
@@ -279,11 +296,38 @@ def make_row(
 # --- the check -----------------------------------------------------------------
 
 
+def head_architecture(name_or_path: str, head: str, hub_kwargs: dict[str, Any], notes: list[str]) -> str | None:
+    """The task head to compare: with --head auto, the first of config.json's architectures that
+    bertlite implements (HEAD_LOGITS); None compares the base model only."""
+    try:
+        config = bertlite.BertConfig.from_pretrained(name_or_path, **hub_kwargs)
+    except (OSError, ValueError) as e:
+        raise ParityLoadError(f"cannot load {name_or_path} with bertlite: {e}") from e
+    architectures = config.extra.get("architectures") or []
+    found = next((a for a in architectures if a in HEAD_LOGITS), None)
+    if head == "none":
+        if found:
+            notes.append(f"--head none: the {found} head is not compared, only the base model under it")
+        return None
+    if found is None:
+        notes.append(
+            f"no task head bertlite implements in config.json's architectures {architectures}: base model only"
+        )
+    return found
+
+
 def load_models(
-    name_or_path: str, reference: str, dtype: torch.dtype, attn: str, hub_kwargs: dict[str, Any], notes: list[str]
+    name_or_path: str,
+    reference: str,
+    dtype: torch.dtype,
+    attn: str,
+    hub_kwargs: dict[str, Any],
+    notes: list[str],
+    architecture: str | None = None,
 ) -> tuple[nn.Module, nn.Module, nn.Module | None]:
     """bertlite on name_or_path in (dtype, attn); transformers eager fp32 on reference;
-    and transformers eager in dtype, whose own error sets the bar for low precision."""
+    and transformers eager in dtype, whose own error sets the bar for low precision.
+    With an architecture (a head class name) all three are that head; else BertModel."""
     try:
         import transformers
     except ImportError as e:
@@ -291,6 +335,8 @@ def load_models(
             "transformers is not installed; it is the reference: pip install transformers (or 'bertlite[test]')"
         ) from e
     transformers.utils.logging.disable_progress_bar()  # keep the report the only thing on the terminal
+    if architecture is not None:
+        return _load_heads(name_or_path, reference, dtype, attn, hub_kwargs, architecture)
     pooler = True
     try:
         try:
@@ -329,6 +375,29 @@ def load_models(
             ).eval()
     except (OSError, ValueError) as e:
         raise ParityLoadError(f"cannot load {reference} with transformers: {e}") from e
+    return ours, ref, theirs
+
+
+def _load_heads(
+    name_or_path: str, reference: str, dtype: torch.dtype, attn: str, hub_kwargs: dict[str, Any], architecture: str
+) -> tuple[nn.Module, nn.Module, nn.Module | None]:
+    import transformers
+
+    try:
+        ours = getattr(bertlite, architecture).from_pretrained(
+            name_or_path, dtype=dtype, attn_implementation=attn, **hub_kwargs
+        )
+    except (OSError, ValueError) as e:
+        raise ParityLoadError(f"cannot load {name_or_path} as {architecture} with bertlite: {e}") from e
+    auto = getattr(transformers, ARCHITECTURES[architecture])
+    kwargs = {k: v for k, v in hub_kwargs.items() if v is not None}
+    try:
+        ref = auto.from_pretrained(reference, attn_implementation="eager", dtype=torch.float32, **kwargs).eval()
+        theirs = None
+        if dtype != torch.float32:
+            theirs = auto.from_pretrained(reference, attn_implementation="eager", dtype=dtype, **kwargs).eval()
+    except (OSError, ValueError) as e:
+        raise ParityLoadError(f"cannot load {reference} with transformers.{auto.__name__}: {e}") from e
     return ours, ref, theirs
 
 
@@ -372,18 +441,29 @@ def check(
     )
     report = ParityReport(model=name, options=options)
     hub_kwargs = dict(revision=revision, subfolder=subfolder, local_files_only=local_files_only)
-    ours, ref, theirs = load_models(name, reference_name, torch_dtype, attn, hub_kwargs, report.notes)
-    if head == "auto":
-        report.notes.append("task heads are not compared yet (bertlite has no heads): base model only")
+    architecture = head_architecture(name, head, hub_kwargs, report.notes)
+    heads = load_models(name, reference_name, torch_dtype, attn, hub_kwargs, report.notes, architecture)
+    # The base model's rows come from the BertModel inside a head, under the same names as without one.
+    ours, ref, theirs = (m.bert if architecture and m is not None else m for m in heads)
+    if architecture:
+        report.head = architecture
+        report.notes.append(
+            f"task head {architecture}: its weights and {', '.join(HEAD_LOGITS[architecture])} are compared "
+            f"with transformers.{ARCHITECTURES[architecture]}"
+        )
     batches = make_batches(name, texts, ours.config, batch_size, max_length, hub_kwargs, report.notes)
     report.texts = len(texts)
     report.tokens = int(sum(b["attention_mask"].sum() for b in batches))
 
-    compare_weights(report, ours, ref, theirs is not None and torch_dtype, atol, rtol)
+    compare_weights(report, heads[0], heads[1], theirs is not None and torch_dtype, atol, rtol)
     names = module_names(ours.config.num_hidden_layers, ours.pooler is not None and ref.pooler is not None)
     ours_run, ref_run = run(ours, batches, names), run(ref, batches, names)
     theirs_run = run(theirs, batches, names) if theirs is not None else None
     compare_activations(report, batches, names, ours_run, ref_run, theirs_run, atol, rtol)
+    if architecture:
+        ours_logits, ref_logits = run_head(heads[0], batches, architecture), run_head(heads[1], batches, architecture)
+        theirs_logits = run_head(heads[2], batches, architecture) if heads[2] is not None else None
+        compare_logits(report, architecture, ours_logits, ref_logits, theirs_logits, atol, rtol)
     if report.first_divergence or not report.ok:
         report.suggestions = diagnose(report, ours, ref, batches, ours_run, ref_run, atol, rtol)
     report.seconds = time.perf_counter() - start
@@ -411,8 +491,9 @@ def _check_options(dtype: Any, attn: str, batch_size: int, max_length: int, head
 def compare_weights(
     report: ParityReport, ours: nn.Module, ref: nn.Module, low_dtype: torch.dtype | bool, atol: float, rtol: float
 ) -> None:
-    """Every tensor bertlite loaded against the one transformers loaded for the same name."""
-    mine, theirs = ours.state_dict(), ref.state_dict()
+    """Every tensor bertlite loaded against the one transformers loaded for the same name. A head's
+    base-model tensors are named without the `bert.` prefix, as the module rows are."""
+    mine, theirs = _base_names(ours.state_dict()), _base_names(ref.state_dict())
     report.only_in_bertlite = sorted(set(mine) - set(theirs))
     report.only_in_transformers = sorted(set(theirs) - set(mine))
     for key in (k for k in theirs if k in mine):
@@ -420,6 +501,40 @@ def compare_weights(
         max_abs, mean_abs, max_rel, _ = error_stats([mine[key]], [reference], 0.0, 0.0)
         ok = mine[key].shape == reference.shape and torch.equal(mine[key], reference)
         report.rows.append(Row("weight", key, max_abs, mean_abs, max_rel, 0.0, ok))
+
+
+def _base_names(state: dict[str, Tensor]) -> dict[str, Tensor]:
+    return {k.removeprefix("bert."): v for k, v in state.items()}
+
+
+def run_head(model: nn.Module, batches: list[dict[str, Tensor]], architecture: str) -> dict[str, list[Tensor]]:
+    """The head's logits fields for every batch, only real tokens kept for per-token logits."""
+    fields = HEAD_LOGITS[architecture]
+    out: dict[str, list[Tensor]] = {key: [] for key in fields}
+    with torch.no_grad():
+        for b in batches:
+            if architecture == "BertForMultipleChoice":
+                b = {k: v[None] for k, v in b.items()}  # (1, B, T): one question, B choices
+            result = model(**b)
+            for key, kind in fields.items():
+                out[key].append(select_valid(result[key], b["attention_mask"], kind))
+    return out
+
+
+def compare_logits(
+    report: ParityReport,
+    architecture: str,
+    ours: dict[str, list[Tensor]],
+    ref: dict[str, list[Tensor]],
+    theirs: dict[str, list[Tensor]] | None,
+    atol: float,
+    rtol: float,
+) -> None:
+    for key in HEAD_LOGITS[architecture]:
+        row = make_row("logits", key, ours[key], ref[key], theirs[key] if theirs is not None else None, atol, rtol)
+        report.rows.append(row)
+        if not row.ok and report.first_divergence is None:
+            report.first_divergence = key
 
 
 def compare_activations(
@@ -489,6 +604,8 @@ CAUSES = {
     "intermediate": "the feed-forward activation: a different GELU variant (gelu vs gelu_new / gelu_pytorch_tanh)",
     "output": "the feed-forward output: dense weights, the residual, or LayerNorm eps",
     "pooler": "the pooler: [CLS] selection or its tanh",
+    "head": "the task head: its weights (cls / classifier / qa_outputs), num_labels or id2label in config.json, "
+    "or the activation of cls.predictions.transform (hidden_act)",
 }
 
 
@@ -529,11 +646,13 @@ def diagnose(
     if in_first:
         causes[0] += f"; {first} uses {in_first[0]}"
     part = first.rsplit(".", 1)[-1] if first.startswith("encoder.") else first
+    if report.head and first in HEAD_LOGITS[report.head]:
+        part = "head"
     if part == "intermediate":
         activation = _probe_activation(first, ours, ref, ours_run, ref_run)
         if activation:
             causes.append(activation)
-    if _only_in_padded_sequences(first, batches, ours_run, ref_run, atol, rtol):
+    if first in ours_run["modules"] and _only_in_padded_sequences(first, batches, ours_run, ref_run, atol, rtol):
         causes.append(
             f"{first} differs only in sequences that contain padding: the attention mask value or how "
             "padded keys are excluded differs (transformers adds finfo(dtype).min)"

@@ -5,12 +5,13 @@ import shutil
 
 import pytest
 import torch
+import transformers
 from safetensors.torch import load_file, save_file
 
 import bertlite
 import bertlite.modeling
 from bertlite.cli import main
-from bertlite.parity import BUILTIN_TEXTS, check
+from bertlite.parity import BUILTIN_TEXTS, HEAD_LOGITS, check
 
 LAYER3 = "encoder.layer.3.intermediate.dense.weight"
 
@@ -151,3 +152,91 @@ def test_checkpoint_without_pooler(real_model_path, tmp_path, capsys):
     assert main(["parity", str(folder)]) == 0
     stdout = capsys.readouterr().out
     assert "no pooler weights" in stdout and "pooler_output" not in stdout
+
+
+# --- task heads ---------------------------------------------------------------------
+
+
+# Heads whose logits take another path than one (B, ...) tensor: two fields of two kinds, (1, B, T) inputs.
+SPECIAL_HEADS = ("BertForPreTraining", "BertForMultipleChoice", "BertForQuestionAnswering")
+# Few texts keep the head tests quick: short, long, a pair, padding in the batch.
+HEAD_TEXTS = [BUILTIN_TEXTS[0], BUILTIN_TEXTS[2], BUILTIN_TEXTS[3], BUILTIN_TEXTS[6]]
+
+
+@pytest.fixture(scope="module")
+def head_folders(tmp_path_factory):
+    """Checkpoints saved by transformers' head classes (tiny, random weights far from init)."""
+    from tests.conftest import TINY
+
+    folders = {}
+    for name in ("BertForSequenceClassification", "BertForMaskedLM", *SPECIAL_HEADS):
+        torch.manual_seed(0)
+        config = transformers.BertConfig(**TINY, num_labels=2 if name == "BertForQuestionAnswering" else 3)
+        model = getattr(transformers, name)(config).eval()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.normal_(0.0, 0.3)
+        folders[name] = tmp_path_factory.mktemp("heads") / name
+        model.save_pretrained(folders[name])
+    return folders
+
+
+def head_text_file(folder):
+    path = folder / "texts.txt"
+    path.write_text("".join("\t".join(t) + "\n" if isinstance(t, tuple) else t + "\n" for t in HEAD_TEXTS))
+    return path
+
+
+@pytest.mark.parametrize("name", ["BertForSequenceClassification", "BertForMaskedLM"])
+def test_head_checkpoint_compares_logits(head_folders, name, tmp_path, capsys):
+    out = tmp_path / "report.json"
+    args = ["--text-file", str(head_text_file(tmp_path)), "--max-length", "64", "--json", str(out)]
+    assert main(["parity", str(head_folders[name]), *args]) == 0
+    stdout = capsys.readouterr().out
+    assert f"task head {name}: its weights and logits are compared with transformers.AutoModelFor" in stdout
+    report = json.loads(out.read_text())
+    assert report["ok"] is True and report["head"] == name
+    logits = [r for r in report["rows"] if r["kind"] == "logits"]
+    assert [r["name"] for r in logits] == ["logits"] and logits[0]["ok"] and logits[0]["max_abs"] == 0.0
+    weights = {r["name"] for r in report["rows"] if r["kind"] == "weight"}
+    head_weights = {"classifier.weight"} if name == "BertForSequenceClassification" else {"cls.predictions.bias"}
+    assert head_weights <= weights and "embeddings.word_embeddings.weight" in weights
+    assert not report["only_in_bertlite"] and not report["only_in_transformers"]
+
+
+def test_perturbed_head_weight_fails_naming_the_logits(head_folders, tmp_path, capsys):
+    original = head_folders["BertForSequenceClassification"]
+    copy = tmp_path / "perturbed"
+    shutil.copytree(original, copy)
+    state = load_file(copy / "model.safetensors")
+    state["classifier.weight"] = state["classifier.weight"] * 1.01
+    save_file(state, copy / "model.safetensors", metadata={"format": "pt"})
+    args = ["--reference", str(original), "--text-file", str(head_text_file(tmp_path)), "--max-length", "64"]
+    assert main(["parity", str(copy), *args]) == 1
+    stdout = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in stdout.splitlines() if line and not line.startswith(" ")}
+    assert rows["classifier.weight"].endswith("FAIL") and rows["logits"].endswith("FAIL")
+    assert rows["last_hidden_state"].endswith("PASS") and rows["pooler_output"].endswith("PASS")
+    assert "first divergence: logits" in stdout and "(first: classifier.weight)" in stdout
+    assert "look at the task head" in stdout and "verdict: PARITY FAILS" in stdout
+
+
+def test_special_heads_compare_their_logits_and_head_none_only_the_base(head_folders):
+    texts = HEAD_TEXTS
+    for name in SPECIAL_HEADS:
+        report = check(head_folders[name], texts=texts, max_length=64)
+        assert report.ok and report.head == name, report.format_table()
+        assert [r.name for r in report.rows if r.kind == "logits"] == list(HEAD_LOGITS[name])
+    report = check(head_folders["BertForQuestionAnswering"], texts=texts, max_length=64, head="none")
+    assert report.ok and report.head is None and not [r for r in report.rows if r.kind == "logits"]
+    assert "--head none: the BertForQuestionAnswering head is not compared" in " ".join(report.notes)
+
+
+def test_help_says_what_the_head_comparison_compares(capsys):
+    with pytest.raises(SystemExit):
+        main(["parity", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "With --head auto (the default), when config.json's architectures name a head bertlite implements" in text
+    assert (
+        "transformers: the matching AutoModelFor<Task>" in text and "--head none compares the base model only" in text
+    )

@@ -1,0 +1,196 @@
+"""transformers' Auto entry points for BERT checkpoints: AutoConfig, AutoModel, AutoModelFor<Task>, AutoTokenizer.
+
+`AutoModelForSequenceClassification.from_pretrained(path, num_labels=3)` is bertlite's
+BertForSequenceClassification.from_pretrained with every keyword passed on; before
+that, config.json's model_type (or, without one, its architectures) is read so a
+checkpoint of another model is refused by name instead of failing on its keys.
+No torch import here until a model is built, no tokenizers import until a tokenizer is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+from bertlite.config import BERT_MODEL_TYPES, CONFIG_NAME, BertConfig
+from bertlite.hub import resolve_file
+
+if TYPE_CHECKING:
+    from bertlite.modeling import BertPreTrainedModel
+    from bertlite.tokenization import BertTokenizer
+
+# transformers' architecture name (config.json "architectures") -> the transformers Auto class that
+# loads it; bertlite's class of the same name is the model, bertlite's Auto class of the same name
+# builds it. `bertlite parity` compares a head through this table.
+ARCHITECTURES = {
+    "BertModel": "AutoModel",
+    "BertForPreTraining": "AutoModelForPreTraining",
+    "BertForMaskedLM": "AutoModelForMaskedLM",
+    "BertLMHeadModel": "AutoModelForCausalLM",
+    "BertForNextSentencePrediction": "AutoModelForNextSentencePrediction",
+    "BertForSequenceClassification": "AutoModelForSequenceClassification",
+    "BertForMultipleChoice": "AutoModelForMultipleChoice",
+    "BertForTokenClassification": "AutoModelForTokenClassification",
+    "BertForQuestionAnswering": "AutoModelForQuestionAnswering",
+}
+
+
+def check_bert_checkpoint(name_or_path: str | os.PathLike, what: str, **hub_kwargs: Any) -> list[str]:
+    """Refuse a config.json of another model by name; return its architectures (maybe empty).
+
+    A missing config.json is left to the loader, whose error names what to check.
+    """
+    path = resolve_file(name_or_path, CONFIG_NAME, **hub_kwargs)
+    if path is None:
+        return []
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from e
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    architectures = data.get("architectures") or []
+    if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
+        raise ValueError(f"{path}: architectures must be a list of class names, got {architectures!r}")
+    model_type = data.get("model_type")
+    if model_type is None:
+        others = [a for a in architectures if not a.startswith("Bert")]
+        if others:
+            raise ValueError(
+                f"{path}: no model_type, and architectures={others!r} is not a BERT model; "
+                f"bertlite.{what} loads BERT checkpoints only"
+            )
+    elif model_type not in BERT_MODEL_TYPES:
+        raise ValueError(
+            f"{path}: model_type={model_type!r} is not a BERT checkpoint; bertlite.{what} loads model_type "
+            f"{' or '.join(repr(t) for t in BERT_MODEL_TYPES)} only"
+        )
+    return architectures
+
+
+def _hub_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    from bertlite.tokenization import HUB_KEYS  # here: AutoConfig and AutoModel need no tokenizers import
+
+    return {key: kwargs[key] for key in HUB_KEYS if key in kwargs}
+
+
+class _Auto:
+    """Not instantiable, as in transformers: the class methods build the real object."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise OSError(
+            f"{type(self).__name__} is built with {type(self).__name__}.from_pretrained(name_or_path) "
+            f"or {type(self).__name__}.from_config(config), not directly"
+        )
+
+
+class AutoConfig(_Auto):
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | os.PathLike, **kwargs: Any) -> Any:
+        """BertConfig.from_pretrained(name_or_path, **kwargs), after refusing a non-BERT config.json."""
+        check_bert_checkpoint(name_or_path, cls.__name__, **_hub_kwargs(kwargs))
+        return BertConfig.from_pretrained(name_or_path, **kwargs)
+
+    @classmethod
+    def for_model(cls, model_type: str, **kwargs: Any) -> BertConfig:
+        if model_type not in BERT_MODEL_TYPES:
+            raise ValueError(f"model_type={model_type!r} is not a BERT model; bertlite.AutoConfig builds 'bert' only")
+        return BertConfig(**kwargs)
+
+
+class _AutoModel(_Auto):
+    _model_class = "BertModel"
+
+    @classmethod
+    def model_class(cls) -> type[BertPreTrainedModel]:
+        """The bertlite class this Auto class builds."""
+        import bertlite
+
+        return getattr(bertlite, cls._model_class)
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | os.PathLike, *model_args: Any, **kwargs: Any) -> BertPreTrainedModel:
+        """`<class>.from_pretrained(name_or_path, **kwargs)` (config fields, dtype, device, hub options...),
+        after refusing a checkpoint whose config.json is not BERT's. With config= (a bertlite.BertConfig),
+        the checkpoint's config.json is not read."""
+        config = kwargs.get("config")
+        if config is None:
+            check_bert_checkpoint(name_or_path, cls.__name__, **_hub_kwargs(kwargs))
+        elif not isinstance(config, BertConfig):
+            raise TypeError(
+                f"config must be a bertlite.BertConfig (bertlite.AutoConfig.from_pretrained gives one), "
+                f"got {type(config).__module__}.{type(config).__name__}"
+            )
+        return cls.model_class().from_pretrained(name_or_path, *model_args, **kwargs)
+
+    @classmethod
+    def from_config(
+        cls,
+        config: BertConfig,
+        *,
+        dtype: Any = None,
+        torch_dtype: Any = None,
+        **kwargs: Any,
+    ) -> BertPreTrainedModel:
+        """A new model with transformers' initial weights (no checkpoint read). kwargs go to the
+        constructor (attn_implementation=, add_pooling_layer= for AutoModel); dtype (alias torch_dtype)
+        casts the new model."""
+        if not isinstance(config, BertConfig):
+            raise TypeError(
+                f"config must be a bertlite.BertConfig, got {type(config).__module__}.{type(config).__name__}"
+            )
+        model = cls.model_class()(config, **kwargs)
+        if dtype is not None or torch_dtype is not None:
+            from bertlite.loading import parse_dtype
+
+            target = parse_dtype(dtype if dtype is not None else torch_dtype)
+            if target == "auto":
+                raise ValueError("dtype='auto' needs a checkpoint to read; from_config takes a torch.dtype or its name")
+            model = model.to(target)
+        return model
+
+
+class AutoModel(_AutoModel):
+    _model_class = "BertModel"
+
+
+class AutoModelForPreTraining(_AutoModel):
+    _model_class = "BertForPreTraining"
+
+
+class AutoModelForMaskedLM(_AutoModel):
+    _model_class = "BertForMaskedLM"
+
+
+class AutoModelForCausalLM(_AutoModel):
+    _model_class = "BertLMHeadModel"
+
+
+class AutoModelForNextSentencePrediction(_AutoModel):
+    _model_class = "BertForNextSentencePrediction"
+
+
+class AutoModelForSequenceClassification(_AutoModel):
+    _model_class = "BertForSequenceClassification"
+
+
+class AutoModelForMultipleChoice(_AutoModel):
+    _model_class = "BertForMultipleChoice"
+
+
+class AutoModelForTokenClassification(_AutoModel):
+    _model_class = "BertForTokenClassification"
+
+
+class AutoModelForQuestionAnswering(_AutoModel):
+    _model_class = "BertForQuestionAnswering"
+
+
+class AutoTokenizer(_Auto):
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | os.PathLike, *args: Any, **kwargs: Any) -> BertTokenizer:
+        """bertlite.BertTokenizer.from_pretrained: transformers' fast BERT tokenizer, without transformers."""
+        from bertlite.tokenization import BertTokenizer
+
+        return BertTokenizer.from_pretrained(name_or_path, *args, **kwargs)

@@ -1,0 +1,738 @@
+"""BertTokenizer: transformers' fast BERT tokenizer on the `tokenizers` library, without transformers.
+
+Built as transformers' BertTokenizer builds it: the vocabulary (and added tokens) of
+tokenizer.json, or of vocab.txt for old checkpoints; the normalizer from
+tokenizer_config.json (do_lower_case, strip_accents, tokenize_chinese_chars); a
+[CLS] A [SEP] B [SEP] template. Calls take transformers' padding / truncation
+arguments and return a BatchEncoding of the same keys and values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import warnings
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tokenizers import Encoding, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+
+from bertlite.hub import resolve_file
+
+TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
+VOCAB_FILE = "vocab.txt"
+# transformers' "no limit" for model_max_length, and the bound above which a length counts as none.
+VERY_LARGE_INTEGER = int(1e30)
+LARGE_INTEGER = int(1e20)
+# In transformers' order (SPECIAL_TOKENS_ATTRIBUTES), which all_special_tokens follows.
+SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+BERT_DEFAULTS = {
+    "unk_token": "[UNK]",
+    "sep_token": "[SEP]",
+    "pad_token": "[PAD]",
+    "cls_token": "[CLS]",
+    "mask_token": "[MASK]",
+}
+# tokenizer_class values that mean the BERT pipeline; a plain fast tokenizer runs its tokenizer.json as it is.
+BERT_TOKENIZER_CLASSES = ("BertTokenizer", "BertTokenizerFast")
+PLAIN_TOKENIZER_CLASSES = ("PreTrainedTokenizerFast", "TokenizersBackend")
+PADDING = {True: "longest", False: None, "longest": "longest", "max_length": "max_length", "do_not_pad": None}
+TRUNCATION = ("longest_first", "only_first", "only_second", "do_not_truncate")
+TENSOR_TYPES = (None, "pt", "np")
+# from_pretrained keywords that change the tokenizer (tokenizer_config.json keys), as transformers takes them.
+INIT_KEYS = (
+    "do_lower_case",
+    "strip_accents",
+    "tokenize_chinese_chars",
+    "model_max_length",
+    "clean_up_tokenization_spaces",
+    "padding_side",
+    "truncation_side",
+    "model_input_names",
+    *BERT_DEFAULTS,
+)
+HUB_KEYS = ("revision", "cache_dir", "token", "local_files_only", "force_download", "subfolder")
+# Accepted for compatibility, with nothing to choose: bertlite has only the fast tokenizer and no remote code.
+IGNORED_KEYS = ("use_fast", "trust_remote_code")
+
+
+class BatchEncoding(dict):
+    """transformers' BatchEncoding: a dict of model inputs with attribute access, `.to(device)`
+    and the `tokenizers` Encodings behind it (`tokens(i)`, `word_ids(i)`, `sequence_ids(i)`)."""
+
+    def __init__(self, data: dict[str, Any], encodings: list[Encoding] | None = None) -> None:
+        super().__init__(data)
+        self._encodings = encodings
+
+    def __getattr__(self, name: str) -> Any:
+        if not name.startswith("_") and name in self:
+            return self[name]
+        raise AttributeError(f"BatchEncoding has no attribute or key {name!r} (keys: {', '.join(self)})")
+
+    def __getitem__(self, key: str | int) -> Any:
+        if isinstance(key, int):
+            if self._encodings is None:
+                raise KeyError("this BatchEncoding holds no Encodings to index by position")
+            return self._encodings[key]
+        return super().__getitem__(key)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"encodings": self._encodings}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._encodings = state["encodings"]
+
+    @property
+    def encodings(self) -> list[Encoding] | None:
+        return self._encodings
+
+    def tokens(self, batch_index: int = 0) -> list[str]:
+        return self[batch_index].tokens
+
+    def word_ids(self, batch_index: int = 0) -> list[int | None]:
+        return self[batch_index].word_ids
+
+    def sequence_ids(self, batch_index: int = 0) -> list[int | None]:
+        return self[batch_index].sequence_ids
+
+    def to(self, device: Any) -> BatchEncoding:
+        """Move every torch tensor to `device` (in place, as transformers does); returns self."""
+        for key, value in self.items():
+            if hasattr(value, "to") and not isinstance(value, np.ndarray):
+                self[key] = value.to(device)
+        return self
+
+    def convert_to_tensors(self, tensor_type: str | None) -> BatchEncoding:
+        if tensor_type is None:
+            return self
+        for key, value in self.items():
+            if isinstance(value, list) and value and isinstance(value[0], (list, tuple)):
+                widths = {len(row) for row in value}
+                if len(widths) > 1:
+                    raise ValueError(
+                        f"cannot make one {tensor_type} tensor of {key!r}: its rows have lengths {sorted(widths)}; "
+                        "pass padding=True (or 'max_length') and truncation=True"
+                    )
+            array = np.asarray(value)
+            if tensor_type == "pt":
+                import torch
+
+                # Integers through numpy (10x faster than torch.tensor on lists); other values (float labels)
+                # as torch.tensor makes them, like transformers.
+                self[key] = (
+                    torch.from_numpy(array.astype(np.int64)) if array.dtype.kind in "iu" else torch.tensor(value)
+                )
+            else:
+                self[key] = array.astype(np.int64) if array.dtype.kind in "iu" else array
+        return self
+
+
+class BertTokenizer:
+    """A fast BERT WordPiece tokenizer called as transformers' tokenizers are."""
+
+    model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
+    is_fast = True
+    pad_token_type_id = 0
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        *,
+        do_lower_case: bool = True,
+        strip_accents: bool | None = None,
+        tokenize_chinese_chars: bool = True,
+        model_max_length: int = VERY_LARGE_INTEGER,
+        clean_up_tokenization_spaces: bool = False,
+        padding_side: str = "right",
+        truncation_side: str = "right",
+        bert_pipeline: bool = True,
+        model_input_names: list[str] | None = None,
+        name_or_path: str = "",
+        **special_tokens: str | None,
+    ) -> None:
+        """tokenizer: the `tokenizers` backend (its vocabulary and added tokens are kept). With
+        bert_pipeline (transformers' BertTokenizer) its normalizer, pre-tokenizer, decoder and
+        template are rebuilt from the arguments; without, it runs as it is."""
+        unknown = sorted(set(special_tokens) - set(SPECIAL_TOKENS))
+        if unknown:
+            raise TypeError(f"BertTokenizer got unexpected keyword argument(s): {', '.join(unknown)}")
+        for side, value in (("padding_side", padding_side), ("truncation_side", truncation_side)):
+            if value not in ("right", "left"):
+                raise ValueError(f"{side} must be 'right' or 'left', got {value!r}")
+        self._tokenizer = tokenizer
+        self._lock = threading.Lock()  # padding and truncation are set on the backend for each call
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        self.do_lower_case = do_lower_case
+        self.strip_accents = strip_accents
+        self.tokenize_chinese_chars = tokenize_chinese_chars
+        self.model_max_length = model_max_length
+        self.clean_up_tokenization_spaces = clean_up_tokenization_spaces
+        self.padding_side = padding_side
+        self.truncation_side = truncation_side
+        self.name_or_path = name_or_path
+        if model_input_names is None:
+            # transformers' plain fast tokenizer returns no token_type_ids (a BERT model then uses zeros).
+            model_input_names = list(type(self).model_input_names) if bert_pipeline else ["input_ids", "attention_mask"]
+        self.model_input_names = list(model_input_names)
+        self._special = {name: special_tokens.get(name) for name in SPECIAL_TOKENS}
+        if bert_pipeline:
+            for name, default in BERT_DEFAULTS.items():
+                if self._special[name] is None:
+                    self._special[name] = default
+        # Named special tokens the backend does not know yet become special added tokens, as in transformers,
+        # so "[MASK]" in a text stays one token.
+        added = {token.content for token in tokenizer.get_added_tokens_decoder().values()}
+        missing = [t for t in dict.fromkeys(self._special.values()) if t is not None and t not in added]
+        if missing:
+            tokenizer.add_special_tokens(missing)
+        self.bert_pipeline = bert_pipeline
+        if bert_pipeline:
+            tokenizer.normalizer = normalizers.BertNormalizer(
+                clean_text=True,
+                handle_chinese_chars=tokenize_chinese_chars,
+                strip_accents=strip_accents,
+                lowercase=do_lower_case,
+            )
+            tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+            tokenizer.decoder = decoders.WordPiece(prefix="##")
+            cls, sep = self.cls_token, self.sep_token
+            tokenizer.post_processor = processors.TemplateProcessing(
+                single=f"{cls}:0 $A:0 {sep}:0",
+                pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
+                special_tokens=[(cls, self.cls_token_id), (sep, self.sep_token_id)],
+            )
+
+    # --- loading and saving ------------------------------------------------------
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | os.PathLike, *args: Any, **kwargs: Any) -> BertTokenizer:
+        """From a folder or hub id: tokenizer.json (or vocab.txt), tokenizer_config.json and
+        special_tokens_map.json. Keywords: the hub options (revision, cache_dir, token,
+        local_files_only, force_download, subfolder) and tokenizer_config.json keys to override
+        (do_lower_case, model_max_length, ...)."""
+        if args:
+            raise TypeError(
+                f"from_pretrained takes one positional argument (the folder or hub id), got {len(args) + 1}"
+            )
+        unknown = sorted(set(kwargs) - set(HUB_KEYS) - set(INIT_KEYS) - set(IGNORED_KEYS))
+        if unknown:
+            raise TypeError(f"from_pretrained got unexpected keyword argument(s): {', '.join(unknown)}")
+        hub_kwargs = {k: kwargs[k] for k in HUB_KEYS if k in kwargs}
+        name = os.fspath(name_or_path)
+        config = _read_json(name, TOKENIZER_CONFIG_FILE, hub_kwargs)
+        special_map = _read_json(name, SPECIAL_TOKENS_MAP_FILE, hub_kwargs)
+        tokenizer_class = config.get("tokenizer_class")
+        if tokenizer_class is None:
+            _check_model_type(name, hub_kwargs)
+        elif tokenizer_class not in BERT_TOKENIZER_CLASSES + PLAIN_TOKENIZER_CLASSES:
+            raise ValueError(
+                f"{name}: {TOKENIZER_CONFIG_FILE} has tokenizer_class={tokenizer_class!r}, which is not a BERT "
+                f"tokenizer (bertlite reads {', '.join(BERT_TOKENIZER_CLASSES + PLAIN_TOKENIZER_CLASSES)})"
+            )
+        from bertlite.features import load_tokenizer
+
+        try:
+            backend = load_tokenizer(name, **hub_kwargs)
+        except FileNotFoundError as e:
+            raise FileNotFoundError(f"{e}: not a tokenizer folder or repo") from e
+        init: dict[str, Any] = {}
+        for key in INIT_KEYS:
+            value = special_map.get(key) if key in BERT_DEFAULTS else None
+            value = config.get(key, value)
+            if key in kwargs:
+                value = kwargs[key]
+            if value is not None:
+                init[key] = _token_content(value) if key in BERT_DEFAULTS else value
+        for key in ("bos_token", "eos_token"):
+            value = config.get(key, special_map.get(key))
+            if value is not None:
+                init[key] = _token_content(value)
+        init.setdefault("model_max_length", VERY_LARGE_INTEGER)
+        return cls(backend, bert_pipeline=tokenizer_class not in PLAIN_TOKENIZER_CLASSES, name_or_path=name, **init)
+
+    def save_pretrained(self, save_directory: str | os.PathLike) -> tuple[str, ...]:
+        """Write tokenizer.json, tokenizer_config.json, special_tokens_map.json and vocab.txt, which
+        transformers' AutoTokenizer and bertlite reload (the last two for readers of the older layout).
+        Each file is written whole under a temporary name and then renamed, so a failure leaves no
+        half-written file."""
+        folder = Path(save_directory)
+        if folder.exists() and not folder.is_dir():
+            raise ValueError(f"{folder} is a file, not a folder")
+        folder.mkdir(parents=True, exist_ok=True)
+        config = {
+            "tokenizer_class": "BertTokenizer" if self.bert_pipeline else "PreTrainedTokenizerFast",
+            "do_lower_case": self.do_lower_case,
+            "strip_accents": self.strip_accents,
+            "tokenize_chinese_chars": self.tokenize_chinese_chars,
+            "model_max_length": self.model_max_length,
+            "clean_up_tokenization_spaces": self.clean_up_tokenization_spaces,
+            "padding_side": self.padding_side,
+            "truncation_side": self.truncation_side,
+            "model_input_names": self.model_input_names,
+            **self.special_tokens_map,
+        }
+        vocab = self._tokenizer.get_vocab(with_added_tokens=False)
+        files = {
+            TOKENIZER_FILE: self._tokenizer.to_str(pretty=True),
+            TOKENIZER_CONFIG_FILE: json.dumps(config, indent=2, sort_keys=True) + "\n",
+            SPECIAL_TOKENS_MAP_FILE: json.dumps(self.special_tokens_map, indent=2) + "\n",
+            VOCAB_FILE: "".join(token + "\n" for token, _ in sorted(vocab.items(), key=lambda item: item[1])),
+        }
+        _write_files(folder, files)
+        return tuple(str(folder / name) for name in files)
+
+    # --- encoding ----------------------------------------------------------------
+
+    def __call__(
+        self,
+        text: str | Sequence[str] | Sequence[tuple[str, str]] | Sequence[Sequence[str]],
+        text_pair: str | Sequence[str] | None = None,
+        *,
+        add_special_tokens: bool = True,
+        padding: bool | str = False,
+        truncation: bool | str | None = None,
+        max_length: int | None = None,
+        stride: int = 0,
+        is_split_into_words: bool = False,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str | None = None,
+        return_tensors: str | None = None,
+        return_token_type_ids: bool | None = None,
+        return_attention_mask: bool | None = None,
+        return_overflowing_tokens: bool = False,
+        return_special_tokens_mask: bool = False,
+        return_offsets_mapping: bool = False,
+        return_length: bool = False,
+        verbose: bool = True,
+    ) -> BatchEncoding:
+        """One text, a (text, text_pair), or batches of either, as transformers' tokenizer(...) takes them.
+
+        padding: False / "do_not_pad", True / "longest", "max_length" (to max_length, else
+        model_max_length). truncation: True / "longest_first", "only_first", "only_second",
+        False / "do_not_truncate"; max_length alone turns on "longest_first".
+        return_tensors: None (lists), "pt" (torch) or "np" (numpy int64).
+        """
+        if return_tensors not in TENSOR_TYPES:
+            raise ValueError(f"return_tensors={return_tensors!r} is not one of 'pt', 'np' or None")
+        batched, inputs = _batch_inputs(text, text_pair, is_split_into_words)
+        padding_strategy, truncation_strategy, max_length = self._strategies(
+            padding, truncation, max_length, pad_to_multiple_of, verbose
+        )
+        encodings = self._encode(
+            inputs,
+            add_special_tokens,
+            is_split_into_words,
+            padding_strategy,
+            truncation_strategy,
+            max_length,
+            stride,
+            pad_to_multiple_of,
+            padding_side,
+        )
+        if return_token_type_ids is None:
+            return_token_type_ids = "token_type_ids" in self.model_input_names
+        if return_attention_mask is None:
+            return_attention_mask = "attention_mask" in self.model_input_names
+        data: dict[str, list] = {"input_ids": []}
+        if return_token_type_ids:
+            data["token_type_ids"] = []
+        if return_attention_mask:
+            data["attention_mask"] = []
+        if return_special_tokens_mask:
+            data["special_tokens_mask"] = []
+        if return_offsets_mapping:
+            data["offset_mapping"] = []
+        if return_length:
+            data["length"] = []
+        flat: list[Encoding] = []
+        mapping: list[int] = []
+        for i, encoding in enumerate(encodings):
+            # An overflowing window becomes a row of its own, as in transformers.
+            for e in [encoding, *encoding.overflowing] if return_overflowing_tokens else [encoding]:
+                flat.append(e)
+                mapping.append(i)
+                data["input_ids"].append(e.ids)
+                if return_token_type_ids:
+                    data["token_type_ids"].append(e.type_ids)
+                if return_attention_mask:
+                    data["attention_mask"].append(e.attention_mask)
+                if return_special_tokens_mask:
+                    data["special_tokens_mask"].append(e.special_tokens_mask)
+                if return_offsets_mapping:
+                    data["offset_mapping"].append(e.offsets)
+                if return_length:
+                    data["length"].append(len(e.ids))
+        if return_overflowing_tokens:
+            data["overflow_to_sample_mapping"] = mapping
+        if not batched and return_tensors is None and not return_overflowing_tokens:
+            data = {key: value[0] if value and isinstance(value[0], list) else value for key, value in data.items()}
+        return BatchEncoding(data, flat).convert_to_tensors(return_tensors)
+
+    def _strategies(
+        self,
+        padding: bool | str,
+        truncation: bool | str | None,
+        max_length: int | None,
+        pad_to_multiple_of: int | None,
+        verbose: bool,
+    ) -> tuple[str | None, str | None, int | None]:
+        """transformers' _get_padding_truncation_strategies: (padding, truncation, max_length); None = off."""
+        if padding not in PADDING:
+            raise ValueError(f"padding={padding!r} is not one of True, False, 'longest', 'max_length', 'do_not_pad'")
+        if truncation not in (None, True, False, *TRUNCATION):
+            raise ValueError(
+                f"truncation={truncation!r} is not one of True, False, {', '.join(repr(t) for t in TRUNCATION)}"
+            )
+        if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int)):
+            raise ValueError(f"max_length must be an integer, got {max_length!r}")
+        if max_length is not None and padding is False and truncation is None:
+            truncation = "longest_first"  # transformers: max_length alone truncates
+        if padding is True and verbose and max_length is not None and truncation in (None, False, "do_not_truncate"):
+            warnings.warn(
+                "`max_length` is ignored when `padding`=`True` and there is no truncation strategy. "
+                "To pad to max length, use `padding='max_length'`.",
+                stacklevel=3,
+            )
+        padding_strategy = PADDING[padding]
+        truncation_strategy = {True: "longest_first", False: None, None: None}.get(truncation, truncation)
+        truncation_strategy = None if truncation_strategy == "do_not_truncate" else truncation_strategy
+        if max_length is None:
+            unlimited = self.model_max_length > LARGE_INTEGER
+            if padding_strategy == "max_length":
+                padding_strategy, max_length = (None, None) if unlimited else ("max_length", self.model_max_length)
+            if truncation_strategy is not None:
+                truncation_strategy, max_length = (
+                    (None, None) if unlimited else (truncation_strategy, self.model_max_length)
+                )
+        if padding_strategy is not None and self.pad_token_id is None:
+            raise ValueError(f"padding={padding!r} needs a pad token, and this tokenizer has none (pad_token=None)")
+        if (
+            truncation_strategy is not None
+            and padding_strategy is not None
+            and pad_to_multiple_of is not None
+            and max_length is not None
+            and max_length % pad_to_multiple_of != 0
+        ):
+            raise ValueError(
+                f"truncation length ({max_length}) is not a multiple of pad_to_multiple_of ({pad_to_multiple_of}); "
+                "change one of them"
+            )
+        return padding_strategy, truncation_strategy, max_length
+
+    def _encode(
+        self,
+        inputs: list[Any],
+        add_special_tokens: bool,
+        is_split_into_words: bool,
+        padding_strategy: str | None,
+        truncation_strategy: str | None,
+        max_length: int | None,
+        stride: int,
+        pad_to_multiple_of: int | None,
+        padding_side: str | None,
+    ) -> list[Encoding]:
+        backend = self._tokenizer
+        with self._lock:
+            try:
+                if truncation_strategy is None:
+                    backend.no_truncation()
+                else:
+                    backend.enable_truncation(
+                        max_length, stride=stride, strategy=truncation_strategy, direction=self.truncation_side
+                    )
+                if padding_strategy is None:
+                    backend.no_padding()
+                else:
+                    backend.enable_padding(
+                        direction=padding_side or self.padding_side,
+                        pad_id=self.pad_token_id,
+                        pad_type_id=self.pad_token_type_id,
+                        pad_token=self.pad_token,
+                        length=max_length if padding_strategy == "max_length" else None,
+                        pad_to_multiple_of=pad_to_multiple_of,
+                    )
+                return backend.encode_batch(
+                    inputs, add_special_tokens=add_special_tokens, is_pretokenized=is_split_into_words
+                )
+            except Exception as e:  # the Rust side raises plain Exceptions, e.g. for an impossible truncation
+                raise ValueError(
+                    f"cannot tokenize with truncation={truncation_strategy!r}, max_length={max_length}, "
+                    f"stride={stride}: {e}"
+                ) from e
+
+    def pad(
+        self,
+        encoded_inputs: dict[str, Any] | Sequence[dict[str, Any]],
+        padding: bool | str = True,
+        max_length: int | None = None,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str | None = None,
+        return_attention_mask: bool | None = None,
+        return_tensors: str | None = None,
+        verbose: bool = True,
+    ) -> BatchEncoding:
+        """Pad encoded inputs (one, a dict of lists, or a list of dicts, as a data collator passes them) as
+        transformers' pad() does: input_ids with pad_token_id, token_type_ids with 0, attention_mask with 0,
+        special_tokens_mask with 1; other keys (labels) pass through. Tensors in give tensors out."""
+        if return_tensors not in TENSOR_TYPES:
+            raise ValueError(f"return_tensors={return_tensors!r} is not one of 'pt', 'np' or None")
+        if isinstance(encoded_inputs, (list, tuple)) and encoded_inputs and isinstance(encoded_inputs[0], dict):
+            encoded_inputs = {key: [example[key] for example in encoded_inputs] for key in encoded_inputs[0]}
+        if "input_ids" not in encoded_inputs:
+            raise ValueError(f"pad() needs input_ids among the inputs, got keys {list(encoded_inputs)}")
+        inputs = {key: _py(value) for key, value in encoded_inputs.items()}
+        if return_tensors is None:
+            first = encoded_inputs["input_ids"]
+            first = first[0] if isinstance(first, (list, tuple)) and first else first
+            return_tensors = (
+                "pt" if type(first).__module__ == "torch" else "np" if isinstance(first, np.ndarray) else None
+            )
+        inputs = {key: [_py(v) for v in value] if isinstance(value, list) else value for key, value in inputs.items()}
+        strategy, _, max_length = self._strategies(padding, None, max_length, pad_to_multiple_of, verbose)
+        if return_attention_mask is None:
+            return_attention_mask = "attention_mask" in self.model_input_names
+        ids = inputs["input_ids"]
+        batched = bool(ids) and isinstance(ids[0], list)
+        rows = [{key: value[i] for key, value in inputs.items()} for i in range(len(ids))] if batched else [inputs]
+        if strategy == "longest":
+            max_length = max((len(row["input_ids"]) for row in rows), default=0)
+        if strategy is not None and max_length is not None and pad_to_multiple_of and max_length % pad_to_multiple_of:
+            max_length = (max_length // pad_to_multiple_of + 1) * pad_to_multiple_of
+        side = padding_side or self.padding_side
+        fill = {
+            "input_ids": self.pad_token_id,
+            "token_type_ids": self.pad_token_type_id,
+            "attention_mask": 0,
+            "special_tokens_mask": 1,
+        }
+        out: dict[str, list] = {}
+        for row in rows:
+            if return_attention_mask and "attention_mask" not in row:
+                row["attention_mask"] = [1] * len(row["input_ids"])
+            missing = max_length - len(row["input_ids"]) if strategy is not None and max_length else 0
+            for key, value in row.items():
+                if key in fill and missing > 0:
+                    pad = [fill[key]] * missing
+                    value = value + pad if side == "right" else pad + value
+                out.setdefault(key, []).append(value)
+        data = out if batched else {key: value[0] for key, value in out.items()}
+        return BatchEncoding(data).convert_to_tensors(return_tensors)
+
+    def encode(self, text: str | Sequence[str], text_pair: str | Sequence[str] | None = None, **kwargs: Any) -> Any:
+        """The input ids of one text (or pair), as transformers' encode()."""
+        return self(text, text_pair, **kwargs)["input_ids"]
+
+    def tokenize(self, text: str, pair: str | None = None, add_special_tokens: bool = False) -> list[str]:
+        """WordPiece tokens of a text (or pair), without [CLS]/[SEP] unless add_special_tokens."""
+        return self(text, pair, add_special_tokens=add_special_tokens).tokens()
+
+    # --- decoding ----------------------------------------------------------------
+
+    def decode(
+        self,
+        token_ids: Any,
+        skip_special_tokens: bool = False,
+        clean_up_tokenization_spaces: bool | None = None,
+    ) -> str | list[str]:
+        """Text of a sequence of ids (a list, tensor or array; a batch of them gives a list of texts)."""
+        ids = _to_list(token_ids)
+        if isinstance(ids, int):
+            ids = [ids]
+        if ids and isinstance(ids[0], list):
+            return self.batch_decode(ids, skip_special_tokens, clean_up_tokenization_spaces)
+        text = self._tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+        clean = (
+            self.clean_up_tokenization_spaces if clean_up_tokenization_spaces is None else clean_up_tokenization_spaces
+        )
+        return clean_up_tokenization(text) if clean else text
+
+    def batch_decode(
+        self,
+        sequences: Any,
+        skip_special_tokens: bool = False,
+        clean_up_tokenization_spaces: bool | None = None,
+    ) -> list[str]:
+        return [self.decode(ids, skip_special_tokens, clean_up_tokenization_spaces) for ids in _to_list(sequences)]
+
+    def convert_ids_to_tokens(self, ids: int | Iterable[int], skip_special_tokens: bool = False) -> str | list[str]:
+        ids = _to_list(ids)
+        if isinstance(ids, int):
+            return self._tokenizer.id_to_token(ids)
+        skip = set(self.all_special_ids) if skip_special_tokens else set()
+        return [self._tokenizer.id_to_token(int(i)) for i in ids if int(i) not in skip]
+
+    def convert_tokens_to_ids(self, tokens: str | Iterable[str]) -> int | list[int]:
+        """Ids of tokens; a token outside the vocabulary gives unk_token_id."""
+        if isinstance(tokens, str):
+            index = self._tokenizer.token_to_id(tokens)
+            return self.unk_token_id if index is None else index
+        return [self.convert_tokens_to_ids(token) for token in tokens]
+
+    def convert_tokens_to_string(self, tokens: list[str]) -> str:
+        return self._tokenizer.decoder.decode(tokens) if self._tokenizer.decoder is not None else " ".join(tokens)
+
+    # --- vocabulary and special tokens -------------------------------------------
+
+    @property
+    def backend_tokenizer(self) -> Tokenizer:
+        return self._tokenizer
+
+    @property
+    def vocab_size(self) -> int:
+        """Size of the base vocabulary, without added tokens (transformers' vocab_size)."""
+        return self._tokenizer.get_vocab_size(with_added_tokens=False)
+
+    def __len__(self) -> int:
+        return self._tokenizer.get_vocab_size(with_added_tokens=True)
+
+    def get_vocab(self) -> dict[str, int]:
+        return self._tokenizer.get_vocab(with_added_tokens=True)
+
+    @property
+    def special_tokens_map(self) -> dict[str, str]:
+        return {name: token for name, token in self._special.items() if token is not None}
+
+    @property
+    def all_special_tokens(self) -> list[str]:
+        return list(dict.fromkeys(self.special_tokens_map.values()))
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        return self.convert_tokens_to_ids(self.all_special_tokens)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(name_or_path={self.name_or_path!r}, vocab_size={self.vocab_size}, "
+            f"model_max_length={self.model_max_length}, do_lower_case={self.do_lower_case}, "
+            f"special_tokens={self.special_tokens_map})"
+        )
+
+
+def _special_token_properties(name: str) -> tuple[property, property]:
+    def get_token(self: BertTokenizer) -> str | None:
+        return self._special[name]
+
+    def set_token(self: BertTokenizer, value: str | None) -> None:
+        self._special[name] = value
+
+    def get_id(self: BertTokenizer) -> int | None:
+        token = self._special[name]
+        return None if token is None else self.convert_tokens_to_ids(token)
+
+    return property(get_token, set_token), property(get_id)
+
+
+# cls_token / cls_token_id and the others, one pair per special token.
+for _name in SPECIAL_TOKENS:
+    _token, _id = _special_token_properties(_name)
+    setattr(BertTokenizer, _name, _token)
+    setattr(BertTokenizer, f"{_name}_id", _id)
+
+# transformers v5 names the fast tokenizer BertTokenizer and keeps BertTokenizerFast as an alias.
+BertTokenizerFast = BertTokenizer
+
+
+def clean_up_tokenization(text: str) -> str:
+    """transformers' clean_up_tokenization: no space before punctuation and English contractions."""
+    return (
+        text.replace(" .", ".")
+        .replace(" ?", "?")
+        .replace(" !", "!")
+        .replace(" ,", ",")
+        .replace(" ' ", "'")
+        .replace(" n't", "n't")
+        .replace(" 'm", "'m")
+        .replace(" 's", "'s")
+        .replace(" 've", "'ve")
+        .replace(" 're", "'re")
+    )
+
+
+def _batch_inputs(text: Any, text_pair: Any, is_split_into_words: bool) -> tuple[bool, list[Any]]:
+    """(batched, the backend's inputs): strings, (a, b) pairs, or word lists."""
+
+    def is_text(t: Any) -> bool:
+        if is_split_into_words:
+            return isinstance(t, (list, tuple)) and all(isinstance(w, str) for w in t)
+        return isinstance(t, str)
+
+    def is_pair(t: Any) -> bool:
+        return isinstance(t, (list, tuple)) and len(t) == 2 and all(is_text(x) for x in t)
+
+    if is_text(text):
+        if text_pair is not None and not is_text(text_pair):
+            raise TypeError(f"text is a single input, so text_pair must be one too, got {type(text_pair).__name__}")
+        return False, [(text, text_pair) if text_pair else text]
+    if not isinstance(text, (list, tuple)):
+        kind = "a list of words" if is_split_into_words else "a string"
+        raise TypeError(f"text must be {kind}, a (text, text_pair) pair or a list of them, got {type(text).__name__}")
+    if text_pair is not None:
+        if is_text(text_pair) or not isinstance(text_pair, (list, tuple)):
+            raise TypeError("text is a batch, so text_pair must be a list of the same length")
+        if len(text) != len(text_pair):
+            raise ValueError(f"text has {len(text)} inputs but text_pair has {len(text_pair)}")
+        inputs = list(zip(text, text_pair, strict=True))
+    else:
+        inputs = list(text)
+    for i, item in enumerate(inputs):
+        if not (is_text(item) or is_pair(item)):
+            raise TypeError(f"input {i} of the batch is {type(item).__name__}, not a text or a (text, text_pair) pair")
+    return True, inputs
+
+
+def _py(value: Any) -> Any:
+    return value.tolist() if hasattr(value, "tolist") else value
+
+
+def _to_list(ids: Any) -> Any:
+    return ids.tolist() if hasattr(ids, "tolist") else ids if isinstance(ids, int) else list(ids)
+
+
+def _token_content(value: Any) -> str:
+    # tokenizer_config.json writes a token as a string or as an AddedToken dict.
+    return value["content"] if isinstance(value, dict) else str(value)
+
+
+def _read_json(name: str, filename: str, hub_kwargs: dict[str, Any]) -> dict[str, Any]:
+    path = resolve_file(name, filename, **hub_kwargs)
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from e
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _check_model_type(name: str, hub_kwargs: dict[str, Any]) -> None:
+    """Without a tokenizer_class, transformers picks the tokenizer by config.json's model_type."""
+    model_type = _read_json(name, "config.json", hub_kwargs).get("model_type", "bert")
+    if model_type != "bert":
+        raise ValueError(
+            f"{resolve_file(name, 'config.json', **hub_kwargs)}: model_type={model_type!r} is not a BERT "
+            "checkpoint, so bertlite has no tokenizer for it"
+        )
+
+
+def _write_files(folder: Path, files: dict[str, str]) -> None:
+    temporary: dict[str, str] = {}
+    try:
+        for name, text in files.items():
+            fd, temporary[name] = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+    except BaseException:
+        for tmp in temporary.values():
+            Path(tmp).unlink(missing_ok=True)
+        raise
+    for name, tmp in temporary.items():
+        os.replace(tmp, folder / name)
