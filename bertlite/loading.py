@@ -220,6 +220,7 @@ class LoadReport:
     conflicts: list[str] = field(default_factory=list)  # two checkpoint keys for one weight
     # Not errors: a head class from a checkpoint without that head, as transformers allows.
     initialized: list[str] = field(default_factory=list)  # head weights the checkpoint has none of: fresh init
+    resized: list[str] = field(default_factory=list)  # wrong shape, fresh init (ignore_mismatched_sizes=True)
     ignored: list[str] = field(default_factory=list)  # another head's tensors (e.g. cls.* for a classifier)
 
     def message(self, what: str) -> str:
@@ -251,6 +252,7 @@ def load_checkpoint(
     dtype: torch.dtype | None = None,
     device: torch.device | str | int | None = None,
     what: str = "checkpoint",
+    ignore_mismatched_sizes: bool = False,
 ) -> LoadReport:
     """Assign the tensors of `files` to `model` (built on meta or not); check keys strictly."""
     device = torch.device("cpu") if device is None else torch.device(device)
@@ -284,6 +286,9 @@ def load_checkpoint(
                     report.ignored.append(key)  # e.g. the pre-training heads, for a classifier
                     continue
                 report.unexpected.append(f"{key} (in {path.name})")
+            elif tuple(tensor.shape) != expected[key] and ignore_mismatched_sizes:
+                # transformers' option for a new head on a fine-tuned checkpoint (num_labels=5 over 2 labels).
+                report.resized.append(f"{key}: checkpoint {tuple(tensor.shape)}, model {expected[key]}")
             elif tuple(tensor.shape) != expected[key]:
                 report.mismatched.append(
                     f"{key}: checkpoint {tuple(tensor.shape)} in {path.name}, model {expected[key]}"
@@ -295,7 +300,8 @@ def load_checkpoint(
     tied = _resolve_tied(model, loaded)
     missing = set(expected) - set(loaded) - set(tied)
     report.initialized = sorted(_new_head_weights(missing, present=source, base_model_prefix=base_model_prefix))
-    report.missing = sorted(missing - set(report.initialized))
+    resized = {item.split(":", 1)[0] for item in report.resized}
+    report.missing = sorted(missing - set(report.initialized) - resized)
     what = f"{what} (files: {', '.join(p.name for p in files)})"
     if report.unsupported or report.conflicts or report.mismatched:
         raise CheckpointError(report.message(what), report)
@@ -304,6 +310,12 @@ def load_checkpoint(
             raise CheckpointError(report.message(what) + "\n  (pass strict=False to load anyway)", report)
         warnings.warn(
             report.message(what) + "\n  (strict=False: missing weights are freshly initialised)", stacklevel=4
+        )
+    if report.resized:
+        warnings.warn(
+            f"{what}: shapes differ from the checkpoint's (ignore_mismatched_sizes=True), so these are newly "
+            f"initialised (train the model before use): {', '.join(report.resized)}",
+            stacklevel=4,
         )
     if report.initialized:
         warnings.warn(
@@ -487,6 +499,7 @@ def from_pretrained(
     device_map: Any = None,
     strict: bool = True,
     attn_implementation: str | None = None,
+    ignore_mismatched_sizes: bool = False,
     output_loading_info: bool = False,
     **kwargs: Any,
 ) -> M | tuple[M, dict[str, list[str]]]:
@@ -496,6 +509,8 @@ def from_pretrained(
     hidden_dropout_prob=0.0, ...; not allowed with a config object, which is used as given); the rest go to
     the constructor (add_pooling_layer=False). A keyword that is neither is a TypeError naming it.
     dtype (alias torch_dtype): torch.dtype or its name; None keeps float32; "auto" as in transformers.
+    ignore_mismatched_sizes: weights whose shape differs from the checkpoint's (a new num_labels) are newly
+    initialised, with a warning, instead of failing the load.
     device_map: a single device, as device=. The model is returned in eval mode; with output_loading_info,
     as (model, {"missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"}).
     """
@@ -528,7 +543,7 @@ def from_pretrained(
             name_or_path if config is None else config, return_unused_kwargs=True, **hub_kwargs, **kwargs
         )
     _check_model_kwargs(cls, model_kwargs)
-    config.name_or_path = name_or_path
+    config.name_or_path = name_or_path  # before the model is built, whose name_or_path it becomes
     files = resolve_weight_files(name_or_path, **hub_kwargs)
     if load_dtype == "auto":
         load_dtype = resolve_auto_dtype(config, files)
@@ -537,14 +552,20 @@ def from_pretrained(
     with empty_init():
         model = cls(config, **model_kwargs)
     report = load_checkpoint(
-        model, files, strict=strict, dtype=load_dtype, device=device, what=f"{cls.__name__} from {name_or_path}"
+        model,
+        files,
+        strict=strict,
+        dtype=load_dtype,
+        device=device,
+        what=f"{cls.__name__} from {name_or_path}",
+        ignore_mismatched_sizes=ignore_mismatched_sizes,
     )
     model.eval()
     if output_loading_info:
         return model, {
             "missing_keys": report.missing + report.initialized,
             "unexpected_keys": report.unexpected + report.ignored,
-            "mismatched_keys": report.mismatched,
+            "mismatched_keys": [item.split(":", 1)[0] for item in report.resized],
             "error_msgs": [],
         }
     return model

@@ -453,11 +453,15 @@ class BertPreTrainedModel(nn.Module):
         if config.add_cross_attention:
             raise ValueError("add_cross_attention=True (BERT as a seq2seq decoder) is not supported by bertlite")
         self.config = config
+        # The folder or hub id from_pretrained loaded, "" for a new model: an instance attribute, as in
+        # transformers, because PEFT reads model.__dict__["name_or_path"] for base_model_name_or_path.
+        self.name_or_path = config.name_or_path
 
     # transformers' class attributes that libraries read (Trainer, pipeline, PEFT).
     config_class = BertConfig
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
+    _keys_to_ignore_on_save: list[str] | None = None
 
     @classmethod
     def from_pretrained(
@@ -486,6 +490,12 @@ class BertPreTrainedModel(nn.Module):
 
         save_pretrained(self, save_directory, **kwargs)
 
+    def push_to_hub(self, repo_id: str, **kwargs: Any) -> str:
+        """Upload the model to a hub repo (created if needed); see bertlite.saving.push_to_hub."""
+        from bertlite.saving import push_to_hub
+
+        return push_to_hub(self, repo_id, **kwargs)
+
     # --- transformers' PreTrainedModel members ------------------------------------
 
     @property
@@ -497,11 +507,6 @@ class BertPreTrainedModel(nn.Module):
     def dtype(self) -> torch.dtype:
         """The dtype of the first floating-point parameter."""
         return next(p.dtype for p in self.parameters() if p.is_floating_point())
-
-    @property
-    def name_or_path(self) -> str:
-        """The folder or hub id from_pretrained loaded (PEFT records it as base_model_name_or_path)."""
-        return self.config.name_or_path
 
     @property
     def base_model(self) -> nn.Module:
