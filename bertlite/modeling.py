@@ -11,7 +11,7 @@ import copy
 import math
 import os
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -202,9 +202,16 @@ class ModelOutput(OrderedDict):
         torch.utils._pytree.register_pytree_node(
             cls,
             lambda out: (list(out.values()), list(out.keys())),
-            lambda values, keys: cls(**dict(zip(keys, values, strict=True))),
+            lambda values, keys: cls._from_items(zip(keys, values, strict=True)),
             serialized_type_name=f"{cls.__module__}.{cls.__qualname__}",
         )
+
+    @classmethod
+    def _from_items(cls, items: Iterable[tuple[str, Any]]) -> ModelOutput:
+        out = cls()
+        for key, value in items:  # keys in their order, added ones (out["x"] = ...) included
+            out[key] = value
+        return out
 
     def __setattr__(self, name: str, value: Any) -> None:
         # The dataclass __init__ sets each field through here: non-None fields become keys, in field order.
@@ -460,6 +467,7 @@ class BertPreTrainedModel(nn.Module):
     # transformers' class attributes that libraries read (Trainer, pipeline, PEFT).
     config_class = BertConfig
     main_input_name = "input_ids"
+    input_modalities = "text"
     supports_gradient_checkpointing = True
     _keys_to_ignore_on_save: list[str] | None = None
 

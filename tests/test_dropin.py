@@ -74,8 +74,8 @@ def test_sentence_embedding_cards(real_model_path: Path, tokenizer, texts: list[
         return minilm, bge
 
     (minilm_theirs, bge_theirs), (minilm_ours, bge_ours) = cards(transformers.AutoModel), cards(bertlite.BertModel)
-    torch.testing.assert_close(minilm_ours, minilm_theirs, rtol=0.0, atol=1e-6)
-    torch.testing.assert_close(bge_ours, bge_theirs, rtol=0.0, atol=1e-6)
+    torch.testing.assert_close(minilm_ours, minilm_theirs, **EXACT)
+    torch.testing.assert_close(bge_ours, bge_theirs, **EXACT)
 
 
 def test_feature_extraction_last_four_hidden_states_as_tuples(real_model_path: Path, tokenizer, texts) -> None:
@@ -113,8 +113,8 @@ def test_cross_encoder_with_one_label(tokenizer, tmp_path: Path) -> None:
     ours, our_loss = card(bertlite.BertForSequenceClassification)
     theirs, their_loss = card(transformers.AutoModelForSequenceClassification)
     assert ours.shape == (2, 1)
-    torch.testing.assert_close(ours, theirs, rtol=0.0, atol=1e-6)
-    torch.testing.assert_close(our_loss, their_loss, rtol=0.0, atol=1e-6)
+    torch.testing.assert_close(ours, theirs, **EXACT)
+    torch.testing.assert_close(our_loss, their_loss, **EXACT)
 
 
 def test_plain_training_loop(tmp_path: Path) -> None:
@@ -141,7 +141,7 @@ def test_plain_training_loop(tmp_path: Path) -> None:
         ours = train(bertlite.BertForSequenceClassification)
     theirs = train(transformers.BertForSequenceClassification)
     assert ours[-1] < ours[0]
-    assert ours == pytest.approx(theirs, rel=0, abs=1e-6)
+    assert ours == theirs
 
 
 # --- from_pretrained's keywords ------------------------------------------------------------
@@ -267,6 +267,7 @@ def test_members_match_transformers(name: str, tmp_path: Path) -> None:
     # transformers also counts its position_ids/token_type_ids buffers; bertlite makes them on the fly.
     assert ours.get_memory_footprint() == theirs.get_memory_footprint(return_buffers=False)
     assert (ours.device, ours.dtype, ours.main_input_name) == (theirs.device, theirs.dtype, theirs.main_input_name)
+    assert ours.input_modalities == theirs.input_modalities
     assert ours.name_or_path == theirs.name_or_path == str(path) == ours.__dict__["name_or_path"]
     assert ours.config.name_or_path == theirs.config.name_or_path
     assert ours.supports_gradient_checkpointing == theirs.supports_gradient_checkpointing
@@ -308,7 +309,7 @@ def test_resize_token_embeddings_like_transformers(tied: bool, mean_resizing: bo
         assert ours.cls.predictions.decoder.bias is ours.cls.predictions.bias
         ids = torch.tensor([[1, 5, ours.config.vocab_size - 1]])
         with torch.no_grad():
-            torch.testing.assert_close(ours(ids).logits, theirs(ids).logits, rtol=0, atol=1e-5)
+            torch.testing.assert_close(ours(ids).logits, theirs(ids).logits, **EXACT)
     with pytest.raises(ValueError, match="pad_to_multiple_of must be a positive integer"):
         ours.resize_token_embeddings(100, pad_to_multiple_of=0)
 
@@ -353,6 +354,9 @@ def test_outputs_behave_like_transformers_model_outputs() -> None:
     for method in ("pop", "update", "setdefault", "__delitem__"):
         with pytest.raises(TypeError, match="does not support"):
             getattr(out, method)("logits")
+    values, spec = torch.utils._pytree.tree_flatten(out)  # what torch.export and DDP see
+    rebuilt = torch.utils._pytree.tree_unflatten(values, spec)
+    assert type(rebuilt) is MaskedLMOutput and list(rebuilt.keys()) == ["logits", "input_ids", "loss"]
     for copied in (copy.deepcopy(out), pickle.loads(pickle.dumps(out))):
         assert list(copied.keys()) == list(out.keys()) and torch.equal(copied.loss, out.loss)
 
@@ -365,7 +369,7 @@ def test_forward_ignores_what_transformers_ignores(tokenizer, tmp_path: Path) ->
     )
     assert {"special_tokens_mask", "length"} <= set(inputs)
     with torch.no_grad():
-        torch.testing.assert_close(ours(**inputs).pooler_output, theirs(**inputs).pooler_output, rtol=0, atol=1e-6)
+        torch.testing.assert_close(ours(**inputs).pooler_output, theirs(**inputs).pooler_output, **EXACT)
         ours(**inputs, head_mask=None, encoder_hidden_states=None, past_key_values=None, num_items_in_batch=4)
     with pytest.raises(TypeError, match="BertModel.forward.. got an unexpected keyword argument 'atention_mask'"):
         ours(input_ids=inputs["input_ids"], atention_mask=inputs["attention_mask"])
@@ -387,7 +391,7 @@ def test_num_items_in_batch_as_transformers_uses_it(name: str, tmp_path: Path) -
     with torch.no_grad():
         our_loss, their_loss = ours(**batch, labels=labels, **extra).loss, theirs(**batch, labels=labels, **extra).loss
         mean_loss = ours(**batch, labels=labels).loss
-    torch.testing.assert_close(our_loss, their_loss, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(our_loss, their_loss, **EXACT)
     assert (our_loss == mean_loss).item() is (name != "BertLMHeadModel")
     with pytest.raises(TypeError, match=f"{name}.forward.. got an unexpected keyword argument 'lables'"):
         ours(**batch, lables=labels)
@@ -410,7 +414,7 @@ def test_save_pretrained_bin_and_state_dict(tmp_path: Path) -> None:
     ids = torch.tensor([[2, 7, 9, 4]])
     with torch.no_grad():
         torch.testing.assert_close(reloaded(ids).logits, ours(ids).logits, **EXACT)
-        torch.testing.assert_close(theirs(ids).logits, ours(ids).logits, rtol=0, atol=1e-5)
+        torch.testing.assert_close(theirs(ids).logits, ours(ids).logits, **EXACT)
     # Trainer's call: the model's own state_dict (tied target included), is_main_process.
     changed = dict(ours.state_dict())
     changed["cls.predictions.transform.dense.bias"] = changed["cls.predictions.transform.dense.bias"] + 1.0
@@ -452,7 +456,7 @@ def test_push_to_hub(hub: HubServer, tmp_path: Path) -> None:
     for model_class in (bertlite.BertForSequenceClassification, transformers.BertForSequenceClassification):
         reloaded = model_class.from_pretrained("org/pushed")
         with torch.no_grad():
-            torch.testing.assert_close(reloaded(**batch).logits, ours(**batch).logits, rtol=0, atol=1e-6)
+            torch.testing.assert_close(reloaded(**batch).logits, ours(**batch).logits, **EXACT)
     # Again, through model.push_to_hub, into the now existing repo, as .bin: the old model.safetensors (which
     # a loader would prefer) goes in the same commit; other files stay.
     hub.add_commit("org/pushed", {**repo.commits[repo.branches["main"]], "2_Dense/model.safetensors": b"x"})
