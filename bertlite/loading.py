@@ -528,6 +528,10 @@ def from_pretrained(
         raise ValueError(f"dtype={dtype!r} and torch_dtype={torch_dtype!r} disagree (torch_dtype is dtype's old name)")
     load_dtype = parse_dtype(dtype if dtype is not None else torch_dtype)
     device = resolve_device(device, device_map)
+    if config is not None and not isinstance(config, (BertConfig, str, os.PathLike)):
+        if not callable(getattr(config, "to_dict", None)):
+            raise TypeError(f"config must be a bertlite.BertConfig or a path, got {type(config).__name__}")
+        config = BertConfig.from_dict(config.to_dict())  # e.g. a transformers.BertConfig
     if isinstance(config, BertConfig):
         # transformers uses a given config as it is, and passes the keywords to the model's constructor.
         config = copy.deepcopy(config)

@@ -492,11 +492,34 @@ class BertPreTrainedModel(nn.Module):
 
     _from_config = from_config  # the name transformers' own code calls
 
-    def save_pretrained(self, save_directory: str | os.PathLike, **kwargs: Any) -> None:
-        """Write config.json and the weights as transformers does; see bertlite.saving.save_pretrained."""
+    def save_pretrained(
+        self,
+        save_directory: str | os.PathLike,
+        *,
+        is_main_process: bool = True,
+        state_dict: dict[str, Tensor] | None = None,
+        safe_serialization: bool = True,
+        max_shard_size: int | str = "50GB",
+        push_to_hub: bool = False,
+        token: str | bool | None = None,
+        **hub_kwargs: Any,
+    ) -> None:
+        """Write config.json and the weights as transformers does (safe_serialization=False: pytorch_model.bin),
+        and with push_to_hub upload them (hub_kwargs: repo_id, commit_message, private, revision, create_pr);
+        see bertlite.saving.save_pretrained."""
         from bertlite.saving import save_pretrained
 
-        save_pretrained(self, save_directory, **kwargs)
+        save_pretrained(
+            self,
+            save_directory,
+            is_main_process=is_main_process,
+            state_dict=state_dict,
+            safe_serialization=safe_serialization,
+            max_shard_size=max_shard_size,
+            push_to_hub=push_to_hub,
+            token=token,
+            **hub_kwargs,
+        )
 
     def push_to_hub(self, repo_id: str, **kwargs: Any) -> str:
         """Upload the model to a hub repo (created if needed); see bertlite.saving.push_to_hub."""

@@ -118,13 +118,16 @@ def test_cross_encoder_with_one_label(tokenizer, tmp_path: Path) -> None:
 
 
 def test_plain_training_loop(tmp_path: Path) -> None:
-    # The "fine-tune in native PyTorch" loop of the transformers docs, on a tiny checkpoint.
+    # The "fine-tune in native PyTorch" loop of the transformers docs, on a tiny checkpoint (no dropout
+    # saved), with dropout switched on through from_pretrained, and a classifier both initialise anew.
     path = save_hf(tmp_path, transformers.BertModel)
     batch = {**random_batch(transformers.BertConfig(**TINY), batch=4, seq=9), "labels": torch.tensor([0, 2, 1, 2])}
 
     def train(model_class: type) -> list[float]:
         torch.manual_seed(0)
-        model = model_class.from_pretrained(path, num_labels=3, attn_implementation="eager")
+        model = model_class.from_pretrained(
+            path, num_labels=3, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, attn_implementation="eager"
+        )
         optimizer = torch.optim.AdamW(model.parameters(), lr=5e-3)
         model.train()
         losses = []
@@ -202,6 +205,12 @@ def test_loading_options_and_aliases(tmp_path: Path) -> None:
     theirs = transformers.BertModel.from_pretrained(tmp_path / "repo", subfolder="sub", torch_dtype=torch.float16)
     assert model.dtype == theirs.dtype == torch.float16 and model.device == theirs.device
     assert model.attn_implementation == "eager"
+    # config= as a path, or as transformers' config object (converted).
+    their_config = transformers.BertConfig.from_pretrained(tmp_path / "repo" / "sub", hidden_act="relu")
+    for config in (str(tmp_path / "repo" / "sub" / "config.json"), their_config):
+        model = bertlite.BertModel.from_pretrained(tmp_path / "repo", subfolder="sub", config=config)
+        assert model.config.hidden_size == TINY["hidden_size"]
+    assert model.config.hidden_act == "relu" and isinstance(model.config, bertlite.BertConfig)
     model, info = bertlite.BertModel.from_pretrained(tmp_path / "repo", subfolder="sub", output_loading_info=True)
     assert info == {"missing_keys": [], "unexpected_keys": [], "mismatched_keys": [], "error_msgs": []}
     # A fine-tuned head with other labels: refused by shape, or newly initialised with ignore_mismatched_sizes.
