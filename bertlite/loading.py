@@ -457,31 +457,6 @@ def resolve_auto_dtype(config: BertConfig, files: list[Path]) -> torch.dtype:
     return torch.float32
 
 
-# from_pretrained keywords transformers accepts and that change nothing here: bertlite always builds on
-# the meta device and loads in one pass.
-NO_OP_LOAD_KWARGS = ("low_cpu_mem_usage", "_fast_init")
-
-
-def resolve_device(device: torch.device | str | int | None, device_map: Any) -> torch.device | str | int | None:
-    """The one device to load onto, from device= or transformers' device_map= (a device, "auto" or {"": device})."""
-    if device_map is None:
-        return device
-    if device is not None:
-        raise ValueError("pass device= or device_map=, not both")
-    if isinstance(device_map, dict):
-        if set(device_map) != {""}:
-            raise ValueError(
-                f"device_map={device_map!r} splits the model over devices, which bertlite does not do; "
-                "pass one device (device_map='cuda:0', or {'': 'cuda:0'})"
-            )
-        device_map = device_map[""]
-    if device_map == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if isinstance(device_map, str) and device_map in ("balanced", "balanced_low_0", "sequential"):
-        raise ValueError(f"device_map={device_map!r} splits the model over devices; pass one device instead")
-    return device_map
-
-
 def from_pretrained(
     cls: type[M],
     name_or_path: str | os.PathLike,
@@ -585,3 +560,28 @@ def _check_model_kwargs(cls: type, model_kwargs: dict[str, Any]) -> None:
             f"{cls.__name__}.from_pretrained() got an unexpected keyword argument {unknown[0]!r} "
             "(not a config field, a loading option or an argument of the model's constructor)"
         )
+
+
+# from_pretrained keywords transformers accepts and that change nothing here: bertlite always builds on
+# the meta device and loads in one pass.
+NO_OP_LOAD_KWARGS = ("low_cpu_mem_usage", "_fast_init")
+
+
+def resolve_device(device: torch.device | str | int | None, device_map: Any) -> torch.device | str | int | None:
+    """The one device to load onto, from device= or transformers' device_map= (a device, "auto" or {"": device})."""
+    if device_map is None:
+        return device
+    if device is not None:
+        raise ValueError("pass device= or device_map=, not both")
+    if isinstance(device_map, dict):
+        if set(device_map) != {""}:
+            raise ValueError(
+                f"device_map={device_map!r} splits the model over devices, which bertlite does not do; "
+                "pass one device (device_map='cuda:0', or {'': 'cuda:0'})"
+            )
+        device_map = device_map[""]
+    if device_map == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if isinstance(device_map, str) and device_map in ("balanced", "balanced_low_0", "sequential"):
+        raise ValueError(f"device_map={device_map!r} splits the model over devices; pass one device instead")
+    return device_map

@@ -11,7 +11,7 @@ import copy
 import math
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -202,14 +202,14 @@ class ModelOutput(OrderedDict):
         torch.utils._pytree.register_pytree_node(
             cls,
             lambda out: (list(out.values()), list(out.keys())),
-            lambda values, keys: cls._from_items(zip(keys, values, strict=True)),
+            lambda values, keys: cls._from_items(keys, values),
             serialized_type_name=f"{cls.__module__}.{cls.__qualname__}",
         )
 
     @classmethod
-    def _from_items(cls, items: Iterable[tuple[str, Any]]) -> ModelOutput:
+    def _from_items(cls, keys: list[str], values: list[Any]) -> ModelOutput:
         out = cls()
-        for key, value in items:  # keys in their order, added ones (out["x"] = ...) included
+        for key, value in zip(keys, values, strict=True):  # in their order, added ones (out["x"] = ...) included
             out[key] = value
         return out
 
