@@ -7,6 +7,8 @@ are held once in memory. Keys are checked strictly and reported by name.
 
 from __future__ import annotations
 
+import copy
+import inspect
 import json
 import os
 import pickle
@@ -23,7 +25,7 @@ from safetensors import SafetensorError, safe_open
 from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 
-from bertlite.config import BertConfig
+from bertlite.config import TELEMETRY_KWARGS, BertConfig
 from bertlite.hub import NotCachedError, resolve_file
 
 SAFE_WEIGHTS_NAME = "model.safetensors"
@@ -218,6 +220,7 @@ class LoadReport:
     conflicts: list[str] = field(default_factory=list)  # two checkpoint keys for one weight
     # Not errors: a head class from a checkpoint without that head, as transformers allows.
     initialized: list[str] = field(default_factory=list)  # head weights the checkpoint has none of: fresh init
+    resized: list[str] = field(default_factory=list)  # wrong shape, fresh init (ignore_mismatched_sizes=True)
     ignored: list[str] = field(default_factory=list)  # another head's tensors (e.g. cls.* for a classifier)
 
     def message(self, what: str) -> str:
@@ -249,6 +252,7 @@ def load_checkpoint(
     dtype: torch.dtype | None = None,
     device: torch.device | str | int | None = None,
     what: str = "checkpoint",
+    ignore_mismatched_sizes: bool = False,
 ) -> LoadReport:
     """Assign the tensors of `files` to `model` (built on meta or not); check keys strictly."""
     device = torch.device("cpu") if device is None else torch.device(device)
@@ -282,6 +286,9 @@ def load_checkpoint(
                     report.ignored.append(key)  # e.g. the pre-training heads, for a classifier
                     continue
                 report.unexpected.append(f"{key} (in {path.name})")
+            elif tuple(tensor.shape) != expected[key] and ignore_mismatched_sizes:
+                # transformers' option for a new head on a fine-tuned checkpoint (num_labels=5 over 2 labels).
+                report.resized.append(f"{key}: checkpoint {tuple(tensor.shape)}, model {expected[key]}")
             elif tuple(tensor.shape) != expected[key]:
                 report.mismatched.append(
                     f"{key}: checkpoint {tuple(tensor.shape)} in {path.name}, model {expected[key]}"
@@ -293,7 +300,8 @@ def load_checkpoint(
     tied = _resolve_tied(model, loaded)
     missing = set(expected) - set(loaded) - set(tied)
     report.initialized = sorted(_new_head_weights(missing, present=source, base_model_prefix=base_model_prefix))
-    report.missing = sorted(missing - set(report.initialized))
+    resized = {item.split(":", 1)[0] for item in report.resized}
+    report.missing = sorted(missing - set(report.initialized) - resized)
     what = f"{what} (files: {', '.join(p.name for p in files)})"
     if report.unsupported or report.conflicts or report.mismatched:
         raise CheckpointError(report.message(what), report)
@@ -302,6 +310,12 @@ def load_checkpoint(
             raise CheckpointError(report.message(what) + "\n  (pass strict=False to load anyway)", report)
         warnings.warn(
             report.message(what) + "\n  (strict=False: missing weights are freshly initialised)", stacklevel=4
+        )
+    if report.resized:
+        warnings.warn(
+            f"{what}: shapes differ from the checkpoint's (ignore_mismatched_sizes=True), so these are newly "
+            f"initialised (train the model before use): {', '.join(report.resized)}",
+            stacklevel=4,
         )
     if report.initialized:
         warnings.warn(
@@ -447,6 +461,7 @@ def from_pretrained(
     cls: type[M],
     name_or_path: str | os.PathLike,
     *,
+    config: BertConfig | str | os.PathLike | None = None,
     revision: str | None = None,
     cache_dir: str | os.PathLike | None = None,
     token: str | bool | None = None,
@@ -454,16 +469,25 @@ def from_pretrained(
     force_download: bool = False,
     subfolder: str = "",
     dtype: torch.dtype | str | None = None,
+    torch_dtype: torch.dtype | str | None = None,
     device: torch.device | str | int | None = None,
+    device_map: Any = None,
     strict: bool = True,
     attn_implementation: str | None = None,
-    config: BertConfig | None = None,
-    **model_kwargs: Any,
-) -> M:
-    """Load `cls` from a folder or a hub id, as transformers' from_pretrained does.
+    ignore_mismatched_sizes: bool = False,
+    output_loading_info: bool = False,
+    **kwargs: Any,
+) -> M | tuple[M, dict[str, list[str]]]:
+    """Load `cls` from a folder or a hub id, routing keywords as transformers' from_pretrained does.
 
-    dtype: torch.dtype or its name; None keeps float32; "auto" as in transformers. model_kwargs go to the
-    constructor (e.g. add_pooling_layer=False). The model is returned in eval mode.
+    kwargs: config fields override the loaded config (num_labels=3, output_hidden_states=True,
+    hidden_dropout_prob=0.0, ...; not allowed with a config object, which is used as given); the rest go to
+    the constructor (add_pooling_layer=False). A keyword that is neither is a TypeError naming it.
+    dtype (alias torch_dtype): torch.dtype or its name; None keeps float32; "auto" as in transformers.
+    ignore_mismatched_sizes: weights whose shape differs from the checkpoint's (a new num_labels) are newly
+    initialised, with a warning, instead of failing the load.
+    device_map: a single device, as device=. The model is returned in eval mode; with output_loading_info,
+    as (model, {"missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"}).
     """
     hub_kwargs = dict(
         revision=revision,
@@ -473,17 +497,91 @@ def from_pretrained(
         force_download=force_download,
         subfolder=subfolder,
     )
-    torch_dtype = parse_dtype(dtype)
-    if config is None:
-        config = BertConfig.from_pretrained(name_or_path, **hub_kwargs)
+    for key in (*NO_OP_LOAD_KWARGS, *TELEMETRY_KWARGS):
+        kwargs.pop(key, None)
+    if dtype is not None and torch_dtype is not None and dtype != torch_dtype:
+        raise ValueError(f"dtype={dtype!r} and torch_dtype={torch_dtype!r} disagree (torch_dtype is dtype's old name)")
+    load_dtype = parse_dtype(dtype if dtype is not None else torch_dtype)
+    device = resolve_device(device, device_map)
+    if config is not None and not isinstance(config, (BertConfig, str, os.PathLike)):
+        if not callable(getattr(config, "to_dict", None)):
+            raise TypeError(f"config must be a bertlite.BertConfig or a path, got {type(config).__name__}")
+        config = BertConfig.from_dict(config.to_dict())  # e.g. a transformers.BertConfig
+    if isinstance(config, BertConfig):
+        # transformers uses a given config as it is, and passes the keywords to the model's constructor.
+        config = copy.deepcopy(config)
+        fields = sorted(set(kwargs) & set(config.to_dict()) | ({"num_labels"} & set(kwargs)))
+        if fields:
+            raise TypeError(
+                f"{cls.__name__}.from_pretrained() got config fields {', '.join(map(repr, fields))} together with "
+                "config=; set them on the config instead"
+            )
+        model_kwargs = kwargs
+    else:
+        config, model_kwargs = BertConfig.from_pretrained(
+            name_or_path if config is None else config, return_unused_kwargs=True, **hub_kwargs, **kwargs
+        )
+    _check_model_kwargs(cls, model_kwargs)
+    config.name_or_path = name_or_path  # before the model is built, whose name_or_path it becomes
     files = resolve_weight_files(name_or_path, **hub_kwargs)
-    if torch_dtype == "auto":
-        torch_dtype = resolve_auto_dtype(config, files)
+    if load_dtype == "auto":
+        load_dtype = resolve_auto_dtype(config, files)
     if attn_implementation is not None:
         model_kwargs["attn_implementation"] = attn_implementation
     with empty_init():
         model = cls(config, **model_kwargs)
-    load_checkpoint(
-        model, files, strict=strict, dtype=torch_dtype, device=device, what=f"{cls.__name__} from {name_or_path}"
+    report = load_checkpoint(
+        model,
+        files,
+        strict=strict,
+        dtype=load_dtype,
+        device=device,
+        what=f"{cls.__name__} from {name_or_path}",
+        ignore_mismatched_sizes=ignore_mismatched_sizes,
     )
-    return model.eval()
+    model.eval()
+    if output_loading_info:
+        return model, {
+            "missing_keys": report.missing + report.initialized,
+            "unexpected_keys": report.unexpected + report.ignored,
+            "mismatched_keys": [item.split(":", 1)[0] for item in report.resized],
+            "error_msgs": [],
+        }
+    return model
+
+
+def _check_model_kwargs(cls: type, model_kwargs: dict[str, Any]) -> None:
+    parameters = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    unknown = sorted(set(model_kwargs) - set(parameters) - {"self"})
+    if unknown:
+        raise TypeError(
+            f"{cls.__name__}.from_pretrained() got an unexpected keyword argument {unknown[0]!r} "
+            "(not a config field, a loading option or an argument of the model's constructor)"
+        )
+
+
+# from_pretrained keywords transformers accepts and that change nothing here: bertlite always builds on
+# the meta device and loads in one pass.
+NO_OP_LOAD_KWARGS = ("low_cpu_mem_usage", "_fast_init")
+
+
+def resolve_device(device: torch.device | str | int | None, device_map: Any) -> torch.device | str | int | None:
+    """The one device to load onto, from device= or transformers' device_map= (a device, "auto" or {"": device})."""
+    if device_map is None:
+        return device
+    if device is not None:
+        raise ValueError("pass device= or device_map=, not both")
+    if isinstance(device_map, dict):
+        if set(device_map) != {""}:
+            raise ValueError(
+                f"device_map={device_map!r} splits the model over devices, which bertlite does not do; "
+                "pass one device (device_map='cuda:0', or {'': 'cuda:0'})"
+            )
+        device_map = device_map[""]
+    if device_map == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if isinstance(device_map, str) and device_map in ("balanced", "balanced_low_0", "sequential"):
+        raise ValueError(f"device_map={device_map!r} splits the model over devices; pass one device instead")
+    return device_map
