@@ -413,9 +413,10 @@ def load_checkpoint(
 
 
 def _all_finite(tensor: Tensor) -> bool:
-    # One reduction and no copy: a NaN or Inf anywhere makes the sum non-finite. A sum that overflows
-    # from finite values (float32 beyond 3e38) is settled element by element.
-    total = tensor.sum(dtype=torch.float64 if tensor.dtype == torch.float64 else torch.float32)
+    # One reduction and no copy: a NaN or Inf anywhere makes the sum non-finite. A sum that overflows from
+    # finite values is settled element by element; float16 sums in float32 (its own range ends at 65504).
+    # sum(dtype=) only for float16: on other dtypes it takes a path several times slower than sum().
+    total = tensor.sum(dtype=torch.float32) if tensor.dtype == torch.float16 else tensor.sum()
     return bool(torch.isfinite(total)) or bool(torch.isfinite(tensor).all())
 
 
