@@ -15,6 +15,7 @@ from safetensors.torch import save_file
 from torch.overrides import TorchFunctionMode
 
 import bertlite
+import bertlite.modeling
 from bertlite.hub import CheckpointNotFoundError
 from bertlite.loading import CheckpointError
 from tests.conftest import TINY, make_hf_model, random_batch

@@ -215,6 +215,7 @@ def test_reference_of_another_shape_exits_2(tiny_folder, tmp_path, capsys):
 
     wider = tmp_path / "wider"
     make_hf_model(hidden_size=48).save_pretrained(wider)
+    capsys.readouterr()  # save_pretrained's progress bar
     assert main(["parity", str(tiny_folder), "--reference", str(wider)]) == 2
     line = _one_error_line(capsys)
     assert f"--reference {wider} has another shape than {tiny_folder} (hidden_size 48 vs 32)" in line
