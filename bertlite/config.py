@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import warnings
 from dataclasses import InitVar, dataclass, field
@@ -53,6 +54,22 @@ HUB_KWARGS = ("revision", "cache_dir", "token", "local_files_only", "force_downl
 # transformers' internal telemetry keywords (pipeline and the Auto classes pass them): meaningless here.
 TELEMETRY_KWARGS = ("_from_auto", "_from_pipeline", "_commit_hash", "trust_remote_code")
 
+# Fields by JSON type, checked as transformers' strict BertConfig checks them: a bool is not an int (nor
+# "false" a bool, which would be truthy), and an int is a float (JSON writes 0.0 as 0). The string fields
+# are checked against their lists of names. Floats must also be finite: json reads NaN and Infinity.
+BOOL_FIELDS = (
+    "use_cache",
+    "is_decoder",
+    "add_cross_attention",
+    "tie_word_embeddings",
+    "output_attentions",
+    "output_hidden_states",
+    "return_dict",
+)
+FLOAT_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range", "layer_norm_eps")
+OPTIONAL_FLOAT_FIELDS = ("classifier_dropout",)
+OPTIONAL_INT_FIELDS = ("pad_token_id", "bos_token_id")
+
 
 @dataclass
 class BertConfig:
@@ -95,6 +112,7 @@ class BertConfig:
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self, num_labels: int | None) -> None:
+        _check_types(self)
         self._init_labels(num_labels)
         if self.model_type not in BERT_MODEL_TYPES:
             raise ValueError(
@@ -125,20 +143,16 @@ class BertConfig:
                 f"position_embedding_type={self.position_embedding_type!r} is not implemented "
                 f"(supported: {', '.join(SUPPORTED_POSITION_EMBEDDINGS)})"
             )
-        # A config.json can hold "0.1" or null where a number belongs: fail by name, not with a TypeError from `<=`.
-        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps", "initializer_range"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"{name} must be a number, got {value!r}")
-        pad = self.pad_token_id
-        if pad is not None and (isinstance(pad, bool) or not isinstance(pad, int)):
-            raise ValueError(f"pad_token_id must be an integer or null, got {pad!r}")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value!r}")
         if self.layer_norm_eps <= 0:
             raise ValueError(f"layer_norm_eps must be positive, got {self.layer_norm_eps!r}")
+        if self.initializer_range < 0:
+            raise ValueError(
+                f"initializer_range must be >= 0 (the std of initial weights), got {self.initializer_range!r}"
+            )
         if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(
                 f"pad_token_id={self.pad_token_id} is outside the vocabulary (vocab_size={self.vocab_size})"
@@ -190,6 +204,11 @@ class BertConfig:
                 data = json.load(f)
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not valid JSON ({e})") from e
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8") from e
+        except RecursionError as e:
+            # json recurses once per level: "[[[[..." thousands deep exhausts the stack.
+            raise ValueError(f"{path}: not a config: its JSON is nested too deeply to read") from e
         if not isinstance(data, dict):
             raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
         try:
@@ -301,6 +320,40 @@ class BertConfig:
         with open(path, "w", encoding="utf-8") as f:
             json.dump(self.to_dict(), f, indent=2)
             f.write("\n")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_types(config: BertConfig) -> None:
+    """Refuse a field of the wrong JSON type by name, before any value check compares or indexes with it."""
+    for name in BOOL_FIELDS:
+        value = getattr(config, name)
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be true or false (a JSON boolean), got {value!r}")
+    for name in FLOAT_FIELDS + OPTIONAL_FLOAT_FIELDS:
+        value = getattr(config, name)
+        if value is None and name in OPTIONAL_FLOAT_FIELDS:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(
+                f"{name} must be a number{' or null' if name in OPTIONAL_FLOAT_FIELDS else ''}, got {value!r}"
+            )
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+    for name in OPTIONAL_INT_FIELDS:
+        value = getattr(config, name)
+        if value is not None and not _is_int(value):
+            raise ValueError(f"{name} must be an integer or null, got {value!r}")
+    eos = config.eos_token_id
+    if not (eos is None or _is_int(eos) or isinstance(eos, list) and all(_is_int(i) for i in eos)):
+        raise ValueError(f"eos_token_id must be an integer, a list of integers or null, got {eos!r}")
+    label2id = config.label2id
+    if label2id is not None and not (
+        isinstance(label2id, dict) and all(isinstance(k, str) and _is_int(v) for k, v in label2id.items())
+    ):
+        raise ValueError(f"label2id must map label names to ids (ints), got {label2id!r}")
 
 
 def _get_num_labels(self: BertConfig) -> int:

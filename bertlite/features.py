@@ -111,7 +111,16 @@ def _read_json(name_or_path: str | os.PathLike, filename: str, hub_kwargs: dict[
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON ({e})") from e
-    if not isinstance(data, dict) and filename != "modules.json":
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8") from e
+    except RecursionError as e:
+        raise ValueError(f"{path}: its JSON is nested too deeply to read") from e
+    if filename == "modules.json":
+        if not isinstance(data, list) or not all(isinstance(module, dict) for module in data):
+            raise ValueError(
+                f"{path}: expected a JSON list of modules (objects with 'type' and 'path'), got {data!r:.80}"
+            )
+    elif not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object")
     return data
 
@@ -132,8 +141,7 @@ def read_sentence_transformers_settings(
     settings = SentenceTransformerSettings()
     modules = _read_json(name_or_path, "modules.json", hub_kwargs)
     st_config = _read_json(name_or_path, "sentence_bert_config.json", hub_kwargs)
-    if isinstance(st_config.get("max_seq_length"), int):
-        settings.max_length = st_config["max_seq_length"]
+    settings.max_length = _st_max_seq_length(st_config.get("max_seq_length"), name_or_path)
     if not modules:
         return settings
     settings.normalize = False
@@ -150,6 +158,16 @@ def read_sentence_transformers_settings(
                 "(supported: Transformer, Pooling, Normalize)"
             )
     return settings
+
+
+def _st_max_seq_length(value: Any, name: str | os.PathLike) -> int | None:
+    # null means "the model's maximum", as in sentence-transformers; anything else must say a length.
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(
+            f"{name}: sentence_bert_config.json has max_seq_length={value!r}; it must be a positive integer "
+            "(or null for the model's maximum)"
+        )
+    return value
 
 
 def _st_pooling_modes(config: dict[str, Any], name: str | os.PathLike) -> list[str]:

@@ -12,12 +12,13 @@ import inspect
 import json
 import os
 import pickle
+import re
 import warnings
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, TypeVar
 
 import torch
@@ -51,6 +52,9 @@ UNSUPPORTED_TENSORS = {
 
 # Keys listed per kind in a load error; the full lists stay in LoadReport.
 MAX_LISTED = 20
+# How to load anyway, from Python; parity (which has no such options) replaces them by what to do there.
+STRICT_HINT = "(pass strict=False to load anyway)"
+NONFINITE_HINT = "pass allow_nonfinite=True to load it anyway, to inspect it"
 
 M = TypeVar("M", bound=nn.Module)
 V = TypeVar("V")
@@ -132,11 +136,31 @@ def resolve_weight_files(name_or_path: str | os.PathLike, **hub_kwargs: Any) -> 
 
 
 def _read_index(path: Path) -> list[str]:
+    """The shard file names of an index, each checked to be a file of the index's own folder."""
     try:
         weight_map = json.loads(path.read_text(encoding="utf-8"))["weight_map"]
-        return list(dict.fromkeys(weight_map.values()))
-    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError, RecursionError) as e:
         raise CheckpointError(f"{path}: not a valid shard index (needs a 'weight_map' object): {e!r}") from e
+    if not isinstance(weight_map, dict):
+        raise CheckpointError(f"{path}: 'weight_map' must map tensor names to shard files, got {weight_map!r:.80}")
+    for key, shard in weight_map.items():
+        if not isinstance(shard, str) or not shard:
+            raise CheckpointError(f"{path}: weight_map[{key!r}] must be a shard file name (a string), got {shard!r}")
+    shards = list(dict.fromkeys(weight_map.values()))
+    for shard in shards:
+        _check_shard_name(path, shard)
+    return shards
+
+
+def _check_shard_name(index: Path, shard: str) -> None:
+    # Checked by name, not by resolving: a local folder may be a hub snapshot, whose files are
+    # symlinks into the cache's blobs folder.
+    posix = PurePosixPath(shard.replace("\\", "/"))  # either separator, as on Windows
+    if posix.is_absolute() or PureWindowsPath(shard).drive or ".." in posix.parts:
+        raise CheckpointError(
+            f"{index}: refused shard {shard!r}: it is outside the checkpoint folder; "
+            "a shard index may only name files in its own folder"
+        )
 
 
 def _resolve_shard(name_or_path: str | os.PathLike, index: Path, shard: str, hub_kwargs: dict) -> Path:
@@ -170,14 +194,10 @@ def iter_tensors(path: Path) -> Iterator[tuple[str, Tensor]]:
 def _load_bin(path: Path) -> dict[str, Tensor]:
     # weights_only=True is the whole point: a pickle can run arbitrary code, and
     # this unpickler accepts tensors and plain containers only.
+    zipped = _check_bin_file(path)
     try:
-        try:
-            state_dict = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except RuntimeError as e:
-            if "mmap" not in str(e):
-                raise
-            # Pre-zip (torch < 1.6) files cannot be memory-mapped.
-            state_dict = torch.load(path, map_location="cpu", weights_only=True)
+        # Pre-zip (torch < 1.6) files cannot be memory-mapped.
+        state_dict = torch.load(path, map_location="cpu", weights_only=True, mmap=zipped)
     except pickle.UnpicklingError as e:
         detail = _unpickler_detail(e)
         if "GLOBAL" not in detail.upper():
@@ -187,8 +207,10 @@ def _load_bin(path: Path) -> dict[str, Tensor]:
             f"(bertlite reads .bin files only with torch.load(weights_only=True)): {detail.rstrip('.')}. "
             "Convert it to safetensors with a tool you trust, or use a checkpoint from a trusted source"
         ) from e
-    except (RuntimeError, ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
-        raise CheckpointError(f"{path}: not a PyTorch checkpoint ({type(e).__name__}: {e})") from e
+    except (RuntimeError, ValueError, OSError, EOFError, KeyError, IndexError, zipfile.BadZipFile) as e:
+        raise CheckpointError(
+            f"{path}: not a PyTorch checkpoint ({type(e).__name__}: {_without_unsafe_advice(e)})"
+        ) from e
     if not isinstance(state_dict, dict):
         raise CheckpointError(f"{path}: expected a dict of tensors, got {type(state_dict).__name__}")
     for key, value in state_dict.items():
@@ -198,6 +220,58 @@ def _load_bin(path: Path) -> dict[str, Tensor]:
                 "(a training checkpoint? save model.state_dict() instead)"
             )
     return state_dict
+
+
+# The pickle of a state dict takes ~200 bytes per tensor (its name and how to rebuild it). Its size bounds
+# the unpickler's work, and a zip entry may be compressed: a 1 MB file can hold a pickle of gigabytes.
+MAX_PICKLE_BYTES = 1 << 20
+MAX_PICKLE_BYTES_PER_RECORD = 1 << 10
+
+
+def _check_bin_file(path: Path) -> bool:
+    """Refuse, before torch.load reads it, a .bin that is no checkpoint or whose pickle is far larger than
+    its tensors need; True for torch's zip format (which can be memory-mapped), False for a legacy pickle."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if head[:1] == b"\x80":  # PROTO: a pre-zip (torch < 1.6) file, read as written, never expanded
+        return False
+    if head[:4] != b"PK\x03\x04":
+        raise CheckpointError(
+            f"{path}: not a PyTorch checkpoint: neither a zip archive (torch.save) nor a pickle; "
+            f"it starts with {head!r}"
+        )
+    try:
+        with zipfile.ZipFile(path) as archive:
+            entries = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        raise CheckpointError(f"{path}: not a PyTorch checkpoint (a damaged zip archive: {e})") from e
+    names = [entry.filename for entry in entries]
+    if any(name.endswith("/constants.pkl") for name in names):
+        raise CheckpointError(
+            f"{path}: a TorchScript archive (torch.jit.save), not a state dict of tensors; bertlite reads "
+            "weights only: save model.state_dict() of the original model, as safetensors"
+        )
+    pickled = sum(entry.file_size for entry in entries if entry.filename.endswith("/data.pkl"))
+    records = sum("/data/" in name for name in names)
+    limit = MAX_PICKLE_BYTES + MAX_PICKLE_BYTES_PER_RECORD * records
+    if pickled > limit:
+        raise CheckpointError(
+            f"{path}: refused to load: its data.pkl is {pickled} bytes for {records} tensor records "
+            f"(a state dict needs at most {limit}); unpickling it would take minutes and gigabytes: "
+            "the file is corrupt or built to exhaust memory"
+        )
+    return True
+
+
+def _without_unsafe_advice(error: Exception) -> str:
+    """torch's message less its advice to retry with weights_only=False, which bertlite never gives."""
+    text = str(error)
+    unsafe = getattr(torch.serialization, "UNSAFE_MESSAGE", None)  # torch >= 2.6 words it so
+    if unsafe:
+        text = text.replace(unsafe, "")
+    sentences = re.split(r"(?<=\.)\s+", text.strip())
+    kept = [s for s in sentences if not re.search(r"weights_only\W*(=|set to)\W*False", s)]
+    return " ".join(kept).strip() or type(error).__name__
 
 
 def _unpickler_detail(error: Exception) -> str:
@@ -253,8 +327,11 @@ def load_checkpoint(
     device: torch.device | str | int | None = None,
     what: str = "checkpoint",
     ignore_mismatched_sizes: bool = False,
+    allow_nonfinite: bool = False,
 ) -> LoadReport:
-    """Assign the tensors of `files` to `model` (built on meta or not); check keys strictly."""
+    """Assign the tensors of `files` to `model` (built on meta or not); check keys strictly.
+
+    A tensor holding NaN or Inf (once in `dtype`) is an error unless allow_nonfinite, which warns instead."""
     device = torch.device("cpu") if device is None else torch.device(device)
     dtype = dtype or torch.float32
     base_model_prefix = getattr(model, "base_model_prefix", "bert")
@@ -264,6 +341,7 @@ def load_checkpoint(
     report = LoadReport()
     loaded: dict[str, Tensor] = {}
     source: dict[str, str] = {}  # canonical key -> "raw key in file", to report collisions
+    nonfinite: list[str] = []
     for path in files:
         # One tensor at a time: a dtype conversion never holds the checkpoint twice.
         for raw_key, tensor in iter_tensors(path):
@@ -297,6 +375,8 @@ def load_checkpoint(
                 report.mismatched.append(f"{key}: checkpoint dtype {tensor.dtype} in {path.name}, model expects floats")
             else:
                 loaded[key] = tensor.to(device=device, dtype=dtype)
+                if not _all_finite(loaded[key]):
+                    nonfinite.append(_describe_nonfinite(key, path, tensor, loaded[key]))
     tied = _resolve_tied(model, loaded)
     missing = set(expected) - set(loaded) - set(tied)
     report.initialized = sorted(_new_head_weights(missing, present=source, base_model_prefix=base_model_prefix))
@@ -305,9 +385,16 @@ def load_checkpoint(
     what = f"{what} (files: {', '.join(p.name for p in files)})"
     if report.unsupported or report.conflicts or report.mismatched:
         raise CheckpointError(report.message(what), report)
+    if nonfinite:
+        message = f"{what}: {len(nonfinite)} tensor(s) hold NaN or Inf: {', '.join(nonfinite[:5])}" + (
+            f", ... ({len(nonfinite) - 5} more)" if len(nonfinite) > 5 else ""
+        )
+        if not allow_nonfinite:
+            raise CheckpointError(f"{message}; the checkpoint is corrupt or its training diverged ({NONFINITE_HINT})")
+        warnings.warn(f"{message} (allow_nonfinite=True: loaded as they are)", stacklevel=4)
     if report.missing or report.unexpected:
         if strict:
-            raise CheckpointError(report.message(what) + "\n  (pass strict=False to load anyway)", report)
+            raise CheckpointError(report.message(what) + f"\n  {STRICT_HINT}", report)
         warnings.warn(
             report.message(what) + "\n  (strict=False: missing weights are freshly initialised)", stacklevel=4
         )
@@ -337,6 +424,22 @@ def load_checkpoint(
     if tied:
         model.tie_weights(tied)
     return report
+
+
+def _all_finite(tensor: Tensor) -> bool:
+    # One reduction and no copy: a NaN or Inf anywhere makes the sum non-finite. A sum that overflows from
+    # finite values is settled element by element; float16 sums in float32 (its own range ends at 65504).
+    # sum(dtype=) only for float16: on other dtypes it takes a path several times slower than sum().
+    total = tensor.sum(dtype=torch.float32) if tensor.dtype == torch.float16 else tensor.sum()
+    return bool(torch.isfinite(total)) or bool(torch.isfinite(tensor).all())
+
+
+def _describe_nonfinite(key: str, path: Path, original: Tensor, converted: Tensor) -> str:
+    nan, inf = int(converted.isnan().sum()), int(converted.isinf().sum())
+    counts = ", ".join(f"{n} {kind}" for n, kind in ((nan, "NaN"), (inf, "Inf")) if n)
+    if converted.dtype != original.dtype and bool(torch.isfinite(original).all()):
+        counts += f" once converted to {str(converted.dtype).removeprefix('torch.')}: values beyond its range"
+    return f"{key} in {path.name} ({counts})"
 
 
 def _resolve_tied(model: nn.Module, loaded: dict[str, Tensor]) -> dict[str, str]:
@@ -457,6 +560,53 @@ def resolve_auto_dtype(config: BertConfig, files: list[Path]) -> torch.dtype:
     return torch.float32
 
 
+_LAYER_KEY = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
+
+
+def check_layer_count(config: BertConfig, files: list[Path], what: str) -> None:
+    """Refuse a config whose layer count differs from the checkpoint's before the model is built: every
+    layer costs time and memory even on the meta device (100000 layers: minutes and gigabytes), only for
+    the strict key check to fail. The layers are read from key names: safetensors headers, a zip .bin's
+    pickle (memory-mapped); a pre-zip .bin would be read whole, so it is left to the key check."""
+    layers: set[int] = set()
+    for path in files:
+        keys = _checkpoint_keys(path)
+        if keys is None:
+            return
+        layers.update(int(m.group(1)) for m in map(_LAYER_KEY.search, keys) if m)
+    if layers and len(layers) != config.num_hidden_layers:
+        found = (
+            f"layers {min(layers)} to {max(layers)}" if len(layers) == max(layers) + 1 else f"layers {sorted(layers)}"
+        )
+        raise CheckpointError(
+            f"cannot load {what}: config.json has num_hidden_layers={config.num_hidden_layers}, but the checkpoint "
+            f"({', '.join(p.name for p in files)}) holds {len(layers)} encoder layers ({found}); "
+            "is config.json the config of these weights?"
+        )
+
+
+def _checkpoint_keys(path: Path) -> Iterable[str] | None:
+    """A weight file's tensor names without reading its tensors; None where that is not cheap.
+
+    For a zip .bin: the `encoder.layer.N.` prefixes in its pickle's bytes (of its keys, and of the module
+    names torch saves with a state dict), found by a regex in about a millisecond; unpickling would cost
+    as much as the load itself."""
+    if path.suffix == ".safetensors":
+        try:
+            with safe_open(path, framework="pt", device="cpu") as f:
+                return list(f.keys())
+        except SafetensorError:
+            return None  # iter_tensors reports the file as it reads it
+    if not _check_bin_file(path):
+        return None
+    with zipfile.ZipFile(path) as archive:
+        pickles = [name for name in archive.namelist() if name.endswith("/data.pkl")]
+        if len(pickles) != 1:
+            return None  # torch.load reports it
+        raw = archive.read(pickles[0])  # bounded by _check_bin_file
+    return [name.decode() for name in re.findall(rb"encoder\.layer\.\d+\.", raw)]
+
+
 def from_pretrained(
     cls: type[M],
     name_or_path: str | os.PathLike,
@@ -475,6 +625,7 @@ def from_pretrained(
     strict: bool = True,
     attn_implementation: str | None = None,
     ignore_mismatched_sizes: bool = False,
+    allow_nonfinite: bool = False,
     output_loading_info: bool = False,
     **kwargs: Any,
 ) -> M | tuple[M, dict[str, list[str]]]:
@@ -488,6 +639,8 @@ def from_pretrained(
     initialised, with a warning, instead of failing the load.
     device_map: a single device, as device=. The model is returned in eval mode; with output_loading_info,
     as (model, {"missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"}).
+    A weight holding NaN or Inf is a CheckpointError naming it; allow_nonfinite=True loads it with a warning
+    (to inspect it).
     """
     hub_kwargs = dict(
         revision=revision,
@@ -528,6 +681,9 @@ def from_pretrained(
         load_dtype = resolve_auto_dtype(config, files)
     if attn_implementation is not None:
         model_kwargs["attn_implementation"] = attn_implementation
+    what = f"{cls.__name__} from {name_or_path}"
+    if strict:
+        check_layer_count(config, files, what)
     with empty_init():
         model = cls(config, **model_kwargs)
     report = load_checkpoint(
@@ -536,8 +692,9 @@ def from_pretrained(
         strict=strict,
         dtype=load_dtype,
         device=device,
-        what=f"{cls.__name__} from {name_or_path}",
+        what=what,
         ignore_mismatched_sizes=ignore_mismatched_sizes,
+        allow_nonfinite=allow_nonfinite,
     )
     model.eval()
     if output_loading_info:

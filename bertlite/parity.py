@@ -26,7 +26,7 @@ from torch import Tensor, nn
 import bertlite
 from bertlite.auto import ARCHITECTURES
 from bertlite.config import SUPPORTED_ACTIVATIONS
-from bertlite.loading import CheckpointError, parse_dtype
+from bertlite.loading import NONFINITE_HINT, STRICT_HINT, CheckpointError, parse_dtype
 
 # Varied on purpose: short, long, two segments (token_type_ids), non-ASCII, and
 # lengths that force padding in every batch.
@@ -352,7 +352,7 @@ def load_models(
                 name_or_path, dtype=dtype, attn_implementation=attn, add_pooling_layer=False, **hub_kwargs
             )
     except (OSError, ValueError) as e:
-        raise ParityLoadError(f"cannot load {name_or_path} with bertlite: {e}") from e
+        raise ParityLoadError(f"cannot load {name_or_path} with bertlite: {_for_parity(e)}") from e
     position_type = ours.config.position_embedding_type
     if position_type != "absolute" and int(transformers.__version__.split(".")[0]) >= 5:
         # v5 would load the checkpoint and run it without its distance embeddings: a wrong reference.
@@ -373,8 +373,9 @@ def load_models(
             theirs = transformers.AutoModel.from_pretrained(
                 reference, attn_implementation="eager", dtype=dtype, **kwargs
             ).eval()
-    except (OSError, ValueError) as e:
-        raise ParityLoadError(f"cannot load {reference} with transformers: {e}") from e
+    except Exception as e:  # the reference refusing the checkpoint, in whatever type: StrictDataclassError, ...
+        raise ParityLoadError(f"cannot load {reference} with transformers: {type(e).__name__}: {_one_line(e)}") from e
+    _check_same_shape(ours.config, ref.config, name_or_path, reference)
     return ours, ref, theirs
 
 
@@ -388,7 +389,7 @@ def _load_heads(
             name_or_path, dtype=dtype, attn_implementation=attn, **hub_kwargs
         )
     except (OSError, ValueError) as e:
-        raise ParityLoadError(f"cannot load {name_or_path} as {architecture} with bertlite: {e}") from e
+        raise ParityLoadError(f"cannot load {name_or_path} as {architecture} with bertlite: {_for_parity(e)}") from e
     auto = getattr(transformers, ARCHITECTURES[architecture])
     kwargs = {k: v for k, v in hub_kwargs.items() if v is not None}
     try:
@@ -396,9 +397,57 @@ def _load_heads(
         theirs = None
         if dtype != torch.float32:
             theirs = auto.from_pretrained(reference, attn_implementation="eager", dtype=dtype, **kwargs).eval()
-    except (OSError, ValueError) as e:
-        raise ParityLoadError(f"cannot load {reference} with transformers.{auto.__name__}: {e}") from e
+    except Exception as e:  # the reference refusing the checkpoint, in whatever type
+        raise ParityLoadError(
+            f"cannot load {reference} with transformers.{auto.__name__}: {type(e).__name__}: {_one_line(e)}"
+        ) from e
+    _check_same_shape(ours.config, ref.config, name_or_path, reference)
     return ours, ref, theirs
+
+
+# Fields that set the shape of every tensor: a reference that differs in one cannot be compared.
+SHAPE_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+)
+
+
+def _check_same_shape(ours: bertlite.BertConfig, theirs: Any, name: str, reference: str) -> None:
+    differ = [
+        f"{k} {getattr(theirs, k, None)} vs {getattr(ours, k)}"
+        for k in SHAPE_FIELDS
+        if getattr(ours, k) != getattr(theirs, k, None)
+    ]
+    if differ:
+        raise ParityLoadError(
+            f"--reference {reference} has another shape than {name} ({', '.join(differ)}): parity compares one "
+            "checkpoint in two implementations; give a reference of the same architecture"
+        )
+
+
+def _one_line(error: BaseException | str) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = lines[0] if lines else type(error).__name__
+    for line in lines[1:]:
+        text += (" " if text.endswith(":") else "; ") + line
+    return text
+
+
+def _for_parity(error: BaseException) -> str:
+    """A load error in one line, with what to do in parity instead of Python-only options (strict=, ...)."""
+    text = (
+        str(error)
+        .replace(
+            STRICT_HINT, "(parity compares complete checkpoints: missing weights would be random and prove nothing)"
+        )
+        .replace(NONFINITE_HINT, "NaN and Inf weights cannot be compared; use a checkpoint with finite weights")
+    )
+    return _one_line(text)
 
 
 def check(
@@ -451,6 +500,10 @@ def check(
             f"task head {architecture}: its weights and {', '.join(HEAD_LOGITS[architecture])} are compared "
             f"with transformers.{ARCHITECTURES[architecture]}"
         )
+    if max_length > ours.config.max_position_embeddings:
+        # The default (256) is longer than small models take: compare at the model's maximum.
+        max_length = options["max_length"] = ours.config.max_position_embeddings
+        report.notes.append(f"texts truncated to max_position_embeddings={max_length} tokens")
     batches = make_batches(name, texts, ours.config, batch_size, max_length, hub_kwargs, report.notes)
     report.texts = len(texts)
     report.tokens = int(sum(b["attention_mask"].sum() for b in batches))
@@ -481,10 +534,13 @@ def _check_options(dtype: Any, attn: str, batch_size: int, max_length: int, head
         raise ParityLoadError(f"--attn must be eager or sdpa, got {attn!r}")
     if head not in ("auto", "none"):
         raise ParityLoadError(f"--head must be auto or none, got {head!r}")
-    if batch_size < 1 or max_length < 2:
-        raise ParityLoadError(f"--batch-size must be >= 1 and --max-length >= 2 (got {batch_size}, {max_length})")
-    if atol < 0 or rtol < 0:
-        raise ParityLoadError(f"--atol and --rtol must be >= 0 (got {atol}, {rtol})")
+    for option, value, least in (("--batch-size", batch_size, 1), ("--max-length", max_length, 2)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ParityLoadError(f"{option} must be an integer >= {least}, got {value!r}")
+    for option, value in (("--atol", atol), ("--rtol", rtol)):
+        # NaN compares false with everything, so `< 0` lets it through; an infinite tolerance passes anything.
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise ParityLoadError(f"{option} must be a finite number >= 0, got {value!r}")
     return torch_dtype
 
 

@@ -23,6 +23,9 @@ from torch import Tensor
 
 from bertlite.config import BertConfig
 
+# What an embedding lookup takes; uint8, int16 and bool ids fail deep inside torch.
+ID_DTYPES = (torch.int64, torch.int32)
+
 
 def recording_graph() -> bool:
     """Whether this forward is being recorded into a graph rather than run (see the module docstring)."""
@@ -30,8 +33,8 @@ def recording_graph() -> bool:
 
 
 def check_ids(name: str, ids: Tensor, limit: int, limit_name: str) -> None:
-    """ids must be integers in [0, limit); the range is checked in eager mode only."""
-    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+    """ids must be int64/int32 values in [0, limit); the range is checked in eager mode only."""
+    if ids.dtype not in ID_DTYPES:
         raise ValueError(f"{name} must be an integer tensor of ids, got dtype {ids.dtype} (use .long())")
     if recording_graph() or ids.numel() == 0:
         return
@@ -75,10 +78,21 @@ def check_inputs(
                 f"got {tuple(inputs_embeds.shape)}"
             )
         shape = tuple(inputs_embeds.shape[:2])
+    if 0 in shape:
+        given, tensor = ("input_ids", input_ids) if input_ids is not None else ("inputs_embeds", inputs_embeds)
+        raise ValueError(
+            f"{given} has shape {tuple(tensor.shape)}: the model needs at least one sequence of at least one token"
+        )
     if position_ids is None:
         if sizes:
             check_length(shape[1], config)
     else:
+        # (seq_len,) and (1, seq_len) broadcast over the batch, as transformers' position_ids buffer does.
+        if tuple(position_ids.shape) not in ((shape[1],), (1, shape[1]), shape):
+            raise ValueError(
+                f"position_ids has shape {tuple(position_ids.shape)}, expected (batch, seq_len) = {shape}, "
+                f"(1, {shape[1]}) or ({shape[1]},)"
+            )
         check_ids("position_ids", position_ids, config.max_position_embeddings, "max_position_embeddings")
     if token_type_ids is not None:
         if sizes and tuple(token_type_ids.shape) != shape:

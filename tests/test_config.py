@@ -107,3 +107,88 @@ def test_labels_match_transformers(tmp_path, kwargs):
     ours.num_labels = 3  # the setter renames the labels, as transformers' does
     theirs.num_labels = 3
     assert (ours.id2label, ours.label2id) == (theirs.id2label, theirs.label2id)
+
+
+# Each value is refused by transformers' strict BertConfig too (asserted below, in the same run).
+WRONG_JSON_TYPES = [
+    ("is_decoder", "false"),  # a non-empty string is truthy: the model would silently become causal
+    ("add_cross_attention", "false"),
+    ("use_cache", 1),
+    ("tie_word_embeddings", 0),
+    ("vocab_size", True),
+    ("num_hidden_layers", 2.0),
+    ("hidden_dropout_prob", True),
+    ("initializer_range", "0.02"),
+    ("classifier_dropout", "0.1"),
+    ("bos_token_id", True),
+    ("eos_token_id", "2"),
+    ("eos_token_id", [1, "2"]),
+]
+
+
+@pytest.mark.parametrize("field, value", WRONG_JSON_TYPES)
+def test_field_of_the_wrong_json_type_is_refused_naming_field_and_file(tmp_path, field, value):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({field: value}))
+    with pytest.raises(Exception, match=field):
+        transformers.BertConfig.from_json_file(path)
+    with pytest.raises(ValueError) as e:
+        BertConfig.from_json_file(path)
+    message = str(e.value)
+    assert message.startswith(f"{path}: {field} must be ") and message.endswith(f"got {value!r}"), message
+
+
+def test_booleans_and_numbers_that_are_right_still_load(tmp_path):
+    path = tmp_path / "config.json"
+    fields = dict(is_decoder=True, use_cache=False, hidden_dropout_prob=0, classifier_dropout=None, eos_token_id=[1, 2])
+    path.write_text(json.dumps(fields))
+    config = BertConfig.from_json_file(path)
+    assert (config.is_decoder, config.use_cache, config.hidden_dropout_prob, config.eos_token_id) == (
+        True,
+        False,
+        0,
+        [1, 2],
+    )
+
+
+@pytest.mark.parametrize(
+    "field, literal",
+    [
+        ("layer_norm_eps", "NaN"),
+        ("layer_norm_eps", "Infinity"),
+        ("initializer_range", "NaN"),
+        ("initializer_range", "-Infinity"),
+        ("hidden_dropout_prob", "NaN"),
+        ("classifier_dropout", "Infinity"),
+    ],
+)
+def test_non_finite_numbers_are_refused(tmp_path, field, literal):
+    # Python's json reads these non-standard literals as floats; NaN compares false with every bound.
+    path = tmp_path / "config.json"
+    path.write_text(f'{{"{field}": {literal}}}')
+    with pytest.raises(ValueError) as e:
+        BertConfig.from_json_file(path)
+    assert str(e.value).startswith(f"{path}: {field} must be a finite number, got "), str(e.value)
+
+
+@pytest.mark.parametrize(
+    "write, message",
+    [
+        pytest.param(
+            lambda p: p.write_text('{"hidden_size": 32}', encoding="utf-16"),
+            "not UTF-8 text (invalid start byte at byte 0); save it as UTF-8",
+            id="utf-16",
+        ),
+        pytest.param(
+            lambda p: p.write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+            "not a config: its JSON is nested too deeply to read",
+            id="nested-100000-deep",
+        ),
+    ],
+)
+def test_config_json_that_cannot_be_read_names_the_file(tmp_path, write, message):
+    path = tmp_path / "config.json"
+    write(path)
+    with pytest.raises(ValueError) as e:
+        BertConfig.from_json_file(path)
+    assert str(e.value) == f"{path}: {message}"

@@ -245,3 +245,49 @@ def test_checkpoint_without_pooler_and_training_after_encode(real_model_path, tm
     out.sum().backward()
     assert e.model.encoder.layer[0].attention.self.query.weight.grad is not None
     np.testing.assert_allclose(vectors, Embedder.from_pretrained(real_model_path).encode(corpus_texts[:8]), atol=1e-6)
+
+
+def _metadata_folder(real_model_path, folder, **edits):
+    """The checkpoint's sentence-transformers files alone (they are read before the model), edited."""
+    folder.mkdir()
+    for name in ("modules.json", "sentence_bert_config.json"):
+        shutil.copy(real_model_path / name, folder / name)
+    shutil.copytree(real_model_path / "1_Pooling", folder / "1_Pooling")
+    for name, content in edits.items():
+        (folder / f"{name}.json").write_text(json.dumps(content))
+    return folder
+
+
+@pytest.mark.parametrize("value", [-4, 0, "128", True, 12.5])
+def test_bad_max_seq_length_in_metadata_is_refused_by_name(real_model_path, tmp_path, value):
+    # 0 and "128" used to fall back to the model's maximum without a word, -4 to crash in the tokenizer.
+    folder = _metadata_folder(real_model_path, tmp_path / "st", sentence_bert_config={"max_seq_length": value})
+    with pytest.raises(ValueError) as e:
+        Embedder.from_pretrained(folder)
+    assert str(e.value) == (
+        f"{folder}: sentence_bert_config.json has max_seq_length={value!r}; it must be a positive integer "
+        "(or null for the model's maximum)"
+    )
+
+
+def test_null_max_seq_length_means_the_model_maximum(real_model_path, tmp_path):
+    folder = _metadata_folder(real_model_path, tmp_path / "st", sentence_bert_config={"max_seq_length": None})
+    assert bertlite.features.read_sentence_transformers_settings(folder).max_length is None
+
+
+def test_modules_json_that_is_not_a_list(real_model_path, tmp_path):
+    modules = {"0": {"type": "sentence_transformers.models.Transformer", "path": ""}}
+    folder = _metadata_folder(real_model_path, tmp_path / "st", modules=modules)
+    with pytest.raises(ValueError, match=r"modules.json: expected a JSON list of modules \(objects with 'type'"):
+        Embedder.from_pretrained(folder)
+
+
+def test_bad_metadata_through_the_cli_is_one_line_and_exit_2(real_model_path, tmp_path, capsys):
+    from bertlite.cli import main
+
+    folder = _metadata_folder(real_model_path, tmp_path / "st", sentence_bert_config={"max_seq_length": -4})
+    (tmp_path / "in.txt").write_text("one text\n")
+    assert main(["embed", str(folder), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.npy")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "max_seq_length=-4; it must be a positive integer" in err
+    assert not (tmp_path / "out.npy").exists()

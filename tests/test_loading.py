@@ -15,6 +15,7 @@ from safetensors.torch import save_file
 from torch.overrides import TorchFunctionMode
 
 import bertlite
+import bertlite.modeling
 from bertlite.hub import CheckpointNotFoundError
 from bertlite.loading import CheckpointError
 from tests.conftest import TINY, make_hf_model, random_batch
@@ -472,3 +473,151 @@ def test_plain_pickle_that_runs_code_is_refused_and_never_runs(tmp_path, hf):
     with pytest.raises(CheckpointError, match=r"pytorch_model.bin: refused to load; .* GLOBAL posix.system"):
         bertlite.BertModel.from_pretrained(folder)
     assert not marker.exists()
+
+
+# --- round 2: non-finite weights, pickle bombs, shard names, configs that do not fit -----------------------
+
+
+def test_non_finite_weights_are_named_and_loadable_on_request(tmp_path, hf):
+    def edit(sd):
+        sd["pooler.dense.bias"] = sd["pooler.dense.bias"].clone()
+        sd["pooler.dense.bias"][3] = float("nan")
+        sd["encoder.layer.1.output.dense.weight"] = sd["encoder.layer.1.output.dense.weight"].clone()
+        sd["encoder.layer.1.output.dense.weight"][0, :2] = float("inf")
+
+    folder = edited_folder(tmp_path, hf, edit)
+    with pytest.raises(CheckpointError) as e:
+        bertlite.BertModel.from_pretrained(folder)
+    message = str(e.value)
+    assert "2 tensor(s) hold NaN or Inf: " in message and str(folder) in message
+    assert "encoder.layer.1.output.dense.weight in model.safetensors (2 Inf)" in message
+    assert "pooler.dense.bias in model.safetensors (1 NaN)" in message
+    assert "pass allow_nonfinite=True to load it anyway" in message and "\n" not in message
+    with pytest.warns(UserWarning, match=r"hold NaN or Inf: .*allow_nonfinite=True: loaded as they are"):
+        model = bertlite.BertModel.from_pretrained(folder, allow_nonfinite=True)
+    assert torch.isnan(model.pooler.dense.bias[3]) and torch.isfinite(model.pooler.dense.bias[:3]).all()
+
+
+def test_weight_that_overflows_the_requested_dtype_is_named(tmp_path, hf):
+    folder = edited_folder(tmp_path, hf, lambda sd: sd.update({"pooler.dense.bias": torch.full((32,), 1e5)}))
+    bertlite.BertModel.from_pretrained(folder)  # finite in float32
+    with pytest.raises(CheckpointError, match=r"pooler.dense.bias in model.safetensors \(32 Inf once converted to"):
+        bertlite.BertModel.from_pretrained(folder, dtype="float16")
+
+
+def _bomb(folder: Path, nones: int) -> Path:
+    """A real torch.save archive whose data.pkl is replaced by a deflated run of NONE opcodes: a few KB on
+    disk that expand to `nones` bytes (the reported file: 1 MB on disk, over 5 minutes and 4.3 GB)."""
+    import io
+    import zipfile
+
+    path = folder / "pytorch_model.bin"
+    original = zipfile.ZipFile(io.BytesIO(path.read_bytes()))
+    with zipfile.ZipFile(path, "w") as bomb:
+        for entry in original.infolist():
+            data = original.read(entry)
+            if entry.filename.endswith("/data.pkl"):
+                bomb.writestr(entry.filename, b"\x80\x02" + b"N" * nones + b".", zipfile.ZIP_DEFLATED)
+            else:
+                bomb.writestr(entry, data)
+    return path
+
+
+def test_pickle_bomb_is_refused_before_unpickling(tmp_path, hf):
+    folder = write_folder(tmp_path / "bomb", hf.config.to_dict(), hf.state_dict(), fmt="bin")
+    path = _bomb(folder, nones=4 << 20)
+    assert path.stat().st_size < 100 << 10  # the tensors (85 KB) and a few KB of deflated pickle
+    with pytest.raises(CheckpointError) as e:
+        bertlite.BertModel.from_pretrained(folder)
+    message = str(e.value)
+    assert message.startswith(f"{path}: refused to load: its data.pkl is 4194307 bytes for 39 tensor records")
+    assert "built to exhaust memory" in message
+
+
+@pytest.mark.parametrize(
+    "content, match",
+    [
+        pytest.param(b"hello, this is a text file\n" * 10, "it starts with b'hello, t'", id="text"),
+        pytest.param(b"", r"it starts with b''", id="empty"),
+    ],
+)
+def test_bin_that_is_not_a_checkpoint_names_the_file(tmp_path, hf, content, match):
+    folder = write_folder(tmp_path / "text", hf.config.to_dict(), hf.state_dict(), fmt="bin")
+    (folder / "pytorch_model.bin").write_bytes(content)
+    with pytest.raises(CheckpointError, match=f"pytorch_model.bin: not a PyTorch checkpoint: .*{match}"):
+        bertlite.BertModel.from_pretrained(folder)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
+def test_torchscript_archive_is_refused_without_unsafe_advice(tmp_path, hf):
+    folder = write_folder(tmp_path / "jit", hf.config.to_dict(), hf.state_dict(), fmt="bin")
+    torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), folder / "pytorch_model.bin")
+    with pytest.raises(CheckpointError) as e:
+        bertlite.BertModel.from_pretrained(folder)
+    message = str(e.value)
+    assert "pytorch_model.bin: a TorchScript archive (torch.jit.save), not a state dict" in message
+    assert "weights_only" not in message.replace("weights_only=True", "") and "False" not in message
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "bin"])
+def test_config_with_more_layers_than_the_checkpoint_fails_before_building(tmp_path, hf, fmt, monkeypatch):
+    # Building 100000 layers took 250 s and 6.5 GB before the key check failed: none may be built.
+    built = []
+
+    def build_layer(self, *args, **kwargs):
+        built.append(1)
+        assert len(built) <= 2, "the model is being built"
+        original(self, *args, **kwargs)
+
+    original = bertlite.modeling.BertLayer.__init__
+    monkeypatch.setattr(bertlite.modeling.BertLayer, "__init__", build_layer)
+    config = {**hf.config.to_dict(), "num_hidden_layers": 100_000}
+    folder = write_folder(tmp_path / "deep", config, hf.state_dict(), fmt=fmt)
+    name = "model.safetensors" if fmt == "safetensors" else "pytorch_model.bin"
+    with pytest.raises(CheckpointError) as e:
+        bertlite.BertModel.from_pretrained(folder)
+    assert str(e.value) == (
+        f"cannot load BertModel from {folder}: config.json has num_hidden_layers=100000, but the checkpoint "
+        f"({name}) holds 2 encoder layers (layers 0 to 1); is config.json the config of these weights?"
+    )
+    assert not built
+
+
+@pytest.mark.parametrize(
+    "shard",
+    ["../outside.safetensors", "/etc/passwd", "sub/../../outside.safetensors", "..\\outside.safetensors", "C:x"],
+)
+def test_shard_index_may_not_leave_the_folder(tmp_path, hf, shard):
+    # A valid checkpoint sits right outside: loading it would succeed, silently, with another model's weights.
+    save_file({k: v.contiguous() for k, v in hf.state_dict().items()}, tmp_path / "outside.safetensors")
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(hf.config.to_dict()))
+    index = folder / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": dict.fromkeys(hf.state_dict(), shard)}))
+    with pytest.raises(CheckpointError) as e:
+        bertlite.BertModel.from_pretrained(folder)
+    assert str(e.value) == (
+        f"{index}: refused shard {shard!r}: it is outside the checkpoint folder; "
+        "a shard index may only name files in its own folder"
+    )
+
+
+@pytest.mark.parametrize(
+    "index, match",
+    [
+        (
+            {"weight_map": {"pooler.dense.bias": 5}},
+            r"weight_map\['pooler.dense.bias'\] must be a shard file name .*got 5",
+        ),
+        ({"weight_map": ["model-1.safetensors"]}, "'weight_map' must map tensor names to shard files"),
+        (["model-1.safetensors"], "not a valid shard index"),
+    ],
+)
+def test_shard_index_of_the_wrong_shape_is_named(tmp_path, hf, index, match):
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(hf.config.to_dict()))
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(CheckpointError, match=f"model.safetensors.index.json: {match}"):
+        bertlite.BertModel.from_pretrained(folder)

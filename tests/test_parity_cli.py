@@ -240,3 +240,99 @@ def test_help_says_what_the_head_comparison_compares(capsys):
     assert (
         "transformers: the matching AutoModelFor<Task>" in text and "--head none compares the base model only" in text
     )
+
+# --- round 2: everything that is not "parity fails" is exit 2 with one line -------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+    """A tiny random checkpoint with max_position_embeddings=64 and no tokenizer (random ids of the texts'
+    word counts, the longest built-in text being ~270 words)."""
+    from tests.conftest import make_hf_model
+
+    folder = tmp_path_factory.mktemp("tiny") / "model"
+    make_hf_model().save_pretrained(folder)
+    return folder
+
+
+def _edited_copy(folder, tmp_path, config=None, state=None):
+    copy = tmp_path / "edited"
+    shutil.copytree(folder, copy)
+    if config is not None:
+        (copy / "config.json").write_text(json.dumps({**json.loads((copy / "config.json").read_text()), **config}))
+    if state is not None:
+        save_file(state(load_file(copy / "model.safetensors")), copy / "model.safetensors", metadata={"format": "pt"})
+    return copy
+
+
+def _one_error_line(capsys) -> str:
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bertlite parity: error: "), captured.err
+    return lines[0]
+
+
+def test_default_max_length_is_clamped_to_a_small_model(tiny_folder, tmp_path, capsys):
+    # Before: "sequence length 256 exceeds max_position_embeddings=64", a traceback and exit 1.
+    out = tmp_path / "report.json"
+    assert main(["parity", str(tiny_folder), "--json", str(out)]) == 0
+    assert "note: texts truncated to max_position_embeddings=64 tokens" in capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert report["ok"] and report["options"]["max_length"] == 64
+    assert report["tokens"] > 64 * 4  # the long texts ran, cut at 64
+
+
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("--atol", "nan", "--atol must be a finite number >= 0, got nan"),
+        ("--atol", "-1e-5", "--atol must be a finite number >= 0, got -1e-05"),
+        ("--rtol", "inf", "--rtol must be a finite number >= 0, got inf"),
+        ("--batch-size", "0", "--batch-size must be an integer >= 1, got 0"),
+        ("--max-length", "0", "--max-length must be an integer >= 2, got 0"),
+    ],
+)
+def test_bad_options_exit_2(tiny_folder, capsys, option, value, message):
+    assert main(["parity", str(tiny_folder), f"{option}={value}"]) == 2
+    assert _one_error_line(capsys) == f"bertlite parity: error: {message}"
+
+
+def test_reference_of_another_shape_exits_2(tiny_folder, tmp_path, capsys):
+    from tests.conftest import make_hf_model
+
+    wider = tmp_path / "wider"
+    make_hf_model(hidden_size=48).save_pretrained(wider)
+    capsys.readouterr()  # save_pretrained's progress bar
+    assert main(["parity", str(tiny_folder), "--reference", str(wider)]) == 2
+    line = _one_error_line(capsys)
+    assert f"--reference {wider} has another shape than {tiny_folder} (hidden_size 48 vs 32)" in line
+
+
+def test_config_transformers_rejects_exits_2(tiny_folder, tmp_path, capsys):
+    # bertlite reads 1 as the number it is; transformers' strict config wants a float for layer_norm_eps.
+    folder = _edited_copy(tiny_folder, tmp_path, config={"layer_norm_eps": 1})
+    assert main(["parity", str(folder)]) == 2
+    line = _one_error_line(capsys)
+    assert f"cannot load {folder} with transformers: StrictDataclassFieldValidationError:" in line
+    assert "layer_norm_eps" in line
+
+
+def test_load_error_says_what_to_do_in_parity_not_strict_false(tiny_folder, tmp_path, capsys):
+    def drop(state):
+        state.pop("encoder.layer.1.output.LayerNorm.weight")
+        return state
+
+    folder = _edited_copy(tiny_folder, tmp_path, state=drop)
+    assert main(["parity", str(folder)]) == 2
+    line = _one_error_line(capsys)
+    assert "missing keys (1): encoder.layer.1.output.LayerNorm.weight" in line
+    assert "strict" not in line and "parity compares complete checkpoints" in line
+
+
+def test_non_finite_weights_exit_2_without_python_only_advice(tiny_folder, tmp_path, capsys):
+    folder = _edited_copy(tiny_folder, tmp_path, state=lambda s: {**s, "pooler.dense.bias": s["pooler.dense.bias"] / 0})
+    assert main(["parity", str(folder)]) == 2
+    line = _one_error_line(capsys)
+    assert "pooler.dense.bias in model.safetensors (" in line and "NaN and Inf weights cannot be compared" in line
+    assert "allow_nonfinite" not in line

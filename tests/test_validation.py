@@ -51,6 +51,31 @@ BAD_INPUTS = {
         "inputs_embeds must have shape (batch",
     ),
     "ids not 2-d": (dict(input_ids=ids(3)), "input_ids must have shape (batch, seq_len), got (3,)"),
+    # Round 2: each of these used to end in a RuntimeError from deep inside torch.
+    "uint8 ids": (
+        dict(input_ids=ids(2, 4).to(torch.uint8)),
+        "input_ids must be an integer tensor of ids, got dtype torch.uint8 (use .long())",
+    ),
+    "int16 token types": (
+        dict(input_ids=ids(2, 4), token_type_ids=torch.zeros(2, 4, dtype=torch.int16)),
+        "token_type_ids must be an integer tensor of ids, got dtype torch.int16",
+    ),
+    "empty sequences": (
+        dict(input_ids=torch.zeros(2, 0, dtype=torch.long)),
+        "input_ids has shape (2, 0): the model needs at least one sequence of at least one token",
+    ),
+    "empty batch of embeds": (
+        dict(inputs_embeds=torch.zeros(0, 3, 32)),
+        "inputs_embeds has shape (0, 3, 32): the model needs at least one sequence",
+    ),
+    "position ids shape": (
+        dict(input_ids=ids(2, 5), position_ids=torch.arange(6).expand(2, 6)),
+        "position_ids has shape (2, 6), expected (batch, seq_len) = (2, 5), (1, 5) or (5,)",
+    ),
+    "position ids of another batch": (
+        dict(input_ids=ids(2, 5), position_ids=torch.arange(5).expand(3, 5)),
+        "position_ids has shape (3, 5), expected (batch, seq_len) = (2, 5)",
+    ),
 }
 
 
@@ -112,3 +137,15 @@ def test_validation_does_not_change_results(model):
     batch = {"input_ids": ids(2, 7), "attention_mask": torch.ones(2, 7, dtype=torch.long)}
     with torch.no_grad():
         torch.testing.assert_close(model(**batch).last_hidden_state, hf(**batch).last_hidden_state, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("shape", [(5,), (1, 5), (2, 5)])
+def test_position_ids_that_broadcast_over_the_batch_pass(model, shape):
+    # transformers' own position_ids buffer is (1, max_len): these shapes must keep working, with its results.
+    hf = make_hf_model(type_vocab_size=2)
+    input_ids = ids(2, 5)
+    position_ids = torch.arange(4, 9).expand(shape).contiguous()
+    with torch.no_grad():
+        ours = model(input_ids=input_ids, position_ids=position_ids).last_hidden_state
+        theirs = hf(input_ids=input_ids, position_ids=position_ids.expand(2, 5)).last_hidden_state
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=0)
