@@ -337,6 +337,18 @@ def test_sentence_transformers_backbone(real_model_path, corpus_texts, tmp_path)
     torch.testing.assert_close(encode(integrations.use_bertlite(reloaded)), expected, atol=0.0, rtol=0.0)
 
 
+def test_cross_encoder_on_bertlite(tokenizer, tmp_path):
+    # A cross-encoder is a sentence-transformers model around BertForSequenceClassification (num_labels=1).
+    path = save_hf(transformers.BertForSequenceClassification, tmp_path, std=0.3, num_labels=1)
+    tokenizer.save_pretrained(path)
+    pairs = [("who sat on the mat?", "the cat sat on the mat."), ("where is the dog?", "the red bird sang.")]
+    model = sentence_transformers.CrossEncoder(path, device="cpu")
+    expected = model.predict(pairs, convert_to_tensor=True)
+    integrations.use_bertlite(model)
+    assert type(model[0].auto_model) is bertlite.BertForSequenceClassification
+    torch.testing.assert_close(model.predict(pairs, convert_to_tensor=True), expected, atol=0.0, rtol=0.0)
+
+
 def test_use_bertlite_refuses_a_model_without_bert():
     with pytest.raises(ValueError, match=r"no module of this model holds a transformers BERT model.*0: Linear"):
         integrations.use_bertlite(torch.nn.Sequential(torch.nn.Linear(2, 2)))
