@@ -10,6 +10,7 @@ import json
 import os
 import warnings
 from dataclasses import InitVar, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from bertlite.hub import CheckpointNotFoundError, resolve_file
@@ -47,6 +48,10 @@ BERT_MODEL_TYPES = ("bert",)
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
 
 CONFIG_NAME = "config.json"
+# from_pretrained's keywords that say where config.json is, passed to bertlite.hub.resolve_file.
+HUB_KWARGS = ("revision", "cache_dir", "token", "local_files_only", "force_download", "subfolder")
+# transformers' internal telemetry keywords (pipeline and the Auto classes pass them): meaningless here.
+TELEMETRY_KWARGS = ("_from_auto", "_from_pipeline", "_commit_hash", "trust_remote_code")
 
 
 @dataclass
@@ -193,15 +198,89 @@ class BertConfig:
             raise ValueError(f"{path}: {e}") from e
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | os.PathLike, **hub_kwargs: Any) -> BertConfig:
-        """Read config.json from a local folder or a hub repo (see bertlite.hub.resolve_file)."""
-        path = resolve_file(name_or_path, CONFIG_NAME, **hub_kwargs)
+    def from_pretrained(
+        cls, name_or_path: str | os.PathLike, *, return_unused_kwargs: bool = False, **kwargs: Any
+    ) -> BertConfig | tuple[BertConfig, dict[str, Any]]:
+        """Read config.json from a local folder, a config file or a hub repo, as transformers does.
+
+        kwargs: the hub options of bertlite.hub.resolve_file (revision, cache_dir, token, local_files_only,
+        force_download, subfolder), and config fields that override the loaded values (num_labels=3,
+        output_hidden_states=True, hidden_dropout_prob=0.0, ...). Any other keyword is a TypeError naming
+        it, unless return_unused_kwargs=True: then (config, the keywords it did not use) is returned.
+        """
+        hub_kwargs = {key: kwargs.pop(key) for key in HUB_KWARGS if key in kwargs}
+        for key in TELEMETRY_KWARGS:
+            kwargs.pop(key, None)
+        if os.path.isfile(name_or_path):
+            path = Path(name_or_path)
+        else:
+            path = resolve_file(name_or_path, CONFIG_NAME, **hub_kwargs)
         if path is None:
             raise CheckpointNotFoundError(
                 f"{name_or_path}: no {CONFIG_NAME} found; check the folder or repo id, revision= and subfolder= "
                 "(a BERT checkpoint has config.json next to its weights)"
             )
-        return cls.from_json_file(path)
+        config = cls.from_json_file(path)
+        unused = config.update_from_kwargs(kwargs)
+        if return_unused_kwargs:
+            return config, unused
+        if unused:
+            raise TypeError(
+                f"BertConfig.from_pretrained() got unexpected keyword arguments {', '.join(map(repr, unused))} "
+                "(neither a config field nor a hub option)"
+            )
+        return config
+
+    def update_from_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Set the config fields named in kwargs (and keys config.json carried in `extra`), as transformers'
+        from_pretrained does; return the other keywords. The result is validated like a new config."""
+        names = {f.name for f in dataclasses.fields(self)} - {"extra"}
+        fields = {key: value for key, value in kwargs.items() if key in names}
+        extra = {key: value for key, value in kwargs.items() if key in self.extra}
+        num_labels = kwargs.get("num_labels")
+        if fields or extra:
+            values = {name: getattr(self, name) for name in names}
+            if "id2label" in fields and "label2id" not in fields:
+                values["label2id"] = None  # derived from the new id2label below, not kept from the old one
+            updated = type(self)(**{**values, **fields}, extra={**self.extra, **extra})
+            if updated.label2id is None and updated.id2label is not None:
+                updated.label2id = {name: i for i, name in updated.id2label.items()}
+            self.__dict__.update(updated.__dict__)
+        if num_labels is not None:
+            self.num_labels = num_labels  # a new LABEL_0..LABEL_{n-1} map unless id2label already has n labels
+        if "name_or_path" in kwargs:
+            self.name_or_path = kwargs["name_or_path"]
+        return {
+            key: value
+            for key, value in kwargs.items()
+            if key not in fields and key not in extra and key not in ("num_labels", "name_or_path")
+        }
+
+    # --- transformers' PreTrainedConfig members ---------------------------------------
+
+    is_encoder_decoder = False  # BERT is an encoder (or, with is_decoder, a decoder-only LM)
+
+    @property
+    def name_or_path(self) -> str:
+        """The folder or hub id the config was loaded from (set by the models' from_pretrained)."""
+        return self.__dict__.get("_name_or_path", "")
+
+    @name_or_path.setter
+    def name_or_path(self, value: str | os.PathLike) -> None:
+        self.__dict__["_name_or_path"] = os.fspath(value)
+
+    @property
+    def use_return_dict(self) -> bool:
+        """transformers' deprecated alias of return_dict."""
+        return self.return_dict
+
+    def to_json_string(self, use_diff: bool = True) -> str:
+        """config.json's text; use_diff=True leaves out the values equal to a default BertConfig's."""
+        data = self.to_dict()
+        if use_diff:
+            defaults = BertConfig().to_dict()
+            data = {k: v for k, v in data.items() if k == "model_type" or k not in defaults or defaults[k] != v}
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}

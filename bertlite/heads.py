@@ -25,6 +25,7 @@ from bertlite.modeling import (
     BertModel,
     BertPreTrainedModel,
     ModelOutput,
+    check_forward_kwargs,
 )
 
 IGNORE_INDEX = -100  # label value that adds nothing to a loss, as in transformers
@@ -151,7 +152,7 @@ class BertPreTrainingHeads(nn.Module):
 class _BertWithHead(BertPreTrainedModel):
     """What every head class shares: the base model call, init of the head, the output form."""
 
-    def _post_init(self) -> None:
+    def post_init(self) -> None:
         # BertModel initialised itself; the head modules are the other children. On the
         # meta device (from_pretrained) there is nothing to fill. Tying comes last, so
         # the decoder's init cannot overwrite the embeddings it then shares.
@@ -174,6 +175,9 @@ class _BertWithHead(BertPreTrainedModel):
     def get_input_embeddings(self) -> nn.Embedding:
         return self.bert.get_input_embeddings()
 
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.bert.set_input_embeddings(value)
+
     def _encode(
         self,
         input_ids: Tensor | None,
@@ -185,7 +189,8 @@ class _BertWithHead(BertPreTrainedModel):
         output_hidden_states: bool | None,
         kwargs: dict[str, Any],
     ) -> BaseModelOutputWithPooling:
-        # kwargs: transformers v4 keywords (head_mask=None, ...), which BertModel accepts or refuses by name.
+        # kwargs: what BertModel.forward ignores (tokenizer extras, num_items_in_batch, head_mask=None, ...).
+        check_forward_kwargs(type(self).__name__, {k: v for k, v in kwargs.items() if k != "use_cache"})
         return self.bert(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -212,10 +217,14 @@ class BertForPreTraining(_BertWithHead):
         super().__init__(config)
         self.bert = BertModel(config, attn_implementation=attn_implementation)
         self.cls = BertPreTrainingHeads(config)
-        self._post_init()
+        self.post_init()
 
     def get_output_embeddings(self) -> nn.Linear:
         return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
 
     def forward(
         self,
@@ -270,10 +279,14 @@ class BertLMHeadModel(_BertWithHead):
             )
         self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
         self.cls = BertOnlyMLMHead(config)
-        self._post_init()
+        self.post_init()
 
     def get_output_embeddings(self) -> nn.Linear:
         return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
 
     def forward(
         self,
@@ -305,10 +318,18 @@ class BertLMHeadModel(_BertWithHead):
         if labels is not None:
             # transformers' ForCausalLMLoss: float32 logits; labels shifted left by one and
             # padded with IGNORE_INDEX, so the last position predicts nothing.
+            # With Trainer's num_items_in_batch (the label count over all accumulated micro-batches), the
+            # sum is divided by it instead of taking the mean, so gradient accumulation weighs every token once.
             shift_labels = F.pad(labels, (0, 1), value=IGNORE_INDEX)[..., 1:].to(logits.device)
+            num_items = kwargs.get("num_items_in_batch")
             loss = F.cross_entropy(
-                logits.float().view(-1, self.config.vocab_size), shift_labels.reshape(-1), ignore_index=IGNORE_INDEX
+                logits.float().view(-1, self.config.vocab_size),
+                shift_labels.reshape(-1),
+                ignore_index=IGNORE_INDEX,
+                reduction="mean" if num_items is None else "sum",
             )
+            if num_items is not None:
+                loss = loss / (num_items.to(loss.device) if isinstance(num_items, Tensor) else num_items)
         return self._finish(CausalLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), return_dict)
 
 
@@ -324,10 +345,14 @@ class BertForMaskedLM(_BertWithHead):
             warnings.warn("BertForMaskedLM with is_decoder=True attends only to the left", stacklevel=2)
         self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
         self.cls = BertOnlyMLMHead(config)
-        self._post_init()
+        self.post_init()
 
     def get_output_embeddings(self) -> nn.Linear:
         return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
 
     def forward(
         self,
@@ -366,7 +391,7 @@ class BertForNextSentencePrediction(_BertWithHead):
         super().__init__(config)
         self.bert = BertModel(config, attn_implementation=attn_implementation)
         self.cls = BertOnlyNSPHead(config)
-        self._post_init()
+        self.post_init()
 
     def forward(
         self,
@@ -410,7 +435,7 @@ class BertForSequenceClassification(_BertWithHead):
         self.bert = BertModel(config, attn_implementation=attn_implementation)
         self.dropout = _classifier_dropout(config)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self._post_init()
+        self.post_init()
 
     def forward(
         self,
@@ -468,7 +493,7 @@ class BertForMultipleChoice(_BertWithHead):
         self.bert = BertModel(config, attn_implementation=attn_implementation)
         self.dropout = _classifier_dropout(config)
         self.classifier = nn.Linear(config.hidden_size, 1)  # one score per choice
-        self._post_init()
+        self.post_init()
 
     def forward(
         self,
@@ -523,7 +548,7 @@ class BertForTokenClassification(_BertWithHead):
         self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
         self.dropout = _classifier_dropout(config)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self._post_init()
+        self.post_init()
 
     def forward(
         self,
@@ -567,7 +592,7 @@ class BertForQuestionAnswering(_BertWithHead):
         self.num_labels = config.num_labels
         self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
         self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
-        self._post_init()
+        self.post_init()
 
     def forward(
         self,

@@ -7,6 +7,8 @@ are held once in memory. Keys are checked strictly and reported by name.
 
 from __future__ import annotations
 
+import copy
+import inspect
 import json
 import os
 import pickle
@@ -23,7 +25,7 @@ from safetensors import SafetensorError, safe_open
 from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 
-from bertlite.config import BertConfig
+from bertlite.config import TELEMETRY_KWARGS, BertConfig
 from bertlite.hub import NotCachedError, resolve_file
 
 SAFE_WEIGHTS_NAME = "model.safetensors"
@@ -443,10 +445,36 @@ def resolve_auto_dtype(config: BertConfig, files: list[Path]) -> torch.dtype:
     return torch.float32
 
 
+# from_pretrained keywords transformers accepts and that change nothing here: bertlite always builds on
+# the meta device and loads in one pass.
+NO_OP_LOAD_KWARGS = ("low_cpu_mem_usage", "_fast_init")
+
+
+def resolve_device(device: torch.device | str | int | None, device_map: Any) -> torch.device | str | int | None:
+    """The one device to load onto, from device= or transformers' device_map= (a device, "auto" or {"": device})."""
+    if device_map is None:
+        return device
+    if device is not None:
+        raise ValueError("pass device= or device_map=, not both")
+    if isinstance(device_map, dict):
+        if set(device_map) != {""}:
+            raise ValueError(
+                f"device_map={device_map!r} splits the model over devices, which bertlite does not do; "
+                "pass one device (device_map='cuda:0', or {'': 'cuda:0'})"
+            )
+        device_map = device_map[""]
+    if device_map == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if isinstance(device_map, str) and device_map in ("balanced", "balanced_low_0", "sequential"):
+        raise ValueError(f"device_map={device_map!r} splits the model over devices; pass one device instead")
+    return device_map
+
+
 def from_pretrained(
     cls: type[M],
     name_or_path: str | os.PathLike,
     *,
+    config: BertConfig | str | os.PathLike | None = None,
     revision: str | None = None,
     cache_dir: str | os.PathLike | None = None,
     token: str | bool | None = None,
@@ -454,16 +482,22 @@ def from_pretrained(
     force_download: bool = False,
     subfolder: str = "",
     dtype: torch.dtype | str | None = None,
+    torch_dtype: torch.dtype | str | None = None,
     device: torch.device | str | int | None = None,
+    device_map: Any = None,
     strict: bool = True,
     attn_implementation: str | None = None,
-    config: BertConfig | None = None,
-    **model_kwargs: Any,
-) -> M:
-    """Load `cls` from a folder or a hub id, as transformers' from_pretrained does.
+    output_loading_info: bool = False,
+    **kwargs: Any,
+) -> M | tuple[M, dict[str, list[str]]]:
+    """Load `cls` from a folder or a hub id, routing keywords as transformers' from_pretrained does.
 
-    dtype: torch.dtype or its name; None keeps float32; "auto" as in transformers. model_kwargs go to the
-    constructor (e.g. add_pooling_layer=False). The model is returned in eval mode.
+    kwargs: config fields override the loaded config (num_labels=3, output_hidden_states=True,
+    hidden_dropout_prob=0.0, ...; not allowed with a config object, which is used as given); the rest go to
+    the constructor (add_pooling_layer=False). A keyword that is neither is a TypeError naming it.
+    dtype (alias torch_dtype): torch.dtype or its name; None keeps float32; "auto" as in transformers.
+    device_map: a single device, as device=. The model is returned in eval mode; with output_loading_info,
+    as (model, {"missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"}).
     """
     hub_kwargs = dict(
         revision=revision,
@@ -473,17 +507,56 @@ def from_pretrained(
         force_download=force_download,
         subfolder=subfolder,
     )
-    torch_dtype = parse_dtype(dtype)
-    if config is None:
-        config = BertConfig.from_pretrained(name_or_path, **hub_kwargs)
+    for key in (*NO_OP_LOAD_KWARGS, *TELEMETRY_KWARGS):
+        kwargs.pop(key, None)
+    if dtype is not None and torch_dtype is not None and dtype != torch_dtype:
+        raise ValueError(f"dtype={dtype!r} and torch_dtype={torch_dtype!r} disagree (torch_dtype is dtype's old name)")
+    load_dtype = parse_dtype(dtype if dtype is not None else torch_dtype)
+    device = resolve_device(device, device_map)
+    if isinstance(config, BertConfig):
+        # transformers uses a given config as it is, and passes the keywords to the model's constructor.
+        config = copy.deepcopy(config)
+        fields = sorted(set(kwargs) & set(config.to_dict()) | ({"num_labels"} & set(kwargs)))
+        if fields:
+            raise TypeError(
+                f"{cls.__name__}.from_pretrained() got config fields {', '.join(map(repr, fields))} together with "
+                "config=; set them on the config instead"
+            )
+        model_kwargs = kwargs
+    else:
+        config, model_kwargs = BertConfig.from_pretrained(
+            name_or_path if config is None else config, return_unused_kwargs=True, **hub_kwargs, **kwargs
+        )
+    _check_model_kwargs(cls, model_kwargs)
+    config.name_or_path = name_or_path
     files = resolve_weight_files(name_or_path, **hub_kwargs)
-    if torch_dtype == "auto":
-        torch_dtype = resolve_auto_dtype(config, files)
+    if load_dtype == "auto":
+        load_dtype = resolve_auto_dtype(config, files)
     if attn_implementation is not None:
         model_kwargs["attn_implementation"] = attn_implementation
     with empty_init():
         model = cls(config, **model_kwargs)
-    load_checkpoint(
-        model, files, strict=strict, dtype=torch_dtype, device=device, what=f"{cls.__name__} from {name_or_path}"
+    report = load_checkpoint(
+        model, files, strict=strict, dtype=load_dtype, device=device, what=f"{cls.__name__} from {name_or_path}"
     )
-    return model.eval()
+    model.eval()
+    if output_loading_info:
+        return model, {
+            "missing_keys": report.missing + report.initialized,
+            "unexpected_keys": report.unexpected + report.ignored,
+            "mismatched_keys": report.mismatched,
+            "error_msgs": [],
+        }
+    return model
+
+
+def _check_model_kwargs(cls: type, model_kwargs: dict[str, Any]) -> None:
+    parameters = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    unknown = sorted(set(model_kwargs) - set(parameters) - {"self"})
+    if unknown:
+        raise TypeError(
+            f"{cls.__name__}.from_pretrained() got an unexpected keyword argument {unknown[0]!r} "
+            "(not a config field, a loading option or an argument of the model's constructor)"
+        )

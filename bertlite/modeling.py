@@ -7,11 +7,13 @@ so in float32 it is bitwise equal to transformers' eager attention.
 
 from __future__ import annotations
 
+import copy
 import math
 import os
-from collections.abc import Callable, Iterator
+from collections import OrderedDict
+from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -137,6 +139,8 @@ def sdpa_attention(
 ATTENTION_FUNCTIONS: dict[str, AttentionFn] = {"eager": eager_attention, "sdpa": sdpa_attention}
 RELATIVE_POSITION_EMBEDDINGS = ("relative_key", "relative_key_query")
 DEFAULT_ATTENTION = "sdpa"
+# transformers' dummy_inputs ids (utils.DUMMY_INPUTS).
+DUMMY_INPUTS = [[7, 6, 0, 0, 1], [1, 2, 3, 0, 0], [0, 0, 0, 4, 5]]
 
 
 def check_attn_implementation(name: str) -> str:
@@ -145,39 +149,94 @@ def check_attn_implementation(name: str) -> str:
     return name
 
 
+# --- forward keywords ----------------------------------------------------------
+# transformers' forward takes any keyword (into **kwargs) and ignores those it has no use for; bertlite
+# ignores only the ones that cannot change a result and names any other, so a typo is not silently dropped.
+# Keys of a tokenizer's output that are not model inputs (`model(**tokenizer(...))` passes them), and the
+# Trainer's token count, which only a causal-LM loss uses (BertLMHeadModel reads it).
+IGNORED_FORWARD_KWARGS = frozenset(
+    {
+        "special_tokens_mask",
+        "length",
+        "offset_mapping",
+        "overflow_to_sample_mapping",
+        "num_truncated_tokens",
+        "num_items_in_batch",
+    }
+)
+# Accepted as None (transformers v4 and v5 callers pass them so); any other value would change the result.
+NONE_ONLY_FORWARD_KWARGS = {
+    "head_mask": "head_mask was removed in transformers v5 and is not supported; zero a head's slice of "
+    "attention.self.value.weight and .bias for the same effect",
+    "cross_attn_head_mask": "head masks were removed in transformers v5 and are not supported",
+    "encoder_hidden_states": "encoder_hidden_states (cross-attention) is not supported by bertlite",
+    "encoder_attention_mask": "encoder_attention_mask (cross-attention) is not supported by bertlite",
+    "past_key_values": "past_key_values (a KV cache) is not supported by bertlite",
+    "cache": "cache (a KV cache) is not supported by bertlite",
+    "is_causal": "is_causal is not supported by bertlite; set config.is_decoder instead",
+}
+
+
+def check_forward_kwargs(owner: str, kwargs: dict[str, Any]) -> None:
+    """Raise for a keyword `owner`.forward() cannot honour; the rest are ignored, as transformers ignores them."""
+    for name, value in kwargs.items():
+        if name in IGNORED_FORWARD_KWARGS:
+            continue
+        if name in NONE_ONLY_FORWARD_KWARGS:
+            if value is not None:
+                raise NotImplementedError(f"{owner}.forward(): {NONE_ONLY_FORWARD_KWARGS[name]} (pass None)")
+            continue
+        raise TypeError(f"{owner}.forward() got an unexpected keyword argument {name!r}")
+
+
 # --- outputs -----------------------------------------------------------------
 
 
-class ModelOutput:
-    """Dataclass outputs that also index like transformers' ModelOutput: by name,
-    or by position over the fields that are not None."""
+class ModelOutput(OrderedDict):
+    """A dataclass that is also a dict, as transformers' ModelOutput: attribute, key and index access,
+    where keys and positions skip the fields that are None (so `out[1]` is the pooler output whether or
+    not hidden states were asked for). Subclasses are @dataclass with every field defaulting to None.
+    """
 
-    def keys(self) -> list[str]:
-        return [f.name for f in fields(self) if getattr(self, f.name) is not None]
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A pytree node, so torch.export, torch.compile and DDP(static_graph=True) see the tensors inside.
+        torch.utils._pytree.register_pytree_node(
+            cls,
+            lambda out: (list(out.values()), list(out.keys())),
+            lambda values, keys: cls(**dict(zip(keys, values, strict=True))),
+            serialized_type_name=f"{cls.__module__}.{cls.__qualname__}",
+        )
 
-    def to_tuple(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, k) for k in self.keys())
+    def __setattr__(self, name: str, value: Any) -> None:
+        # The dataclass __init__ sets each field through here: non-None fields become keys, in field order.
+        if name in self.__dataclass_fields__ and value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
 
     def __getitem__(self, key: str | int | slice) -> Any:
         if isinstance(key, str):
-            if key not in self.keys():
-                raise KeyError(key)
-            return getattr(self, key)
+            return super().__getitem__(key)
         return self.to_tuple()[key]
 
-    def __contains__(self, key: object) -> bool:
-        return key in self.keys()
+    def to_tuple(self) -> tuple[Any, ...]:
+        """The values that are not None, in field order: what return_dict=False returns."""
+        return tuple(self.values())
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.keys())
+    def _immutable(self, *args: Any, **kwargs: Any) -> None:
+        # Removing a key would leave the attribute behind (and the reverse): transformers forbids it too.
+        raise TypeError(f"{type(self).__name__} does not support removing or bulk-updating keys")
 
-    def __len__(self) -> int:
-        return len(self.keys())
+    __delitem__ = pop = popitem = setdefault = update = clear = _immutable
 
 
 @dataclass
 class BaseModelOutputWithPooling(ModelOutput):
-    last_hidden_state: Tensor
+    last_hidden_state: Tensor | None = None
     pooler_output: Tensor | None = None
     hidden_states: tuple[Tensor, ...] | None = None  # embedding output, then one per layer
     attentions: tuple[Tensor, ...] | None = None  # (B, nh, T, T) per layer
@@ -400,18 +459,196 @@ class BertPreTrainedModel(nn.Module):
             raise ValueError("add_cross_attention=True (BERT as a seq2seq decoder) is not supported by bertlite")
         self.config = config
 
+    # transformers' class attributes that libraries read (Trainer, pipeline, PEFT).
+    config_class = BertConfig
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+
     @classmethod
-    def from_pretrained(cls, name_or_path: str | os.PathLike, **kwargs: Any) -> BertPreTrainedModel:
-        """Load a checkpoint from a folder or hub id; see bertlite.loading.from_pretrained."""
+    def from_pretrained(
+        cls, name_or_path: str | os.PathLike, *, config: BertConfig | str | os.PathLike | None = None, **kwargs: Any
+    ) -> BertPreTrainedModel:
+        """Load a checkpoint from a folder or hub id, with transformers' keywords: config fields override the
+        loaded config (num_labels=3, output_hidden_states=True, ...), dtype/torch_dtype, device/device_map,
+        the hub options; see bertlite.loading.from_pretrained."""
         from bertlite.loading import from_pretrained
 
-        return from_pretrained(cls, name_or_path, **kwargs)
+        return from_pretrained(cls, name_or_path, config=config, **kwargs)
 
-    def save_pretrained(self, save_directory: str | os.PathLike, *, max_shard_size: int | str = "50GB") -> None:
-        """Write config.json and safetensors weights as transformers does; see bertlite.saving.save_pretrained."""
+    @classmethod
+    def from_config(cls, config: BertConfig, **kwargs: Any) -> BertPreTrainedModel:
+        """A freshly initialised model of `config` (a copy of it), as transformers' from_config; dtype= (or
+        torch_dtype=) casts it, other keywords go to the constructor."""
+        dtype = kwargs.pop("dtype", None) or kwargs.pop("torch_dtype", None)
+        model = cls(copy.deepcopy(config), **kwargs)
+        return model.to(dtype) if dtype is not None else model
+
+    _from_config = from_config  # the name transformers' own code calls
+
+    def save_pretrained(self, save_directory: str | os.PathLike, **kwargs: Any) -> None:
+        """Write config.json and the weights as transformers does; see bertlite.saving.save_pretrained."""
         from bertlite.saving import save_pretrained
 
-        save_pretrained(self, save_directory, max_shard_size=max_shard_size)
+        save_pretrained(self, save_directory, **kwargs)
+
+    # --- transformers' PreTrainedModel members ------------------------------------
+
+    @property
+    def device(self) -> torch.device:
+        """The device of the first parameter (all are on one device)."""
+        return next(self.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of the first floating-point parameter."""
+        return next(p.dtype for p in self.parameters() if p.is_floating_point())
+
+    @property
+    def name_or_path(self) -> str:
+        """The folder or hub id from_pretrained loaded (PEFT records it as base_model_name_or_path)."""
+        return self.config.name_or_path
+
+    @property
+    def base_model(self) -> nn.Module:
+        return getattr(self, self.base_model_prefix, self)
+
+    @classmethod
+    def can_generate(cls) -> bool:
+        # False for every class, BertLMHeadModel included (transformers says True there): bertlite has no generate().
+        return False
+
+    @property
+    def dummy_inputs(self) -> dict[str, Tensor]:
+        return {"input_ids": torch.tensor(DUMMY_INPUTS, device=self.device)}
+
+    def get_output_embeddings(self) -> nn.Module | None:
+        return None  # the language-model heads return their decoder
+
+    def num_parameters(self, only_trainable: bool = False, exclude_embeddings: bool = False) -> int:
+        """Parameters counted once each (a tied decoder is the embedding matrix), as transformers counts them."""
+        embeddings = {f"{name}.weight" for name, m in self.named_modules() if isinstance(m, nn.Embedding)}
+        return sum(
+            p.numel()
+            for name, p in self.named_parameters()
+            if (p.requires_grad or not only_trainable) and not (exclude_embeddings and name in embeddings)
+        )
+
+    def get_memory_footprint(self, return_buffers: bool = True) -> int:
+        """Bytes held by the parameters (and buffers)."""
+        tensors = [*self.parameters(), *(self.buffers() if return_buffers else ())]
+        return sum(t.nelement() * t.element_size() for t in tensors)
+
+    def enable_input_require_grads(self) -> None:
+        """Make the input embeddings' output require grad, so adapters (LoRA) on a frozen model, and
+        reentrant gradient checkpointing, still get gradients."""
+        self.disable_input_require_grads()
+        self._require_grads_hook = self.get_input_embeddings().register_forward_hook(
+            lambda module, inputs, output: output.requires_grad_(True)
+        )
+
+    def disable_input_require_grads(self) -> None:
+        hook = self.__dict__.pop("_require_grads_hook", None)
+        if hook is not None:
+            hook.remove()
+
+    def post_init(self) -> None:
+        """Initialise the weights (transformers' scheme) and tie the tied pairs; the constructors call it."""
+        self.init_weights()
+        self.tie_weights()
+
+    def get_extended_attention_mask(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError(
+            "get_extended_attention_mask was removed in transformers v5; pass attention_mask (batch, seq_len) "
+            "to forward, which builds the mask (bertlite's additive form: BertModel.get_attention_bias)"
+        )
+
+    def resize_token_embeddings(
+        self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
+    ) -> nn.Embedding:
+        """Grow or shrink the vocabulary, as transformers does: kept rows are unchanged; new rows are drawn
+        around the old rows' mean and covariance (mean_resizing) or initialised as new weights. An untied
+        decoder is resized the same way; a tied one follows the embedding and its bias is padded with zeros.
+        Updates config.vocab_size and returns the input embeddings (the same module, resized)."""
+        embeddings = self.get_input_embeddings()
+        if new_num_tokens is None and pad_to_multiple_of is None:
+            return embeddings
+        if pad_to_multiple_of is not None:
+            if (
+                isinstance(pad_to_multiple_of, bool)
+                or not isinstance(pad_to_multiple_of, int)
+                or pad_to_multiple_of < 1
+            ):
+                raise ValueError(f"pad_to_multiple_of must be a positive integer, got {pad_to_multiple_of!r}")
+            new_num_tokens = embeddings.num_embeddings if new_num_tokens is None else new_num_tokens
+            new_num_tokens = -(-new_num_tokens // pad_to_multiple_of) * pad_to_multiple_of
+        if isinstance(new_num_tokens, bool) or not isinstance(new_num_tokens, int) or new_num_tokens < 1:
+            raise ValueError(f"new_num_tokens must be a positive integer, got {new_num_tokens!r}")
+        decoder = self.get_output_embeddings()
+        tied = decoder is not None and decoder.weight is embeddings.weight
+        self._resize_rows(embeddings, new_num_tokens, mean_resizing)
+        if decoder is not None and tied:
+            decoder.out_features = new_num_tokens
+            if decoder.bias is not None:
+                padding = new_num_tokens - decoder.bias.shape[0]
+                decoder.bias.data = F.pad(decoder.bias.data, (0, padding))
+        elif decoder is not None:
+            self.set_output_embeddings(self._resized_decoder(decoder, new_num_tokens, mean_resizing))
+        self.config.vocab_size = new_num_tokens
+        self.tie_weights()
+        return self.get_input_embeddings()
+
+    def _resize_rows(self, old: nn.Embedding, num_tokens: int, mean_resizing: bool) -> None:
+        """Resize an embedding in place (same module and Parameter, so references and ties hold)."""
+        old_num_tokens = old.weight.shape[0]
+        if old_num_tokens == num_tokens:
+            return
+        new = nn.Embedding(num_tokens, old.embedding_dim, device=old.weight.device, dtype=old.weight.dtype)
+        self._init_new_rows(old.weight, new.weight, mean_resizing, new)
+        kept = min(old_num_tokens, num_tokens)
+        new.weight.data[:kept] = old.weight.data[:kept]
+        old.weight.data = new.weight.data
+        old.num_embeddings = num_tokens
+        if old.padding_idx is not None and old.padding_idx >= num_tokens:
+            old.padding_idx = None
+
+    def _resized_decoder(self, old: nn.Linear, num_tokens: int, mean_resizing: bool) -> nn.Linear:
+        old_num_tokens = old.weight.shape[0]
+        if old_num_tokens == num_tokens:
+            return old
+        has_bias = old.bias is not None
+        new = nn.Linear(old.in_features, num_tokens, bias=has_bias, device=old.weight.device, dtype=old.weight.dtype)
+        self._init_new_rows(old.weight, new.weight, mean_resizing, new)
+        if has_bias and mean_resizing and num_tokens > old_num_tokens:
+            # Around the old biases' mean, with a negligible spread.
+            mean = torch.mean(old.bias.data, dim=0, dtype=torch.float32)
+            std = torch.std(old.bias.data, dim=0).to(torch.float32)
+            new.bias.data[old_num_tokens:].normal_(mean=mean, std=1e-9 * std)
+        kept = min(old_num_tokens, num_tokens)
+        new.weight.data[:kept] = old.weight.data[:kept]
+        if has_bias:
+            new.bias.data[:kept] = old.bias.data[:kept]
+        new.requires_grad_(old.weight.requires_grad)
+        return new
+
+    @torch.no_grad()
+    def _init_new_rows(self, old: Tensor, new: Tensor, mean_resizing: bool, module: nn.Module) -> None:
+        added = new.shape[0] - old.shape[0]
+        if added <= 0:
+            return
+        if not mean_resizing:
+            self._init_weights(module)
+            return
+        # Hewitt (2021): new rows from a normal around the old rows' mean, with a tiny multiple of their
+        # covariance, so the new tokens start with the average token's logits.
+        rows = old.to(torch.float32)
+        mean = rows.mean(dim=0)
+        centered = rows - mean
+        covariance = 1e-9 * (centered.T @ centered / old.shape[0])
+        if torch.distributions.constraints.positive_definite.check(covariance).all():
+            sample = torch.distributions.MultivariateNormal(mean, covariance_matrix=covariance).sample((added,))
+        else:
+            sample = mean[None, :].repeat(added, 1)
+        new[-added:] = sample.to(old.dtype)
 
     # target -> source: parameters that are one tensor when config.tie_word_embeddings
     # (transformers' _tied_weights_keys); the language-model heads set it.
@@ -539,23 +776,13 @@ class BertModel(BertPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-        *,
-        head_mask: None = None,
-        encoder_hidden_states: None = None,
-        encoder_attention_mask: None = None,
-        past_key_values: None = None,
         use_cache: bool | None = None,
+        **kwargs: Any,
     ) -> BaseModelOutputWithPooling | tuple[Tensor, ...]:
-        # transformers v4 callers pass these (usually as None); accept them rather
-        # than break the drop-in, but refuse any value that would change the result.
-        for name, value in (
-            ("head_mask", head_mask),
-            ("encoder_hidden_states", encoder_hidden_states),
-            ("encoder_attention_mask", encoder_attention_mask),
-            ("past_key_values", past_key_values),
-        ):
-            if value is not None:
-                raise NotImplementedError(f"{name} is not supported by bertlite (pass None)")
+        """kwargs: what transformers' forward also takes and bertlite ignores (tokenizer extras such as
+        special_tokens_mask, Trainer's num_items_in_batch; head_mask=None and other v4 keywords as None);
+        anything else is a TypeError naming it."""
+        check_forward_kwargs(type(self).__name__, kwargs)
         if use_cache and self.config.is_decoder:
             raise NotImplementedError("use_cache=True (a KV cache for generation) is not supported by bertlite")
         check_inputs(self.config, input_ids, inputs_embeds, attention_mask, token_type_ids, position_ids)

@@ -99,7 +99,7 @@ def shard(state: dict[str, Tensor], max_bytes: int) -> list[dict[str, Tensor]]:
 
 
 def save_pretrained(
-    model: BertPreTrainedModel, save_directory: str | os.PathLike, *, max_shard_size: int | str = "50GB"
+    model: BertPreTrainedModel, save_directory: str | os.PathLike, *, max_shard_size: int | str = "5GB"
 ) -> None:
     """Write config.json and model.safetensors (or model-0000i-of-0000n.safetensors and
     model.safetensors.index.json when the weights exceed max_shard_size) into save_directory.
