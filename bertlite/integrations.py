@@ -72,6 +72,7 @@ def to_bertlite(model: Any, attn_implementation: str = DEFAULT_ATTENTION) -> Ber
     from bertlite.loading import empty_init
 
     config = bertlite.BertConfig.from_dict(model.config.to_dict())
+    config.name_or_path = getattr(model, "name_or_path", "")  # what PEFT records as the base model
     with empty_init():
         if cls is BertModel:
             twin = cls(config, add_pooling_layer=model.pooler is not None, attn_implementation=attn_implementation)
@@ -79,7 +80,6 @@ def to_bertlite(model: Any, attn_implementation: str = DEFAULT_ATTENTION) -> Ber
             twin = cls(config, attn_implementation=attn_implementation)
     twin.load_state_dict(model.state_dict(), strict=True, assign=True)
     twin.tie_weights()
-    twin.name_or_path = getattr(model, "name_or_path", "")
     return twin.train(model.training)
 
 
