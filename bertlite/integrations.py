@@ -9,7 +9,7 @@ Two flows need something more:
   This subclass saves a bertlite model with its own save_pretrained instead, as
   transformers.Trainer does for its own models; everything else is transformers'.
 - `use_bertlite`: a sentence-transformers model whose transformer module runs on
-  bertlite (encode, fit, save and reload as before).
+  bertlite (encode, predict, save and reload as before).
 
 Importing this module imports transformers; `import bertlite` does not.
 """
@@ -87,7 +87,7 @@ def use_bertlite(model: Any, attn_implementation: str = DEFAULT_ATTENTION) -> An
     """Run a sentence-transformers model (SentenceTransformer, CrossEncoder) on bertlite.
 
     Each Transformer module that holds a transformers BERT model gets its bertlite twin
-    (same weights, same class name), in place; the model is returned. encode, fit and
+    (same weights, same class name), in place; the model is returned. encode, predict and
     save work as before, and a saved folder loads in plain sentence-transformers too:
 
         model = use_bertlite(SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2"))

@@ -30,6 +30,15 @@ SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "?"]
 VOCAB = SPECIAL + WORDS + [f"x{i}" for i in range(TINY["vocab_size"] - len(SPECIAL) - len(WORDS))]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny models run faster on one thread, and far faster when other jobs share the cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def tokenizer():
     """A transformers fast BERT tokenizer over TINY's 99-token vocabulary."""
@@ -284,7 +293,8 @@ def test_extractive_question_answering(tokenizer, tmp_path):
 
 
 def test_peft_lora(tokenizer, classifier_path, tmp_path):
-    # LoRA on query/value, trained by transformers.Trainer (which saves a PeftModel's adapter itself).
+    # LoRA on query/value, trained by transformers.Trainer (which saves a PeftModel's adapter itself)
+    # with gradient checkpointing (PEFT then makes the embedding output require grad).
     path = classifier_path
     train = classification_data(tokenizer, 12, seed=7)
     batch = tokenizer(sentences(4, seed=8), padding=True, return_tensors="pt")
@@ -294,7 +304,7 @@ def test_peft_lora(tokenizer, classifier_path, tmp_path):
         lora = peft.LoraConfig(task_type="SEQ_CLS", target_modules=["query", "value"], r=4, lora_alpha=8)
         model = peft.get_peft_model(base, lora)
         assert model.peft_config["default"].base_model_name_or_path == path
-        args = training_args(tmp_path / side, max_steps=3)
+        args = training_args(tmp_path / side, max_steps=3, gradient_checkpointing=True)
         trainer = transformers.Trainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)
         trainer.train()
         trainer.save_model(str(tmp_path / f"adapter-{side}"))
