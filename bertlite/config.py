@@ -269,6 +269,10 @@ class BertConfig:
     def name_or_path(self, value: str | os.PathLike) -> None:
         self.__dict__["_name_or_path"] = os.fspath(value)
 
+    def get_text_config(self, decoder: bool | None = None, encoder: bool | None = None) -> BertConfig:
+        """The config of the text model: this one (transformers' multimodal configs hold several)."""
+        return self
+
     @property
     def use_return_dict(self) -> bool:
         """transformers' deprecated alias of return_dict."""

@@ -297,12 +297,16 @@ class BertLMHeadModel(_BertWithHead):
         inputs_embeds: Tensor | None = None,
         *,
         labels: Tensor | None = None,
+        shift_labels: Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         **kwargs: Any,
     ) -> CausalLMOutput | tuple[Tensor, ...]:
-        """labels: (B, T), usually the input ids; position t's logits are scored against labels[t + 1]."""
+        """labels: (B, T), usually the input ids; position t's logits are scored against labels[t + 1].
+        shift_labels: (B, T) targets already shifted (position t scored against shift_labels[t]), as in
+        transformers; the loss still needs labels. num_items_in_batch (Trainer's, in kwargs): the loss is
+        the sum over tokens divided by it instead of the mean, as transformers' causal-LM loss."""
         outputs = self._encode(
             input_ids,
             attention_mask,
@@ -320,7 +324,9 @@ class BertLMHeadModel(_BertWithHead):
             # padded with IGNORE_INDEX, so the last position predicts nothing.
             # With Trainer's num_items_in_batch (the label count over all accumulated micro-batches), the
             # sum is divided by it instead of taking the mean, so gradient accumulation weighs every token once.
-            shift_labels = F.pad(labels, (0, 1), value=IGNORE_INDEX)[..., 1:].to(logits.device)
+            if shift_labels is None:
+                shift_labels = F.pad(labels, (0, 1), value=IGNORE_INDEX)[..., 1:]
+            shift_labels = shift_labels.to(logits.device)
             num_items = kwargs.get("num_items_in_batch")
             loss = F.cross_entropy(
                 logits.float().view(-1, self.config.vocab_size),

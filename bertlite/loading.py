@@ -220,6 +220,7 @@ class LoadReport:
     conflicts: list[str] = field(default_factory=list)  # two checkpoint keys for one weight
     # Not errors: a head class from a checkpoint without that head, as transformers allows.
     initialized: list[str] = field(default_factory=list)  # head weights the checkpoint has none of: fresh init
+    resized: list[str] = field(default_factory=list)  # wrong shape, fresh init (ignore_mismatched_sizes=True)
     ignored: list[str] = field(default_factory=list)  # another head's tensors (e.g. cls.* for a classifier)
 
     def message(self, what: str) -> str:
@@ -251,6 +252,7 @@ def load_checkpoint(
     dtype: torch.dtype | None = None,
     device: torch.device | str | int | None = None,
     what: str = "checkpoint",
+    ignore_mismatched_sizes: bool = False,
 ) -> LoadReport:
     """Assign the tensors of `files` to `model` (built on meta or not); check keys strictly."""
     device = torch.device("cpu") if device is None else torch.device(device)
@@ -284,6 +286,9 @@ def load_checkpoint(
                     report.ignored.append(key)  # e.g. the pre-training heads, for a classifier
                     continue
                 report.unexpected.append(f"{key} (in {path.name})")
+            elif tuple(tensor.shape) != expected[key] and ignore_mismatched_sizes:
+                # transformers' option for a new head on a fine-tuned checkpoint (num_labels=5 over 2 labels).
+                report.resized.append(f"{key}: checkpoint {tuple(tensor.shape)}, model {expected[key]}")
             elif tuple(tensor.shape) != expected[key]:
                 report.mismatched.append(
                     f"{key}: checkpoint {tuple(tensor.shape)} in {path.name}, model {expected[key]}"
@@ -295,7 +300,8 @@ def load_checkpoint(
     tied = _resolve_tied(model, loaded)
     missing = set(expected) - set(loaded) - set(tied)
     report.initialized = sorted(_new_head_weights(missing, present=source, base_model_prefix=base_model_prefix))
-    report.missing = sorted(missing - set(report.initialized))
+    resized = {item.split(":", 1)[0] for item in report.resized}
+    report.missing = sorted(missing - set(report.initialized) - resized)
     what = f"{what} (files: {', '.join(p.name for p in files)})"
     if report.unsupported or report.conflicts or report.mismatched:
         raise CheckpointError(report.message(what), report)
@@ -304,6 +310,12 @@ def load_checkpoint(
             raise CheckpointError(report.message(what) + "\n  (pass strict=False to load anyway)", report)
         warnings.warn(
             report.message(what) + "\n  (strict=False: missing weights are freshly initialised)", stacklevel=4
+        )
+    if report.resized:
+        warnings.warn(
+            f"{what}: shapes differ from the checkpoint's (ignore_mismatched_sizes=True), so these are newly "
+            f"initialised (train the model before use): {', '.join(report.resized)}",
+            stacklevel=4,
         )
     if report.initialized:
         warnings.warn(
@@ -445,6 +457,111 @@ def resolve_auto_dtype(config: BertConfig, files: list[Path]) -> torch.dtype:
     return torch.float32
 
 
+def from_pretrained(
+    cls: type[M],
+    name_or_path: str | os.PathLike,
+    *,
+    config: BertConfig | str | os.PathLike | None = None,
+    revision: str | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    token: str | bool | None = None,
+    local_files_only: bool = False,
+    force_download: bool = False,
+    subfolder: str = "",
+    dtype: torch.dtype | str | None = None,
+    torch_dtype: torch.dtype | str | None = None,
+    device: torch.device | str | int | None = None,
+    device_map: Any = None,
+    strict: bool = True,
+    attn_implementation: str | None = None,
+    ignore_mismatched_sizes: bool = False,
+    output_loading_info: bool = False,
+    **kwargs: Any,
+) -> M | tuple[M, dict[str, list[str]]]:
+    """Load `cls` from a folder or a hub id, routing keywords as transformers' from_pretrained does.
+
+    kwargs: config fields override the loaded config (num_labels=3, output_hidden_states=True,
+    hidden_dropout_prob=0.0, ...; not allowed with a config object, which is used as given); the rest go to
+    the constructor (add_pooling_layer=False). A keyword that is neither is a TypeError naming it.
+    dtype (alias torch_dtype): torch.dtype or its name; None keeps float32; "auto" as in transformers.
+    ignore_mismatched_sizes: weights whose shape differs from the checkpoint's (a new num_labels) are newly
+    initialised, with a warning, instead of failing the load.
+    device_map: a single device, as device=. The model is returned in eval mode; with output_loading_info,
+    as (model, {"missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"}).
+    """
+    hub_kwargs = dict(
+        revision=revision,
+        cache_dir=cache_dir,
+        token=token,
+        local_files_only=local_files_only,
+        force_download=force_download,
+        subfolder=subfolder,
+    )
+    for key in (*NO_OP_LOAD_KWARGS, *TELEMETRY_KWARGS):
+        kwargs.pop(key, None)
+    if dtype is not None and torch_dtype is not None and dtype != torch_dtype:
+        raise ValueError(f"dtype={dtype!r} and torch_dtype={torch_dtype!r} disagree (torch_dtype is dtype's old name)")
+    load_dtype = parse_dtype(dtype if dtype is not None else torch_dtype)
+    device = resolve_device(device, device_map)
+    if config is not None and not isinstance(config, (BertConfig, str, os.PathLike)):
+        if not callable(getattr(config, "to_dict", None)):
+            raise TypeError(f"config must be a bertlite.BertConfig or a path, got {type(config).__name__}")
+        config = BertConfig.from_dict(config.to_dict())  # e.g. a transformers.BertConfig
+    if isinstance(config, BertConfig):
+        # transformers uses a given config as it is, and passes the keywords to the model's constructor.
+        config = copy.deepcopy(config)
+        fields = sorted(set(kwargs) & set(config.to_dict()) | ({"num_labels"} & set(kwargs)))
+        if fields:
+            raise TypeError(
+                f"{cls.__name__}.from_pretrained() got config fields {', '.join(map(repr, fields))} together with "
+                "config=; set them on the config instead"
+            )
+        model_kwargs = kwargs
+    else:
+        config, model_kwargs = BertConfig.from_pretrained(
+            name_or_path if config is None else config, return_unused_kwargs=True, **hub_kwargs, **kwargs
+        )
+    _check_model_kwargs(cls, model_kwargs)
+    config.name_or_path = name_or_path  # before the model is built, whose name_or_path it becomes
+    files = resolve_weight_files(name_or_path, **hub_kwargs)
+    if load_dtype == "auto":
+        load_dtype = resolve_auto_dtype(config, files)
+    if attn_implementation is not None:
+        model_kwargs["attn_implementation"] = attn_implementation
+    with empty_init():
+        model = cls(config, **model_kwargs)
+    report = load_checkpoint(
+        model,
+        files,
+        strict=strict,
+        dtype=load_dtype,
+        device=device,
+        what=f"{cls.__name__} from {name_or_path}",
+        ignore_mismatched_sizes=ignore_mismatched_sizes,
+    )
+    model.eval()
+    if output_loading_info:
+        return model, {
+            "missing_keys": report.missing + report.initialized,
+            "unexpected_keys": report.unexpected + report.ignored,
+            "mismatched_keys": [item.split(":", 1)[0] for item in report.resized],
+            "error_msgs": [],
+        }
+    return model
+
+
+def _check_model_kwargs(cls: type, model_kwargs: dict[str, Any]) -> None:
+    parameters = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    unknown = sorted(set(model_kwargs) - set(parameters) - {"self"})
+    if unknown:
+        raise TypeError(
+            f"{cls.__name__}.from_pretrained() got an unexpected keyword argument {unknown[0]!r} "
+            "(not a config field, a loading option or an argument of the model's constructor)"
+        )
+
+
 # from_pretrained keywords transformers accepts and that change nothing here: bertlite always builds on
 # the meta device and loads in one pass.
 NO_OP_LOAD_KWARGS = ("low_cpu_mem_usage", "_fast_init")
@@ -468,95 +585,3 @@ def resolve_device(device: torch.device | str | int | None, device_map: Any) -> 
     if isinstance(device_map, str) and device_map in ("balanced", "balanced_low_0", "sequential"):
         raise ValueError(f"device_map={device_map!r} splits the model over devices; pass one device instead")
     return device_map
-
-
-def from_pretrained(
-    cls: type[M],
-    name_or_path: str | os.PathLike,
-    *,
-    config: BertConfig | str | os.PathLike | None = None,
-    revision: str | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    token: str | bool | None = None,
-    local_files_only: bool = False,
-    force_download: bool = False,
-    subfolder: str = "",
-    dtype: torch.dtype | str | None = None,
-    torch_dtype: torch.dtype | str | None = None,
-    device: torch.device | str | int | None = None,
-    device_map: Any = None,
-    strict: bool = True,
-    attn_implementation: str | None = None,
-    output_loading_info: bool = False,
-    **kwargs: Any,
-) -> M | tuple[M, dict[str, list[str]]]:
-    """Load `cls` from a folder or a hub id, routing keywords as transformers' from_pretrained does.
-
-    kwargs: config fields override the loaded config (num_labels=3, output_hidden_states=True,
-    hidden_dropout_prob=0.0, ...; not allowed with a config object, which is used as given); the rest go to
-    the constructor (add_pooling_layer=False). A keyword that is neither is a TypeError naming it.
-    dtype (alias torch_dtype): torch.dtype or its name; None keeps float32; "auto" as in transformers.
-    device_map: a single device, as device=. The model is returned in eval mode; with output_loading_info,
-    as (model, {"missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"}).
-    """
-    hub_kwargs = dict(
-        revision=revision,
-        cache_dir=cache_dir,
-        token=token,
-        local_files_only=local_files_only,
-        force_download=force_download,
-        subfolder=subfolder,
-    )
-    for key in (*NO_OP_LOAD_KWARGS, *TELEMETRY_KWARGS):
-        kwargs.pop(key, None)
-    if dtype is not None and torch_dtype is not None and dtype != torch_dtype:
-        raise ValueError(f"dtype={dtype!r} and torch_dtype={torch_dtype!r} disagree (torch_dtype is dtype's old name)")
-    load_dtype = parse_dtype(dtype if dtype is not None else torch_dtype)
-    device = resolve_device(device, device_map)
-    if isinstance(config, BertConfig):
-        # transformers uses a given config as it is, and passes the keywords to the model's constructor.
-        config = copy.deepcopy(config)
-        fields = sorted(set(kwargs) & set(config.to_dict()) | ({"num_labels"} & set(kwargs)))
-        if fields:
-            raise TypeError(
-                f"{cls.__name__}.from_pretrained() got config fields {', '.join(map(repr, fields))} together with "
-                "config=; set them on the config instead"
-            )
-        model_kwargs = kwargs
-    else:
-        config, model_kwargs = BertConfig.from_pretrained(
-            name_or_path if config is None else config, return_unused_kwargs=True, **hub_kwargs, **kwargs
-        )
-    _check_model_kwargs(cls, model_kwargs)
-    config.name_or_path = name_or_path
-    files = resolve_weight_files(name_or_path, **hub_kwargs)
-    if load_dtype == "auto":
-        load_dtype = resolve_auto_dtype(config, files)
-    if attn_implementation is not None:
-        model_kwargs["attn_implementation"] = attn_implementation
-    with empty_init():
-        model = cls(config, **model_kwargs)
-    report = load_checkpoint(
-        model, files, strict=strict, dtype=load_dtype, device=device, what=f"{cls.__name__} from {name_or_path}"
-    )
-    model.eval()
-    if output_loading_info:
-        return model, {
-            "missing_keys": report.missing + report.initialized,
-            "unexpected_keys": report.unexpected + report.ignored,
-            "mismatched_keys": report.mismatched,
-            "error_msgs": [],
-        }
-    return model
-
-
-def _check_model_kwargs(cls: type, model_kwargs: dict[str, Any]) -> None:
-    parameters = inspect.signature(cls.__init__).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        return
-    unknown = sorted(set(model_kwargs) - set(parameters) - {"self"})
-    if unknown:
-        raise TypeError(
-            f"{cls.__name__}.from_pretrained() got an unexpected keyword argument {unknown[0]!r} "
-            "(not a config field, a loading option or an argument of the model's constructor)"
-        )

@@ -204,9 +204,16 @@ class ModelOutput(OrderedDict):
         torch.utils._pytree.register_pytree_node(
             cls,
             lambda out: (list(out.values()), list(out.keys())),
-            lambda values, keys: cls(**dict(zip(keys, values, strict=True))),
+            lambda values, keys: cls._from_items(keys, values),
             serialized_type_name=f"{cls.__module__}.{cls.__qualname__}",
         )
+
+    @classmethod
+    def _from_items(cls, keys: list[str], values: list[Any]) -> ModelOutput:
+        out = cls()
+        for key, value in zip(keys, values, strict=True):  # in their order, added ones (out["x"] = ...) included
+            out[key] = value
+        return out
 
     def __setattr__(self, name: str, value: Any) -> None:
         # The dataclass __init__ sets each field through here: non-None fields become keys, in field order.
@@ -458,11 +465,16 @@ class BertPreTrainedModel(nn.Module):
         if config.add_cross_attention:
             raise ValueError("add_cross_attention=True (BERT as a seq2seq decoder) is not supported by bertlite")
         self.config = config
+        # The folder or hub id from_pretrained loaded, "" for a new model: an instance attribute, as in
+        # transformers, because PEFT reads model.__dict__["name_or_path"] for base_model_name_or_path.
+        self.name_or_path = config.name_or_path
 
     # transformers' class attributes that libraries read (Trainer, pipeline, PEFT).
     config_class = BertConfig
     main_input_name = "input_ids"
+    input_modalities = "text"
     supports_gradient_checkpointing = True
+    _keys_to_ignore_on_save: list[str] | None = None
 
     @classmethod
     def from_pretrained(
@@ -485,11 +497,40 @@ class BertPreTrainedModel(nn.Module):
 
     _from_config = from_config  # the name transformers' own code calls
 
-    def save_pretrained(self, save_directory: str | os.PathLike, **kwargs: Any) -> None:
-        """Write config.json and the weights as transformers does; see bertlite.saving.save_pretrained."""
+    def save_pretrained(
+        self,
+        save_directory: str | os.PathLike,
+        *,
+        is_main_process: bool = True,
+        state_dict: dict[str, Tensor] | None = None,
+        safe_serialization: bool = True,
+        max_shard_size: int | str = "50GB",
+        push_to_hub: bool = False,
+        token: str | bool | None = None,
+        **hub_kwargs: Any,
+    ) -> None:
+        """Write config.json and the weights as transformers does (safe_serialization=False: pytorch_model.bin),
+        and with push_to_hub upload them (hub_kwargs: repo_id, commit_message, private, revision, create_pr);
+        see bertlite.saving.save_pretrained."""
         from bertlite.saving import save_pretrained
 
-        save_pretrained(self, save_directory, **kwargs)
+        save_pretrained(
+            self,
+            save_directory,
+            is_main_process=is_main_process,
+            state_dict=state_dict,
+            safe_serialization=safe_serialization,
+            max_shard_size=max_shard_size,
+            push_to_hub=push_to_hub,
+            token=token,
+            **hub_kwargs,
+        )
+
+    def push_to_hub(self, repo_id: str, **kwargs: Any) -> str:
+        """Upload the model to a hub repo (created if needed); see bertlite.saving.push_to_hub."""
+        from bertlite.saving import push_to_hub
+
+        return push_to_hub(self, repo_id, **kwargs)
 
     # --- transformers' PreTrainedModel members ------------------------------------
 
@@ -502,11 +543,6 @@ class BertPreTrainedModel(nn.Module):
     def dtype(self) -> torch.dtype:
         """The dtype of the first floating-point parameter."""
         return next(p.dtype for p in self.parameters() if p.is_floating_point())
-
-    @property
-    def name_or_path(self) -> str:
-        """The folder or hub id from_pretrained loaded (PEFT records it as base_model_name_or_path)."""
-        return self.config.name_or_path
 
     @property
     def base_model(self) -> nn.Module:

@@ -1,4 +1,4 @@
-"""Write a model as transformers' save_pretrained does: config.json and safetensors weights.
+"""Write a model as transformers' save_pretrained does: config.json and safetensors (or .bin) weights.
 
 The keys are the model's own state_dict keys, which are transformers' (`bert.`
 prefix for head classes, none for BertModel), so transformers loads the folder
@@ -15,15 +15,18 @@ import os
 import re
 import tempfile
 from pathlib import Path
+from typing import Any
 
+import torch
 from safetensors.torch import save_file
 from torch import Tensor
 
 from bertlite.config import CONFIG_NAME
-from bertlite.loading import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME
+from bertlite.loading import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
 from bertlite.modeling import BertPreTrainedModel
 
-SHARD_NAME = re.compile(r"model-\d{5}-of-\d{5}\.safetensors")
+SHARD_NAME = re.compile(r"(model-\d{5}-of-\d{5}\.safetensors|pytorch_model-\d{5}-of-\d{5}\.bin)")
+WEIGHT_FILES = (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_NAME, WEIGHTS_INDEX_NAME)
 # transformers' convert_file_size_to_int units (plus T); as there, "Kb", "Mb", "Gb" with a
 # lowercase b are bits.
 SIZE_UNITS = {"KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
@@ -49,19 +52,24 @@ def parse_size(size: int | str) -> int:
     return value
 
 
-def tensors_to_save(model: BertPreTrainedModel) -> dict[str, Tensor]:
-    """The state_dict as it goes into the files: tied targets dropped, every tensor owning its storage.
+def tensors_to_save(model: BertPreTrainedModel, state_dict: dict[str, Tensor] | None = None) -> dict[str, Tensor]:
+    """The state_dict (the model's, or the one given) as it goes into the files: tied targets dropped,
+    every tensor owning its storage.
 
     safetensors refuses tensors that share memory. A tied target is the source's tensor
     and is left out, as transformers does (loading ties it again). Any other sharing,
     such as the fast path's fused QKV buffer under query/key/value, is cut by a copy.
     """
-    state = {key: value.detach() for key, value in model.state_dict().items()}
+    source = model.state_dict() if state_dict is None else state_dict
+    for key, value in source.items():
+        if not isinstance(value, Tensor):
+            raise TypeError(f"state_dict[{key!r}] is a {type(value).__name__}, not a tensor")
+    state = {key: value.detach() for key, value in source.items()}
     meta = sorted(key for key, value in state.items() if value.is_meta)
     if meta:
         raise ValueError(f"cannot save weights that have no data (meta device): {', '.join(meta)}")
-    for target, source in model.tied_weights_keys().items():
-        if target in state and source in state and _same_tensor(state[target], state[source]):
+    for target, source_key in model.tied_weights_keys().items():
+        if target in state and source_key in state and _same_tensor(state[target], state[source_key]):
             del state[target]
     seen_storage: set[tuple[str, int]] = set()
     for key, value in state.items():
@@ -99,26 +107,53 @@ def shard(state: dict[str, Tensor], max_bytes: int) -> list[dict[str, Tensor]]:
 
 
 def save_pretrained(
-    model: BertPreTrainedModel, save_directory: str | os.PathLike, *, max_shard_size: int | str = "5GB"
+    model: BertPreTrainedModel,
+    save_directory: str | os.PathLike,
+    *,
+    is_main_process: bool = True,
+    state_dict: dict[str, Tensor] | None = None,
+    safe_serialization: bool = True,
+    max_shard_size: int | str = "50GB",
+    push_to_hub: bool = False,
+    token: str | bool | None = None,
+    **hub_kwargs: Any,
 ) -> None:
-    """Write config.json and model.safetensors (or model-0000i-of-0000n.safetensors and
-    model.safetensors.index.json when the weights exceed max_shard_size) into save_directory.
+    """Write config.json and the weights into save_directory, as transformers' save_pretrained does.
 
-    Weight files from an earlier save into the same folder are removed, so the folder
+    Weights: model.safetensors, or pytorch_model.bin (torch.save) with safe_serialization=False; beyond
+    max_shard_size (transformers v5's default, 50GB), numbered shards and an index. state_dict: save these
+    tensors instead of the model's (tied targets that share the source's storage are left out).
+    is_main_process=False writes nothing (the other ranks of a distributed run). push_to_hub=True then
+    uploads the folder with huggingface_hub: hub_kwargs repo_id (default: the folder's name),
+    commit_message, private, revision, create_pr; token for both.
+
+    Weight files from an earlier save into the same folder, of either format, are removed, so the folder
     never holds two checkpoints that a loader could mix up.
     """
+    unknown = sorted(set(hub_kwargs) - set(PUSH_KWARGS))
+    if unknown:
+        raise TypeError(f"save_pretrained() got an unexpected keyword argument {unknown[0]!r}")
+    if hub_kwargs and not push_to_hub:
+        raise TypeError(f"save_pretrained(): {', '.join(sorted(hub_kwargs))} only apply with push_to_hub=True")
+    if not is_main_process:
+        return
     max_bytes = parse_size(max_shard_size)
     folder = Path(save_directory)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"{folder} is a file, not a folder")
     folder.mkdir(parents=True, exist_ok=True)
-    state = tensors_to_save(model)
+    state = tensors_to_save(model, state_dict)
     shards = shard(state, max_bytes)
+    single, index_name, stem, suffix = (
+        (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME, "model", "safetensors")
+        if safe_serialization
+        else (WEIGHTS_NAME, WEIGHTS_INDEX_NAME, "pytorch_model", "bin")
+    )
     files: dict[str, bytes | dict[str, Tensor]] = {}  # file name -> contents, in the order they go into place
     if len(shards) == 1:
-        files[SAFE_WEIGHTS_NAME] = shards[0]
+        files[single] = shards[0]
     else:
-        names = [f"model-{i:05d}-of-{len(shards):05d}.safetensors" for i in range(1, len(shards) + 1)]
+        names = [f"{stem}-{i:05d}-of-{len(shards):05d}.{suffix}" for i in range(1, len(shards) + 1)]
         files.update(zip(names, shards, strict=True))
         index = {
             "metadata": {
@@ -128,9 +163,66 @@ def save_pretrained(
             "weight_map": {key: name for name, part in zip(names, shards, strict=True) for key in sorted(part)},
         }
         index["weight_map"] = dict(sorted(index["weight_map"].items()))
-        files[SAFE_WEIGHTS_INDEX_NAME] = _json_bytes(index)
+        files[index_name] = _json_bytes(index)
     files[CONFIG_NAME] = _json_bytes(_config_dict(model))
     _write_all(folder, files)
+    if push_to_hub:
+        push_folder(folder, token=token, default_repo_id=folder.resolve().name, **hub_kwargs)
+
+
+def push_to_hub(
+    model: BertPreTrainedModel,
+    repo_id: str,
+    *,
+    safe_serialization: bool = True,
+    max_shard_size: int | str = "50GB",
+    token: str | bool | None = None,
+    **hub_kwargs: Any,
+) -> str:
+    """Save the model into a temporary folder and upload it (hub_kwargs: commit_message, private, revision,
+    create_pr); returns the commit's url."""
+    unknown = sorted(set(hub_kwargs) - set(PUSH_KWARGS) | ({"repo_id"} & set(hub_kwargs)))
+    if unknown:
+        raise TypeError(f"push_to_hub() got an unexpected keyword argument {unknown[0]!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        save_pretrained(model, tmp, safe_serialization=safe_serialization, max_shard_size=max_shard_size)
+        return push_folder(Path(tmp), default_repo_id=repo_id, token=token, **hub_kwargs)
+
+
+STALE_HUB_WEIGHTS = (*WEIGHT_FILES, "model-*-of-*.safetensors", "pytorch_model-*-of-*.bin")
+PUSH_KWARGS = ("repo_id", "commit_message", "private", "revision", "create_pr")
+
+
+def push_folder(
+    folder: Path,
+    *,
+    default_repo_id: str,
+    repo_id: str | None = None,
+    commit_message: str | None = None,
+    private: bool | None = None,
+    revision: str | None = None,
+    create_pr: bool = False,
+    token: str | bool | None = None,
+) -> str:
+    """Create the hub repo if needed and upload `folder` to it in one commit; returns the commit's url."""
+    try:
+        from huggingface_hub import HfApi
+    except ImportError as e:  # a dependency of bertlite, but keep the hint for stripped-down installs
+        raise ImportError("push_to_hub needs huggingface_hub: pip install huggingface_hub") from e
+    api = HfApi(token=token)
+    repo = api.create_repo(repo_id or default_repo_id, private=private, exist_ok=True)
+    commit = api.upload_folder(
+        repo_id=repo.repo_id,
+        folder_path=folder,
+        # Weights of an earlier push in the other format (or sharded differently) would be loaded instead of
+        # these (safetensors wins over .bin): they go in the same commit. Only bertlite's names at the top, so
+        # a sentence-transformers repo keeps e.g. 2_Dense/model.safetensors.
+        delete_patterns=list(STALE_HUB_WEIGHTS),
+        commit_message=commit_message or "Upload model with bertlite",
+        revision=revision,
+        create_pr=create_pr,
+    )
+    return commit.commit_url
 
 
 def _config_dict(model: BertPreTrainedModel) -> dict:
@@ -159,7 +251,10 @@ def _write_all(folder: Path, files: dict[str, bytes | dict[str, Tensor]]) -> Non
                     f.write(contents)
             if isinstance(contents, dict):
                 tensors = {key: value.to("cpu") for key, value in contents.items()}
-                save_file(tensors, tmp, metadata={"format": "pt"})  # transformers checks the format tag
+                if name.endswith(".bin"):
+                    torch.save(tensors, tmp)  # tensors only: loads with torch.load(weights_only=True)
+                else:
+                    save_file(tensors, tmp, metadata={"format": "pt"})  # transformers checks the format tag
     except BaseException:
         for tmp in temporary.values():
             Path(tmp).unlink(missing_ok=True)
@@ -171,7 +266,7 @@ def _write_all(folder: Path, files: dict[str, bytes | dict[str, Tensor]]) -> Non
     for name in shard_names:
         os.replace(temporary.pop(name), folder / name)
     for old in folder.iterdir():
-        stale = old.name in (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME) or SHARD_NAME.fullmatch(old.name)
+        stale = old.name in WEIGHT_FILES or SHARD_NAME.fullmatch(old.name)
         if stale and old.name not in files:
             old.unlink()
     for name, tmp in temporary.items():

@@ -9,6 +9,14 @@ process, answered 404 here):
         errors:   404/401/403 with X-Error-Code (RepoNotFound, RevisionNotFound, EntryNotFound, GatedRepo)
     GET  the same url (git file) or the Location (LFS file), with Range: bytes=N- when resuming
 
+Uploads (HfApi.create_repo, upload_folder / create_commit), every file as a regular (non-LFS) file:
+
+    POST {endpoint}/api/repos/create                       {"name", "organization"} -> {"url"}; 409 if it exists
+    POST {endpoint}/api/models/{repo}/preupload/{revision}  every file "regular", so none goes through LFS
+    POST {endpoint}/api/models/{repo}/commit/{revision}     NDJSON: a header, then base64 "file" and
+                                                            "deletedFile" lines -> {"commitUrl", "commitOid"}
+    GET  {endpoint}/api/models/{repo}/tree/{revision}       the files, for upload_folder(delete_patterns=)
+
 The commit hash comes from X-Repo-Commit: that is how a branch name is pinned to a
 snapshot. The CDN lives on "localhost" while the hub is "127.0.0.1": another origin,
 so huggingface_hub takes the metadata from the 302 itself and sends no auth header
@@ -17,6 +25,7 @@ to the CDN, as with the real hub.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import json
@@ -32,6 +41,9 @@ from urllib.parse import unquote, urlsplit
 LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".h5", ".onnx")
 COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 RESOLVE_RE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<revision>[^/]+)/(?P<path>.+)$")
+CREATE_RE = re.compile(r"^/api/repos/create$")
+UPLOAD_RE = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)/(?P<action>preupload|commit)/(?P<revision>[^/]+)$")
+TREE_RE = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)/tree/(?P<revision>[^/]+)$")
 CDN_RE = re.compile(r"^/cdn/(?P<repo>[^/]+/[^/]+)/(?P<commit>[0-9a-f]{40})/(?P<path>.+)$")
 
 # What a fault does to one file of one repo:
@@ -191,6 +203,48 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             self._answer(head=False)
 
+        def do_POST(self) -> None:
+            path = unquote(urlsplit(self.path).path)
+            hub._record("POST", path)
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if CREATE_RE.match(path):
+                request = json.loads(body)
+                repo_id = f"{request['organization']}/{request['name']}"
+                answer = {"url": f"{hub.endpoint}/{repo_id}", "name": repo_id}
+                if repo_id in hub.repos:  # the real hub names the repo in its 409 too (exist_ok reads it)
+                    return self._json({**answer, "error": "You already created this model repo"}, status=409)
+                hub.add_commit(repo_id, {})
+                return self._json(answer)
+            match = UPLOAD_RE.match(path)
+            repo = hub.repos.get(match["repo"]) if match else None
+            if repo is None:
+                return self._error(404, "RepoNotFound", f"not a known repo: {path}")
+            if match["action"] == "preupload":
+                files = json.loads(body)["files"]
+                return self._json(
+                    {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]}
+                )
+            branch = unquote(match["revision"])
+            files = dict(repo.commits[repo.branches[branch]]) if branch in repo.branches else {}
+            for line in body.splitlines():
+                item = json.loads(line)
+                if item["key"] == "file":
+                    files[item["value"]["path"]] = base64.b64decode(item["value"]["content"])
+                elif item["key"] == "deletedFile":
+                    files.pop(item["value"]["path"], None)
+                elif item["key"] != "header":
+                    return self._error(400, None, f"the stand-in hub does not take {item['key']!r} operations")
+            commit = hub.add_commit(match["repo"], files, branch=branch)
+            return self._json({"commitUrl": f"{hub.endpoint}/{match['repo']}/commit/{commit}", "commitOid": commit})
+
+        def _json(self, data: dict | list, status: int = 200) -> None:
+            body = json.dumps(data).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
         def _answer(self, *, head: bool) -> None:
             path = unquote(urlsplit(self.path).path)
             hub._record(self.command, path)
@@ -200,6 +254,10 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 if files is None or match["path"] not in files:
                     return self._error(404, "EntryNotFound", "no such object")
                 return self._content(match["repo"], match["commit"], match["path"], files[match["path"]], head)
+            if (match := TREE_RE.match(path)) and (repo := hub.repos.get(match["repo"])):
+                files = repo.commits[repo.branches[unquote(match["revision"])]]
+                tree = [{"type": "file", "path": p, "size": len(d), "oid": git_blob_sha1(d)} for p, d in files.items()]
+                return self._json(tree)
             match = RESOLVE_RE.match(path)
             if match is None:
                 # Also for GET /api/agent-harnesses, which huggingface_hub fetches once per process: it only
