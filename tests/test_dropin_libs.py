@@ -204,6 +204,26 @@ def test_trainer_checkpointing_best_model_and_saved_folder(tokenizer, classifier
         torch.testing.assert_close(logits_of(reloaded, batch), expected, atol=0.0, rtol=0.0)
 
 
+def test_trainer_resumes_from_a_checkpoint(tokenizer, classifier_path, tmp_path):
+    # resume_from_checkpoint reads the weights bertlite's Trainer wrote back into a fresh model.
+    train = classification_data(tokenizer, 16, seed=1)
+    finished = {}
+    for side, library, trainer_cls in (
+        ("transformers", transformers, transformers.Trainer),
+        ("bertlite", bertlite, integrations.Trainer),
+    ):
+        args = training_args(tmp_path / side, save_strategy="steps", save_steps=2)
+        load = library.BertForSequenceClassification.from_pretrained
+        straight, resumed = (load(classifier_path, attn_implementation="eager") for _ in range(2))
+        trainer_cls(model=straight, args=args, train_dataset=train, processing_class=tokenizer).train()
+        trainer = trainer_cls(model=resumed, args=args, train_dataset=train, processing_class=tokenizer)
+        trainer.train(resume_from_checkpoint=str(tmp_path / side / "checkpoint-2"))
+        assert trainer.state.global_step == 4
+        assert_same_state(straight, resumed)
+        finished[side] = resumed
+    assert_same_state(*finished.values())
+
+
 def test_trainer_saves_a_tied_head(tokenizer, tmp_path):
     # The masked-LM decoder is the embedding matrix: transformers.Trainer's bare state_dict save
     # fails on it (safetensors refuses shared tensors); bertlite's Trainer stores it once.
