@@ -379,6 +379,21 @@ def test_cross_encoder_on_bertlite(tokenizer, tmp_path):
     torch.testing.assert_close(model.predict(pairs, convert_to_tensor=True), expected, atol=0.0, rtol=0.0)
 
 
+def test_to_bertlite_converts_a_loaded_transformers_model(tokenizer, tmp_path):
+    # What use_bertlite does per module: the class of the same name, the very same tensors, the tie kept.
+    hf = transformers.BertForMaskedLM.from_pretrained(save_hf(transformers.BertForMaskedLM, tmp_path, std=0.3))
+    ours = integrations.to_bertlite(hf)
+    assert type(ours) is bertlite.BertForMaskedLM and ours.name_or_path == hf.name_or_path
+    assert (
+        ours.bert.embeddings.word_embeddings.weight.data_ptr() == hf.bert.embeddings.word_embeddings.weight.data_ptr()
+    )
+    assert ours.cls.predictions.decoder.weight is ours.get_input_embeddings().weight
+    batch = tokenizer(sentences(3, seed=9), padding=True, return_tensors="pt")
+    torch.testing.assert_close(logits_of(ours, batch), logits_of(hf, batch), atol=0.0, rtol=0.0)
+    with pytest.raises(TypeError, match="Linear is not a BERT model class bertlite has"):
+        integrations.to_bertlite(torch.nn.Linear(2, 2))
+
+
 def test_use_bertlite_refuses_a_model_without_bert():
     with pytest.raises(ValueError, match=r"no module of this model holds a transformers BERT model.*0: Linear"):
         integrations.use_bertlite(torch.nn.Sequential(torch.nn.Linear(2, 2)))
