@@ -237,6 +237,10 @@ class BertConfig:
         names = {f.name for f in dataclasses.fields(self)} - {"extra"}
         fields = {key: value for key, value in kwargs.items() if key in names}
         extra = {key: value for key, value in kwargs.items() if key in self.extra}
+        for key in ("dtype", "torch_dtype"):  # transformers' config field; dtype="auto" reads it back
+            if kwargs.get(key) not in (None, "auto"):
+                extra.pop("torch_dtype", None)
+                extra["dtype"] = str(kwargs[key]).removeprefix("torch.")
         num_labels = kwargs.get("num_labels")
         if fields or extra:
             values = {name: getattr(self, name) for name in names}
@@ -253,7 +257,9 @@ class BertConfig:
         return {
             key: value
             for key, value in kwargs.items()
-            if key not in fields and key not in extra and key not in ("num_labels", "name_or_path")
+            if key not in fields
+            and key not in extra
+            and key not in ("num_labels", "name_or_path", "dtype", "torch_dtype")
         }
 
     # --- transformers' PreTrainedConfig members ---------------------------------------

@@ -254,6 +254,10 @@ def test_config_from_pretrained_takes_overrides(tmp_path: Path) -> None:
     )
     assert unused == their_unused == {"foo": False} and ours.hidden_act == theirs.hidden_act == "relu"
     assert bertlite.BertConfig.from_pretrained(path / "config.json").hidden_size == TINY["hidden_size"]
+    ours = bertlite.BertConfig.from_pretrained(path, torch_dtype=torch.float16)
+    assert ours.to_dict()["dtype"] == str(
+        transformers.BertConfig.from_pretrained(path, torch_dtype=torch.float16).dtype
+    ).removeprefix("torch.")
     with pytest.raises(ValueError, match="hidden_dropout_prob must be in"):
         bertlite.BertConfig.from_pretrained(path, hidden_dropout_prob=2.0)
 
