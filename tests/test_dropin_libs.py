@@ -175,7 +175,7 @@ def test_trainer_checkpointing_best_model_and_saved_folder(tokenizer, classifier
             model=model, args=args, train_dataset=train, eval_dataset=evaluation, processing_class=tokenizer
         )
         trainer.train()
-        assert model.is_gradient_checkpointing
+        assert model.is_activation_checkpointing
         trainers[side] = trainer
     hf_trainer, our_trainer = trainers.values()
     assert losses(our_trainer) == losses(hf_trainer)
@@ -312,6 +312,7 @@ def test_extractive_question_answering(tokenizer, tmp_path):
 # --- PEFT ----------------------------------------------------------------------------------
 
 
+@pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")  # PEFT asks it
 def test_peft_lora(tokenizer, classifier_path, tmp_path):
     # LoRA on query/value, trained by transformers.Trainer (which saves a PeftModel's adapter itself)
     # with gradient checkpointing (PEFT then makes the embedding output require grad).
