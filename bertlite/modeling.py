@@ -12,12 +12,14 @@ import math
 import os
 from collections import OrderedDict
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.autograd.graph import save_on_cpu
 from torch.utils.checkpoint import checkpoint
 
 from bertlite.config import BertConfig
@@ -408,6 +410,8 @@ class BertEncoder(nn.Module):
         # Set by BertPreTrainedModel.gradient_checkpointing_enable(), as in transformers.
         self.gradient_checkpointing = False
         self.checkpoint_kwargs: dict[str, Any] = {"use_reentrant": False}
+        self.checkpoint_every_n_layers = 1  # layer i is recomputed when i % n == 0
+        self.checkpoint_offload = False  # keep the saved layer inputs in host memory
 
     def forward(
         self,
@@ -418,12 +422,13 @@ class BertEncoder(nn.Module):
     ) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
         all_hidden_states = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
-        for layer_module in self.layer:
-            if self.gradient_checkpointing and self.training:
+        for i, layer_module in enumerate(self.layer):
+            if self.gradient_checkpointing and self.training and i % self.checkpoint_every_n_layers == 0:
                 # Keep only each layer's input; backward re-runs the layer (with the same dropout masks).
-                hidden_states, probs = checkpoint(
-                    layer_module, hidden_states, attention_bias, output_attentions, **self.checkpoint_kwargs
-                )
+                with save_on_cpu(pin_memory=torch.cuda.is_available()) if self.checkpoint_offload else nullcontext():
+                    hidden_states, probs = checkpoint(
+                        layer_module, hidden_states, attention_bias, output_attentions, **self.checkpoint_kwargs
+                    )
             else:
                 hidden_states, probs = layer_module(hidden_states, attention_bias, output_attentions)
             if all_hidden_states is not None:
@@ -717,18 +722,30 @@ class BertPreTrainedModel(nn.Module):
         if any(not p.is_meta for p in self.parameters()):
             self.apply(self._init_weights)
 
-    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict[str, Any] | None = None) -> None:
+    def gradient_checkpointing_enable(
+        self,
+        gradient_checkpointing_kwargs: dict[str, Any] | None = None,
+        every_n_layers: int = 1,
+        offload: bool = False,
+    ) -> None:
         """Trade compute for memory in training, as transformers' method of the same name does:
         each layer's activations are recomputed in backward instead of kept (about one more
         forward per step). Gradients are unchanged. Has no effect in eval mode.
 
         gradient_checkpointing_kwargs go to torch.utils.checkpoint.checkpoint (default use_reentrant=False).
+        every_n_layers: recompute only layers 0, n, 2n, ...; offload: hold the layer inputs kept for
+        the recompute in host memory (torch.autograd.graph.save_on_cpu). Both as in transformers v5,
+        whose Trainer passes them.
         """
+        if isinstance(every_n_layers, bool) or not isinstance(every_n_layers, int) or every_n_layers < 1:
+            raise ValueError(f"every_n_layers must be an int >= 1, got {every_n_layers!r}")
         kwargs = {"use_reentrant": False, **(gradient_checkpointing_kwargs or {})}
         for module in self.modules():
             if isinstance(module, BertEncoder):
                 module.gradient_checkpointing = True
                 module.checkpoint_kwargs = kwargs
+                module.checkpoint_every_n_layers = every_n_layers
+                module.checkpoint_offload = offload
 
     def gradient_checkpointing_disable(self) -> None:
         for module in self.modules():
@@ -740,8 +757,13 @@ class BertPreTrainedModel(nn.Module):
         return any(isinstance(m, BertEncoder) and m.gradient_checkpointing for m in self.modules())
 
     # transformers v5's names for the three above (v5 keeps the old ones as deprecated aliases).
-    def activation_checkpointing_enable(self, activation_checkpointing_kwargs: dict[str, Any] | None = None) -> None:
-        self.gradient_checkpointing_enable(activation_checkpointing_kwargs)
+    def activation_checkpointing_enable(
+        self,
+        activation_checkpointing_kwargs: dict[str, Any] | None = None,
+        every_n_layers: int = 1,
+        offload: bool = False,
+    ) -> None:
+        self.gradient_checkpointing_enable(activation_checkpointing_kwargs, every_n_layers, offload)
 
     def activation_checkpointing_disable(self) -> None:
         self.gradient_checkpointing_disable()

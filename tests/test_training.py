@@ -191,3 +191,21 @@ def test_from_scratch_init_is_transformers_scheme(initializer_range):
     big = model.embeddings.word_embeddings.weight
     assert abs(big.std().item() / initializer_range - 1) < 0.02  # 128,000 draws: within 2%
     assert big.shape == (2000, 64) and big[3].abs().sum() == 0
+
+
+def test_gradient_checkpointing_every_n_layers_and_offload():
+    # transformers v5's Trainer passes both keywords; layer i is recomputed when i % n == 0.
+    hf = make_hf_model(num_hidden_layers=3)
+    model = to_bertlite(hf).train()
+    inputs = random_batch(hf.config)
+    plain = grads_of(model, inputs)
+    calls = [0, 0, 0]
+    for i, layer in enumerate(model.encoder.layer):
+        layer.register_forward_pre_hook(lambda *_, i=i: calls.__setitem__(i, calls[i] + 1))
+    model.activation_checkpointing_enable(every_n_layers=2, offload=True)
+    checkpointed = grads_of(model, inputs)
+    assert calls == [2, 1, 2]
+    for name, grad in plain.items():
+        torch.testing.assert_close(checkpointed[name], grad, atol=1e-6, rtol=1e-5, msg=name)
+    with pytest.raises(ValueError, match="every_n_layers must be an int >= 1, got 0"):
+        model.gradient_checkpointing_enable(every_n_layers=0)

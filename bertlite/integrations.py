@@ -1,0 +1,104 @@
+"""Glue for the two libraries around transformers that need a hand with a bertlite model.
+
+transformers' pipelines and PEFT take a bertlite model as they take a transformers one.
+Two flows need something more:
+
+- `Trainer`: transformers.Trainer saves a model that is not a transformers
+  PreTrainedModel as a bare state_dict (no config.json, so the folder does not
+  reload, and safetensors refuses the tied decoder of the language-model heads).
+  This subclass saves a bertlite model with its own save_pretrained instead, as
+  transformers.Trainer does for its own models; everything else is transformers'.
+- `use_bertlite`: a sentence-transformers model whose transformer module runs on
+  bertlite (encode, predict, save and reload as before).
+
+Importing this module imports transformers; `import bertlite` does not.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from bertlite.modeling import DEFAULT_ATTENTION, BertModel, BertPreTrainedModel
+
+try:
+    import transformers
+except ImportError as error:  # pragma: no cover - the test extra installs it
+    raise ImportError(
+        "bertlite.integrations needs transformers: pip install transformers (or 'bertlite[test]')"
+    ) from error
+
+TRAINING_ARGS_NAME = "training_args.bin"  # transformers.trainer's name for the saved TrainingArguments
+
+
+class Trainer(transformers.Trainer):
+    """transformers.Trainer that saves a bertlite model as a complete folder.
+
+    Checkpoints and save_model() write config.json and model.safetensors through the
+    model's save_pretrained (tied weights stored once), so `from_pretrained` of bertlite
+    and of transformers both reload them, and load_best_model_at_end reads them back.
+    Any other model (a transformers or PEFT one) is saved by transformers' own code.
+    """
+
+    def _save(self, output_dir: str | None = None, state_dict: dict[str, torch.Tensor] | None = None) -> None:
+        model = self.accelerator.unwrap_model(self.model, keep_torch_compile=False)
+        if not isinstance(model, BertPreTrainedModel):
+            super()._save(output_dir, state_dict)
+            return
+        if not self.args.should_save:
+            return
+        output_dir = self.args.output_dir if output_dir is None else output_dir
+        os.makedirs(output_dir, exist_ok=True)
+        # The rest follows transformers.Trainer._save for a PreTrainedModel.
+        model.save_pretrained(output_dir, state_dict=state_dict)
+        if self.processing_class is not None:
+            self.processing_class.save_pretrained(output_dir)
+        elif getattr(self.data_collator, "tokenizer", None) is not None:
+            self.data_collator.tokenizer.save_pretrained(output_dir)
+        torch.save(self.args, os.path.join(output_dir, TRAINING_ARGS_NAME))
+
+
+def to_bertlite(model: Any, attn_implementation: str = DEFAULT_ATTENTION) -> BertPreTrainedModel:
+    """The bertlite twin of a transformers BERT model (BertModel or a head): the class of
+    the same name, sharing the loaded tensors (no copy), on their device and dtype."""
+    import bertlite
+
+    name = type(model).__name__
+    cls = getattr(bertlite, name, None) if name.startswith("Bert") else None
+    if not (isinstance(cls, type) and issubclass(cls, BertPreTrainedModel)):
+        raise TypeError(f"{name} is not a BERT model class bertlite has (bertlite.BertModel or a Bert* head)")
+    from bertlite.loading import empty_init
+
+    config = bertlite.BertConfig.from_dict(model.config.to_dict())
+    config.name_or_path = getattr(model, "name_or_path", "")  # what PEFT records as the base model
+    with empty_init():
+        if cls is BertModel:
+            twin = cls(config, add_pooling_layer=model.pooler is not None, attn_implementation=attn_implementation)
+        else:
+            twin = cls(config, attn_implementation=attn_implementation)
+    twin.load_state_dict(model.state_dict(), strict=True, assign=True)
+    twin.tie_weights()
+    return twin.train(model.training)
+
+
+def use_bertlite(model: Any, attn_implementation: str = DEFAULT_ATTENTION) -> Any:
+    """Run a sentence-transformers model (SentenceTransformer, CrossEncoder) on bertlite.
+
+    Each Transformer module that holds a transformers BERT model gets its bertlite twin
+    (same weights, same class name), in place; the model is returned. encode, predict and
+    save work as before, and a saved folder loads in plain sentence-transformers too:
+
+        model = use_bertlite(SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2"))
+    """
+    replaced = []
+    for name, module in model.named_children():
+        inner = getattr(module, "model", None)
+        if isinstance(inner, transformers.PreTrainedModel) and inner.config.model_type == "bert":
+            module.model = to_bertlite(inner, attn_implementation)
+            replaced.append(name)
+    if not replaced:
+        kinds = ", ".join(f"{name}: {type(module).__name__}" for name, module in model.named_children())
+        raise ValueError(f"no module of this model holds a transformers BERT model to replace ({kinds or 'none'})")
+    return model
