@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -312,14 +313,14 @@ def _unreadable(kind: str, folder: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     path.write_text("hello\n")
     path.chmod(0)
     if os.geteuid() == 0:  # root reads a chmod 000 file anyway: make the read fail as it would for a user
-        original = Path.read_bytes
+        original = Path.open
 
-        def denied(self: Path) -> bytes:
+        def denied(self: Path, *args: Any, **kwargs: Any) -> Any:
             if self == path:
                 raise PermissionError(13, "Permission denied", str(self))
-            return original(self)
+            return original(self, *args, **kwargs)
 
-        monkeypatch.setattr(Path, "read_bytes", denied)
+        monkeypatch.setattr(Path, "open", denied)
     return path
 
 
@@ -555,12 +556,13 @@ def test_parquet_without_pyarrow_gives_install_hint(
 
 
 def test_writer_that_fails_to_open_leaves_no_temp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import bertlite.files
     from bertlite.files import VectorWriter
 
     def no_space(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(np.lib.format, "open_memmap", no_space)
+    monkeypatch.setattr(bertlite.files, "open", no_space, raising=False)
     with pytest.raises(OSError, match="No space left"):
         VectorWriter(str(tmp_path / "out.npy"), 10, 4)
     assert list(tmp_path.iterdir()) == []
