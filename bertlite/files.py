@@ -158,7 +158,14 @@ CSV_FIELD_LIMIT = 1 << 30
 
 def _csv_column(lines: Iterator[str], path: str, field: str, delimiter: str) -> Iterator[str]:
     csv.field_size_limit(max(csv.field_size_limit(), CSV_FIELD_LIMIT))
-    reader = csv.DictReader((line + "\n" for line in lines), delimiter=delimiter)
+    number = 0
+
+    def feed() -> Iterator[str]:
+        nonlocal number  # the line being parsed when csv fails (its own line_num lags behind)
+        for number, line in enumerate(lines, start=1):  # noqa: B007 (read by the handler below)
+            yield line + "\n"
+
+    reader = csv.DictReader(feed(), delimiter=delimiter)
     try:
         if reader.fieldnames is None or field not in reader.fieldnames:
             columns = ", ".join(reader.fieldnames or [])
@@ -166,9 +173,9 @@ def _csv_column(lines: Iterator[str], path: str, field: str, delimiter: str) -> 
         for row in reader:
             yield row[field] or ""
     except csv.Error as e:
-        raise InputError(
-            f"{path}: line {reader.line_num} is not valid {'CSV' if delimiter == ',' else 'TSV'} ({e})"
-        ) from e
+        kind = "CSV" if delimiter == "," else "TSV"
+        reason = "a carriage return inside an unquoted field; quote it" if "new-line" in str(e) else str(e)
+        raise InputError(f"{path}: line {number} is not valid {kind} ({reason})") from e
 
 
 def output_format(path: str) -> str:
