@@ -245,10 +245,11 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
         reading = (args.input_format, args.field, args.errors)
         if args.output.endswith(".parquet"):
             require_pyarrow()
-        # A file is read twice, row by row: first to check every row (a bad line is refused
-        # before any work) and count them for the progress bar, then to embed. Stdin is read
-        # once, so its bad rows stop the run when reached (and leave no output either).
-        total = None if args.input == "-" else sum(1 for _ in iter_texts(args.input, *reading))
+        # A regular file is read twice, row by row: first to check every row (a bad line is
+        # refused before any work) and count them for the progress bar, then to embed. Stdin
+        # and pipes are read once, so their bad rows stop the run when reached (no output either).
+        once = args.input == "-" or not os.path.isfile(args.input)
+        total = None if once else sum(1 for _ in iter_texts(args.input, *reading))
         rows = iter_texts(args.input, *reading)
         first = list(itertools.islice(rows, 1))  # stdin: an empty or bad first row is said now
         replacing = os.path.exists(args.output)

@@ -750,6 +750,30 @@ def test_lone_surrogate_in_jsonl_exits_2_unless_replaced(
     np.testing.assert_allclose(np.load(out), expected, rtol=0, atol=1e-6)
 
 
+def test_named_pipe_is_read_once(tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import threading
+
+    fifo = tmp_path / "rows.txt"  # e.g. -i <(zcat rows.txt.gz): a file is checked in a first pass, a pipe cannot be
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        with open(fifo, "w") as f:
+            f.write("one\ntwo\nthree\n")
+
+    out = tmp_path / "out.npy"
+    codes: list[int] = []
+    args = ["embed", str(tiny_model), "-i", str(fifo), "-o", str(out), "--quiet"]
+    # Threads, joined with a deadline: a second open of the pipe would wait for a writer for ever.
+    threads = [threading.Thread(target=feed, daemon=True), threading.Thread(target=lambda: codes.append(main(args)))]
+    threads[1].daemon = True
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert codes == [0], capsys.readouterr().err
+    np.testing.assert_allclose(np.load(out), Embedder.from_pretrained(tiny_model).encode(["one", "two", "three"]))
+
+
 @pytest.mark.parametrize("out_format", ["npy", "jsonl"])
 def test_non_finite_vector_exits_1_naming_the_row(
     out_format: str,
