@@ -203,15 +203,15 @@ def _embed(args: argparse.Namespace) -> int:
         print(f"bertlite embed: error: {message}", file=sys.stderr)
         return 2
 
+    for name in ("batch_size", "max_tokens", "max_length"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            return fail(f"--{name.replace('_', '-')} must be >= 1, got {value}")
     if args.engine == "ray":
         return _embed_ray(args, fail)
     given = [f"--{name.replace('_', '-')}" for name in RAY_ONLY if getattr(args, name) is not None]
     if given:
         return fail(f"{', '.join(given)}: for --engine ray only")
-    for name in ("batch_size", "max_tokens", "max_length"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            return fail(f"--{name.replace('_', '-')} must be >= 1, got {value}")
     try:
         inputs = expand_inputs(args.input)
     except InputError as e:

@@ -365,8 +365,6 @@ class Embedder:
         """
         if convert_to not in ("numpy", "torch"):
             raise ValueError(f"convert_to={convert_to!r} must be 'numpy' or 'torch'")
-        if isinstance(texts, str):
-            raise TypeError("encode() takes a list of texts; wrap a single string in a list")
         out = torch.empty(len(texts), self.dimension, dtype=torch.float32)
         for start, vectors in self.encode_chunks(
             texts, batch_size, show_progress_bar, max_tokens=max_tokens, on_long=on_long
