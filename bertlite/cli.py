@@ -271,7 +271,9 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
                 finite = np.isfinite(array).all(axis=1)
                 if not finite.all():
                     raise _NonFinite(first_row + int(np.argmin(finite)))
+                _Terminated.check()
                 writer.write(array)
+            _Terminated.check()  # the last moment before the rename
     except _NonFinite as e:
         print(
             f"bertlite embed: error: {args.input}: row {e.row} (0-based) gave a vector with NaN or Inf "
@@ -304,7 +306,18 @@ class _NonFinite(Exception):
 
 
 class _Terminated(BaseException):
-    """SIGTERM, raised where the program is, so the temp file is removed as for Ctrl-C."""
+    """SIGTERM, raised where the program is, so the temp file is removed as for Ctrl-C.
+
+    `seen` stays set after the signal: Python swallows an exception that a handler raises
+    inside a finalizer (__del__, a weakref callback), so the embed loop checks it too.
+    """
+
+    seen = False
+
+    @classmethod
+    def check(cls) -> None:
+        if cls.seen:
+            raise cls
 
 
 @contextlib.contextmanager
@@ -314,8 +327,10 @@ def _sigterm_raises() -> Iterator[None]:
         return
 
     def terminate(signum: int, frame: object) -> None:
+        _Terminated.seen = True
         raise _Terminated
 
+    _Terminated.seen = False
     previous = signal.signal(signal.SIGTERM, terminate)
     try:
         yield

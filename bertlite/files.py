@@ -13,6 +13,7 @@ import io
 import json
 import os
 import re
+import signal
 import stat
 import sys
 import tempfile
@@ -212,10 +213,12 @@ class VectorWriter:
         self.overwrite = overwrite
         check_output_path(path, overwrite=overwrite)
         pyarrow = require_pyarrow() if self.format == "parquet" else None
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
-        os.close(fd)
-        self.tmp = Path(tmp)
+        self.tmp: Path | None = None
         try:
+            with _signals_deferred():
+                fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+                self.tmp = Path(tmp)
+            os.close(fd)
             self._open(pyarrow)
         except BaseException:
             self.abort()  # __exit__ never runs for a constructor that fails
@@ -300,7 +303,8 @@ class VectorWriter:
             if handle is not None:
                 with contextlib.suppress(Exception):  # already failing: the cleanup must go on
                     handle.close()
-        self.tmp.unlink(missing_ok=True)
+        if self.tmp is not None:
+            self.tmp.unlink(missing_ok=True)
 
     def __enter__(self) -> VectorWriter:
         return self
@@ -314,6 +318,20 @@ class VectorWriter:
         except BaseException:
             self.abort()
             raise
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait until the block is done (then arrive as usual), so that
+    a temp file never exists without its name stored for the cleanup."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def check_output_path(path: str, *, overwrite: bool = True, inputs: Sequence[str] = ()) -> None:
