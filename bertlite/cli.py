@@ -1,15 +1,19 @@
 """`bertlite` command line: a thin layer over the Python API.
 
 Exit codes scripts can trust: 0 success (parity holds), 1 parity fails,
-2 usage or load error (one line on stderr), 130 interrupted.
+2 usage or load error (one line on stderr), 130 interrupted (Ctrl-C), 143 terminated
+(SIGTERM, `bertlite embed`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 
 PARITY_HELP = """\
 Prove that bertlite computes what transformers computes on a checkpoint.
@@ -97,7 +101,10 @@ Inputs: .txt (one text per line, empty lines included), .jsonl (--field),
 --input-format). Outputs: .npy (float32 matrix, row i = input row i), .jsonl
 ({"id": i, "embedding": [...]}), .parquet (needs pyarrow). The output is
 written to a temporary file and renamed at the end: a failed or interrupted run
-leaves no partial file.
+leaves no partial file, and an existing OUTPUT is kept until the new one is
+complete (then replaced, keeping its permissions; --no-overwrite refuses).
+The input is read, embedded and written in chunks: memory does not grow with
+its length, and stdin may be endless.
 
 --engine ray (pip install 'bertlite[ray]') embeds many files on Ray Data with
 --replicas model copies: -i takes glob patterns ('data/*.jsonl', quoted) and may
@@ -106,7 +113,8 @@ path), line (0-based row of that file, counted as above) and embedding (+ text
 with --keep-text). Without --ray-address it starts a local Ray; --ray-address
 auto joins the cluster of `ray start --head`.
 
-exit status: 0 done, 1 failed while embedding, 2 usage / input / load error, 130 interrupted."""
+exit status: 0 done, 1 failed while embedding or writing (a full disk, a NaN vector),
+2 usage / input / load error, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM)."""
 
 
 def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
@@ -172,6 +180,12 @@ def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="model dtype (default: float32)")
     p.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cpu)")
+    p.add_argument(
+        "--overwrite",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="replace an existing OUTPUT, keeping its permissions (default); --no-overwrite refuses to",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     ray = p.add_argument_group("distributed (--engine ray)")
     ray.add_argument(
@@ -193,14 +207,16 @@ def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _embed(args: argparse.Namespace) -> int:
-    import time
-
-    from bertlite.files import InputError, VectorWriter, expand_inputs, output_format, read_texts, require_pyarrow
+    from bertlite.files import InputError, expand_inputs
 
     def fail(message: str) -> int:
         print(f"bertlite embed: error: {message}", file=sys.stderr)
         return 2
 
+    for name in ("batch_size", "max_tokens", "max_length"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            return fail(f"--{name.replace('_', '-')} must be >= 1, got {value}")
     if args.engine == "ray":
         return _embed_ray(args, fail)
     given = [f"--{name.replace('_', '-')}" for name in RAY_ONLY if getattr(args, name) is not None]
@@ -217,38 +233,119 @@ def _embed(args: argparse.Namespace) -> int:
         )
     args.input = inputs[0]
     try:
-        if output_format(args.output) == "parquet":
+        with _sigterm_raises():
+            return _embed_single(args, fail)
+    except _Terminated:
+        print("bertlite embed: terminated (SIGTERM); no output written", file=sys.stderr)
+        return 128 + signal.SIGTERM
+
+
+def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
+    import errno
+    import itertools
+    import time
+
+    import numpy as np
+
+    from bertlite.files import InputError, VectorWriter, check_output_path, iter_texts, require_pyarrow
+
+    try:
+        # Everything that can be refused is refused here, before the model loads or a row is embedded.
+        check_output_path(args.output, overwrite=args.overwrite, inputs=[args.input])
+        reading = (args.input_format, args.field, args.errors)
+        if args.output.endswith(".parquet"):
             require_pyarrow()
-        if not os.path.isdir(os.path.dirname(os.path.abspath(args.output))):
-            return fail(f"output folder {os.path.dirname(os.path.abspath(args.output))} does not exist")
-        texts = read_texts(args.input, args.input_format, args.field, args.errors)
+        # A regular file is read twice, row by row: first to check every row (a bad line is
+        # refused before any work) and count them for the progress bar, then to embed. Stdin
+        # and pipes are read once, so their bad rows stop the run when reached (no output either).
+        once = args.input == "-" or not os.path.isfile(args.input)
+        total = None if once else sum(1 for _ in iter_texts(args.input, *reading))
+        rows = iter_texts(args.input, *reading)
+        first = list(itertools.islice(rows, 1))  # stdin: an empty or bad first row is said now
+        replacing = os.path.exists(args.output)
         embedder = _load_embedder(args)
     except (InputError, OSError, ValueError) as e:
         return fail(str(e))
     start = time.perf_counter()
     try:
-        with VectorWriter(args.output, len(texts), embedder.dimension) as writer:
-            for _, vectors in embedder.encode_chunks(
-                texts,
+        with VectorWriter(args.output, None, embedder.dimension, overwrite=args.overwrite) as writer:
+            for first_row, vectors in embedder.encode_chunks(
+                itertools.chain(first, rows),
                 args.batch_size,
                 show_progress_bar=not args.quiet,
                 max_tokens=args.max_tokens,
                 on_long=args.on_long,
+                total=total,
             ):
-                writer.write(vectors.numpy())
-    except ValueError as e:  # e.g. --on-long error
+                array = vectors.numpy()
+                finite = np.isfinite(array).all(axis=1)
+                if not finite.all():
+                    raise _NonFinite(first_row + int(np.argmin(finite)))
+                _Terminated.check()
+                writer.write(array)
+            _Terminated.check()  # the last moment before the rename
+    except _NonFinite as e:
+        print(
+            f"bertlite embed: error: {args.input}: row {e.row} (0-based) gave a vector with NaN or Inf "
+            "(non-finite model weights, or an overflow in --dtype float16); no output written",
+            file=sys.stderr,
+        )
+        return 1
+    except ValueError as e:  # bad input rows, --on-long error
         return fail(str(e))
     except OSError as e:
-        print(f"bertlite embed: error: writing {args.output} failed: {e}; no output written", file=sys.stderr)
+        code = f" ({errno.errorcode[e.errno]})" if e.errno in errno.errorcode else ""
+        print(
+            f"bertlite embed: error: writing {args.output} failed: {e.strerror or e}{code}; no output written",
+            file=sys.stderr,
+        )
         return 1
     seconds = time.perf_counter() - start
     stats = embedder.last_stats
     print(
         f"embedded {stats.texts} texts ({stats.tokens} tokens, {stats.truncated} truncated) in {seconds:.1f} s: "
-        f"{stats.texts / max(seconds, 1e-9):.1f} texts/s -> {args.output}",
+        f"{stats.texts / max(seconds, 1e-9):.1f} texts/s -> {args.output}{' (replaced)' if replacing else ''}",
         file=sys.stderr,
     )
     return 0
+
+
+class _NonFinite(Exception):
+    def __init__(self, row: int) -> None:
+        self.row = row
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised where the program is, so the temp file is removed as for Ctrl-C.
+
+    `seen` stays set after the signal: Python swallows an exception that a handler raises
+    inside a finalizer (__del__, a weakref callback), so the embed loop checks it too.
+    """
+
+    seen = False
+
+    @classmethod
+    def check(cls) -> None:
+        if cls.seen:
+            raise cls
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        _Terminated.seen = True
+        raise _Terminated
+
+    _Terminated.seen = False
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 RAY_ONLY = ("ray_address", "replicas", "threads_per_replica", "keep_text")

@@ -8,10 +8,13 @@ or transformers.
 
 from __future__ import annotations
 
+import itertools
 import json
+import operator
 import os
+import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,8 +48,11 @@ DEFAULT_MAX_TOKENS = 2048
 DEFAULT_BATCH_SIZE = 32
 MAX_BATCH_SIZE = 256
 # Texts tokenized and sorted together: large enough that sorting removes most
-# padding, small enough that a million-line input never sits in memory as ids.
-CHUNK_TEXTS = 8192
+# padding, small enough that memory stays flat however long the input (a chunk's
+# encodings, overflow included, are the largest thing encode_chunks holds).
+CHUNK_TEXTS = 2048
+# A lone UTF-16 surrogate is not Unicode text: no tokenizer takes it, UTF-8 cannot hold it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 Text = str | tuple[str, str]
 
@@ -275,7 +281,7 @@ class Embedder:
         if "pooler" in self.pooling and model.pooler is None:
             raise ValueError("pooling='pooler' needs a model with a pooler (add_pooling_layer=True)")
         self.normalize = normalize
-        self.max_length = max_length or model.config.max_position_embeddings
+        self.max_length = max_length
         self.pad_id = tokenizer.token_to_id("[PAD]")
         if self.pad_id is None:
             self.pad_id = model.config.pad_token_id or 0
@@ -299,6 +305,7 @@ class Embedder:
 
         Explicit arguments win over the folder's metadata, which wins over the defaults.
         """
+        device = check_device(device)
         settings = read_sentence_transformers_settings(name_or_path, **hub_kwargs)
         if normalize is None:
             normalize = settings.normalize if settings.normalize is not None else DEFAULT_NORMALIZE
@@ -314,7 +321,7 @@ class Embedder:
             load_tokenizer(name_or_path, **hub_kwargs),
             pooling=modes,
             normalize=normalize,
-            max_length=max_length or settings.max_length,
+            max_length=max_length if max_length is not None else settings.max_length,
             unpad=unpad,
             packed_attention=packed_attention,
         )
@@ -324,9 +331,12 @@ class Embedder:
         return self._max_length
 
     @max_length.setter
-    def max_length(self, value: int) -> None:
+    def max_length(self, value: int | None) -> None:
+        """None: the model's max_position_embeddings; a larger value is clamped to it."""
+        _check_count("max_length", value, none="the model's max_position_embeddings")
+        limit = self.model.config.max_position_embeddings
         # Set on the tokenizer here, not per call: encode() may run in several threads at once.
-        self._max_length = min(value, self.model.config.max_position_embeddings)
+        self._max_length = limit if value is None else min(value, limit)
         self.tokenizer.enable_truncation(self._max_length, strategy="longest_first")
 
     @property
@@ -338,7 +348,10 @@ class Embedder:
 
         first_index: index of texts[0] in the caller's input, for error messages.
         """
-        encodings = self.tokenizer.encode_batch(list(texts))
+        texts = list(texts)
+        for i, text in enumerate(texts):
+            _check_text(text, first_index + i)
+        encodings = self.tokenizer.encode_batch(texts)
         if on_long == "error":
             for i, e in enumerate(encodings):
                 if e.overflowing:
@@ -379,34 +392,43 @@ class Embedder:
 
     def encode_chunks(
         self,
-        texts: Sequence[Text],
+        texts: Iterable[Text],
         batch_size: int | None = None,
         show_progress_bar: bool | None = None,
         *,
         max_tokens: int | None = None,
         on_long: str = "truncate",
+        total: int | None = None,
     ) -> Iterator[tuple[int, Tensor]]:
-        """(start, vectors of texts[start:start + len(vectors)]), chunk by chunk in input
-        order, so a caller can write a large input out as it goes."""
+        """(start, vectors of rows start..start + len(vectors) - 1), chunk by chunk in input
+        order, so a caller can write a large input out as it goes. `texts` may be any
+        iterable, an endless one too: it is read CHUNK_TEXTS at a time, so memory does
+        not grow with its length. total: the row count for the progress bar, when
+        `texts` has no len()."""
         if isinstance(texts, str):
             raise TypeError("encode() takes a list of texts; wrap a single string in a list")
-        if batch_size is not None and batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        if max_tokens is not None and max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        _check_count("batch_size", batch_size)
+        _check_count("max_tokens", max_tokens)
+        if on_long not in ("truncate", "error"):
+            raise ValueError(f"on_long={on_long!r} must be 'truncate' or 'error'")
         if batch_size is None and max_tokens is None:
             batch_size, max_tokens = (MAX_BATCH_SIZE, DEFAULT_MAX_TOKENS) if self.unpad else (DEFAULT_BATCH_SIZE, None)
         batch_size = batch_size or MAX_BATCH_SIZE
-        stats = self.last_stats = EncodeStats(texts=len(texts))
-        progress = _progress(len(texts), show_progress_bar)
+        if total is None and isinstance(texts, Sized):
+            total = len(texts)
+        stats = self.last_stats = EncodeStats()
+        progress = _progress(total, show_progress_bar)
+        rows, start = iter(texts), 0
         try:
-            for start in range(0, len(texts), CHUNK_TEXTS):
-                encodings = self.tokenize(texts[start : start + CHUNK_TEXTS], on_long, first_index=start)
+            while chunk := list(itertools.islice(rows, CHUNK_TEXTS)):
+                encodings = self.tokenize(chunk, on_long, first_index=start)
+                stats.texts += len(chunk)
                 vectors = torch.empty(len(encodings), self.dimension, dtype=torch.float32)
-                for rows, batch_vectors in self._embed_sorted(encodings, batch_size, max_tokens, stats):
-                    vectors[rows] = batch_vectors
-                    progress.update(len(rows))
+                for batch_rows, batch_vectors in self._embed_sorted(encodings, batch_size, max_tokens, stats):
+                    vectors[batch_rows] = batch_vectors
+                    progress.update(len(batch_rows))
                 yield start, vectors
+                start += len(chunk)
         finally:
             progress.close()
 
@@ -457,6 +479,56 @@ class Embedder:
             "token_type_ids": types.to(device),
             "attention_mask": mask.to(device),
         }
+
+
+def check_device(device: torch.device | str | None) -> torch.device | None:
+    """`device` as a torch.device, refused with a ValueError when this machine cannot use it."""
+    if device is None:
+        return None
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"device={device!r} is not a torch device (e.g. cpu, cuda, cuda:1, mps)") from e
+    try:
+        torch.empty(0, device=resolved)
+    except (AssertionError, RuntimeError, NotImplementedError) as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if len(reason) > 100:
+            reason = f"this torch build has no {resolved.type} backend"
+        raise ValueError(f"device={device!r} is not available on this machine ({reason}); use cpu") from e
+    return resolved
+
+
+def _check_count(name: str, value: object, none: str = "the default") -> None:
+    """A count option: None (meaning `none`) or an int >= 1; never a float or a bool."""
+    if value is None:
+        return
+    try:
+        number = operator.index(value) if not isinstance(value, bool) else None
+    except TypeError:
+        number = None
+    if number is None or number < 1:
+        raise ValueError(f"{name} must be an integer >= 1 (or None for {none}), got {value!r}")
+
+
+def _check_text(text: object, index: int) -> None:
+    pair = isinstance(text, tuple | list) and len(text) == 2 and all(isinstance(p, str) for p in text)
+    if not (isinstance(text, str) or pair):
+        raise ValueError(
+            f"texts[{index}] is {type(text).__name__} {_preview(text)}; each text must be a str "
+            "or a (text_a, text_b) pair of str"
+        )
+    for part in text if pair else (text,):
+        if surrogate := _SURROGATE.search(part):
+            raise ValueError(
+                f"texts[{index}] holds a lone surrogate (\\u{ord(surrogate.group()):04x}), which is not Unicode "
+                "text; replace it (e.g. with U+FFFD)"
+            )
+
+
+def _preview(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _batches(order: list[int], lengths: list[int], batch_size: int, max_tokens: int | None) -> Iterator[list[int]]:

@@ -12,12 +12,15 @@ import glob
 import io
 import json
 import os
+import re
+import signal
+import stat
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -62,62 +65,118 @@ def expand_inputs(patterns: str | Sequence[str]) -> list[str]:
 
 def read_texts(path: str, fmt: str | None = None, field: str = "text", errors: str = "strict") -> list[str]:
     """All texts of the input, one per row, in order. Row i of txt is line i (empty lines too)."""
+    return list(iter_texts(path, fmt, field, errors))
+
+
+def iter_texts(path: str, fmt: str | None = None, field: str = "text", errors: str = "strict") -> Iterator[str]:
+    """read_texts() one row at a time, reading the input as it goes: memory does not
+    grow with its length, and stdin may be endless. The format is checked and the
+    file opened here; bad rows raise InputError when reached."""
     fmt = input_format(path, fmt)
+    if path == "-":
+        return _rows(sys.stdin.buffer, path, fmt, field, errors)
     try:
-        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+        stream = Path(path).open("rb")
     except OSError as e:
         raise InputError(f"cannot read {path}: {e.strerror or e}") from e
-    return parse_texts(data, path, fmt, field, errors)
+    return _closing(stream, _rows(stream, path, fmt, field, errors))
 
 
 def parse_texts(data: bytes, path: str, fmt: str, field: str = "text", errors: str = "strict") -> list[str]:
     """read_texts() for bytes already read: the one definition of a row, which
     `bertlite embed --engine ray` (bertlite.distributed) applies to each file too."""
-    lines = _decode_lines(data, path, errors)
+    return list(_rows(io.BytesIO(data), path, fmt, field, errors))
+
+
+def _closing(stream: BinaryIO, rows: Iterator[str]) -> Iterator[str]:
+    with stream:
+        yield from rows
+
+
+def _rows(stream: BinaryIO, path: str, fmt: str, field: str, errors: str) -> Iterator[str]:
+    lines = _decode_lines(stream, path, errors)
     if fmt == "txt":
         return lines
     if fmt == "jsonl":
-        return _jsonl_field(lines, path, field)
+        return _jsonl_field(lines, path, field, errors)
     return _csv_column(lines, path, field, delimiter="," if fmt == "csv" else "\t")
 
 
-def _decode_lines(data: bytes, path: str, errors: str) -> list[str]:
-    # A UTF-8 byte order mark (Excel's "CSV UTF-8") would otherwise glue itself to the first field or JSON line.
-    raw = data.removeprefix(b"\xef\xbb\xbf").split(b"\n")
-    if raw and raw[-1] == b"":
-        raw.pop()  # the newline that ends the last line starts no new one
-    lines = []
-    for number, line in enumerate(raw, start=1):
-        try:
-            text = line.decode("utf-8", errors=errors)
-        except UnicodeDecodeError as e:
-            raise InputError(
-                f"{path}: line {number} is not valid UTF-8 (at byte offset {e.start} of the line: "
-                f"{line[e.start : e.start + 1]!r}); fix the file or replace bad bytes with U+FFFD "
-                "(CLI --errors replace, Python errors='replace')"
-            ) from e
-        lines.append(text.removesuffix("\r"))
-    return lines
+def _decode_lines(stream: BinaryIO, path: str, errors: str) -> Iterator[str]:
+    number = 0
+    try:
+        for line in stream:
+            number += 1
+            if number == 1:
+                # A UTF-8 byte order mark (Excel's "CSV UTF-8") would otherwise glue itself
+                # to the first field or JSON line.
+                line = line.removeprefix(b"\xef\xbb\xbf")
+            line = line.removesuffix(b"\n")
+            try:
+                text = line.decode("utf-8", errors=errors)
+            except UnicodeDecodeError as e:
+                raise InputError(
+                    f"{path}: line {number} is not valid UTF-8 (at byte offset {e.start} of the line: "
+                    f"{line[e.start : e.start + 1]!r}); fix the file or replace bad bytes with U+FFFD "
+                    "(CLI --errors replace, Python errors='replace')"
+                ) from e
+            yield text.removesuffix("\r")
+    except OSError as e:
+        raise InputError(f"cannot read {path} (after line {number}): {e.strerror or e}") from e
 
 
-def _jsonl_field(lines: list[str], path: str, field: str) -> list[str]:
-    texts = []
+# JSON can spell a lone UTF-16 surrogate ("\\ud800"), which no tokenizer accepts
+# and no UTF-8 file can hold; a proper pair decodes to one character and never matches.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _jsonl_field(lines: Iterator[str], path: str, field: str, errors: str) -> Iterator[str]:
     for number, line in enumerate(lines, start=1):
         try:
             record = json.loads(line)
         except json.JSONDecodeError as e:
             raise InputError(f"{path}: line {number} is not a JSON object ({e.msg})") from e
+        except RecursionError as e:
+            raise InputError(f"{path}: line {number} is nested too deeply to read as JSON") from e
         if not isinstance(record, dict) or not isinstance(record.get(field), str):
             raise InputError(f"{path}: line {number} has no string field {field!r} (choose one with --field)")
-        texts.append(record[field])
-    return texts
+        text = record[field]
+        surrogate = _SURROGATE.search(text)
+        if surrogate and errors == "strict":
+            raise InputError(
+                f"{path}: line {number}: field {field!r} holds a lone surrogate "
+                f"(\\u{ord(surrogate.group()):04x}), which is not Unicode text; fix the file or replace it with "
+                "U+FFFD (CLI --errors replace, Python errors='replace')"
+            )
+        yield _SURROGATE.sub("\ufffd", text) if surrogate else text
 
 
-def _csv_column(lines: list[str], path: str, field: str, delimiter: str) -> list[str]:
-    reader = csv.DictReader(io.StringIO("\n".join(lines)), delimiter=delimiter)
-    if reader.fieldnames is None or field not in reader.fieldnames:
-        raise InputError(f"{path}: no column {field!r} (columns: {', '.join(reader.fieldnames or [])}; use --field)")
-    return [row[field] or "" for row in reader]
+# csv's default limit (128 KiB per field) is far below one long document; rows are
+# read one at a time, so a field is bounded by memory as a txt line is. The limit
+# is process-wide in the csv module: raised, never lowered.
+CSV_FIELD_LIMIT = 1 << 30
+
+
+def _csv_column(lines: Iterator[str], path: str, field: str, delimiter: str) -> Iterator[str]:
+    csv.field_size_limit(max(csv.field_size_limit(), CSV_FIELD_LIMIT))
+    number = 0
+
+    def feed() -> Iterator[str]:
+        nonlocal number  # the line being parsed when csv fails (its own line_num lags behind)
+        for number, line in enumerate(lines, start=1):  # noqa: B007 (read by the handler below)
+            yield line + "\n"
+
+    reader = csv.DictReader(feed(), delimiter=delimiter)
+    try:
+        if reader.fieldnames is None or field not in reader.fieldnames:
+            columns = ", ".join(reader.fieldnames or [])
+            raise InputError(f"{path}: no column {field!r} (columns: {columns}; use --field)")
+        for row in reader:
+            yield row[field] or ""
+    except csv.Error as e:
+        kind = "CSV" if delimiter == "," else "TSV"
+        reason = "a carriage return inside an unquoted field; quote it" if "new-line" in str(e) else str(e)
+        raise InputError(f"{path}: line {number} is not valid {kind} ({reason})") from e
 
 
 def output_format(path: str) -> str:
@@ -140,50 +199,64 @@ class VectorWriter:
     """Writes rows in order to a temp file beside `path`; renames it into place on close().
 
     Used as a context manager: leaving the block with an exception deletes the
-    temp file, so the target is either complete or untouched.
+    temp file, so the target is either complete or untouched. rows=None: a
+    count not known in advance (stdin); .npy reserves its header and fills in
+    the row count at the end. Writes are ordinary buffered writes, so a full
+    disk is an OSError (ENOSPC), never a crash. An existing target is replaced
+    and keeps its permission bits; overwrite=False refuses to replace it.
     """
 
-    def __init__(self, path: str, rows: int, dimension: int) -> None:
+    def __init__(self, path: str, rows: int | None, dimension: int, *, overwrite: bool = True) -> None:
         self.path = Path(path)
         self.format = output_format(path)
         self.rows, self.dimension, self.written = rows, dimension, 0
-        folder = self.path.parent
-        if not folder.is_dir():
-            raise InputError(f"output folder {folder} does not exist")
+        self.overwrite = overwrite
+        check_output_path(path, overwrite=overwrite)
         pyarrow = require_pyarrow() if self.format == "parquet" else None
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{self.path.name}.", suffix=".tmp")
-        os.close(fd)
-        self.tmp = Path(tmp)
+        self.tmp: Path | None = None
         try:
+            with _signals_deferred():
+                fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+                self.tmp = Path(tmp)
+            os.close(fd)
             self._open(pyarrow)
         except BaseException:
             self.abort()  # __exit__ never runs for a constructor that fails
             raise
 
     def _open(self, pyarrow: Any) -> None:
-        dimension = self.dimension
         if self.format == "npy":
-            self._array = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=np.float32, shape=(self.rows, dimension))
+            self._file = open(self.tmp, "wb")  # noqa: SIM115 (closed in close/abort)
+            self._header_size = self._file.write(self._npy_header(0))
         elif self.format == "jsonl":
             self._file = open(self.tmp, "w", encoding="utf-8")  # noqa: SIM115 (closed in close/abort)
         else:
             schema = pyarrow.schema(
                 [
                     ("id", pyarrow.int64()),
-                    ("embedding", pyarrow.list_(pyarrow.float32(), dimension)),
+                    ("embedding", pyarrow.list_(pyarrow.float32(), self.dimension)),
                 ]
             )
             self._parquet = pyarrow.parquet.ParquetWriter(self.tmp, schema)
             self._pyarrow, self._schema = pyarrow, schema
 
+    def _npy_header(self, rows: int) -> bytes:
+        header = io.BytesIO()
+        shape = (rows, self.dimension)
+        np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": shape})
+        return header.getvalue()
+
     def write(self, vectors: np.ndarray) -> None:
         """The next len(vectors) rows."""
         start, n = self.written, len(vectors)
+        if self.rows is not None and start + n > self.rows:
+            raise RuntimeError(f"{start + n} rows written to a writer of {self.rows}")
         if self.format == "npy":
-            self._array[start : start + n] = vectors
+            self._file.write(memoryview(np.ascontiguousarray(vectors, dtype="<f4")))
         elif self.format == "jsonl":
             for i, row in enumerate(vectors.tolist(), start=start):
-                self._file.write(json.dumps({"id": i, "embedding": row}) + "\n")
+                # allow_nan=False: a bare NaN is not JSON; the CLI refuses such rows before they get here.
+                self._file.write(json.dumps({"id": i, "embedding": row}, allow_nan=False) + "\n")
         else:
             pa = self._pyarrow
             flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
@@ -198,21 +271,30 @@ class VectorWriter:
         self.written += n
 
     def close(self) -> None:
-        if self.written != self.rows:
+        if self.rows is not None and self.written != self.rows:
             raise RuntimeError(f"wrote {self.written} of {self.rows} rows")
         if self.format == "npy":
-            self._array.flush()
-            del self._array
-        elif self.format == "jsonl":
-            self._file.close()
-        else:
+            header = self._npy_header(self.written)
+            # numpy pads the header so the row count can grow to 21 digits in place.
+            assert len(header) == self._header_size, (len(header), self._header_size)
+            self._file.seek(0)
+            self._file.write(header)
+        if self.format == "parquet":
             self._parquet.close()
+        else:
+            self._file.flush()  # a full disk shows here at the latest, before the rename
+            self._file.close()
         with open(self.tmp, "rb+") as f:
-            os.fsync(f.fileno())  # a full disk shows here, before the rename, not after
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(self.tmp, 0o666 & ~umask)  # mkstemp's 0600 is for the temp file, not the result
-        os.replace(self.tmp, self.path)
+            os.fsync(f.fileno())
+        os.chmod(self.tmp, _result_mode(self.path))  # mkstemp's 0600 is for the temp file, not the result
+        if self.overwrite:
+            os.replace(self.tmp, self.path)
+        else:
+            try:
+                os.link(self.tmp, self.path)  # fails if the target appeared meanwhile, unlike a rename
+            except FileExistsError as e:
+                raise InputError(f"{self.path} exists (--no-overwrite); nothing was replaced") from e
+            self.tmp.unlink()
 
     def abort(self) -> None:
         """Drop the temp file; the target is left as it was."""
@@ -221,8 +303,8 @@ class VectorWriter:
             if handle is not None:
                 with contextlib.suppress(Exception):  # already failing: the cleanup must go on
                     handle.close()
-        self.__dict__.pop("_array", None)
-        self.tmp.unlink(missing_ok=True)
+        if self.tmp is not None:
+            self.tmp.unlink(missing_ok=True)
 
     def __enter__(self) -> VectorWriter:
         return self
@@ -236,3 +318,45 @@ class VectorWriter:
         except BaseException:
             self.abort()
             raise
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait until the block is done (then arrive as usual), so that
+    a temp file never exists without its name stored for the cleanup."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def check_output_path(path: str, *, overwrite: bool = True, inputs: Sequence[str] = ()) -> None:
+    """Refuse an output path that cannot end well, before any work: a folder, a
+    missing parent folder, one of the inputs (also through a link), or an existing
+    file with overwrite=False."""
+    output_format(path)
+    target = Path(path)
+    if target.is_dir():
+        raise InputError(f"{path} is a folder; -o takes a file ending in {', '.join('.' + f for f in OUTPUT_FORMATS)}")
+    if not target.parent.is_dir():
+        raise InputError(f"output folder {target.parent} does not exist")
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        raise InputError(f"output folder {target.parent} is not writable")
+    for source in inputs:
+        if source != "-" and target.exists() and os.path.exists(source) and os.path.samefile(source, target):
+            raise InputError(f"{path} is the input {source}; writing it would destroy the input: choose another -o")
+    if not overwrite and (target.exists() or target.is_symlink()):
+        raise InputError(f"{path} exists and --no-overwrite was given; remove it or choose another -o")
+
+
+def _result_mode(target: Path) -> int:
+    try:
+        return stat.S_IMODE(target.stat().st_mode)  # replacing a file keeps its permissions (e.g. 0600)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask

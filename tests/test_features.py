@@ -291,3 +291,57 @@ def test_bad_metadata_through_the_cli_is_one_line_and_exit_2(real_model_path, tm
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "max_seq_length=-4; it must be a positive integer" in err
     assert not (tmp_path / "out.npy").exists()
+
+@pytest.fixture(scope="module")
+def tiny(real_model_path):
+    """A random 2-layer, 32-wide model with the real tokenizer: where only the arguments matter."""
+    torch.manual_seed(0)
+    config = bertlite.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)
+    return Embedder(bertlite.BertModel(config), load_tokenizer(real_model_path))
+
+
+def test_bad_items_are_named_by_index_and_type(tiny):
+    with pytest.raises(ValueError, match=r"texts\[1\] is int 123; each text must be a str or a \(text_a, text_b\)"):
+        tiny.encode(["fine", 123])
+    with pytest.raises(ValueError, match=r"texts\[0\] is tuple \('only one',\)"):
+        tiny.encode([("only one",)])
+    with pytest.raises(ValueError, match=r"texts\[2\] holds a lone surrogate \(\\ud800\)"):
+        tiny.encode(["a", "b", "broken \ud800 text"])
+    # a proper surrogate pair is one character, and fine
+    assert tiny.encode(["emoji \U0001f600", ["a", "pair"]]).shape == (2, 32)
+
+
+@pytest.mark.parametrize(
+    ("argument", "value"),
+    [("max_length", 0), ("max_length", -1), ("batch_size", 2.5), ("batch_size", True), ("max_tokens", 0)],
+)
+def test_counts_are_refused_by_name(tiny, argument, value):
+    message = rf"{argument} must be an integer >= 1 \(or None for .*\), got {value!r}"
+    if argument == "max_length":
+        with pytest.raises(ValueError, match=message):
+            Embedder(tiny.model, tiny.tokenizer, max_length=value)
+        with pytest.raises(ValueError, match=message):
+            tiny.max_length = value
+        assert tiny.max_length == 512  # the refused value changed nothing
+    else:
+        with pytest.raises(ValueError, match=message):
+            tiny.encode(["a", "b"], **{argument: value})
+
+
+def test_numpy_integers_are_counts_too(tiny):
+    np.testing.assert_array_equal(tiny.encode(["a", "b"], batch_size=np.int64(1)), tiny.encode(["a", "b"]))
+
+
+def test_encode_chunks_streams_an_endless_iterator(tiny, monkeypatch):
+    import itertools
+
+    monkeypatch.setattr(bertlite.features, "CHUNK_TEXTS", 3)
+    endless = (f"text number {i}" for i in itertools.count())
+    chunks = tiny.encode_chunks(endless, show_progress_bar=False)
+    first_row, vectors = next(chunks)
+    second_row, more = next(chunks)
+    chunks.close()
+    assert (first_row, second_row, len(vectors), len(more)) == (0, 3, 3, 3)
+    assert tiny.last_stats.texts == 6
+    expected = tiny.encode([f"text number {i}" for i in range(6)])
+    np.testing.assert_allclose(torch.cat([vectors, more]).numpy(), expected, atol=1e-6, rtol=0)
