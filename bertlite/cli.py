@@ -11,6 +11,8 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from bertlite.serve import cli as serve_cli
+
 PARITY_HELP = """\
 Prove that bertlite computes what transformers computes on a checkpoint.
 
@@ -71,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--all-weights", action="store_true", help="list every weight in the table, not only failures")
     _add_embed_parser(commands)
+    serve_cli.add_parser(commands)
     return parser
 
 
@@ -160,6 +163,7 @@ def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
         default="truncate",
         help="texts longer than the max length: truncate (counted in the summary) or stop",
     )
+    _add_prompt_arguments(p)
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="model dtype (default: float32)")
     p.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cpu)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -180,6 +184,23 @@ def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
         help="torch threads per replica, and CPUs Ray reserves for it (default 1)",
     )
     ray.add_argument("--keep-text", action="store_true", default=None, help="also write each row's text")
+
+
+def _add_prompt_arguments(p: argparse.ArgumentParser) -> None:
+    prompt = p.add_mutually_exclusive_group()
+    prompt.add_argument(
+        "--prompt-name",
+        metavar="NAME",
+        help="put the checkpoint's prompt NAME (config_sentence_transformers.json 'prompts') before every text "
+        "(default: its default_prompt_name, if any)",
+    )
+    prompt.add_argument("--prompt", metavar="TEXT", help="put TEXT before every text, e.g. 'query: '")
+    p.add_argument(
+        "--truncate-dim",
+        type=int,
+        metavar="N",
+        help="keep the first N dimensions of each vector (Matryoshka models; as sentence-transformers' truncate_dim)",
+    )
 
 
 def _embed(args: argparse.Namespace) -> int:
@@ -213,6 +234,7 @@ def _embed(args: argparse.Namespace) -> int:
             return fail(f"output folder {os.path.dirname(os.path.abspath(args.output))} does not exist")
         texts = read_texts(args.input, args.input_format, args.field, args.errors)
         embedder = _load_embedder(args)
+        embedder.resolve_prompt(args.prompt, args.prompt_name)
     except (InputError, OSError, ValueError) as e:
         return fail(str(e))
     start = time.perf_counter()
@@ -224,6 +246,8 @@ def _embed(args: argparse.Namespace) -> int:
                 show_progress_bar=not args.quiet,
                 max_tokens=args.max_tokens,
                 on_long=args.on_long,
+                prompt_name=args.prompt_name,
+                prompt=args.prompt,
             ):
                 writer.write(vectors.numpy())
     except ValueError as e:  # e.g. --on-long error
@@ -244,6 +268,10 @@ def _embed(args: argparse.Namespace) -> int:
 RAY_ONLY = ("ray_address", "replicas", "threads_per_replica", "keep_text")
 
 
+def _prompt_flags(args: argparse.Namespace) -> list[tuple[str, object]]:
+    return [("--prompt-name", args.prompt_name), ("--prompt", args.prompt), ("--truncate-dim", args.truncate_dim)]
+
+
 def _embed_ray(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
     # bertlite.distributed imports ray only inside its functions: a missing Ray
     # shows as RayNotInstalledError here, with the install hint.
@@ -252,6 +280,9 @@ def _embed_ray(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
 
     if args.device not in (None, "cpu"):
         return fail("--device applies to the single engine; Ray replicas run on CPU")
+    given = [flag for flag, value in _prompt_flags(args) if value is not None]
+    if given:
+        return fail(f"{', '.join(given)}: not supported with --engine ray yet")
     try:
         result = embed_dataset(
             args.model,
@@ -296,6 +327,7 @@ def _load_embedder(args: argparse.Namespace):  # noqa: ANN202 (keeps torch out o
         pooling=args.pooling,
         normalize=args.normalize,
         max_length=args.max_length,
+        truncate_dim=args.truncate_dim,
     )
 
 
@@ -306,9 +338,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return _parity(args) if args.command == "parity" else _embed(args)
+        return {"parity": _parity, "embed": _embed, "serve": serve_cli.run}[args.command](args)
     except KeyboardInterrupt:
-        print(f"bertlite {args.command}: interrupted; no output written", file=sys.stderr)
+        written = "" if args.command == "serve" else "; no output written"
+        print(f"bertlite {args.command}: interrupted{written}", file=sys.stderr)
         return 130
 
 
