@@ -77,7 +77,7 @@ def _json_object(body: bytes, fields: tuple[str, ...]) -> dict[str, Any]:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise _invalid(f"the body is not valid JSON: {e}") from e
     if not isinstance(data, dict):
-        raise _invalid(f"the body must be a JSON object, got {type(data).__name__}")
+        raise _invalid(f"the body must be a JSON object, got {_kind(data)}")
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise _invalid(f"{unknown[0]}: unknown field (known: {', '.join(fields)})", unknown[0])
