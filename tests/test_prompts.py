@@ -11,7 +11,10 @@ from sentence_transformers import SentenceTransformer
 
 from bertlite.cli import main
 from bertlite.features import Embedder, read_sentence_transformers_prompts
-from tests.serve_helpers import prompts_folder
+from tests.serve_helpers import (
+    one_torch_thread,  # noqa: F401 (an autouse fixture)
+    prompts_folder,
+)
 
 PROMPTS = {"query": "query: ", "passage": "passage: ", "classification": "Classify the topic: "}
 

@@ -15,10 +15,14 @@ import pytest
 from sentence_transformers import SentenceTransformer
 from tokenizers import Tokenizer
 
-from bertlite.cli import main
 from bertlite.features import Embedder
 from bertlite.serve.app import MAX_BODY_BYTES, Limits
-from tests.serve_helpers import prompts_folder, running, tiny_model_folder
+from tests.serve_helpers import (
+    one_torch_thread,  # noqa: F401 (an autouse fixture)
+    prompts_folder,
+    running,
+    tiny_model_folder,
+)
 
 KEY = "sk-test-key"
 PROMPTS = {"query": "query: ", "passage": "passage: "}
@@ -139,7 +143,12 @@ def test_info_and_metrics(client: openai.OpenAI, real_server: str) -> None:
     client.embeddings.create(model="minilm", input=["one", "two"])
     assert httpx.post(f"{real_server}/embed", json={"inputs": "x"}).status_code == 401
     info = httpx.get(f"{real_server}/info", headers=auth()).json()
-    assert (info["model"], info["dimension"], info["max_input_length"], info["dtype"]) == ("minilm", 384, 256, "float32")
+    assert (info["model"], info["dimension"], info["max_input_length"], info["dtype"]) == (
+        "minilm",
+        384,
+        256,
+        "float32",
+    )
     assert info["limits"]["max_client_batch_size"] == 32
     assert info["prompts"]["query"] == "query: "
     metrics = httpx.get(f"{real_server}/metrics", headers=auth()).text
