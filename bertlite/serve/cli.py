@@ -111,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         return fail(str(e).replace("max_", "--max-").replace("_", "-"))
+    if not 0 <= args.port <= 65535:
+        return fail(f"--port must be between 0 and 65535, got {args.port}")
     if args.grace_period < 0:
         return fail(f"--grace-period must be >= 0, got {args.grace_period}")
     if args.truncate_dim is not None and args.truncate_dim < 1:
