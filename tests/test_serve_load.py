@@ -131,3 +131,48 @@ def test_overload_gets_429_at_once_then_health_answers(
             assert np.abs(np.asarray(r.json()[0], dtype=np.float32) - encode([text])[0]).max() <= 1e-6
     assert health.status_code == 200 and health.json() == {"status": "ok"}
     assert metric(metrics, 'bertlite_requests_total{endpoint="/embed",status="429"}') == extra
+
+
+def test_a_failing_request_fails_alone_and_the_server_stays_healthy(
+    tiny_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = threading.Event()
+    encode = tiny_embedder.encode
+
+    def flaky(texts: list[str], **kwargs: object) -> np.ndarray:
+        if "hold" in texts and not gate.wait(60):
+            raise TimeoutError("the test never released the model")
+        if any("boom" in t for t in texts):
+            raise RuntimeError("simulated kernel failure")
+        return encode(texts, **kwargs)
+
+    with running(lambda: tiny_embedder) as (url, _):
+        monkeypatch.setattr(tiny_embedder, "encode", flaky)
+
+        async def scenario() -> list[httpx.Response]:
+            async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+                held = asyncio.create_task(http.post("/v1/embeddings", json={"input": "hold"}))
+                # While "hold" is in the forward, a bad and a good request queue up: one batch.
+                bad = asyncio.create_task(http.post("/v1/embeddings", json={"input": ["boom"]}))
+                good = asyncio.create_task(http.post("/v1/embeddings", json={"input": ["fine", "also fine"]}))
+                for _ in range(2000):
+                    if metric((await http.get("/metrics")).text, "bertlite_queue_depth") == 2:
+                        break
+                else:
+                    raise AssertionError("the two requests never queued behind the held one")
+                gate.set()
+                return [await held, await bad, await good]
+
+        held, bad, good = asyncio.run(scenario())
+        health = httpx.get(f"{url}/health")
+    assert held.status_code == 200 and good.status_code == 200
+    vectors = [d["embedding"] for d in good.json()["data"]]
+    assert np.abs(np.asarray(vectors, dtype=np.float32) - encode(["fine", "also fine"])).max() <= 1e-6
+    assert bad.status_code == 500
+    assert bad.json()["error"] == {
+        "message": "the forward failed: simulated kernel failure",
+        "type": "server_error",
+        "param": None,
+        "code": "forward_failed",
+    }
+    assert health.json() == {"status": "ok"}

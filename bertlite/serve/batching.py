@@ -113,6 +113,7 @@ class Batcher:
                 return batch, job
             else:
                 self.metrics.queue_depth.dec()
+                self.metrics.queue_wait.observe(time.perf_counter() - job.enqueued)
                 batch.append(job)
                 tokens += job.tokens
             try:
@@ -126,16 +127,19 @@ class Batcher:
 
     def _forward(self, batch: list[_Job]) -> None:
         start = time.perf_counter()
-        for job in batch:
-            self.metrics.queue_wait.observe(start - job.enqueued)
         texts = [text for job in batch for text in job.texts]
         try:
             # prompt="": the handlers have put each request's prompt in its texts already.
             vectors = self.embedder.encode(texts, prompt="")
         except Exception as e:
             traceback.print_exc(file=sys.stderr)
-            for job in batch:
-                job.loop.call_soon_threadsafe(_set_exception, job.future, RuntimeError(f"the forward failed: {e}"))
+            if len(batch) > 1:  # run each request alone, so one bad request fails only itself
+                for job in batch:
+                    self._forward([job])
+                return
+            batch[0].loop.call_soon_threadsafe(
+                _set_exception, batch[0].future, RuntimeError(f"the forward failed: {e}")
+            )
             return
         self.metrics.batch_seconds.observe(time.perf_counter() - start)
         self.metrics.batch_tokens.observe(sum(job.tokens for job in batch))
