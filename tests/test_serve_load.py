@@ -136,10 +136,12 @@ def test_overload_gets_429_at_once_then_health_answers(
 def test_a_failing_request_fails_alone_and_the_server_stays_healthy(
     tiny_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    gate = threading.Event()
+    gate, in_forward = threading.Event(), threading.Event()
     encode = tiny_embedder.encode
 
     def flaky(texts: list[str], **kwargs: object) -> np.ndarray:
+        if "hold" in texts:
+            in_forward.set()
         if "hold" in texts and not gate.wait(60):
             raise TimeoutError("the test never released the model")
         if any("boom" in t for t in texts):
@@ -152,6 +154,7 @@ def test_a_failing_request_fails_alone_and_the_server_stays_healthy(
         async def scenario() -> list[httpx.Response]:
             async with httpx.AsyncClient(base_url=url, timeout=60) as http:
                 held = asyncio.create_task(http.post("/v1/embeddings", json={"input": "hold"}))
+                assert await asyncio.to_thread(in_forward.wait, 60)
                 # While "hold" is in the forward, a bad and a good request queue up: one batch.
                 bad = asyncio.create_task(http.post("/v1/embeddings", json={"input": ["boom"]}))
                 good = asyncio.create_task(http.post("/v1/embeddings", json={"input": ["fine", "also fine"]}))
