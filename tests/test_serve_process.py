@@ -136,6 +136,7 @@ def test_usage_errors_exit_2(tiny_folder: Path, capsys: pytest.CaptureFixture[st
         (["--port", "70000"], "--port must be between 0 and 65535, got 70000"),
         (["--max-client-batch-size", "0"], "--max-client-batch-size must be >= 1, got 0"),
         (["--max-input-length", "1"], "--max-input-length must be >= 2"),
+        (["--threads", "0"], "--threads must be >= 1, got 0"),
     ]:
         assert main(["serve", str(tiny_folder), *flags]) == 2
         assert f"bertlite serve: error: {message}" in capsys.readouterr().err

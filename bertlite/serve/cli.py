@@ -41,6 +41,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="model dtype (default: float32)")
     p.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cpu)")
     p.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="torch threads for the model (default: torch's, one per core); fewer when the cores are shared",
+    )
+    p.add_argument(
         "--max-batch-tokens",
         type=int,
         default=16384,
@@ -111,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         return fail(str(e).replace("max_", "--max-").replace("_", "-"))
+    if args.threads is not None and args.threads < 1:
+        return fail(f"--threads must be >= 1, got {args.threads}")
     if not 0 <= args.port <= 65535:
         return fail(f"--port must be between 0 and 65535, got {args.port}")
     if args.grace_period < 0:
@@ -126,6 +134,10 @@ def run(args: argparse.Namespace) -> int:
     failed: list[str] = []
 
     def load() -> Embedder:
+        if args.threads is not None:
+            import torch
+
+            torch.set_num_threads(args.threads)
         return Embedder.from_pretrained(
             args.model, device=args.device, dtype=args.dtype, truncate_dim=args.truncate_dim
         )
