@@ -71,6 +71,7 @@ class _Service:
         self.limits.max_input_length = embedder.max_length
         counter = Tokenizer.from_str(embedder.tokenizer.to_str())
         counter.no_truncation()
+        counter.no_padding()
         self.counter = counter
         return embedder
 
@@ -85,7 +86,8 @@ def create_app(
     shutdown_timeout: float = 30.0,
 ) -> Starlette:
     """load() builds the Embedder in the worker thread once the app starts (lifespan); until it
-    is done, /health and the embedding endpoints answer 503. on_loaded: see Batcher."""
+    is done, /health and the embedding endpoints answer 503. limits.max_input_length, when
+    given, becomes that Embedder's max_length. on_loaded: see Batcher."""
     limits = limits or Limits()
     batcher = Batcher(lambda: service.prepare(load()), limits.max_batch_tokens, Metrics(), on_loaded)
     service = _Service(batcher, limits, model_name, api_key)
