@@ -3,7 +3,9 @@
 - offline: `Embedder.encode` on all the texts at once (the ceiling),
 - naive: a server whose endpoint calls `Embedder.encode` per request in starlette's
   thread pool (what a plain FastAPI `def` endpoint does): one forward per request,
-- bertlite serve: the real CLI, with its queue and token-budget batches.
+- bertlite serve: the real CLI, with its queue and token-budget batches,
+- batcher_only: that queue and worker called in this process without HTTP (what
+  dynamic batching reaches apart from the HTTP and client work on the same cores).
 
 Each server runs in its own process; the clients (asyncio + httpx, one connection each)
 run here, on the same machine. Requests of --texts-per-request corpus texts, at each
@@ -151,6 +153,52 @@ def offline(model: str, texts: list[str], rounds: int, threads: int | None) -> d
     return {"texts": len(texts), "wall_s": round(best, 3), "texts_per_s": round(len(texts) / best, 1)}
 
 
+def batcher_only(model: str, requests: list[list[str]], levels: list[int], threads: int | None) -> list[dict]:
+    """The server's queue and worker without HTTP, in this process: what dynamic batching
+    itself reaches, apart from the HTTP and client CPU that share the cores with the model."""
+    import torch
+
+    from bertlite.features import Embedder
+    from bertlite.serve.batching import Batcher
+    from bertlite.serve.metrics import Metrics
+
+    if threads:
+        torch.set_num_threads(threads)
+    embedder = Embedder.from_pretrained(model)
+    batcher = Batcher(lambda: embedder, 16384, Metrics())
+    batcher.start()
+    batcher.done.wait()
+
+    async def level(concurrency: int) -> dict:
+        latencies: list[float] = []
+        pending = iter(requests)
+
+        async def client() -> None:
+            for texts in pending:
+                t = time.perf_counter()
+                await batcher.embed(texts, 0)
+                latencies.append(time.perf_counter() - t)
+
+        start_s = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(concurrency)))
+        wall = time.perf_counter() - start_s
+        texts = sum(len(r) for r in requests)
+        return {
+            "concurrency": concurrency,
+            "requests": len(requests),
+            "texts": texts,
+            "wall_s": round(wall, 3),
+            "texts_per_s": round(texts / wall, 1),
+            "p50_ms": round(1000 * float(np.percentile(latencies, 50)), 1),
+            "p99_ms": round(1000 * float(np.percentile(latencies, 99)), 1),
+        }
+
+    try:
+        return [asyncio.run(level(c)) for c in levels]
+    finally:
+        batcher.stop(60)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", help="folder or hub id (default: the packaged all-MiniLM-L6-v2)")
@@ -191,6 +239,11 @@ def main() -> None:
         "servers": {},
     }
     print(f"offline Embedder.encode: {result['offline']['texts_per_s']} texts/s", flush=True)
+    rows = batcher_only(args.model, requests, levels, args.threads)
+    for row in rows:
+        row["of_offline"] = round(row["texts_per_s"] / result["offline"]["texts_per_s"], 3)
+        print(f"{'batcher_only':15s} concurrency {row['concurrency']:4d}: {row}", flush=True)
+    result["batcher_only"] = rows
     threads = ["--threads", str(args.threads)] if args.threads else []
     commands = {
         "naive": [sys.executable, __file__, "--naive-server", args.model, *threads],
