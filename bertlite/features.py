@@ -470,7 +470,7 @@ class Embedder:
                 for rows, batch_vectors in self._embed_sorted(encodings, batch_size, max_tokens, stats):
                     vectors[rows] = batch_vectors
                     progress.update(len(rows))
-                yield start, vectors[:, :dimension]
+                yield start, vectors[:, :dimension].contiguous()
         finally:
             progress.close()
 
@@ -506,7 +506,7 @@ class Embedder:
         pooled = vectors[0] if len(vectors) == 1 else torch.cat(vectors, dim=-1)
         pooled = torch.nn.functional.normalize(pooled, p=2, dim=-1) if self.normalize else pooled
         # sentence-transformers truncates after its Normalize module and does not re-normalize.
-        return pooled[:, : self.dimension]
+        return pooled[:, : self.dimension].contiguous()
 
     def _collate(self, encodings: list[Encoding], device: torch.device) -> dict[str, Tensor]:
         width = max(len(e.ids) for e in encodings)

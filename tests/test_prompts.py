@@ -3,6 +3,7 @@ gives for the same prompt_name / prompt / truncate_dim, on the real checkpoint w
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -98,13 +99,17 @@ def test_embed_cli_prompt_and_truncate_dim_equal_sentence_transformers(
     folder: Path, st_model: SentenceTransformer, texts: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
-    for flags, kwargs in [
-        (["--prompt-name", "query", "--truncate-dim", "48"], {"prompt_name": "query", "truncate_dim": 48}),
-        (["--prompt", "search: "], {"prompt": "search: "}),
+    for flags, kwargs, out in [
+        (["--prompt-name", "query", "--truncate-dim", "48"], {"prompt_name": "query", "truncate_dim": 48}, "o.npy"),
+        (["--prompt", "search: ", "--truncate-dim", "16"], {"prompt": "search: ", "truncate_dim": 16}, "o.jsonl"),
     ]:
-        out = tmp_path / "out.npy"
+        out = tmp_path / out
         assert main(["embed", str(folder), "-i", str(tmp_path / "in.txt"), "-o", str(out), "--quiet", *flags]) == 0
-        np.testing.assert_allclose(np.load(out), st_model.encode(texts, **kwargs), atol=2e-6, rtol=0)
+        if out.suffix == ".npy":
+            got = np.load(out)
+        else:
+            got = np.array([json.loads(line)["embedding"] for line in out.read_text().splitlines()])
+        np.testing.assert_allclose(got, st_model.encode(texts, **kwargs), atol=2e-6, rtol=0)
 
 
 def test_embed_cli_unknown_prompt_name_exits_2(
