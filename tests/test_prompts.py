@@ -120,3 +120,14 @@ def test_embed_cli_unknown_prompt_name_exits_2(
     assert main(["embed", str(folder), "-i", str(tmp_path / "in.txt"), "-o", str(out), "--prompt-name", "x"]) == 2
     assert "bertlite embed: error: prompt_name='x' is not one of the prompts" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_ray_engine_refuses_prompt_flags_before_starting_ray(
+    folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "in.txt").write_text("a\n")
+    argv = ["embed", str(folder), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out"), "--engine", "ray"]
+    assert main([*argv, "--prompt-name", "query", "--truncate-dim", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "bertlite embed: error: --prompt-name, --truncate-dim: not supported with --engine ray yet" in err
+    assert not (tmp_path / "out").exists()
