@@ -15,6 +15,8 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
+from bertlite.serve import cli as serve_cli
+
 PARITY_HELP = """\
 Prove that bertlite computes what transformers computes on a checkpoint.
 
@@ -85,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--all-weights", action="store_true", help="list every weight in the table, not only failures")
     _add_embed_parser(commands)
+    serve_cli.add_parser(commands)
     return parser
 
 
@@ -178,6 +181,7 @@ def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
         default="truncate",
         help="texts longer than the max length: truncate (counted in the summary) or stop",
     )
+    _add_prompt_arguments(p)
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="model dtype (default: float32)")
     p.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cpu)")
     p.add_argument(
@@ -204,6 +208,23 @@ def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
         help="torch threads per replica, and CPUs Ray reserves for it (default 1)",
     )
     ray.add_argument("--keep-text", action="store_true", default=None, help="also write each row's text")
+
+
+def _add_prompt_arguments(p: argparse.ArgumentParser) -> None:
+    prompt = p.add_mutually_exclusive_group()
+    prompt.add_argument(
+        "--prompt-name",
+        metavar="NAME",
+        help="put the checkpoint's prompt NAME (config_sentence_transformers.json 'prompts') before every text "
+        "(default: its default_prompt_name, if any)",
+    )
+    prompt.add_argument("--prompt", metavar="TEXT", help="put TEXT before every text, e.g. 'query: '")
+    p.add_argument(
+        "--truncate-dim",
+        type=int,
+        metavar="N",
+        help="keep the first N dimensions of each vector (Matryoshka models; as sentence-transformers' truncate_dim)",
+    )
 
 
 def _embed(args: argparse.Namespace) -> int:
@@ -264,6 +285,7 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
         first = list(itertools.islice(rows, 1))  # stdin: an empty or bad first row is said now
         replacing = os.path.exists(args.output)
         embedder = _load_embedder(args)
+        embedder.resolve_prompt(args.prompt, args.prompt_name)
     except (InputError, OSError, ValueError) as e:
         return fail(str(e))
     start = time.perf_counter()
@@ -276,6 +298,8 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
                 max_tokens=args.max_tokens,
                 on_long=args.on_long,
                 total=total,
+                prompt_name=args.prompt_name,
+                prompt=args.prompt,
             ):
                 array = vectors.numpy()
                 finite = np.isfinite(array).all(axis=1)
@@ -351,6 +375,10 @@ def _sigterm_raises() -> Iterator[None]:
 RAY_ONLY = ("ray_address", "replicas", "threads_per_replica", "keep_text")
 
 
+def _prompt_flags(args: argparse.Namespace) -> list[tuple[str, object]]:
+    return [("--prompt-name", args.prompt_name), ("--prompt", args.prompt), ("--truncate-dim", args.truncate_dim)]
+
+
 def _embed_ray(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
     # bertlite.distributed imports ray only inside its functions: a missing Ray
     # shows as RayNotInstalledError here, with the install hint.
@@ -359,6 +387,9 @@ def _embed_ray(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
 
     if args.device not in (None, "cpu"):
         return fail("--device applies to the single engine; Ray replicas run on CPU")
+    given = [flag for flag, value in _prompt_flags(args) if value is not None]
+    if given:
+        return fail(f"{', '.join(given)}: not supported with --engine ray yet")
     try:
         result = embed_dataset(
             args.model,
@@ -403,6 +434,7 @@ def _load_embedder(args: argparse.Namespace):  # noqa: ANN202 (keeps torch out o
         pooling=args.pooling,
         normalize=args.normalize,
         max_length=args.max_length,
+        truncate_dim=args.truncate_dim,
     )
 
 
@@ -413,9 +445,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return _parity(args) if args.command == "parity" else _embed(args)
+        return {"parity": _parity, "embed": _embed, "serve": serve_cli.run}[args.command](args)
     except KeyboardInterrupt:
-        print(f"bertlite {args.command}: interrupted; no output written", file=sys.stderr)
+        written = "" if args.command == "serve" else "; no output written"
+        print(f"bertlite {args.command}: interrupted{written}", file=sys.stderr)
         return 130
 
 

@@ -176,6 +176,28 @@ def _st_max_seq_length(value: Any, name: str | os.PathLike) -> int | None:
     return value
 
 
+def read_sentence_transformers_prompts(
+    name_or_path: str | os.PathLike, **hub_kwargs: Any
+) -> tuple[dict[str, str], str | None]:
+    """`prompts` and `default_prompt_name` from config_sentence_transformers.json.
+
+    As SentenceTransformer does, "query" and "document" exist as empty prompts
+    unless the file gives them, and a null prompt is an empty one.
+    """
+    config = _read_json(name_or_path, "config_sentence_transformers.json", hub_kwargs)
+    saved = config.get("prompts") or {}
+    if not isinstance(saved, dict) or not all(isinstance(v, str | None) for v in saved.values()):
+        raise ValueError(f"{name_or_path}: config_sentence_transformers.json 'prompts' must map names to strings")
+    prompts = {"query": "", "document": "", **{str(k): v or "" for k, v in saved.items()}}
+    default = config.get("default_prompt_name")
+    if default is not None and default not in prompts:
+        raise ValueError(
+            f"{name_or_path}: config_sentence_transformers.json default_prompt_name={default!r} "
+            f"is not one of its prompts ({', '.join(sorted(prompts))})"
+        )
+    return prompts, default
+
+
 def _st_pooling_modes(config: dict[str, Any], name: str | os.PathLike) -> list[str]:
     for flag in _ST_UNSUPPORTED_FLAGS:
         if config.get(flag):
@@ -262,11 +284,18 @@ class Embedder:
         max_length: int | None = None,
         unpad: bool | None = None,
         packed_attention: str = DEFAULT_PACKED_ATTENTION,
+        prompts: dict[str, str] | None = None,
+        default_prompt_name: str | None = None,
+        truncate_dim: int | None = None,
     ) -> None:
         """unpad: run only real tokens (bertlite.fast); default on, except for a
         model set to eager attention, which is kept as the bit-exact reference path, and
         models the packed layers cannot run (relative positions, decoders; see fast.supports_packed).
-        packed_attention: how the unpadded path runs attention (bertlite.fast.PACKED_ATTENTION)."""
+        packed_attention: how the unpadded path runs attention (bertlite.fast.PACKED_ATTENTION).
+        prompts, default_prompt_name: text put before every input, by name (sentence-transformers'
+        meaning: the default prompt applies unless encode() is given prompt or prompt_name).
+        truncate_dim: keep the first truncate_dim dimensions of every vector, after normalization,
+        as sentence-transformers' truncate_dim (for Matryoshka models)."""
         self.model = model.eval()
         if unpad is None:
             unpad = model.attn_implementation != "eager" and supports_packed(model)
@@ -281,6 +310,14 @@ class Embedder:
         if "pooler" in self.pooling and model.pooler is None:
             raise ValueError("pooling='pooler' needs a model with a pooler (add_pooling_layer=True)")
         self.normalize = normalize
+        self.prompts = dict(prompts or {})
+        if default_prompt_name is not None and default_prompt_name not in self.prompts:
+            raise ValueError(
+                f"default_prompt_name={default_prompt_name!r} is not one of the prompts {_names(self.prompts)}"
+            )
+        self.default_prompt_name = default_prompt_name
+        self.truncate_dim = None
+        self.truncate_dim = self._check_truncate_dim(truncate_dim)
         self.max_length = max_length
         self.pad_id = tokenizer.token_to_id("[PAD]")
         if self.pad_id is None:
@@ -299,14 +336,19 @@ class Embedder:
         max_length: int | None = None,
         unpad: bool | None = None,
         packed_attention: str = DEFAULT_PACKED_ATTENTION,
+        prompts: dict[str, str] | None = None,
+        default_prompt_name: str | None = None,
+        truncate_dim: int | None = None,
         **hub_kwargs: Any,
     ) -> Embedder:
         """Model, tokenizer and sentence-transformers settings from one folder or hub id.
 
-        Explicit arguments win over the folder's metadata, which wins over the defaults.
+        Explicit arguments win over the folder's metadata, which wins over the defaults;
+        prompts given here are added to the folder's.
         """
         device = check_device(device)
         settings = read_sentence_transformers_settings(name_or_path, **hub_kwargs)
+        saved_prompts, saved_default = read_sentence_transformers_prompts(name_or_path, **hub_kwargs)
         if normalize is None:
             normalize = settings.normalize if settings.normalize is not None else DEFAULT_NORMALIZE
         pooling = pooling or settings.pooling or DEFAULT_POOLING
@@ -324,6 +366,9 @@ class Embedder:
             max_length=max_length if max_length is not None else settings.max_length,
             unpad=unpad,
             packed_attention=packed_attention,
+            prompts={**saved_prompts, **(prompts or {})},
+            default_prompt_name=default_prompt_name if default_prompt_name is not None else saved_default,
+            truncate_dim=truncate_dim,
         )
 
     @property
@@ -341,7 +386,26 @@ class Embedder:
 
     @property
     def dimension(self) -> int:
-        return self.model.config.hidden_size * len(self.pooling)
+        """Length of the vectors encode() returns (truncate_dim when set)."""
+        return self.truncate_dim or self.model.config.hidden_size * len(self.pooling)
+
+    def _check_truncate_dim(self, truncate_dim: int | None) -> int | None:
+        if truncate_dim is not None and not 1 <= truncate_dim <= self.dimension:
+            raise ValueError(f"truncate_dim={truncate_dim} must be between 1 and the dimension {self.dimension}")
+        return truncate_dim
+
+    def resolve_prompt(self, prompt: str | None = None, prompt_name: str | None = None) -> str:
+        """The text put before every input: prompt, else prompts[prompt_name], else the default prompt."""
+        if prompt is not None and prompt_name is not None:
+            raise ValueError("give prompt or prompt_name, not both")
+        if prompt is not None:
+            return prompt
+        name = prompt_name if prompt_name is not None else self.default_prompt_name
+        if name is None:
+            return ""
+        if name not in self.prompts:
+            raise ValueError(f"prompt_name={name!r} is not one of the prompts {_names(self.prompts)}")
+        return self.prompts[name]
 
     def tokenize(self, texts: Sequence[Text], on_long: str = "truncate", first_index: int = 0) -> list[Encoding]:
         """Encodings truncated to max_length (longest segment first, as transformers does).
@@ -373,6 +437,9 @@ class Embedder:
         *,
         max_tokens: int | None = None,
         on_long: str = "truncate",
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        truncate_dim: int | None = None,
     ) -> np.ndarray | Tensor:
         """Vectors (n, dimension) in input order. Strings, or (text_a, text_b) pairs.
 
@@ -380,12 +447,21 @@ class Embedder:
         batch_size caps texts per batch, max_tokens caps batch size x longest
         text. With neither given, the unpadded path batches by a token budget
         (DEFAULT_MAX_TOKENS) and the padded path by 32 texts.
+        prompt / prompt_name: see resolve_prompt(); the prompt goes before each text
+        (before the first text of a pair). truncate_dim: for this call, as in __init__.
         """
         if convert_to not in ("numpy", "torch"):
             raise ValueError(f"convert_to={convert_to!r} must be 'numpy' or 'torch'")
-        out = torch.empty(len(texts), self.dimension, dtype=torch.float32)
+        out = torch.empty(len(texts), self._check_truncate_dim(truncate_dim) or self.dimension, dtype=torch.float32)
         for start, vectors in self.encode_chunks(
-            texts, batch_size, show_progress_bar, max_tokens=max_tokens, on_long=on_long
+            texts,
+            batch_size,
+            show_progress_bar,
+            max_tokens=max_tokens,
+            on_long=on_long,
+            prompt_name=prompt_name,
+            prompt=prompt,
+            truncate_dim=truncate_dim,
         ):
             out[start : start + len(vectors)] = vectors
         return out if convert_to == "torch" else out.numpy()
@@ -399,6 +475,9 @@ class Embedder:
         max_tokens: int | None = None,
         on_long: str = "truncate",
         total: int | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        truncate_dim: int | None = None,
     ) -> Iterator[tuple[int, Tensor]]:
         """(start, vectors of rows start..start + len(vectors) - 1), chunk by chunk in input
         order, so a caller can write a large input out as it goes. `texts` may be any
@@ -407,6 +486,8 @@ class Embedder:
         `texts` has no len()."""
         if isinstance(texts, str):
             raise TypeError("encode() takes a list of texts; wrap a single string in a list")
+        prefix = self.resolve_prompt(prompt, prompt_name)
+        dimension = self._check_truncate_dim(truncate_dim) or self.dimension
         _check_count("batch_size", batch_size)
         _check_count("max_tokens", max_tokens)
         if on_long not in ("truncate", "error"):
@@ -421,13 +502,13 @@ class Embedder:
         rows, start = iter(texts), 0
         try:
             while chunk := list(itertools.islice(rows, CHUNK_TEXTS)):
-                encodings = self.tokenize(chunk, on_long, first_index=start)
+                encodings = self.tokenize(_with_prompt(chunk, prefix), on_long, first_index=start)
                 stats.texts += len(chunk)
                 vectors = torch.empty(len(encodings), self.dimension, dtype=torch.float32)
                 for batch_rows, batch_vectors in self._embed_sorted(encodings, batch_size, max_tokens, stats):
                     vectors[batch_rows] = batch_vectors
                     progress.update(len(batch_rows))
-                yield start, vectors
+                yield start, vectors[:, :dimension].contiguous()
                 start += len(chunk)
         finally:
             progress.close()
@@ -462,7 +543,9 @@ class Embedder:
 
     def _finish(self, vectors: list[Tensor]) -> Tensor:
         pooled = vectors[0] if len(vectors) == 1 else torch.cat(vectors, dim=-1)
-        return torch.nn.functional.normalize(pooled, p=2, dim=-1) if self.normalize else pooled
+        pooled = torch.nn.functional.normalize(pooled, p=2, dim=-1) if self.normalize else pooled
+        # sentence-transformers truncates after its Normalize module and does not re-normalize.
+        return pooled[:, : self.dimension].contiguous()
 
     def _collate(self, encodings: list[Encoding], device: torch.device) -> dict[str, Tensor]:
         width = max(len(e.ids) for e in encodings)
@@ -529,6 +612,21 @@ def _check_text(text: object, index: int) -> None:
 def _preview(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _with_prompt(texts: Sequence[Text], prompt: str) -> Sequence[Text]:
+    if not prompt:
+        return texts
+    # Items that are not texts pass unchanged, for tokenize() to name them.
+    return [prompt + t if isinstance(t, str) else (prompt + t[0], *t[1:]) if _is_pair(t) else t for t in texts]
+
+
+def _is_pair(text: object) -> bool:
+    return isinstance(text, tuple | list) and len(text) == 2 and isinstance(text[0], str)
+
+
+def _names(prompts: dict[str, str]) -> str:
+    return "(" + ", ".join(sorted(prompts)) + ")" if prompts else "(none)"
 
 
 def _batches(order: list[int], lengths: list[int], batch_size: int, max_tokens: int | None) -> Iterator[list[int]]:

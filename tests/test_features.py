@@ -292,6 +292,7 @@ def test_bad_metadata_through_the_cli_is_one_line_and_exit_2(real_model_path, tm
     assert err.count("\n") == 1 and "max_seq_length=-4; it must be a positive integer" in err
     assert not (tmp_path / "out.npy").exists()
 
+
 @pytest.fixture(scope="module")
 def tiny(real_model_path):
     """A random 2-layer, 32-wide model with the real tokenizer: where only the arguments matter."""

@@ -241,6 +241,7 @@ def test_help_says_what_the_head_comparison_compares(capsys):
         "transformers: the matching AutoModelFor<Task>" in text and "--head none compares the base model only" in text
     )
 
+
 # --- round 2: everything that is not "parity fails" is exit 2 with one line -------------------------------
 
 

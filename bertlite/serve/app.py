@@ -1,0 +1,306 @@
+"""The ASGI app of `bertlite serve` (starlette): OpenAI `/v1/embeddings`, TEI `/embed`,
+`/health`, `/info`, `/metrics`; limits, API key, error bodies in each API's shape."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hmac
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from bertlite.features import Embedder
+from bertlite.serve.batching import HEALTH_TEXTS, Batcher, NotReadyError
+from bertlite.serve.metrics import CONTENT_TYPE, Metrics
+from bertlite.serve.schemas import EmbedRequest, RequestError, parse_openai, parse_tei
+
+MAX_BODY_BYTES = 2 * 1024 * 1024  # as TEI's default payload limit
+
+
+@dataclass
+class Limits:
+    max_batch_tokens: int = 16384  # tokens the worker gathers into one batch
+    max_client_batch_size: int = 32  # inputs in one request
+    max_concurrent_requests: int = 512  # embedding requests in flight; more get 429 at once
+    max_input_length: int | None = None  # tokens per input; default: the Embedder's max_length
+    auto_truncate: bool = True  # longer inputs are truncated (else 413), unless a TEI request says otherwise
+    max_body_bytes: int = MAX_BODY_BYTES
+
+    def __post_init__(self) -> None:
+        for name in ("max_batch_tokens", "max_client_batch_size", "max_concurrent_requests", "max_body_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_input_length is not None and self.max_input_length < 2:
+            raise ValueError(f"max_input_length must be >= 2 ([CLS] and [SEP]), got {self.max_input_length}")
+
+
+class _Service:
+    """What the handlers share: the batcher, limits, key, metrics and a tokenizer that counts tokens."""
+
+    def __init__(self, batcher: Batcher, limits: Limits, model_name: str, api_key: str | None) -> None:
+        self.batcher = batcher
+        self.limits = limits
+        self.model_name = model_name
+        self.api_key = api_key
+        self.metrics = batcher.metrics
+        self.in_flight = 0  # touched only on the event loop
+        self.counter = None  # the Embedder's tokenizer without truncation, set once the model is ready
+
+    @property
+    def embedder(self) -> Embedder:
+        return self.batcher.embedder
+
+    def prepare(self, embedder: Embedder) -> Embedder:
+        """Apply the limits to a freshly loaded Embedder (in the worker thread, before it is ready)."""
+        from tokenizers import Tokenizer
+
+        if self.limits.max_input_length is not None:
+            if self.limits.max_input_length > embedder.model.config.max_position_embeddings:
+                raise ValueError(
+                    f"max_input_length={self.limits.max_input_length} exceeds the model's "
+                    f"max_position_embeddings={embedder.model.config.max_position_embeddings}"
+                )
+            embedder.max_length = self.limits.max_input_length
+        self.limits.max_input_length = embedder.max_length
+        counter = Tokenizer.from_str(embedder.tokenizer.to_str())
+        counter.no_truncation()
+        counter.no_padding()
+        self.counter = counter
+        return embedder
+
+
+def create_app(
+    load: Callable[[], Embedder],
+    limits: Limits | None = None,
+    *,
+    model_name: str = "bertlite",
+    api_key: str | None = None,
+    on_loaded: Callable[[str | None], None] | None = None,
+    shutdown_timeout: float = 30.0,
+) -> Starlette:
+    """load() builds the Embedder in the worker thread once the app starts (lifespan); until it
+    is done, /health and the embedding endpoints answer 503. limits.max_input_length, when
+    given, becomes that Embedder's max_length. on_loaded: see Batcher."""
+    limits = limits or Limits()
+    batcher = Batcher(lambda: service.prepare(load()), limits.max_batch_tokens, Metrics(), on_loaded)
+    service = _Service(batcher, limits, model_name, api_key)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        batcher.start()
+        yield
+        batcher.stop(shutdown_timeout)
+
+    routes = [
+        Route("/v1/embeddings", _endpoint(service, "openai"), methods=["POST"]),
+        Route("/embed", _endpoint(service, "tei"), methods=["POST"]),
+        Route("/health", _health(service), methods=["GET"]),
+        Route("/info", _info(service), methods=["GET"]),
+        Route("/metrics", _metrics(service), methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.loaded = batcher.done  # a threading.Event: the model is ready, or failed to load
+    app.state.service = service
+    return app
+
+
+# --- embedding endpoints ----------------------------------------------------------
+
+
+def _endpoint(service: _Service, api: str) -> Callable:
+    parse = parse_openai if api == "openai" else parse_tei
+    path = "/v1/embeddings" if api == "openai" else "/embed"
+
+    async def handle(request: Request) -> Response:
+        start = time.perf_counter()
+        admitted = False
+        try:
+            _check_key(service, request)
+            if service.in_flight >= service.limits.max_concurrent_requests:
+                raise RequestError(
+                    429,
+                    f"too many requests in flight (--max-concurrent-requests "
+                    f"{service.limits.max_concurrent_requests}); retry later",
+                    code="overloaded",
+                )
+            service.in_flight += 1
+            service.metrics.in_flight.inc()
+            admitted = True
+            req = parse(await _read_body(request, service.limits.max_body_bytes))
+            vectors, tokens = await _embed(service, req)
+            body = _openai_body(service, req, vectors, tokens) if api == "openai" else vectors.tolist()
+            response = JSONResponse(body)
+        except RequestError as e:
+            response = _error(api, e)
+        except NotReadyError as e:
+            response = _error(api, RequestError(503, str(e), code="model_not_ready"))
+        except RuntimeError as e:  # the forward failed (the batcher printed the traceback)
+            response = _error(api, RequestError(500, str(e), code="forward_failed"))
+        finally:
+            if admitted:
+                service.in_flight -= 1
+                service.metrics.in_flight.dec()
+        service.metrics.requests.labels(path, str(response.status_code)).inc()
+        service.metrics.latency.labels(path).observe(time.perf_counter() - start)
+        return response
+
+    return handle
+
+
+async def _embed(service: _Service, req: EmbedRequest) -> tuple[np.ndarray, int]:
+    if not service.batcher.ready.is_set():
+        raise NotReadyError(service.batcher.load_error or "the model is loading")
+    limits, embedder = service.limits, service.embedder
+    if len(req.texts) > limits.max_client_batch_size:
+        raise RequestError(
+            413,
+            f"{len(req.texts)} inputs in one request, over --max-client-batch-size {limits.max_client_batch_size}",
+            "input",
+            "too_many_inputs",
+        )
+    try:
+        prompt = embedder.resolve_prompt(req.prompt, req.prompt_name)
+    except ValueError as e:
+        raise RequestError(422, str(e), "prompt_name", "invalid_request") from e
+    if req.dimensions is not None and req.dimensions > embedder.dimension:
+        raise RequestError(
+            422, f"dimensions: {req.dimensions} is more than the model's {embedder.dimension}", "dimensions"
+        )
+    texts = [prompt + text for text in req.texts] if prompt else req.texts
+    counts = [len(e.ids) for e in service.counter.encode_batch(texts)]
+    truncate = limits.auto_truncate if req.truncate is None else req.truncate
+    if not truncate:
+        for i, n in enumerate(counts):
+            if n > limits.max_input_length:
+                raise RequestError(
+                    413,
+                    f"input {i} has {n} tokens, over the max input length of {limits.max_input_length} "
+                    "(send shorter texts, or truncate: start the server with --auto-truncate)",
+                    "input",
+                    "input_too_long",
+                )
+    tokens = sum(min(n, limits.max_input_length) for n in counts)
+    vectors = await service.batcher.embed(texts, tokens)
+    service.metrics.tokens.inc(tokens)
+    if req.dimensions is not None:
+        vectors = vectors[:, : req.dimensions]
+    if req.dimensions is not None or req.normalize:
+        vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return vectors.astype(np.float32, copy=False), tokens
+
+
+def _openai_body(service: _Service, req: EmbedRequest, vectors: np.ndarray, tokens: int) -> dict:
+    if req.encoding_format == "base64":
+        # OpenAI's base64: the float32 bytes, little-endian, of each vector.
+        embeddings = [base64.b64encode(v.astype("<f4").tobytes()).decode("ascii") for v in vectors]
+    else:
+        embeddings = vectors.tolist()
+    return {
+        "object": "list",
+        "data": [{"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(embeddings)],
+        "model": service.model_name,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    too_large = RequestError(413, f"the body is over the limit of {limit} bytes", code="body_too_large")
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > limit:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+# --- the other endpoints ----------------------------------------------------------
+
+
+def _health(service: _Service) -> Callable:
+    async def handle(request: Request) -> Response:
+        # A real forward through the queue: it fails when the model or the worker does.
+        try:
+            await service.batcher.embed(HEALTH_TEXTS, len(HEALTH_TEXTS) * 2)
+        except NotReadyError as e:
+            response = JSONResponse({"status": "unavailable", "error": str(e)}, status_code=503)
+        except RuntimeError as e:
+            response = JSONResponse({"status": "unhealthy", "error": str(e)}, status_code=503)
+        else:
+            response = JSONResponse({"status": "ok"})
+        service.metrics.requests.labels("/health", str(response.status_code)).inc()
+        return response
+
+    return handle
+
+
+def _info(service: _Service) -> Callable:
+    async def handle(request: Request) -> Response:
+        try:
+            _check_key(service, request)
+        except RequestError as e:
+            return _error("openai", e)
+        embedder = service.embedder if service.batcher.ready.is_set() else None
+        body = {"model": service.model_name, "ready": embedder is not None, "limits": asdict(service.limits)}
+        if embedder is not None:
+            body |= {
+                "dimension": embedder.dimension,
+                "max_input_length": service.limits.max_input_length,
+                "dtype": str(next(embedder.model.parameters()).dtype).removeprefix("torch."),
+                "pooling": embedder.pooling,
+                "normalize": embedder.normalize,
+                "prompts": embedder.prompts,
+                "default_prompt_name": embedder.default_prompt_name,
+            }
+        return JSONResponse(body)
+
+    return handle
+
+
+def _metrics(service: _Service) -> Callable:
+    async def handle(request: Request) -> Response:
+        try:
+            _check_key(service, request)
+        except RequestError as e:
+            return _error("openai", e)
+        return Response(service.metrics.render(), media_type=CONTENT_TYPE)
+
+    return handle
+
+
+def _check_key(service: _Service, request: Request) -> None:
+    if service.api_key is None:
+        return
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not given:
+        raise RequestError(401, "missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key")
+    if not hmac.compare_digest(given.strip().encode(), service.api_key.encode()):
+        raise RequestError(401, "invalid API key", code="invalid_api_key")
+
+
+_TYPES = {
+    401: "authentication_error",
+    413: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+}
+_TEI_TYPES = {401: "Unauthorized", 413: "Validation", 422: "Validation", 429: "Overloaded", 503: "Unhealthy"}
+
+
+def _error(api: str, e: RequestError) -> JSONResponse:
+    if api == "openai":
+        kind = _TYPES.get(e.status, "server_error")
+        body = {"error": {"message": e.message, "type": kind, "param": e.param, "code": e.code}}
+    else:
+        body = {"error": e.message, "error_type": _TEI_TYPES.get(e.status, "Backend")}
+    return JSONResponse(body, status_code=e.status)

@@ -1,0 +1,161 @@
+"""Dynamic batching: requests wait in one queue; one worker thread packs them into
+token-budget batches, runs each batch through `Embedder.encode` (which sorts by
+length and takes the unpadded path) and hands every request its own rows back.
+
+The event loop only enqueues and awaits a future, so it never blocks on the model;
+while the worker runs a batch, the next requests gather in the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bertlite.features import Embedder
+from bertlite.serve.metrics import Metrics
+
+# The warm-up and /health forward: [CLS] [SEP] only.
+HEALTH_TEXTS = [""]
+
+
+class NotReadyError(RuntimeError):
+    pass
+
+
+@dataclass
+class _Job:
+    texts: list[str]
+    tokens: int
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future
+    enqueued: float = field(default_factory=time.perf_counter)
+
+
+class Batcher:
+    """load() runs first in the worker thread, so the server answers /health (503) while the model loads."""
+
+    def __init__(
+        self,
+        load: Callable[[], Embedder],
+        max_batch_tokens: int,
+        metrics: Metrics,
+        on_loaded: Callable[[str | None], None] | None = None,
+    ) -> None:
+        """on_loaded(error) is called from the worker thread once the model is ready (error None) or failed."""
+        self._load = load
+        self._on_loaded = on_loaded
+        self.max_batch_tokens = max_batch_tokens
+        self.metrics = metrics
+        self.embedder: Embedder | None = None
+        self.load_error: str | None = None
+        self.ready = threading.Event()
+        self.done = threading.Event()  # set when the worker has loaded (or failed to load)
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="bertlite-serve-worker", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+    async def embed(self, texts: list[str], tokens: int) -> np.ndarray:
+        """Vectors (len(texts), dimension) of texts, which already carry their prompt."""
+        if not self.ready.is_set():
+            raise NotReadyError(self.load_error or "the model is loading")
+        loop = asyncio.get_running_loop()
+        job = _Job(texts, tokens, loop, loop.create_future())
+        self.metrics.queue_depth.inc()
+        self._queue.put(job)
+        return await job.future
+
+    def _run(self) -> None:
+        try:
+            self.embedder = self._load()
+            self.embedder.encode(HEALTH_TEXTS, prompt="")
+        except Exception as e:  # the server stays up and says why in /health, unless on_loaded stops it
+            self.load_error = f"the model failed to load: {e}"
+            self.done.set()
+            if self._on_loaded is not None:
+                self._on_loaded(self.load_error)
+            return
+        self.ready.set()
+        self.done.set()
+        if self._on_loaded is not None:
+            self._on_loaded(None)
+        carried: _Job | None = None
+        while True:
+            job = carried or self._queue.get()
+            if job is None:
+                return
+            batch, carried = self._gather(job)
+            if batch:
+                self._forward(batch)
+
+    def _gather(self, first: _Job) -> tuple[list[_Job], _Job | None]:
+        """first plus whatever else waits, within max_batch_tokens (first alone may exceed it)."""
+        batch: list[_Job] = []
+        tokens = 0
+        job: _Job | None = first
+        while job is not None:
+            if job.future.cancelled():  # the client went away while queued
+                self.metrics.queue_depth.dec()
+            elif batch and tokens + job.tokens > self.max_batch_tokens:
+                return batch, job
+            else:
+                self.metrics.queue_depth.dec()
+                self.metrics.queue_wait.observe(time.perf_counter() - job.enqueued)
+                batch.append(job)
+                tokens += job.tokens
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                return batch, None
+            if job is None:  # stop after this batch
+                self._queue.put(None)
+                return batch, None
+        return batch, None
+
+    def _forward(self, batch: list[_Job]) -> None:
+        start = time.perf_counter()
+        texts = [text for job in batch for text in job.texts]
+        try:
+            # prompt="": the handlers have put each request's prompt in its texts already.
+            vectors = self.embedder.encode(texts, prompt="")
+        except Exception as e:
+            traceback.print_exc(file=sys.stderr)
+            if len(batch) > 1:  # run each request alone, so one bad request fails only itself
+                for job in batch:
+                    self._forward([job])
+                return
+            batch[0].loop.call_soon_threadsafe(
+                _set_exception, batch[0].future, RuntimeError(f"the forward failed: {e}")
+            )
+            return
+        self.metrics.batch_seconds.observe(time.perf_counter() - start)
+        self.metrics.batch_tokens.observe(sum(job.tokens for job in batch))
+        self.metrics.batch_requests.observe(len(batch))
+        offset = 0
+        for job in batch:
+            rows = vectors[offset : offset + len(job.texts)]
+            offset += len(job.texts)
+            job.loop.call_soon_threadsafe(_set_result, job.future, rows)
+
+
+def _set_result(future: asyncio.Future, value: np.ndarray) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _set_exception(future: asyncio.Future, error: Exception) -> None:
+    if not future.done():
+        future.set_exception(error)

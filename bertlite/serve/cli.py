@@ -1,0 +1,164 @@
+"""The `bertlite serve` command: argparse only at import time, the server stack on use."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+SERVE_HELP = """\
+Serve embeddings over HTTP: OpenAI-compatible POST /v1/embeddings and
+TEI-compatible POST /embed, plus GET /health, /info and /metrics (Prometheus).
+
+Concurrent requests are queued and one worker packs them into token-budget
+batches (length-sorted, unpadded), so many small requests run as big batches.
+More than --max-concurrent-requests in flight get 429 at once; more inputs than
+--max-client-batch-size, a body over 2 MB, or (with --no-auto-truncate) an
+input over the max input length get 413; malformed requests get 422.
+
+The server listens at once; /health answers 503 until the model is loaded and
+has run a forward. With an API key (--api-key or env BERTLITE_API_KEY), every
+endpoint but /health needs 'Authorization: Bearer KEY'. SIGTERM stops
+accepting, finishes the requests in flight (up to --grace-period) and exits 0.
+
+Needs the serve extra: pip install 'bertlite[serve]'.
+
+exit status: 0 stopped by SIGTERM, 2 usage or load error, 130 interrupted."""
+
+INSTALL_HINT = "bertlite serve needs starlette, uvicorn and prometheus_client: pip install 'bertlite[serve]'"
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "serve",
+        help="serve embeddings over HTTP (OpenAI and TEI APIs)",
+        description=SERVE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("model", metavar="MODEL", help="a folder or a hub id")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, this machine only)")
+    p.add_argument("--port", type=int, default=8080, help="port to bind; 0 picks a free one (default: 8080)")
+    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="model dtype (default: float32)")
+    p.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cpu)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="torch threads for the model (default: torch's, one per core); fewer when the cores are shared",
+    )
+    p.add_argument(
+        "--max-batch-tokens",
+        type=int,
+        default=16384,
+        metavar="N",
+        help="tokens the worker gathers from the queue into one batch (default: 16384)",
+    )
+    p.add_argument(
+        "--max-client-batch-size", type=int, default=32, metavar="N", help="inputs per request (default: 32)"
+    )
+    p.add_argument(
+        "--max-concurrent-requests",
+        type=int,
+        default=512,
+        metavar="N",
+        help="embedding requests in flight; more get 429 (default: 512)",
+    )
+    p.add_argument(
+        "--max-input-length",
+        type=int,
+        metavar="N",
+        help="tokens per input (default: the checkpoint's max_seq_length, else its max_position_embeddings)",
+    )
+    p.add_argument(
+        "--auto-truncate",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="truncate longer inputs (default); --no-auto-truncate answers 413 instead",
+    )
+    p.add_argument(
+        "--truncate-dim",
+        type=int,
+        metavar="N",
+        help="serve the first N dimensions of each vector (as sentence-transformers' truncate_dim)",
+    )
+    p.add_argument(
+        "--api-key", metavar="KEY", help="require 'Authorization: Bearer KEY' (default: env BERTLITE_API_KEY)"
+    )
+    p.add_argument("--model-name", metavar="NAME", help="model name in responses and /info (default: MODEL)")
+    p.add_argument(
+        "--grace-period",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds SIGTERM waits for requests in flight (default: 30)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    def fail(message: str) -> int:
+        print(f"bertlite serve: error: {message}", file=sys.stderr, flush=True)
+        return 2
+
+    try:
+        from bertlite.serve.app import Limits, create_app
+        from bertlite.serve.server import bind, make_server
+        from bertlite.serve.server import run as run_server
+    except ImportError as e:
+        return fail(f"{INSTALL_HINT} ({e})")
+    from bertlite.features import Embedder
+
+    try:
+        limits = Limits(
+            max_batch_tokens=args.max_batch_tokens,
+            max_client_batch_size=args.max_client_batch_size,
+            max_concurrent_requests=args.max_concurrent_requests,
+            max_input_length=args.max_input_length,
+            auto_truncate=args.auto_truncate,
+        )
+    except ValueError as e:
+        return fail(str(e).replace("max_", "--max-").replace("_", "-"))
+    if args.threads is not None and args.threads < 1:
+        return fail(f"--threads must be >= 1, got {args.threads}")
+    if not 0 <= args.port <= 65535:
+        return fail(f"--port must be between 0 and 65535, got {args.port}")
+    if args.grace_period < 0:
+        return fail(f"--grace-period must be >= 0, got {args.grace_period}")
+    if args.truncate_dim is not None and args.truncate_dim < 1:
+        return fail(f"--truncate-dim must be >= 1, got {args.truncate_dim}")
+    try:
+        sock = bind(args.host, args.port)
+    except OSError as e:
+        return fail(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}")
+    host, port = sock.getsockname()[:2]
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    failed: list[str] = []
+
+    def load() -> Embedder:
+        if args.threads is not None:
+            import torch
+
+            torch.set_num_threads(args.threads)
+        return Embedder.from_pretrained(
+            args.model, device=args.device, dtype=args.dtype, truncate_dim=args.truncate_dim
+        )
+
+    def on_loaded(error: str | None) -> None:
+        if error is None:
+            print(f"bertlite serve: ready on {url}", file=sys.stderr, flush=True)
+            return
+        failed.append(error)
+        print(f"bertlite serve: error: {error}", file=sys.stderr, flush=True)
+        server.should_exit = True
+
+    app = create_app(
+        load,
+        limits,
+        model_name=args.model_name or args.model,
+        api_key=args.api_key or os.environ.get("BERTLITE_API_KEY") or None,
+        on_loaded=on_loaded,
+        shutdown_timeout=args.grace_period,
+    )
+    server = make_server(app, args.grace_period)
+    print(f"bertlite serve: listening on {url}; loading {args.model}", file=sys.stderr, flush=True)
+    run_server(server, sock)
+    return 2 if failed else 0

