@@ -78,7 +78,7 @@ def check_inputs(
                 f"got {tuple(inputs_embeds.shape)}"
             )
         shape = tuple(inputs_embeds.shape[:2])
-    if 0 in shape:
+    if sizes and 0 in shape:
         given, tensor = ("input_ids", input_ids) if input_ids is not None else ("inputs_embeds", inputs_embeds)
         raise ValueError(
             f"{given} has shape {tuple(tensor.shape)}: the model needs at least one sequence of at least one token"
@@ -88,7 +88,7 @@ def check_inputs(
             check_length(shape[1], config)
     else:
         # (seq_len,) and (1, seq_len) broadcast over the batch, as transformers' position_ids buffer does.
-        if tuple(position_ids.shape) not in ((shape[1],), (1, shape[1]), shape):
+        if sizes and tuple(position_ids.shape) not in ((shape[1],), (1, shape[1]), shape):
             raise ValueError(
                 f"position_ids has shape {tuple(position_ids.shape)}, expected (batch, seq_len) = {shape}, "
                 f"(1, {shape[1]}) or ({shape[1]},)"
