@@ -106,20 +106,39 @@ def stop(proc: subprocess.Popen) -> None:
     proc.wait(timeout=60)
 
 
-async def load(url: str, requests: list[list[str]], concurrency: int) -> dict:
-    import httpx
+async def _post(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str, body: bytes) -> bytes:
+    """One POST /embed over a kept-alive connection; the response body. A hand-written
+    HTTP/1.1 exchange (uvicorn answers with Content-Length), so the client costs the
+    shared cores as little as it can."""
+    writer.write(
+        b"POST /embed HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: application/json\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
+    head = await reader.readuntil(b"\r\n\r\n")
+    status, *headers = head.decode("latin-1").split("\r\n")
+    length = next(int(h.split(":", 1)[1]) for h in headers if h.lower().startswith("content-length:"))
+    payload = await reader.readexactly(length)
+    if status.split()[1] != "200":
+        raise RuntimeError(f"{status}: {payload[:200]!r}")
+    return payload
 
+
+async def load(url: str, requests: list[list[str]], concurrency: int) -> dict:
     latencies: list[float] = []
     next_request = iter(range(len(requests)))
+    host, port = url.removeprefix("http://").rsplit(":", 1)
 
     async def client() -> None:
-        async with httpx.AsyncClient(base_url=url, timeout=600) as http:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
             for i in next_request:
                 t = time.perf_counter()
-                r = await http.post("/embed", json={"inputs": requests[i]})
-                r.raise_for_status()
-                r.json()
+                body = await _post(reader, writer, f"{host}:{port}", json.dumps({"inputs": requests[i]}).encode())
+                if len(json.loads(body)) != len(requests[i]):
+                    raise RuntimeError(f"request {i}: {len(requests[i])} texts, not as many vectors")
                 latencies.append(time.perf_counter() - t)
+        finally:
+            writer.close()
 
     start_s = time.perf_counter()
     await asyncio.gather(*(client() for _ in range(concurrency)))
@@ -134,6 +153,16 @@ async def load(url: str, requests: list[list[str]], concurrency: int) -> dict:
         "p50_ms": round(1000 * float(np.percentile(latencies, 50)), 1),
         "p99_ms": round(1000 * float(np.percentile(latencies, 99)), 1),
     }
+
+
+def worker_counters(url: str) -> dict[str, float]:
+    """bertlite serve's own /metrics: the worker's model seconds and its batches."""
+    import urllib.request
+
+    with urllib.request.urlopen(url + "/metrics") as r:
+        lines = r.read().decode().splitlines()
+    wanted = ("bertlite_batch_duration_seconds_sum", "bertlite_batch_duration_seconds_count")
+    return {name: float(line.split()[-1]) for line in lines for name in wanted if line.startswith(name + " ")}
 
 
 def offline(model: str, texts: list[str], rounds: int, threads: int | None) -> dict:
@@ -209,6 +238,12 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, help="torch threads for offline and both servers (default: torch's, one per core)"
     )
+    parser.add_argument(
+        "--runs",
+        default="batcher_only,naive,bertlite_serve",
+        type=lambda v: v.split(","),
+        help="which to run besides offline (default all: batcher_only,naive,bertlite_serve)",
+    )
     parser.add_argument("--note", default="", help="a note stored with the results (e.g. 'machine shared')")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "serve.json"))
     parser.add_argument("--naive-server", metavar="MODEL", help=argparse.SUPPRESS)
@@ -239,23 +274,35 @@ def main() -> None:
         "servers": {},
     }
     print(f"offline Embedder.encode: {result['offline']['texts_per_s']} texts/s", flush=True)
-    rows = batcher_only(args.model, requests, levels, args.threads)
-    for row in rows:
-        row["of_offline"] = round(row["texts_per_s"] / result["offline"]["texts_per_s"], 3)
-        print(f"{'batcher_only':15s} concurrency {row['concurrency']:4d}: {row}", flush=True)
-    result["batcher_only"] = rows
+    if "batcher_only" in args.runs:
+        rows = batcher_only(args.model, requests, levels, args.threads)
+        for row in rows:
+            row["of_offline"] = round(row["texts_per_s"] / result["offline"]["texts_per_s"], 3)
+            print(f"{'batcher_only':15s} concurrency {row['concurrency']:4d}: {row}", flush=True)
+        result["batcher_only"] = rows
     threads = ["--threads", str(args.threads)] if args.threads else []
     commands = {
         "naive": [sys.executable, __file__, "--naive-server", args.model, *threads],
         "bertlite_serve": [sys.executable, "-m", "bertlite.cli", "serve", args.model, "--port", "0", *threads],
     }
     for name, command in commands.items():
+        if name not in args.runs:
+            continue
         proc, url = start(command)
         try:
             asyncio.run(load(url, requests[: min(32, len(requests))], 8))  # warm-up
             rows = []
             for c in levels:
+                before = worker_counters(url) if name == "bertlite_serve" else {}
                 row = asyncio.run(load(url, requests, c))
+                if before:
+                    after = worker_counters(url)
+                    seconds, batches = (
+                        after[k] - before[k]
+                        for k in ("bertlite_batch_duration_seconds_sum", "bertlite_batch_duration_seconds_count")
+                    )
+                    row["worker_busy"] = round(seconds / row["wall_s"], 3)  # share of the wall time in the model
+                    row["texts_per_batch"] = round(row["texts"] / batches, 1)
                 row["of_offline"] = round(row["texts_per_s"] / result["offline"]["texts_per_s"], 3)
                 rows.append(row)
                 print(f"{name:15s} concurrency {c:4d}: {row}", flush=True)
