@@ -257,3 +257,29 @@ def test_tei_normalize_false_returns_the_models_own_vectors(tiny_folder: Path) -
     expected = raw.encode(texts)
     assert max_diff(unnormalized, expected) <= 1e-6
     assert max_diff(normalized, expected / np.linalg.norm(expected, axis=1, keepdims=True)) <= 1e-6
+
+
+def test_orjson_and_json_write_the_same_float32_values(
+    tiny_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import orjson
+
+    from bertlite.serve import app
+
+    texts = ["alpha beta", "gamma delta epsilon", ""]
+    bodies = {}
+    with running(lambda: tiny_embedder) as (url, _):
+        for name, writer in (("orjson", orjson), ("json", None)):
+            monkeypatch.setattr(app, "orjson", writer)
+            tei = httpx.post(f"{url}/embed", json={"inputs": texts})
+            # dimensions slices the rows: the writer gets a non-contiguous view to copy.
+            oa = httpx.post(f"{url}/v1/embeddings", json={"input": texts, "dimensions": 8})
+            assert tei.status_code == oa.status_code == 200
+            bodies[name] = (tei.json(), [d["embedding"] for d in oa.json()["data"]])
+    for part in range(2):
+        a, b = (np.asarray(bodies[name][part], dtype=np.float32) for name in ("orjson", "json"))
+        assert a.shape == b.shape
+        assert np.array_equal(a, b)
+    assert max_diff(bodies["orjson"][0], tiny_embedder.encode(texts)) <= 1e-6
+    cut = tiny_embedder.encode(texts)[:, :8]  # dimensions: cut, then re-normalized
+    assert max_diff(bodies["orjson"][1], cut / np.linalg.norm(cut, axis=1, keepdims=True)) <= 1e-6
