@@ -7,9 +7,14 @@
 - batcher_only: that queue and worker called in this process without HTTP (what
   dynamic batching reaches apart from the HTTP and client work on the same cores).
 
-Each server runs in its own process; the clients (asyncio + httpx, one connection each)
-run here, on the same machine. Requests of --texts-per-request corpus texts, at each
---concurrency level; throughput in texts/s over the wall time of a level, latency p50/p99.
+Each server runs in its own process; the clients run in this one, on the same cores: one
+asyncio task per concurrent client, each with one kept-alive connection and a hand-written
+HTTP/1.1 exchange (no HTTP library), which parses each response's JSON and checks its row
+count. Requests of --texts-per-request corpus texts, at each --concurrency level; throughput
+in texts/s over the wall time of a level, latency p50/p99. Per level, the server's CPU
+seconds: loop_cpu_s (its main thread: the event loop, HTTP, JSON) and model_cpu_s (its
+other threads: the model); for bertlite serve also, from its /metrics, worker_busy (share
+of the wall time the worker spent in forwards) and texts_per_batch.
 
     PYTHONPATH=. HF_HUB_OFFLINE=1 python scripts/bench_serve.py --requests 256
 """
@@ -155,6 +160,25 @@ async def load(url: str, requests: list[list[str]], concurrency: int) -> dict:
     }
 
 
+def thread_cpu(pid: int) -> tuple[float, float]:
+    """CPU seconds of a process so far, (its main thread, all its other threads): in bertlite
+    serve, the event loop (HTTP, parsing, JSON) and the model (the worker, OpenMP, tokenizers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    main_s = other_s = 0.0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:  # the thread ended
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        seconds = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+        if int(tid) == pid:
+            main_s += seconds
+        else:
+            other_s += seconds
+    return main_s, other_s
+
+
 def worker_counters(url: str) -> dict[str, float]:
     """bertlite serve's own /metrics: the worker's model seconds and its batches."""
     import urllib.request
@@ -294,7 +318,10 @@ def main() -> None:
             rows = []
             for c in levels:
                 before = worker_counters(url) if name == "bertlite_serve" else {}
+                cpu_before = thread_cpu(proc.pid)
                 row = asyncio.run(load(url, requests, c))
+                cpu = [b - a for a, b in zip(cpu_before, thread_cpu(proc.pid), strict=True)]
+                row["loop_cpu_s"], row["model_cpu_s"] = (round(x, 2) for x in cpu)
                 if before:
                     after = worker_counters(url)
                     seconds, batches = (
