@@ -144,16 +144,20 @@ class Batcher:
         self.metrics.batch_seconds.observe(time.perf_counter() - start)
         self.metrics.batch_tokens.observe(sum(job.tokens for job in batch))
         self.metrics.batch_requests.observe(len(batch))
+        results: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, np.ndarray]]] = {}
         offset = 0
         for job in batch:
-            rows = vectors[offset : offset + len(job.texts)]
+            results.setdefault(job.loop, []).append((job.future, vectors[offset : offset + len(job.texts)]))
             offset += len(job.texts)
-            job.loop.call_soon_threadsafe(_set_result, job.future, rows)
+        # One wake-up per event loop for the whole batch, not one per request.
+        for loop, pairs in results.items():
+            loop.call_soon_threadsafe(_set_results, pairs)
 
 
-def _set_result(future: asyncio.Future, value: np.ndarray) -> None:
-    if not future.done():
-        future.set_result(value)
+def _set_results(pairs: list[tuple[asyncio.Future, np.ndarray]]) -> None:
+    for future, value in pairs:
+        if not future.done():
+            future.set_result(value)
 
 
 def _set_exception(future: asyncio.Future, error: Exception) -> None:
