@@ -1,6 +1,7 @@
 """`bertlite serve` throughput and latency, in one run, against two baselines on the same texts:
 
-- offline: `Embedder.encode` on all the texts at once (the ceiling),
+- offline: `Embedder.encode` on all the texts at once (the ceiling), and on consecutive
+  groups of concurrency x texts-per-request texts (the most a server can hold per forward),
 - naive: a server whose endpoint calls `Embedder.encode` per request in starlette's
   thread pool (what a plain FastAPI `def` endpoint does): one forward per request,
 - bertlite serve: the real CLI, with its queue and token-budget batches,
@@ -189,7 +190,7 @@ def worker_counters(url: str) -> dict[str, float]:
     return {name: float(line.split()[-1]) for line in lines for name in wanted if line.startswith(name + " ")}
 
 
-def offline(model: str, texts: list[str], rounds: int, threads: int | None) -> dict:
+def offline(model: str, texts: list[str], rounds: int, threads: int | None, group_sizes: list[int]) -> dict:
     import torch
 
     from bertlite.features import Embedder
@@ -203,7 +204,16 @@ def offline(model: str, texts: list[str], rounds: int, threads: int | None) -> d
         t = time.perf_counter()
         embedder.encode(texts)
         best = min(best, time.perf_counter() - t)
-    return {"texts": len(texts), "wall_s": round(best, 3), "texts_per_s": round(len(texts) / best, 1)}
+    row = {"texts": len(texts), "wall_s": round(best, 3), "texts_per_s": round(len(texts) / best, 1)}
+    # A server at concurrency c with n-text requests never holds more than c * n texts, so
+    # Embedder.encode on consecutive groups that size is the most any server can get out of the model.
+    row["in_groups"] = {}
+    for size in group_sizes:
+        t = time.perf_counter()
+        for i in range(0, len(texts), size):
+            embedder.encode(texts[i : i + size])
+        row["in_groups"][size] = round(len(texts) / (time.perf_counter() - t), 1)
+    return row
 
 
 def batcher_only(model: str, requests: list[list[str]], levels: list[int], threads: int | None) -> list[dict]:
@@ -294,10 +304,13 @@ def main() -> None:
         "machine": cpu_capabilities(),
         "python": platform.python_version(),
         "torch_threads_per_model": args.threads or "torch default (one per core)",
-        "offline": offline(args.model, texts, args.offline_rounds, args.threads),
+        "offline": offline(
+            args.model, texts, args.offline_rounds, args.threads, [c * args.texts_per_request for c in levels]
+        ),
         "servers": {},
     }
     print(f"offline Embedder.encode: {result['offline']['texts_per_s']} texts/s", flush=True)
+    print(f"offline Embedder.encode in groups of n texts: {result['offline']['in_groups']}", flush=True)
     if "batcher_only" in args.runs:
         rows = batcher_only(args.model, requests, levels, args.threads)
         for row in rows:
