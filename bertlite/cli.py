@@ -287,7 +287,7 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
         embedder = _load_embedder(args)
         embedder.resolve_prompt(args.prompt, args.prompt_name)
     except (InputError, OSError, ValueError) as e:
-        return fail(str(e))
+        return fail(_for_cli(e))
     start = time.perf_counter()
     try:
         with VectorWriter(args.output, None, embedder.dimension, overwrite=args.overwrite) as writer:
@@ -422,6 +422,18 @@ def _embed_ray(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _for_cli(error: BaseException) -> str:
+    """A load error in one line, without advice that only the Python API can follow (strict=, allow_nonfinite=)."""
+    from bertlite.loading import NONFINITE_HINT, STRICT_HINT
+
+    text = (
+        str(error)
+        .replace(STRICT_HINT, "(check that config.json is the config of these weights)")
+        .replace(NONFINITE_HINT, "its vectors would not be finite: use a checkpoint with finite weights")
+    )
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 def _load_embedder(args: argparse.Namespace):  # noqa: ANN202 (keeps torch out of --help)

@@ -873,3 +873,29 @@ def test_peak_memory_does_not_grow_with_the_input(tiny_model: Path, tmp_path: Pa
     growth = peaks[large] - peaks[small]
     print(f"peak RSS {peaks[small] / 2**20:.1f} MiB at {small} rows, {peaks[large] / 2**20:.1f} MiB at {large} rows")
     assert growth <= output_growth + allowance, (peaks, output_growth)
+
+
+@pytest.mark.parametrize("fault", ["nan_weight", "missing_weight"])
+def test_load_error_is_one_line_without_python_only_advice(
+    fault: str, tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model, folder)
+    state = load_file(folder / "model.safetensors")
+    if fault == "nan_weight":
+        state["encoder.layer.0.output.dense.bias"][0] = float("nan")
+    else:
+        del state["encoder.layer.1.output.dense.bias"]
+    save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
+    (tmp_path / "in.txt").write_text("one text\n")
+    code, err = run([str(folder), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.npy")], capsys)
+    assert code == 2
+    error_line(err)
+    named = "encoder.layer.0.output.dense.bias" if fault == "nan_weight" else "encoder.layer.1.output.dense.bias"
+    assert named in err
+    assert "allow_nonfinite" not in err and "strict=False" not in err
+    assert not (tmp_path / "out.npy").exists()
