@@ -9,11 +9,10 @@ No torch import here until a model is built, no tokenizers import until a tokeni
 
 from __future__ import annotations
 
-import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from bertlite.config import BERT_MODEL_TYPES, CONFIG_NAME, BertConfig
+from bertlite.config import BERT_MODEL_TYPES, CONFIG_NAME, BertConfig, read_json_object
 from bertlite.hub import resolve_file
 
 if TYPE_CHECKING:
@@ -44,12 +43,7 @@ def check_bert_checkpoint(name_or_path: str | os.PathLike, what: str, **hub_kwar
     path = resolve_file(name_or_path, CONFIG_NAME, **hub_kwargs)
     if path is None:
         return []
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from e
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    data = read_json_object(path)
     architectures = data.get("architectures") or []
     if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
         raise ValueError(f"{path}: architectures must be a list of class names, got {architectures!r}")

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 import bertlite
 from bertlite.auto import ARCHITECTURES
-from bertlite.config import SUPPORTED_ACTIVATIONS
+from bertlite.config import SIZE_FIELDS, SUPPORTED_ACTIVATIONS
 from bertlite.loading import NONFINITE_HINT, STRICT_HINT, CheckpointError, parse_dtype
 
 # Varied on purpose: short, long, two segments (token_type_ids), non-ASCII, and
@@ -405,22 +405,10 @@ def _load_heads(
     return ours, ref, theirs
 
 
-# Fields that set the shape of every tensor: a reference that differs in one cannot be compared.
-SHAPE_FIELDS = (
-    "vocab_size",
-    "hidden_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "intermediate_size",
-    "max_position_embeddings",
-    "type_vocab_size",
-)
-
-
 def _check_same_shape(ours: bertlite.BertConfig, theirs: Any, name: str, reference: str) -> None:
     differ = [
         f"{k} {getattr(theirs, k, None)} vs {getattr(ours, k)}"
-        for k in SHAPE_FIELDS
+        for k in SIZE_FIELDS  # a reference that differs in one cannot be compared
         if getattr(ours, k) != getattr(theirs, k, None)
     ]
     if differ:

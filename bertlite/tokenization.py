@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from tokenizers import Encoding, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 
+from bertlite.config import read_json_object
 from bertlite.hub import resolve_file
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -702,15 +703,7 @@ def _token_content(value: Any) -> str:
 
 def _read_json(name: str, filename: str, hub_kwargs: dict[str, Any]) -> dict[str, Any]:
     path = resolve_file(name, filename, **hub_kwargs)
-    if path is None:
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from e
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
+    return {} if path is None else read_json_object(path)
 
 
 def _check_model_type(name: str, hub_kwargs: dict[str, Any]) -> None:
