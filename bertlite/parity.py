@@ -316,6 +316,17 @@ def head_architecture(name_or_path: str, head: str, hub_kwargs: dict[str, Any], 
     return found
 
 
+def _check_reference_version(config: bertlite.BertConfig, name_or_path: str, version: str) -> None:
+    position_type = config.position_embedding_type
+    if position_type != "absolute" and int(version.split(".")[0]) >= 5:
+        # v5 would load the checkpoint and run it without its distance embeddings: a wrong reference.
+        raise ParityLoadError(
+            f"{name_or_path} uses position_embedding_type={position_type!r}, which transformers "
+            f"{version} no longer implements (it drops distance_embedding); compare with "
+            "transformers 4.x installed, e.g. in the .venv-legacy that `make test-legacy` builds"
+        )
+
+
 def load_models(
     name_or_path: str,
     reference: str,
@@ -353,14 +364,7 @@ def load_models(
             )
     except (OSError, ValueError) as e:
         raise ParityLoadError(f"cannot load {name_or_path} with bertlite: {_for_parity(e)}") from e
-    position_type = ours.config.position_embedding_type
-    if position_type != "absolute" and int(transformers.__version__.split(".")[0]) >= 5:
-        # v5 would load the checkpoint and run it without its distance embeddings: a wrong reference.
-        raise ParityLoadError(
-            f"{name_or_path} uses position_embedding_type={position_type!r}, which transformers "
-            f"{transformers.__version__} no longer implements (it drops distance_embedding); compare with "
-            "transformers 4.x installed, e.g. in the .venv-legacy that `make test-legacy` builds"
-        )
+    _check_reference_version(ours.config, name_or_path, transformers.__version__)
     kwargs = {k: v for k, v in hub_kwargs.items() if v is not None}
     if not pooler:
         kwargs["add_pooling_layer"] = False
@@ -390,6 +394,7 @@ def _load_heads(
         )
     except (OSError, ValueError) as e:
         raise ParityLoadError(f"cannot load {name_or_path} as {architecture} with bertlite: {_for_parity(e)}") from e
+    _check_reference_version(ours.config, name_or_path, transformers.__version__)
     auto = getattr(transformers, ARCHITECTURES[architecture])
     kwargs = {k: v for k, v in hub_kwargs.items() if v is not None}
     try:

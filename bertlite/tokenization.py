@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from tokenizers import Encoding, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 
-from bertlite.config import read_json_object
+from bertlite.config import HUB_KWARGS, read_json_object
 from bertlite.hub import resolve_file
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -58,7 +58,6 @@ INIT_KEYS = (
     "model_input_names",
     *BERT_DEFAULTS,
 )
-HUB_KEYS = ("revision", "cache_dir", "token", "local_files_only", "force_download", "subfolder")
 # Accepted for compatibility, with nothing to choose: bertlite has only the fast tokenizer and no remote code.
 IGNORED_KEYS = ("use_fast", "trust_remote_code")
 
@@ -222,10 +221,10 @@ class BertTokenizer:
             raise TypeError(
                 f"from_pretrained takes one positional argument (the folder or hub id), got {len(args) + 1}"
             )
-        unknown = sorted(set(kwargs) - set(HUB_KEYS) - set(INIT_KEYS) - set(IGNORED_KEYS))
+        unknown = sorted(set(kwargs) - set(HUB_KWARGS) - set(INIT_KEYS) - set(IGNORED_KEYS))
         if unknown:
             raise TypeError(f"from_pretrained got unexpected keyword argument(s): {', '.join(unknown)}")
-        hub_kwargs = {k: kwargs[k] for k in HUB_KEYS if k in kwargs}
+        hub_kwargs = {k: kwargs[k] for k in HUB_KWARGS if k in kwargs}
         name = os.fspath(name_or_path)
         config = _read_json(name, TOKENIZER_CONFIG_FILE, hub_kwargs)
         special_map = _read_json(name, SPECIAL_TOKENS_MAP_FILE, hub_kwargs)
