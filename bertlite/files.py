@@ -286,7 +286,7 @@ class VectorWriter:
             self._file.close()
         with open(self.tmp, "rb+") as f:
             os.fsync(f.fileno())
-        os.chmod(self.tmp, _result_mode(self.path))  # mkstemp's 0600 is for the temp file, not the result
+        os.chmod(self.tmp, result_mode(self.path))  # mkstemp's 0600 is for the temp file, not the result
         if self.overwrite:
             os.replace(self.tmp, self.path)
         else:
@@ -353,7 +353,8 @@ def check_output_path(path: str, *, overwrite: bool = True, inputs: Sequence[str
         raise InputError(f"{path} exists and --no-overwrite was given; remove it or choose another -o")
 
 
-def _result_mode(target: Path) -> int:
+def result_mode(target: Path) -> int:
+    """The mode a file written to `target` should get: the replaced file's, or what the umask gives a new one."""
     try:
         return stat.S_IMODE(target.stat().st_mode)  # replacing a file keeps its permissions (e.g. 0600)
     except FileNotFoundError:

@@ -22,6 +22,7 @@ import numpy as np
 from tokenizers import Encoding, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 
 from bertlite.config import HUB_KWARGS, read_json_object
+from bertlite.files import result_mode
 from bertlite.hub import resolve_file
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -280,13 +281,21 @@ class BertTokenizer:
         }
         vocab = self._tokenizer.get_vocab(with_added_tokens=False)
         files = {
-            TOKENIZER_FILE: self._tokenizer.to_str(pretty=True),
+            TOKENIZER_FILE: self._backend_json(),
             TOKENIZER_CONFIG_FILE: json.dumps(config, indent=2, sort_keys=True) + "\n",
             SPECIAL_TOKENS_MAP_FILE: json.dumps(self.special_tokens_map, indent=2) + "\n",
             VOCAB_FILE: "".join(token + "\n" for token, _ in sorted(vocab.items(), key=lambda item: item[1])),
         }
         _write_files(folder, files)
         return tuple(str(folder / name) for name in files)
+
+    def _backend_json(self) -> str:
+        # Each call sets padding and truncation on the backend; a saved tokenizer.json keeps neither, as
+        # transformers' does not, so the next load starts from no padding and no truncation.
+        with self._lock:
+            data = json.loads(self._tokenizer.to_str())
+        data["padding"] = data["truncation"] = None
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
     # --- encoding ----------------------------------------------------------------
 
@@ -727,4 +736,5 @@ def _write_files(folder: Path, files: dict[str, str]) -> None:
             Path(tmp).unlink(missing_ok=True)
         raise
     for name, tmp in temporary.items():
+        os.chmod(tmp, result_mode(folder / name))  # mkstemp's 0600 is for the temp file, not the result
         os.replace(tmp, folder / name)
