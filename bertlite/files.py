@@ -172,7 +172,10 @@ def _csv_column(lines: Iterator[str], path: str, field: str, delimiter: str) -> 
             columns = ", ".join(reader.fieldnames or [])
             raise InputError(f"{path}: no column {field!r} (columns: {columns}; use --field)")
         for row in reader:
-            yield row[field] or ""
+            if row[field] is None:  # a short row: its text would silently be ""
+                kind = "CSV" if delimiter == "," else "TSV"
+                raise InputError(f"{path}: line {number} has no {field!r} field (a {kind} row with too few columns)")
+            yield row[field]
     except csv.Error as e:
         kind = "CSV" if delimiter == "," else "TSV"
         reason = "a carriage return inside an unquoted field; quote it" if "new-line" in str(e) else str(e)
