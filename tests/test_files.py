@@ -59,7 +59,9 @@ def test_bad_csv_names_the_line(tmp_path: Path) -> None:
         read_texts(str(path))
 
 
-@pytest.mark.parametrize("suffix, data", [("csv", "id,text\n1,hello\n2\n3,world\n"), ("tsv", "id\ttext\n1\thello\n2\n")])
+@pytest.mark.parametrize(
+    "suffix, data", [("csv", "id,text\n1,hello\n2\n3,world\n"), ("tsv", "id\ttext\n1\thello\n2\n")]
+)
 def test_short_table_row_names_the_line(suffix: str, data: str, tmp_path: Path) -> None:
     # A row without the text column used to become the text "" (a vector of nothing, silently).
     path = tmp_path / f"in.{suffix}"
