@@ -426,14 +426,13 @@ def _embed_ray(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
 
 def _for_cli(error: BaseException) -> str:
     """A load error in one line, without advice that only the Python API can follow (strict=, allow_nonfinite=)."""
-    from bertlite.loading import NONFINITE_HINT, STRICT_HINT
+    from bertlite.loading import one_line
 
-    text = (
-        str(error)
-        .replace(STRICT_HINT, "(check that config.json is the config of these weights)")
-        .replace(NONFINITE_HINT, "its vectors would not be finite: use a checkpoint with finite weights")
+    return one_line(
+        error,
+        strict="(check that config.json is the config of these weights)",
+        nonfinite="its vectors would not be finite: use a checkpoint with finite weights",
     )
-    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 def _load_embedder(args: argparse.Namespace):  # noqa: ANN202 (keeps torch out of --help)

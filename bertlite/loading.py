@@ -56,6 +56,21 @@ MAX_LISTED = 20
 STRICT_HINT = "(pass strict=False to load anyway)"
 NONFINITE_HINT = "pass allow_nonfinite=True to load it anyway, to inspect it"
 
+
+def one_line(error: BaseException | str, *, strict: str | None = None, nonfinite: str | None = None) -> str:
+    """An error's message on one line, for a command line; strict / nonfinite replace the advice that only
+    the Python API can follow (STRICT_HINT, NONFINITE_HINT) with what that command offers instead."""
+    text = str(error)
+    for hint, instead in ((STRICT_HINT, strict), (NONFINITE_HINT, nonfinite)):
+        if instead is not None:
+            text = text.replace(hint, instead)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    joined = lines[0] if lines else type(error).__name__
+    for line in lines[1:]:
+        joined += (" " if joined.endswith(":") else "; ") + line
+    return joined
+
+
 M = TypeVar("M", bound=nn.Module)
 V = TypeVar("V")
 

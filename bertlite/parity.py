@@ -26,7 +26,7 @@ from torch import Tensor, nn
 import bertlite
 from bertlite.auto import ARCHITECTURES
 from bertlite.config import SIZE_FIELDS, SUPPORTED_ACTIVATIONS
-from bertlite.loading import NONFINITE_HINT, STRICT_HINT, CheckpointError, parse_dtype
+from bertlite.loading import CheckpointError, one_line, parse_dtype
 
 # Varied on purpose: short, long, two segments (token_type_ids), non-ASCII, and
 # lengths that force padding in every batch.
@@ -378,7 +378,7 @@ def load_models(
                 reference, attn_implementation="eager", dtype=dtype, **kwargs
             ).eval()
     except Exception as e:  # the reference refusing the checkpoint, in whatever type: StrictDataclassError, ...
-        raise ParityLoadError(f"cannot load {reference} with transformers: {type(e).__name__}: {_one_line(e)}") from e
+        raise ParityLoadError(f"cannot load {reference} with transformers: {type(e).__name__}: {one_line(e)}") from e
     _check_same_shape(ours.config, ref.config, name_or_path, reference)
     return ours, ref, theirs
 
@@ -404,7 +404,7 @@ def _load_heads(
             theirs = auto.from_pretrained(reference, attn_implementation="eager", dtype=dtype, **kwargs).eval()
     except Exception as e:  # the reference refusing the checkpoint, in whatever type
         raise ParityLoadError(
-            f"cannot load {reference} with transformers.{auto.__name__}: {type(e).__name__}: {_one_line(e)}"
+            f"cannot load {reference} with transformers.{auto.__name__}: {type(e).__name__}: {one_line(e)}"
         ) from e
     _check_same_shape(ours.config, ref.config, name_or_path, reference)
     return ours, ref, theirs
@@ -423,24 +423,13 @@ def _check_same_shape(ours: bertlite.BertConfig, theirs: Any, name: str, referen
         )
 
 
-def _one_line(error: BaseException | str) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    text = lines[0] if lines else type(error).__name__
-    for line in lines[1:]:
-        text += (" " if text.endswith(":") else "; ") + line
-    return text
-
-
 def _for_parity(error: BaseException) -> str:
     """A load error in one line, with what to do in parity instead of Python-only options (strict=, ...)."""
-    text = (
-        str(error)
-        .replace(
-            STRICT_HINT, "(parity compares complete checkpoints: missing weights would be random and prove nothing)"
-        )
-        .replace(NONFINITE_HINT, "NaN and Inf weights cannot be compared; use a checkpoint with finite weights")
+    return one_line(
+        error,
+        strict="(parity compares complete checkpoints: missing weights would be random and prove nothing)",
+        nonfinite="NaN and Inf weights cannot be compared; use a checkpoint with finite weights",
     )
-    return _one_line(text)
 
 
 def check(
