@@ -303,7 +303,11 @@ class Embedder:
         if packed_attention not in PACKED_ATTENTION:
             raise ValueError(f"packed_attention={packed_attention!r} is not one of {sorted(PACKED_ATTENTION)}")
         self.packed_attention = packed_attention
-        self.tokenizer = tokenizer
+        # A copy of its own: truncation is set on the tokenizer (once, not per call, so threads can share
+        # this Embedder), and the caller's tokenizer, or another Embedder's, must keep its own settings.
+        # Padding stored in a tokenizer.json would count pad tokens as text; Embedder pads per batch.
+        self.tokenizer = Tokenizer.from_str(tokenizer.to_str())
+        self.tokenizer.no_padding()
         self.pooling = [pooling] if isinstance(pooling, str) else list(pooling)
         for mode in self.pooling:
             _check_pooling(mode)
@@ -319,7 +323,7 @@ class Embedder:
         self.truncate_dim = None
         self.truncate_dim = self._check_truncate_dim(truncate_dim)
         self.max_length = max_length
-        self.pad_id = tokenizer.token_to_id("[PAD]")
+        self.pad_id = self.tokenizer.token_to_id("[PAD]")
         if self.pad_id is None:
             self.pad_id = model.config.pad_token_id or 0
         self.last_stats = EncodeStats()
@@ -380,7 +384,7 @@ class Embedder:
         """None: the model's max_position_embeddings; a larger value is clamped to it."""
         _check_count("max_length", value, none="the model's max_position_embeddings")
         limit = self.model.config.max_position_embeddings
-        # Set on the tokenizer here, not per call: encode() may run in several threads at once.
+        # Set on this Embedder's own tokenizer here, not per call: encode() may run in several threads at once.
         self._max_length = limit if value is None else min(value, limit)
         self.tokenizer.enable_truncation(self._max_length, strategy="longest_first")
 

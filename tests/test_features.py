@@ -301,6 +301,32 @@ def tiny(real_model_path):
     return Embedder(bertlite.BertModel(config), load_tokenizer(real_model_path))
 
 
+def test_each_embedder_owns_its_truncation(tiny, real_model_path):
+    tokenizer = load_tokenizer(real_model_path)
+    first = Embedder(tiny.model, tokenizer)
+    second = Embedder(first.model, first.tokenizer, max_length=16)
+    long_text = " ".join(["word"] * 100)
+    assert [len(e.tokenize([long_text])[0].ids) for e in (first, second)] == [102, 16]
+    second.max_length = 8
+    first.max_length = 32
+    assert [len(e.tokenize([long_text])[0].ids) for e in (first, second)] == [32, 8]
+    assert tokenizer.truncation is None and len(tokenizer.encode(long_text).ids) == 102  # the caller's, untouched
+
+
+def test_padding_stored_in_the_tokenizer_is_not_taken_for_text(tiny, real_model_path):
+    from tokenizers import Tokenizer
+
+    raw = Tokenizer.from_file(str(real_model_path / "tokenizer.json"))
+    assert raw.padding["length"] == 128  # the packaged file pads every text to 128
+    texts = ["a short text", ("a", "pair")]
+    for unpad in (True, False):
+        ours = Embedder(tiny.model, raw, unpad=unpad).encode(texts)
+        np.testing.assert_array_equal(
+            ours, Embedder(tiny.model, load_tokenizer(real_model_path), unpad=unpad).encode(texts)
+        )
+    assert raw.padding["length"] == 128
+
+
 def test_bad_items_are_named_by_index_and_type(tiny):
     with pytest.raises(ValueError, match=r"texts\[1\] is int 123; each text must be a str or a \(text_a, text_b\)"):
         tiny.encode(["fine", 123])
