@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 
 from bertlite.serve import cli as serve_cli
+from bertlite.st_config import DEFAULT_POOLING, POOLING_MODES
 
 PARITY_HELP = """\
 Prove that bertlite computes what transformers computes on a checkpoint.
@@ -165,8 +166,8 @@ def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--pooling",
-        choices=["cls", "mean", "max", "pooler", "mean_sqrt_len"],
-        help="default: from the checkpoint's metadata, else mean",
+        choices=POOLING_MODES,
+        help=f"default: from the checkpoint's metadata, else {DEFAULT_POOLING}",
     )
     p.add_argument(
         "--normalize",
