@@ -14,9 +14,13 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from bertlite.serve import cli as serve_cli
 from bertlite.st_config import DEFAULT_POOLING, POOLING_MODES
+
+if TYPE_CHECKING:  # features imports torch, which --help and argument errors never need
+    from bertlite.features import Embedder
 
 PARITY_HELP = """\
 Prove that bertlite computes what transformers computes on a checkpoint.
@@ -437,7 +441,7 @@ def _for_cli(error: BaseException) -> str:
     return "; ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
-def _load_embedder(args: argparse.Namespace):  # noqa: ANN202 (keeps torch out of --help)
+def _load_embedder(args: argparse.Namespace) -> Embedder:
     from bertlite.features import Embedder
 
     return Embedder.from_pretrained(

@@ -8,7 +8,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' model builders
 
-from tests.test_heads import CONFIGS, HEADS, head_inputs, make_hf_head, to_ours  # noqa: E402
+from tests.test_heads import CONFIGS, HEADS, head_inputs, make_hf_head, to_ours
 
 
 def main() -> None:
