@@ -158,7 +158,7 @@ def test_max_tokens_budget_and_long_texts(embedder, corpus_texts, monkeypatch):
     original = embedder._embed_packed
 
     def record(encodings, device):
-        seen.append(len(encodings) * len(encodings[0].ids))  # sorted longest first: the padded grid
+        seen.append([len(e.ids) for e in encodings])
         return original(encodings, device)
 
     embedder._embed_packed = record
@@ -166,7 +166,14 @@ def test_max_tokens_budget_and_long_texts(embedder, corpus_texts, monkeypatch):
         vectors = embedder.encode(corpus_texts[:100], batch_size=64, max_tokens=1024)
     finally:
         del embedder._embed_packed
-    assert max(seen) <= 1024 or len(seen) == 100
+    lengths = [n for batch in seen for n in batch]
+    assert len(lengths) == 100 and lengths == sorted(lengths, reverse=True)  # every text once, longest first
+    assert max(lengths) > 1024 // 64  # the budget, not batch_size, is what limits the batches here
+    for i, batch in enumerate(seen):
+        # Within the budget (a lone text may exceed it), and full: one text more would break it.
+        assert len(batch) <= 64 and (len(batch) * batch[0] <= 1024 or len(batch) == 1), batch
+        if i + 1 < len(seen):
+            assert len(batch) == 64 or (len(batch) + 1) * batch[0] > 1024, batch
     np.testing.assert_allclose(vectors, embedder.encode(corpus_texts[:100]), atol=1e-6)
     long_text = " ".join(["word"] * 600)
     embedder.encode([long_text, "short"])
