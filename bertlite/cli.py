@@ -14,8 +14,13 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from bertlite.serve import cli as serve_cli
+from bertlite.st_config import DEFAULT_POOLING, POOLING_MODES
+
+if TYPE_CHECKING:  # features imports torch, which --help and argument errors never need
+    from bertlite.features import Embedder
 
 PARITY_HELP = """\
 Prove that bertlite computes what transformers computes on a checkpoint.
@@ -165,8 +170,8 @@ def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--pooling",
-        choices=["cls", "mean", "max", "pooler", "mean_sqrt_len"],
-        help="default: from the checkpoint's metadata, else mean",
+        choices=POOLING_MODES,
+        help=f"default: from the checkpoint's metadata, else {DEFAULT_POOLING}",
     )
     p.add_argument(
         "--normalize",
@@ -435,7 +440,7 @@ def _for_cli(error: BaseException) -> str:
     )
 
 
-def _load_embedder(args: argparse.Namespace):  # noqa: ANN202 (keeps torch out of --help)
+def _load_embedder(args: argparse.Namespace) -> Embedder:
     from bertlite.features import Embedder
 
     return Embedder.from_pretrained(

@@ -192,7 +192,7 @@ def output_format(path: str) -> str:
 def require_pyarrow() -> Any:
     try:
         import pyarrow
-        import pyarrow.parquet  # noqa: F401
+        import pyarrow.parquet  # pyarrow can be built without parquet support
     except ImportError as e:
         raise InputError("writing .parquet needs pyarrow: pip install pyarrow (or 'bertlite[parquet]')") from e
     return pyarrow
@@ -229,10 +229,10 @@ class VectorWriter:
 
     def _open(self, pyarrow: Any) -> None:
         if self.format == "npy":
-            self._file = open(self.tmp, "wb")  # noqa: SIM115 (closed in close/abort)
+            self._file = open(self.tmp, "wb")  # closed in close() or abort()
             self._header_size = self._file.write(self._npy_header(0))
         elif self.format == "jsonl":
-            self._file = open(self.tmp, "w", encoding="utf-8")  # noqa: SIM115 (closed in close/abort)
+            self._file = open(self.tmp, "w", encoding="utf-8")  # closed in close() or abort()
         else:
             schema = pyarrow.schema(
                 [

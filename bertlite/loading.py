@@ -524,7 +524,7 @@ class _SkipInit(TorchFunctionMode):
 
     _INIT_OPS = frozenset({"normal_", "uniform_", "zero_", "fill_", "kaiming_uniform_", "ones_", "zeros_"})
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+    def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if getattr(func, "__name__", None) in self._INIT_OPS:
             return args[0] if args else kwargs["tensor"]

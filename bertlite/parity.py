@@ -231,7 +231,7 @@ def capture(model: nn.Module, names: list[str]) -> Iterator[dict[str, list[tuple
     handles = []
     for name in names:
 
-        def hook(module, args, output, name=name):  # noqa: ANN001
+        def hook(module, args, output, name=name):
             out = output[0] if isinstance(output, tuple) else output
             records[name].append((args[0].detach() if args else None, out.detach()))
 
@@ -490,7 +490,7 @@ def check(
     report.texts = len(texts)
     report.tokens = int(sum(b["attention_mask"].sum() for b in batches))
 
-    compare_weights(report, heads[0], heads[1], theirs is not None and torch_dtype, atol, rtol)
+    compare_weights(report, heads[0], heads[1], torch_dtype if theirs is not None else None)
     names = module_names(ours.config.num_hidden_layers, ours.pooler is not None and ref.pooler is not None)
     ours_run, ref_run = run(ours, batches, names), run(ref, batches, names)
     theirs_run = run(theirs, batches, names) if theirs is not None else None
@@ -526,16 +526,15 @@ def _check_options(dtype: Any, attn: str, batch_size: int, max_length: int, head
     return torch_dtype
 
 
-def compare_weights(
-    report: ParityReport, ours: nn.Module, ref: nn.Module, low_dtype: torch.dtype | bool, atol: float, rtol: float
-) -> None:
-    """Every tensor bertlite loaded against the one transformers loaded for the same name. A head's
-    base-model tensors are named without the `bert.` prefix, as the module rows are."""
+def compare_weights(report: ParityReport, ours: nn.Module, ref: nn.Module, low_dtype: torch.dtype | None) -> None:
+    """Every tensor bertlite loaded against the one transformers loaded for the same name, bit for bit.
+    A head's base-model tensors are named without the `bert.` prefix, as the module rows are.
+    low_dtype: the dtype bertlite runs in when the fp32 reference must be cast to it first, else None."""
     mine, theirs = _base_names(ours.state_dict()), _base_names(ref.state_dict())
     report.only_in_bertlite = sorted(set(mine) - set(theirs))
     report.only_in_transformers = sorted(set(theirs) - set(mine))
     for key in (k for k in theirs if k in mine):
-        reference = theirs[key].to(low_dtype) if low_dtype else theirs[key]
+        reference = theirs[key].to(low_dtype) if low_dtype is not None else theirs[key]
         max_abs, mean_abs, max_rel, _ = error_stats([mine[key]], [reference], 0.0, 0.0)
         ok = mine[key].shape == reference.shape and torch.equal(mine[key], reference)
         report.rows.append(Row("weight", key, max_abs, mean_abs, max_rel, 0.0, ok))

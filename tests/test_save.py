@@ -16,7 +16,7 @@ import bertlite.saving
 from bertlite.fast import fused_qkv
 from bertlite.saving import parse_size
 from tests.conftest import make_hf_model, random_batch, to_bertlite
-from tests.test_heads import HEADS, assert_same, assert_tied, head_inputs, make_hf_head, to_ours
+from tests.helpers import HEADS, assert_same, assert_tied, head_inputs, make_hf_head, to_ours
 
 
 def stored_keys(folder: Path) -> dict[str, str]:
