@@ -207,6 +207,8 @@ class Embedder:
                 f"default_prompt_name={default_prompt_name!r} is not one of the prompts {_names(self.prompts)}"
             )
         self.default_prompt_name = default_prompt_name
+        # A folder whose pooling leaves the prompt out (include_prompt: false) sets this; see resolve_prompt.
+        self.include_prompt = True
         self.truncate_dim = None
         self.truncate_dim = self._check_truncate_dim(truncate_dim)
         self.max_length = max_length
@@ -249,7 +251,7 @@ class Embedder:
         model = BertModel.from_pretrained(
             name_or_path, dtype=parse_dtype(dtype), device=device, add_pooling_layer="pooler" in modes, **hub_kwargs
         )
-        return cls(
+        embedder = cls(
             model,
             load_tokenizer(name_or_path, **hub_kwargs),
             pooling=modes,
@@ -261,6 +263,8 @@ class Embedder:
             default_prompt_name=default_prompt_name if default_prompt_name is not None else saved_default,
             truncate_dim=truncate_dim,
         )
+        embedder.include_prompt = settings.include_prompt
+        return embedder
 
     @property
     def max_length(self) -> int:
@@ -289,14 +293,17 @@ class Embedder:
         """The text put before every input: prompt, else prompts[prompt_name], else the default prompt."""
         if prompt is not None and prompt_name is not None:
             raise ValueError("give prompt or prompt_name, not both")
-        if prompt is not None:
-            return prompt
-        name = prompt_name if prompt_name is not None else self.default_prompt_name
-        if name is None:
-            return ""
-        if name not in self.prompts:
-            raise ValueError(f"prompt_name={name!r} is not one of the prompts {_names(self.prompts)}")
-        return self.prompts[name]
+        if prompt is None:
+            name = prompt_name if prompt_name is not None else self.default_prompt_name
+            if name is not None and name not in self.prompts:
+                raise ValueError(f"prompt_name={name!r} is not one of the prompts {_names(self.prompts)}")
+            prompt = "" if name is None else self.prompts[name]
+        if prompt and not self.include_prompt:
+            raise ValueError(
+                f"prompt {prompt!r}: this model's pooling leaves the prompt's tokens out (include_prompt: false), "
+                "which bertlite does not implement; its vectors would differ from sentence-transformers'"
+            )
+        return prompt
 
     def tokenize(self, texts: Sequence[Text], on_long: str = "truncate", first_index: int = 0) -> list[Encoding]:
         """Encodings truncated to max_length (longest segment first, as transformers does).

@@ -24,6 +24,8 @@ _ST_POOLING_FLAGS = (
     ("pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len"),
 )
 _ST_UNSUPPORTED_FLAGS = ("pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken")
+# sentence-transformers' names for the modes (its pooling_mode) where bertlite's differ.
+_ST_POOLING_NAMES = {"mean_sqrt_len_tokens": "mean_sqrt_len"}
 # Defaults when a folder has no sentence-transformers metadata (README documents them).
 DEFAULT_POOLING = "mean"
 DEFAULT_NORMALIZE = False
@@ -56,6 +58,7 @@ class SentenceTransformerSettings:
     pooling: list[str] | None = None
     normalize: bool | None = None
     max_length: int | None = None
+    include_prompt: bool = True  # False: sentence-transformers pools without the prompt's tokens
 
 
 def read_sentence_transformers_settings(
@@ -73,6 +76,12 @@ def read_sentence_transformers_settings(
         if kind == "Pooling":
             pooling = _read_json(name_or_path, f"{module.get('path', '')}/config.json".lstrip("/"), hub_kwargs)
             settings.pooling = _st_pooling_modes(pooling, name_or_path)
+            include_prompt = pooling.get("include_prompt", True)
+            if not isinstance(include_prompt, bool):
+                raise ValueError(
+                    f"{name_or_path}: pooling include_prompt must be true or false, got {include_prompt!r}"
+                )
+            settings.include_prompt = include_prompt
         elif kind == "Normalize":
             settings.normalize = True
         elif kind != "Transformer":
@@ -119,12 +128,12 @@ def _st_pooling_modes(config: dict[str, Any], name: str | os.PathLike) -> list[s
     for flag in _ST_UNSUPPORTED_FLAGS:
         if config.get(flag):
             raise ValueError(f"{name}: pooling {flag} is not implemented (supported: {', '.join(POOLING_MODES)})")
-    if isinstance(config.get("pooling_mode"), str):  # newer sentence-transformers write the mode by name
-        return [
-            _check_pooling(
-                {"mean_sqrt_len_tokens": "mean_sqrt_len"}.get(config["pooling_mode"], config["pooling_mode"])
-            )
-        ]
+    named = config.get("pooling_mode")  # newer sentence-transformers write the modes by name: one, or a list
+    if named is not None:
+        names = [named] if isinstance(named, str) else named
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            raise ValueError(f"{name}: pooling_mode must be a mode name or a list of them, got {named!r}")
+        return [_check_pooling(_ST_POOLING_NAMES.get(n, n)) for n in names]
     modes = [mode for flag, mode in _ST_POOLING_FLAGS if config.get(flag)]
     return modes or [DEFAULT_POOLING]
 
