@@ -8,11 +8,11 @@ sentence-transformers): the CLI and metadata checks use it without loading a mod
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from typing import Any
 
+from bertlite.config import read_json
 from bertlite.hub import resolve_file
 
 POOLING_MODES = ("cls", "mean", "max", "pooler", "mean_sqrt_len")
@@ -35,14 +35,7 @@ def _read_json(name_or_path: str | os.PathLike, filename: str, hub_kwargs: dict[
     path = resolve_file(name_or_path, filename, **hub_kwargs)
     if path is None:
         return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from e
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8") from e
-    except RecursionError as e:
-        raise ValueError(f"{path}: its JSON is nested too deeply to read") from e
+    data = read_json(path)
     if filename == "modules.json":
         if not isinstance(data, list) or not all(isinstance(module, dict) for module in data):
             raise ValueError(
