@@ -4,16 +4,15 @@
 BertForSequenceClassification.from_pretrained with every keyword passed on; before
 that, config.json's model_type (or, without one, its architectures) is read so a
 checkpoint of another model is refused by name instead of failing on its keys.
-No torch import here until a model is built, no tokenizers import until a tokenizer is.
+No torch import here until a model is built, no tokenizers import until a tokenizer is (tested).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from bertlite.config import BERT_MODEL_TYPES, CONFIG_NAME, BertConfig
+from bertlite.config import BERT_MODEL_TYPES, CONFIG_NAME, HUB_KWARGS, BertConfig, read_json_object
 from bertlite.hub import resolve_file
 
 if TYPE_CHECKING:
@@ -41,15 +40,11 @@ def check_bert_checkpoint(name_or_path: str | os.PathLike, what: str, **hub_kwar
 
     A missing config.json is left to the loader, whose error names what to check.
     """
-    path = resolve_file(name_or_path, CONFIG_NAME, **hub_kwargs)
+    # A path to config.json itself is a config too, as BertConfig.from_pretrained takes it.
+    path = name_or_path if os.path.isfile(name_or_path) else resolve_file(name_or_path, CONFIG_NAME, **hub_kwargs)
     if path is None:
         return []
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from e
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    data = read_json_object(path)
     architectures = data.get("architectures") or []
     if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
         raise ValueError(f"{path}: architectures must be a list of class names, got {architectures!r}")
@@ -70,9 +65,8 @@ def check_bert_checkpoint(name_or_path: str | os.PathLike, what: str, **hub_kwar
 
 
 def _hub_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    from bertlite.tokenization import HUB_KEYS  # here: AutoConfig and AutoModel need no tokenizers import
 
-    return {key: kwargs[key] for key in HUB_KEYS if key in kwargs}
+    return {key: kwargs[key] for key in HUB_KWARGS if key in kwargs}
 
 
 class _Auto:
@@ -140,15 +134,7 @@ class _AutoModel(_Auto):
             raise TypeError(
                 f"config must be a bertlite.BertConfig, got {type(config).__module__}.{type(config).__name__}"
             )
-        model = cls.model_class()(config, **kwargs)
-        if dtype is not None or torch_dtype is not None:
-            from bertlite.loading import parse_dtype
-
-            target = parse_dtype(dtype if dtype is not None else torch_dtype)
-            if target == "auto":
-                raise ValueError("dtype='auto' needs a checkpoint to read; from_config takes a torch.dtype or its name")
-            model = model.to(target)
-        return model
+        return cls.model_class().from_config(config, dtype=dtype, torch_dtype=torch_dtype, **kwargs)
 
 
 class AutoModel(_AutoModel):

@@ -14,8 +14,13 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from bertlite.serve import cli as serve_cli
+from bertlite.st_config import DEFAULT_POOLING, POOLING_MODES
+
+if TYPE_CHECKING:  # features imports torch, which --help and argument errors never need
+    from bertlite.features import Embedder
 
 PARITY_HELP = """\
 Prove that bertlite computes what transformers computes on a checkpoint.
@@ -165,8 +170,8 @@ def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--pooling",
-        choices=["cls", "mean", "max", "pooler", "mean_sqrt_len"],
-        help="default: from the checkpoint's metadata, else mean",
+        choices=POOLING_MODES,
+        help=f"default: from the checkpoint's metadata, else {DEFAULT_POOLING}",
     )
     p.add_argument(
         "--normalize",
@@ -287,7 +292,7 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
         embedder = _load_embedder(args)
         embedder.resolve_prompt(args.prompt, args.prompt_name)
     except (InputError, OSError, ValueError) as e:
-        return fail(str(e))
+        return fail(_for_cli(e))
     start = time.perf_counter()
     try:
         with VectorWriter(args.output, None, embedder.dimension, overwrite=args.overwrite) as writer:
@@ -424,7 +429,18 @@ def _embed_ray(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
     return 0
 
 
-def _load_embedder(args: argparse.Namespace):  # noqa: ANN202 (keeps torch out of --help)
+def _for_cli(error: BaseException) -> str:
+    """A load error in one line, without advice that only the Python API can follow (strict=, allow_nonfinite=)."""
+    from bertlite.loading import one_line
+
+    return one_line(
+        error,
+        strict="(check that config.json is the config of these weights)",
+        nonfinite="its vectors would not be finite: use a checkpoint with finite weights",
+    )
+
+
+def _load_embedder(args: argparse.Namespace) -> Embedder:
     from bertlite.features import Embedder
 
     return Embedder.from_pretrained(

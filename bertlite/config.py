@@ -71,6 +71,18 @@ OPTIONAL_FLOAT_FIELDS = ("classifier_dropout",)
 OPTIONAL_INT_FIELDS = ("pad_token_id", "bos_token_id")
 
 
+# The sizes every tensor's shape is made of.
+SIZE_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+)
+
+
 @dataclass
 class BertConfig:
     vocab_size: int = 30522
@@ -118,15 +130,7 @@ class BertConfig:
             raise ValueError(
                 f"model_type={self.model_type!r} is not a BERT config (expected one of {BERT_MODEL_TYPES})"
             )
-        for name in (
-            "vocab_size",
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "intermediate_size",
-            "max_position_embeddings",
-            "type_vocab_size",
-        ):
+        for name in SIZE_FIELDS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -199,18 +203,7 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> BertConfig:
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from e
-        except UnicodeDecodeError as e:
-            raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8") from e
-        except RecursionError as e:
-            # json recurses once per level: "[[[[..." thousands deep exhausts the stack.
-            raise ValueError(f"{path}: not a config: its JSON is nested too deeply to read") from e
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+        data = read_json_object(path)
         try:
             return cls.from_dict(data)
         except (ValueError, TypeError) as e:
@@ -320,6 +313,27 @@ class BertConfig:
         with open(path, "w", encoding="utf-8") as f:
             json.dump(self.to_dict(), f, indent=2)
             f.write("\n")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """A JSON file's value; a ValueError naming the file for what is not JSON, UTF-8, or readable."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from e
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8") from e
+    except RecursionError as e:
+        # json recurses once per level: "[[[[..." thousands deep exhausts the stack.
+        raise ValueError(f"{path}: its JSON is nested too deeply to read") from e
+
+
+def read_json_object(path: str | os.PathLike) -> dict[str, Any]:
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
 
 
 def _is_int(value: Any) -> bool:

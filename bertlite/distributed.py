@@ -61,7 +61,7 @@ class EmbedDatasetResult:
 def require_ray() -> Any:
     try:
         import ray
-        import ray.data  # noqa: F401
+        import ray.data  # needs the ray[data] extra, which a plain `import ray` does not check
     except ImportError as e:
         raise RayNotInstalledError(RAY_INSTALL_HINT) from e
     return ray

@@ -158,7 +158,7 @@ PACKED_ATTENTION = {
     "per_sequence": attention_per_sequence,
     "nested": attention_nested,
 }
-DEFAULT_PACKED_ATTENTION = "padded"  # fastest here; scripts/bench.py --attention-strategies measures all
+DEFAULT_PACKED_ATTENTION = "padded"  # fastest here; scripts/bench.py --configs attention measures all
 
 
 # --- the packed forward ----------------------------------------------------------

@@ -1,15 +1,13 @@
 """Text to vectors: tokenizer, length-sorted batching, pooling. `Embedder.encode`.
 
-Reads sentence-transformers folder metadata (modules.json, 1_Pooling/config.json,
-sentence_bert_config.json, a Normalize module) so a sentence-transformers model
-gives the vectors SentenceTransformer(...).encode gives, without importing it
-or transformers.
+A sentence-transformers folder's settings (pooling, normalization, max length, prompts)
+come from bertlite.st_config, so the vectors are those SentenceTransformer(...).encode
+gives, without importing it or transformers.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import operator
 import os
 import re
@@ -28,19 +26,17 @@ from bertlite.fast import DEFAULT_PACKED_ATTENTION, PACKED_ATTENTION, PackedLayo
 from bertlite.hub import resolve_file
 from bertlite.loading import parse_dtype
 from bertlite.modeling import BertModel
-
-POOLING_MODES = ("cls", "mean", "max", "pooler", "mean_sqrt_len")
-# sentence-transformers concatenates the modes a Pooling config turns on, in this order.
-_ST_POOLING_FLAGS = (
-    ("pooling_mode_cls_token", "cls"),
-    ("pooling_mode_max_tokens", "max"),
-    ("pooling_mode_mean_tokens", "mean"),
-    ("pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len"),
+from bertlite.st_config import (
+    DEFAULT_NORMALIZE,
+    DEFAULT_POOLING,
+    POOLING_MODES,
+    _check_pooling,
+    _read_json,
+    read_sentence_transformers_prompts,
+    read_sentence_transformers_settings,
 )
-_ST_UNSUPPORTED_FLAGS = ("pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken")
-# Defaults when a folder has no sentence-transformers metadata (README documents them).
-DEFAULT_POOLING = "mean"
-DEFAULT_NORMALIZE = False
+from bertlite.st_config import SentenceTransformerSettings as SentenceTransformerSettings  # was defined here
+
 # Default batching of the unpadded path: a budget of batch size x longest text,
 # measured best here for fp32 and bf16 (small enough that activations stay in
 # cache, large enough for efficient GEMMs); the padded path keeps 32 texts.
@@ -107,115 +103,6 @@ def _wordpiece_from_vocab(vocab: Path, config: dict[str, Any]) -> Tokenizer:
         lowercase=lowercase,
     )
     return wrapper._tokenizer
-
-
-def _read_json(name_or_path: str | os.PathLike, filename: str, hub_kwargs: dict[str, Any]) -> dict[str, Any]:
-    path = resolve_file(name_or_path, filename, **hub_kwargs)
-    if path is None:
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from e
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8") from e
-    except RecursionError as e:
-        raise ValueError(f"{path}: its JSON is nested too deeply to read") from e
-    if filename == "modules.json":
-        if not isinstance(data, list) or not all(isinstance(module, dict) for module in data):
-            raise ValueError(
-                f"{path}: expected a JSON list of modules (objects with 'type' and 'path'), got {data!r:.80}"
-            )
-    elif not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object")
-    return data
-
-
-# --- sentence-transformers metadata ----------------------------------------------
-
-
-@dataclass
-class SentenceTransformerSettings:
-    pooling: list[str] | None = None
-    normalize: bool | None = None
-    max_length: int | None = None
-
-
-def read_sentence_transformers_settings(
-    name_or_path: str | os.PathLike, **hub_kwargs: Any
-) -> SentenceTransformerSettings:
-    settings = SentenceTransformerSettings()
-    modules = _read_json(name_or_path, "modules.json", hub_kwargs)
-    st_config = _read_json(name_or_path, "sentence_bert_config.json", hub_kwargs)
-    settings.max_length = _st_max_seq_length(st_config.get("max_seq_length"), name_or_path)
-    if not modules:
-        return settings
-    settings.normalize = False
-    for module in modules:
-        kind = str(module.get("type", "")).rsplit(".", 1)[-1]
-        if kind == "Pooling":
-            pooling = _read_json(name_or_path, f"{module.get('path', '')}/config.json".lstrip("/"), hub_kwargs)
-            settings.pooling = _st_pooling_modes(pooling, name_or_path)
-        elif kind == "Normalize":
-            settings.normalize = True
-        elif kind != "Transformer":
-            raise ValueError(
-                f"{name_or_path}: modules.json has a {kind!r} module, which bertlite does not implement "
-                "(supported: Transformer, Pooling, Normalize)"
-            )
-    return settings
-
-
-def _st_max_seq_length(value: Any, name: str | os.PathLike) -> int | None:
-    # null means "the model's maximum", as in sentence-transformers; anything else must say a length.
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(
-            f"{name}: sentence_bert_config.json has max_seq_length={value!r}; it must be a positive integer "
-            "(or null for the model's maximum)"
-        )
-    return value
-
-
-def read_sentence_transformers_prompts(
-    name_or_path: str | os.PathLike, **hub_kwargs: Any
-) -> tuple[dict[str, str], str | None]:
-    """`prompts` and `default_prompt_name` from config_sentence_transformers.json.
-
-    As SentenceTransformer does, "query" and "document" exist as empty prompts
-    unless the file gives them, and a null prompt is an empty one.
-    """
-    config = _read_json(name_or_path, "config_sentence_transformers.json", hub_kwargs)
-    saved = config.get("prompts") or {}
-    if not isinstance(saved, dict) or not all(isinstance(v, str | None) for v in saved.values()):
-        raise ValueError(f"{name_or_path}: config_sentence_transformers.json 'prompts' must map names to strings")
-    prompts = {"query": "", "document": "", **{str(k): v or "" for k, v in saved.items()}}
-    default = config.get("default_prompt_name")
-    if default is not None and default not in prompts:
-        raise ValueError(
-            f"{name_or_path}: config_sentence_transformers.json default_prompt_name={default!r} "
-            f"is not one of its prompts ({', '.join(sorted(prompts))})"
-        )
-    return prompts, default
-
-
-def _st_pooling_modes(config: dict[str, Any], name: str | os.PathLike) -> list[str]:
-    for flag in _ST_UNSUPPORTED_FLAGS:
-        if config.get(flag):
-            raise ValueError(f"{name}: pooling {flag} is not implemented (supported: {', '.join(POOLING_MODES)})")
-    if isinstance(config.get("pooling_mode"), str):  # newer sentence-transformers write the mode by name
-        return [
-            _check_pooling(
-                {"mean_sqrt_len_tokens": "mean_sqrt_len"}.get(config["pooling_mode"], config["pooling_mode"])
-            )
-        ]
-    modes = [mode for flag, mode in _ST_POOLING_FLAGS if config.get(flag)]
-    return modes or [DEFAULT_POOLING]
-
-
-def _check_pooling(mode: str) -> str:
-    if mode not in POOLING_MODES:
-        raise ValueError(f"pooling={mode!r} is not one of {', '.join(POOLING_MODES)}")
-    return mode
 
 
 # --- pooling ----------------------------------------------------------------------
@@ -303,7 +190,11 @@ class Embedder:
         if packed_attention not in PACKED_ATTENTION:
             raise ValueError(f"packed_attention={packed_attention!r} is not one of {sorted(PACKED_ATTENTION)}")
         self.packed_attention = packed_attention
-        self.tokenizer = tokenizer
+        # A copy of its own: truncation is set on the tokenizer (once, not per call, so threads can share
+        # this Embedder), and the caller's tokenizer, or another Embedder's, must keep its own settings.
+        # Padding stored in a tokenizer.json would count pad tokens as text; Embedder pads per batch.
+        self.tokenizer = Tokenizer.from_str(tokenizer.to_str())
+        self.tokenizer.no_padding()
         self.pooling = [pooling] if isinstance(pooling, str) else list(pooling)
         for mode in self.pooling:
             _check_pooling(mode)
@@ -316,10 +207,12 @@ class Embedder:
                 f"default_prompt_name={default_prompt_name!r} is not one of the prompts {_names(self.prompts)}"
             )
         self.default_prompt_name = default_prompt_name
+        # A folder whose pooling leaves the prompt out (include_prompt: false) sets this; see resolve_prompt.
+        self.include_prompt = True
         self.truncate_dim = None
         self.truncate_dim = self._check_truncate_dim(truncate_dim)
         self.max_length = max_length
-        self.pad_id = tokenizer.token_to_id("[PAD]")
+        self.pad_id = self.tokenizer.token_to_id("[PAD]")
         if self.pad_id is None:
             self.pad_id = model.config.pad_token_id or 0
         self.last_stats = EncodeStats()
@@ -358,7 +251,7 @@ class Embedder:
         model = BertModel.from_pretrained(
             name_or_path, dtype=parse_dtype(dtype), device=device, add_pooling_layer="pooler" in modes, **hub_kwargs
         )
-        return cls(
+        embedder = cls(
             model,
             load_tokenizer(name_or_path, **hub_kwargs),
             pooling=modes,
@@ -370,6 +263,8 @@ class Embedder:
             default_prompt_name=default_prompt_name if default_prompt_name is not None else saved_default,
             truncate_dim=truncate_dim,
         )
+        embedder.include_prompt = settings.include_prompt
+        return embedder
 
     @property
     def max_length(self) -> int:
@@ -380,7 +275,7 @@ class Embedder:
         """None: the model's max_position_embeddings; a larger value is clamped to it."""
         _check_count("max_length", value, none="the model's max_position_embeddings")
         limit = self.model.config.max_position_embeddings
-        # Set on the tokenizer here, not per call: encode() may run in several threads at once.
+        # Set on this Embedder's own tokenizer here, not per call: encode() may run in several threads at once.
         self._max_length = limit if value is None else min(value, limit)
         self.tokenizer.enable_truncation(self._max_length, strategy="longest_first")
 
@@ -398,14 +293,17 @@ class Embedder:
         """The text put before every input: prompt, else prompts[prompt_name], else the default prompt."""
         if prompt is not None and prompt_name is not None:
             raise ValueError("give prompt or prompt_name, not both")
-        if prompt is not None:
-            return prompt
-        name = prompt_name if prompt_name is not None else self.default_prompt_name
-        if name is None:
-            return ""
-        if name not in self.prompts:
-            raise ValueError(f"prompt_name={name!r} is not one of the prompts {_names(self.prompts)}")
-        return self.prompts[name]
+        if prompt is None:
+            name = prompt_name if prompt_name is not None else self.default_prompt_name
+            if name is not None and name not in self.prompts:
+                raise ValueError(f"prompt_name={name!r} is not one of the prompts {_names(self.prompts)}")
+            prompt = "" if name is None else self.prompts[name]
+        if prompt and not self.include_prompt:
+            raise ValueError(
+                f"prompt {prompt!r}: this model's pooling leaves the prompt's tokens out (include_prompt: false), "
+                "which bertlite does not implement; its vectors would differ from sentence-transformers'"
+            )
+        return prompt
 
     def tokenize(self, texts: Sequence[Text], on_long: str = "truncate", first_index: int = 0) -> list[Encoding]:
         """Encodings truncated to max_length (longest segment first, as transformers does).

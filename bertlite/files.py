@@ -172,7 +172,10 @@ def _csv_column(lines: Iterator[str], path: str, field: str, delimiter: str) -> 
             columns = ", ".join(reader.fieldnames or [])
             raise InputError(f"{path}: no column {field!r} (columns: {columns}; use --field)")
         for row in reader:
-            yield row[field] or ""
+            if row[field] is None:  # a short row: its text would silently be ""
+                kind = "CSV" if delimiter == "," else "TSV"
+                raise InputError(f"{path}: line {number} has no {field!r} field (a {kind} row with too few columns)")
+            yield row[field]
     except csv.Error as e:
         kind = "CSV" if delimiter == "," else "TSV"
         reason = "a carriage return inside an unquoted field; quote it" if "new-line" in str(e) else str(e)
@@ -189,7 +192,7 @@ def output_format(path: str) -> str:
 def require_pyarrow() -> Any:
     try:
         import pyarrow
-        import pyarrow.parquet  # noqa: F401
+        import pyarrow.parquet  # pyarrow can be built without parquet support
     except ImportError as e:
         raise InputError("writing .parquet needs pyarrow: pip install pyarrow (or 'bertlite[parquet]')") from e
     return pyarrow
@@ -226,10 +229,10 @@ class VectorWriter:
 
     def _open(self, pyarrow: Any) -> None:
         if self.format == "npy":
-            self._file = open(self.tmp, "wb")  # noqa: SIM115 (closed in close/abort)
+            self._file = open(self.tmp, "wb")  # closed in close() or abort()
             self._header_size = self._file.write(self._npy_header(0))
         elif self.format == "jsonl":
-            self._file = open(self.tmp, "w", encoding="utf-8")  # noqa: SIM115 (closed in close/abort)
+            self._file = open(self.tmp, "w", encoding="utf-8")  # closed in close() or abort()
         else:
             schema = pyarrow.schema(
                 [
@@ -286,7 +289,7 @@ class VectorWriter:
             self._file.close()
         with open(self.tmp, "rb+") as f:
             os.fsync(f.fileno())
-        os.chmod(self.tmp, _result_mode(self.path))  # mkstemp's 0600 is for the temp file, not the result
+        os.chmod(self.tmp, result_mode(self.path))  # mkstemp's 0600 is for the temp file, not the result
         if self.overwrite:
             os.replace(self.tmp, self.path)
         else:
@@ -353,7 +356,8 @@ def check_output_path(path: str, *, overwrite: bool = True, inputs: Sequence[str
         raise InputError(f"{path} exists and --no-overwrite was given; remove it or choose another -o")
 
 
-def _result_mode(target: Path) -> int:
+def result_mode(target: Path) -> int:
+    """The mode a file written to `target` should get: the replaced file's, or what the umask gives a new one."""
     try:
         return stat.S_IMODE(target.stat().st_mode)  # replacing a file keeps its permissions (e.g. 0600)
     except FileNotFoundError:

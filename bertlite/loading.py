@@ -56,6 +56,21 @@ MAX_LISTED = 20
 STRICT_HINT = "(pass strict=False to load anyway)"
 NONFINITE_HINT = "pass allow_nonfinite=True to load it anyway, to inspect it"
 
+
+def one_line(error: BaseException | str, *, strict: str | None = None, nonfinite: str | None = None) -> str:
+    """An error's message on one line, for a command line; strict / nonfinite replace the advice that only
+    the Python API can follow (STRICT_HINT, NONFINITE_HINT) with what that command offers instead."""
+    text = str(error)
+    for hint, instead in ((STRICT_HINT, strict), (NONFINITE_HINT, nonfinite)):
+        if instead is not None:
+            text = text.replace(hint, instead)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    joined = lines[0] if lines else type(error).__name__
+    for line in lines[1:]:
+        joined += (" " if joined.endswith(":") else "; ") + line
+    return joined
+
+
 M = TypeVar("M", bound=nn.Module)
 V = TypeVar("V")
 
@@ -509,7 +524,7 @@ class _SkipInit(TorchFunctionMode):
 
     _INIT_OPS = frozenset({"normal_", "uniform_", "zero_", "fill_", "kaiming_uniform_", "ones_", "zeros_"})
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+    def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if getattr(func, "__name__", None) in self._INIT_OPS:
             return args[0] if args else kwargs["tensor"]

@@ -491,9 +491,14 @@ class BertPreTrainedModel(nn.Module):
     def from_config(cls, config: BertConfig, **kwargs: Any) -> BertPreTrainedModel:
         """A freshly initialised model of `config` (a copy of it), as transformers' from_config; dtype= (or
         torch_dtype=) casts it, other keywords go to the constructor."""
-        dtype = kwargs.pop("dtype", None) or kwargs.pop("torch_dtype", None)
+        from bertlite.loading import parse_dtype
+
+        dtype, torch_dtype = kwargs.pop("dtype", None), kwargs.pop("torch_dtype", None)
+        target = parse_dtype(dtype if dtype is not None else torch_dtype)
+        if target == "auto":
+            raise ValueError("dtype='auto' needs a checkpoint to read; from_config takes a torch.dtype or its name")
         model = cls(copy.deepcopy(config), **kwargs)
-        return model.to(dtype) if dtype is not None else model
+        return model.to(target) if target is not None else model
 
     _from_config = from_config  # the name transformers' own code calls
 

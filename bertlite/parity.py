@@ -25,8 +25,8 @@ from torch import Tensor, nn
 
 import bertlite
 from bertlite.auto import ARCHITECTURES
-from bertlite.config import SUPPORTED_ACTIVATIONS
-from bertlite.loading import NONFINITE_HINT, STRICT_HINT, CheckpointError, parse_dtype
+from bertlite.config import SIZE_FIELDS, SUPPORTED_ACTIVATIONS
+from bertlite.loading import CheckpointError, one_line, parse_dtype
 
 # Varied on purpose: short, long, two segments (token_type_ids), non-ASCII, and
 # lengths that force padding in every batch.
@@ -231,7 +231,7 @@ def capture(model: nn.Module, names: list[str]) -> Iterator[dict[str, list[tuple
     handles = []
     for name in names:
 
-        def hook(module, args, output, name=name):  # noqa: ANN001
+        def hook(module, args, output, name=name):
             out = output[0] if isinstance(output, tuple) else output
             records[name].append((args[0].detach() if args else None, out.detach()))
 
@@ -316,6 +316,17 @@ def head_architecture(name_or_path: str, head: str, hub_kwargs: dict[str, Any], 
     return found
 
 
+def _check_reference_version(config: bertlite.BertConfig, name_or_path: str, version: str) -> None:
+    position_type = config.position_embedding_type
+    if position_type != "absolute" and int(version.split(".")[0]) >= 5:
+        # v5 would load the checkpoint and run it without its distance embeddings: a wrong reference.
+        raise ParityLoadError(
+            f"{name_or_path} uses position_embedding_type={position_type!r}, which transformers "
+            f"{version} no longer implements (it drops distance_embedding); compare with "
+            "transformers 4.x installed, e.g. in the .venv-legacy that `make test-legacy` builds"
+        )
+
+
 def load_models(
     name_or_path: str,
     reference: str,
@@ -353,14 +364,7 @@ def load_models(
             )
     except (OSError, ValueError) as e:
         raise ParityLoadError(f"cannot load {name_or_path} with bertlite: {_for_parity(e)}") from e
-    position_type = ours.config.position_embedding_type
-    if position_type != "absolute" and int(transformers.__version__.split(".")[0]) >= 5:
-        # v5 would load the checkpoint and run it without its distance embeddings: a wrong reference.
-        raise ParityLoadError(
-            f"{name_or_path} uses position_embedding_type={position_type!r}, which transformers "
-            f"{transformers.__version__} no longer implements (it drops distance_embedding); compare with "
-            "transformers 4.x installed, e.g. in the .venv-legacy that `make test-legacy` builds"
-        )
+    _check_reference_version(ours.config, name_or_path, transformers.__version__)
     kwargs = {k: v for k, v in hub_kwargs.items() if v is not None}
     if not pooler:
         kwargs["add_pooling_layer"] = False
@@ -374,7 +378,7 @@ def load_models(
                 reference, attn_implementation="eager", dtype=dtype, **kwargs
             ).eval()
     except Exception as e:  # the reference refusing the checkpoint, in whatever type: StrictDataclassError, ...
-        raise ParityLoadError(f"cannot load {reference} with transformers: {type(e).__name__}: {_one_line(e)}") from e
+        raise ParityLoadError(f"cannot load {reference} with transformers: {type(e).__name__}: {one_line(e)}") from e
     _check_same_shape(ours.config, ref.config, name_or_path, reference)
     return ours, ref, theirs
 
@@ -390,6 +394,7 @@ def _load_heads(
         )
     except (OSError, ValueError) as e:
         raise ParityLoadError(f"cannot load {name_or_path} as {architecture} with bertlite: {_for_parity(e)}") from e
+    _check_reference_version(ours.config, name_or_path, transformers.__version__)
     auto = getattr(transformers, ARCHITECTURES[architecture])
     kwargs = {k: v for k, v in hub_kwargs.items() if v is not None}
     try:
@@ -399,28 +404,16 @@ def _load_heads(
             theirs = auto.from_pretrained(reference, attn_implementation="eager", dtype=dtype, **kwargs).eval()
     except Exception as e:  # the reference refusing the checkpoint, in whatever type
         raise ParityLoadError(
-            f"cannot load {reference} with transformers.{auto.__name__}: {type(e).__name__}: {_one_line(e)}"
+            f"cannot load {reference} with transformers.{auto.__name__}: {type(e).__name__}: {one_line(e)}"
         ) from e
     _check_same_shape(ours.config, ref.config, name_or_path, reference)
     return ours, ref, theirs
 
 
-# Fields that set the shape of every tensor: a reference that differs in one cannot be compared.
-SHAPE_FIELDS = (
-    "vocab_size",
-    "hidden_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "intermediate_size",
-    "max_position_embeddings",
-    "type_vocab_size",
-)
-
-
 def _check_same_shape(ours: bertlite.BertConfig, theirs: Any, name: str, reference: str) -> None:
     differ = [
         f"{k} {getattr(theirs, k, None)} vs {getattr(ours, k)}"
-        for k in SHAPE_FIELDS
+        for k in SIZE_FIELDS  # a reference that differs in one cannot be compared
         if getattr(ours, k) != getattr(theirs, k, None)
     ]
     if differ:
@@ -430,24 +423,13 @@ def _check_same_shape(ours: bertlite.BertConfig, theirs: Any, name: str, referen
         )
 
 
-def _one_line(error: BaseException | str) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    text = lines[0] if lines else type(error).__name__
-    for line in lines[1:]:
-        text += (" " if text.endswith(":") else "; ") + line
-    return text
-
-
 def _for_parity(error: BaseException) -> str:
     """A load error in one line, with what to do in parity instead of Python-only options (strict=, ...)."""
-    text = (
-        str(error)
-        .replace(
-            STRICT_HINT, "(parity compares complete checkpoints: missing weights would be random and prove nothing)"
-        )
-        .replace(NONFINITE_HINT, "NaN and Inf weights cannot be compared; use a checkpoint with finite weights")
+    return one_line(
+        error,
+        strict="(parity compares complete checkpoints: missing weights would be random and prove nothing)",
+        nonfinite="NaN and Inf weights cannot be compared; use a checkpoint with finite weights",
     )
-    return _one_line(text)
 
 
 def check(
@@ -508,7 +490,7 @@ def check(
     report.texts = len(texts)
     report.tokens = int(sum(b["attention_mask"].sum() for b in batches))
 
-    compare_weights(report, heads[0], heads[1], theirs is not None and torch_dtype, atol, rtol)
+    compare_weights(report, heads[0], heads[1], torch_dtype if theirs is not None else None)
     names = module_names(ours.config.num_hidden_layers, ours.pooler is not None and ref.pooler is not None)
     ours_run, ref_run = run(ours, batches, names), run(ref, batches, names)
     theirs_run = run(theirs, batches, names) if theirs is not None else None
@@ -544,16 +526,15 @@ def _check_options(dtype: Any, attn: str, batch_size: int, max_length: int, head
     return torch_dtype
 
 
-def compare_weights(
-    report: ParityReport, ours: nn.Module, ref: nn.Module, low_dtype: torch.dtype | bool, atol: float, rtol: float
-) -> None:
-    """Every tensor bertlite loaded against the one transformers loaded for the same name. A head's
-    base-model tensors are named without the `bert.` prefix, as the module rows are."""
+def compare_weights(report: ParityReport, ours: nn.Module, ref: nn.Module, low_dtype: torch.dtype | None) -> None:
+    """Every tensor bertlite loaded against the one transformers loaded for the same name, bit for bit.
+    A head's base-model tensors are named without the `bert.` prefix, as the module rows are.
+    low_dtype: the dtype bertlite runs in when the fp32 reference must be cast to it first, else None."""
     mine, theirs = _base_names(ours.state_dict()), _base_names(ref.state_dict())
     report.only_in_bertlite = sorted(set(mine) - set(theirs))
     report.only_in_transformers = sorted(set(theirs) - set(mine))
     for key in (k for k in theirs if k in mine):
-        reference = theirs[key].to(low_dtype) if low_dtype else theirs[key]
+        reference = theirs[key].to(low_dtype) if low_dtype is not None else theirs[key]
         max_abs, mean_abs, max_rel, _ = error_stats([mine[key]], [reference], 0.0, 0.0)
         ok = mine[key].shape == reference.shape and torch.equal(mine[key], reference)
         report.rows.append(Row("weight", key, max_abs, mean_abs, max_rel, 0.0, ok))

@@ -22,6 +22,7 @@ from safetensors.torch import save_file
 from torch import Tensor
 
 from bertlite.config import CONFIG_NAME
+from bertlite.files import result_mode
 from bertlite.loading import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
 from bertlite.modeling import BertPreTrainedModel
 
@@ -263,6 +264,8 @@ def _write_all(folder: Path, files: dict[str, bytes | dict[str, Tensor]]) -> Non
     # stale weights go (an old model.safetensors would win over a new index), then the
     # index or the single file, then the config.
     shard_names = [name for name in files if SHARD_NAME.fullmatch(name)]
+    for name, tmp in temporary.items():
+        os.chmod(tmp, result_mode(folder / name))  # mkstemp's 0600 is for the temp file, not the result
     for name in shard_names:
         os.replace(temporary.pop(name), folder / name)
     for old in folder.iterdir():

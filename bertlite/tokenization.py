@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 from tokenizers import Encoding, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 
+from bertlite.config import HUB_KWARGS, read_json_object
+from bertlite.files import result_mode
 from bertlite.hub import resolve_file
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -57,7 +59,6 @@ INIT_KEYS = (
     "model_input_names",
     *BERT_DEFAULTS,
 )
-HUB_KEYS = ("revision", "cache_dir", "token", "local_files_only", "force_download", "subfolder")
 # Accepted for compatibility, with nothing to choose: bertlite has only the fast tokenizer and no remote code.
 IGNORED_KEYS = ("use_fast", "trust_remote_code")
 
@@ -221,10 +222,10 @@ class BertTokenizer:
             raise TypeError(
                 f"from_pretrained takes one positional argument (the folder or hub id), got {len(args) + 1}"
             )
-        unknown = sorted(set(kwargs) - set(HUB_KEYS) - set(INIT_KEYS) - set(IGNORED_KEYS))
+        unknown = sorted(set(kwargs) - set(HUB_KWARGS) - set(INIT_KEYS) - set(IGNORED_KEYS))
         if unknown:
             raise TypeError(f"from_pretrained got unexpected keyword argument(s): {', '.join(unknown)}")
-        hub_kwargs = {k: kwargs[k] for k in HUB_KEYS if k in kwargs}
+        hub_kwargs = {k: kwargs[k] for k in HUB_KWARGS if k in kwargs}
         name = os.fspath(name_or_path)
         config = _read_json(name, TOKENIZER_CONFIG_FILE, hub_kwargs)
         special_map = _read_json(name, SPECIAL_TOKENS_MAP_FILE, hub_kwargs)
@@ -280,13 +281,21 @@ class BertTokenizer:
         }
         vocab = self._tokenizer.get_vocab(with_added_tokens=False)
         files = {
-            TOKENIZER_FILE: self._tokenizer.to_str(pretty=True),
+            TOKENIZER_FILE: self._backend_json(),
             TOKENIZER_CONFIG_FILE: json.dumps(config, indent=2, sort_keys=True) + "\n",
             SPECIAL_TOKENS_MAP_FILE: json.dumps(self.special_tokens_map, indent=2) + "\n",
             VOCAB_FILE: "".join(token + "\n" for token, _ in sorted(vocab.items(), key=lambda item: item[1])),
         }
         _write_files(folder, files)
         return tuple(str(folder / name) for name in files)
+
+    def _backend_json(self) -> str:
+        # Each call sets padding and truncation on the backend; a saved tokenizer.json keeps neither, as
+        # transformers' does not, so the next load starts from no padding and no truncation.
+        with self._lock:
+            data = json.loads(self._tokenizer.to_str())
+        data["padding"] = data["truncation"] = None
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
     # --- encoding ----------------------------------------------------------------
 
@@ -702,15 +711,7 @@ def _token_content(value: Any) -> str:
 
 def _read_json(name: str, filename: str, hub_kwargs: dict[str, Any]) -> dict[str, Any]:
     path = resolve_file(name, filename, **hub_kwargs)
-    if path is None:
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from e
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
+    return {} if path is None else read_json_object(path)
 
 
 def _check_model_type(name: str, hub_kwargs: dict[str, Any]) -> None:
@@ -735,4 +736,5 @@ def _write_files(folder: Path, files: dict[str, str]) -> None:
             Path(tmp).unlink(missing_ok=True)
         raise
     for name, tmp in temporary.items():
+        os.chmod(tmp, result_mode(folder / name))  # mkstemp's 0600 is for the temp file, not the result
         os.replace(tmp, folder / name)

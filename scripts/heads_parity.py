@@ -8,7 +8,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' model builders
 
-from tests.test_heads import CONFIGS, HEADS, head_inputs, make_hf_head, to_ours  # noqa: E402
+from tests.helpers import HEAD_CONFIGS, HEADS, head_inputs, make_hf_head, to_ours
 
 
 def main() -> None:
@@ -16,7 +16,7 @@ def main() -> None:
     for name in HEADS:
         for attn in ("eager", "sdpa"):
             worst_l = worst_loss = 0.0
-            for cfg in CONFIGS.values():
+            for cfg in HEAD_CONFIGS.values():
                 hf = make_hf_head(name, attn=attn, **cfg)
                 ours = to_ours(hf, attn=attn)
                 inputs = head_inputs(name, hf.config)

@@ -1,16 +1,21 @@
-"""Shared fixtures: tiny random transformers models, the real checkpoint, corpus text."""
+"""Shared fixtures: tiny random transformers models, the real checkpoint, corpus text, the stand-in hub."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import torch
 import transformers
 
 import bertlite
+
+if TYPE_CHECKING:
+    from tests.hub_server import HubServer
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -70,3 +75,41 @@ def real_model_path() -> Path:
 def corpus_texts() -> list[str]:
     with open(DATA / "stdlib_docs.jsonl", encoding="utf-8") as f:
         return [json.loads(line)["text"] for line in f]
+
+
+# --- the stand-in hub (tests/test_hub_server.py, test_auto.py, test_dropin.py) ---------
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Path:
+    return tmp_path / "hf-cache"
+
+
+@pytest.fixture
+def hub(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
+    """The stand-in hub (tests/hub_server.py) on 127.0.0.1, with huggingface_hub pointed at it and at `cache`.
+
+    huggingface_hub copies HF_ENDPOINT, HF_HUB_OFFLINE and HF_HUB_CACHE into huggingface_hub.constants
+    at import and reads the attributes at call time, so the attributes are what is patched."""
+    from huggingface_hub import constants, file_download
+    from huggingface_hub.utils import _http as hf_http
+
+    from tests.hub_server import HubServer
+
+    with HubServer() as server:
+        # Nothing from the real HF_HOME (a stored token) goes out, and nothing is written there.
+        monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "hf-home" / "token"))
+        monkeypatch.setattr(constants, "AGENT_HARNESSES_PATH", str(tmp_path / "hf-home" / "agent_harnesses.json"))
+        monkeypatch.setattr(constants, "ENDPOINT", server.endpoint)
+        monkeypatch.setattr(
+            constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.endpoint + "/{repo_id}/resolve/{revision}/{filename}"
+        )
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        # huggingface_hub sleeps 1-8 s between retries; the retries still happen, without the wait.
+        no_wait = SimpleNamespace(sleep=lambda seconds: None)
+        monkeypatch.setattr(file_download, "time", no_wait)
+        monkeypatch.setattr(hf_http, "time", no_wait)
+        yield server

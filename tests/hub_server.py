@@ -194,7 +194,7 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             with contextlib.suppress(OSError):  # the client may be gone, or stop() shut the socket
                 super().finish()
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
+        def log_message(self, format: str, *args: object) -> None:  # `format`: the base class's parameter name
             pass  # pytest shows stderr of failing tests; a line per request would bury the failure
 
         def do_HEAD(self) -> None:

@@ -181,7 +181,7 @@ def test_non_finite_numbers_are_refused(tmp_path, field, literal):
         ),
         pytest.param(
             lambda p: p.write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"),
-            "not a config: its JSON is nested too deeply to read",
+            "its JSON is nested too deeply to read",
             id="nested-100000-deep",
         ),
     ],

@@ -30,7 +30,7 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():  # noqa: ANN201 (the ray module)
+def ray_cluster():
     import ray
 
     # 2 CPUs as on the CI machine; a small object store: the vectors of 2,000 rows are 3 MB.
@@ -152,7 +152,7 @@ def test_killed_replica_is_restarted_and_every_row_lands_once(
 
         calls = 0
 
-        def __call__(self, batch):  # noqa: ANN001, ANN204
+        def __call__(self, batch):
             self.calls += 1
             (calls / f"{os.getpid()}-{self.calls}").write_text(str(len(batch)))
             if self.calls == 2:

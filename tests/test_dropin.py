@@ -11,14 +11,12 @@ from __future__ import annotations
 import copy
 import json
 import pickle
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 import transformers
-from huggingface_hub import constants
 
 import bertlite
 from bertlite.heads import MaskedLMOutput
@@ -440,23 +438,6 @@ def test_save_pretrained_bin_and_state_dict(tmp_path: Path) -> None:
         ours.save_pretrained(tmp_path / "x", safe_serialisation=False)
     with pytest.raises(TypeError, match="only apply with push_to_hub=True"):
         ours.save_pretrained(tmp_path / "x", repo_id="org/x")
-
-
-@pytest.fixture
-def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
-    with HubServer() as server:
-        # As tests/test_hub_server.py: nothing from the real HF_HOME goes out or is written there.
-        monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "hf-home" / "token"))
-        monkeypatch.setattr(constants, "AGENT_HARNESSES_PATH", str(tmp_path / "hf-home" / "agent_harnesses.json"))
-        monkeypatch.setattr(constants, "ENDPOINT", server.endpoint)
-        monkeypatch.setattr(
-            constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.endpoint + "/{repo_id}/resolve/{revision}/{filename}"
-        )
-        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-        monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-        monkeypatch.delenv("HF_TOKEN", raising=False)
-        yield server
 
 
 def test_push_to_hub(hub: HubServer, tmp_path: Path) -> None:

@@ -140,6 +140,17 @@ def test_torch_export_with_dynamic_batch_and_length(exported, batch, reference):
     torch.testing.assert_close(pooler_output, reference[1], atol=ATOL, rtol=0)
 
 
+def test_torch_export_returns_the_output_dict(hf, batch, reference):
+    # The ModelOutputs are pytree nodes, so an exported program gives back the same dict (return_dict=True).
+    model = to_bertlite(hf, attn="sdpa")
+    with torch.no_grad():
+        program = torch.export.export(model, unpadded_example(hf.config), dynamic_shapes=dynamic_dims())
+        out = program.module()(*as_args(batch))
+    assert type(out) is bertlite.BaseModelOutputWithPooling and list(out) == ["last_hidden_state", "pooler_output"]
+    assert real_token_diff(out["last_hidden_state"], reference[0], batch["attention_mask"]) <= ATOL
+    torch.testing.assert_close(out.pooler_output, reference[1], atol=ATOL, rtol=0)
+
+
 def test_exported_graph_reads_no_tensor_value(exported):
     # A Python branch on a value would show as an item / _local_scalar_dense node (or fail the export).
     targets = {str(node.target) for node in exported.graph.nodes if node.op == "call_function"}

@@ -158,7 +158,7 @@ def test_max_tokens_budget_and_long_texts(embedder, corpus_texts, monkeypatch):
     original = embedder._embed_packed
 
     def record(encodings, device):
-        seen.append(len(encodings) * len(encodings[0].ids))  # sorted longest first: the padded grid
+        seen.append([len(e.ids) for e in encodings])
         return original(encodings, device)
 
     embedder._embed_packed = record
@@ -166,7 +166,14 @@ def test_max_tokens_budget_and_long_texts(embedder, corpus_texts, monkeypatch):
         vectors = embedder.encode(corpus_texts[:100], batch_size=64, max_tokens=1024)
     finally:
         del embedder._embed_packed
-    assert max(seen) <= 1024 or len(seen) == 100
+    lengths = [n for batch in seen for n in batch]
+    assert len(lengths) == 100 and lengths == sorted(lengths, reverse=True)  # every text once, longest first
+    assert max(lengths) > 1024 // 64  # the budget, not batch_size, is what limits the batches here
+    for i, batch in enumerate(seen):
+        # Within the budget (a lone text may exceed it), and full: one text more would break it.
+        assert len(batch) <= 64 and (len(batch) * batch[0] <= 1024 or len(batch) == 1), batch
+        if i + 1 < len(seen):
+            assert len(batch) == 64 or (len(batch) + 1) * batch[0] > 1024, batch
     np.testing.assert_allclose(vectors, embedder.encode(corpus_texts[:100]), atol=1e-6)
     long_text = " ".join(["word"] * 600)
     embedder.encode([long_text, "short"])
@@ -299,6 +306,32 @@ def tiny(real_model_path):
     torch.manual_seed(0)
     config = bertlite.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)
     return Embedder(bertlite.BertModel(config), load_tokenizer(real_model_path))
+
+
+def test_each_embedder_owns_its_truncation(tiny, real_model_path):
+    tokenizer = load_tokenizer(real_model_path)
+    first = Embedder(tiny.model, tokenizer)
+    second = Embedder(first.model, first.tokenizer, max_length=16)
+    long_text = " ".join(["word"] * 100)
+    assert [len(e.tokenize([long_text])[0].ids) for e in (first, second)] == [102, 16]
+    second.max_length = 8
+    first.max_length = 32
+    assert [len(e.tokenize([long_text])[0].ids) for e in (first, second)] == [32, 8]
+    assert tokenizer.truncation is None and len(tokenizer.encode(long_text).ids) == 102  # the caller's, untouched
+
+
+def test_padding_stored_in_the_tokenizer_is_not_taken_for_text(tiny, real_model_path):
+    from tokenizers import Tokenizer
+
+    raw = Tokenizer.from_file(str(real_model_path / "tokenizer.json"))
+    assert raw.padding["length"] == 128  # the packaged file pads every text to 128
+    texts = ["a short text", ("a", "pair")]
+    for unpad in (True, False):
+        ours = Embedder(tiny.model, raw, unpad=unpad).encode(texts)
+        np.testing.assert_array_equal(
+            ours, Embedder(tiny.model, load_tokenizer(real_model_path), unpad=unpad).encode(texts)
+        )
+    assert raw.padding["length"] == 128
 
 
 def test_bad_items_are_named_by_index_and_type(tiny):

@@ -59,6 +59,20 @@ def test_bad_csv_names_the_line(tmp_path: Path) -> None:
         read_texts(str(path))
 
 
+@pytest.mark.parametrize(
+    "suffix, data", [("csv", "id,text\n1,hello\n2\n3,world\n"), ("tsv", "id\ttext\n1\thello\n2\n")]
+)
+def test_short_table_row_names_the_line(suffix: str, data: str, tmp_path: Path) -> None:
+    # A row without the text column used to become the text "" (a vector of nothing, silently).
+    path = tmp_path / f"in.{suffix}"
+    path.write_text(data, encoding="utf-8")
+    kind = suffix.upper()
+    with pytest.raises(InputError, match=rf"in\.{suffix}: line 3 has no 'text' field \(a {kind} row with too few"):
+        read_texts(str(path))
+    path.write_text(data.replace("\n2\n", "\n2,\n" if suffix == "csv" else "\n2\t\n"), encoding="utf-8")
+    assert read_texts(str(path))[1] == ""  # an empty field is an empty text, as before
+
+
 def test_lone_surrogate_in_jsonl_names_the_line_unless_replaced(tmp_path: Path) -> None:
     path = tmp_path / "in.jsonl"
     path.write_text('{"text": "ok"}\n{"text": "bad \\ud800 half"}\n', encoding="utf-8")

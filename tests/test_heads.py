@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
@@ -15,91 +14,9 @@ from safetensors import safe_open
 import bertlite
 from bertlite.loading import CheckpointError
 from tests.conftest import TINY, make_hf_model, random_batch
-
-TOL = dict(atol=1e-5, rtol=1e-5)
-HEADS = (
-    "BertForPreTraining",
-    "BertForMaskedLM",
-    "BertLMHeadModel",
-    "BertForNextSentencePrediction",
-    "BertForSequenceClassification",
-    "BertForMultipleChoice",
-    "BertForTokenClassification",
-    "BertForQuestionAnswering",
-)
-# Per head, what its config needs (a decoder for the causal LM, labels for the classifiers).
-HEAD_CONFIG: dict[str, dict[str, Any]] = {
-    "BertLMHeadModel": dict(is_decoder=True),
-    "BertForSequenceClassification": dict(num_labels=3),
-    "BertForTokenClassification": dict(num_labels=5),
-}
-CONFIGS = {
-    "tiny": dict(),
-    "gelu_new-2heads-3types-3layers": dict(
-        hidden_act="gelu_new", num_attention_heads=2, type_vocab_size=3, num_hidden_layers=3, pad_token_id=5
-    ),
-}
-
-
-def make_hf_head(name: str, seed: int = 0, attn: str = "eager", **overrides: Any) -> transformers.PreTrainedModel:
-    """A random transformers head model, every weight (LayerNorms, biases, head) far from its init."""
-    torch.manual_seed(seed)
-    config = transformers.BertConfig(**{**TINY, **HEAD_CONFIG.get(name, {}), **overrides})
-    config._attn_implementation = attn
-    model = getattr(transformers, name)(config)
-    with torch.no_grad():
-        for p in model.parameters():  # a tied pair is one parameter here, so it stays tied
-            p.normal_(0.0, 0.3)
-    return model.eval()
-
-
-def to_ours(hf: transformers.PreTrainedModel, attn: str = "eager") -> bertlite.BertPreTrainedModel:
-    config = bertlite.BertConfig.from_dict(hf.config.to_dict())
-    ours = getattr(bertlite, type(hf).__name__)(config, attn_implementation=attn)
-    ours.load_state_dict(hf.state_dict(), strict=True)
-    return ours.eval()
-
-
-def head_inputs(name: str, config: transformers.BertConfig, seed: int = 1) -> dict[str, torch.Tensor]:
-    """Padded inputs and labels for the head, with ignored (-100) and out-of-range positions."""
-    batch = random_batch(config, batch=3, seq=11, seed=seed)
-    g = torch.Generator().manual_seed(seed + 100)
-    padded = batch["attention_mask"] == 0
-    b, t = batch["input_ids"].shape
-    token_labels = torch.randint(0, config.vocab_size, (b, t), generator=g).masked_fill(padded, -100)
-    if name == "BertForPreTraining":
-        token_labels[:, ::3] = -100
-        return {**batch, "labels": token_labels, "next_sentence_label": torch.tensor([0, 1, 1])}
-    if name == "BertForMaskedLM":
-        token_labels[:, ::2] = -100
-        return {**batch, "labels": token_labels}
-    if name == "BertLMHeadModel":
-        return {**batch, "labels": batch["input_ids"].masked_fill(padded, -100)}
-    if name == "BertForNextSentencePrediction":
-        return {**batch, "labels": torch.tensor([1, 0, 1])}
-    if name == "BertForMultipleChoice":
-        choices = {k: torch.stack([v, v.roll(1, dims=0)], dim=1) for k, v in batch.items()}  # (B, 2, T)
-        return {**choices, "labels": torch.tensor([1, 0, 1])}
-    if name == "BertForTokenClassification":
-        return {**batch, "labels": torch.randint(0, config.num_labels, (b, t), generator=g).masked_fill(padded, -100)}
-    if name == "BertForQuestionAnswering":
-        # 40 is past the sequence: clamped to T and ignored, as in transformers.
-        return {**batch, "start_positions": torch.tensor([0, 3, 40]), "end_positions": torch.tensor([[5], [4], [2]])}
-    return {**batch, "labels": torch.tensor([2, 0, 1])}  # sequence classification, 3 labels
-
-
-def assert_same(ours: Any, theirs: Any) -> float:
-    """Every tensor field of two outputs close; returns the largest difference."""
-    worst = 0.0
-    for key in theirs.keys():
-        if key in ("cache", "cross_attentions"):  # transformers' decoder extras: bertlite has neither
-            continue
-        a, b = ours[key], theirs[key]
-        for x, y in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,), strict=True):
-            torch.testing.assert_close(x, y, **TOL, msg=lambda m, key=key: f"{key}: {m}")
-            worst = max(worst, (x - y).abs().max().item())
-    assert list(ours.keys()) == [k for k in theirs.keys() if k not in ("cache", "cross_attentions")]
-    return worst
+from tests.helpers import HEAD_CONFIG, HEADS, TOL, assert_same, assert_tied, head_inputs, make_hf_head, to_ours
+from tests.helpers import HEAD_CONFIGS as CONFIGS
+from tests.helpers import write_folder as write
 
 
 @pytest.mark.parametrize("config_name", sorted(CONFIGS))
@@ -188,14 +105,6 @@ def test_bad_inputs_and_configs_are_named():
 # --- tying ----------------------------------------------------------------------
 
 
-def assert_tied(model: bertlite.BertPreTrainedModel) -> None:
-    predictions = model.cls.predictions
-    embeddings = model.bert.embeddings.word_embeddings.weight
-    assert predictions.decoder.weight is embeddings and predictions.decoder.bias is predictions.bias
-    assert predictions.decoder.weight.data_ptr() == embeddings.data_ptr()
-    assert len(list(model.parameters())) == len(model.state_dict()) - 2  # one tensor each, two names
-
-
 @pytest.mark.parametrize("name", ["BertForPreTraining", "BertForMaskedLM", "BertLMHeadModel"])
 def test_new_model_is_tied_and_embeddings_keep_their_init(name):
     config = bertlite.BertConfig(**{**TINY, **HEAD_CONFIG.get(name, {})})
@@ -233,8 +142,6 @@ def test_transformers_mlm_checkpoint_without_decoder_loads_tied(tmp_path):
 
 
 def write_folder(folder: Path, config: dict, state_dict: dict, fmt: str = "safetensors") -> Path:
-    from tests.test_loading import write_folder as write
-
     # cloned: safetensors refuses the tied pairs' shared memory
     return write(folder, config, {k: v.clone() for k, v in state_dict.items()}, fmt)
 

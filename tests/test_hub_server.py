@@ -2,7 +2,7 @@
 
 huggingface_hub copies HF_ENDPOINT, HF_HUB_OFFLINE and HF_HUB_CACHE into
 huggingface_hub.constants at import and reads the attributes at call time, so
-the fixture points those attributes at the server and a tmp cache. The
+the `hub` fixture (conftest.py) points those attributes at the server and a tmp cache. The
 concurrency test runs real subprocesses, which get the same through their env.
 """
 
@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,28 +27,12 @@ from safetensors.torch import load_file
 import bertlite
 from bertlite.hub import CheckpointNotFoundError, DownloadError, NotCachedError
 from bertlite.loading import CheckpointError
-from tests.conftest import make_hf_model, random_batch
+from tests.conftest import make_hf_model
+from tests.helpers import REPO_ID, assert_weights, checkpoint_files
 from tests.hub_server import HubServer, etag_of
 
 REPO = Path(__file__).resolve().parent.parent
-REPO_ID = "org/tiny-bert"
 WEIGHTS = "model.safetensors"
-
-
-def checkpoint_files(seed: int, tmp_path: Path) -> dict[str, bytes]:
-    """config.json + model.safetensors of a tiny random transformers BertModel, as save_pretrained writes them."""
-    folder = tmp_path / f"saved-{seed}"
-    make_hf_model(seed=seed).save_pretrained(folder)
-    return {p.name: p.read_bytes() for p in folder.iterdir()}
-
-
-def assert_weights(model: bertlite.BertModel, seed: int) -> None:
-    reference = make_hf_model(seed=seed)
-    for key, value in reference.state_dict().items():
-        assert torch.equal(model.state_dict()[key], value), key
-    inputs = random_batch(reference.config)
-    with torch.no_grad():
-        torch.testing.assert_close(model(**inputs).last_hidden_state, reference(**inputs).last_hidden_state)
 
 
 def repo_cache(cache: Path, repo_id: str = REPO_ID) -> Path:
@@ -64,32 +48,6 @@ def assert_nothing_cached(cache: Path, filename: str, data: bytes, repo_id: str 
     # Whatever blob is there is complete and true to its name (config.json, fetched before the fault).
     for blob in repo.glob("blobs/*"):
         assert etag_of("x.safetensors" if len(blob.name) == 64 else "x.json", blob.read_bytes()) == blob.name
-
-
-@pytest.fixture
-def cache(tmp_path: Path) -> Path:
-    return tmp_path / "hf-cache"
-
-
-@pytest.fixture
-def hub(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
-    with HubServer() as server:
-        # Nothing from the real HF_HOME (a stored token) goes out, and nothing is written there.
-        monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "hf-home" / "token"))
-        monkeypatch.setattr(constants, "AGENT_HARNESSES_PATH", str(tmp_path / "hf-home" / "agent_harnesses.json"))
-        monkeypatch.setattr(constants, "ENDPOINT", server.endpoint)
-        monkeypatch.setattr(
-            constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.endpoint + "/{repo_id}/resolve/{revision}/{filename}"
-        )
-        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-        monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
-        monkeypatch.delenv("HF_TOKEN", raising=False)
-        # huggingface_hub sleeps 1-8 s between retries; the retries still happen, without the wait.
-        no_wait = SimpleNamespace(sleep=lambda seconds: None)
-        monkeypatch.setattr(file_download, "time", no_wait)
-        monkeypatch.setattr(hf_http, "time", no_wait)
-        yield server
 
 
 @pytest.fixture

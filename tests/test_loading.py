@@ -19,19 +19,9 @@ import bertlite.modeling
 from bertlite.hub import CheckpointNotFoundError
 from bertlite.loading import CheckpointError
 from tests.conftest import TINY, make_hf_model, random_batch
+from tests.helpers import write_folder
 
 TOL = dict(atol=1e-5, rtol=1e-5)
-
-
-def write_folder(folder: Path, config: dict, state_dict: dict, fmt: str = "safetensors") -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(config))
-    state_dict = {k: v.contiguous() for k, v in state_dict.items()}
-    if fmt == "safetensors":
-        save_file(state_dict, folder / "model.safetensors")
-    else:
-        torch.save(state_dict, folder / "pytorch_model.bin")
-    return folder
 
 
 def assert_same_outputs(ours, hf) -> None:

@@ -5,28 +5,7 @@ import pytest
 import torch
 
 from tests.conftest import make_hf_model, random_batch, to_bertlite
-
-CONFIGS = {
-    "gelu-4heads": dict(),
-    "gelu_new-2heads-3types": dict(
-        hidden_act="gelu_new", num_attention_heads=2, type_vocab_size=3, layer_norm_eps=1e-5, pad_token_id=5
-    ),
-    "relu-8heads-1type": dict(
-        hidden_act="relu", num_attention_heads=8, type_vocab_size=1, layer_norm_eps=1e-6, pad_token_id=1
-    ),
-    "tanh_gelu-1head-3layers": dict(
-        hidden_act="gelu_pytorch_tanh",
-        hidden_size=24,
-        num_attention_heads=1,
-        num_hidden_layers=3,
-        layer_norm_eps=1e-3,
-        pad_token_id=0,
-    ),
-    "quick_gelu-16heads": dict(
-        hidden_act="quick_gelu", hidden_size=64, num_attention_heads=16, type_vocab_size=5, pad_token_id=98
-    ),
-    "silu-no-pad-id": dict(hidden_act="silu", pad_token_id=None, layer_norm_eps=1e-9),
-}
+from tests.helpers import PARITY_CONFIGS as CONFIGS
 
 
 def make_inputs(config, kind: str) -> dict:

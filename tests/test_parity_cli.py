@@ -337,3 +337,20 @@ def test_non_finite_weights_exit_2_without_python_only_advice(tiny_folder, tmp_p
     line = _one_error_line(capsys)
     assert "pooler.dense.bias in model.safetensors (" in line and "NaN and Inf weights cannot be compared" in line
     assert "allow_nonfinite" not in line
+
+
+@pytest.mark.parametrize("head", ["auto", "none"])
+def test_relative_positions_are_refused_with_transformers_5_also_for_a_head(head, tmp_path, capsys):
+    # transformers 5 loads such a checkpoint but drops distance_embedding: it is no reference, with or without a head.
+    from tests.conftest import TINY
+
+    torch.manual_seed(0)
+    config = bertlite.BertConfig(**TINY, position_embedding_type="relative_key", num_labels=2)
+    bertlite.BertForSequenceClassification(config).save_pretrained(tmp_path / "relative")
+    assert json.loads((tmp_path / "relative" / "config.json").read_text())["architectures"] == [
+        "BertForSequenceClassification"
+    ]
+    assert main(["parity", str(tmp_path / "relative"), "--head", head, "--max-length", "16"]) == 2
+    line = _one_error_line(capsys)
+    assert "position_embedding_type='relative_key', which transformers 5." in line
+    assert "no longer implements (it drops distance_embedding)" in line

@@ -16,7 +16,7 @@ import bertlite.saving
 from bertlite.fast import fused_qkv
 from bertlite.saving import parse_size
 from tests.conftest import make_hf_model, random_batch, to_bertlite
-from tests.test_heads import HEADS, assert_same, assert_tied, head_inputs, make_hf_head, to_ours
+from tests.helpers import HEADS, assert_same, assert_tied, head_inputs, make_hf_head, to_ours
 
 
 def stored_keys(folder: Path) -> dict[str, str]:
@@ -213,3 +213,19 @@ def test_save_into_a_file_path_is_an_error(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="is a file, not a folder"):
         to_bertlite(make_hf_model()).save_pretrained(tmp_path / "file")
+
+
+def test_saved_files_get_the_umask_mode_not_the_temp_files(tmp_path):
+    # mkstemp makes 0600 files; a saved model must be readable as transformers' is (0644 under umask 022).
+    model = to_bertlite(make_hf_model())
+    old_umask = os.umask(0o022)
+    try:
+        model.save_pretrained(tmp_path / "model")
+        model.save_pretrained(tmp_path / "sharded", max_shard_size="20KB")
+    finally:
+        os.umask(old_umask)
+    modes = {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777) for p in tmp_path.glob("*/*")}
+    assert len(modes) > 3 and set(modes.values()) == {"0o644"}, modes
+    os.chmod(tmp_path / "model" / "config.json", 0o600)  # a replaced file keeps its mode, as the embed outputs do
+    model.save_pretrained(tmp_path / "model")
+    assert (tmp_path / "model" / "config.json").stat().st_mode & 0o777 == 0o600

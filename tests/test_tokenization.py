@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import shutil
 from pathlib import Path
@@ -325,3 +326,21 @@ def test_plain_fast_tokenizer_class_runs_tokenizer_json_as_transformers_does(rea
     assert "token_type_ids" not in ours(texts[0])  # transformers' plain tokenizer returns none
     ids = theirs(texts[:100])["input_ids"]
     assert ours.batch_decode(ids, skip_special_tokens=True) == theirs.batch_decode(ids, skip_special_tokens=True)
+
+
+def test_saved_tokenizer_keeps_no_call_settings_and_normal_modes(real_model_path, tmp_path):
+    ours = BertTokenizer.from_pretrained(real_model_path)
+    ours(["some text", "more"], padding="max_length", max_length=16, truncation=True)  # sets the backend
+    old_umask = os.umask(0o022)
+    try:
+        ours.save_pretrained(tmp_path)
+    finally:
+        os.umask(old_umask)
+    saved = json.loads((tmp_path / "tokenizer.json").read_text())
+    assert saved["padding"] is None and saved["truncation"] is None
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in tmp_path.iterdir()} == {
+        name: "0o644" for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
+    }
+    text = "a much longer text than sixteen tokens, " * 4
+    reloaded = transformers.AutoTokenizer.from_pretrained(tmp_path)(text)["input_ids"]
+    assert len(reloaded) > 16 and BertTokenizer.from_pretrained(tmp_path)(text)["input_ids"] == reloaded

@@ -1,0 +1,137 @@
+"""sentence-transformers folder metadata: pooling, normalization, max length and prompts.
+
+Reads modules.json, the Pooling module's config.json, sentence_bert_config.json and
+config_sentence_transformers.json, so an Embedder gives the vectors
+SentenceTransformer(...).encode gives. Like config.py it imports no torch (nor
+sentence-transformers): the CLI and metadata checks use it without loading a model.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from bertlite.config import read_json
+from bertlite.hub import resolve_file
+
+POOLING_MODES = ("cls", "mean", "max", "pooler", "mean_sqrt_len")
+# sentence-transformers concatenates the modes a Pooling config turns on, in this order.
+_ST_POOLING_FLAGS = (
+    ("pooling_mode_cls_token", "cls"),
+    ("pooling_mode_max_tokens", "max"),
+    ("pooling_mode_mean_tokens", "mean"),
+    ("pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len"),
+)
+_ST_UNSUPPORTED_FLAGS = ("pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken")
+# sentence-transformers' names for the modes (its pooling_mode) where bertlite's differ.
+_ST_POOLING_NAMES = {"mean_sqrt_len_tokens": "mean_sqrt_len"}
+# Defaults when a folder has no sentence-transformers metadata (README documents them).
+DEFAULT_POOLING = "mean"
+DEFAULT_NORMALIZE = False
+
+
+def _read_json(name_or_path: str | os.PathLike, filename: str, hub_kwargs: dict[str, Any]) -> dict[str, Any]:
+    path = resolve_file(name_or_path, filename, **hub_kwargs)
+    if path is None:
+        return {}
+    data = read_json(path)
+    if filename == "modules.json":
+        if not isinstance(data, list) or not all(isinstance(module, dict) for module in data):
+            raise ValueError(
+                f"{path}: expected a JSON list of modules (objects with 'type' and 'path'), got {data!r:.80}"
+            )
+    elif not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    return data
+
+
+@dataclass
+class SentenceTransformerSettings:
+    pooling: list[str] | None = None
+    normalize: bool | None = None
+    max_length: int | None = None
+    include_prompt: bool = True  # False: sentence-transformers pools without the prompt's tokens
+
+
+def read_sentence_transformers_settings(
+    name_or_path: str | os.PathLike, **hub_kwargs: Any
+) -> SentenceTransformerSettings:
+    settings = SentenceTransformerSettings()
+    modules = _read_json(name_or_path, "modules.json", hub_kwargs)
+    st_config = _read_json(name_or_path, "sentence_bert_config.json", hub_kwargs)
+    settings.max_length = _st_max_seq_length(st_config.get("max_seq_length"), name_or_path)
+    if not modules:
+        return settings
+    settings.normalize = False
+    for module in modules:
+        kind = str(module.get("type", "")).rsplit(".", 1)[-1]
+        if kind == "Pooling":
+            pooling = _read_json(name_or_path, f"{module.get('path', '')}/config.json".lstrip("/"), hub_kwargs)
+            settings.pooling = _st_pooling_modes(pooling, name_or_path)
+            include_prompt = pooling.get("include_prompt", True)
+            if not isinstance(include_prompt, bool):
+                raise ValueError(
+                    f"{name_or_path}: pooling include_prompt must be true or false, got {include_prompt!r}"
+                )
+            settings.include_prompt = include_prompt
+        elif kind == "Normalize":
+            settings.normalize = True
+        elif kind != "Transformer":
+            raise ValueError(
+                f"{name_or_path}: modules.json has a {kind!r} module, which bertlite does not implement "
+                "(supported: Transformer, Pooling, Normalize)"
+            )
+    return settings
+
+
+def _st_max_seq_length(value: Any, name: str | os.PathLike) -> int | None:
+    # null means "the model's maximum", as in sentence-transformers; anything else must say a length.
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(
+            f"{name}: sentence_bert_config.json has max_seq_length={value!r}; it must be a positive integer "
+            "(or null for the model's maximum)"
+        )
+    return value
+
+
+def read_sentence_transformers_prompts(
+    name_or_path: str | os.PathLike, **hub_kwargs: Any
+) -> tuple[dict[str, str], str | None]:
+    """`prompts` and `default_prompt_name` from config_sentence_transformers.json.
+
+    As SentenceTransformer does, "query" and "document" exist as empty prompts
+    unless the file gives them, and a null prompt is an empty one.
+    """
+    config = _read_json(name_or_path, "config_sentence_transformers.json", hub_kwargs)
+    saved = config.get("prompts") or {}
+    if not isinstance(saved, dict) or not all(isinstance(v, str | None) for v in saved.values()):
+        raise ValueError(f"{name_or_path}: config_sentence_transformers.json 'prompts' must map names to strings")
+    prompts = {"query": "", "document": "", **{str(k): v or "" for k, v in saved.items()}}
+    default = config.get("default_prompt_name")
+    if default is not None and default not in prompts:
+        raise ValueError(
+            f"{name_or_path}: config_sentence_transformers.json default_prompt_name={default!r} "
+            f"is not one of its prompts ({', '.join(sorted(prompts))})"
+        )
+    return prompts, default
+
+
+def _st_pooling_modes(config: dict[str, Any], name: str | os.PathLike) -> list[str]:
+    for flag in _ST_UNSUPPORTED_FLAGS:
+        if config.get(flag):
+            raise ValueError(f"{name}: pooling {flag} is not implemented (supported: {', '.join(POOLING_MODES)})")
+    named = config.get("pooling_mode")  # newer sentence-transformers write the modes by name: one, or a list
+    if named is not None:
+        names = [named] if isinstance(named, str) else named
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            raise ValueError(f"{name}: pooling_mode must be a mode name or a list of them, got {named!r}")
+        return [_check_pooling(_ST_POOLING_NAMES.get(n, n)) for n in names]
+    modes = [mode for flag, mode in _ST_POOLING_FLAGS if config.get(flag)]
+    return modes or [DEFAULT_POOLING]
+
+
+def _check_pooling(mode: str) -> str:
+    if mode not in POOLING_MODES:
+        raise ValueError(f"pooling={mode!r} is not one of {', '.join(POOLING_MODES)}")
+    return mode

@@ -1,0 +1,171 @@
+"""Helpers more than one test file (or script) uses: model builders, inputs and comparisons.
+
+Fixtures live in conftest.py; test modules import from here, never from each other.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+from safetensors.torch import save_file
+
+import bertlite
+from tests.conftest import TINY, make_hf_model, random_batch
+
+
+def write_folder(folder: Path, config: dict, state_dict: dict, fmt: str = "safetensors") -> Path:
+    """config.json and the weights (model.safetensors, or pytorch_model.bin with fmt="bin") in `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    state_dict = {k: v.contiguous() for k, v in state_dict.items()}
+    if fmt == "safetensors":
+        save_file(state_dict, folder / "model.safetensors")
+    else:
+        torch.save(state_dict, folder / "pytorch_model.bin")
+    return folder
+
+
+# Model shapes BertModel is checked on (tests/test_parity.py, tests/test_fast_path.py).
+PARITY_CONFIGS = {
+    "gelu-4heads": dict(),
+    "gelu_new-2heads-3types": dict(
+        hidden_act="gelu_new", num_attention_heads=2, type_vocab_size=3, layer_norm_eps=1e-5, pad_token_id=5
+    ),
+    "relu-8heads-1type": dict(
+        hidden_act="relu", num_attention_heads=8, type_vocab_size=1, layer_norm_eps=1e-6, pad_token_id=1
+    ),
+    "tanh_gelu-1head-3layers": dict(
+        hidden_act="gelu_pytorch_tanh",
+        hidden_size=24,
+        num_attention_heads=1,
+        num_hidden_layers=3,
+        layer_norm_eps=1e-3,
+        pad_token_id=0,
+    ),
+    "quick_gelu-16heads": dict(
+        hidden_act="quick_gelu", hidden_size=64, num_attention_heads=16, type_vocab_size=5, pad_token_id=98
+    ),
+    "silu-no-pad-id": dict(hidden_act="silu", pad_token_id=None, layer_norm_eps=1e-9),
+}
+
+
+# --- task heads ---------------------------------------------------------------------
+
+TOL = dict(atol=1e-5, rtol=1e-5)
+HEADS = (
+    "BertForPreTraining",
+    "BertForMaskedLM",
+    "BertLMHeadModel",
+    "BertForNextSentencePrediction",
+    "BertForSequenceClassification",
+    "BertForMultipleChoice",
+    "BertForTokenClassification",
+    "BertForQuestionAnswering",
+)
+# Per head, what its config needs (a decoder for the causal LM, labels for the classifiers).
+HEAD_CONFIG: dict[str, dict[str, Any]] = {
+    "BertLMHeadModel": dict(is_decoder=True),
+    "BertForSequenceClassification": dict(num_labels=3),
+    "BertForTokenClassification": dict(num_labels=5),
+}
+# Model shapes every head is checked on.
+HEAD_CONFIGS = {
+    "tiny": dict(),
+    "gelu_new-2heads-3types-3layers": dict(
+        hidden_act="gelu_new", num_attention_heads=2, type_vocab_size=3, num_hidden_layers=3, pad_token_id=5
+    ),
+}
+
+
+def make_hf_head(name: str, seed: int = 0, attn: str = "eager", **overrides: Any) -> transformers.PreTrainedModel:
+    """A random transformers head model, every weight (LayerNorms, biases, head) far from its init."""
+    torch.manual_seed(seed)
+    config = transformers.BertConfig(**{**TINY, **HEAD_CONFIG.get(name, {}), **overrides})
+    config._attn_implementation = attn
+    model = getattr(transformers, name)(config)
+    with torch.no_grad():
+        for p in model.parameters():  # a tied pair is one parameter here, so it stays tied
+            p.normal_(0.0, 0.3)
+    return model.eval()
+
+
+def to_ours(hf: transformers.PreTrainedModel, attn: str = "eager") -> bertlite.BertPreTrainedModel:
+    config = bertlite.BertConfig.from_dict(hf.config.to_dict())
+    ours = getattr(bertlite, type(hf).__name__)(config, attn_implementation=attn)
+    ours.load_state_dict(hf.state_dict(), strict=True)
+    return ours.eval()
+
+
+def head_inputs(name: str, config: transformers.BertConfig, seed: int = 1) -> dict[str, torch.Tensor]:
+    """Padded inputs and labels for the head, with ignored (-100) and out-of-range positions."""
+    batch = random_batch(config, batch=3, seq=11, seed=seed)
+    g = torch.Generator().manual_seed(seed + 100)
+    padded = batch["attention_mask"] == 0
+    b, t = batch["input_ids"].shape
+    token_labels = torch.randint(0, config.vocab_size, (b, t), generator=g).masked_fill(padded, -100)
+    if name == "BertForPreTraining":
+        token_labels[:, ::3] = -100
+        return {**batch, "labels": token_labels, "next_sentence_label": torch.tensor([0, 1, 1])}
+    if name == "BertForMaskedLM":
+        token_labels[:, ::2] = -100
+        return {**batch, "labels": token_labels}
+    if name == "BertLMHeadModel":
+        return {**batch, "labels": batch["input_ids"].masked_fill(padded, -100)}
+    if name == "BertForNextSentencePrediction":
+        return {**batch, "labels": torch.tensor([1, 0, 1])}
+    if name == "BertForMultipleChoice":
+        choices = {k: torch.stack([v, v.roll(1, dims=0)], dim=1) for k, v in batch.items()}  # (B, 2, T)
+        return {**choices, "labels": torch.tensor([1, 0, 1])}
+    if name == "BertForTokenClassification":
+        return {**batch, "labels": torch.randint(0, config.num_labels, (b, t), generator=g).masked_fill(padded, -100)}
+    if name == "BertForQuestionAnswering":
+        # 40 is past the sequence: clamped to T and ignored, as in transformers.
+        return {**batch, "start_positions": torch.tensor([0, 3, 40]), "end_positions": torch.tensor([[5], [4], [2]])}
+    return {**batch, "labels": torch.tensor([2, 0, 1])}  # sequence classification, 3 labels
+
+
+def assert_same(ours: Any, theirs: Any) -> float:
+    """Every tensor field of two outputs close; returns the largest difference."""
+    worst = 0.0
+    for key in theirs.keys():
+        if key in ("cache", "cross_attentions"):  # transformers' decoder extras: bertlite has neither
+            continue
+        a, b = ours[key], theirs[key]
+        for x, y in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,), strict=True):
+            torch.testing.assert_close(x, y, **TOL, msg=lambda m, key=key: f"{key}: {m}")
+            worst = max(worst, (x - y).abs().max().item())
+    assert list(ours.keys()) == [k for k in theirs.keys() if k not in ("cache", "cross_attentions")]
+    return worst
+
+
+def assert_tied(model: bertlite.BertPreTrainedModel) -> None:
+    predictions = model.cls.predictions
+    embeddings = model.bert.embeddings.word_embeddings.weight
+    assert predictions.decoder.weight is embeddings and predictions.decoder.bias is predictions.bias
+    assert predictions.decoder.weight.data_ptr() == embeddings.data_ptr()
+    assert len(list(model.parameters())) == len(model.state_dict()) - 2  # one tensor each, two names
+
+
+# --- the stand-in hub ---------------------------------------------------------------
+
+REPO_ID = "org/tiny-bert"
+
+
+def checkpoint_files(seed: int, tmp_path: Path) -> dict[str, bytes]:
+    """config.json + model.safetensors of a tiny random transformers BertModel, as save_pretrained writes them."""
+    folder = tmp_path / f"saved-{seed}"
+    make_hf_model(seed=seed).save_pretrained(folder)
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+def assert_weights(model: bertlite.BertModel, seed: int) -> None:
+    reference = make_hf_model(seed=seed)
+    for key, value in reference.state_dict().items():
+        assert torch.equal(model.state_dict()[key], value), key
+    inputs = random_batch(reference.config)
+    with torch.no_grad():
+        torch.testing.assert_close(model(**inputs).last_hidden_state, reference(**inputs).last_hidden_state)
