@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import operator
 import os
-import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from tokenizers import Encoding, Tokenizer
 from torch import Tensor
 
 from bertlite.fast import DEFAULT_PACKED_ATTENTION, PACKED_ATTENTION, PackedLayout, forward_packed, supports_packed
+from bertlite.files import SURROGATE
 from bertlite.hub import resolve_file
 from bertlite.loading import parse_dtype
 from bertlite.modeling import BertModel
@@ -48,7 +48,6 @@ MAX_BATCH_SIZE = 256
 # encodings, overflow included, are the largest thing encode_chunks holds).
 CHUNK_TEXTS = 2048
 # A lone UTF-16 surrogate is not Unicode text: no tokenizer takes it, UTF-8 cannot hold it.
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 Text = str | tuple[str, str]
 
@@ -500,7 +499,7 @@ def _check_text(text: object, index: int) -> None:
             "or a (text_a, text_b) pair of str"
         )
     for part in text if pair else (text,):
-        if surrogate := _SURROGATE.search(part):
+        if surrogate := SURROGATE.search(part):
             raise ValueError(
                 f"texts[{index}] holds a lone surrogate (\\u{ord(surrogate.group()):04x}), which is not Unicode "
                 "text; replace it (e.g. with U+FFFD)"

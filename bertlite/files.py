@@ -127,7 +127,7 @@ def _decode_lines(stream: BinaryIO, path: str, errors: str) -> Iterator[str]:
 
 # JSON can spell a lone UTF-16 surrogate ("\\ud800"), which no tokenizer accepts
 # and no UTF-8 file can hold; a proper pair decodes to one character and never matches.
-_SURROGATE = re.compile("[\ud800-\udfff]")
+SURROGATE = re.compile("[\ud800-\udfff]")  # a lone half of a UTF-16 pair: not text, and tokenizers refuses it
 
 
 def _jsonl_field(lines: Iterator[str], path: str, field: str, errors: str) -> Iterator[str]:
@@ -141,14 +141,14 @@ def _jsonl_field(lines: Iterator[str], path: str, field: str, errors: str) -> It
         if not isinstance(record, dict) or not isinstance(record.get(field), str):
             raise InputError(f"{path}: line {number} has no string field {field!r} (choose one with --field)")
         text = record[field]
-        surrogate = _SURROGATE.search(text)
+        surrogate = SURROGATE.search(text)
         if surrogate and errors == "strict":
             raise InputError(
                 f"{path}: line {number}: field {field!r} holds a lone surrogate "
                 f"(\\u{ord(surrogate.group()):04x}), which is not Unicode text; fix the file or replace it with "
                 "U+FFFD (CLI --errors replace, Python errors='replace')"
             )
-        yield _SURROGATE.sub("\ufffd", text) if surrogate else text
+        yield SURROGATE.sub("\ufffd", text) if surrogate else text
 
 
 # csv's default limit (128 KiB per field) is far below one long document; rows are

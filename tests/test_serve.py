@@ -196,6 +196,7 @@ OPENAI_ERRORS = [
     ({"input": []}, 422, "input", "input: must not be an empty list"),
     ({"input": ["a", [101, 102]]}, 422, "input", "input[1]: token ids are not supported; send the text as a string"),
     ({"input": ["a", None]}, 422, "input", "input[1]: must be a string, got null"),
+    ({"input": ["a", "b\ud800c"]}, 422, "input", "input[1] holds a lone surrogate (\\ud800), which is not Unicode"),
     ({"input": "a", "encoding_format": "int8"}, 422, "encoding_format", "encoding_format: 'int8' is not one of float"),
     ({"input": "a", "dimensions": 0}, 422, "dimensions", "dimensions: must be a positive integer, got 0"),
     ({"input": "a", "dimensions": "8"}, 422, "dimensions", 'dimensions: must be a positive integer, got "8"'),
@@ -254,8 +255,10 @@ def test_tei_normalize_false_returns_the_models_own_vectors(tiny_folder: Path) -
         texts = ["alpha beta", "gamma"]
         unnormalized = httpx.post(f"{url}/embed", json={"inputs": texts, "normalize": False}).json()
         normalized = httpx.post(f"{url}/embed", json={"inputs": texts}).json()
+        shortened = httpx.post(f"{url}/embed", json={"inputs": texts, "normalize": False, "dimensions": 8}).json()
     expected = raw.encode(texts)
     assert max_diff(unnormalized, expected) <= 1e-6
+    assert max_diff(shortened, expected[:, :8]) <= 1e-6  # normalize: false holds with dimensions too
     assert max_diff(normalized, expected / np.linalg.norm(expected, axis=1, keepdims=True)) <= 1e-6
 
 
@@ -283,3 +286,19 @@ def test_orjson_and_json_write_the_same_float32_values(
     assert max_diff(bodies["orjson"][0], tiny_embedder.encode(texts)) <= 1e-6
     cut = tiny_embedder.encode(texts)[:, :8]  # dimensions: cut, then re-normalized
     assert max_diff(bodies["orjson"][1], cut / np.linalg.norm(cut, axis=1, keepdims=True)) <= 1e-6
+
+
+def test_a_worker_that_dies_fails_its_requests_and_health_instead_of_hanging(tiny_embedder: Embedder) -> None:
+    with running(lambda: tiny_embedder) as (url, app):
+        batcher = app.state.service.batcher
+
+        def broken(batch: list) -> None:
+            raise KeyError("a bug outside the forward")
+
+        batcher._forward = broken
+        # httpx's timeout bounds the wait: before the fix this request waited forever.
+        r = httpx.post(f"{url}/embed", json={"inputs": ["alpha"]}, timeout=60)
+        assert r.status_code == 500 and "the embedding worker stopped: KeyError" in r.json()["error"], r.json()
+        health = httpx.get(f"{url}/health", timeout=60)
+        assert health.status_code == 503 and "the embedding worker stopped" in health.text
+        assert httpx.post(f"{url}/embed", json={"inputs": ["beta"]}, timeout=60).status_code == 503

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import hmac
 import time
+import traceback
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -18,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from bertlite.features import Embedder
+from bertlite.files import SURROGATE
 from bertlite.serve.batching import HEALTH_TEXTS, Batcher, NotReadyError
 from bertlite.serve.metrics import CONTENT_TYPE, Metrics
 from bertlite.serve.schemas import EmbedRequest, RequestError, parse_openai, parse_tei
@@ -149,6 +152,9 @@ def _endpoint(service: _Service, api: str) -> Callable:
             response = _error(api, RequestError(503, str(e), code="model_not_ready"))
         except RuntimeError as e:  # the forward failed (the batcher printed the traceback)
             response = _error(api, RequestError(500, str(e), code="forward_failed"))
+        except Exception as e:  # a bug: answered in the API's shape and counted, never a bare 500
+            traceback.print_exc()
+            response = _error(api, RequestError(500, f"internal error: {type(e).__name__}: {e}", code="internal"))
         finally:
             if admitted:
                 service.in_flight -= 1
@@ -180,7 +186,17 @@ async def _embed(service: _Service, req: EmbedRequest) -> tuple[np.ndarray, int]
             422, f"dimensions: {req.dimensions} is more than the model's {embedder.dimension}", "dimensions"
         )
     texts = [prompt + text for text in req.texts] if prompt else req.texts
-    counts = [len(e.ids) for e in service.counter.encode_batch(texts)]
+    for i, text in enumerate(texts):
+        if surrogate := SURROGATE.search(text):
+            raise RequestError(
+                422,
+                f"input[{i}] holds a lone surrogate (\\u{ord(surrogate.group()):04x}), which is not Unicode text",
+                "input",
+                "invalid_request",
+            )
+    # Off the event loop: a request of long texts takes a while to tokenize, and other requests must not wait.
+    encodings = await asyncio.get_running_loop().run_in_executor(None, service.counter.encode_batch, texts)
+    counts = [len(e.ids) for e in encodings]
     truncate = limits.auto_truncate if req.truncate is None else req.truncate
     if not truncate:
         for i, n in enumerate(counts):
@@ -197,7 +213,7 @@ async def _embed(service: _Service, req: EmbedRequest) -> tuple[np.ndarray, int]
     service.metrics.tokens.inc(tokens)
     if req.dimensions is not None:
         vectors = vectors[:, : req.dimensions]
-    if req.dimensions is not None or req.normalize:
+    if req.normalize:
         vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     return vectors.astype(np.float32, copy=False), tokens
 

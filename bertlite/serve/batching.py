@@ -93,13 +93,31 @@ class Batcher:
         if self._on_loaded is not None:
             self._on_loaded(None)
         carried: _Job | None = None
+        batch: list[_Job] = []
+        try:
+            while True:
+                job = carried or self._queue.get()
+                if job is None:
+                    return
+                batch, carried = self._gather(job)
+                if batch:
+                    self._forward(batch)
+        except Exception as e:  # a bug outside the forward: no request may wait for a worker that is gone
+            traceback.print_exc(file=sys.stderr)
+            self._fail_all(f"the embedding worker stopped: {type(e).__name__}: {e}", [*batch, carried])
+
+    def _fail_all(self, message: str, jobs: list[_Job | None]) -> None:
+        """Refuse new requests (embed() and /health say why) and fail every job that waits."""
+        self.load_error = message
+        self.ready.clear()
         while True:
-            job = carried or self._queue.get()
-            if job is None:
-                return
-            batch, carried = self._gather(job)
-            if batch:
-                self._forward(batch)
+            try:
+                jobs.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        for job in jobs:
+            if job is not None:
+                job.loop.call_soon_threadsafe(_set_exception, job.future, RuntimeError(message))
 
     def _gather(self, first: _Job) -> tuple[list[_Job], _Job | None]:
         """first plus whatever else waits, within max_batch_tokens (first alone may exceed it)."""

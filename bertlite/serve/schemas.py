@@ -44,12 +44,14 @@ def parse_openai(body: bytes) -> EmbedRequest:
     if encoding_format not in ENCODING_FORMATS:
         formats = ", ".join(ENCODING_FORMATS)
         raise _invalid(f"encoding_format: {encoding_format!r} is not one of {formats}", "encoding_format")
+    dimensions = _dimensions(data)
     return EmbedRequest(
         texts=_texts(data["input"], "input"),
         prompt=_optional(data, "prompt", str, "a string"),
         prompt_name=_optional(data, "prompt_name", str, "a string"),
-        dimensions=_dimensions(data),
+        dimensions=dimensions,
         encoding_format=encoding_format,
+        normalize=dimensions is not None,  # OpenAI re-normalizes the shortened vectors
     )
 
 
