@@ -30,6 +30,7 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import numpy as np
@@ -146,6 +147,13 @@ async def load(url: str, requests: list[list[str]], concurrency: int) -> dict:
         finally:
             writer.close()
 
+    return await _timed_level(client, concurrency, requests, latencies)
+
+
+async def _timed_level(
+    client: Callable[[], Awaitable[None]], concurrency: int, requests: list[list[str]], latencies: list[float]
+) -> dict:
+    """Run `concurrency` copies of client at once; texts/s over the level's wall time, and latency percentiles."""
     start_s = time.perf_counter()
     await asyncio.gather(*(client() for _ in range(concurrency)))
     wall = time.perf_counter() - start_s
@@ -242,19 +250,7 @@ def batcher_only(model: str, requests: list[list[str]], levels: list[int], threa
                 await batcher.embed(texts, 0)
                 latencies.append(time.perf_counter() - t)
 
-        start_s = time.perf_counter()
-        await asyncio.gather(*(client() for _ in range(concurrency)))
-        wall = time.perf_counter() - start_s
-        texts = sum(len(r) for r in requests)
-        return {
-            "concurrency": concurrency,
-            "requests": len(requests),
-            "texts": texts,
-            "wall_s": round(wall, 3),
-            "texts_per_s": round(texts / wall, 1),
-            "p50_ms": round(1000 * float(np.percentile(latencies, 50)), 1),
-            "p99_ms": round(1000 * float(np.percentile(latencies, 99)), 1),
-        }
+        return await _timed_level(client, concurrency, requests, latencies)
 
     try:
         return [asyncio.run(level(c)) for c in levels]
