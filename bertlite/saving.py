@@ -92,21 +92,6 @@ def _same_tensor(a: Tensor, b: Tensor) -> bool:
     )
 
 
-def shard(state: dict[str, Tensor], max_bytes: int) -> list[dict[str, Tensor]]:
-    """Split in state_dict order, starting a shard when the next tensor would not fit.
-    A tensor larger than max_bytes gets a shard of its own, as in transformers."""
-    shards: list[dict[str, Tensor]] = [{}]
-    size = 0
-    for key, value in state.items():
-        nbytes = value.numel() * value.element_size()
-        if shards[-1] and size + nbytes > max_bytes:
-            shards.append({})
-            size = 0
-        shards[-1][key] = value
-        size += nbytes
-    return shards
-
-
 def save_pretrained(
     model: BertPreTrainedModel,
     save_directory: str | os.PathLike,
@@ -144,26 +129,26 @@ def save_pretrained(
         raise ValueError(f"{folder} is a file, not a folder")
     folder.mkdir(parents=True, exist_ok=True)
     state = tensors_to_save(model, state_dict)
-    shards = shard(state, max_bytes)
-    single, index_name, stem, suffix = (
-        (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME, "model", "safetensors")
+    # Imported here, as in bertlite.hub: a load never needs it.
+    from huggingface_hub import split_torch_state_dict_into_shards
+
+    single, index_name, pattern = (
+        (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME, "model{suffix}.safetensors")
         if safe_serialization
-        else (WEIGHTS_NAME, WEIGHTS_INDEX_NAME, "pytorch_model", "bin")
+        else (WEIGHTS_NAME, WEIGHTS_INDEX_NAME, "pytorch_model{suffix}.bin")
     )
+    # The splitter transformers' save_pretrained uses, so the shards are the ones it writes. Every tensor
+    # owns its storage now, so the storage size it measures is the tensor's and it groups no two keys.
+    split = split_torch_state_dict_into_shards(state, filename_pattern=pattern, max_shard_size=max_bytes)
     files: dict[str, bytes | dict[str, Tensor]] = {}  # file name -> contents, in the order they go into place
-    if len(shards) == 1:
-        files[single] = shards[0]
+    if not split.is_sharded:
+        files[single] = state
     else:
-        names = [f"{stem}-{i:05d}-of-{len(shards):05d}.{suffix}" for i in range(1, len(shards) + 1)]
-        files.update(zip(names, shards, strict=True))
+        files.update({name: {key: state[key] for key in keys} for name, keys in split.filename_to_tensors.items()})
         index = {
-            "metadata": {
-                "total_parameters": sum(v.numel() for v in state.values()),
-                "total_size": sum(v.numel() * v.element_size() for v in state.values()),
-            },
-            "weight_map": {key: name for name, part in zip(names, shards, strict=True) for key in sorted(part)},
+            "metadata": {"total_parameters": sum(v.numel() for v in state.values()), **split.metadata},
+            "weight_map": dict(sorted(split.tensor_to_filename.items())),
         }
-        index["weight_map"] = dict(sorted(index["weight_map"].items()))
         files[index_name] = _json_bytes(index)
     files[CONFIG_NAME] = _json_bytes(_config_dict(model))
     _write_all(folder, files)

@@ -89,6 +89,8 @@ def test_sharded_save_both_ways(tmp_path):
     assert len(shards) > 2 and shards[0] == f"model-00001-of-{len(shards):05d}.safetensors"
     assert not (tmp_path / "model.safetensors").exists()
     index = json.loads((tmp_path / "model.safetensors.index.json").read_text())
+    hf.save_pretrained(tmp_path / "hf", max_shard_size="20KB")  # the same tensors in the same shards
+    assert index == json.loads((tmp_path / "hf" / "model.safetensors.index.json").read_text())
     keys = stored_keys(tmp_path)
     assert index["weight_map"] == keys
     state = {k: v for k, v in hf.state_dict().items() if k in keys}
