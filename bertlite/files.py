@@ -17,7 +17,7 @@ import signal
 import stat
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
@@ -354,6 +354,24 @@ def check_output_path(path: str, *, overwrite: bool = True, inputs: Sequence[str
             raise InputError(f"{path} is the input {source}; writing it would destroy the input: choose another -o")
     if not overwrite and (target.exists() or target.is_symlink()):
         raise InputError(f"{path} exists and --no-overwrite was given; remove it or choose another -o")
+
+
+def write_temporaries(folder: Path, writers: dict[str, Callable[[str], None]]) -> dict[str, str]:
+    """name -> a temp file in `folder` that writers[name](path) filled, with the mode the file `name` will
+    get (result_mode): the caller renames them into place. All or none: if one writer fails, the temp
+    files written so far are removed and the error goes on."""
+    temporary: dict[str, str] = {}
+    try:
+        for name, write in writers.items():
+            fd, temporary[name] = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+            os.close(fd)
+            write(temporary[name])
+            os.chmod(temporary[name], result_mode(folder / name))  # mkstemp's 0600 is for the temp file
+    except BaseException:
+        for tmp in temporary.values():
+            Path(tmp).unlink(missing_ok=True)
+        raise
+    return temporary
 
 
 def result_mode(target: Path) -> int:

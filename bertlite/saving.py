@@ -10,6 +10,7 @@ it was.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -22,7 +23,7 @@ from safetensors.torch import save_file
 from torch import Tensor
 
 from bertlite.config import CONFIG_NAME
-from bertlite.files import result_mode
+from bertlite.files import write_temporaries
 from bertlite.loading import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
 from bertlite.modeling import BertPreTrainedModel
 
@@ -227,30 +228,12 @@ def _json_bytes(data: dict) -> bytes:
 
 
 def _write_all(folder: Path, files: dict[str, bytes | dict[str, Tensor]]) -> None:
-    temporary: dict[str, str] = {}
-    try:
-        for name, contents in files.items():
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
-            temporary[name] = tmp
-            with os.fdopen(fd, "wb") as f:
-                if isinstance(contents, bytes):
-                    f.write(contents)
-            if isinstance(contents, dict):
-                tensors = {key: value.to("cpu") for key, value in contents.items()}
-                if name.endswith(".bin"):
-                    torch.save(tensors, tmp)  # tensors only: loads with torch.load(weights_only=True)
-                else:
-                    save_file(tensors, tmp, metadata={"format": "pt"})  # transformers checks the format tag
-    except BaseException:
-        for tmp in temporary.values():
-            Path(tmp).unlink(missing_ok=True)
-        raise
+    writers = {name: functools.partial(_write_one, name, contents) for name, contents in files.items()}
+    temporary = write_temporaries(folder, writers)
     # Everything is written. Shards go into place first (new names hide nothing), then
     # stale weights go (an old model.safetensors would win over a new index), then the
     # index or the single file, then the config.
     shard_names = [name for name in files if SHARD_NAME.fullmatch(name)]
-    for name, tmp in temporary.items():
-        os.chmod(tmp, result_mode(folder / name))  # mkstemp's 0600 is for the temp file, not the result
     for name in shard_names:
         os.replace(temporary.pop(name), folder / name)
     for old in folder.iterdir():
@@ -259,3 +242,14 @@ def _write_all(folder: Path, files: dict[str, bytes | dict[str, Tensor]]) -> Non
             old.unlink()
     for name, tmp in temporary.items():
         os.replace(tmp, folder / name)
+
+
+def _write_one(name: str, contents: bytes | dict[str, Tensor], path: str) -> None:
+    if isinstance(contents, bytes):
+        Path(path).write_bytes(contents)
+        return
+    tensors = {key: value.to("cpu") for key, value in contents.items()}
+    if name.endswith(".bin"):
+        torch.save(tensors, path)  # tensors only: loads with torch.load(weights_only=True)
+    else:
+        save_file(tensors, path, metadata={"format": "pt"})  # transformers checks the format tag

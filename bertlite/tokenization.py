@@ -9,9 +9,9 @@ arguments and return a BatchEncoding of the same keys and values.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-import tempfile
 import threading
 import warnings
 from collections.abc import Iterable, Sequence
@@ -22,7 +22,7 @@ import numpy as np
 from tokenizers import Encoding, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 
 from bertlite.config import HUB_KWARGS, read_json_object
-from bertlite.files import result_mode
+from bertlite.files import write_temporaries
 from bertlite.hub import resolve_file
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -725,16 +725,10 @@ def _check_model_type(name: str, hub_kwargs: dict[str, Any]) -> None:
 
 
 def _write_files(folder: Path, files: dict[str, str]) -> None:
-    temporary: dict[str, str] = {}
-    try:
-        for name, text in files.items():
-            fd, temporary[name] = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-    except BaseException:
-        for tmp in temporary.values():
-            Path(tmp).unlink(missing_ok=True)
-        raise
-    for name, tmp in temporary.items():
-        os.chmod(tmp, result_mode(folder / name))  # mkstemp's 0600 is for the temp file, not the result
+    writers = {name: functools.partial(_write_text, text) for name, text in files.items()}
+    for name, tmp in write_temporaries(folder, writers).items():
         os.replace(tmp, folder / name)
+
+
+def _write_text(text: str, path: str) -> None:
+    Path(path).write_text(text, encoding="utf-8")
