@@ -91,12 +91,18 @@ def transformers_runner(
 
 
 def bertlite_runner(
-    model_path: str, dtype: str | None, batch_size: int | None = None, **embedder_kwargs: Any
+    model_path: str,
+    dtype: str | None,
+    batch_size: int | None = None,
+    attn_implementation: str | None = None,
+    **embedder_kwargs: Any,
 ) -> Callable[[list[str]], np.ndarray]:
     """Embedder.encode with its default batching unless batch_size is given."""
     from bertlite import Embedder
 
     embedder = Embedder.from_pretrained(model_path, dtype=dtype, **embedder_kwargs)
+    if attn_implementation is not None:
+        embedder.model.set_attn_implementation(attn_implementation)
     return lambda texts: embedder.encode(texts, batch_size=batch_size, show_progress_bar=False)
 
 
@@ -115,9 +121,9 @@ CONFIGS: dict[str, tuple[str, Callable[[str], Callable[[list[str]], np.ndarray]]
     "hf_sdpa_fp32_sorted": ("fp32", lambda p: transformers_runner(p, "sdpa", torch.float32, sort=True)),
     "hf_sdpa_bf16_sorted": ("bf16", lambda p: transformers_runner(p, "sdpa", torch.bfloat16, sort=True)),
     "sentence_transformers_fp32": ("fp32", sentence_transformers_runner),
-    # the unpadded attention strategies of bertlite.fast, for --configs attention
-    "bertlite_fp32_per_sequence": ("fp32", lambda p: bertlite_runner(p, None, packed_attention="per_sequence")),
-    "bertlite_fp32_nested": ("fp32", lambda p: bertlite_runner(p, None, packed_attention="nested")),
+    # the packed attention implementations of bertlite.attention, for --configs attention
+    "bertlite_fp32_per_sequence": ("fp32", lambda p: bertlite_runner(p, None, attn_implementation="per_sequence")),
+    "bertlite_fp32_nested": ("fp32", lambda p: bertlite_runner(p, None, attn_implementation="nested")),
     "bertlite_fp32_padded_batches": ("fp32", lambda p: bertlite_runner(p, None, BATCH_SIZE, unpad=False)),
 }
 DEFAULT_CONFIGS = [
@@ -364,7 +370,6 @@ def profile_bertlite(model_path: str, texts: list[str], dtype: str | None, rows:
 def bench_validation(model_path: str, texts: list[str], rounds: int = 15) -> dict[str, Any]:
     """Cost of bertlite.validation's input checks: forward with and without them,
     interleaved, on the same length-sorted batches, plus the checks timed alone."""
-    import bertlite.fast
     import bertlite.modeling
     from bertlite import Embedder
     from bertlite.validation import check_inputs, check_packed_inputs

@@ -194,11 +194,6 @@ def test_unpadded_path_equals_padded_path(mode, real_model_path, corpus_texts):
     np.testing.assert_allclose(fast.encode(texts, batch_size=8), slow.encode(texts, batch_size=8), atol=1e-6, rtol=0)
 
 
-def test_eager_model_keeps_the_reference_path(real_model_path):
-    model = bertlite.BertModel.from_pretrained(real_model_path, attn_implementation="eager")
-    assert not Embedder(model, load_tokenizer(real_model_path)).unpad
-
-
 def test_outputs_and_arguments(embedder):
     as_torch = embedder.encode(["a", "b"], convert_to="torch")
     assert isinstance(as_torch, torch.Tensor) and as_torch.shape == (2, 384)
