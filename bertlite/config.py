@@ -9,12 +9,12 @@ import dataclasses
 import json
 import math
 import os
-import warnings
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bertlite.hub import CheckpointNotFoundError, resolve_file
+from bertlite.warn import warn_user
 
 # Names understood by bertlite.modeling.ACT2FN. Kept here (not derived from the
 # torch module) so that validating a config never imports torch; a test checks
@@ -182,10 +182,7 @@ class BertConfig:
             raise ValueError(f"id2label must map label ids (ints) to names, got {self.id2label!r}") from e
         if num_labels is not None and num_labels != len(self.id2label):
             # transformers warns and keeps id2label, so a config it loads loads here too.
-            warnings.warn(
-                f"num_labels={num_labels} disagrees with id2label ({len(self.id2label)} labels); using id2label",
-                stacklevel=4,
-            )
+            warn_user(f"num_labels={num_labels} disagrees with id2label ({len(self.id2label)} labels); using id2label")
 
     @property
     def head_dim(self) -> int:
