@@ -13,7 +13,8 @@ from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertlite.hub import CheckpointNotFoundError, resolve_file
+from bertlite.hub import HUB_KWARGS as HUB_KWARGS  # where auto.py reads it
+from bertlite.hub import CheckpointNotFoundError, pop_hub_kwargs, resolve_file
 from bertlite.warn import warn_user
 
 # Names understood by bertlite.modeling.ACT2FN. Kept here (not derived from the
@@ -49,8 +50,6 @@ BERT_MODEL_TYPES = ("bert",)
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
 
 CONFIG_NAME = "config.json"
-# from_pretrained's keywords that say where config.json is, passed to bertlite.hub.resolve_file.
-HUB_KWARGS = ("revision", "cache_dir", "token", "local_files_only", "force_download", "subfolder")
 # transformers' internal telemetry keywords (pipeline and the Auto classes pass them): meaningless here.
 TELEMETRY_KWARGS = ("_from_auto", "_from_pipeline", "_commit_hash", "trust_remote_code")
 
@@ -182,7 +181,7 @@ class BertConfig:
         output_hidden_states=True, hidden_dropout_prob=0.0, ...). Any other keyword is a TypeError naming
         it, unless return_unused_kwargs=True: then (config, the keywords it did not use) is returned.
         """
-        hub_kwargs = {key: kwargs.pop(key) for key in HUB_KWARGS if key in kwargs}
+        hub_kwargs = pop_hub_kwargs(kwargs)
         for key in TELEMETRY_KWARGS:
             kwargs.pop(key, None)
         if os.path.isfile(name_or_path):

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import inspect
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 
 class CheckpointNotFoundError(OSError):
@@ -91,6 +93,15 @@ def resolve_file(
         raise error from e
     _verify_download(path, blobs_before, name, where)
     return path
+
+
+# resolve_file's keyword arguments, the hub options that every from_pretrained passes on to it.
+HUB_KWARGS = tuple(name for name, p in inspect.signature(resolve_file).parameters.items() if p.kind is p.KEYWORD_ONLY)
+
+
+def pop_hub_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Take the hub options (HUB_KWARGS) out of a from_pretrained's keywords."""
+    return {key: kwargs.pop(key) for key in HUB_KWARGS if key in kwargs}
 
 
 def _looks_like_path(name: str) -> bool:

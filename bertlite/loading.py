@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 
 from bertlite.config import TELEMETRY_KWARGS, BertConfig
-from bertlite.hub import NotCachedError, resolve_file
+from bertlite.hub import NotCachedError, pop_hub_kwargs, resolve_file
 from bertlite.warn import warn_user
 
 SAFE_WEIGHTS_NAME = "model.safetensors"
@@ -724,12 +724,6 @@ def from_pretrained(
     name_or_path: str | os.PathLike,
     *,
     config: BertConfig | str | os.PathLike | None = None,
-    revision: str | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    token: str | bool | None = None,
-    local_files_only: bool = False,
-    force_download: bool = False,
-    subfolder: str = "",
     dtype: torch.dtype | str | None = None,
     torch_dtype: torch.dtype | str | None = None,
     device: torch.device | str | int | None = None,
@@ -743,9 +737,11 @@ def from_pretrained(
 ) -> M | tuple[M, dict[str, list[str]]]:
     """Load `cls` from a folder or a hub id, routing keywords as transformers' from_pretrained does.
 
-    kwargs: config fields override the loaded config (num_labels=3, output_hidden_states=True,
-    hidden_dropout_prob=0.0, ...; not allowed with a config object, which is used as given); the rest go to
-    the constructor (add_pooling_layer=False). A keyword that is neither is a TypeError naming it.
+    kwargs: the hub options of bertlite.hub.resolve_file (revision, cache_dir, token, local_files_only,
+    force_download, subfolder) find the files; config fields override the loaded config (num_labels=3,
+    output_hidden_states=True, hidden_dropout_prob=0.0, ...; not allowed with a config object, which is used as
+    given); the rest go to the constructor (add_pooling_layer=False). A keyword that is none of these is a
+    TypeError naming it.
     dtype (alias torch_dtype): torch.dtype or its name; None keeps float32; "auto" as in transformers.
     ignore_mismatched_sizes: weights whose shape differs from the checkpoint's (a new num_labels) are newly
     initialised, with a warning, instead of failing the load.
@@ -754,14 +750,7 @@ def from_pretrained(
     A weight holding NaN or Inf is a CheckpointError naming it; allow_nonfinite=True loads it with a warning
     (to inspect it).
     """
-    hub_kwargs = dict(
-        revision=revision,
-        cache_dir=cache_dir,
-        token=token,
-        local_files_only=local_files_only,
-        force_download=force_download,
-        subfolder=subfolder,
-    )
+    hub_kwargs = pop_hub_kwargs(kwargs)
     for key in (*NO_OP_LOAD_KWARGS, *TELEMETRY_KWARGS):
         kwargs.pop(key, None)
     if dtype is not None and torch_dtype is not None and dtype != torch_dtype:
