@@ -336,6 +336,21 @@ class LoadReport:
             lines.append("  (the model's shapes come from config.json: is it the config of these weights?)")
         return "\n".join(lines)
 
+    def loading_info(self) -> dict[str, list[str]]:
+        """transformers' output_loading_info dict, of a load that succeeded: the model's keys the checkpoint did
+        not fill, the checkpoint's keys not used, the weights newly initialised for their shape."""
+        return {
+            "missing_keys": self.missing + self.initialized,
+            "unexpected_keys": [_key_of(item) for item in self.unexpected] + self.ignored,
+            "mismatched_keys": [_key_of(item) for item in self.resized],
+            "error_msgs": [],
+        }
+
+
+def _key_of(item: str) -> str:
+    """The key a report entry is about: "key (in file)", "key: checkpoint (2, 32), model (5, 32)"."""
+    return item.split(" ", 1)[0].removesuffix(":")
+
 
 @dataclass
 class LoadPlan:
@@ -799,12 +814,7 @@ def from_pretrained(
     )
     model.eval()
     if output_loading_info:
-        return model, {
-            "missing_keys": report.missing + report.initialized,
-            "unexpected_keys": report.unexpected + report.ignored,
-            "mismatched_keys": [item.split(":", 1)[0] for item in report.resized],
-            "error_msgs": [],
-        }
+        return model, report.loading_info()
     return model
 
 

@@ -8,32 +8,25 @@ No torch import: config.py uses it.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
 import warnings
 
-# As the frames name them: bertlite's files come from the same sys.path entry as this one.
-_PACKAGE = os.path.dirname(__file__) + os.sep
+# Packages whose frames are not the user's: bertlite's own, contextlib's (`with empty_init()`), torch's
+# (module construction, torch function modes). By module name, not file: a dataclass's generated
+# __init__ has no file ("<string>") but runs in its class's module.
+INTERNAL_PACKAGES = ("bertlite", "contextlib", "torch")
 
 
-def _internal_prefixes() -> tuple[str, ...]:
-    """Files whose frames are not the user's: bertlite's own, contextlib's (`with empty_init()`), and torch's
-    (module construction, torch function modes) when torch is loaded."""
-    prefixes = [_PACKAGE, contextlib.__file__]
-    torch = sys.modules.get("torch")
-    if getattr(torch, "__file__", None):
-        prefixes.append(os.path.dirname(torch.__file__) + os.sep)
-    return tuple(prefixes)
+def _is_internal(module: str) -> bool:
+    return module.split(".", 1)[0] in INTERNAL_PACKAGES
 
 
 def user_stacklevel() -> int:
     """The stacklevel, for a `warnings.warn` in the caller of this function, of the first frame outside
-    bertlite (and torch, contextlib); the outermost frame when every frame is internal (bertlite's CLI)."""
-    internal = _internal_prefixes()
+    INTERNAL_PACKAGES; the outermost frame when every frame is internal (`python -m bertlite.cli`)."""
     frame = sys._getframe(1)  # the caller, which calls warnings.warn: stacklevel 1
     level = 1
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(internal):
+    while frame.f_back is not None and _is_internal(frame.f_globals.get("__name__", "")):
         frame = frame.f_back
         level += 1
     return level
