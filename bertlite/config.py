@@ -13,7 +13,7 @@ from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertlite.hub import HUB_KWARGS as HUB_KWARGS  # where auto.py reads it
+from bertlite.hub import HUB_KWARGS as HUB_KWARGS  # re-exported: auto.py and tokenization.py read it here
 from bertlite.hub import CheckpointNotFoundError, pop_hub_kwargs, resolve_file
 from bertlite.warn import warn_user
 
