@@ -310,7 +310,8 @@ class LoadReport:
     unsupported: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)  # two checkpoint keys for one weight
     nonfinite: list[str] = field(default_factory=list)  # "key in file (n NaN)": an error unless allow_nonfinite
-    # Not errors: a head class from a checkpoint without that head, as transformers allows.
+    # Not errors, only warned: a head class from a checkpoint without that head, as transformers allows, and
+    # tied weights the checkpoint holds apart.
     initialized: list[str] = field(default_factory=list)  # head weights the checkpoint has none of: fresh init
     resized: list[str] = field(default_factory=list)  # wrong shape, fresh init (ignore_mismatched_sizes=True)
     ignored: list[str] = field(default_factory=list)  # another head's tensors (e.g. cls.* for a classifier)
@@ -319,7 +320,7 @@ class LoadReport:
     def message(self, what: str) -> str:
         lines = [f"cannot load {what}:"]
         # A tensor of the wrong shape is not loaded, so it is missing too: listing it twice says nothing new.
-        mismatched_keys = {item.split(":", 1)[0] for item in self.mismatched}
+        mismatched_keys = {_key_of(item) for item in self.mismatched}
         for title, items in (
             ("tensors bertlite does not implement", self.unsupported),
             ("conflicting keys", self.conflicts),
@@ -501,7 +502,7 @@ def _report_missing(report: LoadReport, target: _Target, missing: set[str], *, p
     """File the model keys no tensor loads into: a head part the checkpoint has nothing of is initialised
     (initialized), a resized weight is reported as such already, the rest is missing."""
     initialized = _new_head_weights(missing, present=present, base_model_prefix=target.base_model_prefix)
-    resized = {item.split(":", 1)[0] for item in report.resized}
+    resized = {_key_of(item) for item in report.resized}
     report.initialized = sorted(initialized)
     report.missing = sorted(missing - initialized - resized)
 
