@@ -93,9 +93,9 @@ def _grid_qkv(qkv: Tensor, layout: PackedLayout, heads: int) -> tuple[Tensor, Te
 
 
 def _gather_context(context: Tensor, layout: PackedLayout) -> Tensor:
-    """(B, T, nh, hs) context on the grid -> (N, H) rows of the real tokens."""
-    context = context.reshape(layout.batch_size, layout.max_length, -1)
-    return context.reshape(-1, context.shape[-1]) if layout.attention_bias is None else layout.gather_from_grid(context)
+    """(B, T, nh, hs) context on the grid (any strides) -> (N, H) rows of the real tokens."""
+    rows = context if layout.attention_bias is None else layout.gather_from_grid(context)
+    return rows.reshape(-1, context.shape[-2] * context.shape[-1])
 
 
 def packed_eager_attention(

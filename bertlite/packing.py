@@ -24,6 +24,8 @@ class PackedLayout:
     padded_index: Tensor  # (N,) packed row -> row of the (B * T) padded grid
     attention_bias: Tensor | None  # (B, 1, 1, T): 0 / dtype-min for padded keys; None if no padding
     sequence_index: Tensor  # (N,) packed row -> sequence number
+    positions: Tensor  # (N,) position of each packed row in its sequence: 0, 1, ...
+    padding_index: Tensor  # rows of the (B * T) padded grid that hold no token
 
     @classmethod
     def from_lengths(cls, lengths: Tensor, dtype: torch.dtype = torch.float32) -> PackedLayout:
@@ -34,12 +36,13 @@ class PackedLayout:
         sequence_index = torch.repeat_interleave(torch.arange(batch, device=lengths.device), lengths)
         offset_in_sequence = torch.arange(int(lengths.sum()), device=lengths.device) - starts[sequence_index]
         padded_index = sequence_index * width + offset_in_sequence
+        keep = torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]  # (B, T)
+        padding_index = (~keep).view(-1).nonzero().view(-1)
         bias = None
-        if bool((lengths != width).any()):
-            keep = torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]  # (B, T)
+        if len(padding_index):
             bias = torch.zeros(batch, 1, 1, width, dtype=dtype, device=lengths.device)
             bias.masked_fill_(~keep[:, None, None, :], torch.finfo(dtype).min)
-        return cls(lengths, starts, width, padded_index, bias, sequence_index)
+        return cls(lengths, starts, width, padded_index, bias, sequence_index, offset_in_sequence, padding_index)
 
     @classmethod
     def from_mask(cls, attention_mask: Tensor, dtype: torch.dtype = torch.float32) -> PackedLayout:
@@ -51,22 +54,18 @@ class PackedLayout:
         return len(self.lengths)
 
     @property
-    def positions(self) -> Tensor:
-        """Position id of every packed token: 0, 1, ... within its sequence."""
-        return self.padded_index - self.sequence_index * self.max_length
-
-    @property
     def key_mask(self) -> Tensor:
         """(B, T) bool: True where the padded grid holds a real token."""
         grid = torch.arange(self.max_length, device=self.lengths.device)
         return grid[None, :] < self.lengths[:, None]
 
     def scatter_to_grid(self, packed: Tensor, fill: float | int = 0) -> Tensor:
-        """(N, ...) packed rows -> (B, T, ...) padded grid, `fill` in the padding."""
-        grid = packed.new_full((self.batch_size * self.max_length, *packed.shape[1:]), fill)
-        grid = grid.index_copy(0, self.padded_index, packed)
+        """(N, ...) packed rows -> (B, T, ...) padded grid, `fill` in the padding.
+        Each grid row is written once: the tokens' rows by copy, the padding's by fill."""
+        grid = packed.new_empty((self.batch_size * self.max_length, *packed.shape[1:]))
+        grid.index_copy_(0, self.padded_index, packed).index_fill_(0, self.padding_index, fill)
         return grid.view(self.batch_size, self.max_length, *packed.shape[1:])
 
     def gather_from_grid(self, grid: Tensor) -> Tensor:
-        """(B, T, ...) padded grid -> (N, ...) packed rows of the real tokens."""
-        return grid.reshape(self.batch_size * self.max_length, *grid.shape[2:]).index_select(0, self.padded_index)
+        """(B, T, ...) padded grid, any strides -> (N, ...) packed rows of the real tokens, in one gather."""
+        return grid[self.sequence_index, self.positions]
