@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 import bertlite
 from bertlite.auto import ARCHITECTURES
+from bertlite.cli_args import DTYPE_NAMES
 from bertlite.config import SIZE_FIELDS, SUPPORTED_ACTIVATIONS
 from bertlite.loading import CheckpointError, one_line, parse_dtype
 
@@ -51,8 +52,6 @@ BUILTIN_TEXTS: list[str | tuple[str, str]] = [
     "The quick brown fox jumps over the lazy dog.",
     "Tabs\tand\tother\twhitespace.",
 ]
-
-SUPPORTED_DTYPES = ("float32", "bfloat16", "float16")
 
 # The heads `--head auto` compares: architecture -> its logits fields, each per token (padded
 # positions excluded) or per sequence. The reference is transformers' Auto class of the same
@@ -510,8 +509,8 @@ def _check_options(dtype: Any, attn: str, batch_size: int, max_length: int, head
         torch_dtype = parse_dtype(dtype)
     except ValueError as e:
         raise ParityLoadError(str(e)) from e
-    if str(torch_dtype).removeprefix("torch.") not in SUPPORTED_DTYPES:
-        raise ParityLoadError(f"--dtype must be one of {', '.join(SUPPORTED_DTYPES)}, got {dtype!r}")
+    if str(torch_dtype).removeprefix("torch.") not in DTYPE_NAMES:
+        raise ParityLoadError(f"--dtype must be one of {', '.join(DTYPE_NAMES)}, got {dtype!r}")
     if attn not in ("eager", "sdpa"):
         raise ParityLoadError(f"--attn must be eager or sdpa, got {attn!r}")
     if head not in ("auto", "none"):

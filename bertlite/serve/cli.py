@@ -7,6 +7,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from bertlite.cli_args import add_command, add_model_placement
+
 if TYPE_CHECKING:  # the server stack is imported on use
     from bertlite.serve.app import Limits
 
@@ -33,17 +35,16 @@ INSTALL_HINT = "bertlite serve needs starlette, uvicorn and prometheus_client: p
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser(
+    p = add_command(
+        commands,
         "serve",
         help="serve embeddings over HTTP (OpenAI and TEI APIs)",
         description=SERVE_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        model_help="a folder or a hub id",
     )
-    p.add_argument("model", metavar="MODEL", help="a folder or a hub id")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, this machine only)")
     p.add_argument("--port", type=int, default=8080, help="port to bind; 0 picks a free one (default: 8080)")
-    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="model dtype (default: float32)")
-    p.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cpu)")
+    add_model_placement(p)
     p.add_argument(
         "--threads",
         type=int,
