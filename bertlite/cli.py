@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from bertlite.cli_args import DTYPE_NAMES, add_command, add_model_placement
 from bertlite.serve import cli as serve_cli
 from bertlite.st_config import DEFAULT_POOLING, POOLING_MODES
 
@@ -52,13 +53,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bertlite", description="bertlite: a small, exact, fast BERT.")
     parser.add_argument("--version", action="version", version=f"bertlite {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    p = commands.add_parser(
+    p = add_command(
+        commands,
         "parity",
         help="compare bertlite with transformers on a checkpoint",
         description=PARITY_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        model_help="a folder with config.json + weights, or a hub id (org/name)",
     )
-    p.add_argument("model", metavar="MODEL", help="a folder with config.json + weights, or a hub id (org/name)")
     p.add_argument(
         "--reference",
         metavar="REF",
@@ -69,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--dtype",
         default="float32",
-        choices=["float32", "bfloat16", "float16"],
+        choices=DTYPE_NAMES,
         help="dtype bertlite runs in (default: float32)",
     )
     p.add_argument(
@@ -126,13 +127,13 @@ exit status: 0 done, 1 failed while embedding or writing (a full disk, a NaN vec
 
 
 def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser(
+    p = add_command(
+        commands,
         "embed",
         help="embed a file of texts into vectors",
         description=EMBED_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        model_help="a folder or a hub id",
     )
-    p.add_argument("model", metavar="MODEL", help="a folder or a hub id")
     p.add_argument(
         "-i",
         "--input",
@@ -187,8 +188,7 @@ def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
         help="texts longer than the max length: truncate (counted in the summary) or stop",
     )
     _add_prompt_arguments(p)
-    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="model dtype (default: float32)")
-    p.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cpu)")
+    add_model_placement(p)
     p.add_argument(
         "--overwrite",
         action=argparse.BooleanOptionalAction,

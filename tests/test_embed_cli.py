@@ -22,6 +22,7 @@ import pytest
 
 from bertlite.cli import main
 from bertlite.features import Embedder
+from tests.helpers import hide_modules
 
 REPO = Path(__file__).resolve().parent.parent
 DIM = 384
@@ -533,9 +534,7 @@ def test_on_long_error_exits_2(
 def test_parquet_without_pyarrow_gives_install_hint(
     real_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # None in sys.modules makes `import pyarrow` raise ImportError, as when it is not installed.
-    monkeypatch.setitem(sys.modules, "pyarrow", None)
-    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    hide_modules(monkeypatch, "pyarrow", "pyarrow.parquet")
     (tmp_path / "in.txt").write_text("hello\n")
     out = tmp_path / "out.parquet"
     code, err = run([str(real_model_path), "-i", str(tmp_path / "in.txt"), "-o", str(out)], capsys)

@@ -1,0 +1,24 @@
+"""argparse pieces the `bertlite` commands share (parity, embed, serve); torch-free, as the parsers are."""
+
+from __future__ import annotations
+
+import argparse
+
+DTYPE_NAMES = ("float32", "bfloat16", "float16")  # the dtypes a command runs the model in (and parity compares)
+
+
+def add_command(
+    commands: argparse._SubParsersAction, name: str, help: str, description: str, model_help: str
+) -> argparse.ArgumentParser:
+    """The subcommand `name`, whose --help prints `description` as written, with its MODEL argument."""
+    p = commands.add_parser(
+        name, help=help, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("model", metavar="MODEL", help=model_help)
+    return p
+
+
+def add_model_placement(p: argparse.ArgumentParser) -> None:
+    """--dtype and --device of a command that loads the model to use it (embed, serve)."""
+    p.add_argument("--dtype", choices=DTYPE_NAMES, help="model dtype (default: float32)")
+    p.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cpu)")
