@@ -10,7 +10,6 @@ word-embedding matrix itself when config.tie_word_embeddings (the default).
 from __future__ import annotations
 
 import inspect
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +27,7 @@ from bertlite.modeling import (
     ModelOutput,
     check_forward_kwargs,
 )
+from bertlite.warn import warn_user
 
 IGNORE_INDEX = -100  # label value that adds nothing to a loss, as in transformers
 
@@ -283,9 +283,7 @@ class BertLMHeadModel(_BertWithLMHead):
     def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
         super().__init__(config)
         if not config.is_decoder:
-            warnings.warn(
-                "BertLMHeadModel without is_decoder=True attends both ways; set is_decoder=True", stacklevel=2
-            )
+            warn_user("BertLMHeadModel without is_decoder=True attends both ways; set is_decoder=True")
         self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
         self.cls = BertOnlyMLMHead(config)
         self.post_init()
@@ -334,7 +332,7 @@ class BertForMaskedLM(_BertWithLMHead):
     def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
         super().__init__(config)
         if config.is_decoder:
-            warnings.warn("BertForMaskedLM with is_decoder=True attends only to the left", stacklevel=2)
+            warn_user("BertForMaskedLM with is_decoder=True attends only to the left")
         self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
         self.cls = BertOnlyMLMHead(config)
         self.post_init()

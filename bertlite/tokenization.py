@@ -13,7 +13,6 @@ import functools
 import json
 import os
 import threading
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,10 @@ from typing import Any
 import numpy as np
 from tokenizers import Encoding, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 
-from bertlite.config import HUB_KWARGS, read_json_object
+from bertlite.config import read_json_object
 from bertlite.files import write_temporaries
-from bertlite.hub import resolve_file
+from bertlite.hub import HUB_KWARGS, pop_hub_kwargs, resolve_file
+from bertlite.warn import warn_user
 
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
@@ -225,7 +225,7 @@ class BertTokenizer:
         unknown = sorted(set(kwargs) - set(HUB_KWARGS) - set(INIT_KEYS) - set(IGNORED_KEYS))
         if unknown:
             raise TypeError(f"from_pretrained got unexpected keyword argument(s): {', '.join(unknown)}")
-        hub_kwargs = {k: kwargs[k] for k in HUB_KWARGS if k in kwargs}
+        hub_kwargs = pop_hub_kwargs(dict(kwargs))
         name = os.fspath(name_or_path)
         config = _read_json(name, TOKENIZER_CONFIG_FILE, hub_kwargs)
         special_map = _read_json(name, SPECIAL_TOKENS_MAP_FILE, hub_kwargs)
@@ -381,10 +381,9 @@ class BertTokenizer:
         if max_length is not None and padding is False and truncation is None:
             truncation = "longest_first"  # transformers: max_length alone truncates
         if padding is True and verbose and max_length is not None and truncation in (None, False, "do_not_truncate"):
-            warnings.warn(
+            warn_user(
                 "`max_length` is ignored when `padding`=`True` and there is no truncation strategy. "
-                "To pad to max length, use `padding='max_length'`.",
-                stacklevel=3,
+                "To pad to max length, use `padding='max_length'`."
             )
         padding_strategy = PADDING[padding]
         truncation_strategy = {True: "longest_first", False: None, None: None}.get(truncation, truncation)

@@ -4,6 +4,7 @@ import pytest
 import torch
 from torch import nn
 
+import bertlite
 import bertlite.attention
 import bertlite.kernels
 from bertlite import Embedder
@@ -240,3 +241,17 @@ def test_bad_packed_inputs_are_named(change, message):
     inputs = {"input_ids": torch.tensor([5, 6, 7, 8]), "lengths": torch.tensor([2, 2]), **change}
     with pytest.raises(ValueError, match=message):
         ours(**inputs)
+
+
+@pytest.mark.parametrize("head", ["BertForTokenClassification", "BertForSequenceClassification", "BertForMaskedLM"])
+def test_heads_take_packed_batches(head):
+    hf = make_hf_model()
+    config = bertlite.BertConfig.from_dict({**hf.config.to_dict(), "num_labels": 3})
+    torch.manual_seed(0)
+    model = getattr(bertlite, head)(config).eval()
+    batch = random_batch(hf.config, batch=4, seq=13)
+    with torch.no_grad():
+        packed = model(**packed_inputs(batch)).logits
+        padded = model(**batch).logits
+    expected = padded if head == "BertForSequenceClassification" else real_tokens(padded, batch)
+    torch.testing.assert_close(packed, expected, atol=1e-5, rtol=1e-5)
