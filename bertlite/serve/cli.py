@@ -6,6 +6,8 @@ import argparse
 import os
 import sys
 
+from bertlite.capabilities import DTYPE_CHOICES, DTYPE_HELP
+
 SERVE_HELP = """\
 Serve embeddings over HTTP: OpenAI-compatible POST /v1/embeddings and
 TEI-compatible POST /embed, plus GET /health, /info and /metrics (Prometheus).
@@ -38,7 +40,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     p.add_argument("model", metavar="MODEL", help="a folder or a hub id")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, this machine only)")
     p.add_argument("--port", type=int, default=8080, help="port to bind; 0 picks a free one (default: 8080)")
-    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="model dtype (default: float32)")
+    p.add_argument("--dtype", default="auto", choices=DTYPE_CHOICES, help=DTYPE_HELP)
     p.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cpu)")
     p.add_argument(
         "--threads",
