@@ -106,7 +106,8 @@ def test_embed_cli_prompt_and_truncate_dim_equal_sentence_transformers(
         (["--prompt", "search: ", "--truncate-dim", "16"], {"prompt": "search: ", "truncate_dim": 16}, "o.jsonl"),
     ]:
         out = tmp_path / out
-        assert main(["embed", str(folder), "-i", str(tmp_path / "in.txt"), "-o", str(out), "--quiet", *flags]) == 0
+        argv = ["embed", str(folder), "-i", str(tmp_path / "in.txt"), "-o", str(out), "--quiet", "--dtype", "float32"]
+        assert main([*argv, *flags]) == 0
         if out.suffix == ".npy":
             got = np.load(out)
         else:
