@@ -16,7 +16,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from bertlite.cli_args import DTYPE_NAMES, add_command, add_model_placement
+from bertlite.capabilities import DTYPE_NAMES
+from bertlite.cli_args import add_command, add_model_placement
 from bertlite.serve import cli as serve_cli
 from bertlite.st_config import DEFAULT_POOLING, POOLING_MODES
 
@@ -94,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all-weights", action="store_true", help="list every weight in the table, not only failures")
     _add_embed_parser(commands)
     serve_cli.add_parser(commands)
+    _add_env_parser(commands)
     return parser
 
 
@@ -332,7 +334,8 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
     seconds = time.perf_counter() - start
     stats = embedder.last_stats
     print(
-        f"embedded {stats.texts} texts ({stats.tokens} tokens, {stats.truncated} truncated) in {seconds:.1f} s: "
+        f"embedded {stats.texts} texts ({stats.tokens} tokens, {stats.truncated} truncated) in {seconds:.1f} s "
+        f"({str(embedder.dtype).removeprefix('torch.')}): "
         f"{stats.texts / max(seconds, 1e-9):.1f} texts/s -> {args.output}{' (replaced)' if replacing else ''}",
         file=sys.stderr,
     )
@@ -443,15 +446,82 @@ def _for_cli(error: BaseException) -> str:
 def _load_embedder(args: argparse.Namespace) -> Embedder:
     from bertlite.features import Embedder
 
-    return Embedder.from_pretrained(
-        args.model,
-        device=args.device,
-        dtype=args.dtype,
-        pooling=args.pooling,
-        normalize=args.normalize,
-        max_length=args.max_length,
-        truncate_dim=args.truncate_dim,
+    with one_line_dtype_warnings("bertlite embed"):
+        return Embedder.from_pretrained(
+            args.model,
+            device=args.device,
+            dtype=args.dtype,
+            pooling=args.pooling,
+            normalize=args.normalize,
+            max_length=args.max_length,
+            truncate_dim=args.truncate_dim,
+        )
+
+
+# --- dtypes and `bertlite env` -----------------------------------------------------
+
+
+@contextlib.contextmanager
+def one_line_dtype_warnings(command: str) -> Iterator[None]:
+    """Each SlowDtypeWarning as one `COMMAND: warning: ...` line on stderr; other warnings as usual."""
+    import warnings
+
+    from bertlite.capabilities import SlowDtypeWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        yield
+    for w in caught:
+        if issubclass(w.category, SlowDtypeWarning):
+            print(f"{command}: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
+def _add_env_parser(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "env",
+        help="show versions, what this CPU runs natively, and what --dtype auto picks",
+        description="Print the versions of bertlite, torch, tokenizers and Python; this CPU's capabilities "
+        "(torch's vector ISA, native bf16/fp16 GEMMs, AVX-512 / VNNI / AMX flags from /proc/cpuinfo); "
+        "and the dtype that dtype='auto' (the default of Embedder and bertlite embed) resolves to. Exit status 0.",
     )
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def _env(args: argparse.Namespace) -> int:
+    import json
+    import platform
+
+    import tokenizers
+    import torch
+
+    from bertlite.capabilities import detect, resolve_dtype
+
+    caps = detect()
+    report = {
+        "versions": {
+            "bertlite": _version(),
+            "torch": torch.__version__,
+            "tokenizers": tokenizers.__version__,
+            "python": platform.python_version(),
+        },
+        "capabilities": caps.as_dict(),
+        "threads": torch.get_num_threads(),
+        "cuda_available": torch.cuda.is_available(),
+        "auto_dtype": {"cpu": str(resolve_dtype("auto", "cpu")).removeprefix("torch.")},
+    }
+    if report["cuda_available"]:
+        report["auto_dtype"]["cuda"] = str(resolve_dtype("auto", "cuda")).removeprefix("torch.")
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    for name, version in report["versions"].items():
+        print(f"{name} {version}")
+    print(f"cpu: {caps.summary()}")
+    print(f"torch threads: {report['threads']}; cuda available: {'yes' if report['cuda_available'] else 'no'}")
+    print("dtype='auto' resolves to: " + ", ".join(f"{d} on {dev}" for dev, d in report["auto_dtype"].items()))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -461,7 +531,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return {"parity": _parity, "embed": _embed, "serve": serve_cli.run}[args.command](args)
+        return {"parity": _parity, "embed": _embed, "serve": serve_cli.run, "env": _env}[args.command](args)
     except KeyboardInterrupt:
         written = "" if args.command == "serve" else "; no output written"
         print(f"bertlite {args.command}: interrupted{written}", file=sys.stderr)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-DTYPE_NAMES = ("float32", "bfloat16", "float16")  # the dtypes a command runs the model in (and parity compares)
+from bertlite.capabilities import DTYPE_CHOICES, DTYPE_HELP
 
 
 def add_command(
@@ -20,5 +20,5 @@ def add_command(
 
 def add_model_placement(p: argparse.ArgumentParser) -> None:
     """--dtype and --device of a command that loads the model to use it (embed, serve)."""
-    p.add_argument("--dtype", choices=DTYPE_NAMES, help="model dtype (default: float32)")
+    p.add_argument("--dtype", default="auto", choices=DTYPE_CHOICES, help=DTYPE_HELP)
     p.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cpu)")

@@ -21,9 +21,9 @@ import torch
 from tokenizers import Encoding, Tokenizer
 from torch import Tensor
 
+from bertlite.capabilities import resolve_dtype
 from bertlite.files import SURROGATE
 from bertlite.hub import resolve_file
-from bertlite.loading import parse_dtype
 from bertlite.modeling import BertModel
 from bertlite.packing import PackedLayout
 from bertlite.st_config import (
@@ -205,7 +205,7 @@ class Embedder:
         name_or_path: str | os.PathLike,
         *,
         device: torch.device | str | None = None,
-        dtype: torch.dtype | str | None = None,
+        dtype: torch.dtype | str | None = "auto",
         pooling: str | Sequence[str] | None = None,
         normalize: bool | None = None,
         max_length: int | None = None,
@@ -218,9 +218,11 @@ class Embedder:
         """Model, tokenizer and sentence-transformers settings from one folder or hub id.
 
         Explicit arguments win over the folder's metadata, which wins over the defaults;
-        prompts given here are added to the folder's.
+        prompts given here are added to the folder's. dtype: "auto" (bfloat16 on a CPU with native
+        bf16, else float32), None (float32), or a dtype; see bertlite.capabilities.resolve_dtype.
         """
         device = check_device(device)
+        dtype = resolve_dtype(dtype, device)
         settings = read_sentence_transformers_settings(name_or_path, **hub_kwargs)
         saved_prompts, saved_default = read_sentence_transformers_prompts(name_or_path, **hub_kwargs)
         if normalize is None:
@@ -230,7 +232,7 @@ class Embedder:
         # The pooler is loaded only when a pooling mode uses it: many sentence-embedding
         # checkpoints ship without one, and then it would be a missing key.
         model = BertModel.from_pretrained(
-            name_or_path, dtype=parse_dtype(dtype), device=device, add_pooling_layer="pooler" in modes, **hub_kwargs
+            name_or_path, dtype=dtype, device=device, add_pooling_layer="pooler" in modes, **hub_kwargs
         )
         embedder = cls(
             model,
@@ -258,6 +260,11 @@ class Embedder:
         # Set on this Embedder's own tokenizer here, not per call: encode() may run in several threads at once.
         self._max_length = limit if value is None else min(value, limit)
         self.tokenizer.enable_truncation(self._max_length, strategy="longest_first")
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype the model runs in (what dtype="auto" resolved to)."""
+        return next(self.model.parameters()).dtype
 
     @property
     def dimension(self) -> int:

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 import bertlite
 from bertlite.auto import ARCHITECTURES
-from bertlite.cli_args import DTYPE_NAMES
+from bertlite.capabilities import DTYPE_NAMES
 from bertlite.config import SIZE_FIELDS, SUPPORTED_ACTIVATIONS
 from bertlite.loading import CheckpointError, one_line, parse_dtype
 

@@ -42,7 +42,8 @@ def main() -> None:
     embedder = Embedder.from_pretrained(path)
     print(
         f"bertlite: loaded {path.name} in {time.perf_counter() - start:.3f} s "
-        f"(pooling={embedder.pooling[0]}, normalize={embedder.normalize}, max_length={embedder.max_length})"
+        f"(pooling={embedder.pooling[0]}, normalize={embedder.normalize}, max_length={embedder.max_length}, "
+        f"dtype={str(embedder.dtype).removeprefix('torch.')}: dtype='auto' on this CPU)"
     )
     vectors = torch.from_numpy(embedder.encode(SENTENCES))
 

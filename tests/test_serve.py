@@ -35,7 +35,8 @@ def real_folder(real_model_path: Path, tmp_path_factory: pytest.TempPathFactory)
 
 @pytest.fixture(scope="module")
 def real_embedder(real_folder: Path) -> Embedder:
-    return Embedder.from_pretrained(real_folder)
+    # float32: compared with sentence-transformers, and bf16 vectors move with the batch they run in (~1e-3)
+    return Embedder.from_pretrained(real_folder, dtype="float32")
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,8 @@ CLIENTS, REQUESTS, MAX_TEXTS = 32, 20, 8
 
 @pytest.fixture(scope="module")
 def tiny_embedder(real_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Embedder:
-    return Embedder.from_pretrained(tiny_model_folder(real_model_path, tmp_path_factory.mktemp("tiny")), normalize=True)
+    folder = tiny_model_folder(real_model_path, tmp_path_factory.mktemp("tiny"))
+    return Embedder.from_pretrained(folder, dtype="float32", normalize=True)  # bf16 vectors move with their batch
 
 
 @pytest.fixture(scope="module")

@@ -46,7 +46,7 @@ HELD_SERVER = textwrap.dedent(
 
     Embedder.encode = held
     from bertlite.cli import main
-    sys.exit(main(["serve", sys.argv[1], "--port", "0", "--grace-period", "60"]))
+    sys.exit(main(["serve", sys.argv[1], "--port", "0", "--grace-period", "60", "--dtype", "float32"]))
     """
 )
 
@@ -80,7 +80,7 @@ def wait_for(stream: queue.Queue[str], text: str, timeout: float = 120) -> str:
 
 def test_sigterm_finishes_the_request_in_flight_and_exits_0(tiny_folder: Path) -> None:
     texts = ["one request in flight", "during the shutdown"]
-    expected = Embedder.from_pretrained(tiny_folder, normalize=True).encode(texts)  # /embed normalizes
+    expected = Embedder.from_pretrained(tiny_folder, dtype="float32", normalize=True).encode(texts)  # /embed normalizes
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-c", HELD_SERVER, str(tiny_folder)],

@@ -12,6 +12,7 @@ from bertlite.cli_args import add_command, add_model_placement
 if TYPE_CHECKING:  # the server stack is imported on use
     from bertlite.serve.app import Limits
 
+
 SERVE_HELP = """\
 Serve embeddings over HTTP: OpenAI-compatible POST /v1/embeddings and
 TEI-compatible POST /embed, plus GET /health, /info and /metrics (Prometheus).
