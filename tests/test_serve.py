@@ -77,7 +77,10 @@ def test_openai_client_float_base64_and_default(
 
     encoded = client.embeddings.create(model="minilm", input=texts, encoding_format="base64")
     decoded = [np.frombuffer(base64.b64decode(d.embedding), dtype="<f4") for d in encoded.data]
-    assert max_diff(decoded, expected) == 0.0
+    # The same float32 values as the float response (its JSON holds them exactly); the server runs
+    # attention per sequence, encode() on a padded grid, which differ in the last bits.
+    assert max_diff(decoded, np.asarray([d.embedding for d in floats.data], dtype=np.float32)) == 0.0
+    assert max_diff(decoded, expected) <= 1e-6
 
     # Without encoding_format the client asks for base64 and decodes it itself.
     default = client.embeddings.create(model="minilm", input=texts[1])
