@@ -247,9 +247,10 @@ def offline(model: str, texts: list[str], rounds: int, threads: int | None, grou
         row.setdefault("in_groups_per_cpu_s", {})[size] = per_cpu_s
     # The whole list again with the attention bertlite serve runs on a CPU in float32, to show
     # that encode's default is the faster of the two there: 100% is offline at its best.
-    default, embedder.packed_attention = embedder.packed_attention, "per_sequence"
+    default = embedder.model.attn_implementation
+    embedder.model.set_attn_implementation("per_sequence")
     rates, per_cpu_s = best_of(lambda: embedder.encode(texts))
-    embedder.packed_attention = default
+    embedder.model.set_attn_implementation(default)
     row["attention_per_sequence"] = {"texts_per_s": rates[0], "texts_per_s_rounds": rates, "texts_per_cpu_s": per_cpu_s}
     return row
 

@@ -255,3 +255,19 @@ def test_heads_take_packed_batches(head):
         padded = model(**batch).logits
     expected = padded if head == "BertForSequenceClassification" else real_tokens(padded, batch)
     torch.testing.assert_close(packed, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_sdpa_runs_a_mostly_padding_float32_grid_per_sequence(monkeypatch):
+    calls = []
+    per_sequence = bertlite.attention.packed_per_sequence_attention
+    monkeypatch.setattr(
+        bertlite.attention, "packed_per_sequence_attention", lambda *a: calls.append(1) or per_sequence(*a)
+    )
+    torch.manual_seed(0)
+    for lengths, expected in (([30, 2, 3, 1], 1), ([30, 28, 25, 29], 0)):  # grid 4.4x / 1.1x the real tokens
+        lengths = torch.tensor(lengths)
+        qkv = torch.randn(int(lengths.sum()), 3 * 48)
+        calls.clear()
+        context, _ = packed_sdpa_attention(qkv, PackedLayout.from_lengths(lengths), 4, 0.3, 0.0)
+        assert len(calls) == expected
+        torch.testing.assert_close(context, eager_reference(qkv, lengths, 4, 0.3))

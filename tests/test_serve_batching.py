@@ -1,6 +1,6 @@
 """The batcher's gather window, with a stand-in embedder that records every batch: requests the
 worker expects back are served in one batch with those already queued, and the wait is bounded;
-and the Embedder the worker runs on a CPU in float32."""
+and one forward per batch on a CPU in float32."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from bertlite.features import Embedder
-from bertlite.serve.batching import HEALTH_TEXTS, Batcher, _for_serving
+from bertlite.serve.batching import HEALTH_TEXTS, Batcher, _one_forward
 from bertlite.serve.metrics import Metrics
 from tests.serve_helpers import tiny_model_folder
 
@@ -24,7 +24,6 @@ class RecordingEmbedder:
     """encode() records its texts and, while `gate` is clear, holds the worker inside the forward."""
 
     unpad = False  # the worker runs it as it is
-    packed_attention = "padded"
 
     def __init__(self) -> None:
         self.batches: list[list[str]] = []
@@ -112,17 +111,15 @@ def test_one_client_at_a_time_never_waits_for_the_window(stopped: list[Batcher])
     assert [v.tolist() for v in vectors] == [[[2.0]]] * 5
 
 
-def test_on_a_cpu_in_float32_the_worker_runs_a_copy_with_attention_per_sequence(
+def test_on_a_cpu_in_float32_a_batch_is_one_forward(
     real_model_path: Path, tmp_path: Path, corpus_texts: list[str]
 ) -> None:
     folder = tiny_model_folder(real_model_path, tmp_path / "tiny")
-    embedder = Embedder.from_pretrained(folder)
-    served = _for_serving(embedder)
-    assert served is not embedder and served.model is embedder.model
-    assert (served.packed_attention, embedder.packed_attention) == ("per_sequence", "padded")
-    # Mixed lengths in one forward: the vectors encode() gives on its own batches.
+    embedder = Embedder.from_pretrained(folder, dtype="float32")
+    assert _one_forward(embedder)
+    # Mixed lengths in one forward (the model runs their attention per sequence): the vectors encode() gives
+    # on its own length-sorted batches.
     texts = [corpus_texts[0][:20], " ".join(corpus_texts[1:6]), corpus_texts[6], ""]
-    vectors = served.encode(texts, batch_size=len(texts), prompt="")
+    vectors = embedder.encode(texts, batch_size=len(texts), prompt="")
     assert np.abs(vectors - embedder.encode(texts)).max() <= 1e-6
-    bf16 = Embedder.from_pretrained(folder, dtype="bfloat16")
-    assert _for_serving(bf16) is bf16  # its padded grid has its own tuned bf16 attention
+    assert not _one_forward(Embedder.from_pretrained(folder, dtype="bfloat16"))  # its grid has tuned bf16 attention

@@ -141,7 +141,7 @@ def test_a_failing_request_fails_alone_and_the_server_stays_healthy(
     encode = tiny_embedder.encode
 
     with running(lambda: tiny_embedder) as (url, app):
-        served = app.state.service.embedder  # what the worker runs (see batching._for_serving)
+        served = app.state.service.embedder  # what the worker runs
         served_encode = served.encode
 
         def flaky(texts: list[str], **kwargs: object) -> np.ndarray:

@@ -24,7 +24,6 @@ it is never taken.
 from __future__ import annotations
 
 import asyncio
-import copy
 import queue
 import sys
 import threading
@@ -81,6 +80,7 @@ class Batcher:
         self.max_gather_s = max_gather_s
         self.metrics = metrics
         self.embedder: Embedder | None = None
+        self._one_forward = False  # set once the model is loaded: see _one_forward()
         self.load_error: str | None = None
         self.ready = threading.Event()
         self.done = threading.Event()  # set when the worker has loaded (or failed to load)
@@ -106,7 +106,8 @@ class Batcher:
 
     def _run(self) -> None:
         try:
-            self.embedder = _for_serving(self._load())
+            self.embedder = self._load()
+            self._one_forward = _one_forward(self.embedder)
             self.embedder.encode(HEALTH_TEXTS, prompt="")
         except Exception as e:  # the server stays up and says why in /health, unless on_loaded stops it
             self.load_error = f"the model failed to load: {e}"
@@ -186,7 +187,7 @@ class Batcher:
         texts = [text for job in batch for text in job.texts]
         try:
             # prompt="": the handlers have put each request's prompt in its texts already.
-            one_forward = len(texts) if self.embedder.packed_attention == "per_sequence" else None
+            one_forward = len(texts) if self._one_forward else None
             vectors = self.embedder.encode(texts, batch_size=one_forward, prompt="")
         except Exception as e:
             traceback.print_exc(file=sys.stderr)
@@ -211,17 +212,14 @@ class Batcher:
             loop.call_soon_threadsafe(_set_results, pairs)
 
 
-def _for_serving(embedder: Embedder) -> Embedder:
-    """The Embedder the worker runs: on a CPU in float32 on the unpadded path, a view of it (the
-    same model and tokenizer) with attention per sequence; else the Embedder itself."""
+def _one_forward(embedder: Embedder) -> bool:
+    """Whether a batch runs as one forward: on a CPU in float32 on the unpadded path, where the model
+    runs the mixed lengths of a server's batch with attention per sequence (attention.PER_SEQUENCE_GRID_RATIO)
+    instead of encode()'s length-sorted sub-batches."""
     if not embedder.unpad:
-        return embedder
+        return False
     parameter = next(embedder.model.parameters())
-    if parameter.device.type != "cpu" or parameter.dtype != torch.float32:
-        return embedder
-    served = copy.copy(embedder)
-    served.packed_attention = "per_sequence"
-    return served
+    return parameter.device.type == "cpu" and parameter.dtype == torch.float32
 
 
 def _set_results(pairs: list[tuple[asyncio.Future, np.ndarray]]) -> None:
