@@ -296,6 +296,7 @@ class BertSelfAttention(nn.Module):
         self.query = nn.Linear(config.hidden_size, self.all_head_size)
         self.key = nn.Linear(config.hidden_size, self.all_head_size)
         self.value = nn.Linear(config.hidden_size, self.all_head_size)
+        self.qkv: nn.Module | None = None  # q|k|v as one (..., 3 * all_head_size) call (bertlite.quantization)
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
         self.attn_implementation = check_attn_implementation(attn_implementation)
         self.position_embedding_type = config.position_embedding_type
@@ -309,9 +310,10 @@ class BertSelfAttention(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, self.attention_head_size)
-        query = self.query(hidden_states).view(hidden_shape).transpose(1, 2)  # (B, nh, T, hs)
-        key = self.key(hidden_states).view(hidden_shape).transpose(1, 2)
-        value = self.value(hidden_states).view(hidden_shape).transpose(1, 2)
+        qkv = self.qkv(hidden_states).chunk(3, dim=-1) if self.qkv is not None else None
+        query = (qkv[0] if qkv else self.query(hidden_states)).view(hidden_shape).transpose(1, 2)  # (B, nh, T, hs)
+        key = (qkv[1] if qkv else self.key(hidden_states)).view(hidden_shape).transpose(1, 2)
+        value = (qkv[2] if qkv else self.value(hidden_states)).view(hidden_shape).transpose(1, 2)
         # Probabilities exist only on the eager path, so asking for them selects it.
         name = "eager" if output_attentions else self.attn_implementation
         dropout_p = self.dropout.p if self.training else 0.0
