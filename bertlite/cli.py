@@ -187,7 +187,11 @@ def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
         help="texts longer than the max length: truncate (counted in the summary) or stop",
     )
     _add_prompt_arguments(p)
-    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="model dtype (default: float32)")
+    p.add_argument(
+        "--dtype",
+        choices=["float32", "bfloat16", "float16", "int8"],
+        help="model dtype (default: float32); int8: int8 Linears quantized at load (README 'Int8')",
+    )
     p.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cpu)")
     p.add_argument(
         "--overwrite",

@@ -26,6 +26,7 @@ from bertlite.files import SURROGATE
 from bertlite.hub import resolve_file
 from bertlite.loading import parse_dtype
 from bertlite.modeling import BertModel
+from bertlite.quantization import check_quantize, is_quantized, quantize_int8
 from bertlite.st_config import (
     DEFAULT_NORMALIZE,
     DEFAULT_POOLING,
@@ -184,7 +185,8 @@ class Embedder:
         as sentence-transformers' truncate_dim (for Matryoshka models)."""
         self.model = model.eval()
         if unpad is None:
-            unpad = model.attn_implementation != "eager" and supports_packed(model)
+            unpad = model.attn_implementation != "eager" and supports_packed(model) and not is_quantized(model)
+        check_quantize(None, None, unpad, model)  # int8 runs padded until the packed path calls the modules
         self.unpad = unpad
         if packed_attention not in PACKED_ATTENTION:
             raise ValueError(f"packed_attention={packed_attention!r} is not one of {sorted(PACKED_ATTENTION)}")
@@ -231,13 +233,16 @@ class Embedder:
         prompts: dict[str, str] | None = None,
         default_prompt_name: str | None = None,
         truncate_dim: int | None = None,
+        quantize: str | None = None,
         **hub_kwargs: Any,
     ) -> Embedder:
         """Model, tokenizer and sentence-transformers settings from one folder or hub id.
 
         Explicit arguments win over the folder's metadata, which wins over the defaults;
-        prompts given here are added to the folder's.
+        prompts given here are added to the folder's. quantize="int8" (or dtype="int8"): load float32,
+        then bertlite.quantization.quantize_int8.
         """
+        int8 = check_quantize(quantize, dtype, unpad)
         device = check_device(device)
         settings = read_sentence_transformers_settings(name_or_path, **hub_kwargs)
         saved_prompts, saved_default = read_sentence_transformers_prompts(name_or_path, **hub_kwargs)
@@ -248,11 +253,18 @@ class Embedder:
         # The pooler is loaded only when a pooling mode uses it: many sentence-embedding
         # checkpoints ship without one, and then it would be a missing key.
         model = BertModel.from_pretrained(
-            name_or_path, dtype=parse_dtype(dtype), device=device, add_pooling_layer="pooler" in modes, **hub_kwargs
+            name_or_path,
+            dtype=parse_dtype(None if int8 else dtype),
+            device=device,
+            add_pooling_layer="pooler" in modes,
+            **hub_kwargs,
         )
+        tokenizer = load_tokenizer(name_or_path, **hub_kwargs)
+        if int8:
+            quantize_int8(model, tokenizer)
         embedder = cls(
             model,
-            load_tokenizer(name_or_path, **hub_kwargs),
+            tokenizer,
             pooling=modes,
             normalize=normalize,
             max_length=max_length if max_length is not None else settings.max_length,
