@@ -200,7 +200,8 @@ class Int8Linear(nn.Module):
         self.asymmetric = asymmetric
         # sum_k W[n, k] in real units: what a per-token offset c contributes to output n (c * row sum).
         row_sums = weight.to(torch.float32).sum(dim=1) * self.weight_scale
-        self.register_buffer("weight_row_sums", row_sums if asymmetric else None)
+        rows = row_sums[None] if self.bias is None else torch.stack([row_sums, self.bias])  # (1 or 2, N)
+        self.register_buffer("epilogue_rows", rows if asymmetric else None)
 
     @classmethod
     @torch.no_grad()
@@ -236,10 +237,13 @@ class Int8Linear(nn.Module):
         if not self.asymmetric:
             # abs().amax(), not vector_norm(inf) or aminmax: measured 5-15x faster on this CPU.
             scale = x.abs().amax(dim=-1, keepdim=True).div_(127).clamp_(min=1e-30)
-            return torch.div(x, scale).round_().to(torch.int8), scale, None
+            return torch.mul(x, scale.reciprocal()).round_().to(torch.int8), scale, None
+        # Few passes over (M, K): each costs more than the (M, 1) arithmetic around it.
         low, high = x.amin(dim=-1, keepdim=True), x.amax(dim=-1, keepdim=True)
         scale = (high - low).div_(255).clamp_(min=1e-30)
-        q = torch.sub(x, low).div_(scale).round_().sub_(128).to(torch.int8)  # 0..255 shifted to int8's -128..127
+        inverse = scale.reciprocal()
+        shift = torch.mul(low, inverse).neg_().sub_(128)  # (x - low) / scale in 0..255, shifted to int8's -128..127
+        q = torch.addcmul(shift, x, inverse).round_().to(torch.int8)
         return q, scale, low.add_(scale, alpha=128)
 
     def gemm(self, qx: Tensor) -> Tensor:
@@ -253,8 +257,10 @@ class Int8Linear(nn.Module):
         qx, scale, offset = self.quantize_input(x.reshape(-1, self.in_features))
         out = self.gemm(qx).mul_(scale)
         if offset is not None:
-            out.addcmul_(offset, self.weight_row_sums)
-        if self.bias is not None:
+            # offset x row sums and the bias in one pass: [offset, 1] (M, 2) @ [row sums; bias] (2, N).
+            ones = torch.ones_like(offset) if self.bias is not None else offset[:, :0]
+            out.addmm_(torch.cat([offset, ones], dim=1), self.epilogue_rows)
+        elif self.bias is not None:
             out.add_(self.bias)
         return out.view(*leading, self.out_features)
 

@@ -100,6 +100,17 @@ def bertlite_runner(
     return lambda texts: embedder.encode(texts, batch_size=batch_size, show_progress_bar=False)
 
 
+def torch_dynamic_int8_runner(model_path: str) -> Callable[[list[str]], np.ndarray]:
+    """torch.ao's quantize_dynamic (per-channel weights, per-tensor activations) on the same encoder Linears."""
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    from bertlite import Embedder
+
+    embedder = Embedder.from_pretrained(model_path, unpad=False)
+    quantize_dynamic(embedder.model.encoder, {torch.nn.Linear: per_channel_dynamic_qconfig}, inplace=True)
+    return lambda texts: embedder.encode(texts, show_progress_bar=False)
+
+
 def sentence_transformers_runner(model_path: str) -> Callable[[list[str]], np.ndarray]:
     from sentence_transformers import SentenceTransformer
 
@@ -119,7 +130,11 @@ CONFIGS: dict[str, tuple[str, Callable[[str], Callable[[list[str]], np.ndarray]]
     "bertlite_fp32_per_sequence": ("fp32", lambda p: bertlite_runner(p, None, packed_attention="per_sequence")),
     "bertlite_fp32_nested": ("fp32", lambda p: bertlite_runner(p, None, packed_attention="nested")),
     "bertlite_fp32_padded_batches": ("fp32", lambda p: bertlite_runner(p, None, BATCH_SIZE, unpad=False)),
+    # int8 (bertlite.quantization; runs padded batches for now), and torch.ao's dynamic int8, for --configs int8
+    "bertlite_int8": ("fp32", lambda p: bertlite_runner(p, "int8")),
+    "torch_dynamic_int8": ("fp32", torch_dynamic_int8_runner),
 }
+INT8_CONFIGS = ["bertlite_fp32", "bertlite_fp32_padded_batches", "bertlite_int8", "torch_dynamic_int8"]
 DEFAULT_CONFIGS = [
     "bertlite_fp32",
     "bertlite_bf16",
@@ -465,7 +480,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--configs",
         default="default",
-        help=f"comma-separated subset of {', '.join(CONFIGS)}; 'default', 'attention' or 'none'",
+        help=f"comma-separated subset of {', '.join(CONFIGS)}; 'default', 'attention', 'int8' or 'none'",
     )
     parser.add_argument("--cli", action="store_true", help="also time `bertlite embed` on the same texts")
     parser.add_argument("--cold-rounds", type=int, default=5, help="fresh processes per library; 0 skips")
@@ -476,7 +491,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, help="write every number here")
     args = parser.parse_args(argv)
     model_path = args.model or default_model_path()
-    names = {"default": DEFAULT_CONFIGS, "attention": ATTENTION_CONFIGS, "none": []}.get(
+    names = {"default": DEFAULT_CONFIGS, "attention": ATTENTION_CONFIGS, "int8": INT8_CONFIGS, "none": []}.get(
         args.configs, [c for c in args.configs.split(",") if c]
     )
     unknown = [c for c in names if c not in CONFIGS]

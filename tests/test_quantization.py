@@ -109,14 +109,18 @@ def test_wrong_input_width_is_named() -> None:
 # --- the model -------------------------------------------------------------------------
 
 
-def test_quantize_int8_replaces_every_encoder_linear_and_keeps_no_fp32_copy(real_model_path: Path) -> None:
-    embedder = Embedder.from_pretrained(real_model_path, quantize="int8")
-    encoder = embedder.model.encoder
+@pytest.fixture(scope="module")
+def int8_embedder(real_model_path: Path) -> Embedder:
+    return Embedder.from_pretrained(real_model_path, quantize="int8")
+
+
+def test_quantize_int8_replaces_every_encoder_linear_and_keeps_no_fp32_copy(int8_embedder: Embedder) -> None:
+    encoder = int8_embedder.model.encoder
     assert not any(isinstance(m, nn.Linear) for m in encoder.modules())
     assert all(isinstance(layer.attention.self.qkv, Int8Linear) for layer in encoder.layer)
     assert all(isinstance(layer.attention.self.query, FusedIntoQKV) for layer in encoder.layer)
     assert not any(p.is_floating_point() and p.dim() == 2 for p in encoder.parameters())  # only LayerNorms
-    assert not embedder.unpad  # the packed path runs its own Linears: int8 runs padded for now
+    assert not int8_embedder.unpad  # the packed path runs its own Linears: int8 runs padded for now
 
 
 @pytest.fixture(scope="module")
@@ -126,10 +130,12 @@ def fp32_vectors(real_model_path: Path, corpus_texts: list[str]) -> torch.Tensor
 
 @pytest.mark.parametrize("kernel", [FUSED, "dequantize"])
 def test_int8_vectors_stay_close_to_fp32(
-    kernel: str, real_model_path: Path, corpus_texts: list[str], fp32_vectors: torch.Tensor
+    kernel: str, int8_embedder: Embedder, real_model_path: Path, corpus_texts: list[str], fp32_vectors: torch.Tensor
 ) -> None:
-    embedder = Embedder.from_pretrained(real_model_path, unpad=False)
-    quantize_int8(embedder.model, embedder.tokenizer, kernel=kernel)
+    embedder = int8_embedder  # kernel "auto", the fused one here
+    if kernel == "dequantize":
+        embedder = Embedder.from_pretrained(real_model_path, unpad=False)
+        quantize_int8(embedder.model, embedder.tokenizer, kernel=kernel)
     assert {m.kernel for m in embedder.model.modules() if isinstance(m, Int8Linear)} == {kernel}
     cosine = (torch.from_numpy(embedder.encode(corpus_texts[:500])) * fp32_vectors).sum(dim=1)
     # The target; measured here 0.9988 / 0.9994 with either kernel.
@@ -138,10 +144,14 @@ def test_int8_vectors_stay_close_to_fp32(
 
 
 def test_dtype_int8_and_the_cli_give_the_same_vectors(
-    real_model_path: Path, corpus_texts: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    int8_embedder: Embedder,
+    real_model_path: Path,
+    corpus_texts: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     texts = [t for t in corpus_texts if "\n" not in t][:6]
-    expected = Embedder.from_pretrained(real_model_path, quantize="int8").encode(texts)
+    expected = int8_embedder.encode(texts)
     np.testing.assert_allclose(Embedder.from_pretrained(real_model_path, dtype="int8").encode(texts), expected)
     source, out = tmp_path / "in.txt", tmp_path / "out.npy"
     source.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
