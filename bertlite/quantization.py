@@ -120,9 +120,11 @@ def int8_kernel_available(kernel: str) -> bool:
         weight = torch.randint(-127, 128, (24, 64), dtype=torch.int8, generator=generator)
         expected = (x.to(torch.int32) @ weight.to(torch.int32).T).to(torch.float32)
         ones = torch.ones(24)
+        shifted = x.view(torch.uint8).bitwise_xor(128)  # the same values as uint8 with zero point 128
         try:
-            got = _GEMMS[kernel](x, _pack(kernel, weight), ones)
-            _available[kernel] = bool(torch.equal(got, expected))
+            packed = _pack(kernel, weight)
+            exact = [torch.equal(_GEMMS[kernel](q, packed, ones), expected) for q in (x, shifted)]
+            _available[kernel] = all(exact)
         except (AttributeError, NotImplementedError, RuntimeError):
             _available[kernel] = False
     return _available[kernel]
@@ -149,20 +151,27 @@ def _pack(kernel: str, weight: Tensor) -> Tensor:
 def _gemm_onednn(x: Tensor, weight: Tensor, weight_scale: Tensor) -> Tensor:
     zero_points = torch.zeros_like(weight_scale, dtype=torch.long)
     # x_scale 1: the per-token scales are applied afterwards (the op takes one scale per tensor).
+    x_zero_point = 128 if x.dtype == torch.uint8 else 0
     return torch.ops.onednn.qlinear_pointwise(
-        x, 1.0, 0, weight, weight_scale, zero_points, None, 1.0, 0, torch.float32, "none", [], ""
+        x, 1.0, x_zero_point, weight, weight_scale, zero_points, None, 1.0, 0, torch.float32, "none", [], ""
     )
 
 
+def _as_int8(x: Tensor) -> Tensor:
+    # uint8 with zero point 128 -> int8: u - 128 is u with its top bit flipped, read as int8.
+    return x.bitwise_xor(128).view(torch.int8) if x.dtype == torch.uint8 else x
+
+
 def _gemm_int_mm(x: Tensor, weight: Tensor, weight_scale: Tensor) -> Tensor:
-    return torch._int_mm(x, weight.T) * weight_scale
+    return torch._int_mm(_as_int8(x), weight.T) * weight_scale
 
 
 def _gemm_dequantize(x: Tensor, weight: Tensor, weight_scale: Tensor) -> Tensor:
-    return F.linear(x.to(torch.float32), weight.to(torch.float32) * weight_scale[:, None])
+    return F.linear(_as_int8(x).to(torch.float32), weight.to(torch.float32) * weight_scale[:, None])
 
 
-# (M, K) int8 activations, packed weight, (N,) weight scales -> (M, N) float32 = x @ weight.T * weight_scale
+# (M, K) activations (int8, or uint8 with zero point 128), packed weight, (N,) weight scales
+# -> (M, N) float32 = x @ weight.T * weight_scale
 _GEMMS = {"onednn": _gemm_onednn, "int_mm": _gemm_int_mm, "dequantize": _gemm_dequantize}
 
 
@@ -211,11 +220,12 @@ class Int8Linear(nn.Module):
         smooth: Tensor | None = None,
         kernel: str = "auto",
         asymmetric: bool = False,
+        smooth_folded: bool = False,
     ) -> Int8Linear:
         """Quantize one Linear, or several with the same input concatenated on the output dim (q|k|v).
 
         smooth (in_features,): SmoothQuant's s; the weight is quantized as W * s and the input is
-        multiplied by 1 / s at run time.
+        multiplied by 1 / s at run time, unless smooth_folded: the layer before already divides by s.
         """
         linears = [linear] if isinstance(linear, nn.Linear) else list(linear)
         weight = torch.cat([m.weight.detach() for m in linears]).to(torch.float32)  # (N, K)
@@ -228,11 +238,12 @@ class Int8Linear(nn.Module):
         if smooth is not None:
             weight = weight * smooth
         qweight, weight_scale = quantize_per_channel(weight)
-        return cls(qweight, weight_scale, bias, None if smooth is None else 1.0 / smooth, kernel, asymmetric)
+        input_scale = None if smooth is None or smooth_folded else 1.0 / smooth
+        return cls(qweight, weight_scale, bias, input_scale, kernel, asymmetric)
 
     def quantize_input(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
-        """(M, K) float -> (M, K) int8 q, and (M, 1) per-token scale and offset with x ~ scale * q + offset
-        (offset None when symmetric). Round to nearest."""
+        """(M, K) float -> (M, K) q, and (M, 1) per-token scale and offset. Symmetric: q int8, x ~ scale * q,
+        offset None; asymmetric: q uint8, x ~ scale * (q - 128) + offset. Round to nearest."""
         x = x.to(torch.float32) * self.input_scale if self.input_scale is not None else x.to(torch.float32)
         if not self.asymmetric:
             # abs().amax(), not vector_norm(inf) or aminmax: measured 5-15x faster on this CPU.
@@ -242,8 +253,10 @@ class Int8Linear(nn.Module):
         low, high = x.amin(dim=-1, keepdim=True), x.amax(dim=-1, keepdim=True)
         scale = (high - low).div_(255).clamp_(min=1e-30)
         inverse = scale.reciprocal()
-        shift = torch.mul(low, inverse).neg_().sub_(128)  # (x - low) / scale in 0..255, shifted to int8's -128..127
-        q = torch.addcmul(shift, x, inverse).round_().to(torch.int8)
+        # (x - low) / scale + 0.5 lies in [0.5, 255.5], so the cast's truncation rounds to nearest, in one pass;
+        # uint8 with zero point 128 (x ~ scale * (q - 128) + offset) is what oneDNN's u8 path takes.
+        shift = torch.mul(low, inverse).neg_().add_(0.5)
+        q = torch.addcmul(shift, x, inverse).to(torch.uint8)
         return q, scale, low.add_(scale, alpha=128)
 
     def gemm(self, qx: Tensor) -> Tensor:
@@ -356,13 +369,18 @@ def quantize_int8(
             "intermediate.dense": [layer.intermediate.dense],
             "output.dense": [layer.output.dense],
         }
-        for name, linears in targets.items():
-            if name in keep or f"encoder.layer.{i}.{name}" in keep:
-                continue
-            activation = ranges.get(linears[0])
-            smooth = None if activation is None else smoothing_factors(activation, linears, alpha)
+        chosen = [name for name in targets if name not in keep and f"encoder.layer.{i}.{name}" not in keep]
+        smooth = {name: smoothing_factors(ranges[targets[name][0]], targets[name], alpha) for name in chosen if ranges}
+        # The attention's context is probs @ value, so dividing value's output channels by s divides the
+        # context's: attention.output.dense's smoothing then costs nothing at run time.
+        fold = "attention.self.qkv" in chosen and "attention.output.dense" in smooth
+        if fold:
+            targets["attention.self.qkv"][2] = _divided_rows(attention.value, smooth["attention.output.dense"])
+        for name in chosen:
+            linears = targets[name]
             asym = name in one_sided or f"encoder.layer.{i}.{name}" in one_sided
-            quantized = Int8Linear.from_linear(linears, smooth, kernel, asym)
+            folded = fold and name == "attention.output.dense"
+            quantized = Int8Linear.from_linear(linears, smooth.get(name), kernel, asym, smooth_folded=folded)
             if name == "attention.self.qkv":
                 attention.qkv = quantized
                 for part in ("query", "key", "value"):
@@ -371,6 +389,15 @@ def quantize_int8(
                 owner, _, attr = name.rpartition(".")
                 setattr(layer.get_submodule(owner), attr, quantized)
     return model
+
+
+def _divided_rows(linear: nn.Linear, divisor: Tensor) -> nn.Linear:
+    """A new Linear whose output channel j is the old one's divided by divisor[j] (the old one is unchanged)."""
+    divided = nn.Linear(linear.in_features, linear.out_features, bias=linear.bias is not None, device="meta")
+    divided.weight = nn.Parameter(linear.weight.detach() / divisor[:, None], requires_grad=False)
+    if linear.bias is not None:
+        divided.bias = nn.Parameter(linear.bias.detach() / divisor, requires_grad=False)
+    return divided
 
 
 def _check_names(option: str, names: Iterable[str], layers: int) -> set[str]:
