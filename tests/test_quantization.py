@@ -137,13 +137,15 @@ def test_int8_vectors_stay_close_to_fp32(
         embedder = Embedder.from_pretrained(real_model_path, unpad=False)
         quantize_int8(embedder.model, embedder.tokenizer, kernel=kernel)
     assert {m.kernel for m in embedder.model.modules() if isinstance(m, Int8Linear)} == {kernel}
-    cosine = (torch.from_numpy(embedder.encode(corpus_texts[:500])) * fp32_vectors).sum(dim=1)
+    # Large padded batches (a token budget): fewer calls, the same vectors.
+    vectors = embedder.encode(corpus_texts[:500], max_tokens=8192)
+    cosine = (torch.from_numpy(vectors) * fp32_vectors).sum(dim=1)
     # The target; measured here 0.9988 / 0.9994 with either kernel.
     assert float(cosine.min()) >= 0.995
     assert float(cosine.mean()) >= 0.999
 
 
-def test_dtype_int8_and_the_cli_give_the_same_vectors(
+def test_cli_dtype_int8_gives_the_api_vectors(
     int8_embedder: Embedder,
     real_model_path: Path,
     corpus_texts: list[str],
@@ -151,8 +153,7 @@ def test_dtype_int8_and_the_cli_give_the_same_vectors(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     texts = [t for t in corpus_texts if "\n" not in t][:6]
-    expected = int8_embedder.encode(texts)
-    np.testing.assert_allclose(Embedder.from_pretrained(real_model_path, dtype="int8").encode(texts), expected)
+    expected = int8_embedder.encode(texts)  # quantize="int8"; the CLI passes dtype="int8"
     source, out = tmp_path / "in.txt", tmp_path / "out.npy"
     source.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
     code = main(["embed", str(real_model_path), "-i", str(source), "-o", str(out), "--dtype", "int8", "--quiet"])
