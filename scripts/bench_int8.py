@@ -5,7 +5,8 @@ fp32 padded batches, int8 (Embedder dtype="int8": padded batches until the packe
 the modules, issue 14), int8 on the packed path ("int8_packed_preview": this script swaps in
 a packed layer that calls the layer's modules, as the refactored model will), and torch.ao's
 quantize_dynamic (per-channel weights, per-tensor activations) on the same encoder Linears.
-Tokenization is included in every config.
+Tokenization is included in every config. The _8192 configs batch padded texts by a token
+budget (encode(max_tokens=8192)) instead of 32 texts a batch.
 
 Usage: python scripts/bench_int8.py [--texts 300] [--rounds 3] [--threads 2]
 """
@@ -57,12 +58,17 @@ def torch_dynamic(model_path: str) -> Embedder:
     return embedder
 
 
-CONFIGS: dict[str, Callable[[str], Embedder]] = {
-    "bertlite_fp32": lambda p: Embedder.from_pretrained(p),
-    "bertlite_fp32_padded": lambda p: Embedder.from_pretrained(p, unpad=False),
-    "bertlite_int8": lambda p: Embedder.from_pretrained(p, dtype="int8"),
-    "bertlite_int8_packed_preview": packed_int8,
-    "torch_dynamic_int8": torch_dynamic,
+# name -> (build, encode() keywords); max_tokens=8192: padded batches by a token budget instead of 32 texts.
+BIG = {"max_tokens": 8192}
+CONFIGS: dict[str, tuple[Callable[[str], Embedder], dict[str, int]]] = {
+    "bertlite_fp32": (lambda p: Embedder.from_pretrained(p), {}),
+    "bertlite_fp32_padded": (lambda p: Embedder.from_pretrained(p, unpad=False), {}),
+    "bertlite_fp32_padded_8192": (lambda p: Embedder.from_pretrained(p, unpad=False), BIG),
+    "bertlite_int8": (lambda p: Embedder.from_pretrained(p, dtype="int8"), {}),
+    "bertlite_int8_8192": (lambda p: Embedder.from_pretrained(p, dtype="int8"), BIG),
+    "bertlite_int8_packed_preview": (packed_int8, {}),
+    "torch_dynamic_int8": (torch_dynamic, {}),
+    "torch_dynamic_int8_8192": (torch_dynamic, BIG),
 }
 
 
@@ -78,7 +84,7 @@ def main() -> None:
     model_path = str(get_model_path())
     with open(CORPUS, encoding="utf-8") as f:
         texts = [json.loads(line)["text"] for line in f][: args.texts]
-    embedders = {name: make(model_path) for name, make in CONFIGS.items()}
+    embedders = {name: make(model_path) for name, (make, _) in CONFIGS.items()}
     original = bertlite.fast.layer_forward_packed
     seconds: dict[str, list[float]] = {name: [] for name in embedders}
     vectors: dict[str, np.ndarray] = {}
@@ -87,7 +93,7 @@ def main() -> None:
             preview = name == "bertlite_int8_packed_preview"
             bertlite.fast.layer_forward_packed = layer_calling_modules if preview else original
             start = time.perf_counter()
-            vectors[name] = embedder.encode(texts if r else texts[:64], show_progress_bar=False)
+            vectors[name] = embedder.encode(texts if r else texts[:64], show_progress_bar=False, **CONFIGS[name][1])
             if r:
                 seconds[name].append(time.perf_counter() - start)
     bertlite.fast.layer_forward_packed = original
