@@ -267,6 +267,8 @@ class Int8Linear(nn.Module):
         if x.shape[-1] != self.in_features:
             raise ValueError(f"Int8Linear expects (..., {self.in_features}) input, got {tuple(x.shape)}")
         leading = x.shape[:-1]
+        if x.numel() == 0:  # no tokens: the per-token reductions have nothing to reduce
+            return x.new_zeros(*leading, self.out_features, dtype=torch.float32)
         qx, scale, offset = self.quantize_input(x.reshape(-1, self.in_features))
         out = self.gemm(qx).mul_(scale)
         if offset is not None:
