@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from bertlite.config import BERT_MODEL_TYPES, CONFIG_NAME, HUB_KWARGS, BertConfig, read_json_object
-from bertlite.hub import resolve_file
+from bertlite.config import BERT_MODEL_TYPES, CONFIG_NAME, BertConfig, read_json_object
+from bertlite.hub import pop_hub_kwargs, resolve_file
 
 if TYPE_CHECKING:
     from bertlite.modeling import BertPreTrainedModel
@@ -64,11 +64,6 @@ def check_bert_checkpoint(name_or_path: str | os.PathLike, what: str, **hub_kwar
     return architectures
 
 
-def _hub_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-
-    return {key: kwargs[key] for key in HUB_KWARGS if key in kwargs}
-
-
 class _Auto:
     """Not instantiable, as in transformers: the class methods build the real object."""
 
@@ -83,7 +78,7 @@ class AutoConfig(_Auto):
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, **kwargs: Any) -> Any:
         """BertConfig.from_pretrained(name_or_path, **kwargs), after refusing a non-BERT config.json."""
-        check_bert_checkpoint(name_or_path, cls.__name__, **_hub_kwargs(kwargs))
+        check_bert_checkpoint(name_or_path, cls.__name__, **pop_hub_kwargs(dict(kwargs)))
         return BertConfig.from_pretrained(name_or_path, **kwargs)
 
     @classmethod
@@ -110,7 +105,7 @@ class _AutoModel(_Auto):
         the checkpoint's config.json is not read."""
         config = kwargs.get("config")
         if config is None:
-            check_bert_checkpoint(name_or_path, cls.__name__, **_hub_kwargs(kwargs))
+            check_bert_checkpoint(name_or_path, cls.__name__, **pop_hub_kwargs(dict(kwargs)))
         elif not isinstance(config, BertConfig):
             raise TypeError(
                 f"config must be a bertlite.BertConfig (bertlite.AutoConfig.from_pretrained gives one), "

@@ -16,6 +16,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from bertlite.capabilities import DTYPE_NAMES
+from bertlite.cli_args import add_command, add_model_placement
 from bertlite.serve import cli as serve_cli
 from bertlite.st_config import DEFAULT_POOLING, POOLING_MODES
 
@@ -52,13 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bertlite", description="bertlite: a small, exact, fast BERT.")
     parser.add_argument("--version", action="version", version=f"bertlite {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    p = commands.add_parser(
+    p = add_command(
+        commands,
         "parity",
         help="compare bertlite with transformers on a checkpoint",
         description=PARITY_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        model_help="a folder with config.json + weights, or a hub id (org/name)",
     )
-    p.add_argument("model", metavar="MODEL", help="a folder with config.json + weights, or a hub id (org/name)")
     p.add_argument(
         "--reference",
         metavar="REF",
@@ -69,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--dtype",
         default="float32",
-        choices=["float32", "bfloat16", "float16"],
+        choices=DTYPE_NAMES,
         help="dtype bertlite runs in (default: float32)",
     )
     p.add_argument(
@@ -93,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all-weights", action="store_true", help="list every weight in the table, not only failures")
     _add_embed_parser(commands)
     serve_cli.add_parser(commands)
+    _add_env_parser(commands)
     return parser
 
 
@@ -126,13 +129,13 @@ exit status: 0 done, 1 failed while embedding or writing (a full disk, a NaN vec
 
 
 def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser(
+    p = add_command(
+        commands,
         "embed",
         help="embed a file of texts into vectors",
         description=EMBED_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        model_help="a folder or a hub id",
     )
-    p.add_argument("model", metavar="MODEL", help="a folder or a hub id")
     p.add_argument(
         "-i",
         "--input",
@@ -187,12 +190,7 @@ def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
         help="texts longer than the max length: truncate (counted in the summary) or stop",
     )
     _add_prompt_arguments(p)
-    p.add_argument(
-        "--dtype",
-        choices=["float32", "bfloat16", "float16", "int8"],
-        help="model dtype (default: float32); int8: int8 Linears quantized at load (README 'Int8')",
-    )
-    p.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cpu)")
+    add_model_placement(p, extra_dtypes=("int8",))
     p.add_argument(
         "--overwrite",
         action=argparse.BooleanOptionalAction,
@@ -336,7 +334,8 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
     seconds = time.perf_counter() - start
     stats = embedder.last_stats
     print(
-        f"embedded {stats.texts} texts ({stats.tokens} tokens, {stats.truncated} truncated) in {seconds:.1f} s: "
+        f"embedded {stats.texts} texts ({stats.tokens} tokens, {stats.truncated} truncated) in {seconds:.1f} s "
+        f"({str(embedder.dtype).removeprefix('torch.')}): "
         f"{stats.texts / max(seconds, 1e-9):.1f} texts/s -> {args.output}{' (replaced)' if replacing else ''}",
         file=sys.stderr,
     )
@@ -447,15 +446,82 @@ def _for_cli(error: BaseException) -> str:
 def _load_embedder(args: argparse.Namespace) -> Embedder:
     from bertlite.features import Embedder
 
-    return Embedder.from_pretrained(
-        args.model,
-        device=args.device,
-        dtype=args.dtype,
-        pooling=args.pooling,
-        normalize=args.normalize,
-        max_length=args.max_length,
-        truncate_dim=args.truncate_dim,
+    with one_line_dtype_warnings("bertlite embed"):
+        return Embedder.from_pretrained(
+            args.model,
+            device=args.device,
+            dtype=args.dtype,
+            pooling=args.pooling,
+            normalize=args.normalize,
+            max_length=args.max_length,
+            truncate_dim=args.truncate_dim,
+        )
+
+
+# --- dtypes and `bertlite env` -----------------------------------------------------
+
+
+@contextlib.contextmanager
+def one_line_dtype_warnings(command: str) -> Iterator[None]:
+    """Each SlowDtypeWarning as one `COMMAND: warning: ...` line on stderr; other warnings as usual."""
+    import warnings
+
+    from bertlite.capabilities import SlowDtypeWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        yield
+    for w in caught:
+        if issubclass(w.category, SlowDtypeWarning):
+            print(f"{command}: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
+def _add_env_parser(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "env",
+        help="show versions, what this CPU runs natively, and what --dtype auto picks",
+        description="Print the versions of bertlite, torch, tokenizers and Python; this CPU's capabilities "
+        "(torch's vector ISA, native bf16/fp16 GEMMs, AVX-512 / VNNI / AMX flags from /proc/cpuinfo); "
+        "and the dtype that dtype='auto' (the default of Embedder and bertlite embed) resolves to. Exit status 0.",
     )
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def _env(args: argparse.Namespace) -> int:
+    import json
+    import platform
+
+    import tokenizers
+    import torch
+
+    from bertlite.capabilities import detect, resolve_dtype
+
+    caps = detect()
+    report = {
+        "versions": {
+            "bertlite": _version(),
+            "torch": torch.__version__,
+            "tokenizers": tokenizers.__version__,
+            "python": platform.python_version(),
+        },
+        "capabilities": caps.as_dict(),
+        "threads": torch.get_num_threads(),
+        "cuda_available": torch.cuda.is_available(),
+        "auto_dtype": {"cpu": str(resolve_dtype("auto", "cpu")).removeprefix("torch.")},
+    }
+    if report["cuda_available"]:
+        report["auto_dtype"]["cuda"] = str(resolve_dtype("auto", "cuda")).removeprefix("torch.")
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    for name, version in report["versions"].items():
+        print(f"{name} {version}")
+    print(f"cpu: {caps.summary()}")
+    print(f"torch threads: {report['threads']}; cuda available: {'yes' if report['cuda_available'] else 'no'}")
+    print("dtype='auto' resolves to: " + ", ".join(f"{d} on {dev}" for dev, d in report["auto_dtype"].items()))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -465,7 +531,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return {"parity": _parity, "embed": _embed, "serve": serve_cli.run}[args.command](args)
+        return {"parity": _parity, "embed": _embed, "serve": serve_cli.run, "env": _env}[args.command](args)
     except KeyboardInterrupt:
         written = "" if args.command == "serve" else "; no output written"
         print(f"bertlite {args.command}: interrupted{written}", file=sys.stderr)

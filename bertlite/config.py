@@ -9,12 +9,13 @@ import dataclasses
 import json
 import math
 import os
-import warnings
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertlite.hub import CheckpointNotFoundError, resolve_file
+from bertlite.hub import HUB_KWARGS as HUB_KWARGS  # re-exported: auto.py and tokenization.py read it here
+from bertlite.hub import CheckpointNotFoundError, pop_hub_kwargs, resolve_file
+from bertlite.warn import warn_user
 
 # Names understood by bertlite.modeling.ACT2FN. Kept here (not derived from the
 # torch module) so that validating a config never imports torch; a test checks
@@ -49,8 +50,6 @@ BERT_MODEL_TYPES = ("bert",)
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
 
 CONFIG_NAME = "config.json"
-# from_pretrained's keywords that say where config.json is, passed to bertlite.hub.resolve_file.
-HUB_KWARGS = ("revision", "cache_dir", "token", "local_files_only", "force_download", "subfolder")
 # transformers' internal telemetry keywords (pipeline and the Auto classes pass them): meaningless here.
 TELEMETRY_KWARGS = ("_from_auto", "_from_pipeline", "_commit_hash", "trust_remote_code")
 
@@ -126,50 +125,15 @@ class BertConfig:
     def __post_init__(self, num_labels: int | None) -> None:
         _check_types(self)
         self._init_labels(num_labels)
-        if self.model_type not in BERT_MODEL_TYPES:
-            raise ValueError(
-                f"model_type={self.model_type!r} is not a BERT config (expected one of {BERT_MODEL_TYPES})"
-            )
-        for name in SIZE_FIELDS:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.hidden_size % self.num_attention_heads != 0:
-            raise ValueError(
-                f"hidden_size={self.hidden_size} is not divisible by num_attention_heads={self.num_attention_heads}"
-            )
-        if self.hidden_act not in SUPPORTED_ACTIVATIONS:
-            raise ValueError(
-                f"hidden_act={self.hidden_act!r} is not implemented (supported: {', '.join(SUPPORTED_ACTIVATIONS)})"
-            )
-        if self.position_embedding_type not in SUPPORTED_POSITION_EMBEDDINGS:
-            raise ValueError(
-                f"position_embedding_type={self.position_embedding_type!r} is not implemented "
-                f"(supported: {', '.join(SUPPORTED_POSITION_EMBEDDINGS)})"
-            )
-        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {value!r}")
-        if self.layer_norm_eps <= 0:
-            raise ValueError(f"layer_norm_eps must be positive, got {self.layer_norm_eps!r}")
-        if self.initializer_range < 0:
-            raise ValueError(
-                f"initializer_range must be >= 0 (the std of initial weights), got {self.initializer_range!r}"
-            )
-        if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
-            raise ValueError(
-                f"pad_token_id={self.pad_token_id} is outside the vocabulary (vocab_size={self.vocab_size})"
-            )
-        if self.problem_type is not None and self.problem_type not in PROBLEM_TYPES:
-            raise ValueError(f"problem_type={self.problem_type!r} is not one of {PROBLEM_TYPES}")
-        if self.problem_type == "single_label_classification" and len(self.id2label) == 1:
-            raise ValueError(
-                "problem_type='single_label_classification' needs num_labels > 1 "
-                "(use num_labels=2 for binary classification, or problem_type='regression')"
-            )
-        if self.classifier_dropout is not None and not 0.0 <= self.classifier_dropout <= 1.0:
-            raise ValueError(f"classifier_dropout must be in [0, 1] or None, got {self.classifier_dropout!r}")
+        _check_name(self, "model_type", BERT_MODEL_TYPES, f"is not a BERT config (expected one of {BERT_MODEL_TYPES})")
+        _check_sizes(self)
+        for name, supported in (
+            ("hidden_act", SUPPORTED_ACTIVATIONS),
+            ("position_embedding_type", SUPPORTED_POSITION_EMBEDDINGS),
+        ):
+            _check_name(self, name, supported, f"is not implemented (supported: {', '.join(supported)})")
+        _check_ranges(self)
+        _check_head_fields(self)
 
     def _init_labels(self, num_labels: int | None) -> None:
         if self.id2label is None:
@@ -182,10 +146,7 @@ class BertConfig:
             raise ValueError(f"id2label must map label ids (ints) to names, got {self.id2label!r}") from e
         if num_labels is not None and num_labels != len(self.id2label):
             # transformers warns and keeps id2label, so a config it loads loads here too.
-            warnings.warn(
-                f"num_labels={num_labels} disagrees with id2label ({len(self.id2label)} labels); using id2label",
-                stacklevel=4,
-            )
+            warn_user(f"num_labels={num_labels} disagrees with id2label ({len(self.id2label)} labels); using id2label")
 
     @property
     def head_dim(self) -> int:
@@ -220,7 +181,7 @@ class BertConfig:
         output_hidden_states=True, hidden_dropout_prob=0.0, ...). Any other keyword is a TypeError naming
         it, unless return_unused_kwargs=True: then (config, the keywords it did not use) is returned.
         """
-        hub_kwargs = {key: kwargs.pop(key) for key in HUB_KWARGS if key in kwargs}
+        hub_kwargs = pop_hub_kwargs(kwargs)
         for key in TELEMETRY_KWARGS:
             kwargs.pop(key, None)
         if os.path.isfile(name_or_path):
@@ -368,6 +329,57 @@ def _check_types(config: BertConfig) -> None:
         isinstance(label2id, dict) and all(isinstance(k, str) and _is_int(v) for k, v in label2id.items())
     ):
         raise ValueError(f"label2id must map label names to ids (ints), got {label2id!r}")
+
+
+def _check_name(config: BertConfig, name: str, choices: tuple[str, ...], problem: str) -> None:
+    """A field that names one of `choices`; `problem` ends the error."""
+    value = getattr(config, name)
+    if value not in choices:
+        raise ValueError(f"{name}={value!r} {problem}")
+
+
+def _check_sizes(config: BertConfig) -> None:
+    for name in SIZE_FIELDS:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if config.hidden_size % config.num_attention_heads != 0:
+        raise ValueError(
+            f"hidden_size={config.hidden_size} is not divisible by num_attention_heads={config.num_attention_heads}"
+        )
+
+
+# (field, whether a value is allowed, what the error says it must be), checked in this order.
+VALUE_RANGES = (
+    ("hidden_dropout_prob", lambda value: 0.0 <= value <= 1.0, "must be in [0, 1]"),
+    ("attention_probs_dropout_prob", lambda value: 0.0 <= value <= 1.0, "must be in [0, 1]"),
+    ("layer_norm_eps", lambda value: value > 0, "must be positive"),
+    ("initializer_range", lambda value: value >= 0, "must be >= 0 (the std of initial weights)"),
+)
+
+
+def _check_ranges(config: BertConfig) -> None:
+    for name, allowed, requirement in VALUE_RANGES:
+        value = getattr(config, name)
+        if not allowed(value):
+            raise ValueError(f"{name} {requirement}, got {value!r}")
+    if config.pad_token_id is not None and not 0 <= config.pad_token_id < config.vocab_size:
+        raise ValueError(
+            f"pad_token_id={config.pad_token_id} is outside the vocabulary (vocab_size={config.vocab_size})"
+        )
+
+
+def _check_head_fields(config: BertConfig) -> None:
+    """The fields only the task heads read: problem_type (with the number of labels) and classifier_dropout."""
+    if config.problem_type is not None:
+        _check_name(config, "problem_type", PROBLEM_TYPES, f"is not one of {PROBLEM_TYPES}")
+    if config.problem_type == "single_label_classification" and len(config.id2label) == 1:
+        raise ValueError(
+            "problem_type='single_label_classification' needs num_labels > 1 "
+            "(use num_labels=2 for binary classification, or problem_type='regression')"
+        )
+    if config.classifier_dropout is not None and not 0.0 <= config.classifier_dropout <= 1.0:
+        raise ValueError(f"classifier_dropout must be in [0, 1] or None, got {config.classifier_dropout!r}")
 
 
 def _get_num_labels(self: BertConfig) -> int:

@@ -21,12 +21,12 @@ import torch
 from tokenizers import Encoding, Tokenizer
 from torch import Tensor
 
-from bertlite.fast import DEFAULT_PACKED_ATTENTION, PACKED_ATTENTION, PackedLayout, forward_packed, supports_packed
+from bertlite.capabilities import resolve_dtype
 from bertlite.files import SURROGATE
 from bertlite.hub import resolve_file
-from bertlite.loading import parse_dtype
 from bertlite.modeling import BertModel
-from bertlite.quantization import check_quantize, is_quantized, quantize_int8
+from bertlite.packing import PackedLayout
+from bertlite.quantization import check_quantize, quantize_int8
 from bertlite.st_config import (
     DEFAULT_NORMALIZE,
     DEFAULT_POOLING,
@@ -108,40 +108,21 @@ def _wordpiece_from_vocab(vocab: Path, config: dict[str, Any]) -> Tokenizer:
 # --- pooling ----------------------------------------------------------------------
 
 
-def pool(last_hidden_state: Tensor, attention_mask: Tensor, mode: str, pooler_output: Tensor | None = None) -> Tensor:
-    """One vector per sequence; padded positions never count. Accumulates in float32."""
-    last_hidden_state = last_hidden_state.float()
-    mask = attention_mask.unsqueeze(-1).to(last_hidden_state.dtype)  # (B, T, 1)
+POOLER_NEEDED = "pooling='pooler' needs a model with a pooler (add_pooling_layer=True)"
+
+
+def pool_packed(hidden: Tensor, layout: PackedLayout, mode: str, pooler_output: Tensor | None = None) -> Tensor:
+    """One vector per sequence from packed rows (total_tokens, H): segment sums over each
+    sequence's own rows, so padding cannot count. Accumulates in float32.
+    pooler_output: the model's (B, H) BertPooler output, for mode 'pooler'."""
     if mode == "cls":
-        return last_hidden_state[:, 0]
+        return hidden[layout.starts].float()
     if mode == "pooler":
         if pooler_output is None:
-            raise ValueError("pooling='pooler' needs a model with a pooler (add_pooling_layer=True)")
+            raise ValueError(POOLER_NEEDED)
         return pooler_output.float()
-    if mode == "max":
-        masked = last_hidden_state.masked_fill(mask == 0, torch.finfo(last_hidden_state.dtype).min)
-        return masked.max(dim=1).values
-    summed = (last_hidden_state * mask).sum(dim=1)
-    counts = mask.sum(dim=1).clamp(min=1e-9)
-    if mode == "mean":
-        return summed / counts
-    if mode == "mean_sqrt_len":
-        return summed / counts.sqrt()
-    raise ValueError(f"pooling={mode!r} is not one of {', '.join(POOLING_MODES)}")
-
-
-def pool_packed(hidden: Tensor, layout: PackedLayout, mode: str, model: BertModel) -> Tensor:
-    """pool() for packed real tokens (total_tokens, H): segment sums instead of masks."""
-    if mode in ("cls", "pooler"):
-        first = hidden[layout.starts]
-        if mode == "cls":
-            return first.float()
-        if model.pooler is None:
-            raise ValueError("pooling='pooler' needs a model with a pooler (add_pooling_layer=True)")
-        with torch.inference_mode():
-            return model.pooler.activation(model.pooler.dense(first)).float()
     hidden = hidden.float()
-    batch = (len(layout.lengths), hidden.shape[1])
+    batch = (layout.batch_size, hidden.shape[1])
     rows = layout.sequence_index
     if mode == "max":
         index = rows[:, None].expand_as(hidden)
@@ -153,6 +134,14 @@ def pool_packed(hidden: Tensor, layout: PackedLayout, mode: str, model: BertMode
     if mode == "mean_sqrt_len":
         return summed / counts.sqrt()
     raise ValueError(f"pooling={mode!r} is not one of {', '.join(POOLING_MODES)}")
+
+
+def pool(last_hidden_state: Tensor, attention_mask: Tensor, mode: str, pooler_output: Tensor | None = None) -> Tensor:
+    """pool_packed() for a right-padded (B, T, H) batch: its real tokens packed first."""
+    mask = attention_mask.to(device=last_hidden_state.device, dtype=torch.bool)
+    if not bool(mask.any(dim=1).all()):
+        raise ValueError("attention_mask has a row without any token; every sequence needs at least one")
+    return pool_packed(last_hidden_state[mask], PackedLayout.from_mask(mask.long()), mode, pooler_output)
 
 
 # --- the embedder -----------------------------------------------------------------
@@ -169,28 +158,21 @@ class Embedder:
         pooling: str | Sequence[str] = DEFAULT_POOLING,
         normalize: bool = DEFAULT_NORMALIZE,
         max_length: int | None = None,
-        unpad: bool | None = None,
-        packed_attention: str = DEFAULT_PACKED_ATTENTION,
+        unpad: bool = True,
         prompts: dict[str, str] | None = None,
         default_prompt_name: str | None = None,
         truncate_dim: int | None = None,
     ) -> None:
-        """unpad: run only real tokens (bertlite.fast); default on, except for a
-        model set to eager attention, which is kept as the bit-exact reference path, and
-        models the packed layers cannot run (relative positions, decoders; see fast.supports_packed).
-        packed_attention: how the unpadded path runs attention (bertlite.fast.PACKED_ATTENTION).
+        """unpad: give the model packed batches, real tokens only (bertlite.packing); False: padded
+        batches, as transformers runs them. Either way the model's attn_implementation applies
+        (`model.set_attn_implementation`, eager included), and a model the layers cannot run packed
+        (relative positions, a decoder) is padded inside BertModel.
         prompts, default_prompt_name: text put before every input, by name (sentence-transformers'
         meaning: the default prompt applies unless encode() is given prompt or prompt_name).
         truncate_dim: keep the first truncate_dim dimensions of every vector, after normalization,
         as sentence-transformers' truncate_dim (for Matryoshka models)."""
         self.model = model.eval()
-        if unpad is None:
-            unpad = model.attn_implementation != "eager" and supports_packed(model) and not is_quantized(model)
-        check_quantize(None, None, unpad, model)  # int8 runs padded until the packed path calls the modules
         self.unpad = unpad
-        if packed_attention not in PACKED_ATTENTION:
-            raise ValueError(f"packed_attention={packed_attention!r} is not one of {sorted(PACKED_ATTENTION)}")
-        self.packed_attention = packed_attention
         # A copy of its own: truncation is set on the tokenizer (once, not per call, so threads can share
         # this Embedder), and the caller's tokenizer, or another Embedder's, must keep its own settings.
         # Padding stored in a tokenizer.json would count pad tokens as text; Embedder pads per batch.
@@ -200,7 +182,7 @@ class Embedder:
         for mode in self.pooling:
             _check_pooling(mode)
         if "pooler" in self.pooling and model.pooler is None:
-            raise ValueError("pooling='pooler' needs a model with a pooler (add_pooling_layer=True)")
+            raise ValueError(POOLER_NEEDED)
         self.normalize = normalize
         self.prompts = dict(prompts or {})
         if default_prompt_name is not None and default_prompt_name not in self.prompts:
@@ -224,12 +206,11 @@ class Embedder:
         name_or_path: str | os.PathLike,
         *,
         device: torch.device | str | None = None,
-        dtype: torch.dtype | str | None = None,
+        dtype: torch.dtype | str | None = "auto",
         pooling: str | Sequence[str] | None = None,
         normalize: bool | None = None,
         max_length: int | None = None,
-        unpad: bool | None = None,
-        packed_attention: str = DEFAULT_PACKED_ATTENTION,
+        unpad: bool = True,
         prompts: dict[str, str] | None = None,
         default_prompt_name: str | None = None,
         truncate_dim: int | None = None,
@@ -239,11 +220,13 @@ class Embedder:
         """Model, tokenizer and sentence-transformers settings from one folder or hub id.
 
         Explicit arguments win over the folder's metadata, which wins over the defaults;
-        prompts given here are added to the folder's. quantize="int8" (or dtype="int8"): load float32,
-        then bertlite.quantization.quantize_int8.
+        prompts given here are added to the folder's. dtype: "auto" (bfloat16 on a CPU with native
+        bf16, else float32), None (float32), or a dtype; see bertlite.capabilities.resolve_dtype.
+        quantize="int8" (or dtype="int8"): load float32, then bertlite.quantization.quantize_int8.
         """
-        int8 = check_quantize(quantize, dtype, unpad)
+        int8 = check_quantize(quantize, dtype)
         device = check_device(device)
+        dtype = resolve_dtype(None if int8 else dtype, device)
         settings = read_sentence_transformers_settings(name_or_path, **hub_kwargs)
         saved_prompts, saved_default = read_sentence_transformers_prompts(name_or_path, **hub_kwargs)
         if normalize is None:
@@ -254,7 +237,7 @@ class Embedder:
         # checkpoints ship without one, and then it would be a missing key.
         model = BertModel.from_pretrained(
             name_or_path,
-            dtype=parse_dtype(None if int8 else dtype),
+            dtype=dtype,
             device=device,
             add_pooling_layer="pooler" in modes,
             **hub_kwargs,
@@ -269,7 +252,6 @@ class Embedder:
             normalize=normalize,
             max_length=max_length if max_length is not None else settings.max_length,
             unpad=unpad,
-            packed_attention=packed_attention,
             prompts={**saved_prompts, **(prompts or {})},
             default_prompt_name=default_prompt_name if default_prompt_name is not None else saved_default,
             truncate_dim=truncate_dim,
@@ -289,6 +271,11 @@ class Embedder:
         # Set on this Embedder's own tokenizer here, not per call: encode() may run in several threads at once.
         self._max_length = limit if value is None else min(value, limit)
         self.tokenizer.enable_truncation(self._max_length, strategy="longest_first")
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype the model runs in (what dtype="auto" resolved to)."""
+        return next(self.model.parameters()).dtype
 
     @property
     def dimension(self) -> int:
@@ -436,17 +423,21 @@ class Embedder:
             stats.padded_tokens += len(batch) * len(batch[0].ids)
             yield torch.tensor(rows), embed(batch, device).cpu()
 
+    @torch.inference_mode()
     def _embed_packed(self, encodings: list[Encoding], device: torch.device) -> Tensor:
         ids = torch.tensor([i for e in encodings for i in e.ids], device=device)
         types = torch.tensor([t for e in encodings for t in e.type_ids], device=device)
-        lengths = torch.tensor([len(e.ids) for e in encodings], device=device)
-        hidden, layout = forward_packed(self.model, ids, lengths, types, self.packed_attention)
-        return self._finish([pool_packed(hidden, layout, mode, self.model) for mode in self.pooling])
+        layout = PackedLayout.from_lengths(
+            torch.tensor([len(e.ids) for e in encodings], device=device), self.model.dtype
+        )
+        out = self.model(input_ids=ids, token_type_ids=types, layout=layout, return_dict=True)
+        hidden, pooled = out.last_hidden_state, out.pooler_output
+        return self._finish([pool_packed(hidden, layout, mode, pooled) for mode in self.pooling])
 
     @torch.inference_mode()
     def _embed_padded(self, encodings: list[Encoding], device: torch.device) -> Tensor:
         batch = self._collate(encodings, device)
-        out = self.model(**batch)
+        out = self.model(**batch, return_dict=True)
         mask = batch["attention_mask"]
         return self._finish([pool(out.last_hidden_state, mask, mode, out.pooler_output) for mode in self.pooling])
 

@@ -9,7 +9,7 @@ word-embedding matrix itself when config.tie_word_embeddings (the default).
 
 from __future__ import annotations
 
-import warnings
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from bertlite.modeling import (
     ModelOutput,
     check_forward_kwargs,
 )
+from bertlite.warn import warn_user
 
 IGNORE_INDEX = -100  # label value that adds nothing to a loss, as in transformers
 
@@ -149,8 +150,22 @@ class BertPreTrainingHeads(nn.Module):
 # --- models --------------------------------------------------------------------
 
 
+# The keywords BertModel.forward takes by name: a head passes them on unchecked (see _encode).
+_BERT_MODEL_KEYWORDS = frozenset(
+    name
+    for name, parameter in inspect.signature(BertModel.forward).parameters.items()
+    if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY) and name != "self"
+)
+
+
 class _BertWithHead(BertPreTrainedModel):
-    """What every head class shares: the base model call, init of the head, the output form."""
+    """What every head class shares: the base model call, init of the head, the output form.
+
+    Every head's forward takes transformers' inputs (input_ids, attention_mask, token_type_ids,
+    position_ids, inputs_embeds, in that order), its labels by keyword, and in **kwargs what goes to
+    BertModel.forward (output_attentions, output_hidden_states, ...) and return_dict, as transformers'
+    heads take them in **kwargs.
+    """
 
     def post_init(self) -> None:
         # BertModel initialised itself; the head modules are the other children. On the
@@ -185,39 +200,42 @@ class _BertWithHead(BertPreTrainedModel):
         token_type_ids: Tensor | None,
         position_ids: Tensor | None,
         inputs_embeds: Tensor | None,
-        output_attentions: bool | None,
-        output_hidden_states: bool | None,
-        kwargs: dict[str, Any],
+        **encoder_inputs: Any,
     ) -> BaseModelOutputWithPooling:
-        # kwargs: what BertModel.forward ignores (tokenizer extras, num_items_in_batch, head_mask=None, ...).
-        check_forward_kwargs(type(self).__name__, {k: v for k, v in kwargs.items() if k != "use_cache"})
+        """BertModel's outputs for a head's forward, which passes all its **kwargs on as encoder_inputs.
+
+        A keyword BertModel.forward names (output_attentions, output_hidden_states, use_cache, and any it
+        takes later) reaches it as given, so a new one needs no change in the heads. return_dict is the
+        head's own (_finish). The others are checked here, so an error names the head; those BertModel
+        ignores (tokenizer extras, Trainer's num_items_in_batch, head_mask=None, ...) go on to it too.
+        """
+        encoder_inputs.pop("return_dict", None)
+        unnamed = {k: v for k, v in encoder_inputs.items() if k not in _BERT_MODEL_KEYWORDS}
+        check_forward_kwargs(type(self).__name__, unnamed)
         return self.bert(
             input_ids=input_ids,
             attention_mask=attention_mask,
             token_type_ids=token_type_ids,
             position_ids=position_ids,
             inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
             return_dict=True,
-            **kwargs,
+            **encoder_inputs,
         )
 
-    def _finish(self, output: ModelOutput, return_dict: bool | None) -> Any:
+    def _finish(self, output: ModelOutput, forward_kwargs: dict[str, Any]) -> Any:
+        """`output`, or its tuple when the forward's return_dict (else config.return_dict) is False."""
+        return_dict = forward_kwargs.get("return_dict")
         return output if (self.config.return_dict if return_dict is None else return_dict) else output.to_tuple()
 
 
-class BertForPreTraining(_BertWithHead):
+class _BertWithLMHead(_BertWithHead):
+    """A head with the masked-LM decoder `cls.predictions`, tied to the word embeddings when
+    config.tie_word_embeddings (tie_weights reads _tied_weights_keys: target -> source)."""
+
     _tied_weights_keys = {
         "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
         "cls.predictions.decoder.bias": "cls.predictions.bias",
     }
-
-    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
-        super().__init__(config)
-        self.bert = BertModel(config, attn_implementation=attn_implementation)
-        self.cls = BertPreTrainingHeads(config)
-        self.post_init()
 
     def get_output_embeddings(self) -> nn.Linear:
         return self.cls.predictions.decoder
@@ -225,6 +243,14 @@ class BertForPreTraining(_BertWithHead):
     def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
         self.cls.predictions.decoder = new_embeddings
         self.cls.predictions.bias = new_embeddings.bias
+
+
+class BertForPreTraining(_BertWithLMHead):
+    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__(config)
+        self.bert = BertModel(config, attn_implementation=attn_implementation)
+        self.cls = BertPreTrainingHeads(config)
+        self.post_init()
 
     def forward(
         self,
@@ -236,23 +262,11 @@ class BertForPreTraining(_BertWithHead):
         *,
         labels: Tensor | None = None,
         next_sentence_label: Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs: Any,
     ) -> BertForPreTrainingOutput | tuple[Tensor, ...]:
         """labels: (B, T) token ids, -100 where not masked; next_sentence_label: (B,) 0 = continuation.
         The loss needs both, as in transformers."""
-        outputs = self._encode(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
-            kwargs,
-        )
+        outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         prediction_scores, seq_relationship_score = self.cls(outputs.last_hidden_state, outputs.pooler_output)
         loss = None
         if labels is not None and next_sentence_label is not None:
@@ -262,31 +276,17 @@ class BertForPreTraining(_BertWithHead):
         output = BertForPreTrainingOutput(
             loss, prediction_scores, seq_relationship_score, outputs.hidden_states, outputs.attentions
         )
-        return self._finish(output, return_dict)
+        return self._finish(output, kwargs)
 
 
-class BertLMHeadModel(_BertWithHead):
-    _tied_weights_keys = {
-        "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
-        "cls.predictions.decoder.bias": "cls.predictions.bias",
-    }
-
+class BertLMHeadModel(_BertWithLMHead):
     def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
         super().__init__(config)
         if not config.is_decoder:
-            warnings.warn(
-                "BertLMHeadModel without is_decoder=True attends both ways; set is_decoder=True", stacklevel=2
-            )
+            warn_user("BertLMHeadModel without is_decoder=True attends both ways; set is_decoder=True")
         self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
         self.cls = BertOnlyMLMHead(config)
         self.post_init()
-
-    def get_output_embeddings(self) -> nn.Linear:
-        return self.cls.predictions.decoder
-
-    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
-        self.cls.predictions.decoder = new_embeddings
-        self.cls.predictions.bias = new_embeddings.bias
 
     def forward(
         self,
@@ -297,26 +297,15 @@ class BertLMHeadModel(_BertWithHead):
         inputs_embeds: Tensor | None = None,
         *,
         labels: Tensor | None = None,
-        shift_labels: Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs: Any,
     ) -> CausalLMOutput | tuple[Tensor, ...]:
         """labels: (B, T), usually the input ids; position t's logits are scored against labels[t + 1].
-        shift_labels: (B, T) targets already shifted (position t scored against shift_labels[t]), as in
-        transformers; the loss still needs labels. num_items_in_batch (Trainer's, in kwargs): the loss is
-        the sum over tokens divided by it instead of the mean, as transformers' causal-LM loss."""
-        outputs = self._encode(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
-            kwargs,
-        )
+        shift_labels (in kwargs, as in transformers, so that Trainer does not take it for a label column it
+        needs): (B, T) targets already shifted (position t scored against shift_labels[t]); the loss still
+        needs labels. num_items_in_batch (Trainer's, in kwargs): the loss is the sum over tokens divided by
+        it instead of the mean, as transformers' causal-LM loss."""
+        shift_labels = kwargs.pop("shift_labels", None)
+        outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.cls(outputs.last_hidden_state)  # (B, T, vocab)
         loss = None
         if labels is not None:
@@ -336,29 +325,17 @@ class BertLMHeadModel(_BertWithHead):
             )
             if num_items is not None:
                 loss = loss / (num_items.to(loss.device) if isinstance(num_items, Tensor) else num_items)
-        return self._finish(CausalLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), return_dict)
+        return self._finish(CausalLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
 
 
-class BertForMaskedLM(_BertWithHead):
-    _tied_weights_keys = {
-        "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
-        "cls.predictions.decoder.bias": "cls.predictions.bias",
-    }
-
+class BertForMaskedLM(_BertWithLMHead):
     def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
         super().__init__(config)
         if config.is_decoder:
-            warnings.warn("BertForMaskedLM with is_decoder=True attends only to the left", stacklevel=2)
+            warn_user("BertForMaskedLM with is_decoder=True attends only to the left")
         self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
         self.cls = BertOnlyMLMHead(config)
         self.post_init()
-
-    def get_output_embeddings(self) -> nn.Linear:
-        return self.cls.predictions.decoder
-
-    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
-        self.cls.predictions.decoder = new_embeddings
-        self.cls.predictions.bias = new_embeddings.bias
 
     def forward(
         self,
@@ -369,27 +346,15 @@ class BertForMaskedLM(_BertWithHead):
         inputs_embeds: Tensor | None = None,
         *,
         labels: Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs: Any,
     ) -> MaskedLMOutput | tuple[Tensor, ...]:
         """labels: (B, T) token ids at masked positions, -100 elsewhere."""
-        outputs = self._encode(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
-            kwargs,
-        )
+        outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.cls(outputs.last_hidden_state)  # (B, T, vocab)
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits.view(-1, self.config.vocab_size), labels.view(-1))
-        return self._finish(MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), return_dict)
+        return self._finish(MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
 
 
 class BertForNextSentencePrediction(_BertWithHead):
@@ -408,26 +373,14 @@ class BertForNextSentencePrediction(_BertWithHead):
         inputs_embeds: Tensor | None = None,
         *,
         labels: Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs: Any,
     ) -> NextSentencePredictorOutput | tuple[Tensor, ...]:
         """labels: (B,), 0 where sentence B continues sentence A, 1 where it is random."""
-        outputs = self._encode(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
-            kwargs,
-        )
+        outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.cls(outputs.pooler_output)  # (B, 2)
         loss = F.cross_entropy(logits.view(-1, 2), labels.view(-1)) if labels is not None else None
         output = NextSentencePredictorOutput(loss, logits, outputs.hidden_states, outputs.attentions)
-        return self._finish(output, return_dict)
+        return self._finish(output, kwargs)
 
 
 def _classifier_dropout(config: BertConfig) -> nn.Dropout:
@@ -452,24 +405,12 @@ class BertForSequenceClassification(_BertWithHead):
         inputs_embeds: Tensor | None = None,
         *,
         labels: Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs: Any,
     ) -> SequenceClassifierOutput | tuple[Tensor, ...]:
         """labels: (B,) floats for regression, class ids for single-label, (B, num_labels) 0/1 floats
         for multi-label classification (config.problem_type; inferred from num_labels and the labels'
         dtype when unset, and then stored in the config, as transformers does)."""
-        outputs = self._encode(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
-            kwargs,
-        )
+        outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.classifier(self.dropout(outputs.pooler_output))  # (B, num_labels)
         loss = None
         if labels is not None:
@@ -490,7 +431,7 @@ class BertForSequenceClassification(_BertWithHead):
             else:
                 loss = F.binary_cross_entropy_with_logits(logits, labels)
         output = SequenceClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions)
-        return self._finish(output, return_dict)
+        return self._finish(output, kwargs)
 
 
 class BertForMultipleChoice(_BertWithHead):
@@ -510,9 +451,6 @@ class BertForMultipleChoice(_BertWithHead):
         inputs_embeds: Tensor | None = None,
         *,
         labels: Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs: Any,
     ) -> MultipleChoiceModelOutput | tuple[Tensor, ...]:
         """Inputs are (B, num_choices, T) (inputs_embeds (B, num_choices, T, H)); labels: (B,) choice index."""
@@ -537,14 +475,12 @@ class BertForMultipleChoice(_BertWithHead):
             flat(token_type_ids),
             flat(position_ids),
             flat(inputs_embeds, dims=2),
-            output_attentions,
-            output_hidden_states,
-            kwargs,
+            **kwargs,
         )
         logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)  # (B, C)
         loss = F.cross_entropy(logits, labels) if labels is not None else None
         output = MultipleChoiceModelOutput(loss, logits, outputs.hidden_states, outputs.attentions)
-        return self._finish(output, return_dict)
+        return self._finish(output, kwargs)
 
 
 class BertForTokenClassification(_BertWithHead):
@@ -565,28 +501,16 @@ class BertForTokenClassification(_BertWithHead):
         inputs_embeds: Tensor | None = None,
         *,
         labels: Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs: Any,
     ) -> TokenClassifierOutput | tuple[Tensor, ...]:
         """labels: (B, T) class ids, -100 where a token is not scored (padding, sub-words)."""
-        outputs = self._encode(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
-            kwargs,
-        )
+        outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
         output = TokenClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions)
-        return self._finish(output, return_dict)
+        return self._finish(output, kwargs)
 
 
 class BertForQuestionAnswering(_BertWithHead):
@@ -610,23 +534,11 @@ class BertForQuestionAnswering(_BertWithHead):
         *,
         start_positions: Tensor | None = None,
         end_positions: Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs: Any,
     ) -> QuestionAnsweringModelOutput | tuple[Tensor, ...]:
         """start_positions, end_positions: (B,) token indices of the answer span; the loss needs both.
         Positions outside the sequence are clamped to T and add nothing, as in transformers."""
-        outputs = self._encode(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
-            kwargs,
-        )
+        outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.qa_outputs(outputs.last_hidden_state)  # (B, T, 2)
         start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))  # (B, T) each
         loss = None
@@ -642,4 +554,4 @@ class BertForQuestionAnswering(_BertWithHead):
             end_loss = F.cross_entropy(end_logits, end_positions, ignore_index=ignored_index)
             loss = (start_loss + end_loss) / 2
         output = QuestionAnsweringModelOutput(loss, start_logits, end_logits, outputs.hidden_states, outputs.attentions)
-        return self._finish(output, return_dict)
+        return self._finish(output, kwargs)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import inspect
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 
 class CheckpointNotFoundError(OSError):
@@ -93,6 +95,15 @@ def resolve_file(
     return path
 
 
+# resolve_file's keyword arguments, the hub options that every from_pretrained passes on to it.
+HUB_KWARGS = tuple(name for name, p in inspect.signature(resolve_file).parameters.items() if p.kind is p.KEYWORD_ONLY)
+
+
+def pop_hub_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Take the hub options (HUB_KWARGS) out of a from_pretrained's keywords."""
+    return {key: kwargs.pop(key) for key in HUB_KWARGS if key in kwargs}
+
+
 def _looks_like_path(name: str) -> bool:
     return name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name
 
@@ -111,64 +122,20 @@ def _hub_error(error: BaseException, name: str, where: str, revision: str | None
     from huggingface_hub import constants
     from huggingface_hub.utils import (
         FileMetadataError,
-        GatedRepoError,
         HfHubHTTPError,
         LocalEntryNotFoundError,
         LocalTokenNotFoundError,
-        OfflineModeIsEnabled,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
     )
 
     if isinstance(error, LocalTokenNotFoundError):
         return None  # token=True without a stored token: huggingface_hub's own message says what to do
     endpoint = constants.ENDPOINT
-    at = f" at revision {revision!r}" if revision else ""
     if isinstance(error, LocalEntryNotFoundError):
-        cause = error.__cause__
-        offline = NotCachedError(
-            f"{name}: {where} is not in the Hugging Face cache and the hub cannot be reached "
-            "(HF_HUB_OFFLINE set, local_files_only=True, or no network); "
-            "download it once while online, or pass a local folder"
-        )
-        if cause is None or isinstance(cause, OfflineModeIsEnabled):
-            return offline
-        if isinstance(cause, _transport_errors()):
-            # Its own type: a caller probing several candidate files may still find another one in the cache.
-            return NotCachedError(
-                f"{name}: {where} is not in the Hugging Face cache and the hub at {endpoint} cannot be reached "
-                f"({_first_line(cause)}); check the network and HF_ENDPOINT and retry, "
-                "or set HF_HUB_OFFLINE=1 to use the cache only"
-            )
-        return _hub_error(cause, name, where, revision) or offline
+        return _not_cached_error(error, name, where, revision)
     if isinstance(error, ValueError) and isinstance(error.__cause__, Exception):
         return _hub_error(error.__cause__, name, where, revision)  # force_download=True wraps the HEAD error
-    if isinstance(error, GatedRepoError):
-        status = error.response.status_code
-        return CheckpointNotFoundError(
-            f"{name}: cannot download {where}: the repo is gated (HTTP {status}); request access on its page "
-            f"at {endpoint}/{name}, then {LOGIN_HINT} with an account that has been granted access"
-        )
-    if isinstance(error, RepositoryNotFoundError):
-        return CheckpointNotFoundError(
-            f"{name}: no such repo on {endpoint} (HTTP {error.response.status_code} for {where}); "
-            f"check the repo id, or if the repo is private, {LOGIN_HINT}"
-        )
-    if isinstance(error, RevisionNotFoundError):
-        return CheckpointNotFoundError(
-            f"{name}: revision {revision!r} not found on {endpoint} (fetching {where}); "
-            "check the branch, tag or commit hash"
-        )
     if isinstance(error, HfHubHTTPError):
-        status = error.response.status_code
-        if status in (401, 403):
-            return CheckpointNotFoundError(
-                f"{name}: access to {where} denied (HTTP {status}); {LOGIN_HINT} with a token that can read this repo"
-            )
-        return DownloadError(
-            f"{name}: downloading {where}{at} from {endpoint} failed: the server answered HTTP {status}; "
-            "nothing was cached; retry later"
-        )
+        return _http_error(error, name, where, revision)
     if isinstance(error, FileMetadataError):
         return DownloadError(
             f"{name}: {endpoint} did not answer like a Hugging Face hub for {where} ({_first_line(error)}); "
@@ -179,10 +146,69 @@ def _hub_error(error: BaseException, name: str, where: str, revision: str | None
         # did not add up to the advertised size, or the disk is full. huggingface_hub has already
         # deleted its temporary file, so the cache holds nothing of this download.
         return DownloadError(
-            f"{name}: downloading {where}{at} from {endpoint} failed ({_first_line(error)}); "
+            f"{name}: downloading {where}{_at(revision)} from {endpoint} failed ({_first_line(error)}); "
             "the partial file was discarded; retry, and if it keeps failing check the network, proxy and disk space"
         )
     return None
+
+
+def _not_cached_error(error: BaseException, name: str, where: str, revision: str | None) -> CheckpointNotFoundError:
+    """A LocalEntryNotFoundError: offline without a cached copy, the hub unreachable, or (its cause) a hub error."""
+    from huggingface_hub import constants
+    from huggingface_hub.utils import OfflineModeIsEnabled
+
+    cause = error.__cause__
+    offline = NotCachedError(
+        f"{name}: {where} is not in the Hugging Face cache and the hub cannot be reached "
+        "(HF_HUB_OFFLINE set, local_files_only=True, or no network); "
+        "download it once while online, or pass a local folder"
+    )
+    if cause is None or isinstance(cause, OfflineModeIsEnabled):
+        return offline
+    if isinstance(cause, _transport_errors()):
+        # Its own type: a caller probing several candidate files may still find another one in the cache.
+        return NotCachedError(
+            f"{name}: {where} is not in the Hugging Face cache and the hub at {constants.ENDPOINT} cannot be reached "
+            f"({_first_line(cause)}); check the network and HF_ENDPOINT and retry, "
+            "or set HF_HUB_OFFLINE=1 to use the cache only"
+        )
+    return _hub_error(cause, name, where, revision) or offline
+
+
+def _http_error(error: BaseException, name: str, where: str, revision: str | None) -> CheckpointNotFoundError:
+    """An HTTP error answer of the hub (HfHubHTTPError and its subclasses), by what the user can do about it."""
+    from huggingface_hub import constants
+    from huggingface_hub.utils import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+    endpoint = constants.ENDPOINT
+    if isinstance(error, RevisionNotFoundError):
+        return CheckpointNotFoundError(
+            f"{name}: revision {revision!r} not found on {endpoint} (fetching {where}); "
+            "check the branch, tag or commit hash"
+        )
+    status = error.response.status_code
+    if isinstance(error, GatedRepoError):
+        return CheckpointNotFoundError(
+            f"{name}: cannot download {where}: the repo is gated (HTTP {status}); request access on its page "
+            f"at {endpoint}/{name}, then {LOGIN_HINT} with an account that has been granted access"
+        )
+    if isinstance(error, RepositoryNotFoundError):
+        return CheckpointNotFoundError(
+            f"{name}: no such repo on {endpoint} (HTTP {status} for {where}); "
+            f"check the repo id, or if the repo is private, {LOGIN_HINT}"
+        )
+    if status in (401, 403):
+        return CheckpointNotFoundError(
+            f"{name}: access to {where} denied (HTTP {status}); {LOGIN_HINT} with a token that can read this repo"
+        )
+    return DownloadError(
+        f"{name}: downloading {where}{_at(revision)} from {endpoint} failed: the server answered HTTP {status}; "
+        "nothing was cached; retry later"
+    )
+
+
+def _at(revision: str | None) -> str:
+    return f" at revision {revision!r}" if revision else ""
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:

@@ -13,7 +13,6 @@ import json
 import os
 import pickle
 import re
-import warnings
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -27,7 +26,8 @@ from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 
 from bertlite.config import TELEMETRY_KWARGS, BertConfig
-from bertlite.hub import NotCachedError, resolve_file
+from bertlite.hub import NotCachedError, pop_hub_kwargs, resolve_file
+from bertlite.warn import warn_user
 
 SAFE_WEIGHTS_NAME = "model.safetensors"
 SAFE_WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
@@ -298,6 +298,8 @@ def _unpickler_detail(error: Exception) -> str:
 
 
 # --- loading into a model -----------------------------------------------------
+# Three steps: plan_load works out what goes where without touching the model, _raise_or_warn is the one
+# place a load fails or warns, assign_plan puts the tensors into the model.
 
 
 @dataclass
@@ -307,15 +309,18 @@ class LoadReport:
     mismatched: list[str] = field(default_factory=list)  # "key: checkpoint (a, b) in file, model (c, d)"
     unsupported: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)  # two checkpoint keys for one weight
-    # Not errors: a head class from a checkpoint without that head, as transformers allows.
+    nonfinite: list[str] = field(default_factory=list)  # "key in file (n NaN)": an error unless allow_nonfinite
+    # Not errors, only warned: a head class from a checkpoint without that head, as transformers allows, and
+    # tied weights the checkpoint holds apart.
     initialized: list[str] = field(default_factory=list)  # head weights the checkpoint has none of: fresh init
     resized: list[str] = field(default_factory=list)  # wrong shape, fresh init (ignore_mismatched_sizes=True)
     ignored: list[str] = field(default_factory=list)  # another head's tensors (e.g. cls.* for a classifier)
+    untied: list[tuple[str, str]] = field(default_factory=list)  # (target, source) tied pairs loaded apart
 
     def message(self, what: str) -> str:
         lines = [f"cannot load {what}:"]
         # A tensor of the wrong shape is not loaded, so it is missing too: listing it twice says nothing new.
-        mismatched_keys = {item.split(":", 1)[0] for item in self.mismatched}
+        mismatched_keys = {_key_of(item) for item in self.mismatched}
         for title, items in (
             ("tensors bertlite does not implement", self.unsupported),
             ("conflicting keys", self.conflicts),
@@ -332,6 +337,47 @@ class LoadReport:
             lines.append("  (the model's shapes come from config.json: is it the config of these weights?)")
         return "\n".join(lines)
 
+    def loading_info(self) -> dict[str, list[str]]:
+        """transformers' output_loading_info dict, of a load that succeeded: the model's keys the checkpoint did
+        not fill, the checkpoint's keys not used, the weights newly initialised for their shape."""
+        return {
+            "missing_keys": self.missing + self.initialized,
+            "unexpected_keys": [_key_of(item) for item in self.unexpected] + self.ignored,
+            "mismatched_keys": [_key_of(item) for item in self.resized],
+            "error_msgs": [],
+        }
+
+
+def _key_of(item: str) -> str:
+    """The key a report entry is about: "key (in file)", "key: checkpoint (2, 32), model (5, 32)"."""
+    return item.split(" ", 1)[0].removesuffix(":")
+
+
+@dataclass
+class LoadPlan:
+    """What loading a checkpoint into a model does, worked out without touching the model (plan_load)."""
+
+    tensors: dict[str, Tensor]  # model key -> the checkpoint's tensor, converted to dtype on device
+    tied: dict[str, str]  # target -> source: the pairs to tie once the tensors are assigned
+    report: LoadReport
+    device: torch.device
+    dtype: torch.dtype
+
+
+@dataclass
+class _Target:
+    """The model a plan is for: its keys and shapes, and how the checkpoint's keys map onto them."""
+
+    expected: Mapping[str, tuple[int, ...]]
+    base_model_prefix: str
+    ignore_mismatched_sizes: bool
+    with_prefix: bool = field(init=False)  # a head class, whose base model lives under `bert.`
+    has_pooler: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.with_prefix = any(k.startswith(self.base_model_prefix + ".") for k in self.expected)
+        self.has_pooler = any(k.startswith(("pooler.", self.base_model_prefix + ".pooler.")) for k in self.expected)
+
 
 def load_checkpoint(
     model: nn.Module,
@@ -346,99 +392,172 @@ def load_checkpoint(
 ) -> LoadReport:
     """Assign the tensors of `files` to `model` (built on meta or not); check keys strictly.
 
-    A tensor holding NaN or Inf (once in `dtype`) is an error unless allow_nonfinite, which warns instead."""
+    A tensor holding NaN or Inf (once in `dtype`) is an error unless allow_nonfinite, which warns instead.
+    Nothing in the model changes unless the load succeeds."""
+    plan = plan_load(
+        files,
+        expected_shapes(model),
+        base_model_prefix=getattr(model, "base_model_prefix", "bert"),
+        tied_pairs=_tied_pairs(model),
+        dtype=dtype,
+        device=device,
+        ignore_mismatched_sizes=ignore_mismatched_sizes,
+    )
+    what = f"{what} (files: {', '.join(p.name for p in files)})"
+    _raise_or_warn(plan.report, what, strict=strict, allow_nonfinite=allow_nonfinite)
+    assign_plan(model, plan)
+    return plan.report
+
+
+def expected_shapes(model: nn.Module) -> dict[str, tuple[int, ...]]:
+    """The keys and shapes a checkpoint for `model` must hold (its state_dict's)."""
+    return {key: tuple(value.shape) for key, value in model.state_dict().items()}
+
+
+def _tied_pairs(model: nn.Module) -> dict[str, str]:
+    tied_weights_keys = getattr(model, "tied_weights_keys", None)
+    return tied_weights_keys() if tied_weights_keys is not None else {}
+
+
+def plan_load(
+    files: list[Path],
+    expected: Mapping[str, tuple[int, ...]],
+    *,
+    base_model_prefix: str = "bert",
+    tied_pairs: Mapping[str, str] | None = None,
+    dtype: torch.dtype | None = None,
+    device: torch.device | str | int | None = None,
+    ignore_mismatched_sizes: bool = False,
+) -> LoadPlan:
+    """Which tensor of `files` goes to which key of a model with the keys and shapes `expected`
+    (expected_shapes), converted to `dtype` (float32) on `device` (cpu), and a LoadReport of what does not fit.
+
+    tied_pairs: the model's tied weights (target -> source, its tied_weights_keys()). Pure: it reads the
+    files, and touches no model and warns nothing; load_checkpoint decides what the report means."""
     device = torch.device("cpu") if device is None else torch.device(device)
     dtype = dtype or torch.float32
-    base_model_prefix = getattr(model, "base_model_prefix", "bert")
-    with_prefix = any(k.startswith(base_model_prefix + ".") for k in model.state_dict())
-    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    has_pooler = any(k.startswith(("pooler.", base_model_prefix + ".pooler.")) for k in expected)
+    target = _Target(expected, base_model_prefix, ignore_mismatched_sizes)
     report = LoadReport()
-    loaded: dict[str, Tensor] = {}
-    source: dict[str, str] = {}  # canonical key -> "raw key in file", to report collisions
-    nonfinite: list[str] = []
+    tensors: dict[str, Tensor] = {}
+    source: dict[str, str] = {}  # model key -> "raw key in file", to report collisions
+    for path, raw_key, key, tensor in _remapped_tensors(files, target):
+        where = f"{raw_key!r} in {path.name}"
+        if key in source:
+            # e.g. both bert.x and x, or both gamma and weight: which one is right is unknowable.
+            report.conflicts.append(f"{key}: given twice, as {source[key]} and as {where}")
+            continue
+        source[key] = where
+        if _fits(report, target, key, tensor, path):
+            tensors[key] = tensor.to(device=device, dtype=dtype)
+            if not _all_finite(tensors[key]):
+                report.nonfinite.append(_describe_nonfinite(key, path, tensor, tensors[key]))
+    tied = _resolve_tied(tied_pairs or {}, tensors, report)
+    _report_missing(report, target, set(expected) - set(tensors) - set(tied), present=source)
+    return LoadPlan(tensors, tied, report, device, dtype)
+
+
+def _remapped_tensors(files: list[Path], target: _Target) -> Iterator[tuple[Path, str, str, Tensor]]:
+    """(file, key in the file, model key, tensor) for each tensor remap_key keeps, one at a time: a dtype
+    conversion never holds the checkpoint twice."""
     for path in files:
-        # One tensor at a time: a dtype conversion never holds the checkpoint twice.
         for raw_key, tensor in iter_tensors(path):
-            key = remap_key(raw_key, base_model_prefix=base_model_prefix, with_prefix=with_prefix)
-            if key is None:
-                continue
-            where = f"{raw_key!r} in {path.name}"
-            if key in source:
-                # e.g. both bert.x and x, or both gamma and weight: which one is right is unknowable.
-                report.conflicts.append(f"{key}: given twice, as {source[key]} and as {where}")
-                continue
-            source[key] = where
-            unsupported = [why for name, why in UNSUPPORTED_TENSORS.items() if name in key and key not in expected]
-            if unsupported:
-                report.unsupported.append(f"{key} in {path.name} ({unsupported[0]})")
-            elif key not in expected:
-                if not has_pooler and "pooler." in key:
-                    continue  # transformers also ignores a pooler the model was built without
-                if with_prefix and key.startswith(HEAD_MODULES):
-                    report.ignored.append(key)  # e.g. the pre-training heads, for a classifier
-                    continue
-                report.unexpected.append(f"{key} (in {path.name})")
-            elif tuple(tensor.shape) != expected[key] and ignore_mismatched_sizes:
-                # transformers' option for a new head on a fine-tuned checkpoint (num_labels=5 over 2 labels).
-                report.resized.append(f"{key}: checkpoint {tuple(tensor.shape)}, model {expected[key]}")
-            elif tuple(tensor.shape) != expected[key]:
-                report.mismatched.append(
-                    f"{key}: checkpoint {tuple(tensor.shape)} in {path.name}, model {expected[key]}"
-                )
-            elif not tensor.is_floating_point():
-                report.mismatched.append(f"{key}: checkpoint dtype {tensor.dtype} in {path.name}, model expects floats")
-            else:
-                loaded[key] = tensor.to(device=device, dtype=dtype)
-                if not _all_finite(loaded[key]):
-                    nonfinite.append(_describe_nonfinite(key, path, tensor, loaded[key]))
-    tied = _resolve_tied(model, loaded)
-    missing = set(expected) - set(loaded) - set(tied)
-    report.initialized = sorted(_new_head_weights(missing, present=source, base_model_prefix=base_model_prefix))
-    resized = {item.split(":", 1)[0] for item in report.resized}
-    report.missing = sorted(missing - set(report.initialized) - resized)
-    what = f"{what} (files: {', '.join(p.name for p in files)})"
+            key = remap_key(raw_key, base_model_prefix=target.base_model_prefix, with_prefix=target.with_prefix)
+            if key is not None:
+                yield path, raw_key, key, tensor
+
+
+def _fits(report: LoadReport, target: _Target, key: str, tensor: Tensor, path: Path) -> bool:
+    """Whether a checkpoint tensor loads as the model's `key`; where not, `report` says why."""
+    expected = target.expected.get(key)
+    if expected is None:
+        _report_unknown(report, target, key, path)
+        return False
+    shape = tuple(tensor.shape)
+    if shape != expected and target.ignore_mismatched_sizes:
+        # transformers' option for a new head on a fine-tuned checkpoint (num_labels=5 over 2 labels).
+        report.resized.append(f"{key}: checkpoint {shape}, model {expected}")
+    elif shape != expected:
+        report.mismatched.append(f"{key}: checkpoint {shape} in {path.name}, model {expected}")
+    elif not tensor.is_floating_point():
+        report.mismatched.append(f"{key}: checkpoint dtype {tensor.dtype} in {path.name}, model expects floats")
+    else:
+        return True
+    return False
+
+
+def _report_unknown(report: LoadReport, target: _Target, key: str, path: Path) -> None:
+    """File a checkpoint key the model has no weight for."""
+    unsupported = [why for name, why in UNSUPPORTED_TENSORS.items() if name in key]
+    if unsupported:
+        report.unsupported.append(f"{key} in {path.name} ({unsupported[0]})")
+    elif "pooler." in key and not target.has_pooler:
+        return  # transformers also ignores a pooler the model was built without
+    elif target.with_prefix and key.startswith(HEAD_MODULES):
+        report.ignored.append(key)  # e.g. the pre-training heads, for a classifier
+    else:
+        report.unexpected.append(f"{key} (in {path.name})")
+
+
+def _report_missing(report: LoadReport, target: _Target, missing: set[str], *, present: Iterable[str]) -> None:
+    """File the model keys no tensor loads into: a head part the checkpoint has nothing of is initialised
+    (initialized), a resized weight is reported as such already, the rest is missing."""
+    initialized = _new_head_weights(missing, present=present, base_model_prefix=target.base_model_prefix)
+    resized = {_key_of(item) for item in report.resized}
+    report.initialized = sorted(initialized)
+    report.missing = sorted(missing - initialized - resized)
+
+
+def _raise_or_warn(report: LoadReport, what: str, *, strict: bool, allow_nonfinite: bool) -> None:
+    """The one place a load fails (CheckpointError, with the report) or warns, before the model is touched."""
+    for target, source in report.untied:
+        warn_user(
+            f"{target} and {source} should be tied (config.tie_word_embeddings) but the checkpoint holds "
+            "different values for them, so they are loaded untied; set tie_word_embeddings=False to silence this"
+        )
     if report.unsupported or report.conflicts or report.mismatched:
         raise CheckpointError(report.message(what), report)
-    if nonfinite:
-        message = f"{what}: {len(nonfinite)} tensor(s) hold NaN or Inf: {', '.join(nonfinite[:5])}" + (
-            f", ... ({len(nonfinite) - 5} more)" if len(nonfinite) > 5 else ""
-        )
+    if report.nonfinite:
+        message = _nonfinite_message(report.nonfinite, what)
         if not allow_nonfinite:
             raise CheckpointError(f"{message}; the checkpoint is corrupt or its training diverged ({NONFINITE_HINT})")
-        warnings.warn(f"{message} (allow_nonfinite=True: loaded as they are)", stacklevel=4)
+        warn_user(f"{message} (allow_nonfinite=True: loaded as they are)")
     if report.missing or report.unexpected:
         if strict:
             raise CheckpointError(report.message(what) + f"\n  {STRICT_HINT}", report)
-        warnings.warn(
-            report.message(what) + "\n  (strict=False: missing weights are freshly initialised)", stacklevel=4
-        )
-    if report.resized:
-        warnings.warn(
-            f"{what}: shapes differ from the checkpoint's (ignore_mismatched_sizes=True), so these are newly "
-            f"initialised (train the model before use): {', '.join(report.resized)}",
-            stacklevel=4,
-        )
-    if report.initialized:
-        warnings.warn(
-            f"{what}: the checkpoint has no weights for these, so they are newly initialised "
-            f"(train the model before use): {', '.join(report.initialized)}",
-            stacklevel=4,
-        )
-    if report.ignored:
-        warnings.warn(
-            f"{what}: not used, the model has no such head: {', '.join(sorted(report.ignored))}", stacklevel=4
-        )
-    model.load_state_dict(loaded, strict=False, assign=True)
+        warn_user(report.message(what) + "\n  (strict=False: missing weights are freshly initialised)")
+    for items, note in (
+        (
+            report.resized,
+            "shapes differ from the checkpoint's (ignore_mismatched_sizes=True), so these are newly initialised "
+            "(train the model before use)",
+        ),
+        (
+            report.initialized,
+            "the checkpoint has no weights for these, so they are newly initialised (train the model before use)",
+        ),
+        (sorted(report.ignored), "not used, the model has no such head"),
+    ):
+        if items:
+            warn_user(f"{what}: {note}: {', '.join(items)}")
+
+
+def _nonfinite_message(nonfinite: list[str], what: str) -> str:
+    more = f", ... ({len(nonfinite) - 5} more)" if len(nonfinite) > 5 else ""
+    return f"{what}: {len(nonfinite)} tensor(s) hold NaN or Inf: {', '.join(nonfinite[:5])}" + more
+
+
+def assign_plan(model: nn.Module, plan: LoadPlan) -> None:
+    """Put a plan's tensors into `model` (built on meta or not), tie its tied weights, and give the weights
+    the checkpoint lacked real storage and transformers' initial values."""
+    model.load_state_dict(plan.tensors, strict=False, assign=True)
     # assign=True gives each module its own new Parameter, which unties; tying before
     # the init of missing weights spares the tied targets a useless init, tying after
     # covers a source that was itself missing (strict=False).
-    if tied:
-        model.tie_weights(tied)
-    _materialize_missing(model, device=device, dtype=dtype)
-    if tied:
-        model.tie_weights(tied)
-    return report
+    if plan.tied:
+        model.tie_weights(plan.tied)
+    _materialize_missing(model, device=plan.device, dtype=plan.dtype)
+    if plan.tied:
+        model.tie_weights(plan.tied)
 
 
 def _all_finite(tensor: Tensor) -> bool:
@@ -457,23 +576,17 @@ def _describe_nonfinite(key: str, path: Path, original: Tensor, converted: Tenso
     return f"{key} in {path.name} ({counts})"
 
 
-def _resolve_tied(model: nn.Module, loaded: dict[str, Tensor]) -> dict[str, str]:
+def _resolve_tied(pairs: Mapping[str, str], loaded: dict[str, Tensor], report: LoadReport) -> dict[str, str]:
     """The tied pairs (target -> source) to tie after loading; `loaded` is left holding each one's tensor once,
     under the source's name.
 
     As in transformers, a checkpoint may hold the source (transformers' safetensors saves), the target, or both
-    (old .bin saves); both with different values means it was trained untied, so they load apart, with a warning.
+    (old .bin saves); both with different values means it was trained untied, so they load apart (report.untied).
     """
-    tied_weights_keys = getattr(model, "tied_weights_keys", None)
-    pairs = tied_weights_keys() if tied_weights_keys is not None else {}
     tied = {}
     for target, source in pairs.items():
         if target in loaded and source in loaded and not torch.equal(loaded[target], loaded[source]):
-            warnings.warn(
-                f"{target} and {source} should be tied (config.tie_word_embeddings) but the checkpoint holds "
-                "different values for them, so they are loaded untied; set tie_word_embeddings=False to silence this",
-                stacklevel=5,
-            )
+            report.untied.append((target, source))
             continue
         if target in loaded:
             loaded.setdefault(source, loaded.pop(target))
@@ -627,12 +740,6 @@ def from_pretrained(
     name_or_path: str | os.PathLike,
     *,
     config: BertConfig | str | os.PathLike | None = None,
-    revision: str | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    token: str | bool | None = None,
-    local_files_only: bool = False,
-    force_download: bool = False,
-    subfolder: str = "",
     dtype: torch.dtype | str | None = None,
     torch_dtype: torch.dtype | str | None = None,
     device: torch.device | str | int | None = None,
@@ -646,9 +753,11 @@ def from_pretrained(
 ) -> M | tuple[M, dict[str, list[str]]]:
     """Load `cls` from a folder or a hub id, routing keywords as transformers' from_pretrained does.
 
-    kwargs: config fields override the loaded config (num_labels=3, output_hidden_states=True,
-    hidden_dropout_prob=0.0, ...; not allowed with a config object, which is used as given); the rest go to
-    the constructor (add_pooling_layer=False). A keyword that is neither is a TypeError naming it.
+    kwargs: the hub options of bertlite.hub.resolve_file (revision, cache_dir, token, local_files_only,
+    force_download, subfolder) find the files; config fields override the loaded config (num_labels=3,
+    output_hidden_states=True, hidden_dropout_prob=0.0, ...; not allowed with a config object, which is used as
+    given); the rest go to the constructor (add_pooling_layer=False). A keyword that is none of these is a
+    TypeError naming it.
     dtype (alias torch_dtype): torch.dtype or its name; None keeps float32; "auto" as in transformers.
     ignore_mismatched_sizes: weights whose shape differs from the checkpoint's (a new num_labels) are newly
     initialised, with a warning, instead of failing the load.
@@ -657,14 +766,7 @@ def from_pretrained(
     A weight holding NaN or Inf is a CheckpointError naming it; allow_nonfinite=True loads it with a warning
     (to inspect it).
     """
-    hub_kwargs = dict(
-        revision=revision,
-        cache_dir=cache_dir,
-        token=token,
-        local_files_only=local_files_only,
-        force_download=force_download,
-        subfolder=subfolder,
-    )
+    hub_kwargs = pop_hub_kwargs(kwargs)
     for key in (*NO_OP_LOAD_KWARGS, *TELEMETRY_KWARGS):
         kwargs.pop(key, None)
     if dtype is not None and torch_dtype is not None and dtype != torch_dtype:
@@ -713,12 +815,7 @@ def from_pretrained(
     )
     model.eval()
     if output_loading_info:
-        return model, {
-            "missing_keys": report.missing + report.initialized,
-            "unexpected_keys": report.unexpected + report.ignored,
-            "mismatched_keys": [item.split(":", 1)[0] for item in report.resized],
-            "error_msgs": [],
-        }
+        return model, report.loading_info()
     return model
 
 

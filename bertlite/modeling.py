@@ -22,8 +22,16 @@ from torch import Tensor, nn
 from torch.autograd.graph import save_on_cpu
 from torch.utils.checkpoint import checkpoint
 
+from bertlite import kernels
+from bertlite.attention import (
+    DEFAULT_ATTENTION,
+    PACKED_ATTENTION,
+    check_attn_implementation,
+    padded_attention,
+)
 from bertlite.config import BertConfig
-from bertlite.validation import check_inputs, recording_graph
+from bertlite.packing import PackedLayout
+from bertlite.validation import check_inputs, check_packed_inputs, recording_graph
 
 # --- activations -------------------------------------------------------------
 # Each is the formula transformers' ACT2FN uses for that name, op for op, so the
@@ -81,72 +89,17 @@ ACT2FN: dict[str, Callable[[Tensor], Tensor]] = {
     "tanh": torch.tanh,
 }
 
-# --- attention ---------------------------------------------------------------
-# One signature, named implementations. "eager" is the reference (and the only
-# one that yields probabilities); faster paths are tested against it.
-# position_scores: unscaled (B, nh, T, T) terms added to q.k before scaling
-# (relative position embeddings); empty for absolute positions.
-AttentionFn = Callable[
-    [Tensor, Tensor, Tensor, "Tensor | None", float, float, "tuple[Tensor, ...]"], tuple[Tensor, "Tensor | None"]
-]
-
-
-def eager_attention(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    bias: Tensor | None,
-    scaling: float,
-    dropout_p: float,
-    position_scores: tuple[Tensor, ...] = (),
-) -> tuple[Tensor, Tensor]:
-    scores = torch.matmul(query, key.transpose(2, 3))  # (B, nh, T, T)
-    if position_scores:
-        # Relative positions exist only in transformers 4.x, so its op order is the
-        # reference: terms added one by one, then a division by sqrt(head_dim)
-        # (BERT's scaling is always head_dim**-0.5; 1 / scaling would round differently).
-        for term in position_scores:
-            scores = scores + term
-        scores = scores / math.sqrt(query.shape[-1])
-    else:
-        # Scale after the matmul, as transformers v5 does: the order decides the last bit.
-        scores = scores * scaling
-    if bias is not None:
-        scores = scores + bias
-    probs = F.softmax(scores, dim=-1)
-    probs = F.dropout(probs, p=dropout_p, training=dropout_p > 0)
-    context = torch.matmul(probs, value).transpose(1, 2).contiguous()  # (B, T, nh, hs)
-    return context, probs
-
-
-def sdpa_attention(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    bias: Tensor | None,
-    scaling: float,
-    dropout_p: float,
-    position_scores: tuple[Tensor, ...] = (),
-) -> tuple[Tensor, None]:
-    if position_scores:
-        # SDPA scales only q.k, so the relative terms go in pre-scaled, as part of the additive mask.
-        relative = sum(position_scores[1:], position_scores[0]) * scaling  # (B, nh, T, T)
-        bias = relative if bias is None else relative + bias
-    context = F.scaled_dot_product_attention(query, key, value, attn_mask=bias, dropout_p=dropout_p, scale=scaling)
-    return context.transpose(1, 2).contiguous(), None  # (B, T, nh, hs)
-
-
-ATTENTION_FUNCTIONS: dict[str, AttentionFn] = {"eager": eager_attention, "sdpa": sdpa_attention}
+# Relative position embeddings (transformers 4.x's position_embedding_type values).
 RELATIVE_POSITION_EMBEDDINGS = ("relative_key", "relative_key_query")
-DEFAULT_ATTENTION = "sdpa"
 # transformers' dummy_inputs ids (utils.DUMMY_INPUTS).
 DUMMY_INPUTS = [[7, 6, 0, 0, 1], [1, 2, 3, 0, 0], [0, 0, 0, 4, 5]]
 
 
-def check_attn_implementation(name: str) -> str:
-    if name not in ATTENTION_FUNCTIONS:
-        raise ValueError(f"attn_implementation={name!r} is not one of {sorted(ATTENTION_FUNCTIONS)}")
-    return name
+def supports_packed(config: BertConfig) -> bool:
+    """Whether the layers can run this model on a packed batch. They know only padding masks and absolute
+    positions: relative positions need each sequence's (T, T) distance grid, a decoder a causal mask.
+    BertModel runs the others padded and re-packs the result."""
+    return config.position_embedding_type == "absolute" and not config.is_decoder
 
 
 # --- forward keywords ----------------------------------------------------------
@@ -296,7 +249,9 @@ class BertSelfAttention(nn.Module):
         self.query = nn.Linear(config.hidden_size, self.all_head_size)
         self.key = nn.Linear(config.hidden_size, self.all_head_size)
         self.value = nn.Linear(config.hidden_size, self.all_head_size)
-        self.qkv: nn.Module | None = None  # q|k|v as one (..., 3 * all_head_size) call (bertlite.quantization)
+        # A module giving query|key|value in one call, set by a quantizer (bertlite.quantization),
+        # which then owns the projections; None: the three Linears above.
+        self.qkv: nn.Module | None = None
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
         self.attn_implementation = check_attn_implementation(attn_implementation)
         self.position_embedding_type = config.position_embedding_type
@@ -306,23 +261,59 @@ class BertSelfAttention(nn.Module):
             self.distance_embedding = nn.Embedding(2 * config.max_position_embeddings - 1, self.attention_head_size)
 
     def forward(
-        self, hidden_states: Tensor, attention_bias: Tensor | None = None, output_attentions: bool = False
+        self,
+        hidden_states: Tensor,
+        attention_bias: Tensor | None = None,
+        output_attentions: bool = False,
+        layout: PackedLayout | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        input_shape = hidden_states.shape[:-1]
-        hidden_shape = (*input_shape, -1, self.attention_head_size)
-        qkv = self.qkv(hidden_states).chunk(3, dim=-1) if self.qkv is not None else None
-        query = (qkv[0] if qkv else self.query(hidden_states)).view(hidden_shape).transpose(1, 2)  # (B, nh, T, hs)
-        key = (qkv[1] if qkv else self.key(hidden_states)).view(hidden_shape).transpose(1, 2)
-        value = (qkv[2] if qkv else self.value(hidden_states)).view(hidden_shape).transpose(1, 2)
+        """hidden_states: (B, T, H) with an additive attention_bias, or packed (N, H) rows with their layout."""
         # Probabilities exist only on the eager path, so asking for them selects it.
         name = "eager" if output_attentions else self.attn_implementation
         dropout_p = self.dropout.p if self.training else 0.0
+        if layout is not None:
+            if self.position_embedding_type in RELATIVE_POSITION_EMBEDDINGS:
+                raise ValueError("relative position embeddings need a padded batch (BertModel pads such models)")
+            qkv = self.packed_qkv(hidden_states)  # (N, 3H)
+            return PACKED_ATTENTION[name](qkv, layout, self.num_attention_heads, self.scaling, dropout_p)
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.attention_head_size)
+        if self.qkv is None:
+            projections = (self.query(hidden_states), self.key(hidden_states), self.value(hidden_states))
+        else:
+            projections = self.qkv(hidden_states).split(self.all_head_size, dim=-1)
+        query, key, value = (p.view(hidden_shape).transpose(1, 2) for p in projections)  # (B, nh, T, hs)
         position_scores = self.relative_position_scores(query, key)
-        context, probs = ATTENTION_FUNCTIONS[name](
+        context, probs = padded_attention(name)(
             query, key, value, attention_bias, self.scaling, dropout_p, position_scores
         )
         context = context.reshape(*input_shape, -1).contiguous()  # (B, T, H)
         return context, probs
+
+    def packed_qkv(self, hidden_states: Tensor) -> Tensor:
+        """query|key|value of every row, (N, 3H): one GEMM over a fused weight in inference."""
+        if self.qkv is not None:
+            return self.qkv(hidden_states)
+        linears = (self.query, self.key, self.value)
+        if torch.is_grad_enabled() or any(type(m) is not nn.Linear or m.bias is None for m in linears):
+            # Training, or an adapter (LoRA) wrapping a projection: each module runs as it is.
+            return torch.cat([m(hidden_states) for m in linears], dim=-1)
+        weight, bias = self._fused_qkv()
+        return kernels.linear(hidden_states, weight, bias)
+
+    def _fused_qkv(self) -> tuple[Tensor, Tensor]:
+        """The three weights and biases concatenated, kept as a plain attribute: a copy that
+        state_dict() and save_pretrained never see. It is rebuilt when any of the six
+        tensors is replaced or changed in place (its storage or its version counter moves),
+        so loading, training or .to() never leave it stale."""
+        tensors = [t for m in (self.query, self.key, self.value) for t in (m.weight, m.bias)]
+        key = tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in tensors)
+        cached = self.__dict__.get("_fused_qkv_cache")
+        if cached is None or cached[0] != key:
+            weight = torch.cat([t.detach() for t in tensors[0::2]])
+            bias = torch.cat([t.detach() for t in tensors[1::2]])
+            self.__dict__["_fused_qkv_cache"] = cached = (key, weight, bias)
+        return cached[1], cached[2]
 
     def relative_position_scores(self, query: Tensor, key: Tensor) -> tuple[Tensor, ...]:
         """The unscaled relative-position terms of the attention scores, as transformers 4.x computed
@@ -342,16 +333,30 @@ class BertSelfAttention(nn.Module):
         return scores
 
 
-class BertSelfOutput(nn.Module):
-    def __init__(self, config: BertConfig) -> None:
+def _fast_dense(module: nn.Module, dense: nn.Module, layout: PackedLayout | None) -> bool:
+    """Whether a dense layer runs on the fused oneDNN kernels: packed inference through a plain Linear."""
+    return layout is not None and not module.training and not torch.is_grad_enabled() and type(dense) is nn.Linear
+
+
+class _DenseAddNorm(nn.Module):
+    """LayerNorm(dropout(dense(x)) + residual): the two places a layer writes back to the residual stream."""
+
+    def __init__(self, in_features: int, config: BertConfig) -> None:
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dense = nn.Linear(in_features, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, hidden_states: Tensor, input_tensor: Tensor) -> Tensor:
+    def forward(self, hidden_states: Tensor, input_tensor: Tensor, layout: PackedLayout | None = None) -> Tensor:
+        if _fast_dense(self, self.dense, layout):
+            return self.LayerNorm(kernels.linear_add(hidden_states, self.dense.weight, self.dense.bias, input_tensor))
         hidden_states = self.dropout(self.dense(hidden_states))
         return self.LayerNorm(hidden_states + input_tensor)
+
+
+class BertSelfOutput(_DenseAddNorm):
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__(config.hidden_size, config)
 
 
 class BertAttention(nn.Module):
@@ -361,33 +366,33 @@ class BertAttention(nn.Module):
         self.output = BertSelfOutput(config)
 
     def forward(
-        self, hidden_states: Tensor, attention_bias: Tensor | None = None, output_attentions: bool = False
+        self,
+        hidden_states: Tensor,
+        attention_bias: Tensor | None = None,
+        output_attentions: bool = False,
+        layout: PackedLayout | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        context, probs = self.self(hidden_states, attention_bias, output_attentions)
-        return self.output(context, hidden_states), probs
+        context, probs = self.self(hidden_states, attention_bias, output_attentions, layout)
+        return self.output(context, hidden_states, layout), probs
 
 
 class BertIntermediate(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
-        self.hidden_act = config.hidden_act  # by name too, so the fast path can fuse it into the GEMM
+        self.hidden_act = config.hidden_act  # by name too, for the kernels that fuse it into the GEMM
         self.intermediate_act_fn = ACT2FN[config.hidden_act]
 
-    def forward(self, hidden_states: Tensor) -> Tensor:
+    def forward(self, hidden_states: Tensor, layout: PackedLayout | None = None) -> Tensor:
+        if _fast_dense(self, self.dense, layout):
+            dense = self.dense
+            return kernels.linear(hidden_states, dense.weight, dense.bias, self.hidden_act, self.intermediate_act_fn)
         return self.intermediate_act_fn(self.dense(hidden_states))
 
 
-class BertOutput(nn.Module):
+class BertOutput(_DenseAddNorm):
     def __init__(self, config: BertConfig) -> None:
-        super().__init__()
-        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-
-    def forward(self, hidden_states: Tensor, input_tensor: Tensor) -> Tensor:
-        hidden_states = self.dropout(self.dense(hidden_states))
-        return self.LayerNorm(hidden_states + input_tensor)
+        super().__init__(config.intermediate_size, config)
 
 
 class BertLayer(nn.Module):
@@ -398,10 +403,14 @@ class BertLayer(nn.Module):
         self.output = BertOutput(config)
 
     def forward(
-        self, hidden_states: Tensor, attention_bias: Tensor | None = None, output_attentions: bool = False
+        self,
+        hidden_states: Tensor,
+        attention_bias: Tensor | None = None,
+        output_attentions: bool = False,
+        layout: PackedLayout | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        attention_output, probs = self.attention(hidden_states, attention_bias, output_attentions)
-        layer_output = self.output(self.intermediate(attention_output), attention_output)
+        attention_output, probs = self.attention(hidden_states, attention_bias, output_attentions, layout)
+        layer_output = self.output(self.intermediate(attention_output, layout), attention_output, layout)
         return layer_output, probs
 
 
@@ -421,6 +430,7 @@ class BertEncoder(nn.Module):
         attention_bias: Tensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
+        layout: PackedLayout | None = None,
     ) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
         all_hidden_states = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
@@ -429,10 +439,10 @@ class BertEncoder(nn.Module):
                 # Keep only each layer's input; backward re-runs the layer (with the same dropout masks).
                 with save_on_cpu(pin_memory=torch.cuda.is_available()) if self.checkpoint_offload else nullcontext():
                     hidden_states, probs = checkpoint(
-                        layer_module, hidden_states, attention_bias, output_attentions, **self.checkpoint_kwargs
+                        layer_module, hidden_states, attention_bias, output_attentions, layout, **self.checkpoint_kwargs
                     )
             else:
-                hidden_states, probs = layer_module(hidden_states, attention_bias, output_attentions)
+                hidden_states, probs = layer_module(hidden_states, attention_bias, output_attentions, layout)
             if all_hidden_states is not None:
                 all_hidden_states.append(hidden_states)
             if all_attentions is not None:
@@ -450,8 +460,9 @@ class BertPooler(nn.Module):
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.activation = nn.Tanh()
 
-    def forward(self, hidden_states: Tensor) -> Tensor:
-        return self.activation(self.dense(hidden_states[:, 0]))  # the [CLS] token
+    def forward(self, hidden_states: Tensor, layout: PackedLayout | None = None) -> Tensor:
+        first = hidden_states[:, 0] if layout is None else hidden_states[layout.starts]  # the [CLS] token
+        return self.activation(self.dense(first))
 
 
 # --- models ------------------------------------------------------------------
@@ -820,14 +831,48 @@ class BertModel(BertPreTrainedModel):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         use_cache: bool | None = None,
+        lengths: Tensor | None = None,
+        layout: PackedLayout | None = None,
         **kwargs: Any,
     ) -> BaseModelOutputWithPooling | tuple[Tensor, ...]:
-        """kwargs: what transformers' forward also takes and bertlite ignores (tokenizer extras such as
+        """A padded batch: (B, T) input_ids (or inputs_embeds) and attention_mask, as in transformers.
+        A packed batch: input_ids (N,) holding the sequences one after another, and their lengths (B,)
+        or a PackedLayout; last_hidden_state and hidden_states are then (N, H), one row per real token,
+        pooler_output (B, H). Both run the same modules; see bertlite.packing.
+
+        kwargs: what transformers' forward also takes and bertlite ignores (tokenizer extras such as
         special_tokens_mask, Trainer's num_items_in_batch; head_mask=None and other v4 keywords as None);
         anything else is a TypeError naming it."""
         check_forward_kwargs(type(self).__name__, kwargs)
         if use_cache and self.config.is_decoder:
             raise NotImplementedError("use_cache=True (a KV cache for generation) is not supported by bertlite")
+        cfg = self.config
+        output_attentions = cfg.output_attentions if output_attentions is None else output_attentions
+        output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
+        if lengths is not None or layout is not None:
+            for name, value in (("attention_mask", attention_mask), ("position_ids", position_ids)):
+                if value is not None:
+                    raise ValueError(f"{name} is not taken with a packed batch: the layout (lengths=) says it")
+            if inputs_embeds is not None:
+                raise ValueError("a packed batch takes input_ids (total_tokens,), not inputs_embeds")
+            out = self._forward_packed(
+                input_ids, token_type_ids, lengths, layout, output_attentions, output_hidden_states
+            )
+        else:
+            inputs = (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+            out = self._forward_padded(*inputs, output_attentions, output_hidden_states)
+        return out if (cfg.return_dict if return_dict is None else return_dict) else out.to_tuple()
+
+    def _forward_padded(
+        self,
+        input_ids: Tensor | None,
+        attention_mask: Tensor | None,
+        token_type_ids: Tensor | None,
+        position_ids: Tensor | None,
+        inputs_embeds: Tensor | None,
+        output_attentions: bool,
+        output_hidden_states: bool,
+    ) -> BaseModelOutputWithPooling:
         check_inputs(self.config, input_ids, inputs_embeds, attention_mask, token_type_ids, position_ids)
         embedding_output = self.embeddings(
             input_ids=input_ids,
@@ -836,16 +881,68 @@ class BertModel(BertPreTrainedModel):
             inputs_embeds=inputs_embeds,
         )
         attention_bias = self.get_attention_bias(attention_mask, embedding_output)
-        cfg = self.config
         sequence_output, hidden_states, attentions = self.encoder(
-            embedding_output,
-            attention_bias,
-            output_attentions=cfg.output_attentions if output_attentions is None else output_attentions,
-            output_hidden_states=cfg.output_hidden_states if output_hidden_states is None else output_hidden_states,
+            embedding_output, attention_bias, output_attentions, output_hidden_states
         )
         pooled_output = self.pooler(sequence_output) if self.pooler is not None else None
-        out = BaseModelOutputWithPooling(sequence_output, pooled_output, hidden_states, attentions)
-        return out if (cfg.return_dict if return_dict is None else return_dict) else out.to_tuple()
+        return BaseModelOutputWithPooling(sequence_output, pooled_output, hidden_states, attentions)
+
+    def _forward_packed(
+        self,
+        input_ids: Tensor | None,
+        token_type_ids: Tensor | None,
+        lengths: Tensor | None,
+        layout: PackedLayout | None,
+        output_attentions: bool,
+        output_hidden_states: bool,
+    ) -> BaseModelOutputWithPooling:
+        if input_ids is None:
+            raise ValueError("a packed batch needs input_ids of shape (total_tokens,)")
+        if lengths is not None and layout is not None:
+            raise ValueError("give lengths= or layout=, not both")
+        lengths = layout.lengths if layout is not None else torch.as_tensor(lengths, device=input_ids.device)
+        check_packed_inputs(self.config, input_ids, lengths, token_type_ids)
+        if layout is None:
+            layout = PackedLayout.from_lengths(lengths, self.embeddings.word_embeddings.weight.dtype)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        if not supports_packed(self.config):
+            return self._forward_packed_as_padded(
+                input_ids, token_type_ids, layout, output_attentions, output_hidden_states
+            )
+        embedding_output = self.embeddings(
+            input_ids=input_ids, token_type_ids=token_type_ids, position_ids=layout.positions
+        )
+        sequence_output, hidden_states, attentions = self.encoder(
+            embedding_output, None, output_attentions, output_hidden_states, layout
+        )
+        pooled_output = self.pooler(sequence_output, layout) if self.pooler is not None else None
+        return BaseModelOutputWithPooling(sequence_output, pooled_output, hidden_states, attentions)
+
+    def _forward_packed_as_padded(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor,
+        layout: PackedLayout,
+        output_attentions: bool,
+        output_hidden_states: bool,
+    ) -> BaseModelOutputWithPooling:
+        """A packed batch through the padded forward, for models the layers cannot run packed
+        (supports_packed): same result, without the speed-up."""
+        out = self._forward_padded(
+            layout.scatter_to_grid(input_ids),
+            layout.key_mask.long(),
+            layout.scatter_to_grid(token_type_ids),
+            None,
+            None,
+            output_attentions,
+            output_hidden_states,
+        )
+        hidden_states = None
+        if out.hidden_states is not None:
+            hidden_states = tuple(layout.gather_from_grid(h) for h in out.hidden_states)
+        sequence_output = layout.gather_from_grid(out.last_hidden_state)
+        return BaseModelOutputWithPooling(sequence_output, out.pooler_output, hidden_states, out.attentions)
 
     def get_attention_bias(self, attention_mask: Tensor | None, embeddings: Tensor) -> Tensor | None:
         """Additive bias: 0 where a key is attended, dtype-min where it is not.

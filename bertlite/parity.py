@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 import bertlite
 from bertlite.auto import ARCHITECTURES
+from bertlite.capabilities import DTYPE_NAMES
 from bertlite.config import SIZE_FIELDS, SUPPORTED_ACTIVATIONS
 from bertlite.loading import CheckpointError, one_line, parse_dtype
 
@@ -51,8 +52,6 @@ BUILTIN_TEXTS: list[str | tuple[str, str]] = [
     "The quick brown fox jumps over the lazy dog.",
     "Tabs\tand\tother\twhitespace.",
 ]
-
-SUPPORTED_DTYPES = ("float32", "bfloat16", "float16")
 
 # The heads `--head auto` compares: architecture -> its logits fields, each per token (padded
 # positions excluded) or per sequence. The reference is transformers' Auto class of the same
@@ -510,8 +509,8 @@ def _check_options(dtype: Any, attn: str, batch_size: int, max_length: int, head
         torch_dtype = parse_dtype(dtype)
     except ValueError as e:
         raise ParityLoadError(str(e)) from e
-    if str(torch_dtype).removeprefix("torch.") not in SUPPORTED_DTYPES:
-        raise ParityLoadError(f"--dtype must be one of {', '.join(SUPPORTED_DTYPES)}, got {dtype!r}")
+    if str(torch_dtype).removeprefix("torch.") not in DTYPE_NAMES:
+        raise ParityLoadError(f"--dtype must be one of {', '.join(DTYPE_NAMES)}, got {dtype!r}")
     if attn not in ("eager", "sdpa"):
         raise ParityLoadError(f"--attn must be eager or sdpa, got {attn!r}")
     if head not in ("auto", "none"):
@@ -568,10 +567,25 @@ def compare_logits(
     rtol: float,
 ) -> None:
     for key in HEAD_LOGITS[architecture]:
-        row = make_row("logits", key, ours[key], ref[key], theirs[key] if theirs is not None else None, atol, rtol)
-        report.rows.append(row)
-        if not row.ok and report.first_divergence is None:
-            report.first_divergence = key
+        theirs_key = theirs[key] if theirs is not None else None
+        _add_row(report, make_row("logits", key, ours[key], ref[key], theirs_key, atol, rtol), divergence=key)
+
+
+def _add_row(report: ParityReport, row: Row, divergence: str | None = None) -> None:
+    """Append `row`; a failing row that can locate the fault (divergence: its name) is the first divergence
+    unless an earlier one is."""
+    report.rows.append(row)
+    if divergence is not None and not row.ok and report.first_divergence is None:
+        report.first_divergence = divergence
+
+
+def _module_label(name: str) -> str:
+    """A module's row label; an output that transformers returns in hidden_states says which one."""
+    if name.endswith(".output") and ".layer." in name:
+        return f"{name} (hidden_states[{int(name.split('.')[2]) + 1}])"
+    if name == "embeddings":
+        return "embeddings (hidden_states[0])"
+    return name
 
 
 def compare_activations(
@@ -586,7 +600,7 @@ def compare_activations(
 ) -> None:
     masks = [b["attention_mask"] for b in batches]
 
-    def pick(run_: dict | None, key: str, kind: str, index: int | None = None) -> list[Tensor] | None:
+    def pick(run_: dict | None, key: str, kind: str, index: int | None) -> list[Tensor] | None:
         if run_ is None:
             return None
         if key in run_["modules"]:
@@ -597,40 +611,19 @@ def compare_activations(
             tensors = run_[key]
         return [select_valid(t, m, kind) for t, m in zip(tensors, masks, strict=True)]
 
+    def row(row_kind: str, label: str, key: str, kind: str, index: int | None = None) -> Row:
+        picked = (pick(run_, key, kind, index) for run_ in (ours, ref, theirs))
+        return make_row(row_kind, label, *picked, atol, rtol)
+
+    # The first failing module is the first divergence; a failing attention map only when no module fails.
     for name in names:
         kind = "pooled" if name == "pooler" else "token"
-        label = name
-        if name.endswith(".output") and ".layer." in name:
-            label = f"{name} (hidden_states[{int(name.split('.')[2]) + 1}])"
-        elif name == "embeddings":
-            label = "embeddings (hidden_states[0])"
-        row = make_row(
-            "module", label, pick(ours, name, kind), pick(ref, name, kind), pick(theirs, name, kind), atol, rtol
-        )
-        report.rows.append(row)
-        if not row.ok and report.first_divergence is None:
-            report.first_divergence = name
+        _add_row(report, row("module", _module_label(name), name, kind), divergence=name)
     for i in range(len(ours["attentions"][0])):
-        report.rows.append(
-            make_row(
-                "attention",
-                f"attentions[{i}]",
-                pick(ours, "attentions", "attention", i),
-                pick(ref, "attentions", "attention", i),
-                pick(theirs, "attentions", "attention", i),
-                atol,
-                rtol,
-            )
-        )
+        _add_row(report, row("attention", f"attentions[{i}]", "attentions", "attention", i), f"attentions[{i}]")
     for key, kind in (("last_hidden_state", "token"), ("pooler_output", "pooled")):
         if ours[key][0] is not None and ref[key][0] is not None:
-            report.rows.append(
-                make_row(
-                    "output", key, pick(ours, key, kind), pick(ref, key, kind), pick(theirs, key, kind), atol, rtol
-                )
-            )
-    if report.first_divergence is None and any(not r.ok for r in report.rows if r.kind == "attention"):
-        report.first_divergence = next(r.name for r in report.rows if r.kind == "attention" and not r.ok)
+            _add_row(report, row("output", key, key, kind))
 
 
 # --- diagnosis -----------------------------------------------------------------

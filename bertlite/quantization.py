@@ -310,16 +310,13 @@ def is_quantized(model: nn.Module) -> bool:
     return any(isinstance(m, Int8Linear) for m in model.modules())
 
 
-def check_quantize(quantize: str | None, dtype: object, unpad: bool | None, model: nn.Module | None = None) -> bool:
+def check_quantize(quantize: str | None, dtype: object) -> bool:
     """Whether Embedder options ask for int8; a ValueError for a combination that cannot run."""
     if quantize not in (None, "int8"):
         raise ValueError(f"quantize={quantize!r} is not supported (use 'int8' or None)")
-    int8 = quantize == "int8" or dtype == "int8"
-    if quantize == "int8" and dtype not in (None, "int8", "float32", torch.float32):
+    if quantize == "int8" and dtype not in (None, "auto", "int8", "float32", torch.float32):
         raise ValueError(f"quantize='int8' quantizes the float32 weights; dtype={dtype!r} cannot go with it")
-    if unpad and (int8 or (model is not None and is_quantized(model))):
-        raise ValueError("unpad=True: the packed path does not run int8 Linears yet; leave unpad unset for int8")
-    return int8
+    return quantize == "int8" or dtype == "int8"
 
 
 @torch.no_grad()

@@ -60,8 +60,8 @@ def tensors_to_save(model: BertPreTrainedModel, state_dict: dict[str, Tensor] | 
     every tensor owning its storage.
 
     safetensors refuses tensors that share memory. A tied target is the source's tensor
-    and is left out, as transformers does (loading ties it again). Any other sharing,
-    such as the fast path's fused QKV buffer under query/key/value, is cut by a copy.
+    and is left out, as transformers does (loading ties it again). Any other sharing (a
+    state_dict of views, a tensor that is a slice of a larger buffer) is cut by a copy.
     """
     source = model.state_dict() if state_dict is None else state_dict
     for key, value in source.items():

@@ -13,17 +13,17 @@ import functools
 import json
 import os
 import threading
-import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tokenizers import Encoding, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 
-from bertlite.config import HUB_KWARGS, read_json_object
+from bertlite.config import read_json_object
 from bertlite.files import write_temporaries
-from bertlite.hub import resolve_file
+from bertlite.hub import HUB_KWARGS, pop_hub_kwargs, resolve_file
+from bertlite.warn import warn_user
 
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
@@ -225,7 +225,7 @@ class BertTokenizer:
         unknown = sorted(set(kwargs) - set(HUB_KWARGS) - set(INIT_KEYS) - set(IGNORED_KEYS))
         if unknown:
             raise TypeError(f"from_pretrained got unexpected keyword argument(s): {', '.join(unknown)}")
-        hub_kwargs = {k: kwargs[k] for k in HUB_KWARGS if k in kwargs}
+        hub_kwargs = pop_hub_kwargs(dict(kwargs))
         name = os.fspath(name_or_path)
         config = _read_json(name, TOKENIZER_CONFIG_FILE, hub_kwargs)
         special_map = _read_json(name, SPECIAL_TOKENS_MAP_FILE, hub_kwargs)
@@ -345,41 +345,18 @@ class BertTokenizer:
             pad_to_multiple_of,
             padding_side,
         )
-        if return_token_type_ids is None:
-            return_token_type_ids = "token_type_ids" in self.model_input_names
-        if return_attention_mask is None:
-            return_attention_mask = "attention_mask" in self.model_input_names
-        data: dict[str, list] = {"input_ids": []}
-        if return_token_type_ids:
-            data["token_type_ids"] = []
-        if return_attention_mask:
-            data["attention_mask"] = []
-        if return_special_tokens_mask:
-            data["special_tokens_mask"] = []
-        if return_offsets_mapping:
-            data["offset_mapping"] = []
-        if return_length:
-            data["length"] = []
-        flat: list[Encoding] = []
-        mapping: list[int] = []
-        for i, encoding in enumerate(encodings):
-            # An overflowing window becomes a row of its own, as in transformers.
-            for e in [encoding, *encoding.overflowing] if return_overflowing_tokens else [encoding]:
-                flat.append(e)
-                mapping.append(i)
-                data["input_ids"].append(e.ids)
-                if return_token_type_ids:
-                    data["token_type_ids"].append(e.type_ids)
-                if return_attention_mask:
-                    data["attention_mask"].append(e.attention_mask)
-                if return_special_tokens_mask:
-                    data["special_tokens_mask"].append(e.special_tokens_mask)
-                if return_offsets_mapping:
-                    data["offset_mapping"].append(e.offsets)
-                if return_length:
-                    data["length"].append(len(e.ids))
-        if return_overflowing_tokens:
-            data["overflow_to_sample_mapping"] = mapping
+        wanted = {
+            "input_ids": True,
+            "token_type_ids": return_token_type_ids,
+            "attention_mask": return_attention_mask,
+            "special_tokens_mask": return_special_tokens_mask,
+            "offset_mapping": return_offsets_mapping,
+            "length": return_length,
+        }
+        for key in ("token_type_ids", "attention_mask"):  # None: those the model takes
+            if wanted[key] is None:
+                wanted[key] = key in self.model_input_names
+        flat, data = _rows(encodings, [key for key, on in wanted.items() if on], return_overflowing_tokens)
         if not batched and return_tensors is None and not return_overflowing_tokens:
             data = {key: value[0] if value and isinstance(value[0], list) else value for key, value in data.items()}
         return BatchEncoding(data, flat).convert_to_tensors(return_tensors)
@@ -404,10 +381,9 @@ class BertTokenizer:
         if max_length is not None and padding is False and truncation is None:
             truncation = "longest_first"  # transformers: max_length alone truncates
         if padding is True and verbose and max_length is not None and truncation in (None, False, "do_not_truncate"):
-            warnings.warn(
+            warn_user(
                 "`max_length` is ignored when `padding`=`True` and there is no truncation strategy. "
-                "To pad to max length, use `padding='max_length'`.",
-                stacklevel=3,
+                "To pad to max length, use `padding='max_length'`."
             )
         padding_strategy = PADDING[padding]
         truncation_strategy = {True: "longest_first", False: None, None: None}.get(truncation, truncation)
@@ -662,6 +638,32 @@ def clean_up_tokenization(text: str) -> str:
         .replace(" 've", "'ve")
         .replace(" 're", "'re")
     )
+
+
+# What a call returns per row, by key, read from the row's Encoding (in the order transformers gives them).
+_ROW_FIELDS: dict[str, Callable[[Encoding], Any]] = {
+    "input_ids": lambda e: e.ids,
+    "token_type_ids": lambda e: e.type_ids,
+    "attention_mask": lambda e: e.attention_mask,
+    "special_tokens_mask": lambda e: e.special_tokens_mask,
+    "offset_mapping": lambda e: e.offsets,
+    "length": lambda e: len(e.ids),
+}
+
+
+def _rows(encodings: list[Encoding], keys: list[str], overflowing: bool) -> tuple[list[Encoding], dict[str, list]]:
+    """The rows of a call (with overflowing: every window of a text is a row of its own, as in transformers)
+    and the lists of `keys` over them, plus overflow_to_sample_mapping (row -> text) with overflowing."""
+    flat: list[Encoding] = []
+    mapping: list[int] = []
+    for i, encoding in enumerate(encodings):
+        for e in [encoding, *encoding.overflowing] if overflowing else [encoding]:
+            flat.append(e)
+            mapping.append(i)
+    data = {key: [_ROW_FIELDS[key](e) for e in flat] for key in keys}
+    if overflowing:
+        data["overflow_to_sample_mapping"] = mapping
+    return flat, data
 
 
 def _batch_inputs(text: Any, text_pair: Any, is_split_into_words: bool) -> tuple[bool, list[Any]]:

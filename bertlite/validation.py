@@ -106,6 +106,8 @@ def check_packed_inputs(config: BertConfig, input_ids: Tensor, lengths: Tensor, 
     """The unpadded path's inputs: (total_tokens,) ids and per-sequence lengths."""
     if input_ids.dim() != 1:
         raise ValueError(f"packed input_ids must have shape (total_tokens,), got {tuple(input_ids.shape)}")
+    if lengths.dim() != 1 or lengths.dtype.is_floating_point or lengths.dtype.is_complex or lengths.dtype == torch.bool:
+        raise ValueError(f"lengths must be a 1-D integer tensor, got {lengths.dtype} of shape {tuple(lengths.shape)}")
     if lengths.numel() == 0 or int(lengths.min()) < 1:
         raise ValueError("every packed sequence needs at least one token")
     if int(lengths.sum()) != input_ids.numel():

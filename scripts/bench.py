@@ -9,12 +9,21 @@ Useful GFLOP/s counts only real tokens' FLOPs and is shown as % of the measured
 GEMM peak. Cold start runs each library in fresh processes: import, load, and
 embed one sentence (time to first vector) with peak RSS.
 
+Peers a user would pick instead run in the same rounds, each only when installed
+(pip install 'bertlite[bench]'): ONNX Runtime fp32 on a graph exported in the run
+and fused by its BERT optimizer, ONNX Runtime int8 (quantize_dynamic, per-channel),
+OpenVINO fp32 and CTranslate2 fp32 / int8; each tokenizes with the checkpoint's
+tokenizer.json inside the timed call, in length-sorted batches of 32. Every result
+starts with the CPU's capabilities (bertlite.capabilities): the numbers depend on them.
+
 Usage: python scripts/bench.py [--texts N] [--rounds R] [--configs a,b] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib
 import json
 import os
 import statistics
@@ -22,12 +31,15 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from bertlite.capabilities import detect, resolve_dtype
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "data" / "stdlib_docs.jsonl"
@@ -91,12 +103,18 @@ def transformers_runner(
 
 
 def bertlite_runner(
-    model_path: str, dtype: str | None, batch_size: int | None = None, **embedder_kwargs: Any
+    model_path: str,
+    dtype: str | None,
+    batch_size: int | None = None,
+    attn_implementation: str | None = None,
+    **embedder_kwargs: Any,
 ) -> Callable[[list[str]], np.ndarray]:
     """Embedder.encode with its default batching unless batch_size is given."""
     from bertlite import Embedder
 
     embedder = Embedder.from_pretrained(model_path, dtype=dtype, **embedder_kwargs)
+    if attn_implementation is not None:
+        embedder.model.set_attn_implementation(attn_implementation)
     return lambda texts: embedder.encode(texts, batch_size=batch_size, show_progress_bar=False)
 
 
@@ -106,7 +124,7 @@ def torch_dynamic_int8_runner(model_path: str) -> Callable[[list[str]], np.ndarr
 
     from bertlite import Embedder
 
-    embedder = Embedder.from_pretrained(model_path, unpad=False)
+    embedder = Embedder.from_pretrained(model_path, dtype="float32")
     quantize_dynamic(embedder.model.encoder, {torch.nn.Linear: per_channel_dynamic_qconfig}, inplace=True)
     return lambda texts: embedder.encode(texts, show_progress_bar=False)
 
@@ -118,6 +136,173 @@ def sentence_transformers_runner(model_path: str) -> Callable[[list[str]], np.nd
     return lambda texts: model.encode(texts, batch_size=BATCH_SIZE)
 
 
+# --- peers a user would pick instead --------------------------------------------------
+
+
+class PeerMissing(Exception):
+    """An optional engine that is not installed: its configs are skipped, and the result says so."""
+
+
+def require(module: str, package: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise PeerMissing(f"{module} is not installed (pip install {package})") from e
+
+
+def sorted_batches_runner(
+    model_path: str, forward: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+) -> Callable[[list[str]], np.ndarray]:
+    """What a user of an inference engine writes: the checkpoint's tokenizer.json, length-sorted
+    batches of 32 padded to their longest text, forward(ids, mask, types) -> (B, T, H), mean pooling."""
+    from bertlite.features import load_tokenizer
+
+    tokenizer = load_tokenizer(model_path)
+    tokenizer.enable_truncation(MAX_LENGTH)
+    pad = tokenizer.token_to_id("[PAD]") or 0
+
+    def run(texts: list[str]) -> np.ndarray:
+        encodings = tokenizer.encode_batch(texts)
+        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
+        out: np.ndarray | None = None
+        for start in range(0, len(order), BATCH_SIZE):
+            rows = order[start : start + BATCH_SIZE]
+            shape = (len(rows), len(encodings[rows[0]].ids))
+            ids, types, mask = np.full(shape, pad, np.int64), np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+            for row, i in enumerate(rows):
+                n = len(encodings[i].ids)
+                ids[row, :n], types[row, :n], mask[row, :n] = encodings[i].ids, encodings[i].type_ids, 1
+            hidden = np.asarray(forward(ids, mask, types), dtype=np.float32)  # (B, T, H)
+            pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+            if out is None:
+                out = np.empty((len(texts), hidden.shape[-1]), dtype=np.float32)
+            out[rows] = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+        assert out is not None
+        return out
+
+    return run
+
+
+ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+@functools.cache
+def onnx_file(model_path: str, kind: str) -> Path:
+    """transformers' BertModel exported in this run ("exported"), fused by ONNX Runtime's BERT
+    optimizer ("fused"), and that quantized to int8 with per-channel weight scales ("int8")."""
+    require("onnx", "onnx")
+    ort_quantization = require("onnxruntime.quantization", "onnxruntime")
+    folder = Path(_onnx_folder.name)
+    if kind == "exported":
+        import transformers
+
+        model = transformers.AutoModel.from_pretrained(model_path, attn_implementation="eager").eval()
+
+        class LastHiddenState(torch.nn.Module):  # transformers' forward takes these by keyword only
+            def __init__(self) -> None:
+                super().__init__()
+                self.bert = model  # a submodule, so the trace keeps its weights as parameters
+
+            def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor):
+                return self.bert(
+                    input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+                ).last_hidden_state
+
+        # A padded example: an all-ones mask would let the trace drop the masking.
+        example = (
+            torch.tensor([[101, 7592, 2088, 102], [101, 7592, 102, 0]]),
+            torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]]),
+            torch.zeros(2, 4, dtype=torch.long),
+        )
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the legacy exporter's deprecation and tracer notes
+            traced = torch.jit.trace(LastHiddenState(), example, check_trace=False)
+            torch.onnx.export(
+                traced,
+                example,
+                folder / "model.onnx",
+                dynamo=False,  # the graph ONNX Runtime's BERT fusions match
+                input_names=list(ONNX_INPUTS),
+                output_names=["last_hidden_state"],
+                dynamic_axes={name: {0: "batch", 1: "seq"} for name in (*ONNX_INPUTS, "last_hidden_state")},
+                opset_version=17,
+            )
+        return folder / "model.onnx"
+    if kind == "fused":
+        from onnxruntime.transformers import optimizer
+
+        from bertlite import BertConfig
+
+        config = BertConfig.from_pretrained(model_path)
+        fused = optimizer.optimize_model(
+            str(onnx_file(model_path, "exported")),
+            model_type="bert",
+            num_heads=config.num_attention_heads,
+            hidden_size=config.hidden_size,
+        )
+        print(f"  onnxruntime fusions: {fused.get_fused_operator_statistics()}", file=sys.stderr)
+        fused.save_model_to_file(str(folder / "fused.onnx"))
+        return folder / "fused.onnx"
+    if kind == "int8":
+        ort_quantization.quantize_dynamic(
+            onnx_file(model_path, "fused"),
+            folder / "int8.onnx",
+            per_channel=True,
+            weight_type=ort_quantization.QuantType.QInt8,
+            extra_options={"DefaultTensorType": 1},  # FLOAT: the fused ops are outside ONNX's shape inference
+        )
+        return folder / "int8.onnx"
+    raise ValueError(f"kind={kind!r}")
+
+
+_onnx_folder = tempfile.TemporaryDirectory(prefix="bertlite_bench_")  # removed at exit
+
+
+def onnxruntime_runner(model_path: str, kind: str) -> Callable[[list[str]], np.ndarray]:
+    ort = require("onnxruntime", "onnxruntime")
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = torch.get_num_threads()
+    session = ort.InferenceSession(str(onnx_file(model_path, kind)), options, providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]  # the fused graph may drop token_type_ids
+    return sorted_batches_runner(
+        model_path,
+        lambda ids, mask, types: session.run(
+            None, {n: a for n, a in zip(ONNX_INPUTS, (ids, mask, types), strict=True) if n in names}
+        )[0],
+    )
+
+
+def openvino_runner(model_path: str) -> Callable[[list[str]], np.ndarray]:
+    ov = require("openvino", "openvino")
+    onnx = onnx_file(model_path, "exported")
+    # f32 precision: on CPUs with bf16 (AVX512-BF16 / AMX) OpenVINO would otherwise run bf16.
+    compiled = ov.Core().compile_model(
+        str(onnx), "CPU", {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": torch.get_num_threads()}
+    )
+    output = compiled.output(0)
+    return sorted_batches_runner(
+        model_path,
+        lambda ids, mask, types: compiled(dict(zip(ONNX_INPUTS, (ids, mask, types), strict=True)))[output],
+    )
+
+
+def ctranslate2_runner(model_path: str, compute_type: str) -> Callable[[list[str]], np.ndarray]:
+    ct2 = require("ctranslate2", "ctranslate2")
+    folder = Path(_onnx_folder.name) / f"ct2_{compute_type}"
+    ct2.converters.TransformersConverter(model_path).convert(str(folder), quantization=compute_type, force=True)
+    encoder = ct2.Encoder(str(folder), device="cpu", compute_type=compute_type, intra_threads=torch.get_num_threads())
+
+    def forward(ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
+        lengths = mask.sum(1)
+        real = [row[:n].tolist() for row, n in zip(ids, lengths, strict=True)]
+        out = encoder.forward_batch(
+            real, token_type_ids=[row[:n].tolist() for row, n in zip(types, lengths, strict=True)]
+        )
+        return np.asarray(out.last_hidden_state)
+
+    return sorted_batches_runner(model_path, forward)
+
+
 CONFIGS: dict[str, tuple[str, Callable[[str], Callable[[list[str]], np.ndarray]]]] = {
     "bertlite_fp32": ("fp32", lambda p: bertlite_runner(p, None)),
     "bertlite_bf16": ("bf16", lambda p: bertlite_runner(p, "bfloat16")),
@@ -126,15 +311,23 @@ CONFIGS: dict[str, tuple[str, Callable[[str], Callable[[list[str]], np.ndarray]]
     "hf_sdpa_fp32_sorted": ("fp32", lambda p: transformers_runner(p, "sdpa", torch.float32, sort=True)),
     "hf_sdpa_bf16_sorted": ("bf16", lambda p: transformers_runner(p, "sdpa", torch.bfloat16, sort=True)),
     "sentence_transformers_fp32": ("fp32", sentence_transformers_runner),
-    # the unpadded attention strategies of bertlite.fast, for --configs attention
-    "bertlite_fp32_per_sequence": ("fp32", lambda p: bertlite_runner(p, None, packed_attention="per_sequence")),
-    "bertlite_fp32_nested": ("fp32", lambda p: bertlite_runner(p, None, packed_attention="nested")),
+    # the packed attention implementations of bertlite.attention, for --configs attention
+    "bertlite_fp32_per_sequence": ("fp32", lambda p: bertlite_runner(p, None, attn_implementation="per_sequence")),
+    "bertlite_fp32_nested": ("fp32", lambda p: bertlite_runner(p, None, attn_implementation="nested")),
     "bertlite_fp32_padded_batches": ("fp32", lambda p: bertlite_runner(p, None, BATCH_SIZE, unpad=False)),
-    # int8 (bertlite.quantization; runs padded batches for now), and torch.ao's dynamic int8, for --configs int8
-    "bertlite_int8": ("fp32", lambda p: bertlite_runner(p, "int8")),
-    "torch_dynamic_int8": ("fp32", torch_dynamic_int8_runner),
+    "bertlite_auto": ("auto", lambda p: bertlite_runner(p, "auto")),
+    # peers a user would pick instead, each only when installed
+    "onnxruntime_fp32_fused_sorted": ("fp32", lambda p: onnxruntime_runner(p, "fused")),
+    "onnxruntime_int8_per_channel_sorted": ("int8", lambda p: onnxruntime_runner(p, "int8")),
+    "openvino_fp32_sorted": ("fp32", openvino_runner),
+    "ctranslate2_fp32_sorted": ("fp32", lambda p: ctranslate2_runner(p, "float32")),
+    "ctranslate2_int8_sorted": ("int8", lambda p: ctranslate2_runner(p, "int8")),
+    # int8 (bertlite.quantization), and torch.ao's dynamic int8 on the same Linears, for --configs int8
+    "bertlite_int8": ("int8", lambda p: bertlite_runner(p, "int8")),
+    "torch_dynamic_int8": ("int8", torch_dynamic_int8_runner),
 }
-INT8_CONFIGS = ["bertlite_fp32", "bertlite_fp32_padded_batches", "bertlite_int8", "torch_dynamic_int8"]
+INT8_CONFIGS = ["bertlite_fp32", "bertlite_int8", "torch_dynamic_int8"]
+PEER_CONFIGS = [name for name in CONFIGS if name.split("_")[0] in ("onnxruntime", "openvino", "ctranslate2")]
 DEFAULT_CONFIGS = [
     "bertlite_fp32",
     "bertlite_bf16",
@@ -143,6 +336,8 @@ DEFAULT_CONFIGS = [
     "hf_sdpa_fp32_sorted",
     "hf_sdpa_bf16_sorted",
     "sentence_transformers_fp32",
+    "bertlite_auto",
+    *PEER_CONFIGS,
 ]
 ATTENTION_CONFIGS = [
     "bertlite_fp32",
@@ -182,11 +377,17 @@ def gemm_peak(dtype: torch.dtype) -> float:
 
 
 def bench_throughput(model_path: str, texts: list[str], configs: list[str], rounds: int) -> dict[str, Any]:
-    runners = {}
+    runners, skipped = {}, {}
     for name in configs:
         print(f"  loading {name}", file=sys.stderr)
-        runners[name] = CONFIGS[name][1](model_path)
+        try:
+            runners[name] = CONFIGS[name][1](model_path)
+        except PeerMissing as e:
+            skipped[name] = str(e)
+            print(f"  skipped {name}: {e}", file=sys.stderr)
+            continue
         runners[name](texts[:64])  # warm-up: first-call allocations and kernel selection
+    configs = list(runners)
     reference = transformers_runner(model_path, "eager", torch.float32, sort=False)(texts)
     seconds: dict[str, list[float]] = {name: [] for name in configs}
     vectors: dict[str, np.ndarray] = {}
@@ -198,8 +399,10 @@ def bench_throughput(model_path: str, texts: list[str], configs: list[str], roun
             print(f"  round {r + 1}/{rounds} {name}: {len(texts) / seconds[name][-1]:.1f} texts/s", file=sys.stderr)
     gflop = useful_gflop(model_path, texts)
     peaks = {"fp32": gemm_peak(torch.float32), "bf16": gemm_peak(torch.bfloat16)}
+    peaks["auto"] = peaks["bf16" if resolve_dtype("auto") == torch.bfloat16 else "fp32"]
     results = {}
     for name in configs:
+        peak = peaks.get(CONFIGS[name][0])  # none measured for int8
         median = statistics.median(seconds[name])
         cosine = (vectors[name] * reference).sum(1) / (
             np.linalg.norm(vectors[name], axis=1) * np.linalg.norm(reference, axis=1)
@@ -209,9 +412,10 @@ def bench_throughput(model_path: str, texts: list[str], configs: list[str], roun
             "median_s": median,
             "texts_per_s": len(texts) / median,
             "useful_gflops": gflop / median,
-            "pct_of_peak": 100 * gflop / median / peaks[CONFIGS[name][0]],
+            "pct_of_peak": 100 * gflop / median / peak if peak else None,
             "max_abs_diff_vs_hf_eager_fp32": float(np.abs(vectors[name] - reference).max()),
             "min_cosine_vs_hf_eager_fp32": float(cosine.min()),
+            "mean_cosine_vs_hf_eager_fp32": float(cosine.mean()),
         }
     return {
         "texts": len(texts),
@@ -220,6 +424,7 @@ def bench_throughput(model_path: str, texts: list[str], configs: list[str], roun
         "gemm_peak_gflops": peaks,
         "threads": torch.get_num_threads(),
         "configs": results,
+        "skipped": skipped,
         "vectors": vectors,  # popped by main() before the JSON is written
     }
 
@@ -231,14 +436,18 @@ def format_throughput(result: dict[str, Any]) -> str:
     lines = [
         f"Throughput: {result['texts']} corpus texts, batch {BATCH_SIZE}, median of {result['rounds']} interleaved "
         f"rounds, {result['threads']} threads; GEMM peak fp32 {peaks['fp32']:.0f} / bf16 {peaks['bf16']:.0f} GFLOP/s",
-        f"{'config':<30}{'texts/s':>9}{'vs hf corpus':>13}{'GFLOP/s':>9}{'% peak':>8}{'max|diff|':>11}{'min cos':>9}",
+        f"{'config':<36}{'texts/s':>9}{'vs hf corpus':>13}{'GFLOP/s':>9}{'% peak':>8}{'max|diff|':>11}"
+        f"{'min cos':>9}{'mean cos':>10}",
     ]
     for name, r in configs.items():
         ratio = f"{r['texts_per_s'] / base:.2f}x" if base else "-"
+        pct = f"{r['pct_of_peak']:>7.1f}%" if r["pct_of_peak"] is not None else f"{'-':>8}"
         lines.append(
-            f"{name:<30}{r['texts_per_s']:>9.1f}{ratio:>13}{r['useful_gflops']:>9.1f}{r['pct_of_peak']:>7.1f}%"
+            f"{name:<36}{r['texts_per_s']:>9.1f}{ratio:>13}{r['useful_gflops']:>9.1f}{pct}"
             f"{r['max_abs_diff_vs_hf_eager_fp32']:>11.2e}{r['min_cosine_vs_hf_eager_fp32']:>9.5f}"
+            f"{r['mean_cosine_vs_hf_eager_fp32']:>10.6f}"
         )
+    lines += [f"skipped {name}: {reason}" for name, reason in result["skipped"].items()]
     return "\n".join(lines)
 
 
@@ -379,7 +588,6 @@ def profile_bertlite(model_path: str, texts: list[str], dtype: str | None, rows:
 def bench_validation(model_path: str, texts: list[str], rounds: int = 15) -> dict[str, Any]:
     """Cost of bertlite.validation's input checks: forward with and without them,
     interleaved, on the same length-sorted batches, plus the checks timed alone."""
-    import bertlite.fast
     import bertlite.modeling
     from bertlite import Embedder
     from bertlite.validation import check_inputs, check_packed_inputs
@@ -480,7 +688,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--configs",
         default="default",
-        help=f"comma-separated subset of {', '.join(CONFIGS)}; 'default', 'attention', 'int8' or 'none'",
+        help=f"comma-separated configs or groups (default, attention, peers, int8, none) of {', '.join(CONFIGS)}",
     )
     parser.add_argument("--cli", action="store_true", help="also time `bertlite embed` on the same texts")
     parser.add_argument("--cold-rounds", type=int, default=5, help="fresh processes per library; 0 skips")
@@ -491,14 +699,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, help="write every number here")
     args = parser.parse_args(argv)
     model_path = args.model or default_model_path()
-    names = {"default": DEFAULT_CONFIGS, "attention": ATTENTION_CONFIGS, "int8": INT8_CONFIGS, "none": []}.get(
-        args.configs, [c for c in args.configs.split(",") if c]
-    )
+    groups = {
+        "default": DEFAULT_CONFIGS,
+        "attention": ATTENTION_CONFIGS,
+        "peers": PEER_CONFIGS,
+        "int8": INT8_CONFIGS,
+        "none": [],
+    }
+    names = list(dict.fromkeys(n for c in args.configs.split(",") if c for n in groups.get(c, [c])))
     unknown = [c for c in names if c not in CONFIGS]
     if unknown:
         parser.error(f"unknown configs {unknown}; choose from {', '.join(CONFIGS)}")
     texts = read_corpus(args.texts)
-    results: dict[str, Any] = {"model": model_path, "torch": torch.__version__}
+    capabilities = detect()
+    print(f"CPU: {capabilities.summary()}; dtype='auto' is {str(resolve_dtype('auto')).removeprefix('torch.')}")
+    results: dict[str, Any] = {"capabilities": capabilities.as_dict(), "model": model_path, "torch": torch.__version__}
     vectors: dict[str, np.ndarray] = {}
     if names:
         results["throughput"] = bench_throughput(model_path, texts, names, args.rounds)

@@ -1,12 +1,9 @@
 """Int8 against fp32, side by side in one process: texts/s and min / mean cosine to bertlite fp32.
 
-Configs, in interleaved rounds (median counts): bertlite fp32 (Embedder defaults: packed),
-fp32 padded batches, int8 (Embedder dtype="int8": padded batches until the packed path calls
-the modules, issue 14), int8 on the packed path ("int8_packed_preview": this script swaps in
-a packed layer that calls the layer's modules, as the refactored model will), and torch.ao's
-quantize_dynamic (per-channel weights, per-tensor activations) on the same encoder Linears.
-Tokenization is included in every config. The _8192 configs batch padded texts by a token
-budget (encode(max_tokens=8192)) instead of 32 texts a batch.
+Configs, in interleaved rounds (median counts): bertlite fp32 (packed batches), fp32 padded
+batches, int8 (Embedder dtype="int8", packed and padded), and torch.ao's quantize_dynamic
+(per-channel weights, per-tensor activations) on the same encoder Linears, packed and padded.
+Tokenization is included in every config.
 
 Usage: python scripts/bench_int8.py [--texts 300] [--rounds 3] [--threads 2]
 """
@@ -24,51 +21,28 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import bertlite.fast
 from bertlite.features import Embedder
 
 CORPUS = Path(__file__).resolve().parent.parent / "data" / "stdlib_docs.jsonl"
 
 
-def layer_calling_modules(layer, hidden, layout, strategy):  # noqa: ANN001, ANN201 (bertlite.fast's signature)
-    """The packed layer with every Linear called as a module (Int8Linear here), as issue 14's tree will."""
-    attention = layer.attention.self
-    qkv = attention.qkv(hidden)  # (N, 3H)
-    heads, scaling = attention.num_attention_heads, attention.scaling
-    context = bertlite.fast.PACKED_ATTENTION[strategy](qkv, layout, heads, scaling)
-    out = layer.attention.output
-    attention_output = out.LayerNorm(out.dense(context) + hidden)
-    out = layer.output
-    return out.LayerNorm(out.dense(layer.intermediate(attention_output)) + attention_output)
-
-
-def packed_int8(model_path: str) -> Embedder:
-    embedder = Embedder.from_pretrained(model_path, dtype="int8")
-    embedder.unpad = True
-    return embedder
-
-
-def torch_dynamic(model_path: str) -> Embedder:
+def torch_dynamic(model_path: str, unpad: bool = True) -> Embedder:
     from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
-    embedder = Embedder.from_pretrained(model_path, unpad=False)
+    embedder = Embedder.from_pretrained(model_path, dtype="float32", unpad=unpad)
     with warnings.catch_warnings():  # torch.ao's deprecation notices
         warnings.simplefilter("ignore")
         quantize_dynamic(embedder.model.encoder, {torch.nn.Linear: per_channel_dynamic_qconfig}, inplace=True)
     return embedder
 
 
-# name -> (build, encode() keywords); max_tokens=8192: padded batches by a token budget instead of 32 texts.
-BIG = {"max_tokens": 8192}
-CONFIGS: dict[str, tuple[Callable[[str], Embedder], dict[str, int]]] = {
-    "bertlite_fp32": (lambda p: Embedder.from_pretrained(p), {}),
-    "bertlite_fp32_padded": (lambda p: Embedder.from_pretrained(p, unpad=False), {}),
-    "bertlite_fp32_padded_8192": (lambda p: Embedder.from_pretrained(p, unpad=False), BIG),
-    "bertlite_int8": (lambda p: Embedder.from_pretrained(p, dtype="int8"), {}),
-    "bertlite_int8_8192": (lambda p: Embedder.from_pretrained(p, dtype="int8"), BIG),
-    "bertlite_int8_packed_preview": (packed_int8, {}),
-    "torch_dynamic_int8": (torch_dynamic, {}),
-    "torch_dynamic_int8_8192": (torch_dynamic, BIG),
+CONFIGS: dict[str, Callable[[str], Embedder]] = {
+    "bertlite_fp32": lambda p: Embedder.from_pretrained(p, dtype="float32"),
+    "bertlite_fp32_padded": lambda p: Embedder.from_pretrained(p, dtype="float32", unpad=False),
+    "bertlite_int8": lambda p: Embedder.from_pretrained(p, dtype="int8"),
+    "bertlite_int8_padded": lambda p: Embedder.from_pretrained(p, dtype="int8", unpad=False),
+    "torch_dynamic_int8": torch_dynamic,
+    "torch_dynamic_int8_padded": lambda p: torch_dynamic(p, unpad=False),
 }
 
 
@@ -84,19 +58,15 @@ def main() -> None:
     model_path = str(get_model_path())
     with open(CORPUS, encoding="utf-8") as f:
         texts = [json.loads(line)["text"] for line in f][: args.texts]
-    embedders = {name: make(model_path) for name, (make, _) in CONFIGS.items()}
-    original = bertlite.fast.layer_forward_packed
+    embedders = {name: make(model_path) for name, make in CONFIGS.items()}
     seconds: dict[str, list[float]] = {name: [] for name in embedders}
     vectors: dict[str, np.ndarray] = {}
     for r in range(args.rounds + 1):  # round 0 warms up
         for name, embedder in embedders.items():
-            preview = name == "bertlite_int8_packed_preview"
-            bertlite.fast.layer_forward_packed = layer_calling_modules if preview else original
             start = time.perf_counter()
-            vectors[name] = embedder.encode(texts if r else texts[:64], show_progress_bar=False, **CONFIGS[name][1])
+            vectors[name] = embedder.encode(texts if r else texts[:64], show_progress_bar=False)
             if r:
                 seconds[name].append(time.perf_counter() - start)
-    bertlite.fast.layer_forward_packed = original
     lscpu = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     flags = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_int8", "amx_bf16") if f" {f}" in lscpu]
     print(

@@ -6,9 +6,14 @@ Fixtures live in conftest.py; test modules import from here, never from each oth
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pytest
 import torch
 import transformers
 from safetensors.torch import save_file
@@ -169,3 +174,36 @@ def assert_weights(model: bertlite.BertModel, seed: int) -> None:
     inputs = random_batch(reference.config)
     with torch.no_grad():
         torch.testing.assert_close(model(**inputs).last_hidden_state, reference(**inputs).last_hidden_state)
+
+
+# --- optional dependencies and what a process imports --------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def hide_modules(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
+    """Make `import name` raise ImportError for this test, as when the package is not installed
+    (None in sys.modules does that)."""
+    for name in names:
+        monkeypatch.setitem(sys.modules, name, None)
+
+
+def modules_after_embed(model_path: Path, folder: Path, imports: str, packages: tuple[str, ...]) -> list[str]:
+    """In a fresh interpreter on this checkout: `import sys, <imports>`, then `bertlite embed` of a two-line
+    folder/in.txt with the real checkpoint at model_path (which must succeed and write two 384-d vectors).
+    Returns the modules of the top-level `packages` it then holds, sorted."""
+    (folder / "in.txt").write_text("hello\nworld\n")
+    script = (
+        f"import json, sys, {imports}\n"
+        "from bertlite.cli import main\n"
+        f"code = main(['embed', {str(model_path)!r}, '-i', 'in.txt', '-o', 'out.npy', '--quiet'])\n"
+        "assert code == 0, code\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {packages!r})))\n"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=folder, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert np.load(folder / "out.npy").shape == (2, 384)
+    return json.loads(result.stdout)

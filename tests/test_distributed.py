@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from bertlite import distributed
 from bertlite.cli import main
 from bertlite.features import Embedder
 from bertlite.files import read_texts
+from tests.helpers import hide_modules, modules_after_embed
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "data" / "stdlib_docs.jsonl"
@@ -67,7 +66,9 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, int], st
 @pytest.fixture(scope="module")
 def reference(real_model_path: Path, inputs: dict[tuple[str, int], str]) -> dict[tuple[str, int], np.ndarray]:
     """The single-process path's vector for every (source, line)."""
-    vectors = Embedder.from_pretrained(real_model_path).encode(list(inputs.values()))
+    vectors = Embedder.from_pretrained(real_model_path, dtype="float32").encode(
+        list(inputs.values())
+    )  # bf16 vectors move with their batch
     return dict(zip(inputs, vectors, strict=True))
 
 
@@ -121,7 +122,9 @@ def test_ray_engine_equals_single_engine_row_for_row(
     out = tmp_path / "vectors"
     # Two patterns, as a user passes them: the jsonl glob and the txt file.
     argv = ["embed", str(real_model_path), "-i", str(folder / "*.jsonl"), "-i", str(folder / "d.txt")]
-    code = main([*argv, "-o", str(out), "--engine", "ray", "--replicas", "2", "--keep-text", "--quiet"])
+    code = main(
+        [*argv, "-o", str(out), "--engine", "ray", "--replicas", "2", "--keep-text", "--quiet", "--dtype", "float32"]
+    )
     err = capsys.readouterr().err
     assert code == 0, err
     assert "embedded 2003 texts with 2 Ray replicas" in err
@@ -235,9 +238,7 @@ def test_parts_cover_small_files_for_every_replica(tmp_path: Path, monkeypatch: 
 def test_ray_engine_without_ray_exits_2_with_install_hint(
     real_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # None in sys.modules makes `import ray` raise ImportError, as when it is not installed.
-    monkeypatch.setitem(sys.modules, "ray", None)
-    monkeypatch.setitem(sys.modules, "ray.data", None)
+    hide_modules(monkeypatch, "ray", "ray.data")
     (tmp_path / "in.txt").write_text("hello\n")
     out = tmp_path / "out"
     code = main(["embed", str(real_model_path), "-i", str(tmp_path / "in.txt"), "-o", str(out), "--engine", "ray"])
@@ -247,26 +248,7 @@ def test_ray_engine_without_ray_exits_2_with_install_hint(
 
 
 def test_default_engine_and_import_never_import_ray(real_model_path: Path, tmp_path: Path) -> None:
-    (tmp_path / "in.txt").write_text("hello\nworld\n")
-    script = (
-        "import sys\n"
-        "import bertlite, bertlite.distributed\n"
-        "from bertlite.cli import main\n"
-        f"code = main(['embed', {str(real_model_path)!r}, '-i', 'in.txt', '-o', 'out.npy', '--quiet'])\n"
-        "assert code == 0, code\n"
-        "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=tmp_path,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]"
-    assert np.load(tmp_path / "out.npy").shape == (2, 384)
+    assert modules_after_embed(real_model_path, tmp_path, "bertlite, bertlite.distributed", ("ray",)) == []
 
 
 @pytest.mark.parametrize(
@@ -308,7 +290,7 @@ def test_ray_engine_usage_errors_exit_2_before_starting_ray(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # Ray cannot be imported here: each error must be found before Ray is needed.
-    monkeypatch.setitem(sys.modules, "ray", None)
+    hide_modules(monkeypatch, "ray")
     (tmp_path / "in.txt").write_text("hello\n")
     source, out = str(tmp_path / "in.txt"), tmp_path / "out"
     expected = {

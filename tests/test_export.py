@@ -16,7 +16,9 @@ import torch.nn.functional as F
 import transformers
 
 import bertlite
+from bertlite.modeling import DEFAULT_ATTENTION
 from tests.conftest import TINY, make_hf_model, random_batch, to_bertlite
+from tests.helpers import make_hf_head, to_ours
 
 NAMES = ("input_ids", "attention_mask", "token_type_ids")  # BertModel.forward's first positional arguments
 ATOL = 1e-5  # traced / exported / compiled graphs against transformers eager, fp32
@@ -184,17 +186,10 @@ def test_compile_fullgraph_serves_another_shape_without_recompiling():
 
 
 def make_classifier() -> tuple[transformers.BertForSequenceClassification, bertlite.BertForSequenceClassification]:
-    torch.manual_seed(0)
-    config = transformers.BertConfig(**TINY, num_labels=3)
-    config._attn_implementation = "eager"
-    hf = transformers.BertForSequenceClassification(config)
-    with torch.no_grad():
-        for p in hf.parameters():
-            p.normal_(0.0, 0.3)
-    ours = bertlite.BertForSequenceClassification(bertlite.BertConfig.from_dict(config.to_dict()))
-    ours.load_state_dict(hf.state_dict(), strict=True)
+    hf = make_hf_head("BertForSequenceClassification")  # 3 labels
+    ours = to_ours(hf, attn=DEFAULT_ATTENTION)
     ours.config.return_dict = False
-    return hf.eval(), ours.eval()
+    return hf, ours
 
 
 def test_a_head_traces_and_exports():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import warnings
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 import torch
 import transformers
 from safetensors import safe_open
+from transformers.utils import find_labels
 
 import bertlite
 from bertlite.loading import CheckpointError
@@ -86,6 +88,37 @@ def test_lm_head_is_causal_and_loss_is_next_token():
         manual = torch.nn.functional.cross_entropy(a[:, :-1].reshape(-1, 99), ids[:, 1:].reshape(-1))
         torch.testing.assert_close(ours(ids, labels=ids).loss, manual)
         torch.testing.assert_close(ours(ids, labels=ids).loss, hf(ids, labels=ids).loss, **TOL)
+
+
+@pytest.mark.parametrize("name", HEADS)
+def test_forward_signature_serves_trainer_like_transformers(name):
+    # Trainer keeps the dataset columns forward names and takes its label names from them (find_labels).
+    ours, theirs = (
+        inspect.signature(getattr(bertlite, name).forward),
+        inspect.signature(getattr(transformers, name).forward),
+    )
+    inputs = ["input_ids", "attention_mask", "token_type_ids", "position_ids", "inputs_embeds"]
+    assert list(ours.parameters)[1:6] == list(theirs.parameters)[1:6] == inputs  # same positional order
+    assert find_labels(getattr(bertlite, name)) == find_labels(getattr(transformers, name))
+    assert list(ours.parameters.values())[-1].kind is inspect.Parameter.VAR_KEYWORD
+
+
+def test_heads_pass_bert_model_keywords_through():
+    config = bertlite.BertConfig(**TINY, is_decoder=True)
+    ids = torch.ones(1, 4, dtype=torch.long)
+    # use_cache is no parameter of the head's forward: BertModel.forward gets it and refuses it.
+    lm = bertlite.BertLMHeadModel(config)
+    with pytest.raises(NotImplementedError, match="use_cache=True"):
+        lm(ids, use_cache=True)
+    shifted = torch.tensor([[5, 6, 7, -100]])
+    with torch.no_grad():  # shift_labels, a keyword the head itself reads, is not passed on
+        torch.testing.assert_close(
+            lm(ids, labels=torch.tensor([[4, 5, 6, 7]])).loss, lm(ids, labels=ids, shift_labels=shifted).loss
+        )
+    with pytest.raises(
+        TypeError, match=r"BertForTokenClassification.forward\(\) got an unexpected keyword argument 'lables'"
+    ):
+        bertlite.BertForTokenClassification(config)(ids, lables=ids)
 
 
 def test_bad_inputs_and_configs_are_named():

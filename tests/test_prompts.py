@@ -32,7 +32,9 @@ def st_model(folder: Path) -> SentenceTransformer:
 
 @pytest.fixture(scope="module")
 def embedder(folder: Path) -> Embedder:
-    return Embedder.from_pretrained(folder)
+    return Embedder.from_pretrained(
+        folder, dtype="float32"
+    )  # fp32 references; dtype="auto" is bf16 on a CPU with native bf16
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +62,7 @@ def test_encode_equals_sentence_transformers(
 
 
 def test_truncate_dim_in_the_constructor_sets_the_dimension(folder: Path, st_model: SentenceTransformer) -> None:
-    truncated = Embedder.from_pretrained(folder, truncate_dim=32)
+    truncated = Embedder.from_pretrained(folder, dtype="float32", truncate_dim=32)
     texts = ["a short text", "another one, a little longer than the first"]
     assert truncated.dimension == 32
     expected = SentenceTransformer(str(folder), device="cpu", truncate_dim=32).encode(texts)
@@ -104,7 +106,8 @@ def test_embed_cli_prompt_and_truncate_dim_equal_sentence_transformers(
         (["--prompt", "search: ", "--truncate-dim", "16"], {"prompt": "search: ", "truncate_dim": 16}, "o.jsonl"),
     ]:
         out = tmp_path / out
-        assert main(["embed", str(folder), "-i", str(tmp_path / "in.txt"), "-o", str(out), "--quiet", *flags]) == 0
+        argv = ["embed", str(folder), "-i", str(tmp_path / "in.txt"), "-o", str(out), "--quiet", "--dtype", "float32"]
+        assert main([*argv, *flags]) == 0
         if out.suffix == ".npy":
             got = np.load(out)
         else:

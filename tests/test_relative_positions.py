@@ -14,8 +14,8 @@ import transformers
 from safetensors.torch import save_file
 
 import bertlite
-from bertlite.fast import forward_packed, supports_packed
 from bertlite.features import Embedder, load_tokenizer
+from bertlite.modeling import supports_packed
 from tests.conftest import TINY, random_batch
 
 TYPES = ["relative_key", "relative_key_query"]
@@ -138,25 +138,26 @@ def test_transformers5_misruns_a_relative_checkpoint(tmp_path):
 def test_packed_forward_falls_back_to_the_padded_one(ptype, decoder):
     # A decoder too: the packed layers have no causal mask.
     model = make_model(ptype, attn="sdpa", is_decoder=decoder)
-    assert not supports_packed(model)
+    assert not supports_packed(model.config)
     batch = random_batch(model.config, batch=4, seq=13)
     mask = batch["attention_mask"].bool()
-    hidden, layout = forward_packed(model, batch["input_ids"][mask], mask.sum(1), batch["token_type_ids"][mask])
     with torch.no_grad():
-        reference = model(**batch).last_hidden_state[mask]
-    torch.testing.assert_close(hidden, reference, **TOL)
-    assert layout.positions.tolist() == [p for n in mask.sum(1).tolist() for p in range(n)]
+        packed = model(
+            input_ids=batch["input_ids"][mask], token_type_ids=batch["token_type_ids"][mask], lengths=mask.sum(1)
+        )
+        reference = model(**batch)
+    torch.testing.assert_close(packed.last_hidden_state, reference.last_hidden_state[mask], **TOL)
+    torch.testing.assert_close(packed.pooler_output, reference.pooler_output, **TOL)
 
 
 def test_embedder_on_a_relative_checkpoint(real_model_path, corpus_texts):
     tokenizer = load_tokenizer(real_model_path)
     model = make_model("relative_key_query", attn="sdpa", vocab_size=tokenizer.get_vocab_size())
     embedder = Embedder(model, tokenizer, max_length=64)
-    assert not embedder.unpad  # the packed layers cannot run relative positions
     texts = corpus_texts[:20]
-    vectors = embedder.encode(texts, convert_to="torch")
-    forced = Embedder(model, tokenizer, max_length=64, unpad=True).encode(texts, convert_to="torch")
-    torch.testing.assert_close(forced, vectors, **TOL)
+    vectors = embedder.encode(texts, convert_to="torch")  # packed batches, padded inside BertModel
+    padded = Embedder(model, tokenizer, max_length=64, unpad=False).encode(texts, convert_to="torch")
+    torch.testing.assert_close(padded, vectors, **TOL)
     for i in (0, 7):  # one text alone: no padding, the plain forward's mean over its tokens
         ids = torch.tensor([embedder.tokenizer.encode(texts[i]).ids])
         with torch.no_grad():

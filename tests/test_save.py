@@ -13,7 +13,6 @@ from safetensors import safe_open
 
 import bertlite
 import bertlite.saving
-from bertlite.fast import fused_qkv
 from bertlite.saving import parse_size
 from tests.conftest import make_hf_model, random_batch, to_bertlite
 from tests.helpers import HEADS, assert_same, assert_tied, head_inputs, make_hf_head, to_ours
@@ -128,29 +127,6 @@ def test_untied_save_keeps_the_decoder(tmp_path):
     inputs = head_inputs("BertForMaskedLM", hf.config)
     with torch.no_grad():
         assert_same(reloaded(**inputs), hf(**inputs))
-
-
-def test_fused_qkv_is_saved_as_three_separate_tensors(tmp_path):
-    hf = make_hf_model()
-    ours = to_bertlite(hf)
-    for layer in ours.encoder.layer:
-        fused_qkv(layer.attention.self)  # query/key/value now share one buffer
-    attention = ours.encoder.layer[0].attention.self
-    assert attention.query.weight.untyped_storage().data_ptr() == attention.key.weight.untyped_storage().data_ptr()
-    state = ours.state_dict()
-    assert all(state[f"encoder.layer.0.attention.self.{n}.weight"].is_contiguous() for n in ("query", "key", "value"))
-    ours.save_pretrained(tmp_path)
-    with safe_open(tmp_path / "model.safetensors", "pt") as f:
-        for name in ("query", "key", "value"):
-            for kind in ("weight", "bias"):
-                key = f"encoder.layer.1.attention.self.{name}.{kind}"
-                assert torch.equal(f.get_tensor(key), hf.state_dict()[key]), key
-    # the model still runs on its fused buffer
-    assert attention.query.weight.untyped_storage().data_ptr() == attention.value.weight.untyped_storage().data_ptr()
-    inputs = random_batch(hf.config)
-    with torch.no_grad():
-        reloaded = bertlite.BertModel.from_pretrained(tmp_path)
-        torch.testing.assert_close(reloaded(**inputs).last_hidden_state, hf(**inputs).last_hidden_state)
 
 
 def test_dtype_is_written_and_auto_reads_it(tmp_path):

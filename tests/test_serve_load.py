@@ -28,7 +28,8 @@ CLIENTS, REQUESTS, MAX_TEXTS = 32, 20, 8
 
 @pytest.fixture(scope="module")
 def tiny_embedder(real_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Embedder:
-    return Embedder.from_pretrained(tiny_model_folder(real_model_path, tmp_path_factory.mktemp("tiny")), normalize=True)
+    folder = tiny_model_folder(real_model_path, tmp_path_factory.mktemp("tiny"))
+    return Embedder.from_pretrained(folder, dtype="float32", normalize=True)  # bf16 vectors move with their batch
 
 
 @pytest.fixture(scope="module")
@@ -139,17 +140,20 @@ def test_a_failing_request_fails_alone_and_the_server_stays_healthy(
     gate, in_forward = threading.Event(), threading.Event()
     encode = tiny_embedder.encode
 
-    def flaky(texts: list[str], **kwargs: object) -> np.ndarray:
-        if "hold" in texts:
-            in_forward.set()
-        if "hold" in texts and not gate.wait(60):
-            raise TimeoutError("the test never released the model")
-        if any("boom" in t for t in texts):
-            raise RuntimeError("simulated kernel failure")
-        return encode(texts, **kwargs)
+    with running(lambda: tiny_embedder) as (url, app):
+        served = app.state.service.embedder  # what the worker runs
+        served_encode = served.encode
 
-    with running(lambda: tiny_embedder) as (url, _):
-        monkeypatch.setattr(tiny_embedder, "encode", flaky)
+        def flaky(texts: list[str], **kwargs: object) -> np.ndarray:
+            if "hold" in texts:
+                in_forward.set()
+            if "hold" in texts and not gate.wait(60):
+                raise TimeoutError("the test never released the model")
+            if any("boom" in t for t in texts):
+                raise RuntimeError("simulated kernel failure")
+            return served_encode(texts, **kwargs)
+
+        monkeypatch.setattr(served, "encode", flaky)
 
         async def scenario() -> list[httpx.Response]:
             async with httpx.AsyncClient(base_url=url, timeout=60) as http:

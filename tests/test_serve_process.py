@@ -3,7 +3,6 @@ usage errors exit 2 with one line; `import bertlite` and `bertlite embed` never 
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import signal
@@ -20,6 +19,7 @@ import pytest
 
 from bertlite.cli import main
 from bertlite.features import Embedder
+from tests.helpers import hide_modules, modules_after_embed
 from tests.serve_helpers import (
     one_torch_thread,  # noqa: F401 (an autouse fixture)
     tiny_model_folder,
@@ -46,7 +46,7 @@ HELD_SERVER = textwrap.dedent(
 
     Embedder.encode = held
     from bertlite.cli import main
-    sys.exit(main(["serve", sys.argv[1], "--port", "0", "--grace-period", "60"]))
+    sys.exit(main(["serve", sys.argv[1], "--port", "0", "--grace-period", "60", "--dtype", "float32"]))
     """
 )
 
@@ -80,7 +80,7 @@ def wait_for(stream: queue.Queue[str], text: str, timeout: float = 120) -> str:
 
 def test_sigterm_finishes_the_request_in_flight_and_exits_0(tiny_folder: Path) -> None:
     texts = ["one request in flight", "during the shutdown"]
-    expected = Embedder.from_pretrained(tiny_folder, normalize=True).encode(texts)  # /embed normalizes
+    expected = Embedder.from_pretrained(tiny_folder, dtype="float32", normalize=True).encode(texts)  # /embed normalizes
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-c", HELD_SERVER, str(tiny_folder)],
@@ -145,27 +145,12 @@ def test_usage_errors_exit_2(tiny_folder: Path, capsys: pytest.CaptureFixture[st
 def test_without_the_serve_extra_the_error_says_what_to_install(
     tiny_folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # None in sys.modules makes `import uvicorn` raise ImportError, as when it is not installed.
-    monkeypatch.setitem(sys.modules, "uvicorn", None)
+    hide_modules(monkeypatch, "uvicorn")
     monkeypatch.delitem(sys.modules, "bertlite.serve.server", raising=False)
     assert main(["serve", str(tiny_folder), "--port", "0"]) == 2
     assert "pip install 'bertlite[serve]'" in capsys.readouterr().err
 
 
 def test_import_and_embed_never_import_the_server_stack(real_model_path: Path, tmp_path: Path) -> None:
-    (tmp_path / "in.txt").write_text("hello\nworld\n")
-    script = (
-        "import sys\n"
-        "import bertlite, bertlite.cli, bertlite.serve, bertlite.serve.cli\n"
-        "from bertlite.cli import main\n"
-        f"code = main(['embed', {str(real_model_path)!r}, '-i', 'in.txt', '-o', 'out.npy', '--quiet'])\n"
-        "assert code == 0, code\n"
-        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {SERVE_STACK!r}))\n"
-    )
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout.strip().replace("'", '"')) == []
-    assert np.load(tmp_path / "out.npy").shape == (2, 384)
+    imports = "bertlite, bertlite.cli, bertlite.serve, bertlite.serve.cli"
+    assert modules_after_embed(real_model_path, tmp_path, imports, SERVE_STACK) == []

@@ -5,7 +5,6 @@ import re
 import pytest
 import torch
 
-from bertlite.fast import forward_packed
 from bertlite.features import Embedder, load_tokenizer
 from tests.conftest import make_hf_model, to_bertlite
 
@@ -119,7 +118,7 @@ def test_valid_edge_values_pass(model):
 )
 def test_packed_path_refuses_bad_input(model, packed, message):
     with pytest.raises(ValueError, match=re.escape(message)):
-        forward_packed(model, **packed)
+        model(**packed)
 
 
 def test_embedder_with_a_tokenizer_from_a_bigger_vocab_names_the_id(model, real_model_path):

@@ -111,8 +111,8 @@ def create_app(
         Route("/v1/embeddings", _endpoint(service, "openai"), methods=["POST"]),
         Route("/embed", _endpoint(service, "tei"), methods=["POST"]),
         Route("/health", _health(service), methods=["GET"]),
-        Route("/info", _info(service), methods=["GET"]),
-        Route("/metrics", _metrics(service), methods=["GET"]),
+        Route("/info", _keyed(service, _info), methods=["GET"]),
+        Route("/metrics", _keyed(service, _metrics), methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.loaded = batcher.done  # a threading.Event: the model is ready, or failed to load
@@ -279,38 +279,37 @@ def _health(service: _Service) -> Callable:
     return handle
 
 
-def _info(service: _Service) -> Callable:
+def _keyed(service: _Service, respond: Callable[[_Service], Response]) -> Callable:
+    """A GET handler behind the API key: respond(service), or the 401 (in OpenAI's error form) without it."""
+
     async def handle(request: Request) -> Response:
         try:
             _check_key(service, request)
         except RequestError as e:
             return _error("openai", e)
-        embedder = service.embedder if service.batcher.ready.is_set() else None
-        body = {"model": service.model_name, "ready": embedder is not None, "limits": asdict(service.limits)}
-        if embedder is not None:
-            body |= {
-                "dimension": embedder.dimension,
-                "max_input_length": service.limits.max_input_length,
-                "dtype": str(next(embedder.model.parameters()).dtype).removeprefix("torch."),
-                "pooling": embedder.pooling,
-                "normalize": embedder.normalize,
-                "prompts": embedder.prompts,
-                "default_prompt_name": embedder.default_prompt_name,
-            }
-        return JSONResponse(body)
+        return respond(service)
 
     return handle
 
 
-def _metrics(service: _Service) -> Callable:
-    async def handle(request: Request) -> Response:
-        try:
-            _check_key(service, request)
-        except RequestError as e:
-            return _error("openai", e)
-        return Response(service.metrics.render(), media_type=CONTENT_TYPE)
+def _info(service: _Service) -> Response:
+    embedder = service.embedder if service.batcher.ready.is_set() else None
+    body = {"model": service.model_name, "ready": embedder is not None, "limits": asdict(service.limits)}
+    if embedder is not None:
+        body |= {
+            "dimension": embedder.dimension,
+            "max_input_length": service.limits.max_input_length,
+            "dtype": str(next(embedder.model.parameters()).dtype).removeprefix("torch."),
+            "pooling": embedder.pooling,
+            "normalize": embedder.normalize,
+            "prompts": embedder.prompts,
+            "default_prompt_name": embedder.default_prompt_name,
+        }
+    return JSONResponse(body)
 
-    return handle
+
+def _metrics(service: _Service) -> Response:
+    return Response(service.metrics.render(), media_type=CONTENT_TYPE)
 
 
 def _check_key(service: _Service, request: Request) -> None:

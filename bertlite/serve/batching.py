@@ -2,8 +2,23 @@
 token-budget batches, runs each batch through `Embedder.encode` (which sorts by
 length and takes the unpadded path) and hands every request its own rows back.
 
+On a CPU in float32 the worker runs a whole batch (at most max_batch_tokens real
+tokens) as one forward with attention per sequence, as TEI does: no token is padded
+anywhere, so nothing is gained by splitting a batch by length, while every extra
+forward costs. encode's own default (forwards of similar lengths, attention on a padded
+grid) is faster on a whole corpus sorted by length, but on the mixed lengths of the
+few dozen requests a server holds it pads short texts to the long ones.
+
 The event loop only enqueues and awaits a future, so it never blocks on the model;
 while the worker runs a batch, the next requests gather in the queue.
+
+Once free, the worker waits a moment for the requests it expects: as many as were in
+flight when its last batch finished (that batch's plus those queued meanwhile). Taking
+only what is queued would split N concurrent clients into two halves that alternate
+(one half computes while the other queues), each batch half the size it could be. The
+wait ends as soon as those requests are there, and is bounded by a share of the last
+batch's model time, so it costs at most that share of the throughput; with one client
+it is never taken.
 """
 
 from __future__ import annotations
@@ -18,12 +33,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 from bertlite.features import Embedder
 from bertlite.serve.metrics import Metrics
 
 # The warm-up and /health forward: [CLS] [SEP] only.
 HEALTH_TEXTS = [""]
+# The longest wait for expected requests: this share of the last batch's model time, at most MAX_GATHER_S.
+GATHER_SHARE = 0.1
+MAX_GATHER_S = 0.02
 
 
 class NotReadyError(RuntimeError):
@@ -48,13 +67,20 @@ class Batcher:
         max_batch_tokens: int,
         metrics: Metrics,
         on_loaded: Callable[[str | None], None] | None = None,
+        *,
+        gather_share: float = GATHER_SHARE,
+        max_gather_s: float = MAX_GATHER_S,
     ) -> None:
-        """on_loaded(error) is called from the worker thread once the model is ready (error None) or failed."""
+        """on_loaded(error) is called from the worker thread once the model is ready (error None) or failed.
+        gather_share, max_gather_s: bound the wait for expected requests (see the module's docstring)."""
         self._load = load
         self._on_loaded = on_loaded
         self.max_batch_tokens = max_batch_tokens
+        self.gather_share = gather_share
+        self.max_gather_s = max_gather_s
         self.metrics = metrics
         self.embedder: Embedder | None = None
+        self._one_forward = False  # set once the model is loaded: see _one_forward()
         self.load_error: str | None = None
         self.ready = threading.Event()
         self.done = threading.Event()  # set when the worker has loaded (or failed to load)
@@ -81,6 +107,7 @@ class Batcher:
     def _run(self) -> None:
         try:
             self.embedder = self._load()
+            self._one_forward = _one_forward(self.embedder)
             self.embedder.encode(HEALTH_TEXTS, prompt="")
         except Exception as e:  # the server stays up and says why in /health, unless on_loaded stops it
             self.load_error = f"the model failed to load: {e}"
@@ -94,14 +121,18 @@ class Batcher:
             self._on_loaded(None)
         carried: _Job | None = None
         batch: list[_Job] = []
+        expected, wait_s = 1, 0.0
         try:
             while True:
                 job = carried or self._queue.get()
                 if job is None:
                     return
-                batch, carried = self._gather(job)
+                batch, carried = self._gather(job, expected, wait_s)
                 if batch:
+                    start = time.perf_counter()
                     self._forward(batch)
+                    wait_s = min(self.max_gather_s, self.gather_share * (time.perf_counter() - start))
+                    expected = len(batch) + self._queue.qsize()
         except Exception as e:  # a bug outside the forward: no request may wait for a worker that is gone
             traceback.print_exc(file=sys.stderr)
             self._fail_all(f"the embedding worker stopped: {type(e).__name__}: {e}", [*batch, carried])
@@ -119,10 +150,12 @@ class Batcher:
             if job is not None:
                 job.loop.call_soon_threadsafe(_set_exception, job.future, RuntimeError(message))
 
-    def _gather(self, first: _Job) -> tuple[list[_Job], _Job | None]:
-        """first plus whatever else waits, within max_batch_tokens (first alone may exceed it)."""
+    def _gather(self, first: _Job, expected: int, wait_s: float) -> tuple[list[_Job], _Job | None]:
+        """first plus whatever else waits, within max_batch_tokens (first alone may exceed it); while
+        fewer than `expected` requests are in hand, up to wait_s more for the next ones to arrive."""
         batch: list[_Job] = []
         tokens = 0
+        deadline = time.perf_counter() + wait_s
         job: _Job | None = first
         while job is not None:
             if job.future.cancelled():  # the client went away while queued
@@ -137,7 +170,13 @@ class Batcher:
             try:
                 job = self._queue.get_nowait()
             except queue.Empty:
-                return batch, None
+                remaining = deadline - time.perf_counter()
+                if len(batch) >= expected or tokens >= self.max_batch_tokens or remaining <= 0:
+                    return batch, None
+                try:
+                    job = self._queue.get(timeout=remaining)
+                except queue.Empty:
+                    return batch, None
             if job is None:  # stop after this batch
                 self._queue.put(None)
                 return batch, None
@@ -148,7 +187,8 @@ class Batcher:
         texts = [text for job in batch for text in job.texts]
         try:
             # prompt="": the handlers have put each request's prompt in its texts already.
-            vectors = self.embedder.encode(texts, prompt="")
+            one_forward = len(texts) if self._one_forward else None
+            vectors = self.embedder.encode(texts, batch_size=one_forward, prompt="")
         except Exception as e:
             traceback.print_exc(file=sys.stderr)
             if len(batch) > 1:  # run each request alone, so one bad request fails only itself
@@ -170,6 +210,16 @@ class Batcher:
         # One wake-up per event loop for the whole batch, not one per request.
         for loop, pairs in results.items():
             loop.call_soon_threadsafe(_set_results, pairs)
+
+
+def _one_forward(embedder: Embedder) -> bool:
+    """Whether a batch runs as one forward: on a CPU in float32 on the unpadded path, where the model
+    runs the mixed lengths of a server's batch with attention per sequence (attention.PER_SEQUENCE_GRID_RATIO)
+    instead of encode()'s length-sorted sub-batches."""
+    if not embedder.unpad:
+        return False
+    parameter = next(embedder.model.parameters())
+    return parameter.device.type == "cpu" and parameter.dtype == torch.float32
 
 
 def _set_results(pairs: list[tuple[asyncio.Future, np.ndarray]]) -> None:

@@ -5,6 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
+
+from bertlite.cli_args import add_command, add_model_placement
+
+if TYPE_CHECKING:  # the server stack is imported on use
+    from bertlite.serve.app import Limits
+
 
 SERVE_HELP = """\
 Serve embeddings over HTTP: OpenAI-compatible POST /v1/embeddings and
@@ -29,17 +36,16 @@ INSTALL_HINT = "bertlite serve needs starlette, uvicorn and prometheus_client: p
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser(
+    p = add_command(
+        commands,
         "serve",
         help="serve embeddings over HTTP (OpenAI and TEI APIs)",
         description=SERVE_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        model_help="a folder or a hub id",
     )
-    p.add_argument("model", metavar="MODEL", help="a folder or a hub id")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, this machine only)")
     p.add_argument("--port", type=int, default=8080, help="port to bind; 0 picks a free one (default: 8080)")
-    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="model dtype (default: float32)")
-    p.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cpu)")
+    add_model_placement(p)
     p.add_argument(
         "--threads",
         type=int,
@@ -100,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     try:
-        from bertlite.serve.app import Limits, create_app
+        from bertlite.serve.app import create_app
         from bertlite.serve.server import bind, make_server
         from bertlite.serve.server import run as run_server
     except ImportError as e:
@@ -108,23 +114,9 @@ def run(args: argparse.Namespace) -> int:
     from bertlite.features import Embedder
 
     try:
-        limits = Limits(
-            max_batch_tokens=args.max_batch_tokens,
-            max_client_batch_size=args.max_client_batch_size,
-            max_concurrent_requests=args.max_concurrent_requests,
-            max_input_length=args.max_input_length,
-            auto_truncate=args.auto_truncate,
-        )
+        limits = _limits(args)
     except ValueError as e:
-        return fail(str(e).replace("max_", "--max-").replace("_", "-"))
-    if args.threads is not None and args.threads < 1:
-        return fail(f"--threads must be >= 1, got {args.threads}")
-    if not 0 <= args.port <= 65535:
-        return fail(f"--port must be between 0 and 65535, got {args.port}")
-    if args.grace_period < 0:
-        return fail(f"--grace-period must be >= 0, got {args.grace_period}")
-    if args.truncate_dim is not None and args.truncate_dim < 1:
-        return fail(f"--truncate-dim must be >= 1, got {args.truncate_dim}")
+        return fail(str(e))
     try:
         sock = bind(args.host, args.port)
     except OSError as e:
@@ -162,3 +154,28 @@ def run(args: argparse.Namespace) -> int:
     print(f"bertlite serve: listening on {url}; loading {args.model}", file=sys.stderr, flush=True)
     run_server(server, sock)
     return 2 if failed else 0
+
+
+def _limits(args: argparse.Namespace) -> Limits:
+    """The server's limits; a ValueError names the first option out of range as the command line spells it."""
+    from bertlite.serve.app import Limits
+
+    try:
+        limits = Limits(
+            max_batch_tokens=args.max_batch_tokens,
+            max_client_batch_size=args.max_client_batch_size,
+            max_concurrent_requests=args.max_concurrent_requests,
+            max_input_length=args.max_input_length,
+            auto_truncate=args.auto_truncate,
+        )
+    except ValueError as e:
+        raise ValueError(str(e).replace("max_", "--max-").replace("_", "-")) from None
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    if not 0 <= args.port <= 65535:
+        raise ValueError(f"--port must be between 0 and 65535, got {args.port}")
+    if args.grace_period < 0:
+        raise ValueError(f"--grace-period must be >= 0, got {args.grace_period}")
+    if args.truncate_dim is not None and args.truncate_dim < 1:
+        raise ValueError(f"--truncate-dim must be >= 1, got {args.truncate_dim}")
+    return limits

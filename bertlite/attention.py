@@ -1,0 +1,237 @@
+"""Attention implementations by name, for both layouts of a batch.
+
+`attn_implementation` names one entry; BertSelfAttention looks it up in the registry
+of the layout it is given:
+- padded (B, nh, T, hs) query/key/value: PADDED_ATTENTION. "eager" keeps transformers'
+  op order (bitwise equal in float32) and is the only one that yields probabilities;
+- packed (N, 3H) fused query|key|value rows plus a PackedLayout: PACKED_ATTENTION.
+  "eager" is its reference (the padded eager on a scattered grid, for tests); "sdpa"
+  is the fast default; "per_sequence" and "nested" are alternatives the benchmark
+  measures (`scripts/bench.py --configs attention`).
+Attention is the only step that looks at sequence boundaries.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from bertlite.packing import PackedLayout
+
+# --- padded ----------------------------------------------------------------------
+# position_scores: unscaled (B, nh, T, T) terms added to q.k before scaling
+# (relative position embeddings); empty for absolute positions.
+AttentionFn = Callable[
+    [Tensor, Tensor, Tensor, "Tensor | None", float, float, "tuple[Tensor, ...]"], tuple[Tensor, "Tensor | None"]
+]
+
+
+def eager_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    bias: Tensor | None,
+    scaling: float,
+    dropout_p: float,
+    position_scores: tuple[Tensor, ...] = (),
+) -> tuple[Tensor, Tensor]:
+    scores = torch.matmul(query, key.transpose(2, 3))  # (B, nh, T, T)
+    if position_scores:
+        # Relative positions exist only in transformers 4.x, so its op order is the
+        # reference: terms added one by one, then a division by sqrt(head_dim)
+        # (BERT's scaling is always head_dim**-0.5; 1 / scaling would round differently).
+        for term in position_scores:
+            scores = scores + term
+        scores = scores / math.sqrt(query.shape[-1])
+    else:
+        # Scale after the matmul, as transformers v5 does: the order decides the last bit.
+        scores = scores * scaling
+    if bias is not None:
+        scores = scores + bias
+    probs = F.softmax(scores, dim=-1)
+    probs = F.dropout(probs, p=dropout_p, training=dropout_p > 0)
+    context = torch.matmul(probs, value).transpose(1, 2).contiguous()  # (B, T, nh, hs)
+    return context, probs
+
+
+def sdpa_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    bias: Tensor | None,
+    scaling: float,
+    dropout_p: float,
+    position_scores: tuple[Tensor, ...] = (),
+) -> tuple[Tensor, None]:
+    if position_scores:
+        # SDPA scales only q.k, so the relative terms go in pre-scaled, as part of the additive mask.
+        relative = sum(position_scores[1:], position_scores[0]) * scaling  # (B, nh, T, T)
+        bias = relative if bias is None else relative + bias
+    context = F.scaled_dot_product_attention(query, key, value, attn_mask=bias, dropout_p=dropout_p, scale=scaling)
+    return context.transpose(1, 2).contiguous(), None  # (B, T, nh, hs)
+
+
+PADDED_ATTENTION: dict[str, AttentionFn] = {"eager": eager_attention, "sdpa": sdpa_attention}
+
+# --- packed ----------------------------------------------------------------------
+# qkv: (N, 3H), each row query|key|value of one real token; returns the (N, H) context
+# and, for eager, the (B, nh, T, T) probabilities on the padded grid.
+PackedAttentionFn = Callable[[Tensor, PackedLayout, int, float, float], tuple[Tensor, "Tensor | None"]]
+
+
+def _grid_qkv(qkv: Tensor, layout: PackedLayout, heads: int) -> tuple[Tensor, Tensor, Tensor]:
+    """3 x (B, nh, T, hs) views of the packed rows scattered to the padded grid (zeros in the padding)."""
+    batch, width, hidden = layout.batch_size, layout.max_length, qkv.shape[1] // 3
+    grid = qkv if layout.attention_bias is None else layout.scatter_to_grid(qkv)  # no padding: already the grid
+    q, k, v = grid.view(batch, width, 3, heads, hidden // heads).permute(2, 0, 3, 1, 4)
+    return q, k, v
+
+
+def _gather_context(context: Tensor, layout: PackedLayout) -> Tensor:
+    """(B, T, nh, hs) context on the grid (any strides) -> (N, H) rows of the real tokens."""
+    rows = context if layout.attention_bias is None else layout.gather_from_grid(context)
+    return rows.reshape(-1, context.shape[-2] * context.shape[-1])
+
+
+def packed_eager_attention(
+    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
+) -> tuple[Tensor, Tensor]:
+    """The padded eager reference on the grid the packed rows make: for tests, and probabilities."""
+    q, k, v = _grid_qkv(qkv, layout, heads)
+    bias = None if layout.attention_bias is None else layout.attention_bias.to(qkv.dtype)
+    context, probs = eager_attention(q, k, v, bias, scaling, dropout_p)
+    return _gather_context(context, layout), probs
+
+
+def packed_sdpa_attention(
+    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
+) -> tuple[Tensor, None]:
+    """One SDPA call on the padded grid, the result gathered back: the padding exists only here,
+    for the cheap part of the layer.
+
+    float32 on CPU with a grid mostly padding (PER_SEQUENCE_GRID_RATIO): one call per sequence instead.
+    bf16/fp16 attention on CPU: up to HALF_BMM_MAX_LENGTH tokens, batched GEMMs on a
+    head-major grid (_attention_half_bmm); longer, SDPA in float32, which on CPU is
+    more accurate and profiled faster than SDPA's bf16 kernel.
+    """
+    dtype = qkv.dtype
+    grid_rows = layout.batch_size * layout.max_length
+    if dtype == torch.float32 and qkv.device.type == "cpu" and grid_rows > PER_SEQUENCE_GRID_RATIO * qkv.shape[0]:
+        return packed_per_sequence_attention(qkv, layout, heads, scaling, dropout_p)
+    if dtype in (torch.bfloat16, torch.float16) and qkv.device.type == "cpu":
+        if layout.max_length <= HALF_BMM_MAX_LENGTH and dropout_p == 0:
+            return _attention_half_bmm(qkv, layout, heads, scaling), None
+        qkv = qkv.float()
+    q, k, v = _grid_qkv(qkv, layout, heads)
+    bias = None if layout.attention_bias is None else layout.attention_bias.to(qkv.dtype)
+    context = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p, scale=scaling)
+    return _gather_context(context.transpose(1, 2), layout).to(dtype), None
+
+
+# A grid more than this many times the real tokens (mixed lengths, as a server's batches have) costs
+# more in padded attention than one SDPA call per sequence does (Python loop included): measured in
+# float32 on 32-text groups of corpus texts in input order, 150 texts per CPU second per sequence vs
+# 126 on the grid; length-sorted batches (grid ~1.05x) are faster on the grid (154 vs 144).
+PER_SEQUENCE_GRID_RATIO = 2.0
+
+# Measured on the corpus's length-sorted batches (2 threads, bf16): at 19-84 tokens
+# the batched GEMMs take 30-45% less time than SDPA's CPU kernel, whose per-(sequence,
+# head) overhead dominates at these sizes; at 256 tokens they take 40% more.
+HALF_BMM_MAX_LENGTH = 128
+
+
+def _attention_half_bmm(qkv: Tensor, layout: PackedLayout, heads: int, scaling: float) -> Tensor:
+    """Attention as two batched GEMMs over (B * nh) contiguous matrices."""
+    n, three_h = qkv.shape
+    hidden, batch, width = three_h // 3, layout.batch_size, layout.max_length
+    head_size = hidden // heads
+    sequence, position = layout.sequence_index, layout.positions
+    # Scatter straight into head-major order, so q, k and v need no copy to be contiguous.
+    grid = qkv.new_zeros(3, batch, heads, width, head_size)
+    grid.permute(1, 3, 0, 2, 4)[sequence, position] = qkv.view(n, 3, heads, head_size)
+    q, k, v = (part.view(batch * heads, width, head_size) for part in grid)  # 3 x (B * nh, T, hs)
+    bias = layout.attention_bias
+    if bias is None:
+        scores = torch.bmm(q, k.transpose(1, 2)).mul_(scaling)
+    else:
+        bias = bias.to(qkv.dtype).expand(batch, heads, width, width).reshape(batch * heads, width, width)
+        scores = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=scaling)  # (B * nh, T, T)
+    probs = _softmax_half(scores)
+    context = torch.bmm(probs, v).view(batch, heads, width, head_size)
+    return context.permute(0, 2, 1, 3)[sequence, position].reshape(n, hidden)  # (N, H)
+
+
+def _softmax_half(scores: Tensor) -> Tensor:
+    """Softmax over the last dim of bf16/fp16 scores, accumulated in float32 either way.
+
+    torch's CPU kernels differ by row length (micro-benchmark, 24k rows): the half
+    kernel is up to 5x slower when a row leaves a long tail past its 32-wide vectors
+    (30 tokens: 2.5 ms vs 0.47 ms at 32), the float32 kernel is slow below 16. Both
+    routes compute in float32 and round once; they differ by one bf16 ulp on about
+    1e-5 of the elements.
+    """
+    width = scores.shape[-1]
+    if width >= 16 and width % 32 > 4:
+        return torch.softmax(scores.float(), dim=-1).to(scores.dtype)
+    return torch.softmax(scores, dim=-1)
+
+
+def packed_per_sequence_attention(
+    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
+) -> tuple[Tensor, None]:
+    """One SDPA call per sequence on its own slice: no padding at all, one call each."""
+    hidden = qkv.shape[1] // 3
+    out = torch.empty(qkv.shape[0], hidden, dtype=qkv.dtype, device=qkv.device)
+    for start, length in zip(layout.starts.tolist(), layout.lengths.tolist(), strict=True):
+        q, k, v = qkv[start : start + length].view(length, 3, heads, hidden // heads).permute(1, 2, 0, 3)
+        context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scaling)  # (nh, L, hs)
+        out[start : start + length] = context.transpose(0, 1).reshape(length, hidden)
+    return out, None
+
+
+def packed_nested_attention(
+    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
+) -> tuple[Tensor, None]:
+    """torch.nested jagged tensors: SDPA over variable lengths without a Python loop."""
+    hidden = qkv.shape[1] // 3
+    offsets = torch.cat([layout.starts, layout.starts[-1:] + layout.lengths[-1:]])
+    parts = []
+    for i in range(3):
+        values = qkv[:, i * hidden : (i + 1) * hidden].reshape(-1, heads, hidden // heads).contiguous()
+        nested = torch.nested.nested_tensor_from_jagged(values, offsets)  # (B, j, nh, hs)
+        parts.append(nested.transpose(1, 2))  # (B, nh, j, hs)
+    with warnings.catch_warnings():  # torch's own "nested tensors are a prototype" notice, every call
+        warnings.simplefilter("ignore", UserWarning)
+        context = F.scaled_dot_product_attention(*parts, dropout_p=dropout_p, scale=scaling)
+    return context.transpose(1, 2).values().reshape(-1, hidden), None
+
+
+PACKED_ATTENTION: dict[str, PackedAttentionFn] = {
+    "eager": packed_eager_attention,
+    "sdpa": packed_sdpa_attention,
+    "per_sequence": packed_per_sequence_attention,
+    "nested": packed_nested_attention,
+}
+DEFAULT_ATTENTION = "sdpa"
+ATTENTION_IMPLEMENTATIONS = sorted(set(PADDED_ATTENTION) | set(PACKED_ATTENTION))
+
+
+def check_attn_implementation(name: str) -> str:
+    if name not in ATTENTION_IMPLEMENTATIONS:
+        raise ValueError(f"attn_implementation={name!r} is not one of {ATTENTION_IMPLEMENTATIONS}")
+    return name
+
+
+def padded_attention(name: str) -> AttentionFn:
+    """The padded implementation of `name`; the packed-only ones name the layout they need."""
+    if name not in PADDED_ATTENTION:
+        raise ValueError(
+            f"attn_implementation={name!r} runs packed batches only (input_ids (N,) with lengths= or layout=); "
+            f"for padded (batch, seq_len) inputs use one of {sorted(PADDED_ATTENTION)}"
+        )
+    return PADDED_ATTENTION[name]

@@ -1,0 +1,150 @@
+"""What this machine's CPU runs natively, probed once, and the dtype `dtype="auto"` picks from it.
+
+bfloat16 is fast only where the CPU has it: with native bf16 (AVX512-BF16 / AMX) bertlite's bf16
+path runs ~1.7x float32 and keeps min cosine >= 0.9999 to float32 vectors (tests/test_capabilities.py
+checks it on the corpus); without it torch emulates bf16 GEMMs and they run ~5x slower than float32
+(issue 15, a 2-core AVX2 CPU). So "auto" is bf16 only where it is native, and an explicit bf16 or
+fp16 on a CPU without native support warns once. Importing this module does not import torch.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+import warnings
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+# The /proc/cpuinfo flags that decide which GEMM kernels run: AVX2 (the floor of torch's fast paths),
+# AVX-512, native bf16 / fp16 arithmetic, int8 dot products (VNNI) and the AMX tile units.
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_int8")
+
+# Measured in issue 15 (bertlite bf16 vs fp32, 1,000 corpus texts, 2-core AVX2 CPU without native bf16).
+BF16_EMULATED_SLOWDOWN = 5
+
+
+DTYPE_NAMES = ("float32", "bfloat16", "float16")  # the dtypes a command runs the model in (and parity compares)
+# The --dtype of `bertlite embed` and `bertlite serve`.
+DTYPE_CHOICES = ["auto", *DTYPE_NAMES]
+DTYPE_HELP = (
+    "model dtype (default: auto = bfloat16 on a CPU with native bf16, else float32; `bertlite env` says which); "
+    "bfloat16/float16 on a CPU without native support run several times slower than float32"
+)
+
+
+class SlowDtypeWarning(UserWarning):
+    """A dtype this CPU has no native kernels for: it runs, but several times slower than float32."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What torch and /proc/cpuinfo report about this machine's CPU."""
+
+    cpu_capability: str  # torch.backends.cpu.get_cpu_capability(): the vector ISA torch's kernels use (AVX2, AVX512...)
+    bf16_native: bool  # torch.ops.mkldnn._is_mkldnn_bf16_supported(): oneDNN runs bf16 GEMMs in hardware
+    fp16_native: bool  # torch.ops.mkldnn._is_mkldnn_fp16_supported(), False where torch lacks the probe
+    model_name: str | None  # /proc/cpuinfo "model name", else platform.processor(); None when neither says
+    flags: tuple[str, ...] | None  # the CPU_FLAGS this CPU has; None when /proc/cpuinfo is unreadable
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready, for `bertlite env --json` and benchmark results."""
+        data = asdict(self)
+        data["flags"] = None if self.flags is None else list(self.flags)
+        return data
+
+    def summary(self) -> str:
+        """One line, e.g. 'Intel Xeon; torch AVX512; bf16 native, fp16 native; flags avx2 avx512f ...'."""
+        flags = "unknown (no /proc/cpuinfo)" if self.flags is None else " ".join(self.flags) or "none listed"
+        return (
+            f"{self.model_name or 'unknown CPU'}; torch {self.cpu_capability}; "
+            f"bf16 {'native' if self.bf16_native else 'not native'}, "
+            f"fp16 {'native' if self.fp16_native else 'not native'}; flags {flags}"
+        )
+
+
+@functools.cache
+def detect() -> Capabilities:
+    """This machine's Capabilities, probed on the first call and cached."""
+    import torch
+
+    fp16_probe = getattr(torch.ops.mkldnn, "_is_mkldnn_fp16_supported", None)
+    model_name, flags = _read_cpuinfo()
+    return Capabilities(
+        cpu_capability=torch.backends.cpu.get_cpu_capability(),
+        bf16_native=_probe(torch.ops.mkldnn._is_mkldnn_bf16_supported),
+        fp16_native=_probe(fp16_probe),
+        model_name=model_name or platform.processor() or None,
+        flags=flags,
+    )
+
+
+def _probe(fn: Any) -> bool:
+    # A torch built without oneDNN has the op but raises when called; treat that as "not native".
+    try:
+        return bool(fn()) if fn is not None else False
+    except RuntimeError:
+        return False
+
+
+def _read_cpuinfo(path: str = "/proc/cpuinfo") -> tuple[str | None, tuple[str, ...] | None]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None, None
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() not in fields:  # the first processor's entry; the others repeat it
+            fields[key.strip()] = value.strip()
+    present = set(fields.get("flags", fields.get("Features", "")).split())
+    return fields.get("model name") or None, tuple(flag for flag in CPU_FLAGS if flag in present)
+
+
+_warned: set[str] = set()
+
+
+def resolve_dtype(dtype: torch.dtype | str | None, device: torch.device | str | None = None) -> torch.dtype:
+    """The dtype Embedder loads a model in.
+
+    "auto": on CPU bfloat16 where bf16 is native (Capabilities.bf16_native), else float32; on any
+    other device float32 (what Embedder always used). None: float32. A torch dtype or its name
+    ("bfloat16", "torch.float16"...) as given; bfloat16 or float16 on a CPU without native support
+    runs, with a SlowDtypeWarning once per process and dtype.
+    """
+    import torch
+
+    from bertlite.loading import parse_dtype
+
+    on_cpu = device is None or torch.device(device).type == "cpu"
+    if dtype == "auto":
+        return torch.bfloat16 if on_cpu and detect().bf16_native else torch.float32
+    resolved = parse_dtype(dtype) or torch.float32
+    if on_cpu:
+        _warn_if_emulated(resolved)
+    return resolved
+
+
+def _warn_if_emulated(dtype: torch.dtype) -> None:
+    import torch
+
+    caps = detect()
+    native = {torch.bfloat16: caps.bf16_native, torch.float16: caps.fp16_native}.get(dtype, True)
+    name = str(dtype).removeprefix("torch.")
+    if native or name in _warned:
+        return
+    _warned.add(name)
+    measured = (
+        f"measured ~{BF16_EMULATED_SLOWDOWN}x slower than float32 on an AVX2 CPU"
+        if dtype == torch.bfloat16
+        else f"not measured; bfloat16 without native support ran ~{BF16_EMULATED_SLOWDOWN}x slower than float32"
+    )
+    warnings.warn(
+        f"dtype={name}: this CPU ({caps.cpu_capability}) has no native {name} GEMMs, so torch emulates them "
+        f"and it runs several times slower than float32 ({measured}); dtype='auto' picks float32 here",
+        SlowDtypeWarning,
+        stacklevel=4,  # the caller of Embedder.from_pretrained
+    )

@@ -1,0 +1,25 @@
+"""argparse pieces the `bertlite` commands share (parity, embed, serve); torch-free, as the parsers are."""
+
+from __future__ import annotations
+
+import argparse
+
+from bertlite.capabilities import DTYPE_CHOICES, DTYPE_HELP
+
+
+def add_command(
+    commands: argparse._SubParsersAction, name: str, help: str, description: str, model_help: str
+) -> argparse.ArgumentParser:
+    """The subcommand `name`, whose --help prints `description` as written, with its MODEL argument."""
+    p = commands.add_parser(
+        name, help=help, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("model", metavar="MODEL", help=model_help)
+    return p
+
+
+def add_model_placement(p: argparse.ArgumentParser, extra_dtypes: tuple[str, ...] = ()) -> None:
+    """--dtype and --device of a command that loads the model to use it (embed, serve); extra_dtypes: more
+    --dtype choices this command takes (embed: int8)."""
+    p.add_argument("--dtype", default="auto", choices=[*DTYPE_CHOICES, *extra_dtypes], help=DTYPE_HELP)
+    p.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cpu)")

@@ -1,0 +1,71 @@
+"""The packed layout: the real tokens of a batch concatenated into one (total_tokens, H) matrix.
+
+Every Linear, LayerNorm and activation runs on the packed matrix, so no FLOP is spent on
+padding; attention is the one step that needs sequences apart (bertlite.attention), and
+pooling reads each sequence's rows. A padded (B, T) batch and a packed one are two views
+of the same tokens: `scatter_to_grid` / `gather_from_grid` move between them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class PackedLayout:
+    """Where each sequence's tokens sit in the packed matrix and in a padded (B, T) grid."""
+
+    lengths: Tensor  # (B,) real tokens per sequence
+    starts: Tensor  # (B,) offset of each sequence in the packed matrix
+    max_length: int  # T
+    padded_index: Tensor  # (N,) packed row -> row of the (B * T) padded grid
+    attention_bias: Tensor | None  # (B, 1, 1, T): 0 / dtype-min for padded keys; None if no padding
+    sequence_index: Tensor  # (N,) packed row -> sequence number
+    positions: Tensor  # (N,) position of each packed row in its sequence: 0, 1, ...
+    padding_index: Tensor  # rows of the (B * T) padded grid that hold no token
+
+    @classmethod
+    def from_lengths(cls, lengths: Tensor, dtype: torch.dtype = torch.float32) -> PackedLayout:
+        """The layout of sequences of these lengths, packed one after another; dtype: the attention bias's."""
+        lengths = lengths.to(torch.long)
+        batch, width = len(lengths), int(lengths.max())
+        starts = torch.cumsum(lengths, 0) - lengths
+        sequence_index = torch.repeat_interleave(torch.arange(batch, device=lengths.device), lengths)
+        offset_in_sequence = torch.arange(int(lengths.sum()), device=lengths.device) - starts[sequence_index]
+        padded_index = sequence_index * width + offset_in_sequence
+        keep = torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]  # (B, T)
+        padding_index = (~keep).view(-1).nonzero().view(-1)
+        bias = None
+        if len(padding_index):
+            bias = torch.zeros(batch, 1, 1, width, dtype=dtype, device=lengths.device)
+            bias.masked_fill_(~keep[:, None, None, :], torch.finfo(dtype).min)
+        return cls(lengths, starts, width, padded_index, bias, sequence_index, offset_in_sequence, padding_index)
+
+    @classmethod
+    def from_mask(cls, attention_mask: Tensor, dtype: torch.dtype = torch.float32) -> PackedLayout:
+        """The layout of a right-padded (B, T) batch: its real tokens are `padded[attention_mask.bool()]`."""
+        return cls.from_lengths(attention_mask.sum(dim=1), dtype)
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def key_mask(self) -> Tensor:
+        """(B, T) bool: True where the padded grid holds a real token."""
+        grid = torch.arange(self.max_length, device=self.lengths.device)
+        return grid[None, :] < self.lengths[:, None]
+
+    def scatter_to_grid(self, packed: Tensor, fill: float | int = 0) -> Tensor:
+        """(N, ...) packed rows -> (B, T, ...) padded grid, `fill` in the padding.
+        Each grid row is written once: the tokens' rows by copy, the padding's by fill."""
+        grid = packed.new_empty((self.batch_size * self.max_length, *packed.shape[1:]))
+        grid.index_copy_(0, self.padded_index, packed).index_fill_(0, self.padding_index, fill)
+        return grid.view(self.batch_size, self.max_length, *packed.shape[1:])
+
+    def gather_from_grid(self, grid: Tensor) -> Tensor:
+        """(B, T, ...) padded grid, any strides -> (N, ...) packed rows of the real tokens, in one gather."""
+        return grid[self.sequence_index, self.positions]

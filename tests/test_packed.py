@@ -1,0 +1,273 @@
+"""Packed batches (real tokens only) through the one module tree, against transformers."""
+
+import pytest
+import torch
+from torch import nn
+
+import bertlite
+import bertlite.attention
+import bertlite.kernels
+from bertlite import Embedder
+from bertlite.attention import PACKED_ATTENTION, PADDED_ATTENTION, packed_sdpa_attention
+from bertlite.packing import PackedLayout
+from tests.conftest import make_hf_model, random_batch, to_bertlite
+from tests.helpers import PARITY_CONFIGS
+
+
+def packed_inputs(batch: dict) -> dict:
+    mask = batch["attention_mask"].bool()
+    return {
+        "input_ids": batch["input_ids"][mask],
+        "token_type_ids": batch["token_type_ids"][mask],
+        "lengths": mask.sum(1),
+    }
+
+
+def real_tokens(hidden: torch.Tensor, batch: dict) -> torch.Tensor:
+    return hidden[batch["attention_mask"].bool()]
+
+
+@pytest.mark.parametrize("name", sorted(PARITY_CONFIGS))
+@pytest.mark.parametrize("attn", sorted(PACKED_ATTENTION))
+def test_packed_matches_transformers_on_real_tokens(name, attn):
+    hf = make_hf_model(attn="eager", **PARITY_CONFIGS[name])
+    ours = to_bertlite(hf, attn=attn)
+    batch = random_batch(hf.config, batch=4, seq=13)
+    with torch.no_grad():
+        out = ours(**packed_inputs(batch))
+        reference = hf(**batch)
+    torch.testing.assert_close(
+        out.last_hidden_state, real_tokens(reference.last_hidden_state, batch), atol=1e-5, rtol=1e-5
+    )
+    torch.testing.assert_close(out.pooler_output, reference.pooler_output, atol=1e-5, rtol=1e-5)
+
+
+def test_packed_eager_is_the_padded_eager_on_real_tokens():
+    hf = make_hf_model(attn="eager")
+    ours = to_bertlite(hf, attn="eager")
+    batch = random_batch(hf.config, batch=4, seq=13)
+    with torch.no_grad():
+        packed = ours(**packed_inputs(batch), output_hidden_states=True, output_attentions=True)
+        padded = ours(**batch, output_hidden_states=True, output_attentions=True)
+    assert len(packed.hidden_states) == len(padded.hidden_states) == hf.config.num_hidden_layers + 1
+    for ours_layer, reference in zip(packed.hidden_states, padded.hidden_states, strict=True):
+        torch.testing.assert_close(ours_layer, real_tokens(reference, batch), atol=1e-6, rtol=1e-6)
+    # probabilities on the padded grid: the padded path's, where a real query attends
+    keep = batch["attention_mask"].bool()[:, None, :, None]
+    for ours_probs, reference in zip(packed.attentions, padded.attentions, strict=True):
+        torch.testing.assert_close(ours_probs * keep, reference * keep, atol=1e-6, rtol=1e-6)
+
+
+def test_layout_or_lengths_give_the_same_result_and_equal_lengths_need_no_padding():
+    layout = PackedLayout.from_lengths(torch.tensor([5, 5, 5]))
+    assert layout.attention_bias is None and layout.max_length == 5
+    layout = PackedLayout.from_lengths(torch.tensor([5, 2]))
+    assert layout.attention_bias.shape == (2, 1, 1, 5) and layout.padded_index.tolist() == [0, 1, 2, 3, 4, 5, 6]
+    assert layout.positions.tolist() == [0, 1, 2, 3, 4, 0, 1]
+    hf = make_hf_model()
+    ours = to_bertlite(hf, attn="sdpa")
+    inputs = packed_inputs(random_batch(hf.config, batch=3, seq=9))
+    lengths = inputs.pop("lengths")
+    with torch.no_grad():
+        by_lengths = ours(**inputs, lengths=lengths).last_hidden_state
+        by_layout = ours(**inputs, layout=PackedLayout.from_lengths(lengths)).last_hidden_state
+    assert torch.equal(by_lengths, by_layout)
+
+
+def test_embedder_honours_the_models_attn_implementation(monkeypatch):
+    calls = {name: 0 for name in PACKED_ATTENTION}
+    for name, fn in list(PACKED_ATTENTION.items()):
+
+        def counted(*args, _name=name, _fn=fn):
+            calls[_name] += 1
+            return _fn(*args)
+
+        monkeypatch.setitem(bertlite.attention.PACKED_ATTENTION, name, counted)
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {f"w{i}": i for i in range(99)}
+    vocab["[PAD]"], vocab["[UNK]"] = 0, 1
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    model = to_bertlite(make_hf_model(), attn="sdpa")
+    embedder = Embedder(model, tokenizer)
+    texts = ["w1 w2 w3", "w4 w5", "w6"]
+    fast = embedder.encode(texts)
+    assert calls["sdpa"] == model.config.num_hidden_layers and calls["eager"] == 0
+    model.set_attn_implementation("eager")
+    reference = embedder.encode(texts)
+    assert calls["eager"] == model.config.num_hidden_layers
+    torch.testing.assert_close(torch.from_numpy(fast), torch.from_numpy(reference), atol=1e-6, rtol=0)
+
+
+def test_packed_only_implementations_refuse_a_padded_batch():
+    hf = make_hf_model()
+    ours = to_bertlite(hf, attn="nested")
+    with pytest.raises(ValueError, match="attn_implementation='nested' runs packed batches only"):
+        ours(**random_batch(hf.config))
+    assert set(PADDED_ATTENTION) < set(PACKED_ATTENTION)
+
+
+class Shifted(nn.Module):
+    """A stand-in for an adapter (LoRA) wrapping a projection: the Linear plus a change of its own."""
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__()
+        self.base = linear
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base(x) + 0.5
+
+
+def test_wrapped_projections_run_as_modules_not_through_the_fused_weight():
+    hf = make_hf_model()
+    ours = to_bertlite(hf, attn="sdpa")
+    batch = random_batch(hf.config, batch=4, seq=13)
+    attention = ours.encoder.layer[1].attention.self
+    with torch.no_grad():
+        before = ours(**packed_inputs(batch)).last_hidden_state  # builds the fused weight
+        attention.value = Shifted(attention.value)
+        padded = real_tokens(ours(**batch).last_hidden_state, batch)
+        packed = ours(**packed_inputs(batch)).last_hidden_state
+    assert not torch.allclose(before, packed, atol=1e-3)
+    torch.testing.assert_close(packed, padded, atol=1e-5, rtol=1e-5)
+
+
+def test_fused_qkv_never_reaches_state_dict_and_follows_weight_changes(tmp_path):
+    hf, other = make_hf_model(seed=0), make_hf_model(seed=1)
+    ours = to_bertlite(hf, attn="sdpa")
+    keys = list(ours.state_dict())
+    batch = random_batch(hf.config, batch=4, seq=13)
+    with torch.no_grad():
+        ours(**packed_inputs(batch))
+    state = ours.state_dict()
+    assert list(state) == keys
+    pointers = [t.untyped_storage().data_ptr() for t in state.values()]
+    assert len(set(pointers)) == len(pointers)  # nothing shares storage: no fused buffer under the parameters
+    ours.load_state_dict(other.state_dict())  # copies in place: the fused copy must notice
+    with torch.no_grad():
+        packed = ours(**packed_inputs(batch)).last_hidden_state
+        reference = real_tokens(other(**batch).last_hidden_state, batch)
+    torch.testing.assert_close(packed, reference, atol=1e-5, rtol=1e-5)
+
+
+def test_packed_batch_trains_like_the_padded_one():
+    hf = make_hf_model()
+    batch = random_batch(hf.config, batch=4, seq=13)
+    grads = []
+    for packed in (True, False):
+        ours = to_bertlite(hf, attn="sdpa")
+        out = ours(**packed_inputs(batch)) if packed else ours(**batch)
+        hidden = out.last_hidden_state if packed else real_tokens(out.last_hidden_state, batch)
+        (hidden.square().mean() + out.pooler_output.sum()).backward()
+        grads.append({n: p.grad for n, p in ours.named_parameters()})
+    assert grads[0]["encoder.layer.0.attention.self.query.weight"].abs().sum() > 0
+    for name, grad in grads[0].items():
+        torch.testing.assert_close(grad, grads[1][name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_bf16_packed_close_to_fp32():
+    hf = make_hf_model()
+    ours = to_bertlite(hf, attn="sdpa")
+    inputs = packed_inputs(random_batch(hf.config, batch=4, seq=13))
+    with torch.no_grad():
+        fp32 = ours(**inputs).last_hidden_state
+        low = ours.to(torch.bfloat16)(**inputs).last_hidden_state
+    cosine = torch.nn.functional.cosine_similarity(low.float(), fp32, dim=-1)
+    assert low.dtype == torch.bfloat16 and cosine.min() > 0.99
+
+
+@pytest.mark.parametrize("onednn", [True, False])
+def test_linear_with_and_without_onednn(onednn, monkeypatch):
+    probed = {(form, dtype): onednn for form in ("linear", "linear_add") for dtype in (torch.float32, torch.bfloat16)}
+    monkeypatch.setattr(bertlite.kernels, "_probed", probed)
+    hf = make_hf_model(hidden_act="gelu")
+    ours = to_bertlite(hf, attn="sdpa")
+    batch = random_batch(hf.config, batch=4, seq=13)
+    with torch.no_grad():
+        hidden = ours(**packed_inputs(batch)).last_hidden_state
+        reference = real_tokens(hf(**batch).last_hidden_state, batch)
+    torch.testing.assert_close(hidden, reference, atol=1e-5, rtol=1e-5)
+
+
+def eager_reference(qkv: torch.Tensor, lengths: torch.Tensor, heads: int, scaling: float) -> torch.Tensor:
+    """Packed attention from transformers' eager BERT attention, one sequence at a time (no mask needed)."""
+    from transformers.models.bert.modeling_bert import eager_attention_forward
+
+    hidden = qkv.shape[1] // 3
+    outputs = []
+    for part in qkv.split(lengths.tolist()):
+        q, k, v = part.view(1, len(part), 3, heads, hidden // heads).permute(2, 0, 3, 1, 4)  # 3 x (1, nh, n, hs)
+        context, _ = eager_attention_forward(torch.nn.Module().eval(), q, k, v, None, scaling)  # (1, n, nh, hs)
+        outputs.append(context.reshape(len(part), hidden))
+    return torch.cat(outputs)
+
+
+@pytest.mark.parametrize("lengths", [[5, 17, 30, 1], [40, 40, 40], [128, 3]])
+def test_half_precision_bmm_attention_close_to_sdpa(lengths, monkeypatch):
+    # bf16 attention up to HALF_BMM_MAX_LENGTH tokens takes the batched-GEMM path; its error
+    # against a float32 reference (transformers' eager attention) must stay within a small
+    # multiple of the SDPA path's.
+    torch.manual_seed(0)
+    lengths = torch.tensor(lengths)
+    qkv = torch.randn(int(lengths.sum()), 3 * 48) * 2
+    reference = eager_reference(qkv, lengths, 4, 0.3)
+    # the float32 path itself agrees with the reference, so it is not the reference's error that is measured
+    torch.testing.assert_close(
+        packed_sdpa_attention(qkv, PackedLayout.from_lengths(lengths), 4, 0.3, 0.0)[0], reference
+    )
+    layout = PackedLayout.from_lengths(lengths, torch.bfloat16)
+    via_bmm = packed_sdpa_attention(qkv.bfloat16(), layout, 4, 0.3, 0.0)[0]
+    monkeypatch.setattr(bertlite.attention, "HALF_BMM_MAX_LENGTH", 0)
+    via_sdpa = packed_sdpa_attention(qkv.bfloat16(), layout, 4, 0.3, 0.0)[0]
+    assert not torch.equal(via_bmm, via_sdpa)  # two different kernels really ran
+    bmm_error = (via_bmm.float() - reference).abs().max()
+    sdpa_error = (via_sdpa.float() - reference).abs().max()
+    assert via_bmm.dtype == torch.bfloat16 and bmm_error <= 3 * sdpa_error
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (dict(attention_mask=torch.ones(3, 4)), "attention_mask is not taken with a packed batch"),
+        (dict(lengths=torch.tensor([2.0, 2.0])), "lengths must be a 1-D integer tensor"),
+        (dict(lengths=torch.tensor([3, 2])), "lengths sum to 5, but input_ids has 4 tokens"),
+        (dict(lengths=torch.tensor([4, 0])), "every packed sequence needs at least one token"),
+        (dict(layout=PackedLayout.from_lengths(torch.tensor([4]))), "give lengths= or layout=, not both"),
+    ],
+)
+def test_bad_packed_inputs_are_named(change, message):
+    ours = to_bertlite(make_hf_model(), attn="sdpa")
+    inputs = {"input_ids": torch.tensor([5, 6, 7, 8]), "lengths": torch.tensor([2, 2]), **change}
+    with pytest.raises(ValueError, match=message):
+        ours(**inputs)
+
+
+@pytest.mark.parametrize("head", ["BertForTokenClassification", "BertForSequenceClassification", "BertForMaskedLM"])
+def test_heads_take_packed_batches(head):
+    hf = make_hf_model()
+    config = bertlite.BertConfig.from_dict({**hf.config.to_dict(), "num_labels": 3})
+    torch.manual_seed(0)
+    model = getattr(bertlite, head)(config).eval()
+    batch = random_batch(hf.config, batch=4, seq=13)
+    with torch.no_grad():
+        packed = model(**packed_inputs(batch)).logits
+        padded = model(**batch).logits
+    expected = padded if head == "BertForSequenceClassification" else real_tokens(padded, batch)
+    torch.testing.assert_close(packed, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_sdpa_runs_a_mostly_padding_float32_grid_per_sequence(monkeypatch):
+    calls = []
+    per_sequence = bertlite.attention.packed_per_sequence_attention
+    monkeypatch.setattr(
+        bertlite.attention, "packed_per_sequence_attention", lambda *a: calls.append(1) or per_sequence(*a)
+    )
+    torch.manual_seed(0)
+    for lengths, expected in (([30, 2, 3, 1], 1), ([30, 28, 25, 29], 0)):  # grid 4.4x / 1.1x the real tokens
+        lengths = torch.tensor(lengths)
+        qkv = torch.randn(int(lengths.sum()), 3 * 48)
+        calls.clear()
+        context, _ = packed_sdpa_attention(qkv, PackedLayout.from_lengths(lengths), 4, 0.3, 0.0)
+        assert len(calls) == expected
+        torch.testing.assert_close(context, eager_reference(qkv, lengths, 4, 0.3))

@@ -1,0 +1,125 @@
+"""The batcher's gather window, with a stand-in embedder that records every batch: requests the
+worker expects back are served in one batch with those already queued, and the wait is bounded;
+and one forward per batch on a CPU in float32."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bertlite.features import Embedder
+from bertlite.serve.batching import HEALTH_TEXTS, Batcher, _one_forward
+from bertlite.serve.metrics import Metrics
+from tests.serve_helpers import tiny_model_folder
+
+TIMEOUT_S = 30  # bounds every wait below; none of them is expected to come near it
+
+
+class RecordingEmbedder:
+    """encode() records its texts and, while `gate` is clear, holds the worker inside the forward."""
+
+    unpad = False  # the worker runs it as it is
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.gate = threading.Event()
+        self.gate.set()
+        self.entered = threading.Event()
+
+    def encode(self, texts: Sequence[str], batch_size: int | None = None, prompt: str = "") -> np.ndarray:
+        self.entered.set()
+        assert self.gate.wait(TIMEOUT_S), "the test never opened the gate"
+        self.batches.append(list(texts))
+        return np.array([[float(len(t))] for t in texts], dtype=np.float32)
+
+
+def batcher_with(max_gather_s: float) -> tuple[Batcher, RecordingEmbedder]:
+    embedder = RecordingEmbedder()
+    batcher = Batcher(lambda: embedder, 16384, Metrics(), gather_share=1e6, max_gather_s=max_gather_s)
+    batcher.start()
+    assert batcher.done.wait(TIMEOUT_S) and batcher.ready.is_set(), batcher.load_error
+    return batcher, embedder
+
+
+@pytest.fixture
+def stopped() -> Iterator[list[Batcher]]:
+    batchers: list[Batcher] = []
+    yield batchers
+    for batcher in batchers:
+        batcher.stop(TIMEOUT_S)
+
+
+async def one_behind_three(batcher: Batcher, embedder: RecordingEmbedder) -> list[asyncio.Task]:
+    """Request a1 runs alone while a2..a4 queue; returns a2..a4 once a1 is answered, when the worker
+    has four requests in flight to expect and holds three of them."""
+    embedder.gate.clear()
+    embedder.entered.clear()
+    first = asyncio.ensure_future(batcher.embed(["a1"], 1))
+    await asyncio.get_running_loop().run_in_executor(None, embedder.entered.wait, TIMEOUT_S)
+    queued = [asyncio.ensure_future(batcher.embed([f"a{i}"], 1)) for i in (2, 3, 4)]
+    await asyncio.sleep(0)  # one loop turn: each task runs up to its await, so its job is in the queue
+    embedder.gate.set()
+    assert (await asyncio.wait_for(first, TIMEOUT_S)).tolist() == [[2.0]]
+    return queued
+
+
+def test_a_request_that_arrives_within_the_window_joins_the_queued_ones(stopped: list[Batcher]) -> None:
+    batcher, embedder = batcher_with(max_gather_s=TIMEOUT_S)
+    stopped.append(batcher)
+
+    async def run() -> list[np.ndarray]:
+        queued = await one_behind_three(batcher, embedder)
+        late = asyncio.ensure_future(batcher.embed(["a5"], 1))
+        return await asyncio.wait_for(asyncio.gather(*queued, late), TIMEOUT_S)
+
+    vectors = asyncio.run(run())
+    assert embedder.batches == [HEALTH_TEXTS, ["a1"], ["a2", "a3", "a4", "a5"]]
+    assert [v.tolist() for v in vectors] == [[[2.0]]] * 4
+    metrics = batcher.metrics.render().decode()  # the warm-up forward is not a batch
+    assert "bertlite_batch_requests_count 2.0" in metrics and "bertlite_batch_requests_sum 5.0" in metrics
+
+
+def test_the_wait_is_bounded(stopped: list[Batcher]) -> None:
+    batcher, embedder = batcher_with(max_gather_s=0.05)
+    stopped.append(batcher)
+
+    async def run() -> list[np.ndarray]:
+        queued = await one_behind_three(batcher, embedder)
+        # No fourth request comes: the three go without it once the window closes.
+        return await asyncio.wait_for(asyncio.gather(*queued), TIMEOUT_S)
+
+    vectors = asyncio.run(run())
+    assert embedder.batches == [HEALTH_TEXTS, ["a1"], ["a2", "a3", "a4"]]
+    assert [v.tolist() for v in vectors] == [[[2.0]]] * 3
+
+
+def test_one_client_at_a_time_never_waits_for_the_window(stopped: list[Batcher]) -> None:
+    batcher, embedder = batcher_with(max_gather_s=3600.0)
+    stopped.append(batcher)
+
+    async def run() -> list[np.ndarray]:
+        # Each request is all the worker expects, so it goes at once; a wait would run into the timeout.
+        return [await asyncio.wait_for(batcher.embed([f"b{i}"], 1), TIMEOUT_S) for i in range(5)]
+
+    vectors = asyncio.run(run())
+    assert embedder.batches == [HEALTH_TEXTS] + [[f"b{i}"] for i in range(5)]
+    assert [v.tolist() for v in vectors] == [[[2.0]]] * 5
+
+
+def test_on_a_cpu_in_float32_a_batch_is_one_forward(
+    real_model_path: Path, tmp_path: Path, corpus_texts: list[str]
+) -> None:
+    folder = tiny_model_folder(real_model_path, tmp_path / "tiny")
+    embedder = Embedder.from_pretrained(folder, dtype="float32")
+    assert _one_forward(embedder)
+    # Mixed lengths in one forward (the model runs their attention per sequence): the vectors encode() gives
+    # on its own length-sorted batches.
+    texts = [corpus_texts[0][:20], " ".join(corpus_texts[1:6]), corpus_texts[6], ""]
+    vectors = embedder.encode(texts, batch_size=len(texts), prompt="")
+    assert np.abs(vectors - embedder.encode(texts)).max() <= 1e-6
+    assert not _one_forward(Embedder.from_pretrained(folder, dtype="bfloat16"))  # its grid has tuned bf16 attention
