@@ -190,7 +190,7 @@ def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
         help="texts longer than the max length: truncate (counted in the summary) or stop",
     )
     _add_prompt_arguments(p)
-    add_model_placement(p)
+    add_model_placement(p, extra_dtypes=("int8",))
     p.add_argument(
         "--overwrite",
         action=argparse.BooleanOptionalAction,

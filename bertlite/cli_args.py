@@ -18,7 +18,8 @@ def add_command(
     return p
 
 
-def add_model_placement(p: argparse.ArgumentParser) -> None:
-    """--dtype and --device of a command that loads the model to use it (embed, serve)."""
-    p.add_argument("--dtype", default="auto", choices=DTYPE_CHOICES, help=DTYPE_HELP)
+def add_model_placement(p: argparse.ArgumentParser, extra_dtypes: tuple[str, ...] = ()) -> None:
+    """--dtype and --device of a command that loads the model to use it (embed, serve); extra_dtypes: more
+    --dtype choices this command takes (embed: int8)."""
+    p.add_argument("--dtype", default="auto", choices=[*DTYPE_CHOICES, *extra_dtypes], help=DTYPE_HELP)
     p.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cpu)")

@@ -26,6 +26,7 @@ from bertlite.files import SURROGATE
 from bertlite.hub import resolve_file
 from bertlite.modeling import BertModel
 from bertlite.packing import PackedLayout
+from bertlite.quantization import check_quantize, quantize_int8
 from bertlite.st_config import (
     DEFAULT_NORMALIZE,
     DEFAULT_POOLING,
@@ -213,6 +214,7 @@ class Embedder:
         prompts: dict[str, str] | None = None,
         default_prompt_name: str | None = None,
         truncate_dim: int | None = None,
+        quantize: str | None = None,
         **hub_kwargs: Any,
     ) -> Embedder:
         """Model, tokenizer and sentence-transformers settings from one folder or hub id.
@@ -220,9 +222,11 @@ class Embedder:
         Explicit arguments win over the folder's metadata, which wins over the defaults;
         prompts given here are added to the folder's. dtype: "auto" (bfloat16 on a CPU with native
         bf16, else float32), None (float32), or a dtype; see bertlite.capabilities.resolve_dtype.
+        quantize="int8" (or dtype="int8"): load float32, then bertlite.quantization.quantize_int8.
         """
+        int8 = check_quantize(quantize, dtype)
         device = check_device(device)
-        dtype = resolve_dtype(dtype, device)
+        dtype = resolve_dtype(None if int8 else dtype, device)
         settings = read_sentence_transformers_settings(name_or_path, **hub_kwargs)
         saved_prompts, saved_default = read_sentence_transformers_prompts(name_or_path, **hub_kwargs)
         if normalize is None:
@@ -232,11 +236,18 @@ class Embedder:
         # The pooler is loaded only when a pooling mode uses it: many sentence-embedding
         # checkpoints ship without one, and then it would be a missing key.
         model = BertModel.from_pretrained(
-            name_or_path, dtype=dtype, device=device, add_pooling_layer="pooler" in modes, **hub_kwargs
+            name_or_path,
+            dtype=dtype,
+            device=device,
+            add_pooling_layer="pooler" in modes,
+            **hub_kwargs,
         )
+        tokenizer = load_tokenizer(name_or_path, **hub_kwargs)
+        if int8:
+            quantize_int8(model, tokenizer)
         embedder = cls(
             model,
-            load_tokenizer(name_or_path, **hub_kwargs),
+            tokenizer,
             pooling=modes,
             normalize=normalize,
             max_length=max_length if max_length is not None else settings.max_length,

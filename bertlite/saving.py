@@ -26,6 +26,7 @@ from bertlite.config import CONFIG_NAME
 from bertlite.files import write_temporaries
 from bertlite.loading import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
 from bertlite.modeling import BertPreTrainedModel
+from bertlite.quantization import is_quantized
 
 SHARD_NAME = re.compile(r"(model-\d{5}-of-\d{5}\.safetensors|pytorch_model-\d{5}-of-\d{5}\.bin)")
 WEIGHT_FILES = (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_NAME, WEIGHTS_INDEX_NAME)
@@ -117,6 +118,11 @@ def save_pretrained(
     Weight files from an earlier save into the same folder, of either format, are removed, so the folder
     never holds two checkpoints that a loader could mix up.
     """
+    if is_quantized(model):
+        raise ValueError(
+            "save_pretrained: this model is int8-quantized, which bertlite does not save; save the float32 model "
+            "and quantize at load (Embedder.from_pretrained(..., quantize='int8'))"
+        )
     unknown = sorted(set(hub_kwargs) - set(PUSH_KWARGS))
     if unknown:
         raise TypeError(f"save_pretrained() got an unexpected keyword argument {unknown[0]!r}")

@@ -118,6 +118,17 @@ def bertlite_runner(
     return lambda texts: embedder.encode(texts, batch_size=batch_size, show_progress_bar=False)
 
 
+def torch_dynamic_int8_runner(model_path: str) -> Callable[[list[str]], np.ndarray]:
+    """torch.ao's quantize_dynamic (per-channel weights, per-tensor activations) on the same encoder Linears."""
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    from bertlite import Embedder
+
+    embedder = Embedder.from_pretrained(model_path, dtype="float32")
+    quantize_dynamic(embedder.model.encoder, {torch.nn.Linear: per_channel_dynamic_qconfig}, inplace=True)
+    return lambda texts: embedder.encode(texts, show_progress_bar=False)
+
+
 def sentence_transformers_runner(model_path: str) -> Callable[[list[str]], np.ndarray]:
     from sentence_transformers import SentenceTransformer
 
@@ -311,7 +322,11 @@ CONFIGS: dict[str, tuple[str, Callable[[str], Callable[[list[str]], np.ndarray]]
     "openvino_fp32_sorted": ("fp32", openvino_runner),
     "ctranslate2_fp32_sorted": ("fp32", lambda p: ctranslate2_runner(p, "float32")),
     "ctranslate2_int8_sorted": ("int8", lambda p: ctranslate2_runner(p, "int8")),
+    # int8 (bertlite.quantization), and torch.ao's dynamic int8 on the same Linears, for --configs int8
+    "bertlite_int8": ("int8", lambda p: bertlite_runner(p, "int8")),
+    "torch_dynamic_int8": ("int8", torch_dynamic_int8_runner),
 }
+INT8_CONFIGS = ["bertlite_fp32", "bertlite_int8", "torch_dynamic_int8"]
 PEER_CONFIGS = [name for name in CONFIGS if name.split("_")[0] in ("onnxruntime", "openvino", "ctranslate2")]
 DEFAULT_CONFIGS = [
     "bertlite_fp32",
@@ -673,7 +688,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--configs",
         default="default",
-        help=f"comma-separated configs or groups (default, attention, peers, none) of {', '.join(CONFIGS)}",
+        help=f"comma-separated configs or groups (default, attention, peers, int8, none) of {', '.join(CONFIGS)}",
     )
     parser.add_argument("--cli", action="store_true", help="also time `bertlite embed` on the same texts")
     parser.add_argument("--cold-rounds", type=int, default=5, help="fresh processes per library; 0 skips")
@@ -684,7 +699,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, help="write every number here")
     args = parser.parse_args(argv)
     model_path = args.model or default_model_path()
-    groups = {"default": DEFAULT_CONFIGS, "attention": ATTENTION_CONFIGS, "peers": PEER_CONFIGS, "none": []}
+    groups = {
+        "default": DEFAULT_CONFIGS,
+        "attention": ATTENTION_CONFIGS,
+        "peers": PEER_CONFIGS,
+        "int8": INT8_CONFIGS,
+        "none": [],
+    }
     names = list(dict.fromkeys(n for c in args.configs.split(",") if c for n in groups.get(c, [c])))
     unknown = [c for c in names if c not in CONFIGS]
     if unknown:

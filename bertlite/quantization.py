@@ -1,0 +1,453 @@
+"""Int8 inference: the encoder's Linears as int8 GEMMs that keep the vectors close to fp32.
+
+Weights are int8 with one scale per output channel; activations are quantized per token
+(one scale per row, computed at run time), so one outlier token costs only its own row
+precision, not the whole batch's as with a per-tensor scale (torch.ao's quantize_dynamic).
+Outlier channels, which every token shares, are moved from the activations into the
+weights before quantizing (SmoothQuant, Xiao et al. 2022): x @ W.T = (x / s) @ (W * s).T,
+with s from the weights and the activations of a small built-in calibration set.
+Attention, LayerNorm, softmax and pooling stay fp32. Inference only.
+
+Kernels, chosen by name and probed once on this machine (never assumed from the CPU):
+"onednn" (torch.ops.onednn.qlinear_pointwise on a prepacked weight: VNNI / AMX where the
+CPU has them), "int_mm" (torch._int_mm) and "dequantize" (fp32 matmul on the dequantized
+weight: the same numbers on any CPU, without the speed). scripts/bench_int8_kernels.py
+measures them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+    from bertlite.modeling import BertPreTrainedModel
+
+# Fastest first, as measured by scripts/bench_int8_kernels.py (see README "Int8"); "auto" picks the first that works.
+INT8_KERNELS = ("onednn", "int_mm", "dequantize")
+DEFAULT_ALPHA = 0.5  # SmoothQuant's migration strength: how much of an outlier moves into the weight
+# The encoder Linears quantize_int8 replaces, by their path inside one BertLayer.
+LAYER_LINEARS = ("attention.self.qkv", "attention.output.dense", "intermediate.dense", "output.dense")
+
+# Calibration: short, varied English (prose, code talk, questions, lists, numbers), for the
+# activation ranges SmoothQuant needs. Written for bertlite, not taken from any data set.
+CALIBRATION_TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "How do I open a file and read it line by line in Python?",
+    "Returns a new list containing all items from the iterable in ascending order.",
+    "The meeting was moved to Thursday at 3 p.m. because the room was booked.",
+    "Raise ValueError if the argument is negative or not an integer.",
+    "She bought two apples, three oranges and a loaf of bread for $7.50.",
+    "What is the capital of Australia?",
+    "Canberra is the capital city of Australia, not Sydney.",
+    "The function returns None when the key is missing from the dictionary.",
+    "Use a context manager so the socket is closed even if an exception is raised.",
+    "It rained all night, and by morning the river had burst its banks.",
+    "Photosynthesis converts light energy into chemical energy stored in glucose.",
+    "ERROR 404: the requested page could not be found on this server.",
+    "Please restart your computer to finish installing the updates.",
+    "The court ruled that the contract was void from the beginning.",
+    "A binary search runs in O(log n) time on a sorted array.",
+    "My flight from Berlin to Lisbon was delayed by two hours.",
+    "Mix the flour and sugar, then add the eggs one at a time.",
+    "The symphony's second movement is slow and melancholic.",
+    "Set the environment variable PYTHONPATH before running the tests.",
+    "Thread-safe queues let producers and consumers exchange items without locks.",
+    "In 1969, Apollo 11 landed the first humans on the Moon.",
+    "The patient reported mild headaches and occasional dizziness.",
+    "This parameter is deprecated and will be removed in version 3.0.",
+    "Why does my code print the same random number every time?",
+    "Seed the generator once at startup, not inside the loop.",
+    "The stock fell 4.2% after the company cut its yearly forecast.",
+    "Children learn languages faster than adults, according to many studies.",
+    "Encode the string as UTF-8 before writing it to the binary file.",
+    "He whispered, 'Don't tell anyone where the key is hidden.'",
+    "Glaciers in the Alps have lost a third of their volume since 1990.",
+    "The decorator caches results so repeated calls with the same arguments are fast.",
+    "Is it safe to eat raw cookie dough?",
+    "The train to Paris leaves from platform 9 at 08:15.",
+    "Our team won the match 3-1 after extra time.",
+    "An abstract base class cannot be instantiated directly.",
+    "The museum is closed on Mondays and public holidays.",
+    "Wear sunscreen: UV radiation is strongest between 10 a.m. and 4 p.m.",
+    "The algorithm compares adjacent elements and swaps them if they are out of order.",
+    "I can't believe it's already December!",
+    "Volcanic ash grounded hundreds of flights across northern Europe.",
+    "The dataset contains 11,491 paragraphs from the documentation.",
+    "Timeouts are given in seconds as a float; None means wait forever.",
+    "The novel follows three generations of a family in rural Ireland.",
+    "Compile the regular expression once and reuse the pattern object.",
+    "Dolphins use echolocation to find food in murky water.",
+    "Your password must contain at least eight characters and one digit.",
+    "The committee approved the budget by a vote of seven to two.",
+    "Generators produce values lazily, one at a time, as they are requested.",
+    "The bridge was closed for repairs after cracks were found in its supports.",
+    "How many tablespoons are in a cup?",
+    "The server responded with status code 500 and an empty body.",
+    "Vaccines train the immune system to recognise a specific pathogen.",
+    "Press Ctrl+C to interrupt the running program.",
+    "The painting was sold at auction for more than four million euros.",
+    "Each worker process gets its own copy of the global variables.",
+    "Heavy snow is expected in the mountains over the weekend.",
+    "The lecture covers eigenvalues, eigenvectors and matrix diagonalisation.",
+    "Return the number of non-overlapping occurrences of a substring.",
+    "We hiked for six hours and reached the summit just before sunset.",
+    "If the timestamp has no time zone, it is interpreted as local time.",
+    "The orchestra tuned their instruments while the audience took their seats.",
+    "Shallow copies share nested objects; deep copies duplicate them.",
+    "Thank you for your order! It will ship within two business days.",
+]
+
+
+# --- kernels ---------------------------------------------------------------------------
+
+_available: dict[str, bool] = {}
+
+
+def int8_kernel_available(kernel: str) -> bool:
+    """Whether `kernel` runs on this machine and gives the exact int8 product (probed once)."""
+    if kernel not in INT8_KERNELS:
+        raise ValueError(f"kernel={kernel!r} is not one of {', '.join(('auto', *INT8_KERNELS))}")
+    if kernel not in _available:
+        generator = torch.Generator().manual_seed(0)
+        x = torch.randint(-127, 128, (5, 64), dtype=torch.int8, generator=generator)
+        weight = torch.randint(-127, 128, (24, 64), dtype=torch.int8, generator=generator)
+        expected = (x.to(torch.int32) @ weight.to(torch.int32).T).to(torch.float32)
+        ones = torch.ones(24)
+        shifted = x.view(torch.uint8).bitwise_xor(128)  # the same values as uint8 with zero point 128
+        try:
+            packed = _pack(kernel, weight)
+            exact = [torch.equal(_GEMMS[kernel](q, packed, ones), expected) for q in (x, shifted)]
+            _available[kernel] = all(exact)
+        except (AttributeError, NotImplementedError, RuntimeError):
+            _available[kernel] = False
+    return _available[kernel]
+
+
+def resolve_kernel(kernel: str) -> str:
+    """`kernel`, or for "auto" the fastest one that works here; a named kernel that does not work is refused."""
+    if kernel == "auto":
+        return next(k for k in INT8_KERNELS if int8_kernel_available(k))
+    if not int8_kernel_available(kernel):
+        raise ValueError(f"int8 kernel {kernel!r} does not work on this machine; use kernel='auto'")
+    return kernel
+
+
+def _pack(kernel: str, weight: Tensor) -> Tensor:
+    """The weight as the kernel wants it. oneDNN's op must get its own packed form: a plain tensor crashes it."""
+    if kernel == "onednn":
+        if not torch.backends.mkldnn.is_available():
+            raise RuntimeError("this torch build has no oneDNN")
+        return torch.ops.onednn.qlinear_prepack(weight, None)
+    return weight
+
+
+def _gemm_onednn(x: Tensor, weight: Tensor, weight_scale: Tensor) -> Tensor:
+    zero_points = torch.zeros_like(weight_scale, dtype=torch.long)
+    # x_scale 1: the per-token scales are applied afterwards (the op takes one scale per tensor).
+    x_zero_point = 128 if x.dtype == torch.uint8 else 0
+    return torch.ops.onednn.qlinear_pointwise(
+        x, 1.0, x_zero_point, weight, weight_scale, zero_points, None, 1.0, 0, torch.float32, "none", [], ""
+    )
+
+
+def _as_int8(x: Tensor) -> Tensor:
+    # uint8 with zero point 128 -> int8: u - 128 is u with its top bit flipped, read as int8.
+    return x.bitwise_xor(128).view(torch.int8) if x.dtype == torch.uint8 else x
+
+
+def _gemm_int_mm(x: Tensor, weight: Tensor, weight_scale: Tensor) -> Tensor:
+    return torch._int_mm(_as_int8(x), weight.T) * weight_scale
+
+
+def _gemm_dequantize(x: Tensor, weight: Tensor, weight_scale: Tensor) -> Tensor:
+    return F.linear(_as_int8(x).to(torch.float32), weight.to(torch.float32) * weight_scale[:, None])
+
+
+# (M, K) activations (int8, or uint8 with zero point 128), packed weight, (N,) weight scales
+# -> (M, N) float32 = x @ weight.T * weight_scale
+_GEMMS = {"onednn": _gemm_onednn, "int_mm": _gemm_int_mm, "dequantize": _gemm_dequantize}
+
+
+# --- the module ------------------------------------------------------------------------
+
+
+class Int8Linear(nn.Module):
+    """y = x @ W.T + b with W int8 per output channel and x quantized per token at run time.
+
+    input_scale (in_features,), when set, multiplies x before quantizing (SmoothQuant's 1 / s;
+    the weight was built as W * s). asymmetric: each token's int8 range spans its own [min, max]
+    instead of [-max|x|, max|x|], twice the resolution for one-sided inputs such as GELU's output;
+    the offset is added back through the weight's row sums. Input of any leading shape
+    (..., in_features); output float32.
+    """
+
+    def __init__(
+        self,
+        weight: Tensor,
+        weight_scale: Tensor,
+        bias: Tensor | None,
+        input_scale: Tensor | None = None,
+        kernel: str = "auto",
+        asymmetric: bool = False,
+    ) -> None:
+        super().__init__()
+        self.kernel = resolve_kernel(kernel)
+        self.out_features, self.in_features = weight.shape
+        # The plain int8 weight is kept only where the kernel reads it; oneDNN's packed copy replaces it.
+        self.register_buffer("weight", weight if self.kernel != "onednn" else None)
+        self.packed_weight = _pack(self.kernel, weight)
+        self.register_buffer("weight_scale", weight_scale.to(torch.float32))
+        self.register_buffer("bias", None if bias is None else bias.detach().to(torch.float32))
+        self.register_buffer("input_scale", None if input_scale is None else input_scale.to(torch.float32))
+        self.asymmetric = asymmetric
+        # sum_k W[n, k] in real units: what a per-token offset c contributes to output n (c * row sum).
+        row_sums = weight.to(torch.float32).sum(dim=1) * self.weight_scale
+        rows = row_sums[None] if self.bias is None else torch.stack([row_sums, self.bias])  # (1 or 2, N)
+        self.register_buffer("epilogue_rows", rows if asymmetric else None)
+
+    @classmethod
+    @torch.no_grad()
+    def from_linear(
+        cls,
+        linear: nn.Linear | Sequence[nn.Linear],
+        smooth: Tensor | None = None,
+        kernel: str = "auto",
+        asymmetric: bool = False,
+        smooth_folded: bool = False,
+    ) -> Int8Linear:
+        """Quantize one Linear, or several with the same input concatenated on the output dim (q|k|v).
+
+        smooth (in_features,): SmoothQuant's s; the weight is quantized as W * s and the input is
+        multiplied by 1 / s at run time, unless smooth_folded: the layer before already divides by s.
+        """
+        linears = [linear] if isinstance(linear, nn.Linear) else list(linear)
+        weight = torch.cat([m.weight.detach() for m in linears]).to(torch.float32)  # (N, K)
+        has_bias = [m.bias is not None for m in linears]
+        bias = None
+        if any(has_bias):
+            bias = torch.cat(
+                [m.bias.detach() if m.bias is not None else m.weight.new_zeros(m.out_features) for m in linears]
+            )
+        if smooth is not None:
+            weight = weight * smooth
+        qweight, weight_scale = quantize_per_channel(weight)
+        input_scale = None if smooth is None or smooth_folded else 1.0 / smooth
+        return cls(qweight, weight_scale, bias, input_scale, kernel, asymmetric)
+
+    def quantize_input(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+        """(M, K) float -> (M, K) q, and (M, 1) per-token scale and offset. Symmetric: q int8, x ~ scale * q,
+        offset None; asymmetric: q uint8, x ~ scale * (q - 128) + offset. Round to nearest."""
+        x = x.to(torch.float32) * self.input_scale if self.input_scale is not None else x.to(torch.float32)
+        if not self.asymmetric:
+            # abs().amax(), not vector_norm(inf) or aminmax: measured 5-15x faster on this CPU.
+            scale = x.abs().amax(dim=-1, keepdim=True).div_(127).clamp_(min=1e-30)
+            return torch.mul(x, scale.reciprocal()).round_().to(torch.int8), scale, None
+        # Few passes over (M, K): each costs more than the (M, 1) arithmetic around it.
+        low, high = x.amin(dim=-1, keepdim=True), x.amax(dim=-1, keepdim=True)
+        scale = (high - low).div_(255).clamp_(min=1e-30)
+        inverse = scale.reciprocal()
+        # (x - low) / scale + 0.5 lies in [0.5, 255.5], so the cast's truncation rounds to nearest, in one pass;
+        # uint8 with zero point 128 (x ~ scale * (q - 128) + offset) is what oneDNN's u8 path takes.
+        shift = torch.mul(low, inverse).neg_().add_(0.5)
+        q = torch.mul(x, inverse).add_(shift).to(torch.uint8)  # measured 2x faster than one broadcast addcmul
+        return q, scale, low.add_(scale, alpha=128)
+
+    def gemm(self, qx: Tensor) -> Tensor:
+        """(M, K) int8 -> (M, N) float32 products times the weight scales (no token scale, no bias)."""
+        return _GEMMS[self.kernel](qx, self.packed_weight, self.weight_scale)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.shape[-1] != self.in_features:
+            raise ValueError(f"Int8Linear expects (..., {self.in_features}) input, got {tuple(x.shape)}")
+        leading = x.shape[:-1]
+        if x.numel() == 0:  # no tokens: the per-token reductions have nothing to reduce
+            return x.new_zeros(*leading, self.out_features, dtype=torch.float32)
+        qx, scale, offset = self.quantize_input(x.reshape(-1, self.in_features))
+        out = self.gemm(qx).mul_(scale)
+        if offset is not None:
+            # offset x row sums and the bias in one pass: [offset, 1] (M, 2) @ [row sums; bias] (2, N).
+            ones = torch.ones_like(offset) if self.bias is not None else offset[:, :0]
+            out.addmm_(torch.cat([offset, ones], dim=1), self.epilogue_rows)
+        elif self.bias is not None:
+            out.add_(self.bias)
+        return out.view(*leading, self.out_features)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
+            f"smooth={self.input_scale is not None}, asymmetric={self.asymmetric}, kernel={self.kernel!r}"
+        )
+
+
+def quantize_per_channel(weight: Tensor) -> tuple[Tensor, Tensor]:
+    """(N, K) float -> (N, K) int8 and (N,) scales: symmetric, one scale per output row."""
+    scale = weight.abs().amax(dim=1).div_(127).clamp_(min=1e-30)
+    return torch.div(weight, scale[:, None]).round_().to(torch.int8), scale
+
+
+class FusedIntoQKV(nn.Module):
+    """Stands where query / key / value were once they live in attention.self.qkv: holds no weights."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+    def forward(self, x: Tensor) -> Tensor:
+        raise RuntimeError(f"{self.name} was quantized into attention.self.qkv; call qkv (the model does)")
+
+
+# --- the model -------------------------------------------------------------------------
+
+
+def is_quantized(model: nn.Module) -> bool:
+    return any(isinstance(m, Int8Linear) for m in model.modules())
+
+
+def check_quantize(quantize: str | None, dtype: object) -> bool:
+    """Whether Embedder options ask for int8; a ValueError for a combination that cannot run."""
+    if quantize not in (None, "int8"):
+        raise ValueError(f"quantize={quantize!r} is not supported (use 'int8' or None)")
+    if quantize == "int8" and dtype not in (None, "auto", "int8", "float32", torch.float32):
+        raise ValueError(f"quantize='int8' quantizes the float32 weights; dtype={dtype!r} cannot go with it")
+    return quantize == "int8" or dtype == "int8"
+
+
+@torch.no_grad()
+def quantize_int8(
+    model: BertPreTrainedModel,
+    tokenizer: Tokenizer | None = None,
+    *,
+    kernel: str = "auto",
+    alpha: float | None = DEFAULT_ALPHA,
+    calibration_texts: Sequence[str] | None = None,
+    keep_fp32: Iterable[str] = (),
+    asymmetric: Iterable[str] = LAYER_LINEARS,
+) -> BertPreTrainedModel:
+    """Replace the encoder's Linears by Int8Linear, in place, and return the model.
+
+    q/k/v become one Int8Linear at attention.self.qkv (their places hold FusedIntoQKV, so no
+    fp32 copy stays alive); attention.output.dense, intermediate.dense and output.dense become
+    Int8Linear. tokenizer: runs the calibration texts (default CALIBRATION_TEXTS) through the fp32
+    model for SmoothQuant's activation ranges; without it, or with alpha=None, no smoothing.
+    keep_fp32: Linears to leave in fp32, by their path in one layer (LAYER_LINEARS) or in the
+    model ("encoder.layer.3.output.dense"). asymmetric: Linears, named the same way, whose input is
+    quantized over each token's [min, max] (default: all; measured on the corpus, all-MiniLM-L6-v2:
+    min cosine 0.9988 vs 0.9977 symmetric). kernel: one of INT8_KERNELS, or "auto".
+    """
+    kernel = resolve_kernel(kernel)
+    base = model.base_model
+    encoder = getattr(base, "encoder", None)
+    if encoder is None:
+        raise TypeError(f"quantize_int8 takes a bertlite BERT model, got {type(model).__name__}")
+    if is_quantized(model):
+        raise ValueError("the model is already quantized (it holds Int8Linear modules)")
+    weight = base.embeddings.word_embeddings.weight
+    if weight.dtype != torch.float32 or weight.device.type != "cpu":
+        raise ValueError(f"quantize_int8 needs a float32 model on the CPU, got {weight.dtype} on {weight.device}")
+    if alpha is not None and not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha={alpha!r} must be between 0 and 1 (or None for no smoothing)")
+    keep = _check_names("keep_fp32", keep_fp32, len(encoder.layer))
+    one_sided = _check_names("asymmetric", asymmetric, len(encoder.layer))
+    ranges = {}
+    if tokenizer is not None and alpha is not None:
+        ranges = activation_ranges(
+            model, tokenizer, CALIBRATION_TEXTS if calibration_texts is None else calibration_texts
+        )
+    for i, layer in enumerate(encoder.layer):
+        attention = layer.attention.self
+        targets = {
+            "attention.self.qkv": [attention.query, attention.key, attention.value],
+            "attention.output.dense": [layer.attention.output.dense],
+            "intermediate.dense": [layer.intermediate.dense],
+            "output.dense": [layer.output.dense],
+        }
+        chosen = [name for name in targets if name not in keep and f"encoder.layer.{i}.{name}" not in keep]
+        smooth = {name: smoothing_factors(ranges[targets[name][0]], targets[name], alpha) for name in chosen if ranges}
+        # The attention's context is probs @ value, so dividing value's output channels by s divides the
+        # context's: attention.output.dense's smoothing then costs nothing at run time.
+        fold = "attention.self.qkv" in chosen and "attention.output.dense" in smooth
+        if fold:
+            targets["attention.self.qkv"][2] = _divided_rows(attention.value, smooth["attention.output.dense"])
+        for name in chosen:
+            linears = targets[name]
+            asym = name in one_sided or f"encoder.layer.{i}.{name}" in one_sided
+            folded = fold and name == "attention.output.dense"
+            quantized = Int8Linear.from_linear(linears, smooth.get(name), kernel, asym, smooth_folded=folded)
+            if name == "attention.self.qkv":
+                attention.qkv = quantized
+                for part in ("query", "key", "value"):
+                    setattr(attention, part, FusedIntoQKV(f"encoder.layer.{i}.attention.self.{part}"))
+            else:
+                owner, _, attr = name.rpartition(".")
+                setattr(layer.get_submodule(owner), attr, quantized)
+    return model
+
+
+def _divided_rows(linear: nn.Linear, divisor: Tensor) -> nn.Linear:
+    """A new Linear whose output channel j is the old one's divided by divisor[j] (the old one is unchanged)."""
+    divided = nn.Linear(linear.in_features, linear.out_features, bias=linear.bias is not None, device="meta")
+    divided.weight = nn.Parameter(linear.weight.detach() / divisor[:, None], requires_grad=False)
+    if linear.bias is not None:
+        divided.bias = nn.Parameter(linear.bias.detach() / divisor, requires_grad=False)
+    return divided
+
+
+def _check_names(option: str, names: Iterable[str], layers: int) -> set[str]:
+    if isinstance(names, str):
+        raise TypeError(f"{option} takes a list of Linear names, got the string {names!r}")
+    chosen = set(names)
+    known = {f"encoder.layer.{i}.{name}" for i in range(layers) for name in LAYER_LINEARS}
+    unknown = sorted(name for name in chosen if name not in LAYER_LINEARS and name not in known)
+    if unknown:
+        raise ValueError(
+            f"{option}: {', '.join(map(repr, unknown))} not among the quantizable Linears "
+            f"({', '.join(LAYER_LINEARS)}, or encoder.layer.<i>.<name> for i < {layers})"
+        )
+    return chosen
+
+
+def smoothing_factors(activation: Tensor, linears: Sequence[nn.Linear], alpha: float) -> Tensor:
+    """SmoothQuant's s_j = max|x_j|^alpha / max|W_:,j|^(1 - alpha), per input channel j."""
+    weight = torch.cat([m.weight.detach().abs().amax(dim=0, keepdim=True) for m in linears]).amax(dim=0)
+    s = activation.clamp(min=1e-5).pow(alpha) / weight.clamp(min=1e-5).pow(1 - alpha)
+    return s.clamp(min=1e-5)
+
+
+def activation_ranges(model: nn.Module, tokenizer: Tokenizer, texts: Sequence[str]) -> dict[nn.Linear, Tensor]:
+    """max |input| per input channel of every encoder Linear over the real tokens of `texts`
+    (one padded batch; padding rows are left out) in the fp32 model."""
+    if not texts or not all(isinstance(t, str) for t in texts):
+        raise ValueError("calibration_texts must be a non-empty list of str")
+    limit = model.config.max_position_embeddings
+    encodings = [e.ids[:limit] for e in tokenizer.encode_batch(list(texts))]
+    width = max(len(ids) for ids in encodings)
+    ids = torch.zeros(len(encodings), width, dtype=torch.long)
+    mask = torch.zeros(len(encodings), width, dtype=torch.bool)
+    for row, tokens in enumerate(encodings):
+        ids[row, : len(tokens)] = torch.tensor(tokens)
+        mask[row, : len(tokens)] = True
+    ranges: dict[nn.Linear, Tensor] = {}
+
+    def record(module: nn.Module, inputs: tuple[Tensor, ...]) -> None:
+        channel_max = inputs[0].detach()[mask].abs().amax(dim=0)  # (K,) over real tokens only
+        ranges[module] = torch.maximum(ranges[module], channel_max) if module in ranges else channel_max
+
+    hooks = [
+        m.register_forward_pre_hook(record) for m in model.base_model.encoder.modules() if isinstance(m, nn.Linear)
+    ]
+    was_training = model.training
+    model.eval()
+    try:
+        model.base_model(input_ids=ids, attention_mask=mask.long(), token_type_ids=torch.zeros_like(ids))
+    finally:
+        for hook in hooks:
+            hook.remove()
+        model.train(was_training)
+    return ranges

@@ -1,0 +1,234 @@
+"""The int8 path: Int8Linear against F.linear, the quantized model's vectors against fp32, the refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertlite.cli import main
+from bertlite.features import Embedder, load_tokenizer
+from bertlite.quantization import (
+    CALIBRATION_TEXTS,
+    INT8_KERNELS,
+    FusedIntoQKV,
+    Int8Linear,
+    int8_kernel_available,
+    quantize_int8,
+)
+from tests.conftest import make_hf_model, to_bertlite
+
+# The int8 kernel "auto" picks here (int_mm, skipped by needs(), where no int8 kernel runs).
+FUSED = next((k for k in INT8_KERNELS if k != "dequantize" and int8_kernel_available(k)), "int_mm")
+
+
+def needs(kernel: str) -> None:
+    if not int8_kernel_available(kernel):
+        pytest.skip(f"the {kernel} int8 kernel does not run on this machine")
+
+
+def relative_error(got: torch.Tensor, expected: torch.Tensor) -> float:
+    return float((got - expected).norm() / expected.norm())
+
+
+# --- Int8Linear ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kernel", INT8_KERNELS)
+def test_gemm_is_the_exact_int8_product(kernel: str) -> None:
+    needs(kernel)
+    g = torch.Generator().manual_seed(0)
+    linear = nn.Linear(96, 40)
+    q = Int8Linear.from_linear(linear, kernel=kernel)
+    qx = torch.randint(-128, 128, (37, 96), dtype=torch.int8, generator=g)
+    weight = Int8Linear.from_linear(linear, kernel="dequantize").weight
+    exact = (qx.to(torch.int64) @ weight.to(torch.int64).T).to(torch.float64) * q.weight_scale.double()
+    tolerance = 1e-6 if kernel != "dequantize" else 1e-4  # dequantize: an fp32 GEMM on W * scale, rounded
+    torch.testing.assert_close(q.gemm(qx).double(), exact, rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("asymmetric", [False, True])
+@pytest.mark.parametrize("kernel", INT8_KERNELS)
+def test_int8_linear_is_close_to_f_linear(kernel: str, asymmetric: bool) -> None:
+    needs(kernel)
+    torch.manual_seed(0)
+    linear = nn.Linear(128, 48)
+    x = torch.randn(4, 9, 128)  # padded (B, T, H) input
+    q = Int8Linear.from_linear(linear, kernel=kernel, asymmetric=asymmetric)
+    with torch.no_grad():
+        expected = F.linear(x, linear.weight, linear.bias)
+    got = q(x)
+    assert got.shape == (4, 9, 48) and got.dtype == torch.float32
+    # Per-token int8 activations x per-channel int8 weights: about 1% on Gaussian data (measured 0.8-1.0%).
+    assert relative_error(got, expected) < 0.02
+    torch.testing.assert_close(q(x.reshape(36, 128)), got.reshape(36, 48))  # packed (N, H) rows: the same
+
+
+def test_fused_and_fallback_kernels_agree() -> None:
+    needs(FUSED)
+    torch.manual_seed(1)
+    linear = nn.Linear(64, 72)
+    x = torch.randn(50, 64)
+    fused = Int8Linear.from_linear(linear, kernel=FUSED)(x)
+    fallback = Int8Linear.from_linear(linear, kernel="dequantize")(x)
+    torch.testing.assert_close(fused, fallback, rtol=1e-4, atol=1e-5)
+
+
+def test_asymmetric_halves_the_error_on_one_sided_input() -> None:
+    needs(FUSED)
+    torch.manual_seed(2)
+    linear = nn.Linear(256, 64)
+    x = F.gelu(torch.randn(64, 256) * 2)  # what output.dense gets: GELU's output, mostly >= 0
+    with torch.no_grad():
+        expected = F.linear(x, linear.weight, linear.bias)
+    symmetric = relative_error(Int8Linear.from_linear(linear, kernel=FUSED)(x), expected)
+    asymmetric = relative_error(Int8Linear.from_linear(linear, kernel=FUSED, asymmetric=True)(x), expected)
+    assert asymmetric < 0.6 * symmetric
+
+
+def test_smoothing_keeps_an_outlier_channel_from_costing_every_other() -> None:
+    needs(FUSED)
+    torch.manual_seed(3)
+    linear = nn.Linear(128, 64)
+    x = torch.randn(64, 128)
+    x[:, 5] *= 60  # one channel far larger than the rest, in every token (BERT has such channels)
+    with torch.no_grad():
+        expected = F.linear(x, linear.weight, linear.bias)
+    smooth = x.abs().amax(dim=0).sqrt() / linear.weight.detach().abs().amax(dim=0).sqrt()  # alpha 0.5
+    plain = relative_error(Int8Linear.from_linear(linear, kernel=FUSED)(x), expected)
+    smoothed = relative_error(Int8Linear.from_linear(linear, smooth, kernel=FUSED)(x), expected)
+    assert smoothed < 0.5 * plain
+
+
+def test_wrong_input_width_is_named() -> None:
+    q = Int8Linear.from_linear(nn.Linear(16, 8), kernel="dequantize")
+    with pytest.raises(ValueError, match=r"expects \(\.\.\., 16\) input, got \(3, 12\)"):
+        q(torch.randn(3, 12))
+
+
+# --- the model -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def int8_embedder(real_model_path: Path) -> Embedder:
+    return Embedder.from_pretrained(real_model_path, quantize="int8")
+
+
+def test_quantize_int8_replaces_every_encoder_linear_and_keeps_no_fp32_copy(int8_embedder: Embedder) -> None:
+    encoder = int8_embedder.model.encoder
+    assert not any(isinstance(m, nn.Linear) for m in encoder.modules())
+    assert all(isinstance(layer.attention.self.qkv, Int8Linear) for layer in encoder.layer)
+    assert all(isinstance(layer.attention.self.query, FusedIntoQKV) for layer in encoder.layer)
+    assert not any(p.is_floating_point() and p.dim() == 2 for p in encoder.parameters())  # only LayerNorms
+    assert int8_embedder.unpad  # packed batches: the layers call Int8Linear on (N, H) rows
+
+
+@pytest.fixture(scope="module")
+def fp32_vectors(real_model_path: Path, corpus_texts: list[str]) -> torch.Tensor:
+    return torch.from_numpy(Embedder.from_pretrained(real_model_path, dtype="float32").encode(corpus_texts[:500]))
+
+
+@pytest.mark.parametrize("kernel", [FUSED, "dequantize"])
+def test_int8_vectors_stay_close_to_fp32(
+    kernel: str, int8_embedder: Embedder, real_model_path: Path, corpus_texts: list[str], fp32_vectors: torch.Tensor
+) -> None:
+    needs(kernel)
+    embedder = int8_embedder  # kernel "auto", the fused one here, on packed batches
+    if kernel == "dequantize":  # the fallback, on padded (B, T, H) batches
+        embedder = Embedder.from_pretrained(real_model_path, dtype="float32", unpad=False)
+        quantize_int8(embedder.model, embedder.tokenizer, kernel=kernel)
+    assert {m.kernel for m in embedder.model.modules() if isinstance(m, Int8Linear)} == {kernel}
+    # Batches by a token budget of 8192 (padded ones: 32 texts otherwise): fewer calls, the same vectors.
+    vectors = embedder.encode(corpus_texts[:500], max_tokens=8192)
+    cosine = (torch.from_numpy(vectors) * fp32_vectors).sum(dim=1)
+    # The issue's target; measured here 0.9988 / 0.9994 with either kernel.
+    assert float(cosine.min()) >= 0.995
+    assert float(cosine.mean()) >= 0.999
+
+
+def test_cli_dtype_int8_gives_the_api_vectors(
+    int8_embedder: Embedder,
+    real_model_path: Path,
+    corpus_texts: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    texts = [t for t in corpus_texts if "\n" not in t][:6]
+    expected = int8_embedder.encode(texts)  # quantize="int8"; the CLI passes dtype="int8"
+    source, out = tmp_path / "in.txt", tmp_path / "out.npy"
+    source.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    code = main(["embed", str(real_model_path), "-i", str(source), "-o", str(out), "--dtype", "int8", "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    np.testing.assert_allclose(np.load(out), expected, rtol=0, atol=1e-6)
+
+
+def test_calibration_texts_are_many_and_short(real_model_path: Path) -> None:
+    lengths = [len(e.ids) for e in load_tokenizer(real_model_path).encode_batch(CALIBRATION_TEXTS)]
+    assert len(lengths) >= 64 and max(lengths) <= 32
+
+
+def test_save_pretrained_of_a_quantized_model_is_refused(tmp_path: Path) -> None:
+    model = to_bertlite(make_hf_model(attn="sdpa"), attn="sdpa")
+    quantize_int8(model, kernel="dequantize")
+    with pytest.raises(ValueError, match="int8-quantized, which bertlite does not save"):
+        model.save_pretrained(tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_quantized_tiny_model_runs_padded_batches() -> None:
+    model = to_bertlite(make_hf_model(attn="sdpa"), attn="sdpa")
+    ids = torch.randint(1, 99, (3, 11))
+    mask = (torch.arange(11)[None] < torch.tensor([[11], [7], [3]])).long()
+    with torch.no_grad():
+        expected = model(input_ids=ids, attention_mask=mask).last_hidden_state
+        quantize_int8(model, alpha=None, kernel="dequantize")
+        got = model(input_ids=ids, attention_mask=mask).last_hidden_state
+    real = mask.bool()
+    cosine = F.cosine_similarity(got[real], expected[real], dim=-1)
+    assert float(cosine.min()) > 0.99
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"kernel": "int4"}, r"kernel='int4' is not one of auto, onednn, int_mm, dequantize"),
+        ({"alpha": 1.5}, r"alpha=1.5 must be between 0 and 1"),
+        ({"keep_fp32": ["encoder.layer.9.output.dense"]}, r"keep_fp32: 'encoder.layer.9.output.dense' not among"),
+        ({"asymmetric": "output.dense"}, r"asymmetric takes a list of Linear names"),
+    ],
+)
+def test_bad_quantize_arguments_are_named(kwargs: dict, message: str) -> None:
+    model = to_bertlite(make_hf_model(attn="sdpa"), attn="sdpa")
+    with pytest.raises((ValueError, TypeError), match=message):
+        quantize_int8(model, **kwargs)
+    assert not any(isinstance(m, Int8Linear) for m in model.modules())  # nothing half-done
+
+
+def test_quantizing_twice_or_a_bf16_model_is_refused() -> None:
+    model = to_bertlite(make_hf_model(attn="sdpa"), attn="sdpa")
+    quantize_int8(model, kernel="dequantize")
+    with pytest.raises(ValueError, match="already quantized"):
+        quantize_int8(model)
+    with pytest.raises(ValueError, match="needs a float32 model on the CPU, got torch.bfloat16"):
+        quantize_int8(to_bertlite(make_hf_model(attn="sdpa"), attn="sdpa").to(torch.bfloat16))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"quantize": "int4"}, r"quantize='int4' is not supported \(use 'int8' or None\)"),
+        ({"quantize": "int8", "dtype": "bfloat16"}, r"dtype='bfloat16' cannot go with it"),
+    ],
+)
+def test_bad_embedder_options_are_named(real_model_path: Path, kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Embedder.from_pretrained(real_model_path, **kwargs)
+
+
+def test_no_tokens_give_an_empty_output() -> None:
+    q = Int8Linear.from_linear(nn.Linear(16, 8), kernel="dequantize", asymmetric=True)
+    assert q(torch.randn(2, 0, 16)).shape == (2, 0, 8)
