@@ -335,7 +335,7 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
     stats = embedder.last_stats
     print(
         f"embedded {stats.texts} texts ({stats.tokens} tokens, {stats.truncated} truncated) in {seconds:.1f} s "
-        f"({str(embedder.dtype).removeprefix('torch.')}): "
+        f"({embedder.precision}): "
         f"{stats.texts / max(seconds, 1e-9):.1f} texts/s -> {args.output}{' (replaced)' if replacing else ''}",
         file=sys.stderr,
     )

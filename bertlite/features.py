@@ -26,7 +26,7 @@ from bertlite.files import SURROGATE
 from bertlite.hub import resolve_file
 from bertlite.modeling import BertModel
 from bertlite.packing import PackedLayout
-from bertlite.quantization import check_quantize, quantize_int8
+from bertlite.quantization import check_quantize, is_quantized, quantize_int8
 from bertlite.st_config import (
     DEFAULT_NORMALIZE,
     DEFAULT_POOLING,
@@ -276,6 +276,11 @@ class Embedder:
     def dtype(self) -> torch.dtype:
         """The dtype the model runs in (what dtype="auto" resolved to)."""
         return next(self.model.parameters()).dtype
+
+    @property
+    def precision(self) -> str:
+        """What the Linear layers compute in, by name: "int8" for a quantized model, else the dtype's name."""
+        return "int8" if is_quantized(self.model) else str(self.dtype).removeprefix("torch.")
 
     @property
     def dimension(self) -> int:

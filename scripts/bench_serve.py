@@ -96,7 +96,7 @@ def naive_server(model: str, threads: int | None) -> None:
 
     if threads:
         torch.set_num_threads(threads)
-    embedder = Embedder.from_pretrained(model)
+    embedder = Embedder.from_pretrained(model, dtype="float32")
     embedder.encode([""])
 
     async def embed(request: Request) -> JSONResponse:
@@ -219,7 +219,7 @@ def offline(model: str, texts: list[str], rounds: int, threads: int | None, grou
 
     if threads:
         torch.set_num_threads(threads)
-    embedder = Embedder.from_pretrained(model)
+    embedder = Embedder.from_pretrained(model, dtype="float32")
     embedder.encode(texts[:64])
 
     def best_of(run: Callable[[], object]) -> tuple[list[float], float]:
@@ -281,7 +281,7 @@ def batcher_only(
 
     if threads:
         torch.set_num_threads(threads)
-    embedder = Embedder.from_pretrained(model)
+    embedder = Embedder.from_pretrained(model, dtype="float32")
     batcher = Batcher(lambda: embedder, 16384, Metrics())
     batcher.start()
     batcher.done.wait()
@@ -382,7 +382,7 @@ def main() -> None:
     threads = ["--threads", str(args.threads)] if args.threads else []
     commands = {
         "naive": [sys.executable, __file__, "--naive-server", args.model, *threads],
-        "bertlite_serve": [sys.executable, "-m", "bertlite.cli", "serve", args.model, "--port", "0", *threads],
+        "bertlite_serve": [sys.executable, "-m", "bertlite.cli", "serve", args.model, "--port", "0", "--dtype", "float32", *threads],
     }
     for name, command in commands.items():
         if name not in args.runs:

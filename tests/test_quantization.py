@@ -164,6 +164,7 @@ def test_cli_dtype_int8_gives_the_api_vectors(
     code = main(["embed", str(real_model_path), "-i", str(source), "-o", str(out), "--dtype", "int8", "--quiet"])
     assert code == 0, capsys.readouterr().err
     np.testing.assert_allclose(np.load(out), expected, rtol=0, atol=1e-6)
+    assert int8_embedder.precision == "int8"  # what `bertlite embed`'s summary line names
 
 
 def test_calibration_texts_are_many_and_short(real_model_path: Path) -> None:
