@@ -382,7 +382,18 @@ def main() -> None:
     threads = ["--threads", str(args.threads)] if args.threads else []
     commands = {
         "naive": [sys.executable, __file__, "--naive-server", args.model, *threads],
-        "bertlite_serve": [sys.executable, "-m", "bertlite.cli", "serve", args.model, "--port", "0", "--dtype", "float32", *threads],
+        "bertlite_serve": [
+            sys.executable,
+            "-m",
+            "bertlite.cli",
+            "serve",
+            args.model,
+            "--port",
+            "0",
+            "--dtype",
+            "float32",
+            *threads,
+        ],
     }
     for name, command in commands.items():
         if name not in args.runs:
