@@ -215,6 +215,7 @@ class Embedder:
         default_prompt_name: str | None = None,
         truncate_dim: int | None = None,
         quantize: str | None = None,
+        allow_nonfinite: bool = False,
         **hub_kwargs: Any,
     ) -> Embedder:
         """Model, tokenizer and sentence-transformers settings from one folder or hub id.
@@ -223,6 +224,7 @@ class Embedder:
         prompts given here are added to the folder's. dtype: "auto" (bfloat16 on a CPU with native
         bf16, else float32), None (float32), or a dtype; see bertlite.capabilities.resolve_dtype.
         quantize="int8" (or dtype="int8"): load float32, then bertlite.quantization.quantize_int8.
+        allow_nonfinite: load weights holding NaN or Inf (with a warning), as BertModel.from_pretrained's.
         """
         int8 = check_quantize(quantize, dtype)
         device = check_device(device)
@@ -240,6 +242,7 @@ class Embedder:
             dtype=dtype,
             device=device,
             add_pooling_layer="pooler" in modes,
+            allow_nonfinite=allow_nonfinite,
             **hub_kwargs,
         )
         tokenizer = load_tokenizer(name_or_path, **hub_kwargs)

@@ -4,6 +4,7 @@ import copy
 import json
 import os
 import pickle
+import shutil
 import struct
 import warnings
 from pathlib import Path
@@ -468,7 +469,7 @@ def test_plain_pickle_that_runs_code_is_refused_and_never_runs(tmp_path, hf):
 # --- round 2: non-finite weights, pickle bombs, shard names, configs that do not fit -----------------------
 
 
-def test_non_finite_weights_are_named_and_loadable_on_request(tmp_path, hf):
+def test_non_finite_weights_are_named_and_loadable_on_request(tmp_path, hf, real_model_path):
     def edit(sd):
         sd["pooler.dense.bias"] = sd["pooler.dense.bias"].clone()
         sd["pooler.dense.bias"][3] = float("nan")
@@ -486,6 +487,13 @@ def test_non_finite_weights_are_named_and_loadable_on_request(tmp_path, hf):
     with pytest.warns(UserWarning, match=r"hold NaN or Inf: .*allow_nonfinite=True: loaded as they are"):
         model = bertlite.BertModel.from_pretrained(folder, allow_nonfinite=True)
     assert torch.isnan(model.pooler.dense.bias[3]) and torch.isfinite(model.pooler.dense.bias[:3]).all()
+    # Embedder.from_pretrained passes the option on (a tokenizer makes the folder an Embedder's)
+    shutil.copy(Path(real_model_path) / "tokenizer.json", folder / "tokenizer.json")
+    with pytest.raises(CheckpointError, match="hold NaN or Inf"):
+        bertlite.Embedder.from_pretrained(folder, dtype="float32")
+    with pytest.warns(UserWarning, match="allow_nonfinite=True: loaded as they are"):
+        embedder = bertlite.Embedder.from_pretrained(folder, dtype="float32", allow_nonfinite=True)
+    assert not torch.isfinite(embedder.model.encoder.layer[1].output.dense.weight).all()
 
 
 def test_weight_that_overflows_the_requested_dtype_is_named(tmp_path, hf):
