@@ -189,7 +189,7 @@ def embed_dataset(
     num_replicas: int = 2,
     threads_per_replica: int = 1,
     keep_text: bool = False,
-    dtype: str | None = None,
+    dtype: str | None = "auto",
     pooling: str | None = None,
     normalize: bool | None = None,
     max_length: int | None = None,

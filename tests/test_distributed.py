@@ -172,7 +172,9 @@ def test_killed_replica_is_restarted_and_every_row_lands_once(
     monkeypatch.setattr(distributed, "EmbedBatch", KilledOnce)
     source = next(path for path, _ in inputs if path.endswith("d.txt"))
     out = tmp_path / "vectors"
-    result = distributed.embed_dataset(real_model_path, source, out, batch_size=64, num_replicas=2, show_progress=False)
+    result = distributed.embed_dataset(
+        real_model_path, source, out, batch_size=64, num_replicas=2, show_progress=False, dtype="float32"
+    )
     assert marker.with_suffix(".taken").exists(), "no replica was killed"
     killed = marker.with_suffix(".taken").read_text()
     pids = {name.split("-")[0] for name in os.listdir(calls)}
