@@ -34,7 +34,7 @@ def write_folder(folder: Path, config: dict, state_dict: dict, fmt: str = "safet
     return folder
 
 
-# Model shapes BertModel is checked on (tests/test_parity.py, tests/test_fast_path.py).
+# Model shapes BertModel is checked on (tests/test_parity.py, tests/test_packed.py).
 PARITY_CONFIGS = {
     "gelu-4heads": dict(),
     "gelu_new-2heads-3types": dict(
