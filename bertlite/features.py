@@ -278,7 +278,7 @@ class Embedder:
     @property
     def dtype(self) -> torch.dtype:
         """The dtype the model runs in (what dtype="auto" resolved to)."""
-        return next(self.model.parameters()).dtype
+        return self.model.dtype
 
     @property
     def precision(self) -> str:
@@ -424,7 +424,7 @@ class Embedder:
         stats.tokens += sum(lengths)
         stats.truncated += sum(bool(e.overflowing) for e in encodings)
         order = sorted(range(len(encodings)), key=lengths.__getitem__, reverse=True)
-        device = next(self.model.parameters()).device
+        device = self.model.device
         embed = self._embed_packed if self.unpad else self._embed_padded
         for rows in _batches(order, lengths, batch_size, max_tokens):
             batch = [encodings[i] for i in rows]

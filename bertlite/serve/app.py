@@ -299,7 +299,7 @@ def _info(service: _Service) -> Response:
         body |= {
             "dimension": embedder.dimension,
             "max_input_length": service.limits.max_input_length,
-            "dtype": str(next(embedder.model.parameters()).dtype).removeprefix("torch."),
+            "dtype": embedder.precision,
             "pooling": embedder.pooling,
             "normalize": embedder.normalize,
             "prompts": embedder.prompts,

@@ -218,8 +218,7 @@ def _one_forward(embedder: Embedder) -> bool:
     instead of encode()'s length-sorted sub-batches."""
     if not embedder.unpad:
         return False
-    parameter = next(embedder.model.parameters())
-    return parameter.device.type == "cpu" and parameter.dtype == torch.float32
+    return embedder.model.device.type == "cpu" and embedder.dtype == torch.float32
 
 
 def _set_results(pairs: list[tuple[asyncio.Future, np.ndarray]]) -> None:
