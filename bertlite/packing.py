@@ -9,6 +9,7 @@ of the same tokens: `scatter_to_grid` / `gather_from_grid` move between them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 from torch import Tensor
@@ -52,6 +53,21 @@ class PackedLayout:
     @property
     def batch_size(self) -> int:
         return len(self.lengths)
+
+    @cached_property
+    def runs(self) -> list[tuple[int, int, int]]:
+        """(first row, sequences, length) of each run of consecutive sequences of equal length:
+        a run's rows are one (sequences, length) block of the packed matrix, a grid with no padding."""
+        runs: list[tuple[int, int, int]] = []
+        row = 0
+        for length in self.lengths.tolist():
+            if runs and runs[-1][2] == length:
+                start, count, _ = runs[-1]
+                runs[-1] = (start, count + 1, length)
+            else:
+                runs.append((row, 1, length))
+            row += length
+        return runs
 
     @property
     def key_mask(self) -> Tensor:

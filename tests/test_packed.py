@@ -258,14 +258,29 @@ def test_heads_take_packed_batches(head):
     torch.testing.assert_close(packed, expected, atol=1e-5, rtol=1e-5)
 
 
-def test_sdpa_runs_a_mostly_padding_float32_grid_per_sequence(monkeypatch):
+def test_runs_of_equal_lengths_are_blocks_of_the_packed_rows():
+    layout = PackedLayout.from_lengths(torch.tensor([4, 4, 4, 2, 5, 5, 1]))
+    assert layout.runs == [(0, 3, 4), (12, 1, 2), (14, 2, 5), (24, 1, 1)]
+
+
+@pytest.mark.parametrize("lengths", [[9, 9, 9, 4, 4, 1], [6, 2, 6, 2], [1, 1, 1]])
+def test_per_sequence_attention_over_runs_matches_transformers_eager(lengths):
+    lengths = torch.tensor(lengths)
+    torch.manual_seed(0)
+    qkv = torch.randn(int(lengths.sum()), 3 * 48)
+    context, _ = bertlite.attention.packed_per_sequence_attention(qkv, PackedLayout.from_lengths(lengths), 4, 0.3, 0)
+    torch.testing.assert_close(context, eager_reference(qkv, lengths, 4, 0.3))
+
+
+def test_sdpa_runs_float32_per_run_of_equal_lengths_or_of_a_mostly_padding_grid(monkeypatch):
     calls = []
     per_sequence = bertlite.attention.packed_per_sequence_attention
     monkeypatch.setattr(
         bertlite.attention, "packed_per_sequence_attention", lambda *a: calls.append(1) or per_sequence(*a)
     )
     torch.manual_seed(0)
-    for lengths, expected in (([30, 2, 3, 1], 1), ([30, 28, 25, 29], 0)):  # grid 4.4x / 1.1x the real tokens
+    # grid 4.4x the real tokens; two runs of equal lengths; all lengths apart, grid 1.1x the real tokens
+    for lengths, expected in (([30, 2, 3, 1], 1), ([30, 30, 7, 7, 7], 1), ([30, 28, 25, 29], 0)):
         lengths = torch.tensor(lengths)
         qkv = torch.randn(int(lengths.sum()), 3 * 48)
         calls.clear()
