@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertlite import quantization
 from bertlite.cli import main
 from bertlite.features import Embedder, load_tokenizer
 from bertlite.quantization import (
@@ -102,6 +103,31 @@ def test_smoothing_keeps_an_outlier_channel_from_costing_every_other() -> None:
     plain = relative_error(Int8Linear.from_linear(linear, kernel=FUSED)(x), expected)
     smoothed = relative_error(Int8Linear.from_linear(linear, smooth, kernel=FUSED)(x), expected)
     assert smoothed < 0.5 * plain
+
+
+@pytest.mark.parametrize("smooth", [False, True])
+@pytest.mark.parametrize("asymmetric", [False, True])
+@pytest.mark.parametrize("fused_round", [True, False])
+def test_quantize_input_rounds_to_nearest_and_leaves_the_input_alone(
+    monkeypatch: pytest.MonkeyPatch, fused_round: bool, asymmetric: bool, smooth: bool
+) -> None:
+    quantization._round_to(torch.zeros(1), torch.int8)  # probes the one-pass rounding once
+    if fused_round and not quantization._fused_round["quantize_per_tensor"]:
+        pytest.skip("this torch has no quantize_per_tensor: only the fallback rounding runs here")
+    monkeypatch.setitem(quantization._fused_round, "quantize_per_tensor", fused_round)
+    torch.manual_seed(4)
+    x = torch.randn(20, 64) * 3
+    x[3] = F.gelu(x[3])  # one one-sided row
+    before = x.clone()
+    smoothing = torch.rand(64) + 0.5 if smooth else None
+    q = Int8Linear.from_linear(nn.Linear(64, 8), smoothing, kernel="dequantize", asymmetric=asymmetric)
+    qx, scale, offset = q.quantize_input(x)
+    assert torch.equal(x, before)  # the caller's tensor (a residual, say) is never written
+    assert qx.dtype == (torch.uint8 if asymmetric else torch.int8)
+    real = x.double() / smoothing.double() if smooth else x.double()
+    restored = scale.double() * (qx.double() - 128) + offset.double() if asymmetric else scale.double() * qx.double()
+    # round to nearest: every value within half a step (truncation would leave up to a whole step)
+    assert bool(((restored - real).abs() <= scale.double() * (0.5 + 1e-4)).all())
 
 
 def test_wrong_input_width_is_named() -> None:
