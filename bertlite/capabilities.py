@@ -41,8 +41,9 @@ ISA_VARIABLES = {
     "FBGEMM_ENABLE_INSTRUCTIONS": "fbgemm: int8 Linear of torch.ao (the fbgemm / x86 quantized engine)",
 }
 # The values that leave a library below native bf16: oneDNN capped under AVX512_CORE_BF16 (torch's own
-# probe still says bf16 at AVX512_CORE / AVX512_CORE_VNNI, where it runs ~5x slower than float32), the
-# others capped below AVX-512 (the process then runs like an AVX2-only CPU, which has no native bf16).
+# probe still says bf16 at AVX512_CORE / AVX512_CORE_VNNI; at the latter its bf16 GEMM ran 4-5x slower
+# than float32 here), the others capped below AVX-512 (the process then runs like an AVX2-only CPU,
+# which has no native bf16).
 _ONEDNN_NO_BF16 = frozenset(("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI"))
 _NO_BF16 = {
     "ONEDNN_MAX_CPU_ISA": _ONEDNN_NO_BF16,
@@ -150,7 +151,7 @@ def _below_bf16(name: str, value: str) -> bool:
 
 def _has_bf16_dot(flags: tuple[str, ...] | None, machine: str | None = None) -> bool:
     # torch's probe says bf16 on any AVX-512 CPU, but without bf16 dot products (AVX512_BF16 / AMX:
-    # Skylake-SP to Ice Lake) oneDNN converts to float32 and its bf16 GEMM ran ~5x slower than float32
+    # Skylake-SP to Ice Lake) oneDNN converts to float32 and its bf16 GEMM ran 4-5x slower than float32
     # (ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI here). Only x86 flags tell; elsewhere trust the probe.
     if flags is None or (machine or platform.machine()).lower() not in ("x86_64", "amd64"):
         return True
