@@ -5,11 +5,18 @@ path runs ~1.7x float32 and keeps min cosine >= 0.9999 to float32 vectors (tests
 checks it on the corpus); without it torch emulates bf16 GEMMs and they run ~5x slower than float32
 (issue 15, a 2-core AVX2 CPU). So "auto" is bf16 only where it is native, and an explicit bf16 or
 fp16 on a CPU without native support warns once. Importing this module does not import torch.
+
+A process can also be told to use less of its CPU than it has: each kernel library honours an
+environment variable that caps its instruction set (ISA_VARIABLES). detect() reads them, records
+those set (Capabilities.isa_limits: the numbers are then an emulation, not this CPU's own speed),
+and reports bf16 not native where one caps a library below native bf16. EMULATED_CPUS holds the
+sets scripts/bench.py --isa uses to measure, on an AVX-512/AMX machine, a CPU that has less.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import platform
 import warnings
 from dataclasses import asdict, dataclass
@@ -21,6 +28,51 @@ if TYPE_CHECKING:
 # The /proc/cpuinfo flags that decide which GEMM kernels run: AVX2 (the floor of torch's fast paths),
 # AVX-512, native bf16 / fp16 arithmetic, int8 dot products (VNNI) and the AMX tile units.
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_int8")
+
+# The ISA caps each library honours, read once by the library at its first use (not at `import torch`;
+# checked with torch 2.13): set after a first matmul they are silently ignored, so set them before the
+# process starts. Values: oneDNN's dispatcher-control names, ATen's `ATEN_CPU_CAPABILITY` (matched
+# exactly: torch ignores "AVX2"), MKL's `MKL_ENABLE_INSTRUCTIONS` names, fbgemm's own.
+ISA_VARIABLES = {
+    "ONEDNN_MAX_CPU_ISA": "oneDNN: F.linear / mkldnn._linear_pointwise GEMMs in bf16, fp32 and int8",
+    "DNNL_MAX_CPU_ISA": "oneDNN (its older name)",
+    "ATEN_CPU_CAPABILITY": "ATen's vectorized kernels: softmax, LayerNorm, GELU, the bf16 fallback GEMM",
+    "MKL_ENABLE_INSTRUCTIONS": "MKL: float32 matmul (sgemm)",
+    "FBGEMM_ENABLE_INSTRUCTIONS": "fbgemm: int8 Linear of torch.ao (the fbgemm / x86 quantized engine)",
+}
+# The values that leave a library below native bf16: oneDNN capped under AVX512_CORE_BF16 (torch's own
+# probe still says bf16 at AVX512_CORE / AVX512_CORE_VNNI; at the latter its bf16 GEMM ran 4-5x slower
+# than float32 here), the others capped below AVX-512 (the process then runs like an AVX2-only CPU,
+# which has no native bf16).
+_ONEDNN_NO_BF16 = frozenset(("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI"))
+_NO_BF16 = {
+    "ONEDNN_MAX_CPU_ISA": _ONEDNN_NO_BF16,
+    "DNNL_MAX_CPU_ISA": _ONEDNN_NO_BF16,
+    "MKL_ENABLE_INSTRUCTIONS": frozenset(("SSE4_2", "AVX", "AVX2", "AVX2_E1")),
+    "FBGEMM_ENABLE_INSTRUCTIONS": frozenset(("AVX2",)),
+}
+
+# scripts/bench.py --isa NAME: what this machine runs like with these set. An emulation: the ISA of the
+# smaller CPU on this one's cores, caches and memory, so ratios carry over better than absolute speeds.
+EMULATED_CPUS: dict[str, tuple[dict[str, str], str]] = {
+    "avx2": (
+        {
+            "ONEDNN_MAX_CPU_ISA": "AVX2",
+            "ATEN_CPU_CAPABILITY": "avx2",
+            "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+            "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2",
+        },
+        "AVX2 + FMA without AVX-512, VNNI or native bf16 (issue 15's cloud CPU)",
+    ),
+    "avx512_vnni": (
+        {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_VNNI", "MKL_ENABLE_INSTRUCTIONS": "AVX512_E1"},
+        "AVX-512 with VNNI, without bf16 (Cascade Lake / Ice Lake)",
+    ),
+    "avx512_bf16": (
+        {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16", "MKL_ENABLE_INSTRUCTIONS": "AVX512_E3"},
+        "AVX-512 with bf16, without AMX (Cooper Lake; Zen 4's ISA)",
+    ),
+}
 
 # Measured in issue 15 (bertlite bf16 vs fp32, 1,000 corpus texts, 2-core AVX2 CPU without native bf16).
 BF16_EMULATED_SLOWDOWN = 5
@@ -48,37 +100,62 @@ class Capabilities:
     fp16_native: bool  # torch.ops.mkldnn._is_mkldnn_fp16_supported(), False where torch lacks the probe
     model_name: str | None  # /proc/cpuinfo "model name", else platform.processor(); None when neither says
     flags: tuple[str, ...] | None  # the CPU_FLAGS this CPU has; None when /proc/cpuinfo is unreadable
+    isa_limits: tuple[str, ...] = ()  # the ISA_VARIABLES set, "NAME=value": the process runs less than the CPU has
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready, for `bertlite env --json` and benchmark results."""
         data = asdict(self)
         data["flags"] = None if self.flags is None else list(self.flags)
+        data["isa_limits"] = list(self.isa_limits)
         return data
 
     def summary(self) -> str:
         """One line, e.g. 'Intel Xeon; torch AVX512; bf16 native, fp16 native; flags avx2 avx512f ...'."""
         flags = "unknown (no /proc/cpuinfo)" if self.flags is None else " ".join(self.flags) or "none listed"
+        restricted = (
+            f"; ISA restricted by {' '.join(self.isa_limits)} (emulated: not this CPU's own speed)"
+            if self.isa_limits
+            else ""
+        )
         return (
             f"{self.model_name or 'unknown CPU'}; torch {self.cpu_capability}; "
             f"bf16 {'native' if self.bf16_native else 'not native'}, "
-            f"fp16 {'native' if self.fp16_native else 'not native'}; flags {flags}"
+            f"fp16 {'native' if self.fp16_native else 'not native'}; flags {flags}{restricted}"
         )
 
 
 @functools.cache
 def detect() -> Capabilities:
-    """This machine's Capabilities, probed on the first call and cached."""
+    """This machine's Capabilities, probed on the first call and cached (with the ISA_VARIABLES then set)."""
     import torch
 
     fp16_probe = getattr(torch.ops.mkldnn, "_is_mkldnn_fp16_supported", None)
     model_name, flags = _read_cpuinfo()
+    limits = {name: os.environ[name] for name in ISA_VARIABLES if os.environ.get(name)}
+    restricted = any(_below_bf16(name, value) for name, value in limits.items())
     return Capabilities(
         cpu_capability=torch.backends.cpu.get_cpu_capability(),
-        bf16_native=_probe(torch.ops.mkldnn._is_mkldnn_bf16_supported),
-        fp16_native=_probe(fp16_probe),
+        bf16_native=_probe(torch.ops.mkldnn._is_mkldnn_bf16_supported) and _has_bf16_dot(flags) and not restricted,
+        fp16_native=_probe(fp16_probe) and not restricted,
         model_name=model_name or platform.processor() or None,
         flags=flags,
+        isa_limits=tuple(f"{name}={value}" for name, value in limits.items()),
     )
+
+
+def _below_bf16(name: str, value: str) -> bool:
+    if name == "ATEN_CPU_CAPABILITY":
+        return value in ("avx2", "default")  # torch matches these exactly and ignores any other spelling
+    return value.strip().upper() in _NO_BF16[name]
+
+
+def _has_bf16_dot(flags: tuple[str, ...] | None, machine: str | None = None) -> bool:
+    # torch's probe says bf16 on any AVX-512 CPU, but without bf16 dot products (AVX512_BF16 / AMX:
+    # Skylake-SP to Ice Lake) oneDNN converts to float32 and its bf16 GEMM ran 4-5x slower than float32
+    # (ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI here). Only x86 flags tell; elsewhere trust the probe.
+    if flags is None or (machine or platform.machine()).lower() not in ("x86_64", "amd64"):
+        return True
+    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def _probe(fn: Any) -> bool:
@@ -142,8 +219,9 @@ def _warn_if_emulated(dtype: torch.dtype) -> None:
         if dtype == torch.bfloat16
         else f"not measured; bfloat16 without native support ran ~{BF16_EMULATED_SLOWDOWN}x slower than float32"
     )
+    where = caps.cpu_capability + (f", ISA restricted by {' '.join(caps.isa_limits)}" if caps.isa_limits else "")
     warnings.warn(
-        f"dtype={name}: this CPU ({caps.cpu_capability}) has no native {name} GEMMs, so torch emulates them "
+        f"dtype={name}: this CPU ({where}) has no native {name} GEMMs, so torch emulates them "
         f"and it runs several times slower than float32 ({measured}); dtype='auto' picks float32 here",
         SlowDtypeWarning,
         stacklevel=4,  # the caller of Embedder.from_pretrained

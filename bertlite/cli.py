@@ -483,7 +483,8 @@ def _add_env_parser(commands: argparse._SubParsersAction) -> None:
         "env",
         help="show versions, what this CPU runs natively, and what --dtype auto picks",
         description="Print the versions of bertlite, torch, tokenizers and Python; this CPU's capabilities "
-        "(torch's vector ISA, native bf16/fp16 GEMMs, AVX-512 / VNNI / AMX flags from /proc/cpuinfo); "
+        "(torch's vector ISA, native bf16/fp16 GEMMs, AVX-512 / VNNI / AMX flags from /proc/cpuinfo, and any ISA "
+        "cap set in the environment, such as ONEDNN_MAX_CPU_ISA=AVX2, which makes this an emulated smaller CPU); "
         "and the dtype that dtype='auto' (the default of Embedder and bertlite embed) resolves to. Exit status 0.",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")

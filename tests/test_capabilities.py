@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import warnings
 from dataclasses import replace
 from pathlib import Path
@@ -13,7 +16,7 @@ import tokenizers
 import torch
 
 from bertlite import capabilities
-from bertlite.capabilities import Capabilities, SlowDtypeWarning, resolve_dtype
+from bertlite.capabilities import EMULATED_CPUS, ISA_VARIABLES, Capabilities, SlowDtypeWarning, resolve_dtype
 from bertlite.cli import main
 from bertlite.features import Embedder
 
@@ -151,6 +154,7 @@ def test_env_prints_versions_capabilities_and_the_auto_dtype(cpu, capsys):
         "fp16_native": False,
         "model_name": "AVX2 test CPU",
         "flags": ["avx2"],
+        "isa_limits": [],
     }
     assert report["auto_dtype"]["cpu"] == "float32"
 
@@ -158,6 +162,119 @@ def test_env_prints_versions_capabilities_and_the_auto_dtype(cpu, capsys):
 def test_detect_is_probed_once():
     assert capabilities.detect() is capabilities.detect()
     assert capabilities.detect().cpu_capability == torch.backends.cpu.get_cpu_capability()
+
+
+# --- ISA caps: emulating a CPU that has less -------------------------------------------
+
+
+@pytest.fixture
+def isa_env(monkeypatch: pytest.MonkeyPatch):
+    """isa_env(**variables): run detect() afresh with exactly these ISA_VARIABLES set (none by default)."""
+    monkeypatch.setattr(capabilities, "_warned", set())
+    for name in ISA_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+    def use(**variables: str) -> Capabilities:
+        for name in ISA_VARIABLES:
+            monkeypatch.delenv(name, raising=False)
+        for name, value in variables.items():
+            monkeypatch.setenv(name, value)
+        capabilities.detect.cache_clear()
+        return capabilities.detect()
+
+    yield use
+    capabilities.detect.cache_clear()  # before monkeypatch restores the environment; the next call re-probes
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("ONEDNN_MAX_CPU_ISA", "AVX2"),
+        ("ONEDNN_MAX_CPU_ISA", "avx512_core_vnni"),  # AVX-512 without bf16: torch's own probe still says bf16
+        ("DNNL_MAX_CPU_ISA", "AVX2_VNNI"),
+        ("ATEN_CPU_CAPABILITY", "avx2"),
+        ("ATEN_CPU_CAPABILITY", "default"),
+        ("MKL_ENABLE_INSTRUCTIONS", "AVX2"),
+        ("FBGEMM_ENABLE_INSTRUCTIONS", "avx2"),
+    ],
+)
+def test_an_isa_cap_below_bf16_makes_bf16_not_native_and_auto_float32(isa_env, name, value):
+    caps = isa_env(**{name: value})
+    assert (caps.bf16_native, caps.fp16_native) == (False, False)
+    assert caps.isa_limits == (f"{name}={value}",)
+    assert resolve_dtype("auto", "cpu") == torch.float32
+    assert caps.summary().endswith(f"; ISA restricted by {name}={value} (emulated: not this CPU's own speed)")
+    assert caps.as_dict()["isa_limits"] == [f"{name}={value}"]
+    warned = _slow_warnings(lambda: resolve_dtype("bfloat16", "cpu"))
+    assert len(warned) == 1 and f"ISA restricted by {name}={value}) has no native bfloat16" in str(warned[0].message)
+
+
+def test_an_isa_cap_that_keeps_bf16_is_recorded_and_changes_nothing_else(isa_env):
+    own = isa_env()
+    assert own.isa_limits == () and "ISA restricted" not in own.summary()
+    for variables in (
+        {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_AMX"},
+        {"ATEN_CPU_CAPABILITY": "AVX2"},  # torch matches its values exactly and ignores this one
+        {"MKL_ENABLE_INSTRUCTIONS": "AVX512_E3", "FBGEMM_ENABLE_INSTRUCTIONS": "AVX512"},
+    ):
+        caps = isa_env(**variables)
+        assert caps.isa_limits == tuple(f"{n}={v}" for n, v in variables.items())
+        assert (caps.bf16_native, caps.fp16_native) == (own.bf16_native, own.fp16_native), variables
+        assert "(emulated: not this CPU's own speed)" in caps.summary()
+
+
+def test_emulated_cpus_without_bf16_report_it(isa_env):
+    assert set(EMULATED_CPUS) == {"avx2", "avx512_vnni", "avx512_bf16"}
+    for name, (variables, _) in EMULATED_CPUS.items():
+        assert set(variables) <= set(ISA_VARIABLES), name
+        caps = isa_env(**variables)
+        assert len(caps.isa_limits) == len(variables)
+        if name != "avx512_bf16":
+            assert not caps.bf16_native, name
+
+
+def test_bf16_on_x86_needs_bf16_dot_products(isa_env, monkeypatch):
+    # torch's probe says bf16 on every AVX-512 CPU; only AVX512_BF16 or AMX makes it fast.
+    monkeypatch.setattr(capabilities, "_probe", lambda fn: True)
+    monkeypatch.setattr(capabilities.platform, "machine", lambda: "x86_64")
+    cascade_lake = ("avx2", "avx512f", "avx512_vnni")
+    for flags, native in (
+        (cascade_lake, False),
+        ((*cascade_lake, "avx512_bf16"), True),  # Cooper Lake, Zen 4
+        ((*cascade_lake, "avx512_bf16", "amx_bf16", "amx_int8"), True),
+        (None, True),  # no /proc/cpuinfo: the probe decides
+    ):
+        monkeypatch.setattr(capabilities, "_read_cpuinfo", lambda flags=flags: ("test CPU", flags))
+        assert isa_env().bf16_native is native, flags
+    assert capabilities._has_bf16_dot((), "aarch64")  # x86 flags say nothing of an Arm CPU's bf16
+
+
+def test_env_says_which_variable_restricts_the_isa(isa_env, capsys):
+    isa_env(ONEDNN_MAX_CPU_ISA="AVX2", MKL_ENABLE_INSTRUCTIONS="AVX2")
+    assert main(["env"]) == 0
+    out = capsys.readouterr().out
+    assert "bf16 not native, fp16 not native;" in out
+    assert "; ISA restricted by ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 (emulated" in out
+    assert "dtype='auto' resolves to: float32 on cpu" in out
+
+
+def test_env_json_in_a_process_started_with_onednn_capped_to_avx2():
+    # A fresh process, as a user runs it: oneDNN reads the variable at its first use.
+    env = {name: value for name, value in os.environ.items() if name not in ISA_VARIABLES}
+    env |= {"ONEDNN_MAX_CPU_ISA": "AVX2", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    result = subprocess.run(
+        [sys.executable, "-m", "bertlite.cli", "env", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["capabilities"]["isa_limits"] == ["ONEDNN_MAX_CPU_ISA=AVX2"]
+    assert report["capabilities"]["bf16_native"] is False
+    assert report["auto_dtype"]["cpu"] == "float32"
 
 
 # --- why "auto" may pick bf16 --------------------------------------------------------

@@ -1,0 +1,45 @@
+"""scripts/bench.py --isa: a benchmark on an emulated smaller CPU re-executes itself under the ISA caps and says so."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bertlite.capabilities import EMULATED_CPUS, ISA_VARIABLES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_bench_isa_avx2_runs_under_the_caps_and_records_them(tmp_path):
+    env = {
+        name: value for name, value in os.environ.items() if name not in ISA_VARIABLES and name != "CT2_FORCE_CPU_ISA"
+    }
+    # A cap the caller had set that the emulated CPU does not have must not leak into the run.
+    env |= {"ATEN_CPU_CAPABILITY": "default", "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    out = tmp_path / "result.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench.py"), "--isa", "avx2", "--configs", "none"]
+        + ["--cold-rounds", "0", "--texts", "1", "--json", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    variables = EMULATED_CPUS["avx2"][0]
+    peer_variables = {"CT2_FORCE_CPU_ISA": "AVX2"}
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("EMULATED CPU (--isa avx2): AVX2 + FMA without AVX-512"), lines
+    assert "(emulated: not this CPU's own speed); dtype='auto' is float32" in lines[1]
+    header = json.loads(out.read_text(encoding="utf-8"))["capabilities"]
+    # isa_limits is what detect() found in the process's own environment: only the re-executed one has them
+    assert header["isa_limits"] == [f"{name}={value}" for name, value in variables.items()]
+    assert header["bf16_native"] is False
+    emulated = header["emulated_cpu"]
+    assert (emulated["isa"], emulated["variables"]) == ("avx2", variables | peer_variables)
+    assert "not a real such CPU" in emulated["note"]
+    assert "onnxruntime_fp32_fused_sorted" in emulated["not_capped"]  # MLAS: no variable caps it
