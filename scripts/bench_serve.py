@@ -311,13 +311,12 @@ class BatcherOnly:
     async def _level(self, requests: list[list[str]], concurrency: int) -> dict:
         latencies: list[float] = []
         pending = iter(requests)
-        # Token counts as the server's handler has them, so the token budget splits batches alike.
-        tokens = {id(texts): sum(len(e.ids) for e in self.embedder.tokenize(texts)) for texts in requests}
 
         async def client() -> None:
             for texts in pending:
                 t = time.perf_counter()
-                await self.batcher.embed(texts, tokens[id(texts)])
+                encodings = self.embedder.tokenize(texts)  # as the server's handler does
+                await self.batcher.embed(encodings, sum(len(e.ids) for e in encodings))
                 latencies.append(time.perf_counter() - t)
 
         return await _timed_level(client, concurrency, requests, latencies)
