@@ -22,8 +22,12 @@ alike: round after round, for each level, one offline run, then one round of eac
 round's `of_offline` is its texts/s over the mean of the two offline runs around it. Per level
 the results give the median round (`texts_per_s`, `of_offline`: the numbers to quote), the
 best and the worst, and keep every round (`rounds`, `of_offline_rounds`); offline's median,
-best and every run in time order. A ratio of two ~2 s runs moves by about 10% on a quiet
-2-core machine, so one round proves little; the median of ROUNDS is stable to a few percent.
+best and every run in time order, with the load average at each (`load_1min_rounds`).
+One round proves little: in earlier runs on a quiet 2-core machine single c32 rounds ranged
+from 76% to 104% of offline. On a loaded one the ratio is also biased low, not only noisy:
+offline needs one core, while the server's event loop and the clients need the second one
+that the other jobs take (two default c32 runs at load ~2-3 gave medians of 98% and 88%).
+So measure on a quiet machine (load average ~1 with the run itself) and quote the median.
 
 Defaults: REQUESTS = 256 requests per round (each round ~2 s at concurrency 32), ROUNDS = 11.
 `--concurrency 32 --runs bertlite_serve` (the issue's target) then takes about 1.5 minutes:
@@ -268,7 +272,11 @@ class Offline:
         t, cpu = time.perf_counter(), time.process_time()
         run()
         wall, cpu = time.perf_counter() - t, time.process_time() - cpu
-        return {"texts_per_s": round(len(self.texts) / wall, 1), "texts_per_cpu_s": round(len(self.texts) / cpu, 1)}
+        return {
+            "texts_per_s": round(len(self.texts) / wall, 1),
+            "texts_per_cpu_s": round(len(self.texts) / cpu, 1),
+            "load_1min": round(os.getloadavg()[0], 2),  # the machine's load, to tell a quiet run from a shared one
+        }
 
     def extras(self, group_sizes: list[int], rounds: int) -> dict:
         """Context rows, `rounds` runs each in a block (not interleaved with the servers), medians:
@@ -427,6 +435,7 @@ def pair(row: dict, neighbours: list[dict]) -> None:
 def report(result: dict) -> None:
     rates = result["offline"]["texts_per_s_rounds"]
     print(f"offline Embedder.encode: median {result['offline']['texts_per_s']} texts/s, runs {rates}")
+    print(f"load average (1 min) at each offline run: {result['offline']['load_1min_rounds']}")
     for name, levels_rows in result["servers"].items():
         for s in levels_rows:
             extra = "".join(f", {k} {s[k]}" for k in ("worker_busy", "texts_per_batch") if k in s)
@@ -535,6 +544,7 @@ def main() -> None:
             "texts_per_s_best": max(off_rates),
             "texts_per_s_rounds": off_rates,
             "texts_per_cpu_s": round(median(o["texts_per_cpu_s"] for o in offline_rounds), 1),
+            "load_1min_rounds": [o["load_1min"] for o in offline_rounds],
             "context_rows": extras,
         },
         "servers": {
