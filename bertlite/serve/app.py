@@ -18,6 +18,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from tokenizers import Encoding
 
 from bertlite.features import Embedder
 from bertlite.files import SURROGATE
@@ -194,21 +195,9 @@ async def _embed(service: _Service, req: EmbedRequest) -> tuple[np.ndarray, int]
                 "input",
                 "invalid_request",
             )
-    # Off the event loop: a request of long texts takes a while to tokenize, and other requests must not wait.
-    # Truncated to the max input length (the Embedder's max_length); the worker runs these encodings.
-    encodings = await asyncio.get_running_loop().run_in_executor(None, embedder.tokenize, texts)
     truncate = limits.auto_truncate if req.truncate is None else req.truncate
-    if not truncate:
-        for i, e in enumerate(encodings):
-            if e.overflowing:
-                n = len(service.counter.encode(texts[i]).ids)
-                raise RequestError(
-                    413,
-                    f"input {i} has {n} tokens, over the max input length of {limits.max_input_length} "
-                    "(send shorter texts, or truncate: start the server with --auto-truncate)",
-                    "input",
-                    "input_too_long",
-                )
+    # Off the event loop: a request of long texts takes a while to tokenize, and other requests must not wait.
+    encodings = await asyncio.get_running_loop().run_in_executor(None, _tokenize, service, texts, truncate)
     tokens = sum(len(e.ids) for e in encodings)
     vectors = await service.batcher.embed(encodings, tokens)
     service.metrics.tokens.inc(tokens)
@@ -217,6 +206,24 @@ async def _embed(service: _Service, req: EmbedRequest) -> tuple[np.ndarray, int]
     if req.normalize:
         vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     return vectors.astype(np.float32, copy=False), tokens
+
+
+def _tokenize(service: _Service, texts: list[str], truncate: bool) -> list[Encoding]:
+    """The encodings the worker runs, truncated at the max input length (the Embedder's max_length);
+    without truncate, the 413 for the first input over it, with its full token count."""
+    encodings = service.embedder.tokenize(texts)
+    if not truncate:
+        for i, e in enumerate(encodings):
+            if e.overflowing:
+                n = len(service.counter.encode(texts[i]).ids)
+                raise RequestError(
+                    413,
+                    f"input {i} has {n} tokens, over the max input length of {service.limits.max_input_length} "
+                    "(send shorter texts, or truncate: start the server with --auto-truncate)",
+                    "input",
+                    "input_too_long",
+                )
+    return encodings
 
 
 def _openai_body(service: _Service, req: EmbedRequest, vectors: np.ndarray, tokens: int) -> dict:
