@@ -392,13 +392,9 @@ class Embedder:
             raise TypeError("encode() takes a list of texts; wrap a single string in a list")
         prefix = self.resolve_prompt(prompt, prompt_name)
         dimension = self._check_truncate_dim(truncate_dim) or self.dimension
-        _check_count("batch_size", batch_size)
-        _check_count("max_tokens", max_tokens)
+        batch_size, max_tokens = self._batch_limits(batch_size, max_tokens)
         if on_long not in ("truncate", "error"):
             raise ValueError(f"on_long={on_long!r} must be 'truncate' or 'error'")
-        if batch_size is None and max_tokens is None:
-            batch_size, max_tokens = (MAX_BATCH_SIZE, DEFAULT_MAX_TOKENS) if self.unpad else (DEFAULT_BATCH_SIZE, None)
-        batch_size = batch_size or MAX_BATCH_SIZE
         if total is None and isinstance(texts, Sized):
             total = len(texts)
         stats = self.last_stats = EncodeStats()
@@ -416,6 +412,27 @@ class Embedder:
                 start += len(chunk)
         finally:
             progress.close()
+
+    def encode_tokenized(
+        self, encodings: Sequence[Encoding], batch_size: int | None = None, *, max_tokens: int | None = None
+    ) -> np.ndarray:
+        """encode() for texts that tokenize() has already turned into encodings (prompt included):
+        vectors (n, dimension) in input order, batched as encode() batches. For a caller that needs
+        the token counts before the forward (bertlite serve's handlers), so each text is tokenized once."""
+        batch_size, max_tokens = self._batch_limits(batch_size, max_tokens)
+        stats = self.last_stats = EncodeStats(texts=len(encodings))
+        vectors = torch.empty(len(encodings), self.dimension, dtype=torch.float32)
+        for rows, batch_vectors in self._embed_sorted(list(encodings), batch_size, max_tokens, stats):
+            vectors[rows] = batch_vectors
+        return vectors.numpy()
+
+    def _batch_limits(self, batch_size: int | None, max_tokens: int | None) -> tuple[int, int | None]:
+        """encode()'s batch_size and max_tokens, checked, with the defaults filled in."""
+        _check_count("batch_size", batch_size)
+        _check_count("max_tokens", max_tokens)
+        if batch_size is None and max_tokens is None:
+            return (MAX_BATCH_SIZE, DEFAULT_MAX_TOKENS) if self.unpad else (DEFAULT_BATCH_SIZE, None)
+        return batch_size or MAX_BATCH_SIZE, max_tokens
 
     def _embed_sorted(
         self, encodings: list[Encoding], batch_size: int, max_tokens: int | None, stats: EncodeStats

@@ -378,3 +378,18 @@ def test_encode_chunks_streams_an_endless_iterator(tiny, monkeypatch):
     assert tiny.last_stats.texts == 6
     expected = tiny.encode([f"text number {i}" for i in range(6)])
     np.testing.assert_allclose(torch.cat([vectors, more]).numpy(), expected, atol=1e-6, rtol=0)
+
+
+def test_encode_tokenized_gives_encode_s_vectors_from_tokenize_s_encodings(tiny, corpus_texts):
+    # What bertlite serve does: its handlers tokenize (they need the token counts), its worker runs the encodings.
+    texts = [*corpus_texts[:20], ("a pair", "of texts"), ""]
+    encodings = tiny.tokenize(texts)
+    np.testing.assert_array_equal(tiny.encode_tokenized(encodings), tiny.encode(texts))  # the same batches
+    assert (tiny.last_stats.texts, tiny.last_stats.tokens) == (len(texts), sum(len(e.ids) for e in encodings))
+    one_forward = tiny.encode_tokenized(encodings, batch_size=len(texts))
+    np.testing.assert_allclose(one_forward, tiny.encode(texts), atol=1e-6, rtol=0)
+    cut = Embedder(tiny.model, tiny.tokenizer, truncate_dim=8)
+    np.testing.assert_array_equal(cut.encode_tokenized(cut.tokenize(texts)), cut.encode(texts))
+    assert tiny.encode_tokenized([]).shape == (0, 32)
+    with pytest.raises(ValueError, match=r"batch_size must be an integer >= 1"):
+        tiny.encode_tokenized(encodings, batch_size=0)

@@ -21,7 +21,8 @@ TIMEOUT_S = 30  # bounds every wait below; none of them is expected to come near
 
 
 class RecordingEmbedder:
-    """encode() records its texts and, while `gate` is clear, holds the worker inside the forward."""
+    """Its "encodings" are the texts themselves; encode_tokenized() records them and, while `gate` is
+    clear, holds the worker inside the forward."""
 
     unpad = False  # the worker runs it as it is
 
@@ -31,7 +32,10 @@ class RecordingEmbedder:
         self.gate.set()
         self.entered = threading.Event()
 
-    def encode(self, texts: Sequence[str], batch_size: int | None = None, prompt: str = "") -> np.ndarray:
+    def tokenize(self, texts: Sequence[str]) -> list[str]:
+        return list(texts)
+
+    def encode_tokenized(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
         self.entered.set()
         assert self.gate.wait(TIMEOUT_S), "the test never opened the gate"
         self.batches.append(list(texts))
@@ -117,9 +121,9 @@ def test_on_a_cpu_in_float32_a_batch_is_one_forward(
     folder = tiny_model_folder(real_model_path, tmp_path / "tiny")
     embedder = Embedder.from_pretrained(folder, dtype="float32")
     assert _one_forward(embedder)
-    # Mixed lengths in one forward (the model runs their attention per sequence): the vectors encode() gives
-    # on its own length-sorted batches.
+    # Mixed lengths in one forward (the model runs their attention per sequence), from the encodings the
+    # handlers make: the vectors encode() gives on its own length-sorted batches.
     texts = [corpus_texts[0][:20], " ".join(corpus_texts[1:6]), corpus_texts[6], ""]
-    vectors = embedder.encode(texts, batch_size=len(texts), prompt="")
+    vectors = embedder.encode_tokenized(embedder.tokenize(texts), batch_size=len(texts))
     assert np.abs(vectors - embedder.encode(texts)).max() <= 1e-6
     assert not _one_forward(Embedder.from_pretrained(folder, dtype="bfloat16"))  # its grid has tuned bf16 attention

@@ -13,10 +13,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from tokenizers import Encoding
 
 from bertlite.features import Embedder
 from bertlite.serve.app import Limits
-from bertlite.serve.batching import HEALTH_TEXTS
 from tests.serve_helpers import (
     one_torch_thread,  # noqa: F401 (an autouse fixture)
     running,
@@ -95,15 +95,16 @@ def test_overload_gets_429_at_once_then_health_answers(
     admitted, extra = 8, 32
     gate = threading.Event()
     with running(lambda: tiny_embedder, Limits(max_concurrent_requests=admitted)) as (url, _):
-        encode = tiny_embedder.encode
+        encode, encode_tokenized = tiny_embedder.encode, tiny_embedder.encode_tokenized
 
-        def held(texts: list[str], **kwargs: object) -> np.ndarray:
+        def held(encodings: list[Encoding], **kwargs: object) -> np.ndarray:
             # Holds the model until the test has seen every 429: the admitted requests stay in flight.
-            if texts != HEALTH_TEXTS and not gate.wait(60):
+            # (/health's forward is [CLS] [SEP] only.)
+            if any(len(e.ids) > 2 for e in encodings) and not gate.wait(60):
                 raise TimeoutError("the test never released the model")
-            return encode(texts, **kwargs)
+            return encode_tokenized(encodings, **kwargs)
 
-        monkeypatch.setattr(tiny_embedder, "encode", held)  # the worker looks encode up per batch
+        monkeypatch.setattr(tiny_embedder, "encode_tokenized", held)  # the worker looks it up per batch
 
         async def overload() -> list[httpx.Response]:
             async with httpx.AsyncClient(base_url=url, timeout=60, limits=httpx.Limits(max_connections=100)) as http:
@@ -142,18 +143,19 @@ def test_a_failing_request_fails_alone_and_the_server_stays_healthy(
 
     with running(lambda: tiny_embedder) as (url, app):
         served = app.state.service.embedder  # what the worker runs
-        served_encode = served.encode
+        served_encode = served.encode_tokenized
 
-        def flaky(texts: list[str], **kwargs: object) -> np.ndarray:
+        def flaky(encodings: list[Encoding], **kwargs: object) -> np.ndarray:
+            texts = served.tokenizer.decode_batch([e.ids for e in encodings])
             if "hold" in texts:
                 in_forward.set()
             if "hold" in texts and not gate.wait(60):
                 raise TimeoutError("the test never released the model")
             if any("boom" in t for t in texts):
                 raise RuntimeError("simulated kernel failure")
-            return served_encode(texts, **kwargs)
+            return served_encode(encodings, **kwargs)
 
-        monkeypatch.setattr(served, "encode", flaky)
+        monkeypatch.setattr(served, "encode_tokenized", flaky)
 
         async def scenario() -> list[httpx.Response]:
             async with httpx.AsyncClient(base_url=url, timeout=60) as http:

@@ -28,23 +28,23 @@ from tests.serve_helpers import (
 ROOT = Path(__file__).resolve().parent.parent
 SERVE_STACK = ("starlette", "uvicorn", "prometheus_client", "fastapi")
 
-# The real CLI in a subprocess, with Embedder.encode held for every request (not the warm-up
-# or /health forward) until the test writes a line to stdin: the request stays in flight.
+# The real CLI in a subprocess, with the worker's forward (Embedder.encode_tokenized) held for every
+# request (not the warm-up or /health forward: [CLS] [SEP] only) until the test writes a line to
+# stdin: the request stays in flight.
 HELD_SERVER = textwrap.dedent(
     """
     import sys
     from bertlite.features import Embedder
-    from bertlite.serve.batching import HEALTH_TEXTS
 
-    encode = Embedder.encode
+    encode_tokenized = Embedder.encode_tokenized
 
-    def held(self, texts, **kwargs):
-        if texts != HEALTH_TEXTS:
+    def held(self, encodings, **kwargs):
+        if any(len(e.ids) > 2 for e in encodings):
             print("in forward", flush=True)
             sys.stdin.readline()
-        return encode(self, texts, **kwargs)
+        return encode_tokenized(self, encodings, **kwargs)
 
-    Embedder.encode = held
+    Embedder.encode_tokenized = held
     from bertlite.cli import main
     sys.exit(main(["serve", sys.argv[1], "--port", "0", "--grace-period", "60", "--dtype", "float32"]))
     """

@@ -18,6 +18,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from tokenizers import Encoding
 
 from bertlite.features import Embedder
 from bertlite.files import SURROGATE
@@ -51,7 +52,8 @@ class Limits:
 
 
 class _Service:
-    """What the handlers share: the batcher, limits, key, metrics and a tokenizer that counts tokens."""
+    """What the handlers share: the batcher, limits, key, metrics, and a tokenizer that counts the tokens
+    of an input over the max input length (for the 413's message)."""
 
     def __init__(self, batcher: Batcher, limits: Limits, model_name: str, api_key: str | None) -> None:
         self.batcher = batcher
@@ -167,8 +169,7 @@ def _endpoint(service: _Service, api: str) -> Callable:
 
 
 async def _embed(service: _Service, req: EmbedRequest) -> tuple[np.ndarray, int]:
-    if not service.batcher.ready.is_set():
-        raise NotReadyError(service.batcher.load_error or "the model is loading")
+    service.batcher.check_ready()
     limits, embedder = service.limits, service.embedder
     if len(req.texts) > limits.max_client_batch_size:
         raise RequestError(
@@ -194,28 +195,35 @@ async def _embed(service: _Service, req: EmbedRequest) -> tuple[np.ndarray, int]
                 "input",
                 "invalid_request",
             )
-    # Off the event loop: a request of long texts takes a while to tokenize, and other requests must not wait.
-    encodings = await asyncio.get_running_loop().run_in_executor(None, service.counter.encode_batch, texts)
-    counts = [len(e.ids) for e in encodings]
     truncate = limits.auto_truncate if req.truncate is None else req.truncate
-    if not truncate:
-        for i, n in enumerate(counts):
-            if n > limits.max_input_length:
-                raise RequestError(
-                    413,
-                    f"input {i} has {n} tokens, over the max input length of {limits.max_input_length} "
-                    "(send shorter texts, or truncate: start the server with --auto-truncate)",
-                    "input",
-                    "input_too_long",
-                )
-    tokens = sum(min(n, limits.max_input_length) for n in counts)
-    vectors = await service.batcher.embed(texts, tokens)
+    # Off the event loop: a request of long texts takes a while to tokenize, and other requests must not wait.
+    encodings = await asyncio.get_running_loop().run_in_executor(None, _tokenize, service, texts, truncate)
+    tokens = sum(len(e.ids) for e in encodings)
+    vectors = await service.batcher.embed(encodings, tokens)
     service.metrics.tokens.inc(tokens)
     if req.dimensions is not None:
         vectors = vectors[:, : req.dimensions]
     if req.normalize:
         vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     return vectors.astype(np.float32, copy=False), tokens
+
+
+def _tokenize(service: _Service, texts: list[str], truncate: bool) -> list[Encoding]:
+    """The encodings the worker runs, truncated at the max input length (the Embedder's max_length);
+    without truncate, the 413 for the first input over it, with its full token count."""
+    encodings = service.embedder.tokenize(texts)
+    if not truncate:
+        for i, e in enumerate(encodings):
+            if e.overflowing:
+                n = len(service.counter.encode(texts[i]).ids)
+                raise RequestError(
+                    413,
+                    f"input {i} has {n} tokens, over the max input length of {service.limits.max_input_length} "
+                    "(send shorter texts, or truncate: start the server with --auto-truncate)",
+                    "input",
+                    "input_too_long",
+                )
+    return encodings
 
 
 def _openai_body(service: _Service, req: EmbedRequest, vectors: np.ndarray, tokens: int) -> dict:
@@ -266,7 +274,8 @@ def _health(service: _Service) -> Callable:
     async def handle(request: Request) -> Response:
         # A real forward through the queue: it fails when the model or the worker does.
         try:
-            await service.batcher.embed(HEALTH_TEXTS, len(HEALTH_TEXTS) * 2)
+            service.batcher.check_ready()
+            await service.batcher.embed(service.embedder.tokenize(HEALTH_TEXTS), len(HEALTH_TEXTS) * 2)
         except NotReadyError as e:
             response = JSONResponse({"status": "unavailable", "error": str(e)}, status_code=503)
         except RuntimeError as e:

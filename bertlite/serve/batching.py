@@ -1,6 +1,8 @@
 """Dynamic batching: requests wait in one queue; one worker thread packs them into
-token-budget batches, runs each batch through `Embedder.encode` (which sorts by
-length and takes the unpadded path) and hands every request its own rows back.
+token-budget batches, runs each batch through `Embedder.encode_tokenized` (which sorts by
+length and takes the unpadded path) and hands every request its own rows back. The handlers
+tokenize each request (they need its token count for the limits and the usage), and the
+worker runs those encodings, so no text is tokenized twice.
 
 On a CPU in float32 the worker runs a whole batch (at most max_batch_tokens real
 tokens) as one forward with attention per sequence, as TEI does: no token is padded
@@ -29,11 +31,12 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from tokenizers import Encoding
 
 from bertlite.features import Embedder
 from bertlite.serve.metrics import Metrics
@@ -51,7 +54,7 @@ class NotReadyError(RuntimeError):
 
 @dataclass
 class _Job:
-    texts: list[str]
+    encodings: Sequence[Encoding]
     tokens: int
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future
@@ -94,12 +97,17 @@ class Batcher:
         self._queue.put(None)
         self._thread.join(timeout)
 
-    async def embed(self, texts: list[str], tokens: int) -> np.ndarray:
-        """Vectors (len(texts), dimension) of texts, which already carry their prompt."""
+    def check_ready(self) -> None:
+        """NotReadyError (saying why) while the model loads, after it failed to load, or once the worker stopped."""
         if not self.ready.is_set():
             raise NotReadyError(self.load_error or "the model is loading")
+
+    async def embed(self, encodings: Sequence[Encoding], tokens: int) -> np.ndarray:
+        """Vectors (len(encodings), dimension) of texts the Embedder has tokenized (Embedder.tokenize,
+        prompt included); tokens: their token count, for the batches' token budget."""
+        self.check_ready()
         loop = asyncio.get_running_loop()
-        job = _Job(texts, tokens, loop, loop.create_future())
+        job = _Job(encodings, tokens, loop, loop.create_future())
         self.metrics.queue_depth.inc()
         self._queue.put(job)
         return await job.future
@@ -108,7 +116,7 @@ class Batcher:
         try:
             self.embedder = self._load()
             self._one_forward = _one_forward(self.embedder)
-            self.embedder.encode(HEALTH_TEXTS, prompt="")
+            self.embedder.encode_tokenized(self.embedder.tokenize(HEALTH_TEXTS))
         except Exception as e:  # the server stays up and says why in /health, unless on_loaded stops it
             self.load_error = f"the model failed to load: {e}"
             self.done.set()
@@ -184,11 +192,10 @@ class Batcher:
 
     def _forward(self, batch: list[_Job]) -> None:
         start = time.perf_counter()
-        texts = [text for job in batch for text in job.texts]
+        encodings = [e for job in batch for e in job.encodings]
         try:
-            # prompt="": the handlers have put each request's prompt in its texts already.
-            one_forward = len(texts) if self._one_forward else None
-            vectors = self.embedder.encode(texts, batch_size=one_forward, prompt="")
+            one_forward = len(encodings) if self._one_forward else None
+            vectors = self.embedder.encode_tokenized(encodings, batch_size=one_forward)
         except Exception as e:
             traceback.print_exc(file=sys.stderr)
             if len(batch) > 1:  # run each request alone, so one bad request fails only itself
@@ -205,8 +212,8 @@ class Batcher:
         results: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, np.ndarray]]] = {}
         offset = 0
         for job in batch:
-            results.setdefault(job.loop, []).append((job.future, vectors[offset : offset + len(job.texts)]))
-            offset += len(job.texts)
+            results.setdefault(job.loop, []).append((job.future, vectors[offset : offset + len(job.encodings)]))
+            offset += len(job.encodings)
         # One wake-up per event loop for the whole batch, not one per request.
         for loop, pairs in results.items():
             loop.call_soon_threadsafe(_set_results, pairs)
