@@ -12,7 +12,8 @@ Kernels, chosen by name and probed once on this machine (never assumed from the 
 "onednn" (torch.ops.onednn.qlinear_pointwise on a prepacked weight: VNNI / AMX where the
 CPU has them), "int_mm" (torch._int_mm) and "dequantize" (fp32 matmul on the dequantized
 weight: the same numbers on any CPU, without the speed). scripts/bench_int8_kernels.py
-measures them.
+measures them. Where a kernel's int8 product is exact only for 7-bit weights (x86 without
+VNNI: see WEIGHT_LIMITS), its weights are quantized to [-63, 63].
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from bertlite.allocator import keep_freed_memory
+from bertlite.warn import warn_user
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -114,27 +118,53 @@ CALIBRATION_TEXTS = [
 
 # --- kernels ---------------------------------------------------------------------------
 
-_available: dict[str, bool] = {}
+# The largest |weight| tried, in order: 8-bit weights, then 7-bit ones. Without VNNI (AVX2, AVX-512
+# before Cascade Lake) x86 int8 dot products sum pairs of u8 x s8 products in int16, which saturates
+# past 32767 (255 x 127 x 2 is 64770); with weights in [-63, 63] a pair stays below (32130), so the
+# fast kernels stay exact there at half the weight resolution (what fbgemm's reduce_range is for).
+WEIGHT_LIMITS = (127, 63)
+_weight_limit: dict[str, int | None] = {}
+SEVEN_BIT_NOTE = (
+    "its int8 dot products saturate with 8-bit weights (no VNNI), so the fast kernels get 7-bit weights, "
+    "and the vectors drift more from float32's: measured on all-MiniLM-L6-v2, 1,000 corpus texts, with the "
+    "ISA capped to AVX2, min / mean cosine 0.9957 / 0.9982, vs 0.9982 / 0.9992 with 8-bit weights and VNNI; "
+    "kernel='dequantize' keeps 8-bit weights, at about float32's speed"
+)
+
+
+class Int8PrecisionWarning(UserWarning):
+    """int8 on a CPU whose fast int8 kernels are exact only with 7-bit weights: the vectors drift more."""
+
+
+def weight_limit(kernel: str) -> int | None:
+    """The largest |weight| for which `kernel` gives the exact int8 product here (probed once), or
+    None where it gives none: every x, int8 or uint8 with zero point 128, is exact within it."""
+    if kernel not in INT8_KERNELS:
+        raise ValueError(f"kernel={kernel!r} is not one of {', '.join(('auto', *INT8_KERNELS))}")
+    if kernel not in _weight_limit:
+        _weight_limit[kernel] = next((limit for limit in WEIGHT_LIMITS if _exact(kernel, limit)), None)
+    return _weight_limit[kernel]
+
+
+def _exact(kernel: str, limit: int) -> bool:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randint(-127, 128, (6, 64), dtype=torch.int8, generator=generator)
+    x[0] = 127  # as uint8 below: 255, the largest product a weight can meet
+    weight = torch.randint(-limit, limit + 1, (24, 64), dtype=torch.int8, generator=generator)
+    weight[0], weight[1] = limit, -limit
+    expected = (x.to(torch.int32) @ weight.to(torch.int32).T).to(torch.float32)
+    ones = torch.ones(24)
+    shifted = x.view(torch.uint8).bitwise_xor(128)  # the same values as uint8 with zero point 128
+    try:
+        packed = _pack(kernel, weight)
+        return all(torch.equal(_GEMMS[kernel](q, packed, ones), expected) for q in (x, shifted))
+    except (AttributeError, NotImplementedError, RuntimeError):
+        return False
 
 
 def int8_kernel_available(kernel: str) -> bool:
     """Whether `kernel` runs on this machine and gives the exact int8 product (probed once)."""
-    if kernel not in INT8_KERNELS:
-        raise ValueError(f"kernel={kernel!r} is not one of {', '.join(('auto', *INT8_KERNELS))}")
-    if kernel not in _available:
-        generator = torch.Generator().manual_seed(0)
-        x = torch.randint(-127, 128, (5, 64), dtype=torch.int8, generator=generator)
-        weight = torch.randint(-127, 128, (24, 64), dtype=torch.int8, generator=generator)
-        expected = (x.to(torch.int32) @ weight.to(torch.int32).T).to(torch.float32)
-        ones = torch.ones(24)
-        shifted = x.view(torch.uint8).bitwise_xor(128)  # the same values as uint8 with zero point 128
-        try:
-            packed = _pack(kernel, weight)
-            exact = [torch.equal(_GEMMS[kernel](q, packed, ones), expected) for q in (x, shifted)]
-            _available[kernel] = all(exact)
-        except (AttributeError, NotImplementedError, RuntimeError):
-            _available[kernel] = False
-    return _available[kernel]
+    return weight_limit(kernel) is not None
 
 
 def resolve_kernel(kernel: str) -> str:
@@ -237,6 +267,13 @@ class Int8Linear(nn.Module):
         super().__init__()
         self.kernel = resolve_kernel(kernel)
         self.out_features, self.in_features = weight.shape
+        limit = weight_limit(self.kernel)
+        largest = int(weight.to(torch.int16).abs().max()) if weight.numel() else 0
+        if weight.dtype != torch.int8 or largest > limit:
+            raise ValueError(
+                f"the {self.kernel!r} int8 kernel is exact here for int8 weights in [-{limit}, {limit}]; "
+                f"got {weight.dtype} up to {largest} (use Int8Linear.from_linear)"
+            )
         # The plain int8 weight is kept only where the kernel reads it; oneDNN's packed copy replaces it.
         self.register_buffer("weight", weight if self.kernel != "onednn" else None)
         self.packed_weight = _pack(self.kernel, weight)
@@ -274,7 +311,8 @@ class Int8Linear(nn.Module):
             )
         if smooth is not None:
             weight = weight * smooth
-        qweight, weight_scale = quantize_per_channel(weight)
+        kernel = resolve_kernel(kernel)
+        qweight, weight_scale = quantize_per_channel(weight, weight_limit(kernel))
         input_scale = None if smooth is None or smooth_folded else 1.0 / smooth
         return cls(qweight, weight_scale, bias, input_scale, kernel, asymmetric)
 
@@ -320,13 +358,14 @@ class Int8Linear(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
-            f"smooth={self.input_scale is not None}, asymmetric={self.asymmetric}, kernel={self.kernel!r}"
+            f"smooth={self.input_scale is not None}, asymmetric={self.asymmetric}, kernel={self.kernel!r}, "
+            f"weight_limit={weight_limit(self.kernel)}"
         )
 
 
-def quantize_per_channel(weight: Tensor) -> tuple[Tensor, Tensor]:
-    """(N, K) float -> (N, K) int8 and (N,) scales: symmetric, one scale per output row."""
-    scale = weight.abs().amax(dim=1).div_(127).clamp_(min=1e-30)
+def quantize_per_channel(weight: Tensor, limit: int = 127) -> tuple[Tensor, Tensor]:
+    """(N, K) float -> (N, K) int8 in [-limit, limit] and (N,) scales: symmetric, one scale per output row."""
+    scale = weight.abs().amax(dim=1).div_(limit).clamp_(min=1e-30)
     return torch.div(weight, scale[:, None]).round_().to(torch.int8), scale
 
 
@@ -366,7 +405,7 @@ def quantize_int8(
     alpha: float | None = DEFAULT_ALPHA,
     calibration_texts: Sequence[str] | None = None,
     keep_fp32: Iterable[str] = (),
-    asymmetric: Iterable[str] = ASYMMETRIC_LINEARS,
+    asymmetric: Iterable[str] | None = None,
 ) -> BertPreTrainedModel:
     """Replace the encoder's Linears by Int8Linear, in place, and return the model.
 
@@ -376,25 +415,25 @@ def quantize_int8(
     model for SmoothQuant's activation ranges; without it, or with alpha=None, no smoothing.
     keep_fp32: Linears to leave in fp32, by their path in one layer (LAYER_LINEARS) or in the
     model ("encoder.layer.3.output.dense"). asymmetric: Linears, named the same way, whose input is
-    quantized over each token's [min, max] (default ASYMMETRIC_LINEARS, the two around GELU; measured on
+    quantized over each token's [min, max] (default ASYMMETRIC_LINEARS, the two around GELU, or with
+    7-bit weights all of LAYER_LINEARS; measured on
     1,000 corpus texts, all-MiniLM-L6-v2: min / mean cosine 0.99819 / 0.99922, vs 0.99818 / 0.99937 all
     asymmetric and 0.99732 / 0.99885 none, while each asymmetric input costs one more pass over it).
-    kernel: one of INT8_KERNELS, or "auto".
+    kernel: one of INT8_KERNELS, or "auto". Raises glibc's malloc thresholds for the whole process
+    (bertlite.allocator.keep_freed_memory; BERTLITE_KEEP_FREED_MEMORY=0 keeps them).
     """
     kernel = resolve_kernel(kernel)
     base = model.base_model
     encoder = getattr(base, "encoder", None)
-    if encoder is None:
-        raise TypeError(f"quantize_int8 takes a bertlite BERT model, got {type(model).__name__}")
-    if is_quantized(model):
-        raise ValueError("the model is already quantized (it holds Int8Linear modules)")
-    weight = base.embeddings.word_embeddings.weight
-    if weight.dtype != torch.float32 or weight.device.type != "cpu":
-        raise ValueError(f"quantize_int8 needs a float32 model on the CPU, got {weight.dtype} on {weight.device}")
-    if alpha is not None and not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"alpha={alpha!r} must be between 0 and 1 (or None for no smoothing)")
+    _check_model(model, encoder, alpha)
     keep = _check_names("keep_fp32", keep_fp32, len(encoder.layer))
+    keep_freed_memory()  # see bertlite.allocator: the int8 forwards' page faults cost a third of their time
+    seven_bit = weight_limit(kernel) < 127
+    if asymmetric is None:  # with 7-bit weights, every input's resolution counts (see SEVEN_BIT_NOTE)
+        asymmetric = LAYER_LINEARS if seven_bit else ASYMMETRIC_LINEARS
     one_sided = _check_names("asymmetric", asymmetric, len(encoder.layer))
+    if seven_bit:
+        warn_user(f"int8 on this CPU: {SEVEN_BIT_NOTE}", Int8PrecisionWarning)
     ranges = {}
     if tokenizer is not None and alpha is not None:
         ranges = activation_ranges(
@@ -432,6 +471,18 @@ def quantize_int8(
                 owner, _, attr = name.rpartition(".")
                 setattr(layer.get_submodule(owner), attr, quantized)
     return model
+
+
+def _check_model(model: nn.Module, encoder: nn.Module | None, alpha: float | None) -> None:
+    if encoder is None:
+        raise TypeError(f"quantize_int8 takes a bertlite BERT model, got {type(model).__name__}")
+    if is_quantized(model):
+        raise ValueError("the model is already quantized (it holds Int8Linear modules)")
+    weight = model.base_model.embeddings.word_embeddings.weight
+    if weight.dtype != torch.float32 or weight.device.type != "cpu":
+        raise ValueError(f"quantize_int8 needs a float32 model on the CPU, got {weight.dtype} on {weight.device}")
+    if alpha is not None and not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha={alpha!r} must be between 0 and 1 (or None for no smoothing)")
 
 
 def _divided_rows(linear: nn.Linear, divisor: Tensor) -> nn.Linear:
