@@ -463,16 +463,18 @@ def _load_embedder(args: argparse.Namespace) -> Embedder:
 
 @contextlib.contextmanager
 def one_line_dtype_warnings(command: str) -> Iterator[None]:
-    """Each SlowDtypeWarning as one `COMMAND: warning: ...` line on stderr; other warnings as usual."""
+    """Each SlowDtypeWarning or Int8PrecisionWarning as one `COMMAND: warning: ...` line on stderr;
+    other warnings as usual."""
     import warnings
 
     from bertlite.capabilities import SlowDtypeWarning
+    from bertlite.quantization import Int8PrecisionWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
         yield
     for w in caught:
-        if issubclass(w.category, SlowDtypeWarning):
+        if issubclass(w.category, (SlowDtypeWarning, Int8PrecisionWarning)):
             print(f"{command}: warning: {w.message}", file=sys.stderr)
         else:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)

@@ -136,6 +136,42 @@ def test_wrong_input_width_is_named() -> None:
         q(torch.randn(3, 12))
 
 
+def _saturating_gemm(x: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor) -> torch.Tensor:
+    """x86's int8 dot product without VNNI (vpmaddubsw): u8 x s8 products summed in pairs, saturated to int16."""
+    # s8 input is shifted to u8 first; u8 input has zero point 128: either way x's value is u8 - 128
+    u8 = x.to(torch.int32) + (128 if x.dtype == torch.int8 else 0)
+    pairs = (u8[:, None, :] * weight.to(torch.int32)[None]).view(len(x), len(weight), -1, 2).sum(-1)
+    total = pairs.clamp(-32768, 32767).sum(-1) - 128 * weight.to(torch.int32).sum(1)
+    return total.to(torch.float32) * weight_scale
+
+
+def test_a_kernel_that_saturates_at_8_bit_weights_gets_7_bit_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(quantization._GEMMS, "int_mm", _saturating_gemm)
+    monkeypatch.setattr(quantization, "_weight_limit", {})
+    assert quantization.weight_limit("int_mm") == 63
+    linear = nn.Linear(64, 16)
+    q = Int8Linear.from_linear(linear, kernel="int_mm", asymmetric=True)
+    assert int(q.weight.to(torch.int16).abs().max()) == 63
+    x = torch.randn(8, 64)
+    with torch.no_grad():
+        expected = F.linear(x, linear.weight, linear.bias)
+    assert relative_error(q(x), expected) < 0.03  # exact products, 7-bit weights
+    with pytest.raises(ValueError, match=r"exact here for int8 weights in \[-63, 63\]; got torch.int8 up to 127"):
+        Int8Linear(torch.full((4, 64), 127, dtype=torch.int8), torch.ones(4), None, kernel="int_mm")
+
+
+def test_quantize_int8_with_7_bit_weights_warns_and_quantizes_every_input_asymmetric(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(quantization, "_weight_limit", {"dequantize": 63})
+    model = to_bertlite(make_hf_model()).eval()
+    with pytest.warns(quantization.Int8PrecisionWarning, match="7-bit weights"):
+        quantize_int8(model, kernel="dequantize")
+    layers = [m for m in model.modules() if isinstance(m, Int8Linear)]
+    assert layers and all(m.asymmetric for m in layers)
+    assert all(int(m.weight.to(torch.int16).abs().max()) <= 63 for m in layers)
+
+
 # --- the model -------------------------------------------------------------------------
 
 
