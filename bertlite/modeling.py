@@ -482,6 +482,15 @@ class BertPreTrainedModel(nn.Module):
         # transformers, because PEFT reads model.__dict__["name_or_path"] for base_model_name_or_path.
         self.name_or_path = config.name_or_path
 
+    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> BertPreTrainedModel:
+        # Layers that cannot move (int8's Int8Linear) refuse before anything moves, so a refused
+        # .to() leaves the whole model where it was, not half on the new device.
+        for module in self.modules():
+            check = getattr(module, "check_apply", None)
+            if module is not self and check is not None:
+                check(fn)
+        return super()._apply(fn, recurse)
+
     # transformers' class attributes that libraries read (Trainer, pipeline, PEFT).
     config_class = BertConfig
     main_input_name = "input_ids"

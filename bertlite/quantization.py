@@ -19,7 +19,7 @@ VNNI: see WEIGHT_LIMITS), its weights are quantized to [-63, 63].
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -285,6 +285,20 @@ class Int8Linear(nn.Module):
         row_sums = weight.to(torch.float32).sum(dim=1) * self.weight_scale
         rows = row_sums[None] if self.bias is None else torch.stack([row_sums, self.bias])  # (1 or 2, N)
         self.register_buffer("epilogue_rows", rows if asymmetric else None)
+
+    def check_apply(self, fn: Callable[[Tensor], Tensor]) -> None:
+        """Refuse a .to() / .half() / .cuda() that would move this layer off float32 on the CPU, where
+        its packed weight (a oneDNN object, not a buffer) and its kernels live."""
+        probe = fn(torch.zeros(1))
+        if probe.device.type != "cpu" or probe.dtype != torch.float32:
+            raise ValueError(
+                f"an int8-quantized model runs on the CPU with float32 activations; it cannot move to "
+                f"{probe.dtype} on {probe.device} (quantize the float32 model after moving it, or load it again)"
+            )
+
+    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> Int8Linear:
+        self.check_apply(fn)
+        return super()._apply(fn, recurse)
 
     @classmethod
     @torch.no_grad()

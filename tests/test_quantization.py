@@ -295,3 +295,16 @@ def test_bad_embedder_options_are_named(real_model_path: Path, kwargs: dict, mes
 def test_no_tokens_give_an_empty_output() -> None:
     q = Int8Linear.from_linear(nn.Linear(16, 8), kernel="dequantize", asymmetric=True)
     assert q(torch.randn(2, 0, 16)).shape == (2, 0, 8)
+
+
+@pytest.mark.parametrize("move", [lambda m: m.half(), lambda m: m.to("meta"), lambda m: m.encoder.double()])
+def test_moving_a_quantized_model_is_refused_and_moves_nothing(move) -> None:
+    torch.manual_seed(0)
+    model = to_bertlite(make_hf_model()).eval()
+    quantize_int8(model, kernel="dequantize")
+    ids = torch.randint(0, model.config.vocab_size, (2, 7))
+    expected = model(input_ids=ids).last_hidden_state
+    with pytest.raises(ValueError, match="int8-quantized model runs on the CPU with float32 activations"):
+        move(model)
+    assert {(p.device.type, p.dtype) for p in model.parameters()} == {("cpu", torch.float32)}
+    torch.testing.assert_close(model(input_ids=ids).last_hidden_state, expected, rtol=0, atol=0)
