@@ -3,8 +3,10 @@
 bfloat16 is fast only where the CPU has it: with native bf16 (AVX512-BF16 / AMX) bertlite's bf16
 path runs ~1.7x float32 and keeps min cosine >= 0.9999 to float32 vectors (tests/test_capabilities.py
 checks it on the corpus); without it torch emulates bf16 GEMMs and they run ~5x slower than float32
-(issue 15, a 2-core AVX2 CPU). So "auto" is bf16 only where it is native, and an explicit bf16 or
-fp16 on a CPU without native support warns once. Importing this module does not import torch.
+(issue 15, a 2-core AVX2 CPU). So "auto" is bf16 only where it is native and measured faster than
+float32: with AMX-BF16 (2.2x here); AVX512_BF16 alone, emulated, ran bf16 at 0.65x float32, so
+"auto" is float32 there (Capabilities.bf16_fast). An explicit bf16 or fp16 on a CPU without native
+support warns once. Importing this module does not import torch.
 
 A process can also be told to use less of its CPU than it has: each kernel library honours an
 environment variable that caps its instruction set (ISA_VARIABLES). detect() reads them, records
@@ -82,7 +84,7 @@ DTYPE_NAMES = ("float32", "bfloat16", "float16")  # the dtypes a command runs th
 # The --dtype of `bertlite embed` and `bertlite serve`.
 DTYPE_CHOICES = ["auto", *DTYPE_NAMES]
 DTYPE_HELP = (
-    "model dtype (default: auto = bfloat16 on a CPU with native bf16, else float32; `bertlite env` says which); "
+    "model dtype (default: auto = bfloat16 on a CPU with AMX-BF16, else float32; `bertlite env` says which); "
     "bfloat16/float16 on a CPU without native support run several times slower than float32"
 )
 
@@ -108,6 +110,18 @@ class Capabilities:
         data["flags"] = None if self.flags is None else list(self.flags)
         data["isa_limits"] = list(self.isa_limits)
         return data
+
+    @property
+    def bf16_fast(self) -> bool:
+        """Whether dtype="auto" picks bfloat16: native bf16, and on x86 AMX-BF16 that oneDNN may use.
+        With AVX512_BF16 alone (Cooper Lake, Zen 4) bf16 is native but was not faster: emulated here
+        (`scripts/bench.py --isa avx512_bf16`), bertlite bf16 ran at 0.65x float32, its GEMM at ~0.57x."""
+        if not self.bf16_native:
+            return False
+        if self.flags is None or not {"avx2", "avx512f"} & set(self.flags):  # not x86, or unknown: the probe
+            return True
+        onednn = [limit.split("=", 1)[1].upper() for limit in self.isa_limits if "_MAX_CPU_ISA=" in limit]
+        return "amx_bf16" in self.flags and all("AMX" in value or value in ("ALL", "DEFAULT") for value in onednn)
 
     def summary(self) -> str:
         """One line, e.g. 'Intel Xeon; torch AVX512; bf16 native, fp16 native; flags avx2 avx512f ...'."""
@@ -187,7 +201,7 @@ _warned: set[str] = set()
 def resolve_dtype(dtype: torch.dtype | str | None, device: torch.device | str | None = None) -> torch.dtype:
     """The dtype Embedder loads a model in.
 
-    "auto": on CPU bfloat16 where bf16 is native (Capabilities.bf16_native), else float32; on any
+    "auto": on CPU bfloat16 where bf16 is native and fast (Capabilities.bf16_fast), else float32; on any
     other device float32 (what Embedder always used). None: float32. A torch dtype or its name
     ("bfloat16", "torch.float16"...) as given; bfloat16 or float16 on a CPU without native support
     runs, with a SlowDtypeWarning once per process and dtype.
@@ -198,7 +212,7 @@ def resolve_dtype(dtype: torch.dtype | str | None, device: torch.device | str | 
 
     on_cpu = device is None or torch.device(device).type == "cpu"
     if dtype == "auto":
-        return torch.bfloat16 if on_cpu and detect().bf16_native else torch.float32
+        return torch.bfloat16 if on_cpu and detect().bf16_fast else torch.float32
     resolved = parse_dtype(dtype) or torch.float32
     if on_cpu:
         _warn_if_emulated(resolved)

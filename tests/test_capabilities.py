@@ -67,6 +67,18 @@ def test_auto_is_bf16_only_on_a_cpu_with_native_bf16(cpu, real_model_path):
     assert Embedder.from_pretrained(real_model_path).dtype == torch.float32
 
 
+def test_auto_is_bf16_only_where_amx_runs_it(cpu):
+    cooper_lake = replace(AMX, flags=("avx2", "avx512f", "avx512_vnni", "avx512_bf16"))
+    capped = replace(AMX, isa_limits=("ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16",))
+    arm = replace(AMX, cpu_capability="DEFAULT", flags=())  # no x86 flags: torch's probe decides
+    for caps, expected in ((cooper_lake, torch.float32), (capped, torch.float32), (arm, torch.bfloat16)):
+        cpu(caps)
+        assert resolve_dtype("auto", "cpu") == expected, caps
+        assert not _slow_warnings(lambda: resolve_dtype("bfloat16", "cpu"))  # native: asked for, it runs quietly
+    cpu(replace(AMX, isa_limits=("ONEDNN_MAX_CPU_ISA=AVX512_CORE_AMX",)))
+    assert resolve_dtype("auto", "cpu") == torch.bfloat16
+
+
 def test_auto_keeps_float32_off_the_cpu(cpu):
     cpu(AMX)  # a CPU's bf16 says nothing about a GPU's: Embedder ran float32 there before "auto" too
     assert resolve_dtype("auto", "cuda") == torch.float32
