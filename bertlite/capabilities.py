@@ -1,7 +1,7 @@
 """What this machine's CPU runs natively, probed once, and the dtype `dtype="auto"` picks from it.
 
-bfloat16 is fast only where the CPU has it: with native bf16 (AVX512-BF16 / AMX) bertlite's bf16
-path runs ~1.7x float32 and keeps min cosine >= 0.9999 to float32 vectors (tests/test_capabilities.py
+bfloat16 is fast only where the CPU has it: with native bf16 and AMX bertlite's bf16
+path runs ~2x float32 and keeps min cosine >= 0.9999 to float32 vectors (tests/test_capabilities.py
 checks it on the corpus); without it torch emulates bf16 GEMMs and they run ~5x slower than float32
 (issue 15, a 2-core AVX2 CPU). So "auto" is bf16 only where it is native and measured faster than
 float32: with AMX-BF16 (2.2x here); AVX512_BF16 alone, emulated, ran bf16 at 0.65x float32, so
