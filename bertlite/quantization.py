@@ -350,7 +350,8 @@ class Int8Linear(nn.Module):
         return _round_to_uint8(y.mul_(scale.reciprocal()), 0), scale, low.add_(scale, alpha=128)
 
     def gemm(self, qx: Tensor) -> Tensor:
-        """(M, K) int8 -> (M, N) float32 products times the weight scales (no token scale, no bias)."""
+        """(M, K) int8, or uint8 with zero point 128 (what quantize_input gives) -> (M, N) float32
+        products times the weight scales (no token scale, no bias)."""
         return _GEMMS[self.kernel](qx, self.packed_weight, self.weight_scale)
 
     def forward(self, x: Tensor) -> Tensor:
