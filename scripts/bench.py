@@ -2,9 +2,10 @@
 
 Throughput: every config embeds the same corpus texts (same tokenizer, same
 pooling: mean + L2 normalize; batch size 32, except bertlite's default configs,
-which use Embedder's default token-budget batching) in interleaved rounds (A B C A B C
-...), and the median round counts, so drift on a shared 2-core machine hits all
-configs alike. Each config's vectors are compared with transformers eager fp32.
+which use Embedder's default token-budget batching) in interleaved rounds (A B C, B C A,
+C A B, ...: each round starts one config later, each run after an idle PAUSE_S), and the
+median round counts, so drift on a shared 2-core machine hits all configs alike.
+Each config's vectors are compared with transformers eager fp32.
 Useful GFLOP/s counts only real tokens' FLOPs and is shown as % of the measured
 GEMM peak. Cold start runs each library in fresh processes: import, load, and
 embed one sentence (time to first vector) with peak RSS.
@@ -45,6 +46,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from bertlite.allocator import keep_freed_memory
 from bertlite.capabilities import EMULATED_CPUS, ISA_VARIABLES, Capabilities, detect, resolve_dtype
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -321,6 +323,7 @@ CONFIGS: dict[str, tuple[str, Callable[[str], Callable[[list[str]], np.ndarray]]
     "bertlite_fp32_per_sequence": ("fp32", lambda p: bertlite_runner(p, None, attn_implementation="per_sequence")),
     "bertlite_fp32_nested": ("fp32", lambda p: bertlite_runner(p, None, attn_implementation="nested")),
     "bertlite_fp32_padded_batches": ("fp32", lambda p: bertlite_runner(p, None, BATCH_SIZE, unpad=False)),
+    "bertlite_fp32_unpacked_weights": ("fp32", lambda p: bertlite_runner(p, None, pack_weights=False)),
     "bertlite_auto": ("auto", lambda p: bertlite_runner(p, "auto")),
     # peers a user would pick instead, each only when installed
     "onnxruntime_fp32_fused_sorted": ("fp32", lambda p: onnxruntime_runner(p, "fused")),
@@ -383,7 +386,21 @@ def gemm_peak(dtype: torch.dtype, max_seconds: float = 2.0) -> float:
     return best
 
 
-def bench_throughput(model_path: str, texts: list[str], configs: list[str], rounds: int) -> dict[str, Any]:
+# Seconds idle before each timed run. Every engine keeps its own thread pool (torch and CTranslate2
+# each load their own libgomp; ONNX Runtime and OpenVINO have their own), whose threads spin for a
+# while after a call; without a pause they take cores from the next config. Measured on the corpus,
+# 1,000 texts: bertlite fp32 right after CTranslate2 fp32, and the reverse, lost 5-10% that way.
+PAUSE_S = 0.5
+
+
+def bench_throughput(
+    model_path: str, texts: list[str], configs: list[str], rounds: int, pause_s: float = PAUSE_S
+) -> dict[str, Any]:
+    """Interleaved rounds; each round starts one config later (A B C, B C A, ...), so no config is
+    always the one that follows a given other."""
+    # The int8 path sets glibc's allocator thresholds for the process (bertlite.allocator); set here
+    # first, every engine runs with the same allocator, whichever configs are chosen.
+    allocator_kept = keep_freed_memory()
     runners, skipped = {}, {}
     for name in configs:
         print(f"  loading {name}", file=sys.stderr)
@@ -399,7 +416,8 @@ def bench_throughput(model_path: str, texts: list[str], configs: list[str], roun
     seconds: dict[str, list[float]] = {name: [] for name in configs}
     vectors: dict[str, np.ndarray] = {}
     for r in range(rounds):
-        for name in configs:
+        for name in configs[r % len(configs) :] + configs[: r % len(configs)]:
+            time.sleep(pause_s)
             start = time.perf_counter()
             vectors[name] = runners[name](texts)
             seconds[name].append(time.perf_counter() - start)
@@ -427,6 +445,8 @@ def bench_throughput(model_path: str, texts: list[str], configs: list[str], roun
     return {
         "texts": len(texts),
         "rounds": rounds,
+        "pause_s": pause_s,
+        "allocator_thresholds_raised": allocator_kept,
         "useful_gflop": gflop,
         "gemm_peak_gflops": peaks,
         "threads": torch.get_num_threads(),
@@ -759,6 +779,9 @@ def main(argv: list[str] | None = None) -> None:
         default="default",
         help=f"comma-separated configs or groups (default, attention, peers, int8, none) of {', '.join(CONFIGS)}",
     )
+    parser.add_argument(
+        "--pause", type=float, default=PAUSE_S, help=f"seconds idle before each timed run (default {PAUSE_S})"
+    )
     parser.add_argument("--cli", action="store_true", help="also time `bertlite embed` on the same texts")
     parser.add_argument("--cold-rounds", type=int, default=5, help="fresh processes per library; 0 skips")
     parser.add_argument("--profile", action="store_true", help="print torch.profiler's top ops for bertlite fp32/bf16")
@@ -793,7 +816,7 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, Any] = {"capabilities": header, "model": model_path, "torch": torch.__version__}
     vectors: dict[str, np.ndarray] = {}
     if names:
-        results["throughput"] = bench_throughput(model_path, texts, names, args.rounds)
+        results["throughput"] = bench_throughput(model_path, texts, names, args.rounds, args.pause)
         vectors = results["throughput"].pop("vectors")
         print(format_throughput(results["throughput"], emulated["not_capped"] if emulated else {}))
     if args.cli:
