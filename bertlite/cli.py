@@ -414,6 +414,7 @@ def _embed_ray(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
             pooling=args.pooling,
             normalize=args.normalize,
             max_length=args.max_length,
+            pack_weights=args.pack_weights,
             max_tokens=args.max_tokens,
             on_long=args.on_long,
             ray_address=args.ray_address,
@@ -455,6 +456,7 @@ def _load_embedder(args: argparse.Namespace) -> Embedder:
             normalize=args.normalize,
             max_length=args.max_length,
             truncate_dim=args.truncate_dim,
+            pack_weights=args.pack_weights,
         )
 
 

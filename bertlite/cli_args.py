@@ -23,3 +23,10 @@ def add_model_placement(p: argparse.ArgumentParser, extra_dtypes: tuple[str, ...
     --dtype choices this command takes (embed: int8)."""
     p.add_argument("--dtype", default="auto", choices=[*DTYPE_CHOICES, *extra_dtypes], help=DTYPE_HELP)
     p.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cpu)")
+    p.add_argument(
+        "--pack-weights",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep float32 Linear weights in oneDNN's layout: faster, one more copy of the dense weights "
+        "(default); --no-pack-weights saves the memory",
+    )

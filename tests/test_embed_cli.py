@@ -22,6 +22,7 @@ import pytest
 
 from bertlite.cli import main
 from bertlite.features import Embedder
+from bertlite.modeling import BertPreTrainedModel
 from tests.helpers import hide_modules
 
 REPO = Path(__file__).resolve().parent.parent
@@ -474,6 +475,33 @@ def test_missing_model_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 # --- options and summary -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("flags", "packs"), [([], True), (["--no-pack-weights"], False)])
+def test_pack_weights_flag_reaches_the_model_and_keeps_the_vectors(
+    flags: list[str],
+    packs: bool,
+    real_model_path: Path,
+    texts: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    seen: list[bool] = []
+    original = BertPreTrainedModel.set_weight_packing
+
+    def recording(model: BertPreTrainedModel, enabled: bool) -> None:
+        seen.append(enabled)
+        original(model, enabled)
+
+    monkeypatch.setattr(BertPreTrainedModel, "set_weight_packing", recording)
+    out = tmp_path / "out.npy"
+    args = make_input("txt", tmp_path, texts, monkeypatch)
+    code, err = run([str(real_model_path), *args, "-o", str(out), "--dtype", "float32", *flags], capsys)
+    assert code == 0, err
+    assert seen == [packs]
+    reference = Embedder.from_pretrained(real_model_path, dtype="float32", pack_weights=not packs).encode(texts)
+    np.testing.assert_allclose(np.load(out), reference, rtol=0, atol=1e-6)
 
 
 def test_pooling_cls_without_normalize(

@@ -131,7 +131,11 @@ def run(args: argparse.Namespace) -> int:
 
             torch.set_num_threads(args.threads)
         return Embedder.from_pretrained(
-            args.model, device=args.device, dtype=args.dtype, truncate_dim=args.truncate_dim
+            args.model,
+            device=args.device,
+            dtype=args.dtype,
+            truncate_dim=args.truncate_dim,
+            pack_weights=args.pack_weights,
         )
 
     def on_loaded(error: str | None) -> None:
