@@ -12,15 +12,15 @@ Kernels, chosen by name and probed once on this machine (never assumed from the 
 "onednn" (torch.ops.onednn.qlinear_pointwise on a prepacked weight: VNNI / AMX where the
 CPU has them), "int_mm" (torch._int_mm) and "dequantize" (fp32 matmul on the dequantized
 weight: the same numbers on any CPU, without the speed). scripts/bench_int8_kernels.py
-measures them. Where a kernel's int8 product is exact only for 7-bit weights (x86 without
-VNNI: see WEIGHT_LIMITS), its weights are quantized to [-63, 63].
+measures them. Where a kernel's int8 product is exact only for 7-bit activations (x86 without
+VNNI: see INT8_GRIDS), its activations are quantized to [0, 127] around zero point 64.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -118,53 +118,68 @@ CALIBRATION_TEXTS = [
 
 # --- kernels ---------------------------------------------------------------------------
 
-# The largest |weight| tried, in order: 8-bit weights, then 7-bit ones. Without VNNI (AVX2, AVX-512
-# before Cascade Lake) x86 int8 dot products sum pairs of u8 x s8 products in int16, which saturates
-# past 32767 (255 x 127 x 2 is 64770); with weights in [-63, 63] a pair stays below (32130), so the
-# fast kernels stay exact there at half the weight resolution (what fbgemm's reduce_range is for).
-WEIGHT_LIMITS = (127, 63)
-_weight_limit: dict[str, int | None] = {}
-SEVEN_BIT_NOTE = (
-    "its int8 dot products saturate with 8-bit weights (no VNNI), so the fast kernels get 7-bit weights, "
-    "and the vectors drift more from float32's: measured on all-MiniLM-L6-v2, 1,000 corpus texts, with the "
-    "ISA capped to AVX2, min / mean cosine 0.9957 / 0.9982, vs 0.9983 / 0.9993 with 8-bit weights and VNNI; "
-    "kernel='dequantize' keeps 8-bit weights, at about float32's speed"
+
+class Int8Grid(NamedTuple):
+    """The integer ranges a kernel multiplies exactly: activations as uint8 in [0, activation_max]
+    around zero_point, weights as int8 in [-weight_limit, weight_limit]."""
+
+    activation_max: int
+    weight_limit: int
+
+    @property
+    def zero_point(self) -> int:
+        return (self.activation_max + 1) // 2  # 128, or 64 for 7-bit activations
+
+
+FULL_GRID = Int8Grid(255, 127)
+# Tried in order, the first exact one used. Without VNNI (AVX2, AVX-512 before Cascade Lake) x86 int8
+# dot products sum pairs of u8 x s8 products in int16, which saturates past 32767 (255 x 127 x 2 is
+# 64770). Either operand at 7 bits keeps a pair below: u8 up to 127 (32258; fbgemm's reduce_range)
+# or weights in [-63, 63] (32130). 7-bit activations keep the vectors closer (measured on
+# all-MiniLM-L6-v2, 1,000 corpus texts, every input asymmetric, exact products: min / mean cosine
+# 0.99685 / 0.99878, against 0.99600 / 0.99818 with 7-bit weights).
+INT8_GRIDS = (FULL_GRID, Int8Grid(127, 127), Int8Grid(255, 63))
+_grids: dict[str, Int8Grid | None] = {}
+REDUCED_GRID_NOTE = (
+    "its int8 dot products saturate with 8-bit activations and weights (no VNNI), so the fast kernels get "
+    "7-bit activations, and the vectors drift more from float32's: measured on all-MiniLM-L6-v2, 1,000 corpus "
+    "texts, with the ISA capped to AVX2, min / mean cosine AVX2_COSINES, vs 0.9983 / 0.9993 with VNNI; "
+    "kernel='dequantize' keeps 8 bits, at about float32's speed"
 )
 
 
 class Int8PrecisionWarning(UserWarning):
-    """int8 on a CPU whose fast int8 kernels are exact only with 7-bit weights: the vectors drift more."""
+    """int8 on a CPU whose fast int8 kernels are exact only with 7-bit activations: the vectors drift more."""
 
 
-def weight_limit(kernel: str) -> int | None:
-    """The largest |weight| for which `kernel` gives the exact int8 product here (probed once), or
-    None where it gives none: every x, int8 or uint8 with zero point 128, is exact within it."""
+def int8_grid(kernel: str) -> Int8Grid | None:
+    """The first of INT8_GRIDS on which `kernel` gives the exact int8 product here (probed once), or
+    None where it gives none."""
     if kernel not in INT8_KERNELS:
         raise ValueError(f"kernel={kernel!r} is not one of {', '.join(('auto', *INT8_KERNELS))}")
-    if kernel not in _weight_limit:
-        _weight_limit[kernel] = next((limit for limit in WEIGHT_LIMITS if _exact(kernel, limit)), None)
-    return _weight_limit[kernel]
+    if kernel not in _grids:
+        _grids[kernel] = next((grid for grid in INT8_GRIDS if _exact(kernel, grid)), None)
+    return _grids[kernel]
 
 
-def _exact(kernel: str, limit: int) -> bool:
+def _exact(kernel: str, grid: Int8Grid) -> bool:
     generator = torch.Generator().manual_seed(0)
-    x = torch.randint(-127, 128, (6, 64), dtype=torch.int8, generator=generator)
-    x[0] = 127  # as uint8 below: 255, the largest product a weight can meet
+    zero_point, limit = grid.zero_point, grid.weight_limit
+    x = torch.randint(0, grid.activation_max + 1, (6, 64), dtype=torch.uint8, generator=generator)
+    x[0] = grid.activation_max  # the largest product a weight can meet
     weight = torch.randint(-limit, limit + 1, (24, 64), dtype=torch.int8, generator=generator)
     weight[0], weight[1] = limit, -limit
-    expected = (x.to(torch.int32) @ weight.to(torch.int32).T).to(torch.float32)
-    ones = torch.ones(24)
-    shifted = x.view(torch.uint8).bitwise_xor(128)  # the same values as uint8 with zero point 128
+    expected = ((x.to(torch.int32) - zero_point) @ weight.to(torch.int32).T).to(torch.float32)
     try:
         packed = _pack(kernel, weight)
-        return all(torch.equal(_GEMMS[kernel](q, packed, ones), expected) for q in (x, shifted))
+        return torch.equal(_GEMMS[kernel](x, zero_point, packed, torch.ones(24)), expected)
     except (AttributeError, NotImplementedError, RuntimeError):
         return False
 
 
 def int8_kernel_available(kernel: str) -> bool:
     """Whether `kernel` runs on this machine and gives the exact int8 product (probed once)."""
-    return weight_limit(kernel) is not None
+    return int8_grid(kernel) is not None
 
 
 def resolve_kernel(kernel: str) -> str:
@@ -185,18 +200,19 @@ def _pack(kernel: str, weight: Tensor) -> Tensor:
     return weight
 
 
-def _gemm_onednn(x: Tensor, weight: Tensor, weight_scale: Tensor) -> Tensor:
+def _gemm_onednn(x: Tensor, zero_point: int, weight: Tensor, weight_scale: Tensor) -> Tensor:
     zero_points = torch.zeros_like(weight_scale, dtype=torch.long)
     # x_scale 1: the per-token scales are applied afterwards (the op takes one scale per tensor).
-    x_zero_point = 128 if x.dtype == torch.uint8 else 0
     return torch.ops.onednn.qlinear_pointwise(
-        x, 1.0, x_zero_point, weight, weight_scale, zero_points, None, 1.0, 0, torch.float32, "none", [], ""
+        x, 1.0, zero_point, weight, weight_scale, zero_points, None, 1.0, 0, torch.float32, "none", [], ""
     )
 
 
-def _as_int8(x: Tensor) -> Tensor:
-    # uint8 with zero point 128 -> int8: u - 128 is u with its top bit flipped, read as int8.
-    return x.bitwise_xor(128).view(torch.int8) if x.dtype == torch.uint8 else x
+def _as_int8(x: Tensor, zero_point: int) -> Tensor:
+    """uint8 with zero point 128 or 64 -> int8 x - zero_point."""
+    if zero_point == 128:  # u - 128 is u with its top bit flipped, read as int8
+        return x.bitwise_xor(128).view(torch.int8)
+    return x.view(torch.int8) - zero_point  # u <= 127 here: the same value as int8
 
 
 _fused_round: dict[str, bool] = {}
@@ -227,16 +243,16 @@ def _quantized_as_plain(y: Tensor, zero_point: int) -> Tensor:
     return torch.empty(0, dtype=torch.uint8).set_(q.untyped_storage(), 0, q.shape, q.stride())
 
 
-def _gemm_int_mm(x: Tensor, weight: Tensor, weight_scale: Tensor) -> Tensor:
-    return torch._int_mm(_as_int8(x), weight.T) * weight_scale
+def _gemm_int_mm(x: Tensor, zero_point: int, weight: Tensor, weight_scale: Tensor) -> Tensor:
+    return torch._int_mm(_as_int8(x, zero_point), weight.T) * weight_scale
 
 
-def _gemm_dequantize(x: Tensor, weight: Tensor, weight_scale: Tensor) -> Tensor:
-    return F.linear(_as_int8(x).to(torch.float32), weight.to(torch.float32) * weight_scale[:, None])
+def _gemm_dequantize(x: Tensor, zero_point: int, weight: Tensor, weight_scale: Tensor) -> Tensor:
+    return F.linear(_as_int8(x, zero_point).to(torch.float32), weight.to(torch.float32) * weight_scale[:, None])
 
 
-# (M, K) activations (int8, or uint8 with zero point 128), packed weight, (N,) weight scales
-# -> (M, N) float32 = x @ weight.T * weight_scale
+# (M, K) uint8 activations and their zero point, packed weight, (N,) weight scales
+# -> (M, N) float32 = (x - zero_point) @ weight.T * weight_scale
 _GEMMS = {"onednn": _gemm_onednn, "int_mm": _gemm_int_mm, "dequantize": _gemm_dequantize}
 
 
@@ -265,7 +281,8 @@ class Int8Linear(nn.Module):
         super().__init__()
         self.kernel = resolve_kernel(kernel)
         self.out_features, self.in_features = weight.shape
-        limit = weight_limit(self.kernel)
+        self.grid = int8_grid(self.kernel)
+        limit = self.grid.weight_limit
         largest = int(weight.to(torch.int16).abs().max()) if weight.numel() else 0
         if weight.dtype != torch.int8 or largest > limit:
             raise ValueError(
@@ -324,35 +341,36 @@ class Int8Linear(nn.Module):
         if smooth is not None:
             weight = weight * smooth
         kernel = resolve_kernel(kernel)
-        qweight, weight_scale = quantize_per_channel(weight, weight_limit(kernel))
+        qweight, weight_scale = quantize_per_channel(weight, int8_grid(kernel).weight_limit)
         input_scale = None if smooth is None or smooth_folded else 1.0 / smooth
         return cls(qweight, weight_scale, bias, input_scale, kernel, asymmetric)
 
     def quantize_input(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
-        """(M, K) float -> (M, K) uint8 q, and (M, 1) per-token scale and offset: x ~ scale * (q - 128)
-        (symmetric, offset None) or x ~ scale * (q - 128) + offset (asymmetric). Round to nearest.
-        uint8 with zero point 128 either way: oneDNN's x86 int8 kernels take u8 activations, and with
-        s8 ones some ISAs fall back to a reference kernel (ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI: 5 s for
-        one 512 x 384 x 1152 GEMM, against 1.5 ms in u8)."""
+        """(M, K) float -> (M, K) uint8 q, and (M, 1) per-token scale and offset: x ~ scale * (q - zp)
+        (symmetric, offset None) or x ~ scale * (q - zp) + offset (asymmetric), zp = self.grid.zero_point
+        (128; 64 where the kernel takes 7-bit activations). Round to nearest. uint8 either way:
+        oneDNN's x86 int8 kernels take u8 activations, and with s8 ones some ISAs fall back to a reference
+        kernel (ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI: 5 s for one 512 x 384 x 1152 GEMM, against 1.5 ms in u8)."""
         # Each pass over (M, K) costs more than all the (M, 1) arithmetic around it (the passes are
         # memory-bound), so: one reduction each for min and max, and every pass after them in place
         # on a tensor of our own, never a fresh (M, K) allocation per step.
         own = x.dtype != torch.float32 or self.input_scale is not None
         x = x.to(torch.float32) * self.input_scale if self.input_scale is not None else x.to(torch.float32)
         low, high = x.amin(dim=-1, keepdim=True), x.amax(dim=-1, keepdim=True)
+        top, zero_point = self.grid.activation_max, self.grid.zero_point
         if not self.asymmetric:
-            scale = torch.maximum(high, low.neg_()).div_(127).clamp_(min=1e-30)
+            scale = torch.maximum(high, low.neg_()).div_(zero_point - 1).clamp_(min=1e-30)
             y = x.mul_(scale.reciprocal()) if own else torch.mul(x, scale.reciprocal())
-            return _round_to_uint8(y, 128), scale, None
-        scale = (high - low).div_(255).clamp_(min=1e-30)
+            return _round_to_uint8(y, zero_point), scale, None
+        scale = (high - low).div_(top).clamp_(min=1e-30)
         y = x.sub_(low) if own else torch.sub(x, low)
-        # (x - low) / scale in [0, 255], so x ~ scale * (q - 128) + offset with offset = low + 128 * scale.
-        return _round_to_uint8(y.mul_(scale.reciprocal()), 0), scale, low.add_(scale, alpha=128)
+        # (x - low) / scale in [0, top], so x ~ scale * (q - zp) + offset with offset = low + zp * scale.
+        return _round_to_uint8(y.mul_(scale.reciprocal()), 0), scale, low.add_(scale, alpha=zero_point)
 
     def gemm(self, qx: Tensor) -> Tensor:
-        """(M, K) int8, or uint8 with zero point 128 (what quantize_input gives) -> (M, N) float32
-        products times the weight scales (no token scale, no bias)."""
-        return _GEMMS[self.kernel](qx, self.packed_weight, self.weight_scale)
+        """(M, K) uint8 in [0, grid.activation_max] with zero point grid.zero_point (what quantize_input
+        gives) -> (M, N) float32 products times the weight scales (no token scale, no bias)."""
+        return _GEMMS[self.kernel](qx, self.grid.zero_point, self.packed_weight, self.weight_scale)
 
     def forward(self, x: Tensor) -> Tensor:
         if x.shape[-1] != self.in_features:
@@ -374,7 +392,7 @@ class Int8Linear(nn.Module):
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
             f"smooth={self.input_scale is not None}, asymmetric={self.asymmetric}, kernel={self.kernel!r}, "
-            f"weight_limit={weight_limit(self.kernel)}"
+            f"activation_max={self.grid.activation_max}, weight_limit={self.grid.weight_limit}"
         )
 
 
@@ -430,8 +448,8 @@ def quantize_int8(
     model for SmoothQuant's activation ranges; without it, or with alpha=None, no smoothing.
     keep_fp32: Linears to leave in fp32, by their path in one layer (LAYER_LINEARS) or in the
     model ("encoder.layer.3.output.dense"). asymmetric: Linears, named the same way, whose input is
-    quantized over each token's [min, max] (default ASYMMETRIC_LINEARS, the two around GELU, or with
-    7-bit weights all of LAYER_LINEARS; measured on
+    quantized over each token's [min, max] (default ASYMMETRIC_LINEARS, the two around GELU, or on a
+    reduced grid (INT8_GRIDS: no VNNI) all of LAYER_LINEARS; measured on
     1,000 corpus texts, all-MiniLM-L6-v2, output.dense smoothed: min / mean cosine 0.99819 / 0.99922, vs
     0.99818 / 0.99937 all asymmetric and 0.99732 / 0.99885 none, while each asymmetric input costs one
     more pass over it).
@@ -444,12 +462,12 @@ def quantize_int8(
     _check_model(model, encoder, alpha)
     keep = _check_names("keep_fp32", keep_fp32, len(encoder.layer))
     keep_freed_memory()  # see bertlite.allocator: the int8 forwards' page faults cost a third of their time
-    seven_bit = weight_limit(kernel) < 127
-    if asymmetric is None:  # with 7-bit weights, every input's resolution counts (see SEVEN_BIT_NOTE)
-        asymmetric = LAYER_LINEARS if seven_bit else ASYMMETRIC_LINEARS
+    reduced = int8_grid(kernel) != FULL_GRID
+    if asymmetric is None:  # with 7 bits, every input's resolution counts (see REDUCED_GRID_NOTE)
+        asymmetric = LAYER_LINEARS if reduced else ASYMMETRIC_LINEARS
     one_sided = _check_names("asymmetric", asymmetric, len(encoder.layer))
-    if seven_bit:
-        warn_user(f"int8 on this CPU: {SEVEN_BIT_NOTE}", Int8PrecisionWarning)
+    if reduced:
+        warn_user(f"int8 on this CPU: {REDUCED_GRID_NOTE}", Int8PrecisionWarning)
     ranges = {}
     if tokenizer is not None and alpha is not None:
         ranges = activation_ranges(
