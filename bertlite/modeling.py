@@ -311,6 +311,8 @@ class BertSelfAttention(_KeepsDerived, nn.Module):
             # Training, or an adapter (LoRA) wrapping a projection: each module runs as it is.
             return torch.cat([m(hidden_states) for m in linears], dim=-1)
         weight, bias, packed = self._fused_qkv()
+        if weight is None and hidden_states.dtype != packed.dtype:  # only the packed copy, for float32 input
+            return torch.cat([m(hidden_states) for m in linears], dim=-1)
         return kernels.linear(hidden_states, weight, bias, packed=packed)
 
     def _fused_qkv(self) -> tuple[Tensor, Tensor, Tensor | None]:
