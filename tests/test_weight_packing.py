@@ -14,6 +14,12 @@ from tests.conftest import make_hf_model, random_batch, to_bertlite
 from tests.test_packed import packed_inputs, real_tokens
 
 
+def packed_forward(model: torch.nn.Module, inputs: dict) -> torch.Tensor:
+    """A packed forward after a first one: the weights are packed at the second."""
+    model(**inputs)
+    return model(**inputs).last_hidden_state
+
+
 def packed_copies(model: torch.nn.Module) -> list[torch.Tensor]:
     """Every weight copy the model's modules keep for packed inference."""
     copies = []
@@ -33,10 +39,13 @@ def test_packed_weights_match_transformers_and_the_plain_weights(hidden_act):
     with torch.no_grad():
         plain = ours(**packed_inputs(batch)).last_hidden_state
         ours.set_weight_packing(True)
+        first = ours(**packed_inputs(batch)).last_hidden_state
+        assert not any(t.is_mkldnn for t in packed_copies(ours))  # a one-off call packs nothing
         packed = ours(**packed_inputs(batch)).last_hidden_state
         reference = real_tokens(hf(**batch).last_hidden_state, batch)
     torch.testing.assert_close(packed, reference, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(packed, plain, atol=1e-6, rtol=1e-6)
+    assert torch.equal(first, plain)
     # 2 dense layers + 1 intermediate + the qkv bias per layer; the qkv weight too where packing works
     copies = packed_copies(ours)
     layers = hf.config.num_hidden_layers
@@ -52,8 +61,8 @@ def test_packed_weights_stay_out_of_state_dict_and_follow_weight_changes():
     keys = list(ours.state_dict())
     batch = random_batch(hf.config, batch=4, seq=13)
     with torch.no_grad():
-        ours(**packed_inputs(batch))
-    assert list(ours.state_dict()) == keys
+        packed_forward(ours, packed_inputs(batch))
+    assert list(ours.state_dict()) == keys and packed_copies(ours)
     ours.load_state_dict(other.state_dict())  # copies in place: every packed copy must notice
     with torch.no_grad():
         packed = ours(**packed_inputs(batch)).last_hidden_state
@@ -67,14 +76,14 @@ def test_a_packed_model_pickles_and_deep_copies_without_its_copies():
     ours.set_weight_packing(True)
     batch = random_batch(hf.config, batch=4, seq=13)
     with torch.no_grad():
-        before = ours(**packed_inputs(batch)).last_hidden_state
+        before = packed_forward(ours, packed_inputs(batch))
     assert packed_copies(ours)
     buffer = io.BytesIO()
     torch.save(ours, buffer)
     for clone in (copy.deepcopy(ours), pickle.loads(pickle.dumps(ours))):
         assert packed_copies(clone) == []
         with torch.no_grad():
-            torch.testing.assert_close(clone(**packed_inputs(batch)).last_hidden_state, before)
+            torch.testing.assert_close(packed_forward(clone, packed_inputs(batch)), before)
         assert packed_copies(clone)  # rebuilt, and the clone still packs
 
 
@@ -84,13 +93,14 @@ def test_turning_packing_off_frees_the_copies_and_bf16_is_not_packed():
     ours.set_weight_packing(True)
     inputs = packed_inputs(random_batch(hf.config, batch=4, seq=13))
     with torch.no_grad():
-        ours(**inputs)
+        packed_forward(ours, inputs)
+        assert any(t.is_mkldnn for t in packed_copies(ours)) or bertlite.kernels.pack_weight(torch.ones(4, 3)) is None
         ours.set_weight_packing(False)
         assert not any(slot in m.__dict__ for m in ours.modules() for slot in DERIVED_SLOTS)
         ours(**inputs)
         assert not any(t.is_mkldnn for t in packed_copies(ours))
         ours.set_weight_packing(True)
-        ours.to(torch.bfloat16)(**inputs)
+        packed_forward(ours.to(torch.bfloat16), inputs)
     assert packed_copies(ours) and not any(t.is_mkldnn for t in packed_copies(ours))
 
 
@@ -101,7 +111,7 @@ def test_without_the_packing_kernel_the_plain_weights_run(monkeypatch):
     ours.set_weight_packing(True)
     batch = random_batch(hf.config, batch=4, seq=13)
     with torch.no_grad():
-        hidden = ours(**packed_inputs(batch)).last_hidden_state
+        hidden = packed_forward(ours, packed_inputs(batch))
         reference = real_tokens(hf(**batch).last_hidden_state, batch)
     torch.testing.assert_close(hidden, reference, atol=1e-5, rtol=1e-5)
     assert packed_copies(ours) and not any(t.is_mkldnn for t in packed_copies(ours))
@@ -111,7 +121,9 @@ def test_embedder_packs_by_default_and_gives_the_same_vectors(real_model_path, c
     texts = corpus_texts[:64]
     packing = Embedder.from_pretrained(real_model_path, dtype="float32")
     plain = Embedder.from_pretrained(real_model_path, dtype="float32", pack_weights=False)
-    torch.testing.assert_close(packing.encode(texts), plain.encode(texts), atol=1e-6, rtol=0)
+    first = packing.encode(texts)
+    torch.testing.assert_close(packing.encode(texts), plain.encode(texts), atol=1e-6, rtol=0)  # packed now
+    torch.testing.assert_close(first, plain.encode(texts), atol=1e-6, rtol=0)
     assert not any(t.is_mkldnn for t in packed_copies(plain.model))
     if bertlite.kernels.pack_weight(torch.ones(4, 3)) is not None:
         assert all(m.__dict__.get("pack_weights") for m in packing.model.encoder.modules() if "dense" in m._modules)
