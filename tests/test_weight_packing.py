@@ -20,6 +20,14 @@ def packed_forward(model: torch.nn.Module, inputs: dict) -> torch.Tensor:
     return model(**inputs).last_hidden_state
 
 
+def packing_model(**overrides):
+    """A random transformers model, bertlite's copy of it with weight packing on, and a batch."""
+    hf = make_hf_model(**overrides)
+    ours = to_bertlite(hf, attn="sdpa")
+    ours.set_weight_packing(True)
+    return hf, ours, random_batch(hf.config, batch=4, seq=13)
+
+
 def packed_copies(model: torch.nn.Module) -> list[torch.Tensor]:
     """Every weight copy the model's modules keep for packed inference."""
     copies = []
@@ -55,11 +63,9 @@ def test_packed_weights_match_transformers_and_the_plain_weights(hidden_act):
 
 
 def test_packed_weights_stay_out_of_state_dict_and_follow_weight_changes():
-    hf, other = make_hf_model(seed=0), make_hf_model(seed=1)
-    ours = to_bertlite(hf, attn="sdpa")
-    ours.set_weight_packing(True)
+    _, ours, batch = packing_model(seed=0)
+    other = make_hf_model(seed=1)
     keys = list(ours.state_dict())
-    batch = random_batch(hf.config, batch=4, seq=13)
     with torch.no_grad():
         packed_forward(ours, packed_inputs(batch))
     assert list(ours.state_dict()) == keys and packed_copies(ours)
@@ -71,10 +77,7 @@ def test_packed_weights_stay_out_of_state_dict_and_follow_weight_changes():
 
 
 def test_a_packed_model_pickles_and_deep_copies_without_its_copies():
-    hf = make_hf_model()
-    ours = to_bertlite(hf, attn="sdpa")
-    ours.set_weight_packing(True)
-    batch = random_batch(hf.config, batch=4, seq=13)
+    hf, ours, batch = packing_model()
     with torch.no_grad():
         before = packed_forward(ours, packed_inputs(batch))
     assert packed_copies(ours)
@@ -88,10 +91,8 @@ def test_a_packed_model_pickles_and_deep_copies_without_its_copies():
 
 
 def test_turning_packing_off_frees_the_copies_and_bf16_is_not_packed():
-    hf = make_hf_model()
-    ours = to_bertlite(hf, attn="sdpa")
-    ours.set_weight_packing(True)
-    inputs = packed_inputs(random_batch(hf.config, batch=4, seq=13))
+    _, ours, batch = packing_model()
+    inputs = packed_inputs(batch)
     with torch.no_grad():
         packed_forward(ours, inputs)
         assert any(t.is_mkldnn for t in packed_copies(ours)) or bertlite.kernels.pack_weight(torch.ones(4, 3)) is None
@@ -106,10 +107,7 @@ def test_turning_packing_off_frees_the_copies_and_bf16_is_not_packed():
 
 def test_without_the_packing_kernel_the_plain_weights_run(monkeypatch):
     monkeypatch.setattr(bertlite.kernels, "_probed", {("packed", torch.float32): False})
-    hf = make_hf_model()
-    ours = to_bertlite(hf, attn="sdpa")
-    ours.set_weight_packing(True)
-    batch = random_batch(hf.config, batch=4, seq=13)
+    hf, ours, batch = packing_model()
     with torch.no_grad():
         hidden = packed_forward(ours, packed_inputs(batch))
         reference = real_tokens(hf(**batch).last_hidden_state, batch)
