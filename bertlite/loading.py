@@ -315,6 +315,9 @@ class LoadReport:
     initialized: list[str] = field(default_factory=list)  # head weights the checkpoint has none of: fresh init
     resized: list[str] = field(default_factory=list)  # wrong shape, fresh init (ignore_mismatched_sizes=True)
     ignored: list[str] = field(default_factory=list)  # another head's tensors (e.g. cls.* for a classifier)
+    # A head's tensors a BertModel has no place for (cls.* of a pre-training checkpoint): only listed, in
+    # loading_info, not warned, since every base model loaded from such a checkpoint has them.
+    headless: list[str] = field(default_factory=list)
     untied: list[tuple[str, str]] = field(default_factory=list)  # (target, source) tied pairs loaded apart
 
     def message(self, what: str) -> str:
@@ -342,7 +345,7 @@ class LoadReport:
         not fill, the checkpoint's keys not used, the weights newly initialised for their shape."""
         return {
             "missing_keys": self.missing + self.initialized,
-            "unexpected_keys": [_key_of(item) for item in self.unexpected] + self.ignored,
+            "unexpected_keys": [_key_of(item) for item in self.unexpected] + self.ignored + self.headless,
             "mismatched_keys": [_key_of(item) for item in self.resized],
             "error_msgs": [],
         }
@@ -441,7 +444,7 @@ def plan_load(
     tensors: dict[str, Tensor] = {}
     source: dict[str, str] = {}  # model key -> "raw key in file", to report collisions
     headers: dict[Path, dict[str, Any]] = {}
-    for path, raw_key, key, tensor in _remapped_tensors(files, target):
+    for path, raw_key, key, tensor in _remapped_tensors(files, target, report):
         where = f"{raw_key!r} in {path.name}"
         if key in source:
             # e.g. both bert.x and x, or both gamma and weight: which one is right is unknowable.
@@ -460,14 +463,18 @@ def plan_load(
     return LoadPlan(tensors, tied, report, device, dtype)
 
 
-def _remapped_tensors(files: list[Path], target: _Target) -> Iterator[tuple[Path, str, str, Tensor]]:
+def _remapped_tensors(
+    files: list[Path], target: _Target, report: LoadReport
+) -> Iterator[tuple[Path, str, str, Tensor]]:
     """(file, key in the file, model key, tensor) for each tensor remap_key keeps, one at a time: a dtype
-    conversion never holds the checkpoint twice."""
+    conversion never holds the checkpoint twice. A head's tensors dropped for a BertModel go to report.headless."""
     for path in files:
         for raw_key, tensor in iter_tensors(path):
             key = remap_key(raw_key, base_model_prefix=target.base_model_prefix, with_prefix=target.with_prefix)
             if key is not None:
                 yield path, raw_key, key, tensor
+            elif not target.with_prefix and rename_legacy_key(raw_key).startswith(HEAD_MODULES):
+                report.headless.append(rename_legacy_key(raw_key))
 
 
 def _fits(report: LoadReport, target: _Target, key: str, tensor: Tensor, path: Path) -> bool:

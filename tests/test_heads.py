@@ -232,6 +232,21 @@ def new_keys_warned(caught: list) -> set[str]:
     return set(message.rsplit(": ", 1)[1].split(", "))
 
 
+@pytest.mark.parametrize("name", ["BertForPreTraining", "BertForMaskedLM", "BertForSequenceClassification"])
+def test_base_model_from_head_checkpoint_lists_the_head_keys_as_transformers_does(tmp_path, name):
+    make_hf_head(name).save_pretrained(tmp_path)
+    pooler = {"add_pooling_layer": False} if name == "BertForMaskedLM" else {}  # an MLM checkpoint has none
+    their_info = transformers.BertModel.from_pretrained(tmp_path, output_loading_info=True, **pooler)[1]
+    their_missing, their_unexpected = set(their_info["missing_keys"]), set(their_info["unexpected_keys"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model, info = bertlite.BertModel.from_pretrained(tmp_path, output_loading_info=True, **pooler)
+    assert their_unexpected and set(info["unexpected_keys"]) == their_unexpected  # the head's keys, not used
+    assert set(info["missing_keys"]) == their_missing
+    assert not [w for w in caught if "cls." in str(w.message) or "classifier" in str(w.message)]  # listed, not warned
+    assert model.encoder.layer[0].attention.self.query.weight.abs().sum() > 0
+
+
 @pytest.mark.parametrize("name", HEADS)
 def test_head_from_base_checkpoint_initialises_and_lists_the_head(tmp_path, name):
     base = make_hf_model(**HEAD_CONFIG.get(name, {}))
