@@ -81,13 +81,13 @@ def corpus_texts() -> list[str]:
 
 
 @pytest.fixture
-def cache(tmp_path: Path) -> Path:
+def hub_cache(tmp_path: Path) -> Path:
     return tmp_path / "hf-cache"
 
 
 @pytest.fixture
-def hub(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
-    """The stand-in hub (tests/hub_server.py) on 127.0.0.1, with huggingface_hub pointed at it and at `cache`.
+def hub(hub_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
+    """The stand-in hub (tests/hub_server.py) on 127.0.0.1, with huggingface_hub pointed at it and at `hub_cache`.
 
     huggingface_hub copies HF_ENDPOINT, HF_HUB_OFFLINE and HF_HUB_CACHE into huggingface_hub.constants
     at import and reads the attributes at call time, so the attributes are what is patched."""
@@ -106,7 +106,7 @@ def hub(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
         )
         monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
         monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache))
         monkeypatch.delenv("HF_TOKEN", raising=False)
         # huggingface_hub sleeps 1-8 s between retries; the retries still happen, without the wait.
         no_wait = SimpleNamespace(sleep=lambda seconds: None)

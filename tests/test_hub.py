@@ -71,12 +71,14 @@ def save_checkpoint(model: transformers.BertModel, folder: Path) -> Path:
     return folder
 
 
-def repo_cache(cache: Path, repo_id: str = REPO_ID) -> Path:
+def repo_cache(hub_cache: Path, repo_id: str = REPO_ID) -> Path:
     # huggingface_hub's folder naming: "models--" + repo id with "/" -> "--".
-    return cache / ("models--" + repo_id.replace("/", "--"))
+    return hub_cache / ("models--" + repo_id.replace("/", "--"))
 
 
-def add_snapshot(cache: Path, commit: str, checkpoint: Path, *, subfolder: str = "", repo_id: str = REPO_ID) -> Path:
+def add_snapshot(
+    hub_cache: Path, commit: str, checkpoint: Path, *, subfolder: str = "", repo_id: str = REPO_ID
+) -> Path:
     """Put the files of `checkpoint` in the cache as snapshot `commit` (under `subfolder`).
 
     Contents go to blobs/ and the snapshot holds relative symlinks to them, which
@@ -84,7 +86,7 @@ def add_snapshot(cache: Path, commit: str, checkpoint: Path, *, subfolder: str =
     snapshots/<commit>/<path> exists, so blob names are not verified: a sha256 of
     the contents (the etag of an LFS file) is used for every file.
     """
-    repo = repo_cache(cache, repo_id)
+    repo = repo_cache(hub_cache, repo_id)
     snapshot = repo / "snapshots" / commit / subfolder
     (repo / "blobs").mkdir(parents=True, exist_ok=True)
     snapshot.mkdir(parents=True, exist_ok=True)
@@ -96,19 +98,19 @@ def add_snapshot(cache: Path, commit: str, checkpoint: Path, *, subfolder: str =
     return repo / "snapshots" / commit
 
 
-def set_ref(cache: Path, commit: str, ref: str = "main", repo_id: str = REPO_ID) -> None:
-    refs = repo_cache(cache, repo_id) / "refs"
+def set_ref(hub_cache: Path, commit: str, ref: str = "main", repo_id: str = REPO_ID) -> None:
+    refs = repo_cache(hub_cache, repo_id) / "refs"
     refs.mkdir(parents=True, exist_ok=True)
     # No trailing newline: huggingface_hub reads the ref with f.read() and does not
     # strip it, so "abc...\n" would name a snapshot folder that does not exist.
     (refs / ref).write_text(commit, encoding="utf-8")
 
 
-def build_repo(cache: Path, tmp_path: Path, model: transformers.BertModel, commit: str = COMMIT_MAIN) -> Path:
+def build_repo(hub_cache: Path, tmp_path: Path, model: transformers.BertModel, commit: str = COMMIT_MAIN) -> Path:
     """The common case: one commit holding `model` at the repo root, with refs/main pointing to it."""
     checkpoint = save_checkpoint(model, tmp_path / f"checkpoint-{commit[:8]}")
-    snapshot = add_snapshot(cache, commit, checkpoint)
-    set_ref(cache, commit)
+    snapshot = add_snapshot(hub_cache, commit, checkpoint)
+    set_ref(hub_cache, commit)
     # The cache must be all the loader needs: the saved folder is gone.
     shutil.rmtree(checkpoint)
     return snapshot
@@ -153,40 +155,40 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def cache(tmp_path: Path) -> Path:
+def hub_cache(tmp_path: Path) -> Path:
     path = tmp_path / "hub"
     path.mkdir()
     return path
 
 
 @pytest.fixture
-def cache_from_env(cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Make `cache` the default hub cache, the way a user would: HF_HUB_CACHE.
+def cache_from_env(hub_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Make `hub_cache` the default hub cache, the way a user would: HF_HUB_CACHE.
 
     As with HF_HUB_OFFLINE, huggingface_hub copies HF_HUB_CACHE into
     huggingface_hub.constants at import; hf_hub_download falls back to
     constants.HF_HUB_CACHE at call time when cache_dir is None, so patching the
     attribute is what takes effect in this already-running process.
     """
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(cache))
-    return cache
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub_cache))
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(hub_cache))
+    return hub_cache
 
 
 # --- tests ----------------------------------------------------------------------
 
 
-def test_hub_id_loads_from_cache_dir(cache: Path, tmp_path: Path) -> None:
+def test_hub_id_loads_from_cache_dir(hub_cache: Path, tmp_path: Path) -> None:
     reference = tiny_transformers_bert(seed=0)
-    build_repo(cache, tmp_path, reference)
+    build_repo(hub_cache, tmp_path, reference)
 
-    model = bertlite.BertModel.from_pretrained(REPO_ID, cache_dir=cache)
+    model = bertlite.BertModel.from_pretrained(REPO_ID, cache_dir=hub_cache)
 
     assert_same_outputs(model, reference)
     # The file really came from the snapshot refs/main names. hf_hub_download
     # returns the snapshot path (not the blob) under the resolved cache_dir.
-    expected = repo_cache(cache.resolve()) / "snapshots" / COMMIT_MAIN / "model.safetensors"
-    assert resolve_file(REPO_ID, "model.safetensors", cache_dir=cache) == expected
+    expected = repo_cache(hub_cache.resolve()) / "snapshots" / COMMIT_MAIN / "model.safetensors"
+    assert resolve_file(REPO_ID, "model.safetensors", cache_dir=hub_cache) == expected
 
 
 def test_hub_id_loads_from_hf_hub_cache_env(cache_from_env: Path, tmp_path: Path) -> None:
@@ -199,16 +201,16 @@ def test_hub_id_loads_from_hf_hub_cache_env(cache_from_env: Path, tmp_path: Path
     assert_same_outputs(model, reference)
 
 
-def test_revision_selects_the_pinned_snapshot(cache: Path, tmp_path: Path) -> None:
+def test_revision_selects_the_pinned_snapshot(hub_cache: Path, tmp_path: Path) -> None:
     main_reference = tiny_transformers_bert(seed=0)
     old_reference = tiny_transformers_bert(seed=1)
-    build_repo(cache, tmp_path, main_reference, commit=COMMIT_MAIN)
+    build_repo(hub_cache, tmp_path, main_reference, commit=COMMIT_MAIN)
     # A second commit that no ref points to: only revision=<its hash> can reach it.
-    add_snapshot(cache, COMMIT_OLD, save_checkpoint(old_reference, tmp_path / "old"))
+    add_snapshot(hub_cache, COMMIT_OLD, save_checkpoint(old_reference, tmp_path / "old"))
 
-    default = bertlite.BertModel.from_pretrained(REPO_ID, cache_dir=cache)
-    pinned_main = bertlite.BertModel.from_pretrained(REPO_ID, cache_dir=cache, revision=COMMIT_MAIN)
-    pinned_old = bertlite.BertModel.from_pretrained(REPO_ID, cache_dir=cache, revision=COMMIT_OLD)
+    default = bertlite.BertModel.from_pretrained(REPO_ID, cache_dir=hub_cache)
+    pinned_main = bertlite.BertModel.from_pretrained(REPO_ID, cache_dir=hub_cache, revision=COMMIT_MAIN)
+    pinned_old = bertlite.BertModel.from_pretrained(REPO_ID, cache_dir=hub_cache, revision=COMMIT_OLD)
 
     assert_same_outputs(default, main_reference)
     assert_same_outputs(pinned_main, main_reference)
@@ -224,12 +226,12 @@ def test_revision_selects_the_pinned_snapshot(cache: Path, tmp_path: Path) -> No
         pytest.param(REPO_ID, hashlib.sha1(b"never fetched").hexdigest(), id="commit-not-cached"),
     ],
 )
-def test_not_cached_while_offline_raises(cache: Path, tmp_path: Path, repo_id: str, revision: str | None) -> None:
+def test_not_cached_while_offline_raises(hub_cache: Path, tmp_path: Path, repo_id: str, revision: str | None) -> None:
     # The cache exists and holds another checkpoint: the miss is about this repo/revision only.
-    build_repo(cache, tmp_path, tiny_transformers_bert(seed=0))
+    build_repo(hub_cache, tmp_path, tiny_transformers_bert(seed=0))
 
     with pytest.raises(NotCachedError) as excinfo:
-        bertlite.BertModel.from_pretrained(repo_id, cache_dir=cache, revision=revision)
+        bertlite.BertModel.from_pretrained(repo_id, cache_dir=hub_cache, revision=revision)
 
     # Callers catching the generic errors (OSError, as transformers raises) see it too.
     assert isinstance(excinfo.value, CheckpointNotFoundError)
@@ -240,25 +242,25 @@ def test_not_cached_while_offline_raises(cache: Path, tmp_path: Path, repo_id: s
     assert "HF_HUB_OFFLINE" in message
 
 
-def test_config_from_hub_id(cache: Path, tmp_path: Path) -> None:
-    build_repo(cache, tmp_path, tiny_transformers_bert(seed=0))
+def test_config_from_hub_id(hub_cache: Path, tmp_path: Path) -> None:
+    build_repo(hub_cache, tmp_path, tiny_transformers_bert(seed=0))
 
-    config = bertlite.BertConfig.from_pretrained(REPO_ID, cache_dir=cache)
+    config = bertlite.BertConfig.from_pretrained(REPO_ID, cache_dir=hub_cache)
 
     assert config.hidden_size == 32
     assert config.num_hidden_layers == 2
     assert config.vocab_size == 99
 
 
-def test_subfolder_checkpoint(cache: Path, tmp_path: Path) -> None:
+def test_subfolder_checkpoint(hub_cache: Path, tmp_path: Path) -> None:
     root_reference = tiny_transformers_bert(seed=0)
     # A different shape (one layer) in the subfolder, so loading the root config or
     # weights by mistake fails loudly instead of passing by accident.
     sub_reference = tiny_transformers_bert(seed=1, num_hidden_layers=1)
-    build_repo(cache, tmp_path, root_reference)
-    add_snapshot(cache, COMMIT_MAIN, save_checkpoint(sub_reference, tmp_path / "sub"), subfolder="encoder")
+    build_repo(hub_cache, tmp_path, root_reference)
+    add_snapshot(hub_cache, COMMIT_MAIN, save_checkpoint(sub_reference, tmp_path / "sub"), subfolder="encoder")
 
-    model = bertlite.BertModel.from_pretrained(REPO_ID, cache_dir=cache, subfolder="encoder")
+    model = bertlite.BertModel.from_pretrained(REPO_ID, cache_dir=hub_cache, subfolder="encoder")
 
     assert model.config.num_hidden_layers == 1
     assert_same_outputs(model, sub_reference)

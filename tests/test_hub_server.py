@@ -35,13 +35,13 @@ REPO = Path(__file__).resolve().parent.parent
 WEIGHTS = "model.safetensors"
 
 
-def repo_cache(cache: Path, repo_id: str = REPO_ID) -> Path:
-    return cache / ("models--" + repo_id.replace("/", "--"))
+def repo_cache(hub_cache: Path, repo_id: str = REPO_ID) -> Path:
+    return hub_cache / ("models--" + repo_id.replace("/", "--"))
 
 
-def assert_nothing_cached(cache: Path, filename: str, data: bytes, repo_id: str = REPO_ID) -> None:
+def assert_nothing_cached(hub_cache: Path, filename: str, data: bytes, repo_id: str = REPO_ID) -> None:
     """No blob of the file, no snapshot entry for it, no temporary download left behind."""
-    repo = repo_cache(cache, repo_id)
+    repo = repo_cache(hub_cache, repo_id)
     assert not (repo / "blobs" / etag_of(filename, data)).exists()
     assert list(repo.glob(f"snapshots/*/{filename}")) == []
     assert list(repo.glob("blobs/*.incomplete")) == []
@@ -59,15 +59,15 @@ def files(tmp_path: Path) -> dict[str, bytes]:
 
 
 def test_download_then_offline(
-    hub: HubServer, cache: Path, files: dict[str, bytes], monkeypatch: pytest.MonkeyPatch
+    hub: HubServer, hub_cache: Path, files: dict[str, bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     commit = hub.add_commit(REPO_ID, files)
 
     assert_weights(bertlite.BertModel.from_pretrained(REPO_ID), seed=0)
 
-    snapshot = repo_cache(cache) / "snapshots" / commit
+    snapshot = repo_cache(hub_cache) / "snapshots" / commit
     assert sorted(p.name for p in snapshot.iterdir()) == ["config.json", WEIGHTS]
-    assert (repo_cache(cache) / "refs" / "main").read_text() == commit
+    assert (repo_cache(hub_cache) / "refs" / "main").read_text() == commit
     assert hub.count("GET", WEIGHTS) == 1
     # The hub goes away: with no answer, huggingface_hub falls back to the cached snapshot of main...
     hub.stop()
@@ -92,7 +92,7 @@ def test_revision_pins_a_commit(hub: HubServer, tmp_path: Path) -> None:
     assert hub.count("HEAD", f"/resolve/{old}/{WEIGHTS}") == 1
 
 
-def test_connection_dropped_once_resumes(hub: HubServer, cache: Path, files: dict[str, bytes]) -> None:
+def test_connection_dropped_once_resumes(hub: HubServer, hub_cache: Path, files: dict[str, bytes]) -> None:
     hub.add_commit(REPO_ID, files)
     hub.fail(REPO_ID, WEIGHTS, "drop-once")
 
@@ -207,7 +207,7 @@ FAULT_CASES = {
 
 @pytest.mark.parametrize("case", FAULT_CASES.values(), ids=FAULT_CASES.keys())
 def test_fault_gives_a_clear_error_and_caches_nothing(
-    case: Fault, hub: HubServer, cache: Path, files: dict[str, bytes]
+    case: Fault, hub: HubServer, hub_cache: Path, files: dict[str, bytes]
 ) -> None:
     hub.add_commit(REPO_ID, files)
     case.apply(hub, files)
@@ -219,19 +219,19 @@ def test_fault_gives_a_clear_error_and_caches_nothing(
     for fragment in (REPO_ID, case.file, *case.says):
         assert fragment in message, (fragment, message)
     assert "\n" not in message  # one line: the CLI prints it as is
-    assert_nothing_cached(cache, case.file, files[case.file])
+    assert_nothing_cached(hub_cache, case.file, files[case.file])
 
     case.fix(hub, files)
     assert_weights(bertlite.BertModel.from_pretrained(REPO_ID, revision=case.revision), seed=0)
 
 
-def test_hub_unreachable_and_nothing_cached(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hub_unreachable_and_nothing_cached(hub_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with HubServer() as server:
         endpoint = server.endpoint  # a port nobody listens on once the server is gone
     monkeypatch.setattr(constants, "ENDPOINT", endpoint)
     monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", endpoint + "/{repo_id}/resolve/{revision}/{filename}")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache))
     no_wait = SimpleNamespace(sleep=lambda seconds: None)
     monkeypatch.setattr(file_download, "time", no_wait)
     monkeypatch.setattr(hf_http, "time", no_wait)
@@ -261,12 +261,12 @@ LOAD_SCRIPT = textwrap.dedent(
 )
 
 
-def test_two_processes_fill_one_cache(hub: HubServer, cache: Path, files: dict[str, bytes], tmp_path: Path) -> None:
+def test_two_processes_fill_one_cache(hub: HubServer, hub_cache: Path, files: dict[str, bytes], tmp_path: Path) -> None:
     commit = hub.add_commit(REPO_ID, files)
     env = {
         **os.environ,
         "HF_ENDPOINT": hub.endpoint,
-        "HF_HUB_CACHE": str(cache),
+        "HF_HUB_CACHE": str(hub_cache),
         "HF_HOME": str(tmp_path / "hf-home"),
         "HF_HUB_OFFLINE": "0",
         "HF_HUB_DISABLE_PROGRESS_BARS": "1",
@@ -304,7 +304,7 @@ def test_two_processes_fill_one_cache(hub: HubServer, cache: Path, files: dict[s
     assert all(torch.equal(first[key], second[key]) for key in first)
     reference = make_hf_model(seed=0).state_dict()
     assert all(torch.equal(first[key], reference[key]) for key in reference)
-    repo = repo_cache(cache)
+    repo = repo_cache(hub_cache)
     assert sorted(p.name for p in (repo / "snapshots" / commit).iterdir()) == ["config.json", WEIGHTS]
     assert sorted(p.name for p in (repo / "blobs").iterdir()) == sorted(etag_of(n, d) for n, d in files.items())
     assert json.loads((repo / "snapshots" / commit / "config.json").read_text())["hidden_size"] == 32
@@ -351,7 +351,7 @@ def test_cli_shows_a_hub_error_on_one_line(
     assert "`hf auth login`" in err and not out.exists()
 
 
-def test_force_download_is_checked_too(hub: HubServer, cache: Path, files: dict[str, bytes]) -> None:
+def test_force_download_is_checked_too(hub: HubServer, hub_cache: Path, files: dict[str, bytes]) -> None:
     hub.add_commit(REPO_ID, files)
     bertlite.BertModel.from_pretrained(REPO_ID)
     hub.fail(REPO_ID, WEIGHTS, "corrupt")
@@ -360,7 +360,7 @@ def test_force_download_is_checked_too(hub: HubServer, cache: Path, files: dict[
     with pytest.raises(DownloadError, match=f"{REPO_ID}: the downloaded {WEIGHTS} does not match its hash"):
         bertlite.BertModel.from_pretrained(REPO_ID, force_download=True)
 
-    assert_nothing_cached(cache, WEIGHTS, files[WEIGHTS])
+    assert_nothing_cached(hub_cache, WEIGHTS, files[WEIGHTS])
     hub.clear_faults()
     assert_weights(bertlite.BertModel.from_pretrained(REPO_ID), seed=0)
 
