@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import bertlite
 from bertlite.attention import PACKED_ATTENTION, PADDED_ATTENTION
+from tests.conftest import TINY, make_hf_model, to_bertlite
 
 settings.register_profile(
     "ci", max_examples=25, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
@@ -74,16 +75,9 @@ def cases(draw) -> tuple[dict, dict, int]:
 
 
 def build(config: dict, seed: int) -> tuple[transformers.BertModel, bertlite.BertModel]:
-    torch.manual_seed(seed)
-    hf_config = transformers.BertConfig(**config)
-    hf_config._attn_implementation = "eager"
-    hf = transformers.BertModel(hf_config)
-    with torch.no_grad():
-        for p in hf.parameters():
-            p.normal_(0.0, 0.3)
-    ours = bertlite.BertModel(bertlite.BertConfig.from_dict(hf_config.to_dict()))
-    ours.load_state_dict(hf.state_dict(), strict=True)
-    return hf.eval(), ours.eval()
+    assert set(TINY) <= set(config)  # the drawn config alone decides the model, none of TINY's values
+    hf = make_hf_model(seed, **config)
+    return hf, to_bertlite(hf)
 
 
 @given(cases(), st.sampled_from(sorted(PADDED_ATTENTION)))
