@@ -205,9 +205,10 @@ def eager_reference(qkv: torch.Tensor, lengths: torch.Tensor, heads: int, scalin
 
 @pytest.mark.parametrize("lengths", [[5, 17, 30, 1], [40, 40, 40], [128, 3]])
 def test_half_precision_bmm_attention_close_to_sdpa(lengths, monkeypatch):
-    # bf16 attention up to HALF_BMM_MAX_LENGTH tokens takes the batched-GEMM path; its error
-    # against a float32 reference (transformers' eager attention) must stay within a small
-    # multiple of the SDPA path's.
+    # bf16 attention up to HALF_BMM_MAX_LENGTH tokens takes the batched-GEMM path (where the batch
+    # does not take the per-run route, off here); its error against a float32 reference
+    # (transformers' eager attention) must stay within a small multiple of the SDPA path's.
+    monkeypatch.setattr(bertlite.attention, "PER_RUN_HALF_DTYPES", ())
     torch.manual_seed(0)
     lengths = torch.tensor(lengths)
     qkv = torch.randn(int(lengths.sum()), 3 * 48) * 2
@@ -224,6 +225,24 @@ def test_half_precision_bmm_attention_close_to_sdpa(lengths, monkeypatch):
     bmm_error = (via_bmm.float() - reference).abs().max()
     sdpa_error = (via_sdpa.float() - reference).abs().max()
     assert via_bmm.dtype == torch.bfloat16 and bmm_error <= 3 * sdpa_error
+
+
+@pytest.mark.parametrize("lengths", [[40, 40, 40], [30, 30, 5, 5], [5, 17, 30, 1]])
+def test_half_precision_runs_take_float32_attention_per_run(lengths, monkeypatch):
+    # Runs of equal lengths (or a grid mostly padding, the last case): bf16 attention is float32 SDPA
+    # per run on the bf16 inputs, rounded once, and closer to the float32 reference than the grid's
+    # batched GEMMs.
+    torch.manual_seed(0)
+    lengths = torch.tensor(lengths)
+    qkv = (torch.randn(int(lengths.sum()), 3 * 48) * 2).bfloat16()
+    reference = eager_reference(qkv.float(), lengths, 4, 0.3)
+    layout = PackedLayout.from_lengths(lengths, torch.bfloat16)
+    per_run = packed_sdpa_attention(qkv, layout, 4, 0.3, 0.0)[0]
+    expected = bertlite.attention.packed_per_sequence_attention(qkv.float(), layout, 4, 0.3, 0.0)[0].bfloat16()
+    assert per_run.dtype == torch.bfloat16 and torch.equal(per_run, expected)
+    monkeypatch.setattr(bertlite.attention, "PER_RUN_HALF_DTYPES", ())
+    via_grid = packed_sdpa_attention(qkv, layout, 4, 0.3, 0.0)[0]
+    assert (per_run.float() - reference).abs().max() <= (via_grid.float() - reference).abs().max()
 
 
 @pytest.mark.parametrize(
