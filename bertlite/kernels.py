@@ -97,11 +97,6 @@ def derived(owner: Any, slot: str, sources: Sequence[Tensor], build: Callable[[]
     return cached[1]
 
 
-def _weight_for(x: Tensor, weight: Tensor | None, packed: Tensor | None) -> Tensor:
-    """The packed weight where it matches x's dtype, else the plain one."""
-    return packed if packed is not None and (weight is None or packed.dtype == x.dtype) else weight
-
-
 def linear(
     x: Tensor,
     weight: Tensor | None,
@@ -112,10 +107,10 @@ def linear(
 ) -> Tensor:
     """activation(x @ weight.T + bias), the activation fused into the GEMM when oneDNN has it;
     act_fn: the activation's function (ACT2FN[activation]) for the unfused route; packed: the
-    weight from pack_weight(), used in its place (weight may then be None, for x of its dtype)."""
+    weight from pack_weight(), used in its place (weight may then be None)."""
     if _onednn_ok(x):
         attr, algorithm = _FUSED_ACTIVATIONS.get(activation, ("none", ""))
-        out = torch.ops.mkldnn._linear_pointwise(x, _weight_for(x, weight, packed), bias, attr, [], algorithm)
+        out = torch.ops.mkldnn._linear_pointwise(x, weight if packed is None else packed, bias, attr, [], algorithm)
         return out if attr != "none" or act_fn is None else act_fn(out)
     out = F.linear(x, weight, bias)
     return out if act_fn is None else act_fn(out)
@@ -127,5 +122,5 @@ def linear_add(
     """x @ weight.T + bias + residual, the residual added in the GEMM's epilogue when possible:
     one pass less over the output and, in bf16, one rounding instead of two."""
     if _onednn_ok(x) and _onednn_add_ok(x.dtype):
-        return torch.ops.mkldnn._linear_pointwise.binary(x, residual, _weight_for(x, weight, packed), bias, "add")
+        return torch.ops.mkldnn._linear_pointwise.binary(x, residual, weight if packed is None else packed, bias, "add")
     return linear(x, weight, bias) + residual

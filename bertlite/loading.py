@@ -473,8 +473,8 @@ def _remapped_tensors(
             key = remap_key(raw_key, base_model_prefix=target.base_model_prefix, with_prefix=target.with_prefix)
             if key is not None:
                 yield path, raw_key, key, tensor
-            elif not target.with_prefix and rename_legacy_key(raw_key).startswith(HEAD_MODULES):
-                report.headless.append(rename_legacy_key(raw_key))
+            elif not target.with_prefix and (head_key := rename_legacy_key(raw_key)).startswith(HEAD_MODULES):
+                report.headless.append(head_key)
 
 
 def _fits(report: LoadReport, target: _Target, key: str, tensor: Tensor, path: Path) -> bool:
