@@ -19,6 +19,7 @@ import transformers
 from safetensors.torch import save_file
 
 import bertlite
+from bertlite.capabilities import ISA_VARIABLES
 from tests.conftest import TINY, make_hf_model, random_batch
 
 
@@ -207,3 +208,16 @@ def modules_after_embed(model_path: Path, folder: Path, imports: str, packages: 
     assert result.returncode == 0, result.stderr
     assert np.load(folder / "out.npy").shape == (2, 384)
     return json.loads(result.stdout)
+
+
+def run_fresh_without_isa_caps(
+    args: list[str], *, drop: tuple[str, ...] = (), **variables: str
+) -> subprocess.CompletedProcess[str]:
+    """`python *args` in a fresh interpreter on this checkout, which must succeed: offline, with none of
+    this process's ISA caps (ISA_VARIABLES) or `drop` in its environment and `variables` set. A kernel
+    library reads its cap once, at its first use, so only a fresh process starts under given caps."""
+    env = {name: value for name, value in os.environ.items() if name not in ISA_VARIABLES and name not in drop}
+    env |= {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", **variables}
+    result = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    return result

@@ -3,33 +3,22 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from bertlite.capabilities import EMULATED_CPUS, ISA_VARIABLES
+from bertlite.capabilities import EMULATED_CPUS
+from tests.helpers import run_fresh_without_isa_caps
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_bench_isa_avx2_runs_under_the_caps_and_records_them(tmp_path):
-    env = {
-        name: value for name, value in os.environ.items() if name not in ISA_VARIABLES and name != "CT2_FORCE_CPU_ISA"
-    }
-    # A cap the caller had set that the emulated CPU does not have must not leak into the run.
-    env |= {"ATEN_CPU_CAPABILITY": "default", "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     out = tmp_path / "result.json"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "bench.py"), "--isa", "avx2", "--configs", "none"]
+    result = run_fresh_without_isa_caps(
+        [str(ROOT / "scripts" / "bench.py"), "--isa", "avx2", "--configs", "none"]
         + ["--cold-rounds", "0", "--texts", "1", "--json", str(out)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+        drop=("CT2_FORCE_CPU_ISA",),
+        ATEN_CPU_CAPABILITY="default",  # a cap the emulated CPU does not have: it must not leak into the run
     )
-    assert result.returncode == 0, result.stderr
     variables = EMULATED_CPUS["avx2"][0]
     peer_variables = {"CT2_FORCE_CPU_ISA": "AVX2"}
     lines = result.stdout.splitlines()

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import warnings
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +16,7 @@ from bertlite import capabilities
 from bertlite.capabilities import EMULATED_CPUS, ISA_VARIABLES, Capabilities, SlowDtypeWarning, resolve_dtype
 from bertlite.cli import main
 from bertlite.features import Embedder
+from tests.helpers import run_fresh_without_isa_caps
 
 AVX2_ONLY = Capabilities(
     cpu_capability="AVX2",
@@ -272,17 +270,7 @@ def test_env_says_which_variable_restricts_the_isa(isa_env, capsys):
 
 def test_env_json_in_a_process_started_with_onednn_capped_to_avx2():
     # A fresh process, as a user runs it: oneDNN reads the variable at its first use.
-    env = {name: value for name, value in os.environ.items() if name not in ISA_VARIABLES}
-    env |= {"ONEDNN_MAX_CPU_ISA": "AVX2", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    result = subprocess.run(
-        [sys.executable, "-m", "bertlite.cli", "env", "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_fresh_without_isa_caps(["-m", "bertlite.cli", "env", "--json"], ONEDNN_MAX_CPU_ISA="AVX2")
     report = json.loads(result.stdout)
     assert report["capabilities"]["isa_limits"] == ["ONEDNN_MAX_CPU_ISA=AVX2"]
     assert report["capabilities"]["bf16_native"] is False
