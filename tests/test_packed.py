@@ -9,6 +9,7 @@ import bertlite.attention
 import bertlite.kernels
 from bertlite import Embedder
 from bertlite.attention import PACKED_ATTENTION, PADDED_ATTENTION, packed_sdpa_attention
+from bertlite.modeling import BertOutput
 from bertlite.packing import PackedLayout
 from tests.conftest import make_hf_model, random_batch, to_bertlite
 from tests.helpers import PARITY_CONFIGS
@@ -133,18 +134,23 @@ def test_wrapped_projections_run_as_modules_not_through_the_fused_weight():
     torch.testing.assert_close(packed, padded, atol=1e-5, rtol=1e-5)
 
 
-def test_fused_qkv_never_reaches_state_dict_and_follows_weight_changes(tmp_path):
+@pytest.mark.parametrize("packing", [False, True])
+def test_fused_and_packed_copies_never_reach_state_dict_and_follow_weight_changes(packing):
     hf, other = make_hf_model(seed=0), make_hf_model(seed=1)
     ours = to_bertlite(hf, attn="sdpa")
+    ours.set_weight_packing(packing)  # packing: oneDNN-layout weight copies too (set_weight_packing)
     keys = list(ours.state_dict())
     batch = random_batch(hf.config, batch=4, seq=13)
     with torch.no_grad():
-        ours(**packed_inputs(batch))
+        for _ in range(2):  # the second packed forward makes the packed copies
+            ours(**packed_inputs(batch))
+    if packing:
+        assert all("_packed_weight_cache" in m.__dict__ for m in ours.modules() if isinstance(m, BertOutput))
     state = ours.state_dict()
     assert list(state) == keys
     pointers = [t.untyped_storage().data_ptr() for t in state.values()]
     assert len(set(pointers)) == len(pointers)  # nothing shares storage: no fused buffer under the parameters
-    ours.load_state_dict(other.state_dict())  # copies in place: the fused copy must notice
+    ours.load_state_dict(other.state_dict())  # copies in place: every fused and packed copy must notice
     with torch.no_grad():
         packed = ours(**packed_inputs(batch)).last_hidden_state
         reference = real_tokens(other(**batch).last_hidden_state, batch)
