@@ -489,7 +489,8 @@ def _add_env_parser(commands: argparse._SubParsersAction) -> None:
         description="Print the versions of bertlite, torch, tokenizers and Python; this CPU's capabilities "
         "(torch's vector ISA, native bf16/fp16 GEMMs, AVX-512 / VNNI / AMX flags from /proc/cpuinfo, and any ISA "
         "cap set in the environment, such as ONEDNN_MAX_CPU_ISA=AVX2, which makes this an emulated smaller CPU); "
-        "and the dtype that dtype='auto' (the default of Embedder and bertlite embed) resolves to. Exit status 0.",
+        "the dtype that dtype='auto' (the default of Embedder and bertlite embed) resolves to; and the int8 kernel "
+        "and integer ranges that dtype='int8' gets here (probed). Exit status 0.",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
@@ -502,6 +503,7 @@ def _env(args: argparse.Namespace) -> int:
     import torch
 
     from bertlite.capabilities import detect, resolve_dtype
+    from bertlite.quantization import describe_int8
 
     caps = detect()
     report = {
@@ -515,6 +517,7 @@ def _env(args: argparse.Namespace) -> int:
         "threads": torch.get_num_threads(),
         "cuda_available": torch.cuda.is_available(),
         "auto_dtype": {"cpu": str(resolve_dtype("auto", "cpu")).removeprefix("torch.")},
+        "int8": describe_int8(),
     }
     if report["cuda_available"]:
         report["auto_dtype"]["cuda"] = str(resolve_dtype("auto", "cuda")).removeprefix("torch.")
@@ -526,6 +529,7 @@ def _env(args: argparse.Namespace) -> int:
     print(f"cpu: {caps.summary()}")
     print(f"torch threads: {report['threads']}; cuda available: {'yes' if report['cuda_available'] else 'no'}")
     print("dtype='auto' resolves to: " + ", ".join(f"{d} on {dev}" for dev, d in report["auto_dtype"].items()))
+    print(f"dtype='int8' runs: {report['int8']['summary']}")
     return 0
 
 

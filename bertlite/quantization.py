@@ -12,8 +12,8 @@ Kernels, chosen by name and probed once on this machine (never assumed from the 
 "onednn" (torch.ops.onednn.qlinear_pointwise on a prepacked weight: VNNI / AMX where the
 CPU has them), "int_mm" (torch._int_mm) and "dequantize" (fp32 matmul on the dequantized
 weight: the same numbers on any CPU, without the speed). scripts/bench_int8_kernels.py
-measures them. Where a kernel's int8 product is exact only for 7-bit activations (x86 without
-VNNI: see INT8_GRIDS), its activations are quantized to [0, 127] around zero point 64.
+measures them. Where a kernel's int8 product saturates (x86 without VNNI: see INT8_GRIDS), its
+weights are quantized so that no pair of them saturates, or failing that to 7 bits.
 """
 
 from __future__ import annotations
@@ -121,35 +121,46 @@ CALIBRATION_TEXTS = [
 
 class Int8Grid(NamedTuple):
     """The integer ranges a kernel multiplies exactly: activations as uint8 in [0, activation_max]
-    around zero_point, weights as int8 in [-weight_limit, weight_limit]."""
+    around zero_point, weights as int8 in [-weight_limit, weight_limit], and where pair_limit is set,
+    each row's weights k and k + 1 (k even) with positive parts, and negative parts, summing to at
+    most pair_limit."""
 
     activation_max: int
     weight_limit: int
+    pair_limit: int | None = None
 
     @property
     def zero_point(self) -> int:
         return (self.activation_max + 1) // 2  # 128, or 64 for 7-bit activations
 
+    @property
+    def reduced(self) -> bool:
+        """Fewer than 8 bits for the activations or the weights."""
+        return self.activation_max < 255 or self.weight_limit < 127
+
 
 FULL_GRID = Int8Grid(255, 127)
 # Tried in order, the first exact one used. Without VNNI (AVX2, AVX-512 before Cascade Lake) x86 int8
-# dot products sum pairs of u8 x s8 products in int16, which saturates past 32767 (255 x 127 x 2 is
-# 64770). Either operand at 7 bits keeps a pair below: u8 up to 127 (32258; fbgemm's reduce_range)
-# or weights in [-63, 63] (32130). 7-bit activations keep the vectors closer (measured on
-# all-MiniLM-L6-v2, 1,000 corpus texts, every input asymmetric, exact products: min / mean cosine
-# 0.99685 / 0.99878, against 0.99600 / 0.99818 with 7-bit weights).
-INT8_GRIDS = (FULL_GRID, Int8Grid(127, 127), Int8Grid(255, 63))
+# dot products sum pairs of adjacent u8 x s8 products in int16 (vpmaddubsw), which saturates past
+# 32767 (255 x 127 x 2 is 64770). Three ways to keep every pair below it:
+# - 8-bit weights whose pairs sum to at most 128 (255 x 128 = 32640): each row's scale covers its
+#   widest pair instead of its largest weight (all-MiniLM-L6-v2's rows lose 0.35 bit on average);
+# - u8 up to 127 (32258; fbgemm's reduce_range);
+# - weights in [-63, 63] (32130).
+# Exact products, every input asymmetric, all-MiniLM-L6-v2, 1,000 corpus texts (scripts/int8_grids.py):
+# min / mean cosine 0.99847 / 0.99934 with bounded pairs, 0.99656 / 0.99878 with 7-bit activations,
+# 0.99600 / 0.99818 with 7-bit weights, against 0.99847 / 0.99945 on the full grid.
+INT8_GRIDS = (FULL_GRID, Int8Grid(255, 127, pair_limit=128), Int8Grid(127, 127), Int8Grid(255, 63))
 _grids: dict[str, Int8Grid | None] = {}
 REDUCED_GRID_NOTE = (
-    "its int8 dot products saturate with 8-bit activations and weights (no VNNI), so the fast kernels get "
-    "7-bit activations, and the vectors drift more from float32's: measured on all-MiniLM-L6-v2, 1,000 corpus "
-    "texts, with the ISA capped to AVX2, min / mean cosine 0.9969 / 0.9988, vs 0.9982 / 0.9993 with VNNI; "
-    "kernel='dequantize' keeps 8 bits, at about float32's speed"
+    "its int8 kernels are exact only with 7-bit activations or weights, and the vectors drift more from "
+    "float32's: measured on all-MiniLM-L6-v2, 1,000 corpus texts, with 7-bit activations, min / mean cosine "
+    "0.9969 / 0.9988, vs 0.9982 / 0.9993 with 8 bits; kernel='dequantize' keeps 8 bits, at about float32's speed"
 )
 
 
 class Int8PrecisionWarning(UserWarning):
-    """int8 on a CPU whose fast int8 kernels are exact only with 7-bit activations: the vectors drift more."""
+    """int8 on a CPU whose fast int8 kernels are exact only with 7-bit activations or weights: vectors drift more."""
 
 
 def int8_grid(kernel: str) -> Int8Grid | None:
@@ -167,14 +178,39 @@ def _exact(kernel: str, grid: Int8Grid) -> bool:
     zero_point, limit = grid.zero_point, grid.weight_limit
     x = torch.randint(0, grid.activation_max + 1, (6, 64), dtype=torch.uint8, generator=generator)
     x[0] = grid.activation_max  # the largest product a weight can meet
-    weight = torch.randint(-limit, limit + 1, (24, 64), dtype=torch.int8, generator=generator)
-    weight[0], weight[1] = limit, -limit
+    if grid.pair_limit is None:
+        weight = torch.randint(-limit, limit + 1, (24, 64), dtype=torch.int8, generator=generator)
+        weight[0], weight[1] = limit, -limit
+    else:  # every pair at its limit, and rows where any other pairing than (k, k + 1), k even, saturates
+        first = torch.randint(grid.pair_limit - limit, limit + 1, (24, 32), generator=generator)
+        sign = torch.randint(0, 2, (24, 32), generator=generator) * 2 - 1
+        weight = (torch.stack([first, grid.pair_limit - first], dim=-1) * sign[..., None]).view(24, 64)
+        small = grid.pair_limit - limit
+        weight[0] = torch.tensor([limit, small] * 32)
+        weight[2] = torch.tensor([small, limit, limit, small] * 16)
+        weight[1], weight[3] = -weight[0], -weight[2]
+        weight = weight.to(torch.int8)
     expected = ((x.to(torch.int32) - zero_point) @ weight.to(torch.int32).T).to(torch.float32)
     try:
         packed = _pack(kernel, weight)
         return torch.equal(_GEMMS[kernel](x, zero_point, packed, torch.ones(24)), expected)
     except (AttributeError, NotImplementedError, RuntimeError):
         return False
+
+
+def describe_int8() -> dict[str, object]:
+    """What dtype="int8" runs here (kernel "auto"): the kernel, its grid, and one line saying so."""
+    kernel = resolve_kernel("auto")
+    grid = int8_grid(kernel)
+    if not grid.reduced:
+        bits = "8-bit activations and weights"
+        if grid.pair_limit is not None:
+            limit = grid.pair_limit
+            bits += f", each row's weights k and k + 1 summing to at most {limit} per sign (its int16 pair sums)"
+    else:
+        bits = f"{7 if grid.activation_max < 255 else 8}-bit activations, {7 if grid.weight_limit < 127 else 8}-bit "
+        bits += "weights: the vectors drift more (Int8PrecisionWarning)"
+    return {"kernel": kernel, "grid": grid._asdict(), "summary": f"kernel {kernel}, {bits}"}
 
 
 def int8_kernel_available(kernel: str) -> bool:
@@ -289,6 +325,13 @@ class Int8Linear(nn.Module):
                 f"the {self.kernel!r} int8 kernel is exact here for int8 weights in [-{limit}, {limit}]; "
                 f"got {weight.dtype} up to {largest} (use Int8Linear.from_linear)"
             )
+        pair_limit = self.grid.pair_limit
+        widest = int(widest_pairs(weight).max()) if pair_limit is not None and weight.numel() else 0
+        if pair_limit is not None and widest > pair_limit:
+            raise ValueError(
+                f"the {self.kernel!r} int8 kernel is exact here for int8 weights whose pairs (k, k + 1) sum to "
+                f"at most {pair_limit} per sign; got a pair summing to {widest} (use Int8Linear.from_linear)"
+            )
         # The plain int8 weight is kept only where the kernel reads it; oneDNN's packed copy replaces it.
         self.register_buffer("weight", weight if self.kernel != "onednn" else None)
         self.packed_weight = _pack(self.kernel, weight)
@@ -341,7 +384,8 @@ class Int8Linear(nn.Module):
         if smooth is not None:
             weight = weight * smooth
         kernel = resolve_kernel(kernel)
-        qweight, weight_scale = quantize_per_channel(weight, int8_grid(kernel).weight_limit)
+        grid = int8_grid(kernel)
+        qweight, weight_scale = quantize_per_channel(weight, grid.weight_limit, grid.pair_limit)
         input_scale = None if smooth is None or smooth_folded else 1.0 / smooth
         return cls(qweight, weight_scale, bias, input_scale, kernel, asymmetric)
 
@@ -392,14 +436,28 @@ class Int8Linear(nn.Module):
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
             f"smooth={self.input_scale is not None}, asymmetric={self.asymmetric}, kernel={self.kernel!r}, "
-            f"activation_max={self.grid.activation_max}, weight_limit={self.grid.weight_limit}"
+            f"activation_max={self.grid.activation_max}, weight_limit={self.grid.weight_limit}, "
+            f"pair_limit={self.grid.pair_limit}"
         )
 
 
-def quantize_per_channel(weight: Tensor, limit: int = 127) -> tuple[Tensor, Tensor]:
-    """(N, K) float -> (N, K) int8 in [-limit, limit] and (N,) scales: symmetric, one scale per output row."""
-    scale = weight.abs().amax(dim=1).div_(limit).clamp_(min=1e-30)
+def quantize_per_channel(weight: Tensor, limit: int = 127, pair_limit: int | None = None) -> tuple[Tensor, Tensor]:
+    """(N, K) float -> (N, K) int8 in [-limit, limit] and (N,) scales: symmetric, one scale per output row;
+    with pair_limit, also every pair's same-sign sum (widest_pairs) within it."""
+    scale = weight.abs().amax(dim=1).div_(limit)
+    if pair_limit is not None:  # each weight rounds by at most 1/2, so pairs at pair_limit - 1 stay within it
+        scale = torch.maximum(scale, widest_pairs(weight).div_(pair_limit - 1))
+    scale = scale.clamp_(min=1e-30)
     return torch.div(weight, scale[:, None]).round_().to(torch.int8), scale
+
+
+def widest_pairs(weight: Tensor) -> Tensor:
+    """(N, K) -> (N,): per row, the largest sum of the positive parts, or of the negative parts' magnitudes,
+    of weights k and k + 1 (k even), the pairs an int8 dot product without VNNI sums in int16."""
+    weight = weight.to(torch.float32)
+    pairs = F.pad(weight, (0, weight.shape[1] % 2)).view(weight.shape[0], -1, 2)
+    widest = torch.maximum(pairs.clamp(min=0).sum(dim=-1), pairs.clamp(max=0).sum(dim=-1).neg_())
+    return widest.amax(dim=1)
 
 
 class FusedIntoQKV(nn.Module):
@@ -449,7 +507,7 @@ def quantize_int8(
     keep_fp32: Linears to leave in fp32, by their path in one layer (LAYER_LINEARS) or in the
     model ("encoder.layer.3.output.dense"). asymmetric: Linears, named the same way, whose input is
     quantized over each token's [min, max] (default ASYMMETRIC_LINEARS, the two around GELU, or on a
-    reduced grid (INT8_GRIDS: no VNNI) all of LAYER_LINEARS; measured on
+    grid other than the full one (INT8_GRIDS: no VNNI) all of LAYER_LINEARS; measured on
     1,000 corpus texts, all-MiniLM-L6-v2, output.dense smoothed: min / mean cosine 0.99819 / 0.99922, vs
     0.99818 / 0.99937 all asymmetric and 0.99732 / 0.99885 none, while each asymmetric input costs one
     more pass over it).
@@ -462,11 +520,11 @@ def quantize_int8(
     _check_model(model, encoder, alpha)
     keep = _check_names("keep_fp32", keep_fp32, len(encoder.layer))
     keep_freed_memory()  # see bertlite.allocator: the int8 forwards' page faults cost a third of their time
-    reduced = int8_grid(kernel) != FULL_GRID
-    if asymmetric is None:  # with 7 bits, every input's resolution counts (see REDUCED_GRID_NOTE)
-        asymmetric = LAYER_LINEARS if reduced else ASYMMETRIC_LINEARS
+    grid = int8_grid(kernel)
+    if asymmetric is None:  # off the full grid every input's resolution counts (measured: see INT8_GRIDS)
+        asymmetric = LAYER_LINEARS if grid != FULL_GRID else ASYMMETRIC_LINEARS
     one_sided = _check_names("asymmetric", asymmetric, len(encoder.layer))
-    if reduced:
+    if grid.reduced:
         warn_user(f"int8 on this CPU: {REDUCED_GRID_NOTE}", Int8PrecisionWarning)
     ranges = {}
     if tokenizer is not None and alpha is not None:

@@ -12,7 +12,7 @@ import pytest
 import tokenizers
 import torch
 
-from bertlite import capabilities
+from bertlite import capabilities, quantization
 from bertlite.capabilities import EMULATED_CPUS, ISA_VARIABLES, Capabilities, SlowDtypeWarning, resolve_dtype
 from bertlite.cli import main
 from bertlite.features import Embedder
@@ -167,6 +167,26 @@ def test_env_prints_versions_capabilities_and_the_auto_dtype(cpu, capsys):
         "isa_limits": [],
     }
     assert report["auto_dtype"]["cpu"] == "float32"
+
+
+@pytest.mark.parametrize(
+    ("grid", "expected"),
+    [
+        (quantization.FULL_GRID, "kernel onednn, 8-bit activations and weights\n"),
+        (
+            quantization.Int8Grid(255, 127, pair_limit=128),
+            "kernel onednn, 8-bit activations and weights, each row's weights k and k + 1 summing to at most 128",
+        ),
+        (quantization.Int8Grid(127, 127), "kernel onednn, 7-bit activations, 8-bit weights: the vectors drift more"),
+    ],
+    ids=["full", "pairs", "7-bit"],
+)
+def test_env_says_which_int8_kernel_and_grid_run_here(monkeypatch, capsys, grid, expected):
+    monkeypatch.setattr(quantization, "_grids", {"onednn": grid})
+    assert main(["env"]) == 0
+    assert f"dtype='int8' runs: {expected}" in capsys.readouterr().out
+    assert main(["env", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["int8"]["grid"] == grid._asdict()
 
 
 def test_detect_is_probed_once():

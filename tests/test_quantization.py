@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -48,9 +49,8 @@ def test_gemm_is_the_exact_int8_product(kernel: str) -> None:
     top, zero_point = q.grid.activation_max, q.grid.zero_point
     qx = torch.randint(0, top + 1, (37, 96), dtype=torch.uint8, generator=g)
     qx[0] = top
-    weight = Int8Linear.from_linear(linear, kernel="dequantize").weight
-    if q.grid.weight_limit < 127:  # 7-bit weights here: the same linear quantizes to other integers
-        weight = q.weight
+    # the integers the kernel holds (oneDNN keeps only its packed copy): its grid's quantization of the weight
+    weight = quantization.quantize_per_channel(linear.weight.detach(), q.grid.weight_limit, q.grid.pair_limit)[0]
     exact = ((qx.to(torch.int64) - zero_point) @ weight.to(torch.int64).T).to(torch.float64) * q.weight_scale.double()
     tolerance = 1e-6 if kernel != "dequantize" else 1e-4  # dequantize: an fp32 GEMM on W * scale, rounded
     torch.testing.assert_close(q.gemm(qx).double(), exact, rtol=tolerance, atol=tolerance)
@@ -75,7 +75,7 @@ def test_int8_linear_is_close_to_f_linear(kernel: str, asymmetric: bool) -> None
 
 def test_fused_and_fallback_kernels_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     needs(FUSED)
-    # the fallback on the fused kernel's grid (7-bit activations on a CPU without VNNI), so only the kernels differ
+    # the fallback on the fused kernel's grid (bounded pairs on a CPU without VNNI), so only the kernels differ
     monkeypatch.setitem(quantization._grids, "dequantize", quantization.int8_grid(FUSED))
     torch.manual_seed(1)
     linear = nn.Linear(64, 72)
@@ -90,8 +90,10 @@ def test_asymmetric_halves_the_error_on_one_sided_input() -> None:
     torch.manual_seed(2)
     linear = nn.Linear(256, 64)
     x = F.gelu(torch.randn(64, 256) * 2)  # what output.dense gets: GELU's output, mostly >= 0
-    with torch.no_grad():
-        expected = F.linear(x, linear.weight, linear.bias)
+    grid = quantization.int8_grid(FUSED)
+    weight, scale = quantization.quantize_per_channel(linear.weight.detach(), grid.weight_limit, grid.pair_limit)
+    with torch.no_grad():  # the quantized weight's product: what remains is the activations' error
+        expected = F.linear(x, weight.to(torch.float32) * scale[:, None], linear.bias)
     symmetric = relative_error(Int8Linear.from_linear(linear, kernel=FUSED)(x), expected)
     asymmetric = relative_error(Int8Linear.from_linear(linear, kernel=FUSED, asymmetric=True)(x), expected)
     assert asymmetric < 0.6 * symmetric
@@ -149,10 +151,44 @@ def _saturating_gemm(x: torch.Tensor, zero_point: int, weight: torch.Tensor, sca
     return total.to(torch.float32) * scale
 
 
-def test_a_kernel_that_saturates_at_8_bits_gets_7_bit_activations(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_kernel_that_saturates_at_8_bits_gets_weights_whose_pairs_do_not(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(quantization._GEMMS, "int_mm", _saturating_gemm)
     monkeypatch.setattr(quantization, "_grids", {})
-    assert quantization.int8_grid("int_mm") == (127, 127)
+    assert quantization.int8_grid("int_mm") == quantization.Int8Grid(255, 127, pair_limit=128)
+    linear = nn.Linear(64, 16)
+    with torch.no_grad():
+        linear.weight[:, 6:8] = 0.3  # a pair at the row's largest weight: 127 + 127 would saturate
+    torch.manual_seed(5)
+    x = torch.randn(8, 64)
+    with torch.no_grad():
+        expected = F.linear(x, linear.weight, linear.bias)
+    for asymmetric in (False, True):
+        q = Int8Linear.from_linear(linear, kernel="int_mm", asymmetric=asymmetric)
+        qx = q.quantize_input(x)[0]
+        pairs = q.weight.to(torch.int32).view(16, 32, 2)
+        assert int(qx.max()) == 255 and q.grid.zero_point == 128  # 8-bit activations
+        assert int(pairs.clamp(min=0).sum(-1).max()) <= 128 and int(pairs.clamp(max=0).sum(-1).min()) >= -128
+        assert int(pairs.clamp(min=0).sum(-1).max()) >= 127  # the widest pair is what sets each row's scale
+        exact = ((qx.to(torch.int64) - 128) @ q.weight.to(torch.int64).T).to(torch.float32) * q.weight_scale
+        torch.testing.assert_close(q.gemm(qx), exact)  # no pair saturated
+        assert relative_error(q(x), expected) < 0.03
+    with pytest.raises(ValueError, match=r"pairs \(k, k \+ 1\) sum to at most 128 per sign; got a pair summing to 200"):
+        Int8Linear(torch.full((4, 64), 100, dtype=torch.int8), torch.ones(4), None, kernel="int_mm")
+
+
+def _odd_pairs_saturating_gemm(
+    x: torch.Tensor, zero_point: int, weight: torch.Tensor, scale: torch.Tensor
+) -> torch.Tensor:
+    """_saturating_gemm with pairs (k, k + 1) for odd k: weights bounded on even pairs can still saturate."""
+    inner = _saturating_gemm(x[:, 1:-1], 0, weight[:, 1:-1], torch.ones(len(weight)))
+    ends = (x[:, None, [0, -1]].to(torch.int32) * weight[None, :, [0, -1]].to(torch.int32)).sum(-1)
+    return (inner + ends - zero_point * weight.to(torch.float32).sum(1)) * scale
+
+
+def test_a_kernel_that_pairs_other_weights_gets_7_bit_activations(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(quantization._GEMMS, "int_mm", _odd_pairs_saturating_gemm)
+    monkeypatch.setattr(quantization, "_grids", {})
+    assert quantization.int8_grid("int_mm") == quantization.Int8Grid(127, 127)
     linear = nn.Linear(64, 16)
     torch.manual_seed(5)
     x = torch.randn(8, 64)
@@ -166,20 +202,26 @@ def test_a_kernel_that_saturates_at_8_bits_gets_7_bit_activations(monkeypatch: p
     # the same kernel, were it to saturate with 7-bit activations too: 7-bit weights instead
     monkeypatch.setattr(quantization, "_grids", {})
     monkeypatch.setattr(quantization, "INT8_GRIDS", (quantization.FULL_GRID, quantization.Int8Grid(255, 63)))
-    assert quantization.int8_grid("int_mm") == (255, 63)
+    assert quantization.int8_grid("int_mm") == quantization.Int8Grid(255, 63)
     with pytest.raises(ValueError, match=r"exact here for int8 weights in \[-63, 63\]; got torch.int8 up to 127"):
         Int8Linear(torch.full((4, 64), 127, dtype=torch.int8), torch.ones(4), None, kernel="int_mm")
 
 
-def test_quantize_int8_on_a_reduced_grid_warns_and_quantizes_every_input_asymmetric(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    "grid", [quantization.Int8Grid(127, 127), quantization.Int8Grid(255, 127, pair_limit=128)], ids=["7-bit", "pairs"]
+)
+def test_quantize_int8_off_the_full_grid_quantizes_every_input_asymmetric_and_warns_on_7_bits(
+    monkeypatch: pytest.MonkeyPatch, grid: quantization.Int8Grid
 ) -> None:
-    monkeypatch.setattr(quantization, "_grids", {"dequantize": quantization.Int8Grid(127, 127)})
+    monkeypatch.setattr(quantization, "_grids", {"dequantize": grid})
     model = to_bertlite(make_hf_model()).eval()
-    with pytest.warns(quantization.Int8PrecisionWarning, match="7-bit activations"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         quantize_int8(model, kernel="dequantize")
+    notes = [str(w.message) for w in caught if issubclass(w.category, quantization.Int8PrecisionWarning)]
+    assert len(notes) == grid.reduced and all("7-bit activations" in note for note in notes)
     layers = [m for m in model.modules() if isinstance(m, Int8Linear)]
-    assert layers and all(m.asymmetric and m.grid.zero_point == 64 for m in layers)
+    assert layers and all(m.asymmetric and m.grid == grid for m in layers)
     inputs = random_batch(model.config, batch=2, seq=7)
     reference = to_bertlite(make_hf_model()).eval()
     with torch.no_grad():
@@ -222,12 +264,13 @@ def test_int8_vectors_stay_close_to_fp32(
     # Batches by a token budget of 8192 (padded ones: 32 texts otherwise): fewer calls, the same vectors.
     vectors = embedder.encode(corpus_texts[:500], max_tokens=8192)
     cosine = (torch.from_numpy(vectors) * fp32_vectors).sum(dim=1)
-    # The issue's target on the full 8-bit grid (measured 0.9988 / 0.9994 with either kernel on AVX-512
-    # VNNI/AMX). A CPU without VNNI runs the fused kernel on 7-bit activations, which misses the mean
-    # target and says so (Int8PrecisionWarning): measured 0.9969 / 0.9988 there (ISA capped to AVX2).
-    full = {m.grid for m in embedder.model.modules() if isinstance(m, Int8Linear)} == {quantization.FULL_GRID}
+    # The issue's target with 8-bit activations and weights: the full grid (measured 0.9988 / 0.9994 with
+    # either kernel on AVX-512 VNNI/AMX) and the bounded pairs of a CPU without VNNI (ISA capped to AVX2:
+    # see the README's int8 table). A kernel exact only on 7 bits misses the mean target and says so
+    # (Int8PrecisionWarning): measured 0.9969 / 0.9988 with 7-bit activations.
+    reduced = any(m.grid.reduced for m in embedder.model.modules() if isinstance(m, Int8Linear))
     assert float(cosine.min()) >= 0.995
-    assert float(cosine.mean()) >= (0.999 if full else 0.998)
+    assert float(cosine.mean()) >= (0.998 if reduced else 0.999)
 
 
 def test_cli_dtype_int8_gives_the_api_vectors(
