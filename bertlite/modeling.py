@@ -387,6 +387,8 @@ class _DenseAddNorm(_KeepsDerived, nn.Module):
             dense = self.dense
             packed = _packed_weight(self, dense)
             return self.LayerNorm(kernels.linear_add(hidden_states, dense.weight, dense.bias, input_tensor, packed))
+        if getattr(self.dense, "adds_residual", False) and not self.training:  # Int8Linear: no dropout to run
+            return self.LayerNorm(self.dense(hidden_states, residual=input_tensor))
         hidden_states = self.dropout(self.dense(hidden_states))
         return self.LayerNorm(hidden_states + input_tensor)
 

@@ -36,6 +36,10 @@ if TYPE_CHECKING:
 
 # Fastest first, as measured by scripts/bench_int8_kernels.py (see README "Int8"); "auto" picks the first that works.
 INT8_KERNELS = ("onednn", "int_mm", "dequantize")
+# The kernels that also take uint8 activations at zero point 0: asymmetric inputs (each token's [min, max]
+# to [0, top]) need no centring there, and oneDNN ran output.dense's GEMM (K 1536, N 384, 2,048 tokens,
+# AMX) 2.4x faster without a source zero point to compensate. (torch._int_mm takes int8: centred.)
+ZERO_POINT_0_KERNELS = ("onednn", "dequantize")
 DEFAULT_ALPHA = 0.5  # SmoothQuant's migration strength: how much of an outlier moves into the weight
 # The encoder Linears quantize_int8 replaces, by their path inside one BertLayer.
 LAYER_LINEARS = ("attention.self.qkv", "attention.output.dense", "intermediate.dense", "output.dense")
@@ -190,10 +194,15 @@ def _exact(kernel: str, grid: Int8Grid) -> bool:
         weight[2] = torch.tensor([small, limit, limit, small] * 16)
         weight[1], weight[3] = -weight[0], -weight[2]
         weight = weight.to(torch.int8)
-    expected = ((x.to(torch.int32) - zero_point) @ weight.to(torch.int32).T).to(torch.float32)
     try:
         packed = _pack(kernel, weight)
-        return torch.equal(_GEMMS[kernel](x, zero_point, packed, torch.ones(24)), expected)
+        return all(
+            torch.equal(
+                _GEMMS[kernel](x, zp, packed, torch.ones(24)),
+                ((x.to(torch.int32) - zp) @ weight.to(torch.int32).T).to(torch.float32),
+            )
+            for zp in ((zero_point, 0) if kernel in ZERO_POINT_0_KERNELS else (zero_point,))
+        )
     except (AttributeError, NotImplementedError, RuntimeError):
         return False
 
@@ -284,7 +293,7 @@ def _gemm_int_mm(x: Tensor, zero_point: int, weight: Tensor, weight_scale: Tenso
 
 
 def _gemm_dequantize(x: Tensor, zero_point: int, weight: Tensor, weight_scale: Tensor) -> Tensor:
-    return F.linear(_as_int8(x, zero_point).to(torch.float32), weight.to(torch.float32) * weight_scale[:, None])
+    return F.linear(x.to(torch.float32).sub_(zero_point), weight.to(torch.float32) * weight_scale[:, None])
 
 
 # (M, K) uint8 activations and their zero point, packed weight, (N,) weight scales
@@ -304,6 +313,8 @@ class Int8Linear(nn.Module):
     the offset is added back through the weight's row sums. Input of any leading shape
     (..., in_features); output float32.
     """
+
+    adds_residual = True  # forward(x, residual): the model's dense + residual add goes in one call
 
     def __init__(
         self,
@@ -339,6 +350,8 @@ class Int8Linear(nn.Module):
         self.register_buffer("bias", None if bias is None else bias.detach().to(torch.float32))
         self.register_buffer("input_scale", None if input_scale is None else input_scale.to(torch.float32))
         self.asymmetric = asymmetric
+        # What the GEMM subtracts from the uint8 activations: 0 for asymmetric ones where the kernel allows.
+        self.zero_point = 0 if asymmetric and self.kernel in ZERO_POINT_0_KERNELS else self.grid.zero_point
         # sum_k W[n, k] in real units: what a per-token offset c contributes to output n (c * row sum).
         row_sums = weight.to(torch.float32).sum(dim=1) * self.weight_scale
         rows = row_sums[None] if self.bias is None else torch.stack([row_sums, self.bias])  # (1 or 2, N)
@@ -391,8 +404,9 @@ class Int8Linear(nn.Module):
 
     def quantize_input(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
         """(M, K) float -> (M, K) uint8 q, and (M, 1) per-token scale and offset: x ~ scale * (q - zp)
-        (symmetric, offset None) or x ~ scale * (q - zp) + offset (asymmetric), zp = self.grid.zero_point
-        (128; 64 where the kernel takes 7-bit activations). Round to nearest. uint8 either way:
+        (symmetric, offset None) or x ~ scale * (q - zp) + offset (asymmetric), zp = self.zero_point
+        (symmetric: the grid's, 128 or 64 for 7-bit activations; asymmetric: 0 where the kernel takes it).
+        Round to nearest. uint8 either way:
         oneDNN's x86 int8 kernels take u8 activations, and with s8 ones some ISAs fall back to a reference
         kernel (ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI: 5 s for one 512 x 384 x 1152 GEMM, against 1.5 ms in u8)."""
         # Each pass over (M, K) costs more than all the (M, 1) arithmetic around it (the passes are
@@ -401,7 +415,7 @@ class Int8Linear(nn.Module):
         own = x.dtype != torch.float32 or self.input_scale is not None
         x = x.to(torch.float32) * self.input_scale if self.input_scale is not None else x.to(torch.float32)
         low, high = x.amin(dim=-1, keepdim=True), x.amax(dim=-1, keepdim=True)
-        top, zero_point = self.grid.activation_max, self.grid.zero_point
+        top, zero_point = self.grid.activation_max, self.zero_point
         if not self.asymmetric:
             scale = torch.maximum(high, low.neg_()).div_(zero_point - 1).clamp_(min=1e-30)
             y = x.mul_(scale.reciprocal()) if own else torch.mul(x, scale.reciprocal())
@@ -409,26 +423,44 @@ class Int8Linear(nn.Module):
         scale = (high - low).div_(top).clamp_(min=1e-30)
         y = x.sub_(low) if own else torch.sub(x, low)
         # (x - low) / scale in [0, top], so x ~ scale * (q - zp) + offset with offset = low + zp * scale.
-        return _round_to_uint8(y.mul_(scale.reciprocal()), 0), scale, low.add_(scale, alpha=zero_point)
+        offset = low.add_(scale, alpha=zero_point) if zero_point else low
+        return _round_to_uint8(y.mul_(scale.reciprocal()), 0), scale, offset
 
     def gemm(self, qx: Tensor) -> Tensor:
-        """(M, K) uint8 in [0, grid.activation_max] with zero point grid.zero_point (what quantize_input
+        """(M, K) uint8 in [0, grid.activation_max] with zero point self.zero_point (what quantize_input
         gives) -> (M, N) float32 products times the weight scales (no token scale, no bias)."""
-        return _GEMMS[self.kernel](qx, self.grid.zero_point, self.packed_weight, self.weight_scale)
+        return _GEMMS[self.kernel](qx, self.zero_point, self.packed_weight, self.weight_scale)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, residual: Tensor | None = None) -> Tensor:
+        """x @ W.T + b, plus residual (x's leading shape by out_features) when given: the residual add
+        of the layer after rides on the scaling pass instead of costing one of its own."""
         if x.shape[-1] != self.in_features:
             raise ValueError(f"Int8Linear expects (..., {self.in_features}) input, got {tuple(x.shape)}")
         leading = x.shape[:-1]
+        if residual is not None and residual.shape != (*leading, self.out_features):
+            raise ValueError(
+                f"Int8Linear's residual must be {(*leading, self.out_features)}, got {tuple(residual.shape)}"
+            )
         if x.numel() == 0:  # no tokens: the per-token reductions have nothing to reduce
-            return x.new_zeros(*leading, self.out_features, dtype=torch.float32)
+            out = x.new_zeros(*leading, self.out_features, dtype=torch.float32)
+            return out if residual is None else out + residual
         qx, scale, offset = self.quantize_input(x.reshape(-1, self.in_features))
-        out = self.gemm(qx).mul_(scale)
+        out = self.gemm(qx)
+        # products x token scale (+ residual, + bias where nothing else adds it) in one pass
+        first = residual.reshape(-1, self.out_features) if residual is not None else None
+        if first is None and offset is None and self.bias is not None:
+            first = self.bias
+        if first is None:
+            out.mul_(scale)
+        elif torch.is_grad_enabled():  # autograd takes no out= (scale and a residual carry grad from LayerNorm)
+            out = torch.addcmul(first, out, scale)
+        else:
+            torch.addcmul(first, out, scale, out=out)
         if offset is not None:
             # offset x row sums and the bias in one pass: [offset, 1] (M, 2) @ [row sums; bias] (2, N).
             ones = torch.ones_like(offset) if self.bias is not None else offset[:, :0]
             out.addmm_(torch.cat([offset, ones], dim=1), self.epilogue_rows)
-        elif self.bias is not None:
+        elif self.bias is not None and residual is not None:
             out.add_(self.bias)
         return out.view(*leading, self.out_features)
 

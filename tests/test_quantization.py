@@ -40,13 +40,16 @@ def relative_error(got: torch.Tensor, expected: torch.Tensor) -> float:
 # --- Int8Linear ------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("asymmetric", [False, True])
 @pytest.mark.parametrize("kernel", INT8_KERNELS)
-def test_gemm_is_the_exact_int8_product(kernel: str) -> None:
+def test_gemm_is_the_exact_int8_product(kernel: str, asymmetric: bool) -> None:
     needs(kernel)
     g = torch.Generator().manual_seed(0)
     linear = nn.Linear(96, 40)
-    q = Int8Linear.from_linear(linear, kernel=kernel)
-    top, zero_point = q.grid.activation_max, q.grid.zero_point
+    q = Int8Linear.from_linear(linear, kernel=kernel, asymmetric=asymmetric)
+    top, zero_point = q.grid.activation_max, q.zero_point
+    # asymmetric inputs span [0, top] from each token's min: oneDNN takes them uncentred (no source zero point)
+    assert zero_point == (0 if asymmetric and kernel in ("onednn", "dequantize") else q.grid.zero_point)
     qx = torch.randint(0, top + 1, (37, 96), dtype=torch.uint8, generator=g)
     qx[0] = top
     # the integers the kernel holds (oneDNN keeps only its packed copy): its grid's quantization of the weight
@@ -131,9 +134,9 @@ def test_quantize_input_rounds_to_nearest_and_leaves_the_input_alone(
     q = Int8Linear.from_linear(nn.Linear(64, 8), smoothing, kernel="dequantize", asymmetric=asymmetric)
     qx, scale, offset = q.quantize_input(x)
     assert torch.equal(x, before)  # the caller's tensor (a residual, say) is never written
-    assert qx.dtype == torch.uint8 and q.grid.zero_point == 128  # oneDNN's u8 path, zero point 128
+    assert qx.dtype == torch.uint8 and q.zero_point == (0 if asymmetric else 128)  # oneDNN's u8 path
     real = x.double() / smoothing.double() if smooth else x.double()
-    restored = scale.double() * (qx.double() - 128) + (offset.double() if asymmetric else 0)
+    restored = scale.double() * (qx.double() - q.zero_point) + (offset.double() if asymmetric else 0)
     # round to nearest: every value within half a step (truncation would leave up to a whole step)
     assert bool(((restored - real).abs() <= scale.double() * (0.5 + 1e-4)).all())
 
@@ -142,6 +145,44 @@ def test_wrong_input_width_is_named() -> None:
     q = Int8Linear.from_linear(nn.Linear(16, 8), kernel="dequantize")
     with pytest.raises(ValueError, match=r"expects \(\.\.\., 16\) input, got \(3, 12\)"):
         q(torch.randn(3, 12))
+    with pytest.raises(ValueError, match=r"residual must be \(3, 8\), got \(3, 7\)"):
+        q(torch.randn(3, 16), residual=torch.randn(3, 7))
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("asymmetric", [False, True])
+def test_a_residual_given_to_the_layer_is_added_once(asymmetric: bool, bias: bool) -> None:
+    needs(FUSED)
+    torch.manual_seed(6)
+    q = Int8Linear.from_linear(nn.Linear(64, 32, bias=bias), kernel=FUSED, asymmetric=asymmetric)
+    x, residual = torch.randn(2, 5, 64), torch.randn(2, 5, 32)
+    before = residual.clone()
+    torch.testing.assert_close(q(x, residual=residual), q(x) + residual, rtol=1e-6, atol=1e-6)
+    assert torch.equal(residual, before)  # the residual stream is read, never written
+    torch.testing.assert_close(q(x[:, :0], residual=residual[:, :0]), residual[:, :0])  # no tokens
+
+
+def test_the_quantized_layers_add_the_residual_in_eval_and_leave_training_to_the_plain_path() -> None:
+    model = to_bertlite(make_hf_model()).eval()
+    quantize_int8(model, kernel="dequantize")
+    inputs = random_batch(model.config, batch=2, seq=7)
+    seen = []
+    for layer in model.modules():
+        if isinstance(layer, Int8Linear):
+            layer.register_forward_hook(
+                lambda m, args, kwargs, out: seen.append("residual" in kwargs), with_kwargs=True
+            )
+    with torch.no_grad():
+        fused = model(**inputs).last_hidden_state
+        assert seen.count(True) == 2 * model.config.num_hidden_layers  # attention.output.dense, output.dense
+        seen.clear()
+        model.train()  # dropout runs between dense and the residual add: the unfused path
+        for m in model.modules():
+            if isinstance(m, nn.Dropout):
+                m.p = 0.0
+        plain = model(**inputs).last_hidden_state
+    assert not any(seen)
+    torch.testing.assert_close(fused, plain, rtol=1e-5, atol=1e-5)
 
 
 def _saturating_gemm(x: torch.Tensor, zero_point: int, weight: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
