@@ -178,20 +178,26 @@ def int8_grid(kernel: str) -> Int8Grid | None:
 
 
 def _exact(kernel: str, grid: Int8Grid) -> bool:
-    generator = torch.Generator().manual_seed(0)
+    # Two depths, so that a kernel whose blocking along K changed past 64 would show it; at 256 the
+    # largest sum (255 x 127 x 256) is still exact in float32, as "dequantize" needs.
+    return all(_exact_at(kernel, grid, depth) for depth in (64, 256))
+
+
+def _exact_at(kernel: str, grid: Int8Grid, depth: int) -> bool:
+    generator = torch.Generator().manual_seed(depth)
     zero_point, limit = grid.zero_point, grid.weight_limit
-    x = torch.randint(0, grid.activation_max + 1, (6, 64), dtype=torch.uint8, generator=generator)
+    x = torch.randint(0, grid.activation_max + 1, (6, depth), dtype=torch.uint8, generator=generator)
     x[0] = grid.activation_max  # the largest product a weight can meet
     if grid.pair_limit is None:
-        weight = torch.randint(-limit, limit + 1, (24, 64), dtype=torch.int8, generator=generator)
+        weight = torch.randint(-limit, limit + 1, (24, depth), dtype=torch.int8, generator=generator)
         weight[0], weight[1] = limit, -limit
     else:  # every pair at its limit, and rows where any other pairing than (k, k + 1), k even, saturates
-        first = torch.randint(grid.pair_limit - limit, limit + 1, (24, 32), generator=generator)
-        sign = torch.randint(0, 2, (24, 32), generator=generator) * 2 - 1
-        weight = (torch.stack([first, grid.pair_limit - first], dim=-1) * sign[..., None]).view(24, 64)
+        first = torch.randint(grid.pair_limit - limit, limit + 1, (24, depth // 2), generator=generator)
+        sign = torch.randint(0, 2, (24, depth // 2), generator=generator) * 2 - 1
+        weight = (torch.stack([first, grid.pair_limit - first], dim=-1) * sign[..., None]).view(24, depth)
         small = grid.pair_limit - limit
-        weight[0] = torch.tensor([limit, small] * 32)
-        weight[2] = torch.tensor([small, limit, limit, small] * 16)
+        weight[0] = torch.tensor([limit, small] * (depth // 2))
+        weight[2] = torch.tensor([small, limit, limit, small] * (depth // 4))
         weight[1], weight[3] = -weight[0], -weight[2]
         weight = weight.to(torch.int8)
     try:
