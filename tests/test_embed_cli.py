@@ -237,6 +237,12 @@ def test_failed_run_leaves_existing_output_untouched(
 # --- interrupted -------------------------------------------------------------------
 
 
+def _default_sigint() -> None:
+    """In the child: Ctrl-C's default action, whatever this test process inherited. A shell without job
+    control starts background commands (`make test &`) with SIGINT ignored, and the child would inherit it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def signal_mid_run(model: Path, texts: list[str], tmp_path: Path, signum: int) -> tuple[Path, int, str]:
     """Start `bertlite embed` on 3,000 texts in a subprocess writing work/out.npy, send `signum` once its
     temp file shows (the run is mid-way, with something to clean up), and return (work, exit code, stderr).
@@ -249,7 +255,13 @@ def signal_mid_run(model: Path, texts: list[str], tmp_path: Path, signum: int) -
     command = [sys.executable, "-m", "bertlite.cli", "embed", str(model), "-i", "big.txt", "-o", "out.npy"]
     with open(log, "wb") as stderr:
         proc = subprocess.Popen(
-            command, cwd=work, env=cli_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr
+            command,
+            cwd=work,
+            env=cli_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            preexec_fn=_default_sigint,
         )
     try:
         deadline = time.monotonic() + 90
