@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import platform
 import warnings
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from bertlite.quantization import (
     quantize_int8,
 )
 from tests.conftest import make_hf_model, random_batch, to_bertlite
+from tests.helpers import run_fresh_without_isa_caps
 
 # The int8 kernel "auto" picks here (int_mm, skipped by needs(), where no int8 kernel runs).
 FUSED = next((k for k in INT8_KERNELS if k != "dequantize" and int8_kernel_available(k)), "int_mm")
@@ -222,6 +225,38 @@ def test_a_kernel_that_saturates_at_8_bits_gets_weights_whose_pairs_do_not(monke
         assert relative_error(q(x), expected) < 0.03
     with pytest.raises(ValueError, match=r"pairs \(k, k \+ 1\) sum to at most 128 per sign; got a pair summing to 200"):
         Int8Linear(torch.full((4, 64), 100, dtype=torch.int8), torch.ones(4), None, kernel="int_mm")
+
+
+# Run in a fresh process whose oneDNN is capped to AVX2: no VNNI there on any x86 CPU, so its int8
+# GEMM sums pairs in int16; the probe must find the bounded pairs, and they must be exact at BERT's shapes.
+_AVX2_PAIRS_SCRIPT = """
+import json, torch
+from bertlite import quantization as q
+grid = q.int8_grid("onednn")
+exact = []
+g = torch.Generator().manual_seed(0)
+for k, n in ((384, 1536), (1536, 384)):
+    linear = torch.nn.Linear(k, n)
+    with torch.no_grad():
+        linear.weight.normal_(generator=g)
+        linear.weight[:, 10:12] *= 6  # outlier columns, as SmoothQuant makes: the widest pairs
+    layer = q.Int8Linear.from_linear(linear, kernel="onednn", asymmetric=True)
+    weight = q.quantize_per_channel(linear.weight.detach(), grid.weight_limit, grid.pair_limit)[0]
+    x = torch.randint(0, 256, (333, k), dtype=torch.uint8, generator=g)
+    x[0] = 255
+    expected = ((x.long() - layer.zero_point) @ weight.long().T).double() * layer.weight_scale.double()
+    exact.append(bool(torch.allclose(layer.gemm(x).double(), expected, rtol=1e-6, atol=1e-6)))
+print(json.dumps({"grid": grid._asdict(), "exact": exact}))
+"""
+
+
+def test_onednn_capped_to_avx2_gets_bounded_pairs_exact_at_bert_shapes() -> None:
+    if platform.machine().lower() not in ("x86_64", "amd64") or not torch.backends.mkldnn.is_available():
+        pytest.skip("ONEDNN_MAX_CPU_ISA=AVX2 caps oneDNN's x86 kernels only")
+    result = run_fresh_without_isa_caps(["-c", _AVX2_PAIRS_SCRIPT], ONEDNN_MAX_CPU_ISA="AVX2")
+    report = json.loads(result.stdout)
+    assert report["grid"] == {"activation_max": 255, "weight_limit": 127, "pair_limit": 128}
+    assert report["exact"] == [True, True]
 
 
 def _odd_pairs_saturating_gemm(
