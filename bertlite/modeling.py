@@ -321,7 +321,6 @@ class BertSelfAttention(_KeepsDerived, nn.Module):
         packs weights (then the plain concatenation is not kept): a copy outside state_dict(),
         rebuilt when any of the six tensors changes (kernels.derived)."""
         tensors = [t for m in (self.query, self.key, self.value) for t in (m.weight, m.bias)]
-
         pack = _packing_now(self)
 
         def build() -> tuple[Tensor, Tensor, Tensor | None]:

@@ -139,9 +139,17 @@ class Int8Grid(NamedTuple):
         return (self.activation_max + 1) // 2  # 128, or 64 for 7-bit activations
 
     @property
+    def activation_bits(self) -> int:
+        return self.activation_max.bit_length()  # 255: 8, 127: 7
+
+    @property
+    def weight_bits(self) -> int:
+        return self.weight_limit.bit_length() + 1  # with the sign: 127: 8, 63: 7
+
+    @property
     def reduced(self) -> bool:
         """Fewer than 8 bits for the activations or the weights."""
-        return self.activation_max < 255 or self.weight_limit < 127
+        return self.activation_bits < 8 or self.weight_bits < 8
 
 
 FULL_GRID = Int8Grid(255, 127)
@@ -224,8 +232,8 @@ def describe_int8() -> dict[str, object]:
             limit = grid.pair_limit
             bits += f", each row's weights k and k + 1 summing to at most {limit} per sign (its int16 pair sums)"
     else:
-        bits = f"{7 if grid.activation_max < 255 else 8}-bit activations, {7 if grid.weight_limit < 127 else 8}-bit "
-        bits += "weights: the vectors drift more (Int8PrecisionWarning)"
+        bits = f"{grid.activation_bits}-bit activations, {grid.weight_bits}-bit weights: the vectors drift more "
+        bits += "(Int8PrecisionWarning)"
     return {"kernel": kernel, "grid": grid._asdict(), "summary": f"kernel {kernel}, {bits}"}
 
 
@@ -344,8 +352,7 @@ class Int8Linear(nn.Module):
                 f"got {weight.dtype} up to {largest} (use Int8Linear.from_linear)"
             )
         pair_limit = self.grid.pair_limit
-        widest = int(widest_pairs(weight).max()) if pair_limit is not None and weight.numel() else 0
-        if pair_limit is not None and widest > pair_limit:
+        if pair_limit is not None and weight.numel() and (widest := int(widest_pairs(weight).max())) > pair_limit:
             raise ValueError(
                 f"the {self.kernel!r} int8 kernel is exact here for int8 weights whose pairs (k, k + 1) sum to "
                 f"at most {pair_limit} per sign; got a pair summing to {widest} (use Int8Linear.from_linear)"
@@ -413,9 +420,9 @@ class Int8Linear(nn.Module):
         """(M, K) float -> (M, K) uint8 q, and (M, 1) per-token scale and offset: x ~ scale * (q - zp)
         (symmetric, offset None) or x ~ scale * (q - zp) + offset (asymmetric), zp = self.zero_point
         (symmetric: the grid's, 128 or 64 for 7-bit activations; asymmetric: 0 where the kernel takes it).
-        Round to nearest. uint8 either way:
-        oneDNN's x86 int8 kernels take u8 activations, and with s8 ones some ISAs fall back to a reference
-        kernel (ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI: 5 s for one 512 x 384 x 1152 GEMM, against 1.5 ms in u8)."""
+        Round to nearest. uint8 either way: oneDNN's x86 int8 kernels take u8 activations, and with s8 ones
+        some ISAs fall back to a reference kernel (ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI: 5 s for one
+        512 x 384 x 1152 GEMM, against 1.5 ms in u8)."""
         # Each pass over (M, K) costs more than all the (M, 1) arithmetic around it (the passes are
         # memory-bound), so: one reduction each for min and max, and every pass after them in place
         # on a tensor of our own, never a fresh (M, K) allocation per step.
@@ -453,16 +460,16 @@ class Int8Linear(nn.Module):
             return out if residual is None else out + residual
         qx, scale, offset = self.quantize_input(x.reshape(-1, self.in_features))
         out = self.gemm(qx)
-        # products x token scale (+ residual, + bias where nothing else adds it) in one pass
-        first = residual.reshape(-1, self.out_features) if residual is not None else None
-        if first is None and offset is None and self.bias is not None:
-            first = self.bias
-        if first is None:
+        # products x token scale, plus the residual or else the bias (unless the offset's update adds it), in one pass
+        addend = residual.reshape(-1, self.out_features) if residual is not None else None
+        if addend is None and offset is None:
+            addend = self.bias
+        if addend is None:
             out.mul_(scale)
         elif torch.is_grad_enabled():  # autograd takes no out= (scale and a residual carry grad from LayerNorm)
-            out = torch.addcmul(first, out, scale)
+            out = torch.addcmul(addend, out, scale)
         else:
-            torch.addcmul(first, out, scale, out=out)
+            torch.addcmul(addend, out, scale, out=out)
         if offset is not None:
             # offset x row sums and the bias in one pass: [offset, 1] (M, 2) @ [row sums; bias] (2, N).
             ones = torch.ones_like(offset) if self.bias is not None else offset[:, :0]
