@@ -2,8 +2,8 @@
 
 bfloat16 is fast only where the CPU has it: with native bf16 and AMX bertlite's bf16
 path runs ~2x float32 and keeps min cosine >= 0.9999 to float32 vectors (tests/test_capabilities.py
-checks it on the corpus); without it torch emulates bf16 GEMMs and they run ~5x slower than float32
-(issue 15, a 2-core AVX2 CPU). So "auto" is bf16 only where it is native and measured faster than
+checks it on the corpus); without it torch emulates bf16 GEMMs and they run 5-6x slower than float32
+(issue 15's 2-core AVX2 CPU, and an AMD EPYC one). So "auto" is bf16 only where it is native and measured faster than
 float32: with AMX-BF16 (2.2x here); AVX512_BF16 alone, emulated, ran bf16 at 0.65x float32, so
 "auto" is float32 there (Capabilities.bf16_fast). An explicit bf16 or fp16 on a CPU without native
 support warns once. Importing this module does not import torch.
@@ -76,8 +76,9 @@ EMULATED_CPUS: dict[str, tuple[dict[str, str], str]] = {
     ),
 }
 
-# Measured in issue 15 (bertlite bf16 vs fp32, 1,000 corpus texts, 2-core AVX2 CPU without native bf16).
-BF16_EMULATED_SLOWDOWN = 5
+# bertlite bf16 vs fp32, 1,000 corpus texts, on two 2-core AVX2 CPUs without native bf16: issue 15's
+# (0.20x) and an AMD EPYC Zen 3 (0.16x, bench/results/real_avx2.json).
+BF16_EMULATED_SLOWDOWN = "5-6"
 
 
 DTYPE_NAMES = ("float32", "bfloat16", "float16")  # the dtypes a command runs the model in (and parity compares)
@@ -229,9 +230,9 @@ def _warn_if_emulated(dtype: torch.dtype) -> None:
         return
     _warned.add(name)
     measured = (
-        f"measured ~{BF16_EMULATED_SLOWDOWN}x slower than float32 on an AVX2 CPU"
+        f"measured {BF16_EMULATED_SLOWDOWN}x slower than float32 on two AVX2 CPUs"
         if dtype == torch.bfloat16
-        else f"not measured; bfloat16 without native support ran ~{BF16_EMULATED_SLOWDOWN}x slower than float32"
+        else f"not measured; bfloat16 without native support ran {BF16_EMULATED_SLOWDOWN}x slower than float32"
     )
     where = caps.cpu_capability + (f", ISA restricted by {' '.join(caps.isa_limits)}" if caps.isa_limits else "")
     warnings.warn(
