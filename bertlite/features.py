@@ -26,7 +26,7 @@ from bertlite.files import SURROGATE
 from bertlite.hub import resolve_file
 from bertlite.modeling import BertModel
 from bertlite.packing import PackedLayout
-from bertlite.quantization import check_quantize, is_quantized, quantize_int8
+from bertlite.quantization import check_quantize, count_int8_tokens, is_quantized, quantize_int8
 from bertlite.st_config import (
     DEFAULT_NORMALIZE,
     DEFAULT_POOLING,
@@ -446,6 +446,7 @@ class Embedder:
     ) -> Iterator[tuple[Tensor, Tensor]]:
         lengths = [len(e.ids) for e in encodings]
         stats.tokens += sum(lengths)
+        count_int8_tokens(self.model, sum(lengths))  # a long int8 job builds the compiled quantization first
         stats.truncated += sum(bool(e.overflowing) for e in encodings)
         order = sorted(range(len(encodings)), key=lengths.__getitem__, reverse=True)
         device = self.model.device

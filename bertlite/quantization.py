@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from bertlite import compiled_quant
 from bertlite.allocator import keep_freed_memory
 from bertlite.warn import warn_user
 
@@ -223,7 +224,8 @@ def _exact_at(kernel: str, grid: Int8Grid, depth: int) -> bool:
 
 
 def describe_int8() -> dict[str, object]:
-    """What dtype="int8" runs here (kernel "auto"): the kernel, its grid, and one line saying so."""
+    """What dtype="int8" runs here (kernel "auto"): the kernel, its grid, how inputs are quantized (not
+    probed here: compiling takes seconds), and one line saying so."""
     kernel = resolve_kernel("auto")
     grid = int8_grid(kernel)
     if not grid.reduced:
@@ -234,7 +236,13 @@ def describe_int8() -> dict[str, object]:
     else:
         bits = f"{grid.activation_bits}-bit activations, {grid.weight_bits}-bit weights: the vectors drift more "
         bits += "(Int8PrecisionWarning)"
-    return {"kernel": kernel, "grid": grid._asdict(), "summary": f"kernel {kernel}, {bits}"}
+    if compiled_quant.enabled_by_environment():
+        after = f"{compiled_quant.BUILD_AFTER_TOKENS:,}"
+        quantizing = f"inputs quantized by eager ops, by a torch.compile kernel after {after} tokens where it builds"
+    else:
+        quantizing = "inputs quantized by eager ops (BERTLITE_INT8_COMPILE=0)"
+    summary = f"kernel {kernel}, {bits}; {quantizing}"
+    return {"kernel": kernel, "grid": grid._asdict(), "compile_quantization": quantizing, "summary": summary}
 
 
 def int8_kernel_available(kernel: str) -> bool:
@@ -279,7 +287,8 @@ _fused_round: dict[str, bool] = {}
 
 
 def _round_to_uint8(y: Tensor, zero_point: int) -> Tensor:
-    """round(y) + zero_point as uint8 (y already in range), in one pass where torch can:
+    """round(y + zero_point) as uint8 (y already in range; the zero point added in float32 first, as
+    quantize_per_tensor does, so both ways give the same integers), in one pass where torch can:
     quantize_per_tensor rounds, shifts, clamps and narrows together (measured 2.4x faster than
     .to(torch.uint8) alone), and its quantized storage is read back as plain integers without a copy.
     torch has deprecated quantized tensors, so this is probed once (its notice silenced) and falls
@@ -295,12 +304,38 @@ def _round_to_uint8(y: Tensor, zero_point: int) -> Tensor:
             _fused_round["quantize_per_tensor"] = False
     if _fused_round["quantize_per_tensor"]:
         return _quantized_as_plain(y, zero_point)
-    return y.round_().add_(zero_point).to(torch.uint8)
+    return y.add_(zero_point).round_().to(torch.uint8)
 
 
 def _quantized_as_plain(y: Tensor, zero_point: int) -> Tensor:
     q = torch.quantize_per_tensor(y, 1.0, zero_point, torch.quint8)
     return torch.empty(0, dtype=torch.uint8).set_(q.untyped_storage(), 0, q.shape, q.stride())
+
+
+def quantize_rows(
+    x: Tensor, input_scale: Tensor | None, asymmetric: bool, activation_max: int, zero_point: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Per-token quantization in eager ops: (M, K) float -> (M, K) uint8 q, (M, 1) scale and (M, 1) row
+    minimum. Symmetric: q = round(x / scale + zero_point), scale = max|x| / (zero_point - 1); asymmetric:
+    q = round((x - min) / scale), scale = (max - min) / activation_max. input_scale multiplies x first."""
+    # Each pass over (M, K) costs more than all the (M, 1) arithmetic around it (the passes are
+    # memory-bound), so: one reduction each for min and max, and every pass after them in place
+    # on a tensor of our own, never a fresh (M, K) allocation per step.
+    own = x.dtype != torch.float32 or input_scale is not None
+    x = x.to(torch.float32) * input_scale if input_scale is not None else x.to(torch.float32)
+    low, high = x.amin(dim=-1, keepdim=True), x.amax(dim=-1, keepdim=True)
+    if not asymmetric:
+        scale = torch.maximum(high, low.neg()).div_(zero_point - 1).clamp_(min=1e-30)
+        y = x.mul_(scale.reciprocal()) if own else torch.mul(x, scale.reciprocal())
+        return _round_to_uint8(y, zero_point), scale, low
+    scale = (high - low).div_(activation_max).clamp_(min=1e-30)
+    y = x.sub_(low) if own else torch.sub(x, low)
+    return _round_to_uint8(y.mul_(scale.reciprocal()), 0), scale, low
+
+
+def _reference_rows(x: Tensor, input_scale: Tensor | None, asymmetric: bool) -> tuple[Tensor, Tensor]:
+    """The eager ops' uint8 values and scales on the full grid: what the compiled kernel must reproduce."""
+    return quantize_rows(x, input_scale, asymmetric, 255, 0 if asymmetric else 128)[:2]
 
 
 def _gemm_int_mm(x: Tensor, zero_point: int, weight: Tensor, weight_scale: Tensor) -> Tensor:
@@ -339,6 +374,7 @@ class Int8Linear(nn.Module):
         input_scale: Tensor | None = None,
         kernel: str = "auto",
         asymmetric: bool = False,
+        compiled: bool = False,
     ) -> None:
         super().__init__()
         self.kernel = resolve_kernel(kernel)
@@ -364,6 +400,8 @@ class Int8Linear(nn.Module):
         self.register_buffer("bias", None if bias is None else bias.detach().to(torch.float32))
         self.register_buffer("input_scale", None if input_scale is None else input_scale.to(torch.float32))
         self.asymmetric = asymmetric
+        # Quantize the input with bertlite.compiled_quant's kernel once it is built (the same numbers).
+        self.compiled = compiled
         # What the GEMM subtracts from the uint8 activations: 0 for asymmetric ones where the kernel allows.
         self.zero_point = 0 if asymmetric and self.kernel in ZERO_POINT_0_KERNELS else self.grid.zero_point
         # sum_k W[n, k] in real units: what a per-token offset c contributes to output n (c * row sum).
@@ -393,11 +431,13 @@ class Int8Linear(nn.Module):
         kernel: str = "auto",
         asymmetric: bool = False,
         smooth_folded: bool = False,
+        compiled: bool = False,
     ) -> Int8Linear:
         """Quantize one Linear, or several with the same input concatenated on the output dim (q|k|v).
 
         smooth (in_features,): SmoothQuant's s; the weight is quantized as W * s and the input is
         multiplied by 1 / s at run time, unless smooth_folded: the layer before already divides by s.
+        compiled: quantize the input with bertlite.compiled_quant's kernel, once it is built.
         """
         linears = [linear] if isinstance(linear, nn.Linear) else list(linear)
         weight = torch.cat([m.weight.detach() for m in linears]).to(torch.float32)  # (N, K)
@@ -413,7 +453,7 @@ class Int8Linear(nn.Module):
         grid = int8_grid(kernel)
         qweight, weight_scale = quantize_per_channel(weight, grid.weight_limit, grid.pair_limit)
         input_scale = None if smooth is None or smooth_folded else 1.0 / smooth
-        return cls(qweight, weight_scale, bias, input_scale, kernel, asymmetric)
+        return cls(qweight, weight_scale, bias, input_scale, kernel, asymmetric, compiled)
 
     def quantize_input(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
         """(M, K) float -> (M, K) uint8 q, and (M, 1) per-token scale and offset: x ~ scale * (q - zp)
@@ -421,23 +461,15 @@ class Int8Linear(nn.Module):
         (symmetric: the grid's, 128 or 64 for 7-bit activations; asymmetric: 0 where the kernel takes it).
         Round to nearest. uint8 either way: oneDNN's x86 int8 kernels take u8 activations, and with s8 ones
         some ISAs fall back to a reference kernel (ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI: 5 s for one
-        512 x 384 x 1152 GEMM, against 1.5 ms in u8)."""
-        # Each pass over (M, K) costs more than all the (M, 1) arithmetic around it (the passes are
-        # memory-bound), so: one reduction each for min and max, and every pass after them in place
-        # on a tensor of our own, never a fresh (M, K) allocation per step.
-        own = x.dtype != torch.float32 or self.input_scale is not None
-        x = x.to(torch.float32) * self.input_scale if self.input_scale is not None else x.to(torch.float32)
-        low, high = x.amin(dim=-1, keepdim=True), x.amax(dim=-1, keepdim=True)
+        512 x 384 x 1152 GEMM, against 1.5 ms in u8). self.compiled: in one compiled kernel
+        (bertlite.compiled_quant), the same numbers."""
         top, zero_point = self.grid.activation_max, self.zero_point
+        rows = compiled_quant.quantize(x, self.input_scale, self.asymmetric, top, zero_point) if self.compiled else None
+        q, scale, low = rows or quantize_rows(x, self.input_scale, self.asymmetric, top, zero_point)
         if not self.asymmetric:
-            scale = torch.maximum(high, low.neg_()).div_(zero_point - 1).clamp_(min=1e-30)
-            y = x.mul_(scale.reciprocal()) if own else torch.mul(x, scale.reciprocal())
-            return _round_to_uint8(y, zero_point), scale, None
-        scale = (high - low).div_(top).clamp_(min=1e-30)
-        y = x.sub_(low) if own else torch.sub(x, low)
-        # (x - low) / scale in [0, top], so x ~ scale * (q - zp) + offset with offset = low + zp * scale.
-        offset = low.add_(scale, alpha=zero_point) if zero_point else low
-        return _round_to_uint8(y.mul_(scale.reciprocal()), 0), scale, offset
+            return q, scale, None
+        # x ~ scale * q + low, so x ~ scale * (q - zp) + offset with offset = low + zp * scale.
+        return q, scale, low.add_(scale, alpha=zero_point) if zero_point else low
 
     def gemm(self, qx: Tensor) -> Tensor:
         """(M, K) uint8 in [0, grid.activation_max] with zero point self.zero_point (what quantize_input
@@ -480,7 +512,7 @@ class Int8Linear(nn.Module):
             f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
             f"smooth={self.input_scale is not None}, asymmetric={self.asymmetric}, kernel={self.kernel!r}, "
             f"activation_max={self.grid.activation_max}, weight_limit={self.grid.weight_limit}, "
-            f"pair_limit={self.grid.pair_limit}"
+            f"pair_limit={self.grid.pair_limit}, compiled={self.compiled}"
         )
 
 
@@ -540,6 +572,7 @@ def quantize_int8(
     calibration_texts: Sequence[str] | None = None,
     keep_fp32: Iterable[str] = (),
     asymmetric: Iterable[str] | None = None,
+    compile_quantization: bool | None = None,
 ) -> BertPreTrainedModel:
     """Replace the encoder's Linears by Int8Linear, in place, and return the model.
 
@@ -554,8 +587,14 @@ def quantize_int8(
     1,000 corpus texts, all-MiniLM-L6-v2, output.dense smoothed: min / mean cosine 0.99819 / 0.99922, vs
     0.99818 / 0.99937 all asymmetric and 0.99732 / 0.99885 none, while each asymmetric input costs one
     more pass over it).
-    kernel: one of INT8_KERNELS, or "auto". Raises glibc's malloc thresholds for the whole process
-    (bertlite.allocator.keep_freed_memory; BERTLITE_KEEP_FREED_MEMORY=0 keeps them).
+    kernel: one of INT8_KERNELS, or "auto". compile_quantization: quantize each Linear's input in one
+    kernel compiled by torch.compile (bertlite.compiled_quant: the same numbers as the eager ops,
+    faster, but seconds to build); None (default): built once the process has embedded
+    compiled_quant.BUILD_AFTER_TOKENS tokens through Embedder (count_int8_tokens), the eager ops running
+    until then, where it cannot build, and with BERTLITE_INT8_COMPILE=0; True: built here, and a machine
+    where it cannot build is refused; False: the eager ops only. Raises glibc's malloc
+    thresholds for the whole process (bertlite.allocator.keep_freed_memory; BERTLITE_KEEP_FREED_MEMORY=0
+    keeps them).
     """
     kernel = resolve_kernel(kernel)
     base = model.base_model
@@ -569,6 +608,9 @@ def quantize_int8(
     one_sided = _check_names("asymmetric", asymmetric, len(encoder.layer))
     if grid.reduced:
         warn_user(f"int8 on this CPU: {REDUCED_GRID_NOTE}", Int8PrecisionWarning)
+    compiled = compile_quantization is not False and compiled_quant.enabled_by_environment()
+    if compile_quantization and not build_compiled_quantization():
+        raise ValueError(f"compile_quantization=True, but it does not work here: {compiled_quant.reason()}")
     ranges = {}
     if tokenizer is not None and alpha is not None:
         ranges = activation_ranges(
@@ -597,7 +639,9 @@ def quantize_int8(
             linears = targets[name]
             asym = name in one_sided or f"encoder.layer.{i}.{name}" in one_sided
             folded = fold and name == "attention.output.dense"
-            quantized = Int8Linear.from_linear(linears, smooth.get(name), kernel, asym, smooth_folded=folded)
+            quantized = Int8Linear.from_linear(
+                linears, smooth.get(name), kernel, asym, smooth_folded=folded, compiled=compiled
+            )
             if name == "attention.self.qkv":
                 attention.qkv = quantized
                 for part in ("query", "key", "value"):
@@ -606,6 +650,21 @@ def quantize_int8(
                 owner, _, attr = name.rpartition(".")
                 setattr(layer.get_submodule(owner), attr, quantized)
     return model
+
+
+def build_compiled_quantization() -> bool:
+    """Build the compiled input-quantization kernel now (once per process; seconds) rather than when a
+    job reaches compiled_quant.BUILD_AFTER_TOKENS; whether it works here (else compiled_quant.reason())."""
+    return compiled_quant.build(_reference_rows)
+
+
+def count_int8_tokens(model: nn.Module, tokens: int) -> None:
+    """Embedder calls this before `tokens` tokens go through `model`: where its Int8Linears use the
+    compiled kernel and it is not built yet, they count towards building it (compiled_quant.count)."""
+    if compiled_quant.built():
+        return
+    if any(isinstance(m, Int8Linear) and m.compiled for m in model.modules()):
+        compiled_quant.count(tokens, _reference_rows)
 
 
 def _check_model(model: nn.Module, encoder: nn.Module | None, alpha: float | None) -> None:

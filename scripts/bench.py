@@ -121,6 +121,10 @@ def bertlite_runner(
     from bertlite import Embedder
 
     embedder = Embedder.from_pretrained(model_path, dtype=dtype, **embedder_kwargs)
+    if dtype == "int8":  # what a long job runs once past compiled_quant.BUILD_AFTER_TOKENS
+        from bertlite.quantization import build_compiled_quantization
+
+        build_compiled_quantization()
     if attn_implementation is not None:
         embedder.model.set_attn_implementation(attn_implementation)
     return lambda texts: embedder.encode(texts, batch_size=batch_size, show_progress_bar=False)
@@ -751,7 +755,12 @@ def emulate(isa: str, argv: list[str]) -> dict[str, Any]:
     this process started with, re-execute the script with them (each library reads its cap once, at
     its first use; only a fresh process is sure to start under them). Returns the result header's record."""
     variables = EMULATED_CPUS[isa][0] | PEER_ISA_VARIABLES[isa]
-    names = [*ISA_VARIABLES, *PEER_ISA_VARIABLES[isa]]
+    # Inductor's cache does not key on ATEN_CPU_CAPABILITY: kernels an uncapped run cached would come back
+    # (bertlite.compiled_quant's check would then keep the eager ops), so each emulated ISA gets its own.
+    variables["TORCHINDUCTOR_CACHE_DIR"] = os.environ.get(
+        "TORCHINDUCTOR_CACHE_DIR", str(Path(tempfile.gettempdir()) / f"bertlite-inductor-{isa}")
+    )
+    names = [*ISA_VARIABLES, *PEER_ISA_VARIABLES[isa], "TORCHINDUCTOR_CACHE_DIR"]
     if any(os.environ.get(name) != variables.get(name) for name in names):
         env = {name: value for name, value in os.environ.items() if name not in names} | variables
         sys.stdout.flush()
@@ -760,7 +769,11 @@ def emulate(isa: str, argv: list[str]) -> dict[str, Any]:
         "isa": isa,
         "emulates": EMULATED_CPUS[isa][1],
         "variables": variables,
-        "caps": {name: ISA_VARIABLES.get(name, "CTranslate2's own kernels") for name in variables},
+        "caps": {
+            name: ISA_VARIABLES.get(name, "CTranslate2's own kernels")
+            for name in variables
+            if name != "TORCHINDUCTOR_CACHE_DIR"
+        },
         "not_capped": NOT_CAPPED,
         # what torch itself reports under the caps: evidence they took effect in this process
         "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
@@ -827,6 +840,13 @@ def main(argv: list[str] | None = None) -> None:
         results["throughput"] = bench_throughput(model_path, texts, names, args.rounds, args.pause)
         vectors = results["throughput"].pop("vectors")
         print(format_throughput(results["throughput"], emulated["not_capped"] if emulated else {}))
+        if "bertlite_int8" in names:
+            from bertlite import compiled_quant
+
+            compiled = compiled_quant.built()
+            why = compiled_quant.reason()
+            results["int8_input_quantization"] = "compiled (torch.compile)" if compiled else f"eager ops: {why}"
+            print(f"bertlite_int8's input quantization: {results['int8_input_quantization']}")
     if args.cli:
         cli = bench_cli(model_path, texts)
         cli_vectors = cli.pop("vectors")

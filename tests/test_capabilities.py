@@ -172,7 +172,7 @@ def test_env_prints_versions_capabilities_and_the_auto_dtype(cpu, capsys):
 @pytest.mark.parametrize(
     ("grid", "expected"),
     [
-        (quantization.FULL_GRID, "kernel onednn, 8-bit activations and weights\n"),
+        (quantization.FULL_GRID, "kernel onednn, 8-bit activations and weights; inputs quantized"),
         (
             quantization.Int8Grid(255, 127, pair_limit=128),
             "kernel onednn, 8-bit activations and weights, each row's weights k and k + 1 summing to at most 128",
@@ -187,6 +187,20 @@ def test_env_says_which_int8_kernel_and_grid_run_here(monkeypatch, capsys, grid,
     assert f"dtype='int8' runs: {expected}" in capsys.readouterr().out
     assert main(["env", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["int8"]["grid"] == grid._asdict()
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        ("1", "inputs quantized by eager ops, by a torch.compile kernel after 2,000,000 tokens where it builds"),
+        ("0", "inputs quantized by eager ops (BERTLITE_INT8_COMPILE=0)"),
+    ],
+)
+def test_env_says_how_int8_inputs_are_quantized(monkeypatch, capsys, setting, expected):
+    monkeypatch.setenv("BERTLITE_INT8_COMPILE", setting)
+    assert main(["env"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("dtype='int8' runs:"))
+    assert line.endswith(expected)
 
 
 def test_detect_is_probed_once():

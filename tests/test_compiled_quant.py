@@ -1,0 +1,207 @@
+"""Int8Linear's input quantization compiled by torch.compile (bertlite.compiled_quant): the eager ops'
+integers bit for bit, the same vectors, and the eager ops wherever it cannot run."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from bertlite import compiled_quant, quantization
+from bertlite.features import Embedder
+from bertlite.quantization import Int8Linear, quantize_int8, quantize_rows
+from tests.conftest import make_hf_model, random_batch, to_bertlite
+
+
+@pytest.fixture(scope="module")
+def built() -> bool:
+    assert compiled_quant.build(quantization._reference_rows), compiled_quant.reason()
+    return True
+
+
+def rows_with_ties(rows: int, depth: int, asymmetric: bool, activation_max: int, zero_point: int) -> torch.Tensor:
+    """Random rows, plus rows whose scale is exactly 1 holding values a hair below k + 1/2: adding the
+    zero point in float32 rounds them onto the tie (round(y + zp) != round(y) + zp), where an
+    implementation that rounds first would give other integers."""
+    generator = torch.Generator().manual_seed(rows * depth)
+    x = torch.randn(rows, depth, generator=generator) * 3
+    x[:, depth // 3] *= 30  # an outlier channel
+    if rows >= 4:
+        top = float(activation_max if asymmetric else zero_point - 1)
+        x[-2:] = torch.linspace(0.0 if asymmetric else -top, top, depth).round()
+        # ties after + zero point, below the row's max and min (its ends): scale 1
+        x[-2:, 1:-1] = x[-2:, 1:-1].clamp(-top + 1, top - 1) + (0.5 - 2.0**-20)
+    return x
+
+
+@pytest.mark.parametrize("rows", [1, 4, 257])
+@pytest.mark.parametrize("depth", [384, 401])
+@pytest.mark.parametrize("smoothed", [False, True])
+@pytest.mark.parametrize("asymmetric", [False, True])
+@pytest.mark.parametrize("grid", [quantization.FULL_GRID, quantization.Int8Grid(127, 127)], ids=["8-bit", "7-bit"])
+def test_compiled_kernel_gives_the_eager_integers_bit_for_bit(built, rows, depth, smoothed, asymmetric, grid):
+    zero_point = 0 if asymmetric else grid.zero_point
+    x = rows_with_ties(rows, depth, asymmetric, grid.activation_max, zero_point)
+    input_scale = torch.rand(depth, generator=torch.Generator().manual_seed(7)) + 0.5 if smoothed else None
+    with torch.inference_mode():
+        x = x.clone()
+        compiled = compiled_quant.quantize(x, input_scale, asymmetric, grid.activation_max, zero_point)
+        eager = quantize_rows(x, input_scale, asymmetric, grid.activation_max, zero_point)
+    assert compiled is not None
+    for got, expected in zip(compiled, eager, strict=True):
+        assert torch.equal(got, expected)
+    if rows >= 4 and not smoothed and not asymmetric:  # the tie rows round otherwise with round-then-add
+        q = compiled[0][-1].to(torch.int16)
+        y = x[-1] / compiled[1][-1]
+        assert not torch.equal(q, (y.round() + zero_point).to(torch.int16))
+
+
+def test_int8_vectors_are_the_same_with_and_without_the_compiled_kernel(
+    built, monkeypatch, real_model_path: Path, corpus_texts: list[str]
+) -> None:
+    compiled = Embedder.from_pretrained(real_model_path, quantize="int8")
+    eager = Embedder.from_pretrained(real_model_path, dtype="float32")
+    quantize_int8(eager.model, eager.tokenizer, compile_quantization=False)
+    flags = {
+        name: {m.compiled for m in e.model.modules() if isinstance(m, Int8Linear)}
+        for name, e in (("compiled", compiled), ("eager", eager))
+    }
+    assert flags == {"compiled": {True}, "eager": {False}}
+    calls = []
+    kernel = compiled_quant._state["kernel"]
+    monkeypatch.setitem(compiled_quant._state, "kernel", lambda *args: calls.append(1) or kernel(*args))
+    texts = corpus_texts[:300]
+    got = torch.from_numpy(compiled.encode(texts))
+    compiled_calls = len(calls)
+    assert compiled_calls >= 4 * compiled.model.config.num_hidden_layers  # every Linear, every batch
+    expected = torch.from_numpy(eager.encode(texts))
+    assert len(calls) == compiled_calls  # the eager model never called it
+    assert torch.equal(got, expected)
+
+
+@pytest.fixture
+def fresh_state(monkeypatch: pytest.MonkeyPatch) -> dict:
+    """A process where the kernel was never built: what build() decides here stays in this test."""
+    state: dict = {}
+    monkeypatch.setattr(compiled_quant, "_state", state)
+    return state
+
+
+def tiny_int8(**options) -> nn.Module:
+    model = to_bertlite(make_hf_model()).eval()
+    return quantize_int8(model, kernel="dequantize", **options)
+
+
+def int8_layers(model: nn.Module) -> list[Int8Linear]:
+    return [m for m in model.modules() if isinstance(m, Int8Linear)]
+
+
+def test_without_a_working_torch_compile_the_eager_ops_run(monkeypatch, fresh_state) -> None:
+    def no_compiler(*args, **kwargs):
+        raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found\nmore detail")
+
+    monkeypatch.setattr(compiled_quant.torch, "compile", no_compiler)
+    model = tiny_int8()
+    assert not quantization.build_compiled_quantization()
+    assert (
+        compiled_quant.reason()
+        == "torch.compile failed here (RuntimeError: InvalidCxxCompiler: No working C++ compiler found)"
+    )
+    inputs = random_batch(model.config, batch=2, seq=5)
+    with torch.inference_mode():
+        got = model(**inputs).last_hidden_state
+        for layer in int8_layers(model):
+            layer.compiled = False
+        assert torch.equal(got, model(**inputs).last_hidden_state)
+    with pytest.raises(ValueError, match=r"compile_quantization=True, but it does not work here: torch.compile failed"):
+        tiny_int8(compile_quantization=True)
+
+
+def test_environment_turns_it_off(monkeypatch, fresh_state) -> None:
+    monkeypatch.setenv("BERTLITE_INT8_COMPILE", "0")
+    assert not any(m.compiled for m in int8_layers(tiny_int8()))
+    assert not quantization.build_compiled_quantization()
+    with pytest.raises(
+        ValueError, match=r"compile_quantization=True, but it does not work here: BERTLITE_INT8_COMPILE=0"
+    ):
+        tiny_int8(compile_quantization=True)
+
+
+def test_a_kernel_that_disagrees_with_the_eager_ops_is_not_used(fresh_state) -> None:
+    def off_by_one(x, input_scale, asymmetric):
+        q, scale = quantization._reference_rows(x, input_scale, asymmetric)
+        return q ^ 1, scale
+
+    assert not compiled_quant.build(off_by_one)
+    assert compiled_quant.reason() == "its uint8 values differ from the eager ops' on this machine"
+
+
+def fake_kernel(calls: list, fail: bool = False):
+    """A stand-in for the compiled function that records its calls and computes the eager ops."""
+
+    def kernel(x, input_scale, constants):
+        calls.append(constants)
+        if fail:
+            raise RuntimeError("recompile failed")
+        asymmetric = bool(constants[0] > 0)
+        top, zero_point = (int(constants[3]), 0) if asymmetric else (255, int(constants[1]))
+        return quantize_rows(x, input_scale, asymmetric, top, zero_point)
+
+    return kernel
+
+
+def test_the_kernel_runs_only_without_grad_and_outside_a_recorded_graph(monkeypatch, fresh_state) -> None:
+    calls: list = []
+    fresh_state.update(kernel=fake_kernel(calls), reason=None)
+    layer = Int8Linear.from_linear(nn.Linear(16, 8), kernel="dequantize", asymmetric=True, compiled=True)
+    x = torch.randn(5, 16)
+    with torch.no_grad():
+        got = layer(x)
+        assert len(calls) == 1
+        layer.compiled = False
+        assert torch.equal(got, layer(x)) and len(calls) == 1
+        layer.compiled = True
+        monkeypatch.setattr(compiled_quant, "recording_graph", lambda: True)  # trace, export, compile
+        layer(x)
+    layer(x)  # grad enabled
+    assert len(calls) == 1
+
+
+def test_a_run_time_failure_warns_once_and_falls_back_to_the_same_numbers(fresh_state) -> None:
+    calls: list = []
+    fresh_state.update(kernel=fake_kernel(calls, fail=True), reason=None)
+    layer = Int8Linear.from_linear(nn.Linear(16, 8), kernel="dequantize", compiled=True)
+    x = torch.randn(5, 16)
+    eager = quantize_rows(x, None, False, 255, 128)
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first, second = layer.quantize_input(x), layer.quantize_input(x)
+    notes = [str(w.message) for w in caught if issubclass(w.category, compiled_quant.CompiledQuantizationWarning)]
+    assert len(calls) == 1 and len(notes) == 1 and "RuntimeError: recompile failed" in notes[0]
+    assert compiled_quant.reason() == "it failed at run time (RuntimeError)"
+    assert torch.equal(first[0], eager[0]) and torch.equal(second[0], eager[0])
+
+
+def test_embedder_builds_it_once_a_job_reaches_the_token_threshold(
+    monkeypatch, fresh_state, real_model_path: Path, corpus_texts: list[str]
+) -> None:
+    calls, builds = [], []
+
+    def counted_build(reference):
+        builds.append(1)
+        return fake_kernel(calls), None
+
+    monkeypatch.setattr(compiled_quant, "_build", counted_build)
+    monkeypatch.setattr(compiled_quant, "BUILD_AFTER_TOKENS", 1000)
+    embedder = Embedder.from_pretrained(real_model_path, quantize="int8")
+    short = ["a short text", "another one"]
+    before = embedder.encode(short)  # a few tokens: no build, the eager ops
+    assert not builds and not calls and embedder.last_stats.tokens < 1000
+    embedder.encode(corpus_texts[:40])  # past 1,000 tokens: built before its first batch
+    assert builds == [1] and len(calls) >= 4 * embedder.model.config.num_hidden_layers
+    assert compiled_quant._state["tokens"] >= 1000
+    after = embedder.encode(short)
+    assert builds == [1] and (after == before).all()
