@@ -755,25 +755,24 @@ def emulate(isa: str, argv: list[str]) -> dict[str, Any]:
     this process started with, re-execute the script with them (each library reads its cap once, at
     its first use; only a fresh process is sure to start under them). Returns the result header's record."""
     variables = EMULATED_CPUS[isa][0] | PEER_ISA_VARIABLES[isa]
+    names = [*ISA_VARIABLES, *PEER_ISA_VARIABLES[isa]]
     # Inductor's cache does not key on ATEN_CPU_CAPABILITY: kernels an uncapped run cached would come back
-    # (bertlite.compiled_quant's check would then keep the eager ops), so each emulated ISA gets its own.
-    variables["TORCHINDUCTOR_CACHE_DIR"] = os.environ.get(
-        "TORCHINDUCTOR_CACHE_DIR", str(Path(tempfile.gettempdir()) / f"bertlite-inductor-{isa}")
-    )
-    names = [*ISA_VARIABLES, *PEER_ISA_VARIABLES[isa], "TORCHINDUCTOR_CACHE_DIR"]
-    if any(os.environ.get(name) != variables.get(name) for name in names):
-        env = {name: value for name, value in os.environ.items() if name not in names} | variables
+    # (bertlite.compiled_quant's check would then keep the eager ops), so each emulated ISA gets its own
+    # unless one is set.
+    cache = {"TORCHINDUCTOR_CACHE_DIR": str(Path(tempfile.gettempdir()) / f"bertlite-inductor-{isa}")}
+    cache = {name: os.environ.get(name, value) for name, value in cache.items()}
+    if any(os.environ.get(name) != variables.get(name) for name in names) or any(
+        os.environ.get(name) != value for name, value in cache.items()
+    ):
+        env = {name: value for name, value in os.environ.items() if name not in names} | variables | cache
         sys.stdout.flush()
         os.execve(sys.executable, [sys.executable, str(Path(__file__).resolve()), *argv], env)
     return {
         "isa": isa,
         "emulates": EMULATED_CPUS[isa][1],
         "variables": variables,
-        "caps": {
-            name: ISA_VARIABLES.get(name, "CTranslate2's own kernels")
-            for name in variables
-            if name != "TORCHINDUCTOR_CACHE_DIR"
-        },
+        "caps": {name: ISA_VARIABLES.get(name, "CTranslate2's own kernels") for name in variables},
+        "inductor_cache_dir": cache["TORCHINDUCTOR_CACHE_DIR"],
         "not_capped": NOT_CAPPED,
         # what torch itself reports under the caps: evidence they took effect in this process
         "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
