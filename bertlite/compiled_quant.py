@@ -2,8 +2,9 @@
 
 Eagerly, quantizing a (tokens, K) input costs one memory pass per op: SmoothQuant's scale, min, max,
 shift, multiply, round. Inductor fuses them into one row reduction and one quantizing pass. The
-kernel computes the eager ops' float32 values op for op (inductor compiles without fast math or
-FMA contraction by default), and adds the zero point before rounding as quantize_per_tensor does,
+kernel computes the eager ops' float32 values op for op (inductor's default C++ flags keep IEEE
+float32 arithmetic: no unsafe math optimizations, no FMA contraction), and adds the zero point
+before rounding as quantize_per_tensor does,
 so it gives bitwise the same uint8 values and scales: checked on a probe when it is built (a
 mismatch keeps the eager ops) and in tests. Whether it runs changes no vector.
 
