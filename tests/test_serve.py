@@ -306,3 +306,27 @@ def test_a_worker_that_dies_fails_its_requests_and_health_instead_of_hanging(tin
         health = httpx.get(f"{url}/health", timeout=60)
         assert health.status_code == 503 and "the embedding worker stopped" in health.text
         assert httpx.post(f"{url}/embed", json={"inputs": ["beta"]}, timeout=60).status_code == 503
+
+
+def test_serve_dtype_int8_builds_the_compiled_quantization_and_serves_the_int8_vectors(
+    real_folder: Path, texts: list[str]
+) -> None:
+    from bertlite import compiled_quant
+    from bertlite.cli import build_parser
+    from bertlite.quantization import Int8Linear
+    from bertlite.serve.cli import load_embedder
+
+    args = build_parser().parse_args(["serve", str(real_folder), "--dtype", "int8"])
+    embedder = load_embedder(args)
+    assert embedder.precision == "int8" and compiled_quant.built(), compiled_quant.reason()
+    assert all(m.compiled for m in embedder.model.modules() if isinstance(m, Int8Linear))
+    expected = embedder.encode(texts)
+    with running(lambda: embedder, model_name="minilm") as (url, _):
+        body = httpx.post(f"{url}/v1/embeddings", json={"input": texts, "model": "minilm"}, timeout=60).json()
+        info = httpx.get(f"{url}/info").json()
+    got = np.asarray([d["embedding"] for d in body["data"]], dtype=np.float32)
+    # One forward for the whole request (mixed lengths, attention per sequence) against encode's sorted
+    # batches: equal here, but float32 noise between the two attentions may move one rounding step.
+    cosine = (got * expected).sum(axis=1) / np.linalg.norm(got, axis=1) / np.linalg.norm(expected, axis=1)
+    assert cosine.min() >= 0.9999
+    assert info["dtype"] == "int8"

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from bertlite.cli_args import add_command, add_model_placement
 
 if TYPE_CHECKING:  # the server stack is imported on use
+    from bertlite.features import Embedder
     from bertlite.serve.app import Limits
 
 
@@ -45,7 +46,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, this machine only)")
     p.add_argument("--port", type=int, default=8080, help="port to bind; 0 picks a free one (default: 8080)")
-    add_model_placement(p)
+    add_model_placement(p, extra_dtypes=("int8",))
     p.add_argument(
         "--threads",
         type=int,
@@ -100,6 +101,22 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
 
 
+def load_embedder(args: argparse.Namespace) -> Embedder:
+    """The model as the server runs it. int8 also builds its compiled input quantization here, before
+    /health says ready: a server is the long job that repays it (bertlite.compiled_quant), and no
+    request waits for it; where it cannot build, the eager ops serve the same vectors."""
+    from bertlite.features import Embedder
+
+    embedder = Embedder.from_pretrained(
+        args.model, device=args.device, dtype=args.dtype, truncate_dim=args.truncate_dim, pack_weights=args.pack_weights
+    )
+    if args.dtype == "int8":
+        from bertlite.quantization import build_compiled_quantization
+
+        build_compiled_quantization()
+    return embedder
+
+
 def run(args: argparse.Namespace) -> int:
     def fail(message: str) -> int:
         print(f"bertlite serve: error: {message}", file=sys.stderr, flush=True)
@@ -111,8 +128,6 @@ def run(args: argparse.Namespace) -> int:
         from bertlite.serve.server import run as run_server
     except ImportError as e:
         return fail(f"{INSTALL_HINT} ({e})")
-    from bertlite.features import Embedder
-
     try:
         limits = _limits(args)
     except ValueError as e:
@@ -130,13 +145,7 @@ def run(args: argparse.Namespace) -> int:
             import torch
 
             torch.set_num_threads(args.threads)
-        return Embedder.from_pretrained(
-            args.model,
-            device=args.device,
-            dtype=args.dtype,
-            truncate_dim=args.truncate_dim,
-            pack_weights=args.pack_weights,
-        )
+        return load_embedder(args)
 
     def on_loaded(error: str | None) -> None:
         if error is None:
