@@ -10,7 +10,8 @@ mismatch keeps the eager ops) and in tests. Whether it runs changes no vector.
 
 It needs a working torch.compile (inductor and a C++ compiler), and its build takes seconds (see
 BUILD_AFTER_TOKENS), so it is built once per process only for work that repays it: Embedder builds
-it when the tokens it has embedded in int8 reach BUILD_AFTER_TOKENS (the eager ops run until then),
+it before the chunk of a job with which the process's int8 tokens, those the job still brings
+included (estimated from its length), reach BUILD_AFTER_TOKENS (the eager ops run until then),
 quantize_int8(..., compile_quantization=True) at once. One graph serves the four forms Int8Linear
 uses (symmetric or not, smoothed or not), with dynamic shapes, so batches of any size reuse it.
 Without a compiler, or with BERTLITE_INT8_COMPILE=0, the eager ops run throughout; a failure at run
@@ -99,12 +100,13 @@ def built() -> bool:
     return _state.get("kernel") is not None
 
 
-def count(tokens: int, reference: Reference) -> None:
+def count(tokens: int, reference: Reference, upcoming: int = 0) -> None:
     """Count `tokens` about to go through a model whose Int8Linears use the kernel, and build it (here,
-    before they do) once the process's count reaches BUILD_AFTER_TOKENS: a job that size saves more
-    than the build costs, and a smaller one never waits for it."""
-    _state["tokens"] = _state.get("tokens", 0) + tokens  # type: ignore[operator]
-    if "kernel" not in _state and _state["tokens"] >= BUILD_AFTER_TOKENS and enabled_by_environment():  # type: ignore[operator]
+    before they do) once the process's count, with the `upcoming` tokens the job expects after these,
+    reaches BUILD_AFTER_TOKENS: a job that size saves more than the build costs, so a long one builds
+    it at its start, and a short one never waits for it."""
+    _state["tokens"] = seen = _state.get("tokens", 0) + tokens  # type: ignore[operator]
+    if "kernel" not in _state and seen + upcoming >= BUILD_AFTER_TOKENS and enabled_by_environment():
         build(reference)
 
 

@@ -412,7 +412,11 @@ class Embedder:
                 encodings = self.tokenize(_with_prompt(chunk, prefix), on_long, first_index=start)
                 stats.texts += len(chunk)
                 vectors = torch.empty(len(encodings), self.dimension, dtype=torch.float32)
-                for batch_rows, batch_vectors in self._embed_sorted(encodings, batch_size, max_tokens, stats):
+                # the rest of the job's tokens, at this chunk's rate: what a long int8 job counts on
+                rest = max(total - start - len(chunk), 0) if total is not None else 0
+                upcoming = rest * sum(len(e.ids) for e in encodings) // max(len(encodings), 1)
+                batches = self._embed_sorted(encodings, batch_size, max_tokens, stats, upcoming)
+                for batch_rows, batch_vectors in batches:
                     vectors[batch_rows] = batch_vectors
                     progress.update(len(batch_rows))
                 yield start, vectors[:, :dimension].contiguous()
@@ -442,11 +446,17 @@ class Embedder:
         return batch_size or MAX_BATCH_SIZE, max_tokens
 
     def _embed_sorted(
-        self, encodings: list[Encoding], batch_size: int, max_tokens: int | None, stats: EncodeStats
+        self,
+        encodings: list[Encoding],
+        batch_size: int,
+        max_tokens: int | None,
+        stats: EncodeStats,
+        upcoming: int = 0,
     ) -> Iterator[tuple[Tensor, Tensor]]:
+        """Batches of `encodings` by length; upcoming: the tokens expected after them in the same job."""
         lengths = [len(e.ids) for e in encodings]
         stats.tokens += sum(lengths)
-        count_int8_tokens(self.model, sum(lengths))  # a long int8 job builds the compiled quantization first
+        count_int8_tokens(self.model, sum(lengths), upcoming)  # a long int8 job builds its compiled quantization
         stats.truncated += sum(bool(e.overflowing) for e in encodings)
         order = sorted(range(len(encodings)), key=lengths.__getitem__, reverse=True)
         device = self.model.device

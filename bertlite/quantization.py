@@ -589,9 +589,9 @@ def quantize_int8(
     more pass over it).
     kernel: one of INT8_KERNELS, or "auto". compile_quantization: quantize each Linear's input in one
     kernel compiled by torch.compile (bertlite.compiled_quant: the same numbers as the eager ops,
-    faster, but seconds to build); None (default): built once the process has embedded
-    compiled_quant.BUILD_AFTER_TOKENS tokens through Embedder (count_int8_tokens), the eager ops running
-    until then, where it cannot build, and with BERTLITE_INT8_COMPILE=0; True: built here, and a machine
+    faster, but seconds to build); None (default): built when an Embedder job will bring the
+    process's int8 tokens to compiled_quant.BUILD_AFTER_TOKENS (count_int8_tokens), the eager ops
+    running until then, where it cannot build, and with BERTLITE_INT8_COMPILE=0; True: built here, and a machine
     where it cannot build is refused; False: the eager ops only. Raises glibc's malloc
     thresholds for the whole process (bertlite.allocator.keep_freed_memory; BERTLITE_KEEP_FREED_MEMORY=0
     keeps them).
@@ -658,13 +658,14 @@ def build_compiled_quantization() -> bool:
     return compiled_quant.build(_reference_rows)
 
 
-def count_int8_tokens(model: nn.Module, tokens: int) -> None:
-    """Embedder calls this before `tokens` tokens go through `model`: where its Int8Linears use the
-    compiled kernel and it is not built yet, they count towards building it (compiled_quant.count)."""
+def count_int8_tokens(model: nn.Module, tokens: int, upcoming: int = 0) -> None:
+    """Embedder calls this before `tokens` tokens go through `model`, `upcoming` more expected in the
+    same job: where its Int8Linears use the compiled kernel and it is not built yet, they count
+    towards building it (compiled_quant.count)."""
     if compiled_quant.built():
         return
     if any(isinstance(m, Int8Linear) and m.compiled for m in model.modules()):
-        compiled_quant.count(tokens, _reference_rows)
+        compiled_quant.count(tokens, _reference_rows, upcoming)
 
 
 def _check_model(model: nn.Module, encoder: nn.Module | None, alpha: float | None) -> None:

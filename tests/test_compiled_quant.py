@@ -205,3 +205,26 @@ def test_embedder_builds_it_once_a_job_reaches_the_token_threshold(
     assert compiled_quant._state["tokens"] >= 1000
     after = embedder.encode(short)
     assert builds == [1] and (after == before).all()
+
+
+def test_a_job_expected_to_reach_the_threshold_builds_it_before_its_first_chunk(
+    monkeypatch, fresh_state, real_model_path: Path, corpus_texts: list[str]
+) -> None:
+    from bertlite import features
+
+    calls, builds = [], []
+
+    def counted_build(reference):
+        builds.append(len(calls))  # how many compiled calls ran before it: none may
+        return fake_kernel(calls), None
+
+    monkeypatch.setattr(compiled_quant, "_build", counted_build)
+    monkeypatch.setattr(features, "CHUNK_TEXTS", 4)  # 10 chunks of 4 texts, one batch each
+    embedder = Embedder.from_pretrained(real_model_path, quantize="int8")
+    texts = corpus_texts[:40]
+    first = sum(len(e.ids) for e in embedder.tokenize(texts[:4]))
+    # Past the first chunk alone, within the 10 x first tokens the job is expected to bring from it.
+    monkeypatch.setattr(compiled_quant, "BUILD_AFTER_TOKENS", 5 * first)
+    embedder.encode(texts)
+    linears = 4 * embedder.model.config.num_hidden_layers
+    assert builds == [0] and len(calls) == 10 * linears  # every chunk's batch ran the kernel
