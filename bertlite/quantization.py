@@ -6,7 +6,9 @@ precision, not the whole batch's as with a per-tensor scale (torch.ao's quantize
 Outlier channels, which every token shares, are moved from the activations into the
 weights before quantizing (SmoothQuant, Xiao et al. 2022): x @ W.T = (x / s) @ (W * s).T,
 with s from the weights and the activations of a small built-in calibration set.
-Attention, LayerNorm, softmax and pooling stay fp32. Inference only.
+Attention, LayerNorm, softmax and pooling stay fp32. Inference only. The per-token quantization
+runs as eager ops (quantize_rows) or, for long jobs, as one kernel torch.compile builds
+(bertlite.compiled_quant), which gives the same integers.
 
 Kernels, chosen by name and probed once on this machine (never assumed from the CPU):
 "onednn" (torch.ops.onednn.qlinear_pointwise on a prepacked weight: VNNI / AMX where the
