@@ -75,8 +75,11 @@ def constants(asymmetric: bool, activation_max: int, zero_point: int) -> Tensor:
 
 
 def ones(depth: int) -> Tensor:
+    """The input scale of an unsmoothed Linear: made outside inference mode, as the smoothing buffers
+    are, so that both are the same kind of tensor to dynamo (another kind would be another graph)."""
     if depth not in _ones:
-        _ones[depth] = torch.ones(depth)
+        with torch.inference_mode(False):
+            _ones[depth] = torch.ones(depth)
     return _ones[depth]
 
 
