@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
+from torch._dynamo.utils import counters
 
 from bertlite import compiled_quant, quantization
 from bertlite.features import Embedder
@@ -74,7 +75,9 @@ def test_int8_vectors_are_the_same_with_and_without_the_compiled_kernel(
     kernel = compiled_quant._state["kernel"]
     monkeypatch.setitem(compiled_quant._state, "kernel", lambda *args: calls.append(1) or kernel(*args))
     texts = corpus_texts[:300]
+    frames = dict(counters["frames"])
     got = torch.from_numpy(compiled.encode(texts))
+    assert dict(counters["frames"]) == frames  # the graph the build made serves Embedder: no recompile
     compiled_calls = len(calls)
     assert compiled_calls >= 4 * compiled.model.config.num_hidden_layers  # every Linear, every batch
     expected = torch.from_numpy(eager.encode(texts))
