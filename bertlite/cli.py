@@ -333,9 +333,14 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
         return 1
     seconds = time.perf_counter() - start
     stats = embedder.last_stats
+    precision = embedder.precision
+    if precision == "int8":  # whether a long job's compiled input quantization ran (bertlite.compiled_quant)
+        from bertlite import compiled_quant
+
+        precision += ", compiled quantization" if compiled_quant.built() else ", eager quantization"
     print(
         f"embedded {stats.texts} texts ({stats.tokens} tokens, {stats.truncated} truncated) in {seconds:.1f} s "
-        f"({embedder.precision}): "
+        f"({precision}): "
         f"{stats.texts / max(seconds, 1e-9):.1f} texts/s -> {args.output}{' (replaced)' if replacing else ''}",
         file=sys.stderr,
     )

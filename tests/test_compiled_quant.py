@@ -231,3 +231,20 @@ def test_a_job_expected_to_reach_the_threshold_builds_it_before_its_first_chunk(
     embedder.encode(texts)
     linears = 4 * embedder.model.config.num_hidden_layers
     assert builds == [0] and len(calls) == 10 * linears  # every chunk's batch ran the kernel
+
+
+@pytest.mark.parametrize("long_job", [False, True])
+def test_bertlite_embed_says_which_quantization_ran(
+    monkeypatch, capsys, fresh_state, long_job, real_model_path: Path, corpus_texts: list[str], tmp_path: Path
+) -> None:
+    from bertlite.cli import main
+
+    calls: list = []
+    monkeypatch.setattr(compiled_quant, "_build", lambda reference: (fake_kernel(calls), None))
+    monkeypatch.setattr(compiled_quant, "BUILD_AFTER_TOKENS", 10 if long_job else 10**9)
+    source, out = tmp_path / "in.txt", tmp_path / "out.npy"
+    source.write_text("".join(t + "\n" for t in corpus_texts[:6] if "\n" not in t), encoding="utf-8")
+    assert main(["embed", str(real_model_path), "-i", str(source), "-o", str(out), "--dtype", "int8", "--quiet"]) == 0
+    summary = capsys.readouterr().err
+    expected = "(int8, compiled quantization)" if long_job else "(int8, eager quantization)"
+    assert expected in summary and bool(calls) == long_job
