@@ -113,6 +113,14 @@ def count(tokens: int, reference: Reference, upcoming: int = 0) -> None:
         build(reference)
 
 
+def describe() -> str:
+    """Which quantization Int8Linear runs now, in words (for a benchmark's or a summary's record)."""
+    if built():
+        return "compiled (torch.compile)"
+    why = reason() or ("not built in this process" if enabled_by_environment() else "BERTLITE_INT8_COMPILE=0")
+    return f"eager ops: {why}"
+
+
 def reason() -> str | None:
     """Why the compiled kernel is not used (None when it is, or while it builds)."""
     return _state.get("reason")  # type: ignore[return-value]

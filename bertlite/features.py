@@ -412,10 +412,8 @@ class Embedder:
                 encodings = self.tokenize(_with_prompt(chunk, prefix), on_long, first_index=start)
                 stats.texts += len(chunk)
                 vectors = torch.empty(len(encodings), self.dimension, dtype=torch.float32)
-                # the rest of the job's tokens, at this chunk's rate: what a long int8 job counts on
                 rest = max(total - start - len(chunk), 0) if total is not None else 0
-                upcoming = rest * sum(len(e.ids) for e in encodings) // max(len(encodings), 1)
-                batches = self._embed_sorted(encodings, batch_size, max_tokens, stats, upcoming)
+                batches = self._embed_sorted(encodings, batch_size, max_tokens, stats, texts_after=rest)
                 for batch_rows, batch_vectors in batches:
                     vectors[batch_rows] = batch_vectors
                     progress.update(len(batch_rows))
@@ -451,12 +449,14 @@ class Embedder:
         batch_size: int,
         max_tokens: int | None,
         stats: EncodeStats,
-        upcoming: int = 0,
+        texts_after: int = 0,
     ) -> Iterator[tuple[Tensor, Tensor]]:
-        """Batches of `encodings` by length; upcoming: the tokens expected after them in the same job."""
+        """Batches of `encodings` by length; texts_after: how many more texts the same job brings."""
         lengths = [len(e.ids) for e in encodings]
-        stats.tokens += sum(lengths)
-        count_int8_tokens(self.model, sum(lengths), upcoming)  # a long int8 job builds its compiled quantization
+        tokens = sum(lengths)
+        stats.tokens += tokens
+        # a long int8 job builds its compiled quantization first; the rest of it counted at this rate
+        count_int8_tokens(self.model, tokens, texts_after * tokens // max(len(encodings), 1))
         stats.truncated += sum(bool(e.overflowing) for e in encodings)
         order = sorted(range(len(encodings)), key=lengths.__getitem__, reverse=True)
         device = self.model.device

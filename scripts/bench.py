@@ -842,9 +842,7 @@ def main(argv: list[str] | None = None) -> None:
         if "bertlite_int8" in names:
             from bertlite import compiled_quant
 
-            compiled = compiled_quant.built()
-            why = compiled_quant.reason()
-            results["int8_input_quantization"] = "compiled (torch.compile)" if compiled else f"eager ops: {why}"
+            results["int8_input_quantization"] = compiled_quant.describe()
             print(f"bertlite_int8's input quantization: {results['int8_input_quantization']}")
     if args.cli:
         cli = bench_cli(model_path, texts)

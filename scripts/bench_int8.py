@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 import warnings
@@ -22,8 +23,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bertlite import compiled_quant
 from bertlite.features import Embedder
-from bertlite.quantization import Int8Linear
+from bertlite.quantization import build_compiled_quantization
 
 CORPUS = Path(__file__).resolve().parent.parent / "data" / "stdlib_docs.jsonl"
 
@@ -63,19 +65,11 @@ def main() -> None:
     model_path = str(get_model_path())
     with open(CORPUS, encoding="utf-8") as f:
         texts = [json.loads(line)["text"] for line in f][: args.texts]
+    if args.eager_quantization:  # read by quantize_int8, so set before the models load
+        os.environ["BERTLITE_INT8_COMPILE"] = "0"
     embedders = {name: make(model_path) for name, make in CONFIGS.items()}
-    if args.eager_quantization:
-        compiled = "eager ops (--eager-quantization)"
-        for embedder in embedders.values():
-            for module in embedder.model.modules():
-                if isinstance(module, Int8Linear):
-                    module.compiled = False
-    else:
-        from bertlite import compiled_quant
-        from bertlite.quantization import build_compiled_quantization
-
-        built = build_compiled_quantization()
-        compiled = "compiled (torch.compile)" if built else f"eager ops: {compiled_quant.reason()}"
+    if not args.eager_quantization:
+        build_compiled_quantization()
     seconds: dict[str, list[float]] = {name: [] for name in embedders}
     vectors: dict[str, np.ndarray] = {}
     for r in range(args.rounds + 1):  # round 0 warms up
@@ -93,7 +87,7 @@ def main() -> None:
     )
     base = statistics.median(seconds["bertlite_fp32"])
     reference = vectors["bertlite_fp32"]
-    print(f"bertlite int8's input quantization: {compiled}")
+    print(f"bertlite int8's input quantization: {compiled_quant.describe()}")
     print(f"{'config':30} {'texts/s':>8} {'x fp32':>7} {'min cos':>8} {'mean cos':>9}")
     for name in embedders:
         median = statistics.median(seconds[name])
