@@ -138,9 +138,9 @@ class Batcher:
                 batch, carried = self._gather(job, expected, wait_s)
                 if batch:
                     start = time.perf_counter()
-                    self._forward(batch)
+                    queued = self._forward(batch)
                     wait_s = min(self.max_gather_s, self.gather_share * (time.perf_counter() - start))
-                    expected = len(batch) + self._queue.qsize()
+                    expected = len(batch) + queued
         except Exception as e:  # a bug outside the forward: no request may wait for a worker that is gone
             traceback.print_exc(file=sys.stderr)
             self._fail_all(f"the embedding worker stopped: {type(e).__name__}: {e}", [*batch, carried])
@@ -190,7 +190,10 @@ class Batcher:
                 return batch, None
         return batch, None
 
-    def _forward(self, batch: list[_Job]) -> None:
+    def _forward(self, batch: list[_Job]) -> int:
+        """Run the batch and hand each job its rows; how many requests queued while it ran, counted
+        before the results go out (a client answered may send its next request at once, and that one
+        did not wait for this batch)."""
         start = time.perf_counter()
         encodings = [e for job in batch for e in job.encodings]
         try:
@@ -199,13 +202,12 @@ class Batcher:
         except Exception as e:
             traceback.print_exc(file=sys.stderr)
             if len(batch) > 1:  # run each request alone, so one bad request fails only itself
-                for job in batch:
-                    self._forward([job])
-                return
+                return [self._forward([job]) for job in batch][-1]
+            queued = self._queue.qsize()
             batch[0].loop.call_soon_threadsafe(
                 _set_exception, batch[0].future, RuntimeError(f"the forward failed: {e}")
             )
-            return
+            return queued
         self.metrics.batch_seconds.observe(time.perf_counter() - start)
         self.metrics.batch_tokens.observe(sum(job.tokens for job in batch))
         self.metrics.batch_requests.observe(len(batch))
@@ -214,9 +216,11 @@ class Batcher:
         for job in batch:
             results.setdefault(job.loop, []).append((job.future, vectors[offset : offset + len(job.encodings)]))
             offset += len(job.encodings)
+        queued = self._queue.qsize()
         # One wake-up per event loop for the whole batch, not one per request.
         for loop, pairs in results.items():
             loop.call_soon_threadsafe(_set_results, pairs)
+        return queued
 
 
 def _one_forward(embedder: Embedder) -> bool:
