@@ -110,6 +110,19 @@ def transformers_runner(
     return run
 
 
+def load_bertlite(model_path: str, dtype: str | None, **embedder_kwargs: Any) -> Any:
+    """Embedder.from_pretrained; int8 with its compiled quantization built, as a job past
+    compiled_quant.BUILD_AFTER_TOKENS runs it."""
+    from bertlite import Embedder
+
+    embedder = Embedder.from_pretrained(model_path, dtype=dtype, **embedder_kwargs)
+    if dtype == "int8":
+        from bertlite.quantization import build_compiled_quantization
+
+        build_compiled_quantization()
+    return embedder
+
+
 def bertlite_runner(
     model_path: str,
     dtype: str | None,
@@ -118,13 +131,7 @@ def bertlite_runner(
     **embedder_kwargs: Any,
 ) -> Callable[[list[str]], np.ndarray]:
     """Embedder.encode with its default batching unless batch_size is given."""
-    from bertlite import Embedder
-
-    embedder = Embedder.from_pretrained(model_path, dtype=dtype, **embedder_kwargs)
-    if dtype == "int8":  # what a long job runs once past compiled_quant.BUILD_AFTER_TOKENS
-        from bertlite.quantization import build_compiled_quantization
-
-        build_compiled_quantization()
+    embedder = load_bertlite(model_path, dtype, **embedder_kwargs)
     if attn_implementation is not None:
         embedder.model.set_attn_implementation(attn_implementation)
     return lambda texts: embedder.encode(texts, batch_size=batch_size, show_progress_bar=False)
@@ -635,13 +642,7 @@ def profile_bertlite(model_path: str, texts: list[str], dtype: str | None, rows:
     int8 runs with its compiled quantization built, as a long job does."""
     from torch.profiler import ProfilerActivity, profile
 
-    from bertlite import Embedder
-
-    embedder = Embedder.from_pretrained(model_path, dtype=dtype)
-    if dtype == "int8":
-        from bertlite.quantization import build_compiled_quantization
-
-        build_compiled_quantization()
+    embedder = load_bertlite(model_path, dtype)
     embedder.encode(texts[:200])
     start = time.perf_counter()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
