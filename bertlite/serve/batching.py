@@ -202,7 +202,9 @@ class Batcher:
         except Exception as e:
             traceback.print_exc(file=sys.stderr)
             if len(batch) > 1:  # run each request alone, so one bad request fails only itself
-                return [self._forward([job]) for job in batch][-1]
+                for job in batch:
+                    queued = self._forward([job])
+                return queued
             queued = self._queue.qsize()
             batch[0].loop.call_soon_threadsafe(
                 _set_exception, batch[0].future, RuntimeError(f"the forward failed: {e}")
