@@ -14,52 +14,69 @@ from bertlite.config import BertConfig
 __version__ = "0.1.0"
 
 _LAZY = {
-    "AutoConfig": "bertlite.auto",
-    "AutoModel": "bertlite.auto",
-    "AutoModelForCausalLM": "bertlite.auto",
-    "AutoModelForMaskedLM": "bertlite.auto",
-    "AutoModelForMultipleChoice": "bertlite.auto",
-    "AutoModelForNextSentencePrediction": "bertlite.auto",
-    "AutoModelForPreTraining": "bertlite.auto",
-    "AutoModelForQuestionAnswering": "bertlite.auto",
-    "AutoModelForSequenceClassification": "bertlite.auto",
-    "AutoModelForTokenClassification": "bertlite.auto",
-    "AutoTokenizer": "bertlite.auto",
-    "BaseModelOutputWithPooling": "bertlite.modeling",
+    "AutoConfig": "bertlite.models.auto",
+    "AutoModel": "bertlite.models.auto",
+    "AutoModelForCausalLM": "bertlite.models.auto",
+    "AutoModelForMaskedLM": "bertlite.models.auto",
+    "AutoModelForMultipleChoice": "bertlite.models.auto",
+    "AutoModelForNextSentencePrediction": "bertlite.models.auto",
+    "AutoModelForPreTraining": "bertlite.models.auto",
+    "AutoModelForQuestionAnswering": "bertlite.models.auto",
+    "AutoModelForSequenceClassification": "bertlite.models.auto",
+    "AutoModelForTokenClassification": "bertlite.models.auto",
+    "AutoTokenizer": "bertlite.models.auto",
+    "BaseModelOutputWithPooling": "bertlite.models.bert",
     "BatchEncoding": "bertlite.tokenization",
-    "BertAttention": "bertlite.modeling",
-    "BertEmbeddings": "bertlite.modeling",
-    "BertEncoder": "bertlite.modeling",
-    "BertForMaskedLM": "bertlite.heads",
-    "BertForMultipleChoice": "bertlite.heads",
-    "BertForNextSentencePrediction": "bertlite.heads",
-    "BertForPreTraining": "bertlite.heads",
-    "BertForQuestionAnswering": "bertlite.heads",
-    "BertForSequenceClassification": "bertlite.heads",
-    "BertForTokenClassification": "bertlite.heads",
-    "BertIntermediate": "bertlite.modeling",
-    "BertLMHeadModel": "bertlite.heads",
-    "BertLayer": "bertlite.modeling",
-    "BertModel": "bertlite.modeling",
-    "BertOutput": "bertlite.modeling",
-    "BertPooler": "bertlite.modeling",
-    "BertPreTrainedModel": "bertlite.modeling",
-    "BertSelfAttention": "bertlite.modeling",
-    "BertSelfOutput": "bertlite.modeling",
+    "BertAttention": "bertlite.models.bert",
+    "BertEmbeddings": "bertlite.models.bert",
+    "BertEncoder": "bertlite.models.bert",
+    "BertForMaskedLM": "bertlite.models.heads",
+    "BertForMultipleChoice": "bertlite.models.heads",
+    "BertForNextSentencePrediction": "bertlite.models.heads",
+    "BertForPreTraining": "bertlite.models.heads",
+    "BertForQuestionAnswering": "bertlite.models.heads",
+    "BertForSequenceClassification": "bertlite.models.heads",
+    "BertForTokenClassification": "bertlite.models.heads",
+    "BertIntermediate": "bertlite.models.bert",
+    "BertLMHeadModel": "bertlite.models.heads",
+    "BertLayer": "bertlite.models.bert",
+    "BertModel": "bertlite.models.bert",
+    "BertOutput": "bertlite.models.bert",
+    "BertPooler": "bertlite.models.bert",
+    "BertPreTrainedModel": "bertlite.models.bert",
+    "BertSelfAttention": "bertlite.models.bert",
+    "BertSelfOutput": "bertlite.models.bert",
     "BertTokenizer": "bertlite.tokenization",
     "BertTokenizerFast": "bertlite.tokenization",
-    "CheckpointError": "bertlite.loading",
-    "CheckpointNotFoundError": "bertlite.hub",
-    "DownloadError": "bertlite.hub",
-    "Embedder": "bertlite.features",
-    "NotCachedError": "bertlite.hub",
-    "remap_state_dict": "bertlite.loading",
+    "CheckpointError": "bertlite.errors",
+    "CheckpointNotFoundError": "bertlite.errors",
+    "DownloadError": "bertlite.errors",
+    "Embedder": "bertlite.embed.embedder",
+    "InputError": "bertlite.errors",
+    "Int8PrecisionWarning": "bertlite.errors",
+    "NotCachedError": "bertlite.errors",
+    "PackedLayout": "bertlite.layers.packing",
+    "SlowDtypeWarning": "bertlite.errors",
+    "quantize_int8": "bertlite.quant.int8",
+    "remap_state_dict": "bertlite.checkpoint.load",
 }
 
 __all__ = ["BertConfig", "__version__", *_LAZY]
 
 if TYPE_CHECKING:
-    from bertlite.auto import (
+    from bertlite.checkpoint.load import remap_state_dict
+    from bertlite.embed.embedder import Embedder
+    from bertlite.errors import (
+        CheckpointError,
+        CheckpointNotFoundError,
+        DownloadError,
+        InputError,
+        Int8PrecisionWarning,
+        NotCachedError,
+        SlowDtypeWarning,
+    )
+    from bertlite.layers.packing import PackedLayout
+    from bertlite.models.auto import (
         AutoConfig,
         AutoModel,
         AutoModelForCausalLM,
@@ -72,20 +89,7 @@ if TYPE_CHECKING:
         AutoModelForTokenClassification,
         AutoTokenizer,
     )
-    from bertlite.features import Embedder
-    from bertlite.heads import (
-        BertForMaskedLM,
-        BertForMultipleChoice,
-        BertForNextSentencePrediction,
-        BertForPreTraining,
-        BertForQuestionAnswering,
-        BertForSequenceClassification,
-        BertForTokenClassification,
-        BertLMHeadModel,
-    )
-    from bertlite.hub import CheckpointNotFoundError, DownloadError, NotCachedError
-    from bertlite.loading import CheckpointError, remap_state_dict
-    from bertlite.modeling import (
+    from bertlite.models.bert import (
         BaseModelOutputWithPooling,
         BertAttention,
         BertEmbeddings,
@@ -99,6 +103,17 @@ if TYPE_CHECKING:
         BertSelfAttention,
         BertSelfOutput,
     )
+    from bertlite.models.heads import (
+        BertForMaskedLM,
+        BertForMultipleChoice,
+        BertForNextSentencePrediction,
+        BertForPreTraining,
+        BertForQuestionAnswering,
+        BertForSequenceClassification,
+        BertForTokenClassification,
+        BertLMHeadModel,
+    )
+    from bertlite.quant.int8 import quantize_int8
     from bertlite.tokenization import BatchEncoding, BertTokenizer, BertTokenizerFast
 
 

@@ -13,11 +13,12 @@ from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertlite.hub import HUB_KWARGS as HUB_KWARGS  # re-exported: auto.py and tokenization.py read it here
-from bertlite.hub import CheckpointNotFoundError, pop_hub_kwargs, resolve_file
-from bertlite.warn import warn_user
+from bertlite.checkpoint.hub import HUB_KWARGS as HUB_KWARGS  # re-exported: auto.py and tokenization.py read it here
+from bertlite.checkpoint.hub import pop_hub_kwargs, resolve_file
+from bertlite.errors import CheckpointNotFoundError
+from bertlite.utils.warn import warn_user
 
-# Names understood by bertlite.modeling.ACT2FN. Kept here (not derived from the
+# Names understood by bertlite.models.bert.ACT2FN. Kept here (not derived from the
 # torch module) so that validating a config never imports torch; a test checks
 # the two lists agree.
 SUPPORTED_ACTIVATIONS = (
@@ -176,7 +177,7 @@ class BertConfig:
     ) -> BertConfig | tuple[BertConfig, dict[str, Any]]:
         """Read config.json from a local folder, a config file or a hub repo, as transformers does.
 
-        kwargs: the hub options of bertlite.hub.resolve_file (revision, cache_dir, token, local_files_only,
+        kwargs: the hub options of bertlite.checkpoint.hub.resolve_file (revision, cache_dir, token, local_files_only,
         force_download, subfolder), and config fields that override the loaded values (num_labels=3,
         output_hidden_states=True, hidden_dropout_prob=0.0, ...). Any other keyword is a TypeError naming
         it, unless return_unused_kwargs=True: then (config, the keywords it did not use) is returned.

@@ -21,7 +21,8 @@ from typing import Any
 
 import torch
 
-from bertlite.modeling import DEFAULT_ATTENTION, BertModel, BertPreTrainedModel
+from bertlite.config import BertConfig
+from bertlite.models.bert import DEFAULT_ATTENTION, BertModel, BertPreTrainedModel
 
 try:
     import transformers
@@ -63,15 +64,15 @@ class Trainer(transformers.Trainer):
 def to_bertlite(model: Any, attn_implementation: str = DEFAULT_ATTENTION) -> BertPreTrainedModel:
     """The bertlite twin of a transformers BERT model (BertModel or a head): the class of
     the same name, sharing the loaded tensors (no copy), on their device and dtype."""
-    import bertlite
+    from bertlite.models.heads import MODEL_CLASSES
 
     name = type(model).__name__
-    cls = getattr(bertlite, name, None) if name.startswith("Bert") else None
-    if not (isinstance(cls, type) and issubclass(cls, BertPreTrainedModel)):
+    cls = MODEL_CLASSES.get(name)
+    if cls is None:
         raise TypeError(f"{name} is not a BERT model class bertlite has (bertlite.BertModel or a Bert* head)")
-    from bertlite.loading import empty_init
+    from bertlite.checkpoint.load import empty_init
 
-    config = bertlite.BertConfig.from_dict(model.config.to_dict())
+    config = BertConfig.from_dict(model.config.to_dict())
     config.name_or_path = getattr(model, "name_or_path", "")  # what PEFT records as the base model
     with empty_init():
         if cls is BertModel:

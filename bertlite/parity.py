@@ -23,11 +23,14 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-import bertlite
-from bertlite.auto import ARCHITECTURES
-from bertlite.capabilities import DTYPE_NAMES
-from bertlite.config import SIZE_FIELDS, SUPPORTED_ACTIVATIONS
-from bertlite.loading import CheckpointError, one_line, parse_dtype
+from bertlite import __version__
+from bertlite.config import SIZE_FIELDS, SUPPORTED_ACTIVATIONS, BertConfig
+from bertlite.errors import CheckpointError, ParityLoadError, one_line
+from bertlite.models.auto import ARCHITECTURES
+from bertlite.models.bert import BertModel
+from bertlite.models.heads import MODEL_CLASSES
+from bertlite.utils.capabilities import DTYPE_NAMES
+from bertlite.utils.dtypes import parse_dtype
 
 # Varied on purpose: short, long, two segments (token_type_ids), non-ASCII, and
 # lengths that force padding in every batch.
@@ -55,7 +58,7 @@ BUILTIN_TEXTS: list[str | tuple[str, str]] = [
 
 # The heads `--head auto` compares: architecture -> its logits fields, each per token (padded
 # positions excluded) or per sequence. The reference is transformers' Auto class of the same
-# architecture (bertlite.auto.ARCHITECTURES).
+# architecture (bertlite.models.auto.ARCHITECTURES).
 HEAD_LOGITS = {
     "BertForPreTraining": {"prediction_logits": "token", "seq_relationship_logits": "pooled"},
     "BertForMaskedLM": {"logits": "token"},
@@ -66,10 +69,6 @@ HEAD_LOGITS = {
     "BertForTokenClassification": {"logits": "token"},
     "BertForQuestionAnswering": {"start_logits": "token", "end_logits": "token"},
 }
-
-
-class ParityLoadError(Exception):
-    """The comparison could not start: bad arguments, model not found, missing dependency."""
 
 
 @dataclass
@@ -153,7 +152,7 @@ class ParityReport:
 def _versions() -> dict[str, str]:
     import transformers
 
-    return {"bertlite": bertlite.__version__, "transformers": transformers.__version__, "torch": torch.__version__}
+    return {"bertlite": __version__, "transformers": transformers.__version__, "torch": torch.__version__}
 
 
 # --- inputs --------------------------------------------------------------------
@@ -175,7 +174,7 @@ def read_text_file(path: str | os.PathLike) -> list[str | tuple[str, str]]:
 def make_batches(
     name_or_path: str,
     texts: list[str | tuple[str, str]],
-    config: bertlite.BertConfig,
+    config: BertConfig,
     batch_size: int,
     max_length: int,
     hub_kwargs: dict[str, Any],
@@ -299,7 +298,7 @@ def head_architecture(name_or_path: str, head: str, hub_kwargs: dict[str, Any], 
     """The task head to compare: with --head auto, the first of config.json's architectures that
     bertlite implements (HEAD_LOGITS); None compares the base model only."""
     try:
-        config = bertlite.BertConfig.from_pretrained(name_or_path, **hub_kwargs)
+        config = BertConfig.from_pretrained(name_or_path, **hub_kwargs)
     except (OSError, ValueError) as e:
         raise ParityLoadError(f"cannot load {name_or_path} with bertlite: {e}") from e
     architectures = config.extra.get("architectures") or []
@@ -315,7 +314,7 @@ def head_architecture(name_or_path: str, head: str, hub_kwargs: dict[str, Any], 
     return found
 
 
-def _check_reference_version(config: bertlite.BertConfig, name_or_path: str, version: str) -> None:
+def _check_reference_version(config: BertConfig, name_or_path: str, version: str) -> None:
     position_type = config.position_embedding_type
     if position_type != "absolute" and int(version.split(".")[0]) >= 5:
         # v5 would load the checkpoint and run it without its distance embeddings: a wrong reference.
@@ -350,7 +349,7 @@ def load_models(
     pooler = True
     try:
         try:
-            ours = bertlite.BertModel.from_pretrained(name_or_path, dtype=dtype, attn_implementation=attn, **hub_kwargs)
+            ours = BertModel.from_pretrained(name_or_path, dtype=dtype, attn_implementation=attn, **hub_kwargs)
         except CheckpointError as e:
             # Sentence-embedding checkpoints often ship without a pooler: compare
             # both sides without one rather than fail on two missing keys.
@@ -358,7 +357,7 @@ def load_models(
                 raise
             pooler = False
             notes.append("the checkpoint has no pooler weights: both models are built without a pooler")
-            ours = bertlite.BertModel.from_pretrained(
+            ours = BertModel.from_pretrained(
                 name_or_path, dtype=dtype, attn_implementation=attn, add_pooling_layer=False, **hub_kwargs
             )
     except (OSError, ValueError) as e:
@@ -388,7 +387,7 @@ def _load_heads(
     import transformers
 
     try:
-        ours = getattr(bertlite, architecture).from_pretrained(
+        ours = MODEL_CLASSES[architecture].from_pretrained(
             name_or_path, dtype=dtype, attn_implementation=attn, **hub_kwargs
         )
     except (OSError, ValueError) as e:
@@ -409,7 +408,7 @@ def _load_heads(
     return ours, ref, theirs
 
 
-def _check_same_shape(ours: bertlite.BertConfig, theirs: Any, name: str, reference: str) -> None:
+def _check_same_shape(ours: BertConfig, theirs: Any, name: str, reference: str) -> None:
     differ = [
         f"{k} {getattr(theirs, k, None)} vs {getattr(ours, k)}"
         for k in SIZE_FIELDS  # a reference that differs in one cannot be compared

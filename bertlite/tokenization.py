@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 from tokenizers import Encoding, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 
+from bertlite.checkpoint.hub import HUB_KWARGS, pop_hub_kwargs, resolve_file
 from bertlite.config import read_json_object
-from bertlite.files import write_temporaries
-from bertlite.hub import HUB_KWARGS, pop_hub_kwargs, resolve_file
-from bertlite.warn import warn_user
+from bertlite.utils.files import write_temporaries
+from bertlite.utils.warn import warn_user
 
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
@@ -237,8 +237,6 @@ class BertTokenizer:
                 f"{name}: {TOKENIZER_CONFIG_FILE} has tokenizer_class={tokenizer_class!r}, which is not a BERT "
                 f"tokenizer (bertlite reads {', '.join(BERT_TOKENIZER_CLASSES + PLAIN_TOKENIZER_CLASSES)})"
             )
-        from bertlite.features import load_tokenizer
-
         try:
             backend = load_tokenizer(name, **hub_kwargs)
         except FileNotFoundError as e:
@@ -734,3 +732,45 @@ def _write_files(folder: Path, files: dict[str, str]) -> None:
 
 def _write_text(text: str, path: str) -> None:
     Path(path).write_text(text, encoding="utf-8")
+
+
+# --- tokenizer -------------------------------------------------------------------
+
+
+def load_tokenizer(name_or_path: str | os.PathLike, **hub_kwargs: Any) -> Tokenizer:
+    """tokenizer.json when present, else vocab.txt + tokenizer_config.json (old checkpoints).
+
+    Padding and truncation stored in the file are switched off: the packaged
+    all-MiniLM-L6-v2 pads everything to 128, and Embedder pads per batch.
+    """
+    path = resolve_file(name_or_path, "tokenizer.json", **hub_kwargs)
+    if path is not None:
+        tokenizer = Tokenizer.from_file(str(path))
+    else:
+        vocab = resolve_file(name_or_path, "vocab.txt", **hub_kwargs)
+        if vocab is None:
+            raise FileNotFoundError(f"{name_or_path}: no tokenizer.json or vocab.txt")
+        tokenizer = _wordpiece_from_vocab(vocab, _read_json(str(name_or_path), TOKENIZER_CONFIG_FILE, hub_kwargs))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
+
+
+def _wordpiece_from_vocab(vocab: Path, config: dict[str, Any]) -> Tokenizer:
+    # The pipeline transformers' BertTokenizer builds from the same two files.
+    from tokenizers.implementations import BertWordPieceTokenizer
+
+    lowercase = config.get("do_lower_case", True)
+    wrapper = BertWordPieceTokenizer(
+        str(vocab),
+        unk_token=config.get("unk_token", "[UNK]"),
+        sep_token=config.get("sep_token", "[SEP]"),
+        cls_token=config.get("cls_token", "[CLS]"),
+        pad_token=config.get("pad_token", "[PAD]"),
+        mask_token=config.get("mask_token", "[MASK]"),
+        clean_text=True,
+        handle_chinese_chars=config.get("tokenize_chinese_chars", True),
+        strip_accents=config.get("strip_accents"),
+        lowercase=lowercase,
+    )
+    return wrapper._tokenizer

@@ -15,10 +15,10 @@ Peers a user would pick instead run in the same rounds, each only when installed
 and fused by its BERT optimizer, ONNX Runtime int8 (quantize_dynamic, per-channel),
 OpenVINO fp32 and CTranslate2 fp32 / int8; each tokenizes with the checkpoint's
 tokenizer.json inside the timed call, in length-sorted batches of 32. Every result
-starts with the CPU's capabilities (bertlite.capabilities): the numbers depend on them.
+starts with the CPU's capabilities (bertlite.utils.capabilities): the numbers depend on them.
 
 --isa avx2 (or avx512_vnni, avx512_bf16) measures a CPU with less than this one: the benchmark
-re-executes itself with the kernel libraries' ISA caps set (bertlite.capabilities.EMULATED_CPUS:
+re-executes itself with the kernel libraries' ISA caps set (bertlite.utils.capabilities.EMULATED_CPUS:
 ONEDNN_MAX_CPU_ISA, ATEN_CPU_CAPABILITY, MKL_ENABLE_INSTRUCTIONS, FBGEMM_ENABLE_INSTRUCTIONS),
 before torch runs anything, and the result's capabilities say it is an emulation and by which
 variables: the smaller ISA on this machine's cores, caches and memory, not a real such CPU.
@@ -46,8 +46,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertlite.allocator import keep_freed_memory
-from bertlite.capabilities import EMULATED_CPUS, ISA_VARIABLES, Capabilities, detect, resolve_dtype
+from bertlite.quant.allocator import keep_freed_memory
+from bertlite.utils.capabilities import EMULATED_CPUS, ISA_VARIABLES, Capabilities, detect, resolve_dtype
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "data" / "stdlib_docs.jsonl"
@@ -117,7 +117,7 @@ def load_bertlite(model_path: str, dtype: str | None, **embedder_kwargs: Any) ->
 
     embedder = Embedder.from_pretrained(model_path, dtype=dtype, **embedder_kwargs)
     if dtype == "int8":
-        from bertlite.quantization import build_compiled_quantization
+        from bertlite.quant.int8 import build_compiled_quantization
 
         build_compiled_quantization()
     return embedder
@@ -174,7 +174,7 @@ def sorted_batches_runner(
 ) -> Callable[[list[str]], np.ndarray]:
     """What a user of an inference engine writes: the checkpoint's tokenizer.json, length-sorted
     batches of 32 padded to their longest text, forward(ids, mask, types) -> (B, T, H), mean pooling."""
-    from bertlite.features import load_tokenizer
+    from bertlite.tokenization import load_tokenizer
 
     tokenizer = load_tokenizer(model_path)
     tokenizer.enable_truncation(MAX_LENGTH)
@@ -330,7 +330,7 @@ CONFIGS: dict[str, tuple[str, Callable[[str], Callable[[list[str]], np.ndarray]]
     "hf_sdpa_fp32_sorted": ("fp32", lambda p: transformers_runner(p, "sdpa", torch.float32, sort=True)),
     "hf_sdpa_bf16_sorted": ("bf16", lambda p: transformers_runner(p, "sdpa", torch.bfloat16, sort=True)),
     "sentence_transformers_fp32": ("fp32", sentence_transformers_runner),
-    # the packed attention implementations of bertlite.attention, for --configs attention
+    # the packed attention implementations of bertlite.layers.attention, for --configs attention
     "bertlite_fp32_per_sequence": ("fp32", lambda p: bertlite_runner(p, None, attn_implementation="per_sequence")),
     "bertlite_fp32_nested": ("fp32", lambda p: bertlite_runner(p, None, attn_implementation="nested")),
     "bertlite_fp32_padded_batches": ("fp32", lambda p: bertlite_runner(p, None, BATCH_SIZE, unpad=False)),
@@ -342,7 +342,7 @@ CONFIGS: dict[str, tuple[str, Callable[[str], Callable[[list[str]], np.ndarray]]
     "openvino_fp32_sorted": ("fp32", openvino_runner),
     "ctranslate2_fp32_sorted": ("fp32", lambda p: ctranslate2_runner(p, "float32")),
     "ctranslate2_int8_sorted": ("int8", lambda p: ctranslate2_runner(p, "int8")),
-    # int8 (bertlite.quantization), and torch.ao's dynamic int8 on the same Linears, for --configs int8
+    # int8 (bertlite.quant.int8), and torch.ao's dynamic int8 on the same Linears, for --configs int8
     "bertlite_int8": ("int8", lambda p: bertlite_runner(p, "int8")),
     "torch_dynamic_int8": ("int8", torch_dynamic_int8_runner),
 }
@@ -371,7 +371,7 @@ ATTENTION_CONFIGS = [
 def useful_gflop(model_path: str, texts: list[str]) -> float:
     """FLOPs of the real tokens only: the QKV/output/FFN GEMMs and the attention products."""
     from bertlite import BertConfig
-    from bertlite.features import load_tokenizer
+    from bertlite.tokenization import load_tokenizer
 
     cfg = BertConfig.from_pretrained(model_path)
     tokenizer = load_tokenizer(model_path)
@@ -409,7 +409,7 @@ def bench_throughput(
 ) -> dict[str, Any]:
     """Interleaved rounds; each round starts one config later (A B C, B C A, ...), so no config is
     always the one that follows a given other."""
-    # The int8 path sets glibc's allocator thresholds for the process (bertlite.allocator); set here
+    # The int8 path sets glibc's allocator thresholds for the process (bertlite.quant.allocator); set here
     # first, every engine runs with the same allocator, whichever configs are chosen.
     allocator_kept = keep_freed_memory()
     runners, skipped = {}, {}
@@ -562,7 +562,8 @@ print(json.dumps({{"import_s": t1 - t0, "from_pretrained_s": t2 - t1, "first_vec
 COLD_CODE = {
     "bertlite": (
         "from bertlite import BertModel\n"
-        "from bertlite.features import Embedder, load_tokenizer\n"
+        "from bertlite.embed.embedder import Embedder\n"
+        "from bertlite.tokenization import load_tokenizer\n"
         "t1 = time.perf_counter()\n"
         "model = BertModel.from_pretrained(sys.argv[1])\n"
         "t2 = time.perf_counter()\n"
@@ -705,11 +706,11 @@ def bench_profile(model_path: str, texts: list[str]) -> dict[str, Any]:
 
 
 def bench_validation(model_path: str, texts: list[str], rounds: int = 15) -> dict[str, Any]:
-    """Cost of bertlite.validation's input checks: forward with and without them,
+    """Cost of bertlite.models.inputs's input checks: forward with and without them,
     interleaved, on the same length-sorted batches, plus the checks timed alone."""
-    import bertlite.modeling
+    import bertlite.models.bert
     from bertlite import Embedder
-    from bertlite.validation import check_inputs, check_packed_inputs
+    from bertlite.models.inputs import check_inputs, check_packed_inputs
 
     embedder = Embedder.from_pretrained(model_path)
     model = embedder.model
@@ -735,11 +736,11 @@ def bench_validation(model_path: str, texts: list[str], rounds: int = 15) -> dic
     timings: dict[str, list[float]] = {"with_checks": [], "without_checks": [], "checks_alone": []}
 
     def without_checks() -> float:
-        bertlite.modeling.check_inputs = lambda *args: None
+        bertlite.models.bert.check_inputs = lambda *args: None
         try:
             return forward_all()
         finally:
-            bertlite.modeling.check_inputs = check_inputs
+            bertlite.models.bert.check_inputs = check_inputs
 
     for i in range(rounds):
         # alternate which goes first, so a drift in machine speed favours neither
@@ -761,16 +762,16 @@ def bench_nonfinite_check(model_path: str, rounds: int = 31) -> dict[str, Any]:
     """Cost of from_pretrained's NaN/Inf check (one sum per tensor): loads with and without it, interleaved,
     each followed by one short forward (which reads every weight too), plus the check timed alone."""
     import bertlite
-    import bertlite.loading
+    import bertlite.checkpoint.load
 
-    check = bertlite.loading._all_finite
+    check = bertlite.checkpoint.load._all_finite
     ids = torch.randint(1000, 2000, (1, 16))
     timings: dict[str, list[float]] = {"load_with_check": [], "load_without_check": [], "check_alone": []}
     timings |= {"load_forward_with_check": [], "load_forward_without_check": []}
     for i in range(rounds):
         runs = [("with_check", check), ("without_check", lambda tensor: True)]
         for name, fn in runs if i % 2 == 0 else runs[::-1]:
-            bertlite.loading._all_finite = fn
+            bertlite.checkpoint.load._all_finite = fn
             start = time.perf_counter()
             model = bertlite.BertModel.from_pretrained(model_path)
             loaded = time.perf_counter()
@@ -778,7 +779,7 @@ def bench_nonfinite_check(model_path: str, rounds: int = 31) -> dict[str, Any]:
                 model(input_ids=ids)
             timings[f"load_{name}"].append(loaded - start)
             timings[f"load_forward_{name}"].append(time.perf_counter() - start)
-        bertlite.loading._all_finite = check
+        bertlite.checkpoint.load._all_finite = check
         tensors = list(model.state_dict().values())
         start = time.perf_counter()
         assert all(check(t) for t in tensors)
@@ -821,7 +822,7 @@ def emulate(isa: str, argv: list[str]) -> dict[str, Any]:
     variables = EMULATED_CPUS[isa][0] | PEER_ISA_VARIABLES[isa]
     names = [*ISA_VARIABLES, *PEER_ISA_VARIABLES[isa]]
     # Inductor's cache does not key on ATEN_CPU_CAPABILITY: kernels an uncapped run cached would come back
-    # (bertlite.compiled_quant's check would then keep the eager ops), so each emulated ISA gets its own
+    # (bertlite.quant.compiled's check would then keep the eager ops), so each emulated ISA gets its own
     # unless one is set.
     cache = {"TORCHINDUCTOR_CACHE_DIR": str(Path(tempfile.gettempdir()) / f"bertlite-inductor-{isa}")}
     cache = {name: os.environ.get(name, value) for name, value in cache.items()}
@@ -879,8 +880,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--isa",
         choices=sorted(EMULATED_CPUS),
-        help="emulate a CPU with less: re-run under the libraries' ISA caps (bertlite.capabilities.EMULATED_CPUS); "
-        "the result's capabilities record it",
+        help="emulate a CPU with less: re-run under the libraries' ISA caps "
+        "(bertlite.utils.capabilities.EMULATED_CPUS); the result's capabilities record it",
     )
     parser.add_argument("--json", type=Path, help="write every number here")
     args = parser.parse_args(argv)
@@ -908,7 +909,7 @@ def main(argv: list[str] | None = None) -> None:
         vectors = results["throughput"].pop("vectors")
         print(format_throughput(results["throughput"], emulated["not_capped"] if emulated else {}))
         if "bertlite_int8" in names:
-            from bertlite import compiled_quant
+            from bertlite.quant import compiled as compiled_quant
 
             results["int8_input_quantization"] = compiled_quant.describe()
             print(f"bertlite_int8's input quantization: {results['int8_input_quantization']}")

@@ -4,7 +4,7 @@ Configs, in interleaved rounds (median counts): bertlite fp32 (packed batches), 
 batches, int8 (Embedder dtype="int8", packed and padded), and torch.ao's quantize_dynamic
 (per-channel weights, per-tensor activations) on the same encoder Linears, packed and padded.
 Tokenization is included in every config. bertlite int8 runs its compiled input quantization
-(bertlite.compiled_quant), as a long job does, unless --eager-quantization.
+(bertlite.quant.compiled), as a long job does, unless --eager-quantization.
 
 Usage: python scripts/bench_int8.py [--texts 300] [--rounds 3] [--threads 2] [--eager-quantization]
 """
@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bertlite import compiled_quant
-from bertlite.features import Embedder
-from bertlite.quantization import build_compiled_quantization
+from bertlite.embed.embedder import Embedder
+from bertlite.quant import compiled as compiled_quant
+from bertlite.quant.int8 import build_compiled_quantization
 
 CORPUS = Path(__file__).resolve().parent.parent / "data" / "stdlib_docs.jsonl"
 

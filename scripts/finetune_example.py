@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 import bertlite
-from bertlite.features import load_tokenizer
+from bertlite.tokenization import load_tokenizer
 
 CORPUS = Path(__file__).resolve().parent.parent / "data" / "stdlib_docs.jsonl"
 KEYWORD = re.compile(r"\breturn\w*", re.IGNORECASE)

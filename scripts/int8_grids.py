@@ -1,6 +1,6 @@
 """The vectors each int8 grid gives, on any CPU: min / mean cosine to bertlite fp32 on corpus texts.
 
-Every grid of bertlite.quantization.INT8_GRIDS runs on the "dequantize" kernel (a float32 GEMM on the
+Every grid of bertlite.quant.int8.INT8_GRIDS runs on the "dequantize" kernel (a float32 GEMM on the
 dequantized weight, exact for these integers up to float32 rounding), so a machine with VNNI shows
 what a CPU without it gets from its own grid, without that CPU's kernels. Each grid runs with the
 inputs quantize_int8 would make asymmetric on it, and with every input asymmetric.
@@ -16,8 +16,8 @@ import warnings
 import numpy as np
 import torch
 
-from bertlite import quantization
-from bertlite.features import Embedder
+from bertlite.embed.embedder import Embedder
+from bertlite.quant import int8 as quantization
 
 
 def cosines(model_path: str, texts: list[str], reference: np.ndarray, asymmetric: tuple[str, ...] | None) -> np.ndarray:

@@ -19,7 +19,7 @@ import transformers
 from safetensors.torch import save_file
 
 import bertlite
-from bertlite.capabilities import ISA_VARIABLES
+from bertlite.utils.capabilities import ISA_VARIABLES
 from tests.conftest import TINY, make_hf_model, random_batch
 
 

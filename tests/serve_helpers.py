@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from bertlite import BertConfig, BertModel
-from bertlite.features import Embedder
+from bertlite.embed.embedder import Embedder
 from bertlite.serve.app import Limits, create_app
 from bertlite.serve.server import bind, make_server
 from tests.conftest import TINY

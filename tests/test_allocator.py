@@ -1,4 +1,4 @@
-"""bertlite.allocator: the int8 forwards' freed blocks stay mapped, counted in page faults (not in time)."""
+"""bertlite.quant.allocator: the int8 forwards' freed blocks stay mapped, counted in page faults (not in time)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 SCRIPT = """
 import resource, torch
 from bertlite import BertConfig, BertModel
-from bertlite.quantization import quantize_int8
+from bertlite.quant.int8 import quantize_int8
 torch.manual_seed(0)
 config = BertConfig(hidden_size=384, num_hidden_layers=2, num_attention_heads=12, intermediate_size=1536)
 model = quantize_int8(BertModel(config).eval())

@@ -10,11 +10,11 @@ import transformers
 from huggingface_hub import constants
 
 import bertlite
-from bertlite.auto import ARCHITECTURES
+from bertlite.models.auto import ARCHITECTURES
 from tests.conftest import TINY
 from tests.helpers import REPO_ID, assert_weights, checkpoint_files
 
-# Written out, not read from bertlite.auto: what each Auto class must build.
+# Written out, not read from bertlite.models.auto: what each Auto class must build.
 EXPECTED = {
     "AutoModel": "BertModel",
     "AutoModelForPreTraining": "BertForPreTraining",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bertlite.capabilities import EMULATED_CPUS
+from bertlite.utils.capabilities import EMULATED_CPUS
 from tests.helpers import run_fresh_without_isa_caps
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""bertlite.capabilities: dtype="auto", the slow-dtype warning, `bertlite env`, and bf16's accuracy."""
+"""bertlite.utils.capabilities: dtype="auto", the slow-dtype warning, `bertlite env`, and bf16's accuracy."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ import pytest
 import tokenizers
 import torch
 
-from bertlite import capabilities, quantization
-from bertlite.capabilities import EMULATED_CPUS, ISA_VARIABLES, Capabilities, SlowDtypeWarning, resolve_dtype
 from bertlite.cli import main
-from bertlite.features import Embedder
+from bertlite.embed.embedder import Embedder
+from bertlite.errors import SlowDtypeWarning
+from bertlite.quant import int8 as quantization
+from bertlite.utils import capabilities
+from bertlite.utils.capabilities import EMULATED_CPUS, ISA_VARIABLES, Capabilities, resolve_dtype
 from tests.helpers import run_fresh_without_isa_caps
 
 AVX2_ONLY = Capabilities(

@@ -1,4 +1,4 @@
-"""Int8Linear's input quantization compiled by torch.compile (bertlite.compiled_quant): the eager ops'
+"""Int8Linear's input quantization compiled by torch.compile (bertlite.quant.compiled): the eager ops'
 integers bit for bit, the same vectors, and the eager ops wherever it cannot run."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import torch
 from torch import nn
 from torch._dynamo.utils import counters
 
-from bertlite import compiled_quant, quantization
-from bertlite.features import Embedder
-from bertlite.quantization import Int8Linear, quantize_int8, quantize_rows
+from bertlite.embed.embedder import Embedder
+from bertlite.quant import compiled as compiled_quant
+from bertlite.quant import int8 as quantization
+from bertlite.quant.int8 import Int8Linear, quantize_int8, quantize_rows
 from tests.conftest import make_hf_model, random_batch, to_bertlite
 
 
@@ -213,7 +214,7 @@ def test_embedder_builds_it_once_a_job_reaches_the_token_threshold(
 def test_a_job_expected_to_reach_the_threshold_builds_it_before_its_first_chunk(
     monkeypatch, fresh_state, real_model_path: Path, corpus_texts: list[str]
 ) -> None:
-    from bertlite import features
+    from bertlite.embed import embedder as features
 
     calls, builds = [], []
 

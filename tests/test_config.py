@@ -8,7 +8,7 @@ import transformers
 
 from bertlite import BertConfig
 from bertlite.config import SUPPORTED_ACTIVATIONS
-from bertlite.modeling import ACT2FN
+from bertlite.models.bert import ACT2FN
 
 
 def test_defaults_match_transformers():
@@ -83,7 +83,7 @@ def test_activation_lists_agree():
 def test_config_import_needs_no_torch_and_package_no_transformers():
     code = (
         "import sys, bertlite.config; assert 'torch' not in sys.modules, 'torch';"
-        "import bertlite, bertlite.loading; bertlite.BertModel;"
+        "import bertlite, bertlite.checkpoint.load; bertlite.BertModel;"
         "assert 'torch' in sys.modules and 'transformers' not in sys.modules, 'transformers'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

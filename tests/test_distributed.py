@@ -1,4 +1,4 @@
-"""`bertlite embed --engine ray` (bertlite.distributed): same vectors as the single engine,
+"""`bertlite embed --engine ray` (bertlite.embed.ray): same vectors as the single engine,
 every row once, a killed replica survived, and no Ray needed unless asked for."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertlite import distributed
 from bertlite.cli import main
-from bertlite.features import Embedder
-from bertlite.files import read_texts
+from bertlite.embed import ray as distributed
+from bertlite.embed.embedder import Embedder
+from bertlite.embed.io import read_texts
 from tests.helpers import hide_modules, modules_after_embed
 
 REPO = Path(__file__).resolve().parent.parent
@@ -250,7 +250,7 @@ def test_ray_engine_without_ray_exits_2_with_install_hint(
 
 
 def test_default_engine_and_import_never_import_ray(real_model_path: Path, tmp_path: Path) -> None:
-    assert modules_after_embed(real_model_path, tmp_path, "bertlite, bertlite.distributed", ("ray",)) == []
+    assert modules_after_embed(real_model_path, tmp_path, "bertlite, bertlite.embed.ray", ("ray",)) == []
 
 
 @pytest.mark.parametrize(

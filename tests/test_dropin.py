@@ -19,7 +19,7 @@ import torch.nn.functional as F
 import transformers
 
 import bertlite
-from bertlite.heads import MaskedLMOutput
+from bertlite.models.heads import MaskedLMOutput
 from tests.conftest import TINY, make_hf_model, random_batch
 from tests.hub_server import HubServer
 

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from bertlite.cli import main
-from bertlite.features import Embedder
-from bertlite.modeling import BertPreTrainedModel
+from bertlite.embed.embedder import Embedder
+from bertlite.models.bert import BertPreTrainedModel
 from tests.helpers import hide_modules
 
 REPO = Path(__file__).resolve().parent.parent
@@ -366,7 +366,8 @@ def test_invalid_utf8_names_the_line_unless_replaced(
 
 
 def test_read_texts_api_strict_and_replace(tmp_path: Path) -> None:
-    from bertlite.files import InputError, read_texts
+    from bertlite.embed.io import read_texts
+    from bertlite.errors import InputError
 
     path = tmp_path / "in.jsonl"
     path.write_bytes(b'{"text": "ok"}\n{"text": "caf\xe9"}\n')  # Latin-1 e-acute: not UTF-8
@@ -398,7 +399,7 @@ def test_full_disk_exits_1_and_leaves_nothing(
     # The writer's temp file is a symlink to /dev/full, where every write fails with ENOSPC: a full disk,
     # for real writes. Unlinking the symlink never touches /dev/full; the guard below makes sure nothing
     # else does either (a chmod or rename that followed the link would change the device itself).
-    import bertlite.files
+    import bertlite.embed.io
 
     def full_mkstemp(dir: str, prefix: str, suffix: str) -> tuple[int, str]:
         path = Path(dir, f"{prefix}full{suffix}")
@@ -412,7 +413,7 @@ def test_full_disk_exits_1_and_leaves_nothing(
 
         return call
 
-    monkeypatch.setattr(bertlite.files.tempfile, "mkstemp", full_mkstemp)
+    monkeypatch.setattr(bertlite.embed.io.tempfile, "mkstemp", full_mkstemp)
     monkeypatch.setattr(os, "chmod", guarded(os.chmod))
     monkeypatch.setattr(os, "replace", guarded(os.replace))
     (tmp_path / "in.txt").write_text("one\ntwo\nthree\n")
@@ -586,13 +587,13 @@ def test_parquet_without_pyarrow_gives_install_hint(
 
 
 def test_writer_that_fails_to_open_leaves_no_temp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bertlite.files
-    from bertlite.files import VectorWriter
+    import bertlite.embed.io
+    from bertlite.embed.io import VectorWriter
 
     def no_space(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(bertlite.files, "open", no_space, raising=False)
+    monkeypatch.setattr(bertlite.embed.io, "open", no_space, raising=False)
     with pytest.raises(OSError, match="No space left"):
         VectorWriter(str(tmp_path / "out.npy"), 10, 4)
     assert list(tmp_path.iterdir()) == []
@@ -626,7 +627,7 @@ def no_model(monkeypatch: pytest.MonkeyPatch) -> None:
     def load(args: object) -> None:
         pytest.fail("the model was loaded: the run was not refused up front")
 
-    monkeypatch.setattr(bertlite.cli, "_load_embedder", load)
+    monkeypatch.setattr(bertlite.cli.embed, "_load_embedder", load)
 
 
 def cli_env(**extra: str) -> dict[str, str]:
@@ -819,7 +820,7 @@ def test_non_finite_vector_exits_1_naming_the_row(
     embedder = Embedder.from_pretrained(tiny_model)
     with torch.no_grad():  # one NaN weight, reached only by the token "zebra" (row 2)
         embedder.model.embeddings.word_embeddings.weight[embedder.tokenizer.token_to_id("zebra")] = float("nan")
-    monkeypatch.setattr(bertlite.cli, "_load_embedder", lambda args: embedder)
+    monkeypatch.setattr(bertlite.cli.embed, "_load_embedder", lambda args: embedder)
     source = tmp_path / "in.txt"
     source.write_text("a cat\na dog\na zebra\na bird\n")
     out = tmp_path / f"out.{out_format}"

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 import transformers
 
 import bertlite
-from bertlite.modeling import DEFAULT_ATTENTION
+from bertlite.models.bert import DEFAULT_ATTENTION
 from tests.conftest import TINY, make_hf_model, random_batch, to_bertlite
 from tests.helpers import make_hf_head, to_ours
 

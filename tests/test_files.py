@@ -1,4 +1,4 @@
-"""bertlite.files: rows read one at a time, the vector writer, and the output path checks."""
+"""bertlite.embed.io: rows read one at a time, the vector writer, and the output path checks."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from bertlite.files import InputError, VectorWriter, check_output_path, iter_texts, parse_texts, read_texts
+from bertlite.embed.io import VectorWriter, check_output_path, iter_texts, parse_texts, read_texts
+from bertlite.errors import InputError
 
 # A BOM, CRLF line ends, an empty row, a quoted field over two lines, and no newline at the end.
 TABLE = b'\xef\xbb\xbftext,n\r\none,1\r\n,2\r\n"two\nlines, quoted",3\r\nlast,4'

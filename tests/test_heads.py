@@ -14,7 +14,7 @@ from safetensors import safe_open
 from transformers.utils import find_labels
 
 import bertlite
-from bertlite.loading import CheckpointError
+from bertlite.errors import CheckpointError
 from tests.conftest import TINY, make_hf_model, random_batch
 from tests.helpers import HEAD_CONFIG, HEADS, TOL, assert_same, assert_tied, head_inputs, make_hf_head, to_ours
 from tests.helpers import HEAD_CONFIGS as CONFIGS

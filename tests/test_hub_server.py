@@ -25,8 +25,7 @@ from huggingface_hub.utils import _http as hf_http
 from safetensors.torch import load_file
 
 import bertlite
-from bertlite.hub import CheckpointNotFoundError, DownloadError, NotCachedError
-from bertlite.loading import CheckpointError
+from bertlite.errors import CheckpointError, CheckpointNotFoundError, DownloadError, NotCachedError
 from tests.conftest import make_hf_model
 from tests.helpers import REPO_ID, assert_weights, checkpoint_files
 from tests.hub_server import HubServer, etag_of

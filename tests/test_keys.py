@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import bertlite
-from bertlite.loading import remap_state_dict
+from bertlite.checkpoint.load import remap_state_dict
 from tests.conftest import make_hf_model
 
 

@@ -18,10 +18,9 @@ from safetensors.torch import save_file
 from torch.overrides import TorchFunctionMode
 
 import bertlite
-import bertlite.loading
-import bertlite.modeling
-from bertlite.hub import CheckpointNotFoundError
-from bertlite.loading import CheckpointError
+import bertlite.checkpoint.load
+import bertlite.models.bert
+from bertlite.errors import CheckpointError, CheckpointNotFoundError
 from tests.conftest import TINY, make_hf_model, random_batch
 from tests.helpers import write_folder
 
@@ -175,7 +174,7 @@ def test_building_in_another_thread_during_a_load_is_initialised(folder):
 
     thread = threading.Thread(target=build)
     thread.start()
-    from bertlite.loading import empty_init
+    from bertlite.checkpoint.load import empty_init
 
     with empty_init():
         start.set()
@@ -502,7 +501,7 @@ def test_non_finite_weights_are_named_and_loadable_on_request(tmp_path, hf, real
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_non_finite_value_in_a_later_chunk_of_the_file_is_found(tmp_path, hf, monkeypatch, dtype):
     # The check reads safetensors files a chunk at a time: a NaN past the first chunk must count too.
-    monkeypatch.setattr(bertlite.loading, "_CHECK_CHUNK", 64)
+    monkeypatch.setattr(bertlite.checkpoint.load, "_CHECK_CHUNK", 64)
 
     def edit(sd):
         for key in sd:
@@ -609,8 +608,8 @@ def test_config_with_more_layers_than_the_checkpoint_fails_before_building(tmp_p
         assert len(built) <= 2, "the model is being built"
         original(self, *args, **kwargs)
 
-    original = bertlite.modeling.BertLayer.__init__
-    monkeypatch.setattr(bertlite.modeling.BertLayer, "__init__", build_layer)
+    original = bertlite.models.bert.BertLayer.__init__
+    monkeypatch.setattr(bertlite.models.bert.BertLayer, "__init__", build_layer)
     config = {**hf.config.to_dict(), "num_hidden_layers": 100_000}
     folder = write_folder(tmp_path / "deep", config, hf.state_dict(), fmt=fmt)
     name = "model.safetensors" if fmt == "safetensors" else "pytorch_model.bin"

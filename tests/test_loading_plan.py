@@ -11,8 +11,9 @@ import torch
 import transformers
 
 import bertlite
-from bertlite.loading import CheckpointError, empty_init, expected_shapes, load_checkpoint, plan_load
-from bertlite.loading import resolve_weight_files as weight_files
+from bertlite.checkpoint.load import empty_init, expected_shapes, load_checkpoint, plan_load
+from bertlite.checkpoint.load import resolve_weight_files as weight_files
+from bertlite.errors import CheckpointError
 from tests.conftest import TINY, make_hf_model
 from tests.helpers import write_folder
 

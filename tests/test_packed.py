@@ -5,12 +5,12 @@ import torch
 from torch import nn
 
 import bertlite
-import bertlite.attention
-import bertlite.kernels
+import bertlite.layers.attention
+import bertlite.layers.onednn
 from bertlite import Embedder
-from bertlite.attention import PACKED_ATTENTION, PADDED_ATTENTION, packed_sdpa_attention
-from bertlite.modeling import BertOutput
-from bertlite.packing import PackedLayout
+from bertlite.layers.attention import PACKED_ATTENTION, PADDED_ATTENTION, packed_sdpa_attention
+from bertlite.layers.packing import PackedLayout
+from bertlite.models.bert import BertOutput
 from tests.conftest import make_hf_model, random_batch, to_bertlite
 from tests.helpers import PARITY_CONFIGS
 
@@ -83,7 +83,7 @@ def test_embedder_honours_the_models_attn_implementation(monkeypatch):
             calls[_name] += 1
             return _fn(*args)
 
-        monkeypatch.setitem(bertlite.attention.PACKED_ATTENTION, name, counted)
+        monkeypatch.setitem(bertlite.layers.attention.PACKED_ATTENTION, name, counted)
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     vocab = {f"w{i}": i for i in range(99)}
@@ -186,7 +186,7 @@ def test_bf16_packed_close_to_fp32():
 @pytest.mark.parametrize("onednn", [True, False])
 def test_linear_with_and_without_onednn(onednn, monkeypatch):
     probed = {(form, dtype): onednn for form in ("linear", "linear_add") for dtype in (torch.float32, torch.bfloat16)}
-    monkeypatch.setattr(bertlite.kernels, "_probed", probed)
+    monkeypatch.setattr(bertlite.layers.onednn, "_probed", probed)
     hf = make_hf_model(hidden_act="gelu")
     ours = to_bertlite(hf, attn="sdpa")
     batch = random_batch(hf.config, batch=4, seq=13)
@@ -214,7 +214,7 @@ def test_half_precision_bmm_attention_close_to_sdpa(lengths, monkeypatch):
     # bf16 attention up to HALF_BMM_MAX_LENGTH tokens takes the batched-GEMM path (where the batch
     # does not take the per-run route, off here); its error against a float32 reference
     # (transformers' eager attention) must stay within a small multiple of the SDPA path's.
-    monkeypatch.setattr(bertlite.attention, "PER_RUN_HALF_DTYPES", ())
+    monkeypatch.setattr(bertlite.layers.attention, "PER_RUN_HALF_DTYPES", ())
     torch.manual_seed(0)
     lengths = torch.tensor(lengths)
     qkv = torch.randn(int(lengths.sum()), 3 * 48) * 2
@@ -225,7 +225,7 @@ def test_half_precision_bmm_attention_close_to_sdpa(lengths, monkeypatch):
     )
     layout = PackedLayout.from_lengths(lengths, torch.bfloat16)
     via_bmm = packed_sdpa_attention(qkv.bfloat16(), layout, 4, 0.3, 0.0)[0]
-    monkeypatch.setattr(bertlite.attention, "HALF_BMM_MAX_LENGTH", 0)
+    monkeypatch.setattr(bertlite.layers.attention, "HALF_BMM_MAX_LENGTH", 0)
     via_sdpa = packed_sdpa_attention(qkv.bfloat16(), layout, 4, 0.3, 0.0)[0]
     assert not torch.equal(via_bmm, via_sdpa)  # two different kernels really ran
     bmm_error = (via_bmm.float() - reference).abs().max()
@@ -244,9 +244,9 @@ def test_half_precision_runs_take_float32_attention_per_run(lengths, monkeypatch
     reference = eager_reference(qkv.float(), lengths, 4, 0.3)
     layout = PackedLayout.from_lengths(lengths, torch.bfloat16)
     per_run = packed_sdpa_attention(qkv, layout, 4, 0.3, 0.0)[0]
-    expected = bertlite.attention.packed_per_sequence_attention(qkv.float(), layout, 4, 0.3, 0.0)[0].bfloat16()
+    expected = bertlite.layers.attention.packed_per_sequence_attention(qkv.float(), layout, 4, 0.3, 0.0)[0].bfloat16()
     assert per_run.dtype == torch.bfloat16 and torch.equal(per_run, expected)
-    monkeypatch.setattr(bertlite.attention, "PER_RUN_HALF_DTYPES", ())
+    monkeypatch.setattr(bertlite.layers.attention, "PER_RUN_HALF_DTYPES", ())
     via_grid = packed_sdpa_attention(qkv, layout, 4, 0.3, 0.0)[0]
     assert (per_run.float() - reference).abs().max() <= (via_grid.float() - reference).abs().max()
 
@@ -293,15 +293,17 @@ def test_per_sequence_attention_over_runs_matches_transformers_eager(lengths):
     lengths = torch.tensor(lengths)
     torch.manual_seed(0)
     qkv = torch.randn(int(lengths.sum()), 3 * 48)
-    context, _ = bertlite.attention.packed_per_sequence_attention(qkv, PackedLayout.from_lengths(lengths), 4, 0.3, 0)
+    context, _ = bertlite.layers.attention.packed_per_sequence_attention(
+        qkv, PackedLayout.from_lengths(lengths), 4, 0.3, 0
+    )
     torch.testing.assert_close(context, eager_reference(qkv, lengths, 4, 0.3))
 
 
 def test_sdpa_runs_float32_per_run_of_equal_lengths_or_of_a_mostly_padding_grid(monkeypatch):
     calls = []
-    per_sequence = bertlite.attention.packed_per_sequence_attention
+    per_sequence = bertlite.layers.attention.packed_per_sequence_attention
     monkeypatch.setattr(
-        bertlite.attention, "packed_per_sequence_attention", lambda *a: calls.append(1) or per_sequence(*a)
+        bertlite.layers.attention, "packed_per_sequence_attention", lambda *a: calls.append(1) or per_sequence(*a)
     )
     torch.manual_seed(0)
     # grid 4.4x the real tokens; two runs of equal lengths; all lengths apart, grid 1.1x the real tokens

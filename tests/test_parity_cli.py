@@ -9,7 +9,7 @@ import transformers
 from safetensors.torch import load_file, save_file
 
 import bertlite
-import bertlite.modeling
+import bertlite.models.bert
 from bertlite.cli import main
 from bertlite.parity import BUILTIN_TEXTS, HEAD_LOGITS, check
 
@@ -67,7 +67,7 @@ def test_perturbed_copy_fails_and_names_tensor_and_module(real_model_path, pertu
 
 
 def test_wrong_gelu_variant_is_diagnosed(real_model_path, monkeypatch, capsys):
-    monkeypatch.setitem(bertlite.modeling.ACT2FN, "gelu", bertlite.modeling.ACT2FN["gelu_new"])
+    monkeypatch.setitem(bertlite.models.bert.ACT2FN, "gelu", bertlite.models.bert.ACT2FN["gelu_new"])
     assert main(["parity", str(real_model_path)]) == 1
     stdout = capsys.readouterr().out
     assert "first divergence: encoder.layer.0.intermediate" in stdout

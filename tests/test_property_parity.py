@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import bertlite
-from bertlite.attention import PACKED_ATTENTION, PADDED_ATTENTION
+from bertlite.layers.attention import PACKED_ATTENTION, PADDED_ATTENTION
 from tests.conftest import TINY, make_hf_model, to_bertlite
 
 settings.register_profile(

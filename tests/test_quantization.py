@@ -13,10 +13,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertlite import quantization
 from bertlite.cli import main
-from bertlite.features import Embedder, load_tokenizer
-from bertlite.quantization import (
+from bertlite.embed.embedder import Embedder
+from bertlite.quant import int8 as quantization
+from bertlite.quant.int8 import (
     CALIBRATION_TEXTS,
     INT8_KERNELS,
     FusedIntoQKV,
@@ -24,6 +24,7 @@ from bertlite.quantization import (
     int8_kernel_available,
     quantize_int8,
 )
+from bertlite.tokenization import load_tokenizer
 from tests.conftest import make_hf_model, random_batch, to_bertlite
 from tests.helpers import run_fresh_without_isa_caps
 
@@ -231,7 +232,7 @@ def test_a_kernel_that_saturates_at_8_bits_gets_weights_whose_pairs_do_not(monke
 # GEMM sums pairs in int16; the probe must find the bounded pairs, and they must be exact at BERT's shapes.
 _AVX2_PAIRS_SCRIPT = """
 import json, torch
-from bertlite import quantization as q
+from bertlite.quant import int8 as q
 grid = q.int8_grid("onednn")
 exact = []
 g = torch.Generator().manual_seed(0)

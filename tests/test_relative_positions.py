@@ -14,8 +14,9 @@ import transformers
 from safetensors.torch import save_file
 
 import bertlite
-from bertlite.features import Embedder, load_tokenizer
-from bertlite.modeling import supports_packed
+from bertlite.embed.embedder import Embedder
+from bertlite.models.bert import supports_packed
+from bertlite.tokenization import load_tokenizer
 from tests.conftest import TINY, random_batch
 
 TYPES = ["relative_key", "relative_key_query"]
@@ -166,7 +167,8 @@ def test_embedder_on_a_relative_checkpoint(real_model_path, corpus_texts):
 
 
 def test_parity_check_refuses_transformers5_as_the_reference(tmp_path):
-    from bertlite.parity import ParityLoadError, check
+    from bertlite.errors import ParityLoadError
+    from bertlite.parity import check
 
     folder = save_folder(make_model("relative_key"), tmp_path)
     with pytest.raises(ParityLoadError, match=r"position_embedding_type='relative_key'.*transformers 4.x"):

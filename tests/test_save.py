@@ -12,8 +12,8 @@ import transformers
 from safetensors import safe_open
 
 import bertlite
-import bertlite.saving
-from bertlite.saving import parse_size
+import bertlite.checkpoint.save
+from bertlite.checkpoint.save import parse_size
 from tests.conftest import make_hf_model, random_batch, to_bertlite
 from tests.helpers import HEADS, assert_same, assert_tied, head_inputs, make_hf_head, to_ours
 
@@ -160,7 +160,7 @@ def test_failed_save_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
     ours = to_bertlite(make_hf_model())
     ours.save_pretrained(tmp_path)
     before = folder_state(tmp_path)
-    real_save_file = bertlite.saving.save_file
+    real_save_file = bertlite.checkpoint.save.save_file
     calls = []
 
     def fail_on_second_shard(tensors, path, metadata=None):
@@ -169,7 +169,7 @@ def test_failed_save_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
         if len(calls) == 2:
             raise OSError("disk full")  # ...then a failure
 
-    monkeypatch.setattr(bertlite.saving, "save_file", fail_on_second_shard)
+    monkeypatch.setattr(bertlite.checkpoint.save, "save_file", fail_on_second_shard)
     with pytest.raises(OSError, match="disk full"):
         ours.save_pretrained(tmp_path, max_shard_size="20KB")
     assert len(calls) == 2

@@ -15,7 +15,7 @@ import pytest
 from sentence_transformers import SentenceTransformer
 from tokenizers import Tokenizer
 
-from bertlite.features import Embedder
+from bertlite.embed.embedder import Embedder
 from bertlite.serve.app import MAX_BODY_BYTES, Limits
 from tests.serve_helpers import (
     one_torch_thread,  # noqa: F401 (an autouse fixture)
@@ -311,10 +311,10 @@ def test_a_worker_that_dies_fails_its_requests_and_health_instead_of_hanging(tin
 def test_serve_dtype_int8_builds_the_compiled_quantization_and_serves_the_int8_vectors(
     real_folder: Path, texts: list[str]
 ) -> None:
-    from bertlite import compiled_quant
     from bertlite.cli import build_parser
-    from bertlite.quantization import Int8Linear
-    from bertlite.serve.cli import load_embedder
+    from bertlite.cli.serve import load_embedder
+    from bertlite.quant import compiled as compiled_quant
+    from bertlite.quant.int8 import Int8Linear
 
     args = build_parser().parse_args(["serve", str(real_folder), "--dtype", "int8"])
     embedder = load_embedder(args)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from bertlite.cli import main
-from bertlite.features import Embedder
+from bertlite.embed.embedder import Embedder
 from tests.helpers import hide_modules, modules_after_embed
 from tests.serve_helpers import (
     one_torch_thread,  # noqa: F401 (an autouse fixture)
@@ -34,7 +34,7 @@ SERVE_STACK = ("starlette", "uvicorn", "prometheus_client", "fastapi")
 HELD_SERVER = textwrap.dedent(
     """
     import sys
-    from bertlite.features import Embedder
+    from bertlite.embed.embedder import Embedder
 
     encode_tokenized = Embedder.encode_tokenized
 
@@ -152,5 +152,5 @@ def test_without_the_serve_extra_the_error_says_what_to_install(
 
 
 def test_import_and_embed_never_import_the_server_stack(real_model_path: Path, tmp_path: Path) -> None:
-    imports = "bertlite, bertlite.cli, bertlite.serve, bertlite.serve.cli"
+    imports = "bertlite, bertlite.cli, bertlite.serve, bertlite.cli.serve"
     assert modules_after_embed(real_model_path, tmp_path, imports, SERVE_STACK) == []

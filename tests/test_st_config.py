@@ -1,4 +1,4 @@
-"""bertlite.st_config: sentence-transformers folder metadata, read without torch."""
+"""bertlite.embed.st_config: sentence-transformers folder metadata, read without torch."""
 
 import json
 import subprocess
@@ -7,15 +7,13 @@ import sys
 import numpy as np
 import pytest
 
-import bertlite.features
-import bertlite.st_config
-from bertlite.st_config import read_sentence_transformers_settings
+from bertlite.embed.st_config import read_sentence_transformers_settings
 
 
 def test_reads_the_metadata_without_importing_torch(real_model_path):
     code = (
         "import sys\n"
-        "from bertlite.st_config import read_sentence_transformers_prompts, read_sentence_transformers_settings\n"
+        "from bertlite.embed.st_config import read_sentence_transformers_prompts, read_sentence_transformers_settings\n"
         "s = read_sentence_transformers_settings(sys.argv[1])\n"
         "print(s.pooling, s.normalize, s.max_length, read_sentence_transformers_prompts(sys.argv[1]))\n"
         "heavy = ('torch', 'transformers', 'sentence_transformers')\n"
@@ -25,18 +23,6 @@ def test_reads_the_metadata_without_importing_torch(real_model_path):
         [sys.executable, "-c", code, str(real_model_path)], capture_output=True, text=True, check=True
     )
     assert result.stdout.splitlines() == ["['mean'] True 256 ({'query': '', 'document': ''}, None)", "[]"]
-
-
-def test_old_names_in_features_are_the_same_objects():
-    for name in (
-        "POOLING_MODES",
-        "DEFAULT_POOLING",
-        "DEFAULT_NORMALIZE",
-        "SentenceTransformerSettings",
-        "read_sentence_transformers_settings",
-        "read_sentence_transformers_prompts",
-    ):
-        assert getattr(bertlite.features, name) is getattr(bertlite.st_config, name), name
 
 
 def _with_pooling(real_model_path, folder, pooling: dict, prompts: dict | None = None):
@@ -60,7 +46,7 @@ def test_pooling_modes_by_name_give_sentence_transformers_vectors(pooling, real_
     # sentence-transformers 6 writes pooling_mode as a name or a list; a list used to be read as plain mean.
     from sentence_transformers import SentenceTransformer
 
-    from bertlite.features import Embedder
+    from bertlite.embed.embedder import Embedder
 
     folder = _with_pooling(real_model_path, tmp_path / "model", pooling)
     texts = [t[:160] for t in corpus_texts[:6]]
@@ -73,7 +59,7 @@ def test_pooling_modes_by_name_give_sentence_transformers_vectors(pooling, real_
 
 
 def test_unsupported_pooling_names_and_prompt_exclusion_are_refused(real_model_path, tmp_path):
-    from bertlite.features import Embedder
+    from bertlite.embed.embedder import Embedder
 
     folder = _with_pooling(real_model_path, tmp_path / "weighted", {"pooling_mode": ["mean", "weightedmean"]})
     with pytest.raises(ValueError, match="pooling='weightedmean' is not one of"):

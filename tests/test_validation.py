@@ -5,7 +5,8 @@ import re
 import pytest
 import torch
 
-from bertlite.features import Embedder, load_tokenizer
+from bertlite.embed.embedder import Embedder
+from bertlite.tokenization import load_tokenizer
 from tests.conftest import make_hf_model, to_bertlite
 
 

@@ -9,9 +9,9 @@ import pickle
 import pytest
 import torch
 
-import bertlite.kernels
+import bertlite.layers.onednn
 from bertlite import Embedder
-from bertlite.modeling import DERIVED_SLOTS
+from bertlite.models.bert import DERIVED_SLOTS
 from tests.conftest import make_hf_model, random_batch, to_bertlite
 from tests.test_packed import packed_inputs, real_tokens
 
@@ -59,7 +59,7 @@ def test_packed_weights_match_transformers_and_the_plain_weights(hidden_act):
     # 2 dense layers + 1 intermediate + the qkv bias per layer; the qkv weight too where packing works
     copies = packed_copies(ours)
     layers = hf.config.num_hidden_layers
-    if bertlite.kernels.pack_weight(torch.ones(4, 3)) is not None:
+    if bertlite.layers.onednn.pack_weight(torch.ones(4, 3)) is not None:
         assert sum(t.is_mkldnn for t in copies) == 4 * layers
     assert len(copies) >= 4 * layers
 
@@ -83,7 +83,10 @@ def test_turning_packing_off_frees_the_copies_and_bf16_is_not_packed():
     inputs = packed_inputs(batch)
     with torch.no_grad():
         packed_forward(ours, inputs)
-        assert any(t.is_mkldnn for t in packed_copies(ours)) or bertlite.kernels.pack_weight(torch.ones(4, 3)) is None
+        assert (
+            any(t.is_mkldnn for t in packed_copies(ours))
+            or bertlite.layers.onednn.pack_weight(torch.ones(4, 3)) is None
+        )
         ours.set_weight_packing(False)
         assert not any(slot in m.__dict__ for m in ours.modules() for slot in DERIVED_SLOTS)
         ours(**inputs)
@@ -94,7 +97,7 @@ def test_turning_packing_off_frees_the_copies_and_bf16_is_not_packed():
 
 
 def test_without_the_packing_kernel_the_plain_weights_run(monkeypatch):
-    monkeypatch.setattr(bertlite.kernels, "_probed", {("packed", torch.float32): False})
+    monkeypatch.setattr(bertlite.layers.onednn, "_probed", {("packed", torch.float32): False})
     hf, ours, batch = packing_model()
     with torch.no_grad():
         hidden = packed_forward(ours, packed_inputs(batch))
@@ -111,6 +114,6 @@ def test_embedder_packs_by_default_and_gives_the_same_vectors(real_model_path, c
     torch.testing.assert_close(packing.encode(texts), plain.encode(texts), atol=1e-6, rtol=0)  # packed now
     torch.testing.assert_close(first, plain.encode(texts), atol=1e-6, rtol=0)
     assert not any(t.is_mkldnn for t in packed_copies(plain.model))
-    if bertlite.kernels.pack_weight(torch.ones(4, 3)) is not None:
+    if bertlite.layers.onednn.pack_weight(torch.ones(4, 3)) is not None:
         assert all(m.__dict__.get("pack_weights") for m in packing.model.encoder.modules() if "dense" in m._modules)
         assert sum(t.is_mkldnn for t in packed_copies(packing.model)) == 4 * packing.model.config.num_hidden_layers

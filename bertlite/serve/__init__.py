@@ -3,5 +3,5 @@
 Needs the `serve` extra (starlette, uvicorn, prometheus_client); importing this package
 alone imports none of them. app.py: routes and limits; schemas.py: request bodies;
 batching.py: the queue and the model worker; metrics.py: Prometheus; server.py: uvicorn;
-cli.py: the command.
+the command itself is bertlite.cli.serve.
 """

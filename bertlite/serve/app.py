@@ -20,8 +20,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from tokenizers import Encoding
 
-from bertlite.features import Embedder
-from bertlite.files import SURROGATE
+from bertlite.embed.embedder import Embedder
+from bertlite.embed.io import SURROGATE
 from bertlite.serve.batching import HEALTH_TEXTS, Batcher, NotReadyError
 from bertlite.serve.metrics import CONTENT_TYPE, Metrics
 from bertlite.serve.schemas import EmbedRequest, RequestError, parse_openai, parse_tei

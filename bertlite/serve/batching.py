@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from tokenizers import Encoding
 
-from bertlite.features import Embedder
+from bertlite.embed.embedder import Embedder
 from bertlite.serve.metrics import Metrics
 
 # The warm-up and /health forward: [CLS] [SEP] only.

@@ -1,7 +1,7 @@
 """The packed layout: the real tokens of a batch concatenated into one (total_tokens, H) matrix.
 
 Every Linear, LayerNorm and activation runs on the packed matrix, so no FLOP is spent on
-padding; attention is the one step that needs sequences apart (bertlite.attention), and
+padding; attention is the one step that needs sequences apart (bertlite.layers.attention), and
 pooling reads each sequence's rows. A padded (B, T) batch and a packed one are two views
 of the same tokens: `scatter_to_grid` / `gather_from_grid` move between them.
 """

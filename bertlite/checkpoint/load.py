@@ -25,9 +25,11 @@ from safetensors import SafetensorError, safe_open
 from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 
+from bertlite.checkpoint.hub import pop_hub_kwargs, resolve_file
 from bertlite.config import TELEMETRY_KWARGS, BertConfig
-from bertlite.hub import NotCachedError, pop_hub_kwargs, resolve_file
-from bertlite.warn import warn_user
+from bertlite.errors import NONFINITE_HINT, STRICT_HINT, CheckpointError, NotCachedError
+from bertlite.utils.dtypes import parse_dtype
+from bertlite.utils.warn import warn_user
 
 SAFE_WEIGHTS_NAME = "model.safetensors"
 SAFE_WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
@@ -52,38 +54,10 @@ UNSUPPORTED_TENSORS = {
 
 # Keys listed per kind in a load error; the full lists stay in LoadReport.
 MAX_LISTED = 20
-# How to load anyway, from Python; parity (which has no such options) replaces them by what to do there.
-STRICT_HINT = "(pass strict=False to load anyway)"
-NONFINITE_HINT = "pass allow_nonfinite=True to load it anyway, to inspect it"
-
-
-def one_line(error: BaseException | str, *, strict: str | None = None, nonfinite: str | None = None) -> str:
-    """An error's message on one line, for a command line; strict / nonfinite replace the advice that only
-    the Python API can follow (STRICT_HINT, NONFINITE_HINT) with what that command offers instead."""
-    text = str(error)
-    for hint, instead in ((STRICT_HINT, strict), (NONFINITE_HINT, nonfinite)):
-        if instead is not None:
-            text = text.replace(hint, instead)
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    joined = lines[0] if lines else type(error).__name__
-    for line in lines[1:]:
-        joined += (" " if joined.endswith(":") else "; ") + line
-    return joined
 
 
 M = TypeVar("M", bound=nn.Module)
 V = TypeVar("V")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be loaded as it is: bad file, keys or shapes.
-
-    `report` holds the key lists when the problem is keys or shapes.
-    """
-
-    def __init__(self, message: str, report: LoadReport | None = None) -> None:
-        super().__init__(message)
-        self.report = report
 
 
 def rename_legacy_key(key: str) -> str:
@@ -705,26 +679,6 @@ def empty_init() -> Iterator[None]:
         yield
 
 
-FLOAT_DTYPES = {
-    "float32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-    "float64": torch.float64,
-    "half": torch.float16,
-    "float": torch.float32,
-}
-
-
-def parse_dtype(dtype: torch.dtype | str | None) -> torch.dtype | str | None:
-    """A torch dtype from a dtype or its name; "auto" passes through (resolved per checkpoint)."""
-    if dtype is None or dtype == "auto":
-        return dtype
-    value = FLOAT_DTYPES.get(dtype.removeprefix("torch.")) if isinstance(dtype, str) else dtype
-    if value not in FLOAT_DTYPES.values():
-        raise ValueError(f"dtype={dtype!r} is not supported (use float32, bfloat16, float16, float64 or 'auto')")
-    return value
-
-
 def resolve_auto_dtype(config: BertConfig, files: list[Path]) -> torch.dtype:
     """transformers' dtype="auto": the config's dtype, else the checkpoint's first float tensor's."""
     for key in ("dtype", "torch_dtype"):
@@ -801,7 +755,7 @@ def from_pretrained(
 ) -> M | tuple[M, dict[str, list[str]]]:
     """Load `cls` from a folder or a hub id, routing keywords as transformers' from_pretrained does.
 
-    kwargs: the hub options of bertlite.hub.resolve_file (revision, cache_dir, token, local_files_only,
+    kwargs: the hub options of bertlite.checkpoint.hub.resolve_file (revision, cache_dir, token, local_files_only,
     force_download, subfolder) find the files; config fields override the loaded config (num_labels=3,
     output_hidden_states=True, hidden_dropout_prob=0.0, ...; not allowed with a config object, which is used as
     given); the rest go to the constructor (add_pooling_layer=False). A keyword that is none of these is a

@@ -9,7 +9,7 @@ allocates and frees per layer was faulted in page by page again: 350,000 minor p
 the same either way). Raising both thresholds keeps freed blocks in the heap for the next batch:
 the process holds on to its peak, which it reached anyway.
 
-Process-wide, so it is applied once and only where asked for (bertlite.quantization.quantize_int8);
+Process-wide, so it is applied once and only where asked for (bertlite.quant.int8.quantize_int8);
 BERTLITE_KEEP_FREED_MEMORY=0 turns it off. A no-op where the C library is not glibc.
 """
 

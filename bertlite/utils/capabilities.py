@@ -24,6 +24,8 @@ import warnings
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from bertlite.errors import SlowDtypeWarning
+
 if TYPE_CHECKING:
     import torch
 
@@ -88,10 +90,6 @@ DTYPE_HELP = (
     "model dtype (default: auto = bfloat16 on a CPU with AMX-BF16, else float32; `bertlite env` says which); "
     "bfloat16/float16 on a CPU without native support run several times slower than float32"
 )
-
-
-class SlowDtypeWarning(UserWarning):
-    """A dtype this CPU has no native kernels for: it runs, but several times slower than float32."""
 
 
 @dataclass(frozen=True)
@@ -209,7 +207,7 @@ def resolve_dtype(dtype: torch.dtype | str | None, device: torch.device | str | 
     """
     import torch
 
-    from bertlite.loading import parse_dtype
+    from bertlite.utils.dtypes import parse_dtype
 
     on_cpu = device is None or torch.device(device).type == "cpu"
     if dtype == "auto":

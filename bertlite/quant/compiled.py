@@ -27,8 +27,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from bertlite.validation import recording_graph
-from bertlite.warn import warn_user
+from bertlite.errors import CompiledQuantizationWarning
+from bertlite.models.inputs import recording_graph
+from bertlite.utils.warn import warn_user
 
 # "kernel": the compiled function once built and checked (None if that failed); "reason": why it is not
 # used; "tokens": how many went through models that would use it
@@ -40,12 +41,8 @@ BUILD_AFTER_TOKENS = 2_000_000
 _lock = threading.Lock()
 
 
-class CompiledQuantizationWarning(UserWarning):
-    """The compiled int8 quantization kernel failed at run time; the eager ops run from then on (same numbers)."""
-
-
 def fusable_quantize_rows(x: Tensor, input_scale: Tensor, constants: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """bertlite.quantization.quantize_rows as functional ops inductor can fuse, one graph for every form
+    """bertlite.quant.int8.quantize_rows as functional ops inductor can fuse, one graph for every form
     (a form per graph would be a C++ build each): (M, K) float, (K,) input scale (ones: none; x * 1 is
     x), constants() -> (M, K) uint8 q, (M, 1) scale and (M, 1) row minimum (the asymmetric offset's base).
     Each form's own values come out bitwise: the other form's terms are exact zeros (x - 0, y + 0)."""

@@ -12,8 +12,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from bertlite.checkpoint.hub import resolve_file
 from bertlite.config import read_json
-from bertlite.hub import resolve_file
 
 POOLING_MODES = ("cls", "mean", "max", "pooler", "mean_sqrt_len")
 # sentence-transformers concatenates the modes a Pooling config turns on, in this order.

@@ -22,16 +22,16 @@ from torch import Tensor, nn
 from torch.autograd.graph import save_on_cpu
 from torch.utils.checkpoint import checkpoint
 
-from bertlite import kernels
-from bertlite.attention import (
+from bertlite.config import BertConfig
+from bertlite.layers import onednn as kernels
+from bertlite.layers.attention import (
     DEFAULT_ATTENTION,
     PACKED_ATTENTION,
     check_attn_implementation,
     padded_attention,
 )
-from bertlite.config import BertConfig
-from bertlite.packing import PackedLayout
-from bertlite.validation import check_inputs, check_packed_inputs, recording_graph
+from bertlite.layers.packing import PackedLayout
+from bertlite.models.inputs import check_inputs, check_packed_inputs, recording_graph
 
 # --- activations -------------------------------------------------------------
 # Each is the formula transformers' ACT2FN uses for that name, op for op, so the
@@ -262,7 +262,7 @@ class BertSelfAttention(_KeepsDerived, nn.Module):
         self.query = nn.Linear(config.hidden_size, self.all_head_size)
         self.key = nn.Linear(config.hidden_size, self.all_head_size)
         self.value = nn.Linear(config.hidden_size, self.all_head_size)
-        # A module giving query|key|value in one call, set by a quantizer (bertlite.quantization),
+        # A module giving query|key|value in one call, set by a quantizer (bertlite.quant.int8),
         # which then owns the projections; None: the three Linears above.
         self.qkv: nn.Module | None = None
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
@@ -543,8 +543,8 @@ class BertPreTrainedModel(nn.Module):
     ) -> BertPreTrainedModel:
         """Load a checkpoint from a folder or hub id, with transformers' keywords: config fields override the
         loaded config (num_labels=3, output_hidden_states=True, ...), dtype/torch_dtype, device/device_map,
-        the hub options; see bertlite.loading.from_pretrained."""
-        from bertlite.loading import from_pretrained
+        the hub options; see bertlite.checkpoint.load.from_pretrained."""
+        from bertlite.checkpoint.load import from_pretrained
 
         return from_pretrained(cls, name_or_path, config=config, **kwargs)
 
@@ -552,7 +552,7 @@ class BertPreTrainedModel(nn.Module):
     def from_config(cls, config: BertConfig, **kwargs: Any) -> BertPreTrainedModel:
         """A freshly initialised model of `config` (a copy of it), as transformers' from_config; dtype= (or
         torch_dtype=) casts it, other keywords go to the constructor."""
-        from bertlite.loading import parse_dtype
+        from bertlite.utils.dtypes import parse_dtype
 
         dtype, torch_dtype = kwargs.pop("dtype", None), kwargs.pop("torch_dtype", None)
         target = parse_dtype(dtype if dtype is not None else torch_dtype)
@@ -577,8 +577,8 @@ class BertPreTrainedModel(nn.Module):
     ) -> None:
         """Write config.json and the weights as transformers does (safe_serialization=False: pytorch_model.bin),
         and with push_to_hub upload them (hub_kwargs: repo_id, commit_message, private, revision, create_pr);
-        see bertlite.saving.save_pretrained."""
-        from bertlite.saving import save_pretrained
+        see bertlite.checkpoint.save.save_pretrained."""
+        from bertlite.checkpoint.save import save_pretrained
 
         save_pretrained(
             self,
@@ -593,8 +593,8 @@ class BertPreTrainedModel(nn.Module):
         )
 
     def push_to_hub(self, repo_id: str, **kwargs: Any) -> str:
-        """Upload the model to a hub repo (created if needed); see bertlite.saving.push_to_hub."""
-        from bertlite.saving import push_to_hub
+        """Upload the model to a hub repo (created if needed); see bertlite.checkpoint.save.push_to_hub."""
+        from bertlite.checkpoint.save import push_to_hub
 
         return push_to_hub(self, repo_id, **kwargs)
 
@@ -846,7 +846,7 @@ class BertPreTrainedModel(nn.Module):
 
     def set_weight_packing(self, enabled: bool) -> None:
         """Keep the encoder's float32 Linear weights in oneDNN's blocked layout for packed inference
-        (bertlite.kernels: +4-13% float32 throughput, the same numbers), at the cost of one more copy
+        (bertlite.layers.onednn: +4-13% float32 throughput, the same numbers), at the cost of one more copy
         of the dense weights (32 MB for MiniLM-L6; query|key|value's replaces their fused copy), made
         at the second packed forward. Embedder turns it on; off frees the copies. Training and padded
         batches never use them."""
@@ -898,7 +898,7 @@ class BertModel(BertPreTrainedModel):
         """A padded batch: (B, T) input_ids (or inputs_embeds) and attention_mask, as in transformers.
         A packed batch: input_ids (N,) holding the sequences one after another, and their lengths (B,)
         or a PackedLayout; last_hidden_state and hidden_states are then (N, H), one row per real token,
-        pooler_output (B, H). Both run the same modules; see bertlite.packing.
+        pooler_output (B, H). Both run the same modules; see bertlite.layers.packing.
 
         kwargs: what transformers' forward also takes and bertlite ignores (tokenizer extras such as
         special_tokens_mask, Trainer's num_items_in_batch; head_mask=None and other v4 keywords as None);

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from bertlite.packing import PackedLayout
+from bertlite.layers.packing import PackedLayout
 
 # --- padded ----------------------------------------------------------------------
 # position_scores: unscaled (B, nh, T, T) terms added to q.k before scaling

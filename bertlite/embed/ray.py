@@ -1,7 +1,7 @@
 """`bertlite embed --engine ray`: embed many files on Ray Data, one Embedder per actor.
 
 Pipeline: one item per (file, part) -> a task reads the file, parses it with
-bertlite.files.parse_texts (the function the single-process `bertlite embed`
+bertlite.embed.io.parse_texts (the function the single-process `bertlite embed`
 uses), numbers its rows and keeps its part's slice -> map_batches on an actor
 pool, each actor holding one Embedder -> write_parquet (columns source, line,
 embedding, and text with keep_text).
@@ -28,7 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bertlite.files import InputError, expand_inputs, input_format, parse_texts
+from bertlite.embed.io import expand_inputs, input_format, parse_texts
+from bertlite.errors import InputError, RayNotInstalledError
 
 RAY_INSTALL_HINT = "--engine ray needs Ray Data: pip install 'bertlite[ray]' (or 'ray[data]>=2.40')"
 # Texts per map_batches call. Each call is one Embedder.encode, which sorts its texts
@@ -39,10 +40,6 @@ DEFAULT_BATCH_SIZE = 1024
 # cap, since every part reads its whole file.
 PART_BYTES = 4 << 20
 MAX_PARTS_PER_FILE = 64
-
-
-class RayNotInstalledError(ImportError):
-    """Ray (with Ray Data) is not importable."""
 
 
 @dataclass
@@ -152,7 +149,7 @@ class EmbedBatch:
     ) -> None:
         import torch
 
-        from bertlite.features import Embedder
+        from bertlite.embed.embedder import Embedder
 
         # Ray reserves `threads` CPUs for this actor; more torch threads than that
         # would fight the other replicas on the node for the same cores.
@@ -206,7 +203,7 @@ def embed_dataset(
     batch_size: rows per Ray batch (one Embedder.encode call, retried whole if its
     replica dies); encode_batch_size / max_tokens: Embedder.encode's batching inside it.
     Output columns: source (the input file's absolute path), line (0-based row
-    of that file as bertlite.files.read_texts counts it), embedding (fixed-size
+    of that file as bertlite.embed.io.read_texts counts it), embedding (fixed-size
     list of float32), and text when keep_text. Row order across files is not
     kept; join on (source, line).
 

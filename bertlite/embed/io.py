@@ -14,22 +14,20 @@ import json
 import os
 import re
 import signal
-import stat
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
 
 import numpy as np
 
+from bertlite.errors import InputError
+from bertlite.utils.files import result_mode
+
 INPUT_FORMATS = ("txt", "jsonl", "csv", "tsv")
 OUTPUT_FORMATS = ("npy", "jsonl", "parquet")
-
-
-class InputError(ValueError):
-    """The input cannot be read as asked: file, format, encoding, or field."""
 
 
 def input_format(path: str, given: str | None) -> str:
@@ -84,7 +82,7 @@ def iter_texts(path: str, fmt: str | None = None, field: str = "text", errors: s
 
 def parse_texts(data: bytes, path: str, fmt: str, field: str = "text", errors: str = "strict") -> list[str]:
     """read_texts() for bytes already read: the one definition of a row, which
-    `bertlite embed --engine ray` (bertlite.distributed) applies to each file too."""
+    `bertlite embed --engine ray` (bertlite.embed.ray) applies to each file too."""
     return list(_rows(io.BytesIO(data), path, fmt, field, errors))
 
 
@@ -354,31 +352,3 @@ def check_output_path(path: str, *, overwrite: bool = True, inputs: Sequence[str
             raise InputError(f"{path} is the input {source}; writing it would destroy the input: choose another -o")
     if not overwrite and (target.exists() or target.is_symlink()):
         raise InputError(f"{path} exists and --no-overwrite was given; remove it or choose another -o")
-
-
-def write_temporaries(folder: Path, writers: dict[str, Callable[[str], None]]) -> dict[str, str]:
-    """name -> a temp file in `folder` that writers[name](path) filled, with the mode the file `name` will
-    get (result_mode): the caller renames them into place. All or none: if one writer fails, the temp
-    files written so far are removed and the error goes on."""
-    temporary: dict[str, str] = {}
-    try:
-        for name, write in writers.items():
-            fd, temporary[name] = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
-            os.close(fd)
-            write(temporary[name])
-            os.chmod(temporary[name], result_mode(folder / name))  # mkstemp's 0600 is for the temp file
-    except BaseException:
-        for tmp in temporary.values():
-            Path(tmp).unlink(missing_ok=True)
-        raise
-    return temporary
-
-
-def result_mode(target: Path) -> int:
-    """The mode a file written to `target` should get: the replaced file's, or what the umask gives a new one."""
-    try:
-        return stat.S_IMODE(target.stat().st_mode)  # replacing a file keeps its permissions (e.g. 0600)
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask

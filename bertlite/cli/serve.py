@@ -7,10 +7,10 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from bertlite.cli_args import add_command, add_model_placement
+from bertlite.cli.args import add_command, add_model_placement
 
 if TYPE_CHECKING:  # the server stack is imported on use
-    from bertlite.features import Embedder
+    from bertlite.embed.embedder import Embedder
     from bertlite.serve.app import Limits
 
 
@@ -103,15 +103,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def load_embedder(args: argparse.Namespace) -> Embedder:
     """The model as the server runs it. int8 also builds its compiled input quantization here, before
-    /health says ready: a server is the long job that repays it (bertlite.compiled_quant), and no
+    /health says ready: a server is the long job that repays it (bertlite.quant.compiled), and no
     request waits for it; where it cannot build, the eager ops serve the same vectors."""
-    from bertlite.features import Embedder
+    from bertlite.embed.embedder import Embedder
 
     embedder = Embedder.from_pretrained(
         args.model, device=args.device, dtype=args.dtype, truncate_dim=args.truncate_dim, pack_weights=args.pack_weights
     )
     if args.dtype == "int8":
-        from bertlite.quantization import build_compiled_quantization
+        from bertlite.quant.int8 import build_compiled_quantization
 
         build_compiled_quantization()
     return embedder

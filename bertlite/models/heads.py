@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertlite.config import BertConfig
-from bertlite.modeling import (
+from bertlite.models.bert import (
     ACT2FN,
     DEFAULT_ATTENTION,
     BaseModelOutputWithPooling,
@@ -27,7 +27,7 @@ from bertlite.modeling import (
     ModelOutput,
     check_forward_kwargs,
 )
-from bertlite.warn import warn_user
+from bertlite.utils.warn import warn_user
 
 IGNORE_INDEX = -100  # label value that adds nothing to a loss, as in transformers
 
@@ -555,3 +555,20 @@ class BertForQuestionAnswering(_BertWithHead):
             loss = (start_loss + end_loss) / 2
         output = QuestionAnsweringModelOutput(loss, start_logits, end_logits, outputs.hidden_states, outputs.attentions)
         return self._finish(output, kwargs)
+
+
+# Every model class by name: what Auto* classes and the parity check build from a name.
+MODEL_CLASSES: dict[str, type[BertPreTrainedModel]] = {
+    cls.__name__: cls
+    for cls in (
+        BertModel,
+        BertForPreTraining,
+        BertLMHeadModel,
+        BertForMaskedLM,
+        BertForNextSentencePrediction,
+        BertForSequenceClassification,
+        BertForMultipleChoice,
+        BertForTokenClassification,
+        BertForQuestionAnswering,
+    )
+}

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
+from collections.abc import Iterator
 
-from bertlite.capabilities import DTYPE_CHOICES, DTYPE_HELP
+from bertlite.utils.capabilities import DTYPE_CHOICES, DTYPE_HELP
 
 
 def add_command(
@@ -30,3 +33,21 @@ def add_model_placement(p: argparse.ArgumentParser, extra_dtypes: tuple[str, ...
         help="keep float32 Linear weights in oneDNN's layout: faster, one more copy of the dense weights "
         "(default); --no-pack-weights saves the memory",
     )
+
+
+@contextlib.contextmanager
+def one_line_dtype_warnings(command: str) -> Iterator[None]:
+    """Each SlowDtypeWarning or Int8PrecisionWarning as one `COMMAND: warning: ...` line on stderr;
+    other warnings as usual."""
+    import warnings
+
+    from bertlite.errors import Int8PrecisionWarning, SlowDtypeWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        yield
+    for w in caught:
+        if issubclass(w.category, (SlowDtypeWarning, Int8PrecisionWarning)):
+            print(f"{command}: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)

@@ -14,19 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-
-class CheckpointNotFoundError(OSError):
-    """The folder or hub repo does not exist, or cannot be reached."""
-
-
-class NotCachedError(CheckpointNotFoundError):
-    """Offline (or the hub is unreachable) and the file is not in the local cache."""
-
-
-class DownloadError(CheckpointNotFoundError):
-    """The hub was reached but the download failed: a server error, a dropped connection, or
-    bytes that do not match the file's advertised size or hash. Nothing is left in the cache,
-    so retrying may succeed."""
+from bertlite.errors import CheckpointNotFoundError, DownloadError, NotCachedError
 
 
 def is_local(name_or_path: str | os.PathLike) -> bool:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from bertlite.checkpoint.hub import pop_hub_kwargs, resolve_file
 from bertlite.config import BERT_MODEL_TYPES, CONFIG_NAME, BertConfig, read_json_object
-from bertlite.hub import pop_hub_kwargs, resolve_file
 
 if TYPE_CHECKING:
-    from bertlite.modeling import BertPreTrainedModel
+    from bertlite.models.bert import BertPreTrainedModel
     from bertlite.tokenization import BertTokenizer
 
 # transformers' architecture name (config.json "architectures") -> the transformers Auto class that
@@ -94,9 +94,9 @@ class _AutoModel(_Auto):
     @classmethod
     def model_class(cls) -> type[BertPreTrainedModel]:
         """The bertlite class this Auto class builds."""
-        import bertlite
+        from bertlite.models.heads import MODEL_CLASSES
 
-        return getattr(bertlite, cls._model_class)
+        return MODEL_CLASSES[cls._model_class]
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, *model_args: Any, **kwargs: Any) -> BertPreTrainedModel:

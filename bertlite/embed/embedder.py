@@ -1,7 +1,7 @@
 """Text to vectors: tokenizer, length-sorted batching, pooling. `Embedder.encode`.
 
 A sentence-transformers folder's settings (pooling, normalization, max length, prompts)
-come from bertlite.st_config, so the vectors are those SentenceTransformer(...).encode
+come from bertlite.embed.st_config, so the vectors are those SentenceTransformer(...).encode
 gives, without importing it or transformers.
 """
 
@@ -13,7 +13,6 @@ import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,22 +20,20 @@ import torch
 from tokenizers import Encoding, Tokenizer
 from torch import Tensor
 
-from bertlite.capabilities import resolve_dtype
-from bertlite.files import SURROGATE
-from bertlite.hub import resolve_file
-from bertlite.modeling import BertModel
-from bertlite.packing import PackedLayout
-from bertlite.quantization import check_quantize, count_int8_tokens, is_quantized, quantize_int8
-from bertlite.st_config import (
+from bertlite.embed.io import SURROGATE
+from bertlite.embed.st_config import (
     DEFAULT_NORMALIZE,
     DEFAULT_POOLING,
     POOLING_MODES,
     _check_pooling,
-    _read_json,
     read_sentence_transformers_prompts,
     read_sentence_transformers_settings,
 )
-from bertlite.st_config import SentenceTransformerSettings as SentenceTransformerSettings  # was defined here
+from bertlite.layers.packing import PackedLayout
+from bertlite.models.bert import BertModel
+from bertlite.quant.int8 import check_quantize, count_int8_tokens, is_quantized, quantize_int8
+from bertlite.tokenization import load_tokenizer
+from bertlite.utils.capabilities import resolve_dtype
 
 # Default batching of the unpadded path: a budget of batch size x longest text,
 # measured best here for fp32 and bf16 (small enough that activations stay in
@@ -61,48 +58,6 @@ class EncodeStats:
     tokens: int = 0  # real tokens, [CLS]/[SEP] included
     truncated: int = 0
     padded_tokens: int = 0  # sum of batch size x longest text: the padded grid of each batch
-
-
-# --- tokenizer -------------------------------------------------------------------
-
-
-def load_tokenizer(name_or_path: str | os.PathLike, **hub_kwargs: Any) -> Tokenizer:
-    """tokenizer.json when present, else vocab.txt + tokenizer_config.json (old checkpoints).
-
-    Padding and truncation stored in the file are switched off: the packaged
-    all-MiniLM-L6-v2 pads everything to 128, and Embedder pads per batch.
-    """
-    path = resolve_file(name_or_path, "tokenizer.json", **hub_kwargs)
-    if path is not None:
-        tokenizer = Tokenizer.from_file(str(path))
-    else:
-        vocab = resolve_file(name_or_path, "vocab.txt", **hub_kwargs)
-        if vocab is None:
-            raise FileNotFoundError(f"{name_or_path}: no tokenizer.json or vocab.txt")
-        tokenizer = _wordpiece_from_vocab(vocab, _read_json(name_or_path, "tokenizer_config.json", hub_kwargs))
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
-    return tokenizer
-
-
-def _wordpiece_from_vocab(vocab: Path, config: dict[str, Any]) -> Tokenizer:
-    # The pipeline transformers' BertTokenizer builds from the same two files.
-    from tokenizers.implementations import BertWordPieceTokenizer
-
-    lowercase = config.get("do_lower_case", True)
-    wrapper = BertWordPieceTokenizer(
-        str(vocab),
-        unk_token=config.get("unk_token", "[UNK]"),
-        sep_token=config.get("sep_token", "[SEP]"),
-        cls_token=config.get("cls_token", "[CLS]"),
-        pad_token=config.get("pad_token", "[PAD]"),
-        mask_token=config.get("mask_token", "[MASK]"),
-        clean_text=True,
-        handle_chinese_chars=config.get("tokenize_chinese_chars", True),
-        strip_accents=config.get("strip_accents"),
-        lowercase=lowercase,
-    )
-    return wrapper._tokenizer
 
 
 # --- pooling ----------------------------------------------------------------------
@@ -164,7 +119,7 @@ class Embedder:
         truncate_dim: int | None = None,
         pack_weights: bool = True,
     ) -> None:
-        """unpad: give the model packed batches, real tokens only (bertlite.packing); False: padded
+        """unpad: give the model packed batches, real tokens only (bertlite.layers.packing); False: padded
         batches, as transformers runs them. Either way the model's attn_implementation applies
         (`model.set_attn_implementation`, eager included), and a model the layers cannot run packed
         (relative positions, a decoder) is padded inside BertModel.
@@ -227,8 +182,8 @@ class Embedder:
 
         Explicit arguments win over the folder's metadata, which wins over the defaults;
         prompts given here are added to the folder's. dtype: "auto" (bfloat16 on a CPU with native
-        bf16, else float32), None (float32), or a dtype; see bertlite.capabilities.resolve_dtype.
-        quantize="int8" (or dtype="int8"): load float32, then bertlite.quantization.quantize_int8.
+        bf16, else float32), None (float32), or a dtype; see bertlite.utils.capabilities.resolve_dtype.
+        quantize="int8" (or dtype="int8"): load float32, then bertlite.quant.int8.quantize_int8.
         allow_nonfinite: load weights holding NaN or Inf (with a warning), as BertModel.from_pretrained's.
         pack_weights: see __init__.
         """

@@ -16,17 +16,18 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors.torch import save_file
 from torch import Tensor
 
+from bertlite.checkpoint.load import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
 from bertlite.config import CONFIG_NAME
-from bertlite.files import write_temporaries
-from bertlite.loading import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
-from bertlite.modeling import BertPreTrainedModel
-from bertlite.quantization import is_quantized
+from bertlite.utils.files import write_temporaries
+
+if TYPE_CHECKING:
+    from bertlite.models.bert import BertPreTrainedModel
 
 SHARD_NAME = re.compile(r"(model-\d{5}-of-\d{5}\.safetensors|pytorch_model-\d{5}-of-\d{5}\.bin)")
 WEIGHT_FILES = (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_NAME, WEIGHTS_INDEX_NAME)
@@ -118,7 +119,7 @@ def save_pretrained(
     Weight files from an earlier save into the same folder, of either format, are removed, so the folder
     never holds two checkpoints that a loader could mix up.
     """
-    if is_quantized(model):
+    if any(getattr(module, "is_quantized", False) for module in model.modules()):
         raise ValueError(
             "save_pretrained: this model is int8-quantized, which bertlite does not save; save the float32 model "
             "and quantize at load (Embedder.from_pretrained(..., quantize='int8'))"
@@ -136,7 +137,7 @@ def save_pretrained(
         raise ValueError(f"{folder} is a file, not a folder")
     folder.mkdir(parents=True, exist_ok=True)
     state = tensors_to_save(model, state_dict)
-    # Imported here, as in bertlite.hub: a load never needs it.
+    # Imported here, as in bertlite.checkpoint.hub: a load never needs it.
     from huggingface_hub import split_torch_state_dict_into_shards
 
     single, index_name, pattern = (

@@ -1,9 +1,4 @@
-"""`bertlite` command line: a thin layer over the Python API.
-
-Exit codes scripts can trust: 0 success (parity holds), 1 parity fails,
-2 usage or load error (one line on stderr), 130 interrupted (Ctrl-C), 143 terminated
-(SIGTERM, `bertlite embed`).
-"""
+"""`bertlite embed`: files of texts in, vectors out (one process, or many files on Ray)."""
 
 from __future__ import annotations
 
@@ -13,91 +8,14 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from bertlite.capabilities import DTYPE_NAMES
-from bertlite.cli_args import add_command, add_model_placement
-from bertlite.serve import cli as serve_cli
-from bertlite.st_config import DEFAULT_POOLING, POOLING_MODES
+from bertlite.cli.args import add_command, add_model_placement, one_line_dtype_warnings
+from bertlite.embed.st_config import DEFAULT_POOLING, POOLING_MODES
 
-if TYPE_CHECKING:  # features imports torch, which --help and argument errors never need
-    from bertlite.features import Embedder
-
-PARITY_HELP = """\
-Prove that bertlite computes what transformers computes on a checkpoint.
-
-Loads MODEL (a folder or a hub id) with bertlite and with transformers.AutoModel
-(eager attention, float32: the reference), runs both on a built-in set of varied
-texts (or --text-file), and compares every loaded weight, every sub-module's
-output (embeddings, each layer's attention / intermediate / output, pooler),
-every attention map, last_hidden_state and pooler_output, padded positions
-excluded. It names the first module that leaves tolerance and suggests causes.
-
-With --head auto (the default), when config.json's architectures name a head
-bertlite implements (BertForPreTraining, BertForMaskedLM, BertLMHeadModel,
-BertForNextSentencePrediction, BertForSequenceClassification,
-BertForMultipleChoice, BertForTokenClassification, BertForQuestionAnswering),
-both sides load that head (transformers: the matching AutoModelFor<Task>) and
-its weights and logits are compared too (logits, or prediction_logits +
-seq_relationship_logits, or start_logits + end_logits; per-token logits at real
-tokens only). --head none compares the base model only.
-
-In float32 a tensor passes when allclose(atol, rtol); in bfloat16/float16 our
-error against the fp32 reference must be <= 2x transformers' own error in that
-dtype (+ atol).
-
-exit status: 0 parity holds, 1 parity fails, 2 usage or load error."""
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bertlite", description="bertlite: a small, exact, fast BERT.")
-    parser.add_argument("--version", action="version", version=f"bertlite {_version()}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    p = add_command(
-        commands,
-        "parity",
-        help="compare bertlite with transformers on a checkpoint",
-        description=PARITY_HELP,
-        model_help="a folder with config.json + weights, or a hub id (org/name)",
-    )
-    p.add_argument(
-        "--reference",
-        metavar="REF",
-        help="checkpoint transformers loads (default: MODEL), e.g. the original of a converted MODEL",
-    )
-    p.add_argument("--text-file", metavar="F", help="texts to run, one per line; a tab splits a line into a pair")
-    p.add_argument("--revision", metavar="R", help="hub revision: branch, tag or commit hash")
-    p.add_argument(
-        "--dtype",
-        default="float32",
-        choices=DTYPE_NAMES,
-        help="dtype bertlite runs in (default: float32)",
-    )
-    p.add_argument(
-        "--attn",
-        default="eager",
-        choices=["eager", "sdpa"],
-        help="bertlite's attention implementation (default: eager, bitwise equal in fp32)",
-    )
-    p.add_argument("--atol", type=float, default=1e-5, metavar="A", help="absolute tolerance (default: 1e-5)")
-    p.add_argument("--rtol", type=float, default=1e-5, metavar="R", help="relative tolerance (default: 1e-5)")
-    p.add_argument("--batch-size", type=int, default=8, metavar="N", help="texts per batch (default: 8)")
-    p.add_argument("--max-length", type=int, default=256, metavar="L", help="truncate texts to L tokens (default: 256)")
-    p.add_argument("--json", metavar="PATH", help="also write the full report as JSON (schema: README)")
-    p.add_argument(
-        "--head",
-        default="auto",
-        choices=["auto", "none"],
-        help="auto: also compare the task head's weights and logits when config.json's architectures name a head "
-        "bertlite implements (default); none: the base model only",
-    )
-    p.add_argument("--all-weights", action="store_true", help="list every weight in the table, not only failures")
-    _add_embed_parser(commands)
-    serve_cli.add_parser(commands)
-    _add_env_parser(commands)
-    return parser
-
+if TYPE_CHECKING:  # the embedder imports torch, which --help and argument errors never need
+    from bertlite.embed.embedder import Embedder
 
 EMBED_HELP = """\
 Embed every text of a file with a BERT checkpoint: one vector per input row.
@@ -128,7 +46,7 @@ exit status: 0 done, 1 failed while embedding or writing (a full disk, a NaN vec
 2 usage / input / load error, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM)."""
 
 
-def _add_embed_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction) -> None:
     p = add_command(
         commands,
         "embed",
@@ -234,8 +152,9 @@ def _add_prompt_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _embed(args: argparse.Namespace) -> int:
-    from bertlite.files import InputError, expand_inputs
+def run(args: argparse.Namespace) -> int:
+    from bertlite.embed.io import expand_inputs
+    from bertlite.errors import InputError
 
     def fail(message: str) -> int:
         print(f"bertlite embed: error: {message}", file=sys.stderr)
@@ -275,7 +194,8 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
 
     import numpy as np
 
-    from bertlite.files import InputError, VectorWriter, check_output_path, iter_texts, require_pyarrow
+    from bertlite.embed.io import VectorWriter, check_output_path, iter_texts, require_pyarrow
+    from bertlite.errors import InputError
 
     try:
         # Everything that can be refused is refused here, before the model loads or a row is embedded.
@@ -334,8 +254,8 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
     seconds = time.perf_counter() - start
     stats = embedder.last_stats
     precision = embedder.precision
-    if precision == "int8":  # whether a long job's compiled input quantization ran (bertlite.compiled_quant)
-        from bertlite import compiled_quant
+    if precision == "int8":  # whether a long job's compiled input quantization ran (bertlite.quant.compiled)
+        from bertlite.quant import compiled as compiled_quant
 
         precision += ", compiled quantization" if compiled_quant.built() else ", eager quantization"
     print(
@@ -393,10 +313,10 @@ def _prompt_flags(args: argparse.Namespace) -> list[tuple[str, object]]:
 
 
 def _embed_ray(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
-    # bertlite.distributed imports ray only inside its functions: a missing Ray
+    # bertlite.embed.ray imports ray only inside its functions: a missing Ray
     # shows as RayNotInstalledError here, with the install hint.
-    from bertlite.distributed import RayNotInstalledError, embed_dataset
-    from bertlite.files import InputError
+    from bertlite.embed.ray import embed_dataset
+    from bertlite.errors import InputError, RayNotInstalledError
 
     if args.device not in (None, "cpu"):
         return fail("--device applies to the single engine; Ray replicas run on CPU")
@@ -440,7 +360,7 @@ def _embed_ray(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
 
 def _for_cli(error: BaseException) -> str:
     """A load error in one line, without advice that only the Python API can follow (strict=, allow_nonfinite=)."""
-    from bertlite.loading import one_line
+    from bertlite.errors import one_line
 
     return one_line(
         error,
@@ -450,7 +370,7 @@ def _for_cli(error: BaseException) -> str:
 
 
 def _load_embedder(args: argparse.Namespace) -> Embedder:
-    from bertlite.features import Embedder
+    from bertlite.embed.embedder import Embedder
 
     with one_line_dtype_warnings("bertlite embed"):
         return Embedder.from_pretrained(
@@ -463,131 +383,3 @@ def _load_embedder(args: argparse.Namespace) -> Embedder:
             truncate_dim=args.truncate_dim,
             pack_weights=args.pack_weights,
         )
-
-
-# --- dtypes and `bertlite env` -----------------------------------------------------
-
-
-@contextlib.contextmanager
-def one_line_dtype_warnings(command: str) -> Iterator[None]:
-    """Each SlowDtypeWarning or Int8PrecisionWarning as one `COMMAND: warning: ...` line on stderr;
-    other warnings as usual."""
-    import warnings
-
-    from bertlite.capabilities import SlowDtypeWarning
-    from bertlite.quantization import Int8PrecisionWarning
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("default")
-        yield
-    for w in caught:
-        if issubclass(w.category, (SlowDtypeWarning, Int8PrecisionWarning)):
-            print(f"{command}: warning: {w.message}", file=sys.stderr)
-        else:
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-
-
-def _add_env_parser(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser(
-        "env",
-        help="show versions, what this CPU runs natively, and what --dtype auto picks",
-        description="Print the versions of bertlite, torch, tokenizers and Python; this CPU's capabilities "
-        "(torch's vector ISA, native bf16/fp16 GEMMs, AVX-512 / VNNI / AMX flags from /proc/cpuinfo, and any ISA "
-        "cap set in the environment, such as ONEDNN_MAX_CPU_ISA=AVX2, which makes this an emulated smaller CPU); "
-        "the dtype that dtype='auto' (the default of Embedder and bertlite embed) resolves to; and the int8 kernel "
-        "and integer ranges that dtype='int8' gets here (probed). Exit status 0.",
-    )
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-
-
-def _env(args: argparse.Namespace) -> int:
-    import json
-    import platform
-
-    import tokenizers
-    import torch
-
-    from bertlite.capabilities import detect, resolve_dtype
-    from bertlite.quantization import describe_int8
-
-    caps = detect()
-    report = {
-        "versions": {
-            "bertlite": _version(),
-            "torch": torch.__version__,
-            "tokenizers": tokenizers.__version__,
-            "python": platform.python_version(),
-        },
-        "capabilities": caps.as_dict(),
-        "threads": torch.get_num_threads(),
-        "cuda_available": torch.cuda.is_available(),
-        "auto_dtype": {"cpu": str(resolve_dtype("auto", "cpu")).removeprefix("torch.")},
-        "int8": describe_int8(),
-    }
-    if report["cuda_available"]:
-        report["auto_dtype"]["cuda"] = str(resolve_dtype("auto", "cuda")).removeprefix("torch.")
-    if args.json:
-        print(json.dumps(report, indent=2))
-        return 0
-    for name, version in report["versions"].items():
-        print(f"{name} {version}")
-    print(f"cpu: {caps.summary()}")
-    print(f"torch threads: {report['threads']}; cuda available: {'yes' if report['cuda_available'] else 'no'}")
-    print("dtype='auto' resolves to: " + ", ".join(f"{d} on {dev}" for dev, d in report["auto_dtype"].items()))
-    print(f"dtype='int8' runs: {report['int8']['summary']}")
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 2
-    try:
-        return {"parity": _parity, "embed": _embed, "serve": serve_cli.run, "env": _env}[args.command](args)
-    except KeyboardInterrupt:
-        written = "" if args.command == "serve" else "; no output written"
-        print(f"bertlite {args.command}: interrupted{written}", file=sys.stderr)
-        return 130
-
-
-def _parity(args: argparse.Namespace) -> int:
-    from bertlite.parity import ParityLoadError, check
-
-    try:
-        report = check(
-            args.model,
-            reference=args.reference,
-            text_file=args.text_file,
-            revision=args.revision,
-            dtype=args.dtype,
-            attn=args.attn,
-            atol=args.atol,
-            rtol=args.rtol,
-            batch_size=args.batch_size,
-            max_length=args.max_length,
-            head=args.head,
-        )
-    except ParityLoadError as e:
-        print(f"bertlite parity: error: {e}", file=sys.stderr)
-        return 2
-    print(report.format_table(all_weights=args.all_weights))
-    if args.json:
-        try:
-            with open(args.json, "w", encoding="utf-8") as f:
-                f.write(report.to_json() + "\n")
-        except OSError as e:
-            print(f"bertlite parity: error: cannot write --json {args.json}: {e}", file=sys.stderr)
-            return 2
-    return 0 if report.ok else 1
-
-
-def _version() -> str:
-    from bertlite import __version__
-
-    return __version__
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,7 +8,7 @@ weights before quantizing (SmoothQuant, Xiao et al. 2022): x @ W.T = (x / s) @ (
 with s from the weights and the activations of a small built-in calibration set.
 Attention, LayerNorm, softmax and pooling stay fp32. Inference only. The per-token quantization
 runs as eager ops (quantize_rows) or, for long jobs, as one kernel torch.compile builds
-(bertlite.compiled_quant), which gives the same integers.
+(bertlite.quant.compiled), which gives the same integers.
 
 Kernels, chosen by name and probed once on this machine (never assumed from the CPU):
 "onednn" (torch.ops.onednn.qlinear_pointwise on a prepacked weight: VNNI / AMX where the
@@ -28,14 +28,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bertlite import compiled_quant
-from bertlite.allocator import keep_freed_memory
-from bertlite.warn import warn_user
+from bertlite.errors import Int8PrecisionWarning
+from bertlite.quant import compiled as compiled_quant
+from bertlite.quant.allocator import keep_freed_memory
+from bertlite.utils.warn import warn_user
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-    from bertlite.modeling import BertPreTrainedModel
+    from bertlite.models.bert import BertPreTrainedModel
 
 # Fastest first, as measured by scripts/bench_int8_kernels.py (see README "Int8"); "auto" picks the first that works.
 INT8_KERNELS = ("onednn", "int_mm", "dequantize")
@@ -173,10 +174,6 @@ REDUCED_GRID_NOTE = (
     "float32's: measured on all-MiniLM-L6-v2, 1,000 corpus texts, with 7-bit activations, min / mean cosine "
     "0.9969 / 0.9988, vs 0.9982 / 0.9993 with 8 bits; kernel='dequantize' keeps 8 bits, at about float32's speed"
 )
-
-
-class Int8PrecisionWarning(UserWarning):
-    """int8 on a CPU whose fast int8 kernels are exact only with 7-bit activations or weights: vectors drift more."""
 
 
 def int8_grid(kernel: str) -> Int8Grid | None:
@@ -367,6 +364,7 @@ class Int8Linear(nn.Module):
     """
 
     adds_residual = True  # forward(x, residual): the model's dense + residual add goes in one call
+    is_quantized = True  # checkpoint.save refuses a model holding one, without importing this module
 
     def __init__(
         self,
@@ -402,7 +400,7 @@ class Int8Linear(nn.Module):
         self.register_buffer("bias", None if bias is None else bias.detach().to(torch.float32))
         self.register_buffer("input_scale", None if input_scale is None else input_scale.to(torch.float32))
         self.asymmetric = asymmetric
-        # Quantize the input with bertlite.compiled_quant's kernel once it is built (the same numbers).
+        # Quantize the input with bertlite.quant.compiled's kernel once it is built (the same numbers).
         self.compiled = compiled
         # What the GEMM subtracts from the uint8 activations: 0 for asymmetric ones where the kernel allows.
         self.zero_point = 0 if asymmetric and self.kernel in ZERO_POINT_0_KERNELS else self.grid.zero_point
@@ -439,7 +437,7 @@ class Int8Linear(nn.Module):
 
         smooth (in_features,): SmoothQuant's s; the weight is quantized as W * s and the input is
         multiplied by 1 / s at run time, unless smooth_folded: the layer before already divides by s.
-        compiled: quantize the input with bertlite.compiled_quant's kernel, once it is built.
+        compiled: quantize the input with bertlite.quant.compiled's kernel, once it is built.
         """
         linears = [linear] if isinstance(linear, nn.Linear) else list(linear)
         weight = torch.cat([m.weight.detach() for m in linears]).to(torch.float32)  # (N, K)
@@ -464,7 +462,7 @@ class Int8Linear(nn.Module):
         Round to nearest. uint8 either way: oneDNN's x86 int8 kernels take u8 activations, and with s8 ones
         some ISAs fall back to a reference kernel (ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI: 5 s for one
         512 x 384 x 1152 GEMM, against 1.5 ms in u8). self.compiled: in one compiled kernel
-        (bertlite.compiled_quant), the same numbers."""
+        (bertlite.quant.compiled), the same numbers."""
         top, zero_point = self.grid.activation_max, self.zero_point
         rows = compiled_quant.quantize(x, self.input_scale, self.asymmetric, top, zero_point) if self.compiled else None
         q, scale, low = rows or quantize_rows(x, self.input_scale, self.asymmetric, top, zero_point)
@@ -590,12 +588,12 @@ def quantize_int8(
     0.99818 / 0.99937 all asymmetric and 0.99732 / 0.99885 none, while each asymmetric input costs one
     more pass over it).
     kernel: one of INT8_KERNELS, or "auto". compile_quantization: quantize each Linear's input in one
-    kernel compiled by torch.compile (bertlite.compiled_quant: the same numbers as the eager ops,
+    kernel compiled by torch.compile (bertlite.quant.compiled: the same numbers as the eager ops,
     faster, but seconds to build); None (default): built when an Embedder job will bring the
     process's int8 tokens to compiled_quant.BUILD_AFTER_TOKENS (count_int8_tokens), the eager ops
     running until then, where it cannot build, and with BERTLITE_INT8_COMPILE=0; True: built here, and a machine
     where it cannot build is refused; False: the eager ops only. Raises glibc's malloc
-    thresholds for the whole process (bertlite.allocator.keep_freed_memory; BERTLITE_KEEP_FREED_MEMORY=0
+    thresholds for the whole process (bertlite.quant.allocator.keep_freed_memory; BERTLITE_KEEP_FREED_MEMORY=0
     keeps them).
     """
     kernel = resolve_kernel(kernel)
@@ -603,7 +601,7 @@ def quantize_int8(
     encoder = getattr(base, "encoder", None)
     _check_model(model, encoder, alpha)
     keep = _check_names("keep_fp32", keep_fp32, len(encoder.layer))
-    keep_freed_memory()  # see bertlite.allocator: the int8 forwards' page faults cost a third of their time
+    keep_freed_memory()  # see bertlite.quant.allocator: the int8 forwards' page faults cost a third of their time
     grid = int8_grid(kernel)
     if asymmetric is None:  # off the full grid every input's resolution counts (measured: see INT8_GRIDS)
         asymmetric = LAYER_LINEARS if grid != FULL_GRID else ASYMMETRIC_LINEARS

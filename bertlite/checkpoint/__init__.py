@@ -1,0 +1,1 @@
+"""Checkpoints in and out: the hub, the legacy-key weight map, safety checks, loading and saving."""

@@ -1,0 +1,58 @@
+"""`bertlite env`: versions, this CPU's capabilities, and what dtype='auto' and 'int8' pick here."""
+
+from __future__ import annotations
+
+import argparse
+
+from bertlite import __version__
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "env",
+        help="show versions, what this CPU runs natively, and what --dtype auto picks",
+        description="Print the versions of bertlite, torch, tokenizers and Python; this CPU's capabilities "
+        "(torch's vector ISA, native bf16/fp16 GEMMs, AVX-512 / VNNI / AMX flags from /proc/cpuinfo, and any ISA "
+        "cap set in the environment, such as ONEDNN_MAX_CPU_ISA=AVX2, which makes this an emulated smaller CPU); "
+        "the dtype that dtype='auto' (the default of Embedder and bertlite embed) resolves to; and the int8 kernel "
+        "and integer ranges that dtype='int8' gets here (probed). Exit status 0.",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import platform
+
+    import tokenizers
+    import torch
+
+    from bertlite.quant.int8 import describe_int8
+    from bertlite.utils.capabilities import detect, resolve_dtype
+
+    caps = detect()
+    report = {
+        "versions": {
+            "bertlite": __version__,
+            "torch": torch.__version__,
+            "tokenizers": tokenizers.__version__,
+            "python": platform.python_version(),
+        },
+        "capabilities": caps.as_dict(),
+        "threads": torch.get_num_threads(),
+        "cuda_available": torch.cuda.is_available(),
+        "auto_dtype": {"cpu": str(resolve_dtype("auto", "cpu")).removeprefix("torch.")},
+        "int8": describe_int8(),
+    }
+    if report["cuda_available"]:
+        report["auto_dtype"]["cuda"] = str(resolve_dtype("auto", "cuda")).removeprefix("torch.")
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    for name, version in report["versions"].items():
+        print(f"{name} {version}")
+    print(f"cpu: {caps.summary()}")
+    print(f"torch threads: {report['threads']}; cuda available: {'yes' if report['cuda_available'] else 'no'}")
+    print("dtype='auto' resolves to: " + ", ".join(f"{d} on {dev}" for dev, d in report["auto_dtype"].items()))
+    print(f"dtype='int8' runs: {report['int8']['summary']}")
+    return 0

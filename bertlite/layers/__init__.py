@@ -1,0 +1,1 @@
+"""The building blocks the models share: attention implementations, the packed layout, oneDNN Linear modules."""

@@ -1,0 +1,1 @@
+"""BertModel, its transformers-compatible base, the task heads and the Auto classes."""

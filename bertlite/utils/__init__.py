@@ -1,0 +1,1 @@
+"""Helpers with no model in them: CPU capabilities, dtype names, user warnings."""
