@@ -11,6 +11,12 @@ import sys
 
 
 def naive_server(model: str, threads: int | None) -> None:
+    """Serve POST /embed on a free local port until terminated.
+
+    Args:
+        model: the checkpoint folder.
+        threads: torch threads, or None for torch's default.
+    """
     import torch
     import uvicorn
     from starlette.applications import Starlette

@@ -115,8 +115,21 @@ def summary(rows: list[dict], group_rate: float | None) -> dict:
     return out
 
 
-def interleaved(offline: Offline, runners: dict, requests: list[list[str]], levels: list[int], rounds: int):
-    """Offline runs and server rounds in turn; (offline's runs in time order, rows by server and level)."""
+def interleaved(
+    offline: Offline, runners: dict, requests: list[list[str]], levels: list[int], rounds: int
+) -> tuple[list[dict], dict[str, dict[int, list[dict]]]]:
+    """Offline runs and server rounds in turn.
+
+    Args:
+        offline: the offline runner.
+        runners: the servers by name (Served or BatcherOnly).
+        requests: the texts of each request.
+        levels: the concurrency levels.
+        rounds: rounds per level.
+
+    Returns:
+        Offline's runs in time order, and each server's rows by level, each paired with the offline runs around it.
+    """
     offline_rounds: list[dict] = []
     rows: dict[str, dict[int, list[dict]]] = {name: {c: [] for c in levels} for name in runners}
     pending: list[dict] = []  # server rows waiting for the offline run after them
@@ -147,6 +160,7 @@ def pair(row: dict, neighbours: list[dict]) -> None:
 
 
 def report(result: dict) -> None:
+    """Print offline's rates and a line per server and level."""
     rates = result["offline"]["texts_per_s_rounds"]
     print(f"offline Embedder.encode: median {result['offline']['texts_per_s']} texts/s, runs {rates}")
     print(f"load average (1 min) at each offline run: {result['offline']['load_1min_rounds']}")

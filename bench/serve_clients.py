@@ -23,6 +23,7 @@ except ImportError:
 
 
 def start(command: list[str]) -> tuple[subprocess.Popen, str]:
+    """Start a server process and wait until it prints "ready on URL" to stderr; (the process, its URL)."""
     env = child_env(quiet=False)
     proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     for line in proc.stderr:
@@ -32,6 +33,7 @@ def start(command: list[str]) -> tuple[subprocess.Popen, str]:
 
 
 def stop(proc: subprocess.Popen) -> None:
+    """Terminate a server process and wait for it."""
     proc.terminate()
     proc.wait(timeout=60)
 
@@ -147,6 +149,7 @@ class BatcherOnly:
         self.batcher.done.wait()
 
     def level(self, requests: list[list[str]], concurrency: int) -> dict:
+        """One level: `concurrency` clients tokenize and queue the requests until none is left."""
         return asyncio.run(self._level(requests, concurrency))
 
     async def _level(self, requests: list[list[str]], concurrency: int) -> dict:
@@ -163,6 +166,7 @@ class BatcherOnly:
         return await _timed_level(client, concurrency, requests, latencies)
 
     def close(self) -> None:
+        """Stop the worker."""
         self.batcher.stop(60)
 
 
@@ -192,4 +196,5 @@ class Served:
         return row
 
     def close(self) -> None:
+        """Stop the server process."""
         stop(self.proc)

@@ -95,6 +95,7 @@ def inputs(name: str, config: transformers.BertConfig, batch: int = 3, seq: int 
 
 
 def main() -> None:
+    """Print each head's worst logits and loss difference over SHAPES, eager and sdpa."""
     print(f"{'head':34s} {'attn':5s} {'max|logits diff|':>17s} {'|loss diff|':>12s}")
     for name in HEADS:
         for attn in ("eager", "sdpa"):
