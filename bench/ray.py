@@ -19,7 +19,8 @@ from typing import Any
 
 from bench.common import CORPUS, child_env, default_model_path, environment, rotated, write_json
 
-SUMMARY = re.compile(r"embedded (\d+) texts.* in ([\d.]+) s: ([\d.]+) texts/s")
+# The summary line both engines print; the single engine adds its precision in brackets before the colon.
+SUMMARY = re.compile(r"embedded (\d+) texts.* in ([\d.]+) s\b[^:]*: ([\d.]+) texts/s")
 
 
 def run_cli(args: list[str], cwd: Path) -> dict[str, Any]:
