@@ -46,7 +46,7 @@ test-legacy: $(LEGACY_STAMP)
 # The test extra includes everything the bench extra does (transformers,
 # sentence-transformers, the packaged checkpoint).
 bench: install
-	HF_HUB_OFFLINE=1 $(PY) scripts/bench.py --json bench/results/latest.json
+	HF_HUB_OFFLINE=1 $(PY) -m bench throughput --json bench/results/latest.json
 
 clean:
 	rm -rf $(VENV) $(LEGACY_VENV) .pytest_cache .ruff_cache *.egg-info

@@ -1,20 +1,17 @@
-"""scripts/bench.py --isa: a benchmark on an emulated smaller CPU re-executes itself under the ISA caps and says so."""
+"""python -m bench throughput --isa: on an emulated smaller CPU it re-executes itself under the ISA caps and says so."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from bertlite.utils.capabilities import EMULATED_CPUS
 from tests.helpers import run_fresh_without_isa_caps
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_bench_isa_avx2_runs_under_the_caps_and_records_them(tmp_path):
     out = tmp_path / "result.json"
     result = run_fresh_without_isa_caps(
-        [str(ROOT / "scripts" / "bench.py"), "--isa", "avx2", "--configs", "none"]
+        ["-m", "bench", "throughput", "--isa", "avx2", "--configs", "none"]
         + ["--cold-rounds", "0", "--texts", "1", "--json", str(out)],
         drop=("CT2_FORCE_CPU_ISA",),
         ATEN_CPU_CAPABILITY="default",  # a cap the emulated CPU does not have: it must not leak into the run

