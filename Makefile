@@ -28,7 +28,7 @@ test: lint
 
 # transformers 4.x is the only reference for what v5 removed (relative position
 # embeddings), so it gets its own venv: the main one keeps v5. tests_legacy/ lies
-# outside testpaths, so the main suite never collects it.
+# outside testpaths, so the main suite never collects it. sybil: the root conftest.py imports it.
 LEGACY_VENV := .venv-legacy
 LEGACY_PY := $(LEGACY_VENV)/bin/python
 LEGACY_STAMP := $(LEGACY_VENV)/.installed-stamp
@@ -36,7 +36,7 @@ LEGACY_STAMP := $(LEGACY_VENV)/.installed-stamp
 $(LEGACY_STAMP): pyproject.toml
 	test -x $(LEGACY_PY) || $(PYTHON) -m venv $(LEGACY_VENV)
 	$(LEGACY_PY) -m pip install -q torch==2.13.0
-	$(LEGACY_PY) -m pip install -q transformers==4.57.6 "pytest>=8"
+	$(LEGACY_PY) -m pip install -q transformers==4.57.6 "pytest>=8" sybil
 	$(LEGACY_PY) -m pip install -q -e .
 	touch $(LEGACY_STAMP)
 
