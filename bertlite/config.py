@@ -18,7 +18,7 @@ from bertlite.checkpoint.hub import pop_hub_kwargs, resolve_file
 from bertlite.errors import CheckpointNotFoundError
 from bertlite.utils.warn import warn_user
 
-# Names understood by bertlite.models.bert.ACT2FN. Kept here (not derived from the
+# Names understood by bertlite.layers.activations.ACT2FN. Kept here (not derived from the
 # torch module) so that validating a config never imports torch; a test checks
 # the two lists agree.
 SUPPORTED_ACTIVATIONS = (

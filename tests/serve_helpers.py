@@ -17,7 +17,7 @@ from bertlite import BertConfig, BertModel
 from bertlite.embed.embedder import Embedder
 from bertlite.serve.app import Limits, create_app
 from bertlite.serve.server import bind, make_server
-from tests.conftest import TINY
+from tests.helpers import TINY
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
 

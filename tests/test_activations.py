@@ -2,7 +2,7 @@ import pytest
 import torch
 from transformers.activations import ACT2FN as HF_ACT2FN
 
-from bertlite.models.bert import ACT2FN
+from bertlite.layers.activations import ACT2FN
 
 # The activations BERT-family checkpoints name: each must exist and equal transformers' bit for bit.
 REQUIRED = [

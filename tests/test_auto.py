@@ -11,8 +11,7 @@ from huggingface_hub import constants
 
 import bertlite
 from bertlite.models.auto import ARCHITECTURES
-from tests.conftest import TINY
-from tests.helpers import REPO_ID, assert_weights, checkpoint_files
+from tests.helpers import REPO_ID, TINY, assert_weights, checkpoint_files
 
 # Written out, not read from bertlite.models.auto: what each Auto class must build.
 EXPECTED = {

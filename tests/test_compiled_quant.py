@@ -15,7 +15,7 @@ from bertlite.embed.embedder import Embedder
 from bertlite.quant import compiled as compiled_quant
 from bertlite.quant import int8 as quantization
 from bertlite.quant.int8 import Int8Linear, quantize_int8, quantize_rows
-from tests.conftest import make_hf_model, random_batch, to_bertlite
+from tests.helpers import make_hf_model, random_batch, to_bertlite
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import transformers
 
 from bertlite import BertConfig
 from bertlite.config import SUPPORTED_ACTIVATIONS
-from bertlite.models.bert import ACT2FN
+from bertlite.layers.activations import ACT2FN
 
 
 def test_defaults_match_transformers():

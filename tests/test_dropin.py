@@ -20,7 +20,7 @@ import transformers
 
 import bertlite
 from bertlite.models.heads import MaskedLMOutput
-from tests.conftest import TINY, make_hf_model, random_batch
+from tests.helpers import TINY, make_hf_model, random_batch
 from tests.hub_server import HubServer
 
 SENTENCES = ["This is an example sentence", "Each sentence is converted"]

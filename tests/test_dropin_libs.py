@@ -16,7 +16,7 @@ import torch
 import transformers
 
 import bertlite
-from tests.conftest import TINY
+from tests.helpers import TINY
 
 peft = pytest.importorskip("peft")  # a test extra
 sentence_transformers = pytest.importorskip("sentence_transformers")  # a test extra

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+import bertlite.cli.embed
+import bertlite.embed.embedder
 from bertlite.cli import main
 from bertlite.embed.embedder import Embedder
 from bertlite.models.bert import BertPreTrainedModel
@@ -501,13 +503,13 @@ def test_pack_weights_flag_reaches_the_model_and_keeps_the_vectors(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     seen: list[bool] = []
-    original = BertPreTrainedModel.set_weight_packing
+    original = bertlite.embed.embedder.optimize
 
-    def recording(model: BertPreTrainedModel, enabled: bool) -> None:
-        seen.append(enabled)
-        original(model, enabled)
+    def recording(model: BertPreTrainedModel, pack_weights: bool = True) -> BertPreTrainedModel:
+        seen.append(pack_weights)
+        return original(model, pack_weights=pack_weights)
 
-    monkeypatch.setattr(BertPreTrainedModel, "set_weight_packing", recording)
+    monkeypatch.setattr(bertlite.embed.embedder, "optimize", recording)
     out = tmp_path / "out.npy"
     args = make_input("txt", tmp_path, texts, monkeypatch)
     code, err = run([str(real_model_path), *args, "-o", str(out), "--dtype", "float32", *flags], capsys)

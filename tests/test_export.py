@@ -17,8 +17,7 @@ import transformers
 
 import bertlite
 from bertlite.models.bert import DEFAULT_ATTENTION
-from tests.conftest import TINY, make_hf_model, random_batch, to_bertlite
-from tests.helpers import make_hf_head, to_ours
+from tests.helpers import TINY, make_hf_head, make_hf_model, random_batch, to_bertlite, to_ours
 
 NAMES = ("input_ids", "attention_mask", "token_type_ids")  # BertModel.forward's first positional arguments
 ATOL = 1e-5  # traced / exported / compiled graphs against transformers eager, fp32

@@ -11,6 +11,7 @@ import transformers
 import bertlite
 import bertlite.embed.embedder
 from bertlite.embed.embedder import POOLING_MODES, Embedder
+from bertlite.layers.onednn import is_optimized
 from bertlite.tokenization import load_tokenizer
 
 
@@ -55,6 +56,35 @@ def test_vectors_equal_transformers_mean_pooling_in_input_order(embedder, hf_tok
             mean = (hidden * mask).sum(1) / mask.sum(1)
             reference.append(torch.nn.functional.normalize(mean, dim=-1))
     np.testing.assert_allclose(ours, torch.cat(reference).numpy(), atol=1e-5, rtol=0)
+
+
+def transformers_mean_pooled(model, tokenizer, texts: list[str]) -> torch.Tensor:
+    """What a transformers user writes: padded batches of 16, masked mean, L2 normalize."""
+    vectors = []
+    with torch.no_grad():
+        for i in range(0, len(texts), 16):
+            batch = tokenizer(texts[i : i + 16], padding=True, truncation=True, max_length=256, return_tensors="pt")
+            hidden = model(**batch).last_hidden_state
+            mask = batch["attention_mask"].unsqueeze(-1).float()
+            vectors.append(torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1))
+    return torch.cat(vectors)
+
+
+def test_eager_through_embedder_is_transformers_eager_within_pooling_rounding(
+    real_model_path, hf_tokenizer, corpus_texts
+):
+    # "eager" selects the reference path whole (no oneDNN modules): only the pooling's rounding is left.
+    eager = transformers.AutoModel.from_pretrained(real_model_path, attn_implementation="eager").eval()
+    embedder = Embedder.from_pretrained(real_model_path, dtype="float32")
+    assert is_optimized(embedder.model)
+    embedder.model.set_attn_implementation("eager")
+    assert not is_optimized(embedder.model)
+    texts = corpus_texts[:300]
+    batched = torch.from_numpy(embedder.encode(texts))
+    assert (batched - transformers_mean_pooled(eager, hf_tokenizer, texts)).abs().max() <= 3e-7
+    for text in (texts[7], texts[150]):
+        single = torch.from_numpy(embedder.encode([text]))
+        assert (single - transformers_mean_pooled(eager, hf_tokenizer, [text])).abs().max() <= 3e-7
 
 
 def test_vectors_equal_sentence_transformers(embedder, real_model_path, corpus_texts):

@@ -15,8 +15,19 @@ from transformers.utils import find_labels
 
 import bertlite
 from bertlite.errors import CheckpointError
-from tests.conftest import TINY, make_hf_model, random_batch
-from tests.helpers import HEAD_CONFIG, HEADS, TOL, assert_same, assert_tied, head_inputs, make_hf_head, to_ours
+from tests.helpers import (
+    HEAD_CONFIG,
+    HEADS,
+    TINY,
+    TOL,
+    assert_same,
+    assert_tied,
+    head_inputs,
+    make_hf_head,
+    make_hf_model,
+    random_batch,
+    to_ours,
+)
 from tests.helpers import HEAD_CONFIGS as CONFIGS
 from tests.helpers import write_folder as write
 

@@ -26,8 +26,7 @@ from safetensors.torch import load_file
 
 import bertlite
 from bertlite.errors import CheckpointError, CheckpointNotFoundError, DownloadError, NotCachedError
-from tests.conftest import make_hf_model
-from tests.helpers import REPO_ID, assert_weights, checkpoint_files
+from tests.helpers import REPO_ID, assert_weights, checkpoint_files, make_hf_model
 from tests.hub_server import HubServer, etag_of
 
 REPO = Path(__file__).resolve().parent.parent

@@ -5,7 +5,7 @@ import torch
 
 import bertlite
 from bertlite.checkpoint.load import remap_state_dict
-from tests.conftest import make_hf_model
+from tests.helpers import make_hf_model
 
 
 @pytest.mark.parametrize(

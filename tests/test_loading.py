@@ -21,8 +21,7 @@ import bertlite
 import bertlite.checkpoint.load
 import bertlite.models.bert
 from bertlite.errors import CheckpointError, CheckpointNotFoundError
-from tests.conftest import TINY, make_hf_model, random_batch
-from tests.helpers import write_folder
+from tests.helpers import TINY, make_hf_model, random_batch, write_folder
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 

@@ -14,8 +14,7 @@ import bertlite
 from bertlite.checkpoint.load import empty_init, expected_shapes, load_checkpoint, plan_load
 from bertlite.checkpoint.load import resolve_weight_files as weight_files
 from bertlite.errors import CheckpointError
-from tests.conftest import TINY, make_hf_model
-from tests.helpers import write_folder
+from tests.helpers import TINY, make_hf_model, write_folder
 
 
 def crafted(state_dict: dict[str, torch.Tensor], prefix: str = "") -> dict[str, torch.Tensor]:

@@ -2,30 +2,20 @@
 
 import pytest
 import torch
-from torch import nn
 
 import bertlite
 import bertlite.layers.attention
 import bertlite.layers.onednn
 from bertlite import Embedder
-from bertlite.layers.attention import PACKED_ATTENTION, PADDED_ATTENTION, packed_sdpa_attention
+from bertlite.layers.attention import (
+    PACKED_ATTENTION,
+    PADDED_ATTENTION,
+    packed_auto_attention,
+    packed_half_bmm_attention,
+    packed_sdpa_attention,
+)
 from bertlite.layers.packing import PackedLayout
-from bertlite.models.bert import BertOutput
-from tests.conftest import make_hf_model, random_batch, to_bertlite
-from tests.helpers import PARITY_CONFIGS
-
-
-def packed_inputs(batch: dict) -> dict:
-    mask = batch["attention_mask"].bool()
-    return {
-        "input_ids": batch["input_ids"][mask],
-        "token_type_ids": batch["token_type_ids"][mask],
-        "lengths": mask.sum(1),
-    }
-
-
-def real_tokens(hidden: torch.Tensor, batch: dict) -> torch.Tensor:
-    return hidden[batch["attention_mask"].bool()]
+from tests.helpers import PARITY_CONFIGS, make_hf_model, packed_inputs, random_batch, real_tokens, to_bertlite
 
 
 @pytest.mark.parametrize("name", sorted(PARITY_CONFIGS))
@@ -94,7 +84,7 @@ def test_embedder_honours_the_models_attn_implementation(monkeypatch):
     embedder = Embedder(model, tokenizer)
     texts = ["w1 w2 w3", "w4 w5", "w6"]
     fast = embedder.encode(texts)
-    assert calls["sdpa"] == model.config.num_hidden_layers and calls["eager"] == 0
+    assert calls["auto"] == model.config.num_hidden_layers and calls["eager"] == 0  # Embedder optimized it
     model.set_attn_implementation("eager")
     reference = embedder.encode(texts)
     assert calls["eager"] == model.config.num_hidden_layers
@@ -107,54 +97,6 @@ def test_packed_only_implementations_refuse_a_padded_batch():
     with pytest.raises(ValueError, match="attn_implementation='nested' runs packed batches only"):
         ours(**random_batch(hf.config))
     assert set(PADDED_ATTENTION) < set(PACKED_ATTENTION)
-
-
-class Shifted(nn.Module):
-    """A stand-in for an adapter (LoRA) wrapping a projection: the Linear plus a change of its own."""
-
-    def __init__(self, linear: nn.Linear) -> None:
-        super().__init__()
-        self.base = linear
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.base(x) + 0.5
-
-
-def test_wrapped_projections_run_as_modules_not_through_the_fused_weight():
-    hf = make_hf_model()
-    ours = to_bertlite(hf, attn="sdpa")
-    batch = random_batch(hf.config, batch=4, seq=13)
-    attention = ours.encoder.layer[1].attention.self
-    with torch.no_grad():
-        before = ours(**packed_inputs(batch)).last_hidden_state  # builds the fused weight
-        attention.value = Shifted(attention.value)
-        padded = real_tokens(ours(**batch).last_hidden_state, batch)
-        packed = ours(**packed_inputs(batch)).last_hidden_state
-    assert not torch.allclose(before, packed, atol=1e-3)
-    torch.testing.assert_close(packed, padded, atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize("packing", [False, True])
-def test_fused_and_packed_copies_never_reach_state_dict_and_follow_weight_changes(packing):
-    hf, other = make_hf_model(seed=0), make_hf_model(seed=1)
-    ours = to_bertlite(hf, attn="sdpa")
-    ours.set_weight_packing(packing)  # packing: oneDNN-layout weight copies too (set_weight_packing)
-    keys = list(ours.state_dict())
-    batch = random_batch(hf.config, batch=4, seq=13)
-    with torch.no_grad():
-        for _ in range(2):  # the second packed forward makes the packed copies
-            ours(**packed_inputs(batch))
-    if packing:
-        assert all("_packed_weight_cache" in m.__dict__ for m in ours.modules() if isinstance(m, BertOutput))
-    state = ours.state_dict()
-    assert list(state) == keys
-    pointers = [t.untyped_storage().data_ptr() for t in state.values()]
-    assert len(set(pointers)) == len(pointers)  # nothing shares storage: no fused buffer under the parameters
-    ours.load_state_dict(other.state_dict())  # copies in place: every fused and packed copy must notice
-    with torch.no_grad():
-        packed = ours(**packed_inputs(batch)).last_hidden_state
-        reference = real_tokens(other(**batch).last_hidden_state, batch)
-    torch.testing.assert_close(packed, reference, atol=1e-5, rtol=1e-5)
 
 
 def test_packed_batch_trains_like_the_padded_one():
@@ -183,19 +125,6 @@ def test_bf16_packed_close_to_fp32():
     assert low.dtype == torch.bfloat16 and cosine.min() > 0.99
 
 
-@pytest.mark.parametrize("onednn", [True, False])
-def test_linear_with_and_without_onednn(onednn, monkeypatch):
-    probed = {(form, dtype): onednn for form in ("linear", "linear_add") for dtype in (torch.float32, torch.bfloat16)}
-    monkeypatch.setattr(bertlite.layers.onednn, "_probed", probed)
-    hf = make_hf_model(hidden_act="gelu")
-    ours = to_bertlite(hf, attn="sdpa")
-    batch = random_batch(hf.config, batch=4, seq=13)
-    with torch.no_grad():
-        hidden = ours(**packed_inputs(batch)).last_hidden_state
-        reference = real_tokens(hf(**batch).last_hidden_state, batch)
-    torch.testing.assert_close(hidden, reference, atol=1e-5, rtol=1e-5)
-
-
 def eager_reference(qkv: torch.Tensor, lengths: torch.Tensor, heads: int, scaling: float) -> torch.Tensor:
     """Packed attention from transformers' eager BERT attention, one sequence at a time (no mask needed)."""
     from transformers.models.bert.modeling_bert import eager_attention_forward
@@ -211,10 +140,8 @@ def eager_reference(qkv: torch.Tensor, lengths: torch.Tensor, heads: int, scalin
 
 @pytest.mark.parametrize("lengths", [[5, 17, 30, 1], [40, 40, 40], [128, 3]])
 def test_half_precision_bmm_attention_close_to_sdpa(lengths, monkeypatch):
-    # bf16 attention up to HALF_BMM_MAX_LENGTH tokens takes the batched-GEMM path (where the batch
-    # does not take the per-run route, off here); its error against a float32 reference
-    # (transformers' eager attention) must stay within a small multiple of the SDPA path's.
-    monkeypatch.setattr(bertlite.layers.attention, "PER_RUN_HALF_DTYPES", ())
+    # bf16 attention as batched GEMMs: its error against a float32 reference (transformers' eager
+    # attention) must stay within a small multiple of SDPA's in float32 on the same bf16 inputs.
     torch.manual_seed(0)
     lengths = torch.tensor(lengths)
     qkv = torch.randn(int(lengths.sum()), 3 * 48) * 2
@@ -224,9 +151,8 @@ def test_half_precision_bmm_attention_close_to_sdpa(lengths, monkeypatch):
         packed_sdpa_attention(qkv, PackedLayout.from_lengths(lengths), 4, 0.3, 0.0)[0], reference
     )
     layout = PackedLayout.from_lengths(lengths, torch.bfloat16)
-    via_bmm = packed_sdpa_attention(qkv.bfloat16(), layout, 4, 0.3, 0.0)[0]
-    monkeypatch.setattr(bertlite.layers.attention, "HALF_BMM_MAX_LENGTH", 0)
-    via_sdpa = packed_sdpa_attention(qkv.bfloat16(), layout, 4, 0.3, 0.0)[0]
+    via_bmm = packed_half_bmm_attention(qkv.bfloat16(), layout, 4, 0.3, 0.0)[0]
+    via_sdpa = packed_sdpa_attention(qkv.bfloat16().float(), layout, 4, 0.3, 0.0)[0].bfloat16()
     assert not torch.equal(via_bmm, via_sdpa)  # two different kernels really ran
     bmm_error = (via_bmm.float() - reference).abs().max()
     sdpa_error = (via_sdpa.float() - reference).abs().max()
@@ -234,20 +160,19 @@ def test_half_precision_bmm_attention_close_to_sdpa(lengths, monkeypatch):
 
 
 @pytest.mark.parametrize("lengths", [[40, 40, 40], [30, 30, 5, 5], [5, 17, 30, 1]])
-def test_half_precision_runs_take_float32_attention_per_run(lengths, monkeypatch):
-    # Runs of equal lengths (or a grid mostly padding, the last case): bf16 attention is float32 SDPA
-    # per run on the bf16 inputs, rounded once, and closer to the float32 reference than the grid's
-    # batched GEMMs.
+def test_auto_runs_half_precision_runs_in_float32_per_run(lengths):
+    # Runs of equal lengths (or a grid mostly padding, the last case): "auto" runs bf16 attention as
+    # float32 SDPA per run on the bf16 inputs, rounded once, closer to the float32 reference than the
+    # grid's batched GEMMs.
     torch.manual_seed(0)
     lengths = torch.tensor(lengths)
     qkv = (torch.randn(int(lengths.sum()), 3 * 48) * 2).bfloat16()
     reference = eager_reference(qkv.float(), lengths, 4, 0.3)
     layout = PackedLayout.from_lengths(lengths, torch.bfloat16)
-    per_run = packed_sdpa_attention(qkv, layout, 4, 0.3, 0.0)[0]
+    per_run = packed_auto_attention(qkv, layout, 4, 0.3, 0.0)[0]
     expected = bertlite.layers.attention.packed_per_sequence_attention(qkv.float(), layout, 4, 0.3, 0.0)[0].bfloat16()
     assert per_run.dtype == torch.bfloat16 and torch.equal(per_run, expected)
-    monkeypatch.setattr(bertlite.layers.attention, "PER_RUN_HALF_DTYPES", ())
-    via_grid = packed_sdpa_attention(qkv, layout, 4, 0.3, 0.0)[0]
+    via_grid = packed_half_bmm_attention(qkv, layout, 4, 0.3, 0.0)[0]
     assert (per_run.float() - reference).abs().max() <= (via_grid.float() - reference).abs().max()
 
 
@@ -299,7 +224,7 @@ def test_per_sequence_attention_over_runs_matches_transformers_eager(lengths):
     torch.testing.assert_close(context, eager_reference(qkv, lengths, 4, 0.3))
 
 
-def test_sdpa_runs_float32_per_run_of_equal_lengths_or_of_a_mostly_padding_grid(monkeypatch):
+def test_auto_runs_float32_per_run_of_equal_lengths_or_of_a_mostly_padding_grid(monkeypatch):
     calls = []
     per_sequence = bertlite.layers.attention.packed_per_sequence_attention
     monkeypatch.setattr(
@@ -311,6 +236,6 @@ def test_sdpa_runs_float32_per_run_of_equal_lengths_or_of_a_mostly_padding_grid(
         lengths = torch.tensor(lengths)
         qkv = torch.randn(int(lengths.sum()), 3 * 48)
         calls.clear()
-        context, _ = packed_sdpa_attention(qkv, PackedLayout.from_lengths(lengths), 4, 0.3, 0.0)
+        context, _ = packed_auto_attention(qkv, PackedLayout.from_lengths(lengths), 4, 0.3, 0.0)
         assert len(calls) == expected
         torch.testing.assert_close(context, eager_reference(qkv, lengths, 4, 0.3))

@@ -4,8 +4,8 @@ value is computed by transformers in the same run."""
 import pytest
 import torch
 
-from tests.conftest import make_hf_model, random_batch, to_bertlite
 from tests.helpers import PARITY_CONFIGS as CONFIGS
+from tests.helpers import make_hf_model, random_batch, to_bertlite
 
 
 def make_inputs(config, kind: str) -> dict:

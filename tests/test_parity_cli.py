@@ -9,7 +9,7 @@ import transformers
 from safetensors.torch import load_file, save_file
 
 import bertlite
-import bertlite.models.bert
+import bertlite.layers.activations
 from bertlite.cli import main
 from bertlite.parity import BUILTIN_TEXTS, HEAD_LOGITS, check
 
@@ -67,7 +67,7 @@ def test_perturbed_copy_fails_and_names_tensor_and_module(real_model_path, pertu
 
 
 def test_wrong_gelu_variant_is_diagnosed(real_model_path, monkeypatch, capsys):
-    monkeypatch.setitem(bertlite.models.bert.ACT2FN, "gelu", bertlite.models.bert.ACT2FN["gelu_new"])
+    monkeypatch.setitem(bertlite.layers.activations.ACT2FN, "gelu", bertlite.layers.activations.ACT2FN["gelu_new"])
     assert main(["parity", str(real_model_path)]) == 1
     stdout = capsys.readouterr().out
     assert "first divergence: encoder.layer.0.intermediate" in stdout
@@ -166,7 +166,7 @@ HEAD_TEXTS = [BUILTIN_TEXTS[0], BUILTIN_TEXTS[2], BUILTIN_TEXTS[3], BUILTIN_TEXT
 @pytest.fixture(scope="module")
 def head_folders(tmp_path_factory):
     """Checkpoints saved by transformers' head classes (tiny, random weights far from init)."""
-    from tests.conftest import TINY
+    from tests.helpers import TINY
 
     folders = {}
     for name in ("BertForSequenceClassification", "BertForMaskedLM", *SPECIAL_HEADS):
@@ -249,7 +249,7 @@ def test_help_says_what_the_head_comparison_compares(capsys):
 def tiny_folder(tmp_path_factory):
     """A tiny random checkpoint with max_position_embeddings=64 and no tokenizer (random ids of the texts'
     word counts, the longest built-in text being ~270 words)."""
-    from tests.conftest import make_hf_model
+    from tests.helpers import make_hf_model
 
     folder = tmp_path_factory.mktemp("tiny") / "model"
     make_hf_model().save_pretrained(folder)
@@ -300,7 +300,7 @@ def test_bad_options_exit_2(tiny_folder, capsys, option, value, message):
 
 
 def test_reference_of_another_shape_exits_2(tiny_folder, tmp_path, capsys):
-    from tests.conftest import make_hf_model
+    from tests.helpers import make_hf_model
 
     wider = tmp_path / "wider"
     make_hf_model(hidden_size=48).save_pretrained(wider)
@@ -342,7 +342,7 @@ def test_non_finite_weights_exit_2_without_python_only_advice(tiny_folder, tmp_p
 @pytest.mark.parametrize("head", ["auto", "none"])
 def test_relative_positions_are_refused_with_transformers_5_also_for_a_head(head, tmp_path, capsys):
     # transformers 5 loads such a checkpoint but drops distance_embedding: it is no reference, with or without a head.
-    from tests.conftest import TINY
+    from tests.helpers import TINY
 
     torch.manual_seed(0)
     config = bertlite.BertConfig(**TINY, position_embedding_type="relative_key", num_labels=2)

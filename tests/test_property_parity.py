@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import bertlite
 from bertlite.layers.attention import PACKED_ATTENTION, PADDED_ATTENTION
-from tests.conftest import TINY, make_hf_model, to_bertlite
+from tests.helpers import TINY, make_hf_model, to_bertlite
 
 settings.register_profile(
     "ci", max_examples=25, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]

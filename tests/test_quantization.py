@@ -25,8 +25,7 @@ from bertlite.quant.int8 import (
     quantize_int8,
 )
 from bertlite.tokenization import load_tokenizer
-from tests.conftest import make_hf_model, random_batch, to_bertlite
-from tests.helpers import run_fresh_without_isa_caps
+from tests.helpers import make_hf_model, random_batch, run_fresh_without_isa_caps, to_bertlite
 
 # The int8 kernel "auto" picks here (int_mm, skipped by needs(), where no int8 kernel runs).
 FUSED = next((k for k in INT8_KERNELS if k != "dequantize" and int8_kernel_available(k)), "int_mm")

@@ -17,7 +17,7 @@ import bertlite
 from bertlite.embed.embedder import Embedder
 from bertlite.models.bert import supports_packed
 from bertlite.tokenization import load_tokenizer
-from tests.conftest import TINY, random_batch
+from tests.helpers import TINY, random_batch
 
 TYPES = ["relative_key", "relative_key_query"]
 TOL = dict(atol=1e-5, rtol=1e-5)

@@ -14,8 +14,17 @@ from safetensors import safe_open
 import bertlite
 import bertlite.checkpoint.save
 from bertlite.checkpoint.save import parse_size
-from tests.conftest import make_hf_model, random_batch, to_bertlite
-from tests.helpers import HEADS, assert_same, assert_tied, head_inputs, make_hf_head, to_ours
+from tests.helpers import (
+    HEADS,
+    assert_same,
+    assert_tied,
+    head_inputs,
+    make_hf_head,
+    make_hf_model,
+    random_batch,
+    to_bertlite,
+    to_ours,
+)
 
 
 def stored_keys(folder: Path) -> dict[str, str]:

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 import bertlite
-from tests.conftest import TINY, make_hf_model, random_batch, to_bertlite
+from tests.helpers import TINY, make_hf_model, random_batch, to_bertlite
 
 GRAD_TOL = dict(atol=1e-5, rtol=1e-4)
 

@@ -7,7 +7,7 @@ import torch
 
 from bertlite.embed.embedder import Embedder
 from bertlite.tokenization import load_tokenizer
-from tests.conftest import make_hf_model, to_bertlite
+from tests.helpers import make_hf_model, to_bertlite
 
 
 @pytest.fixture(scope="module")

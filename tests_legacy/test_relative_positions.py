@@ -6,7 +6,7 @@ import torch
 import transformers
 
 import bertlite
-from tests.conftest import make_hf_model, random_batch, to_bertlite
+from tests.helpers import make_hf_model, random_batch, to_bertlite
 
 if int(transformers.__version__.split(".")[0]) >= 5:
     pytest.skip("needs transformers 4.x (make test-legacy)", allow_module_level=True)

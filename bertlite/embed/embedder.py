@@ -29,6 +29,7 @@ from bertlite.embed.st_config import (
     read_sentence_transformers_prompts,
     read_sentence_transformers_settings,
 )
+from bertlite.layers.onednn import optimize
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.bert import BertModel
 from bertlite.quant.int8 import check_quantize, count_int8_tokens, is_quantized, quantize_int8
@@ -127,10 +128,13 @@ class Embedder:
         meaning: the default prompt applies unless encode() is given prompt or prompt_name).
         truncate_dim: keep the first truncate_dim dimensions of every vector, after normalization,
         as sentence-transformers' truncate_dim (for Matryoshka models).
-        pack_weights: model.set_weight_packing(pack_weights): float32 Linear weights kept in oneDNN's
-        layout, +4-13% float32 throughput for one more copy of the dense weights (32 MB for MiniLM-L6)."""
+        The model is optimized for inference in place (bertlite.layers.onednn.optimize: oneDNN Linears,
+        attention "auto") unless its attn_implementation is "eager", the reference.
+        pack_weights: optimize's pack_weights: float32 Linear weights kept in oneDNN's layout, faster,
+        for one more copy of the dense weights (32 MB for MiniLM-L6)."""
         self.model = model.eval()
-        model.set_weight_packing(pack_weights)
+        if model.attn_implementation != "eager":
+            optimize(model, pack_weights=pack_weights)
         self.unpad = unpad
         # A copy of its own: truncation is set on the tokenizer (once, not per call, so threads can share
         # this Embedder), and the caller's tokenizer, or another Embedder's, must keep its own settings.

@@ -5,9 +5,11 @@ of the layout it is given:
 - padded (B, nh, T, hs) query/key/value: PADDED_ATTENTION. "eager" keeps transformers'
   op order (bitwise equal in float32) and is the only one that yields probabilities;
 - packed (N, 3H) fused query|key|value rows plus a PackedLayout: PACKED_ATTENTION.
-  "eager" is its reference (the padded eager on a scattered grid, for tests); "sdpa"
-  is the fast default; "per_sequence" and "nested" are alternatives the benchmark
-  measures (`scripts/bench.py --configs attention`).
+  "eager" is its reference (the padded eager on a scattered grid); "sdpa" is one SDPA
+  call on the padded grid; "per_sequence" one SDPA call per run of equal lengths, no grid;
+  "half_bmm" two batched GEMMs on a head-major grid (bf16/fp16); "nested" torch's jagged
+  tensors; "auto" picks one of these per batch, by its shape and dtype (the fast default
+  that layers.onednn.optimize installs). On a padded batch "auto" is "sdpa".
 Attention is the only step that looks at sequence boundaries.
 """
 
@@ -76,7 +78,8 @@ def sdpa_attention(
     return context.transpose(1, 2).contiguous(), None  # (B, T, nh, hs)
 
 
-PADDED_ATTENTION: dict[str, AttentionFn] = {"eager": eager_attention, "sdpa": sdpa_attention}
+# "auto" on a padded batch: SDPA, the fastest padded implementation everywhere.
+PADDED_ATTENTION: dict[str, AttentionFn] = {"eager": eager_attention, "sdpa": sdpa_attention, "auto": sdpa_attention}
 
 # --- packed ----------------------------------------------------------------------
 # qkv: (N, 3H), each row query|key|value of one real token; returns the (N, H) context
@@ -112,52 +115,53 @@ def packed_sdpa_attention(
     qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
 ) -> tuple[Tensor, None]:
     """One SDPA call on the padded grid, the result gathered back: the padding exists only here,
-    for the cheap part of the layer.
-
-    On CPU, where a batch has runs of equal lengths (as length-sorted batches do) or a grid mostly
-    padding (PER_SEQUENCE_GRID_RATIO): one float32 SDPA call per run instead, with no grid at all
-    (bf16/fp16 too: PER_RUN_HALF_DTYPES). Other bf16/fp16 batches on CPU: up to HALF_BMM_MAX_LENGTH
-    tokens, batched GEMMs on a head-major grid (_attention_half_bmm); longer, SDPA in float32,
-    which on CPU is more accurate and profiled faster than SDPA's bf16 kernel.
-    """
-    dtype = qkv.dtype
-    grid_rows = layout.batch_size * layout.max_length
-    cpu = qkv.device.type == "cpu"
-    if cpu and dtype in (torch.float32, *PER_RUN_HALF_DTYPES):
-        if len(layout.runs) < layout.batch_size or grid_rows > PER_SEQUENCE_GRID_RATIO * qkv.shape[0]:
-            context, _ = packed_per_sequence_attention(qkv.float(), layout, heads, scaling, dropout_p)
-            return context.to(dtype), None
-    if dtype in (torch.bfloat16, torch.float16) and cpu:
-        if layout.max_length <= HALF_BMM_MAX_LENGTH and dropout_p == 0:
-            return _attention_half_bmm(qkv, layout, heads, scaling), None
-        qkv = qkv.float()
+    for the cheap part of the layer."""
     q, k, v = _grid_qkv(qkv, layout, heads)
     bias = None if layout.attention_bias is None else layout.attention_bias.to(qkv.dtype)
     context = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p, scale=scaling)
-    return _gather_context(context.transpose(1, 2), layout).to(dtype), None
+    return _gather_context(context.transpose(1, 2), layout), None
 
 
-# A grid more than this many times the real tokens (mixed lengths, as a server's batches have) costs
-# more in padded attention than one SDPA call per sequence does (Python loop included): measured in
-# float32 on 32-text groups of corpus texts in input order, 150 texts per CPU second per sequence vs
-# 126 on the grid. Length-sorted batches have runs of equal lengths, one call each: on the corpus's
-# 2048-token batches (3-13 runs each), attention took 35% less time than on the grid (1 thread).
+# A grid more than this many times the real tokens (mixed lengths, as a server's batches have) costs more
+# in padded attention than one SDPA call per sequence, Python loop included; length-sorted batches have
+# runs of equal lengths, one call each, and no grid at all.
 PER_SEQUENCE_GRID_RATIO = 2.0
-
-# bf16/fp16 batches with runs of equal lengths take the float32 per-run route too: on the corpus's
-# length-sorted 2048-token batches (2 threads) it took 354-511 ms against 435-590 ms for the
-# batched GEMMs on the grid (three paired measurements), and it is more accurate (max error
-# against float32 attention on the same bf16 inputs 0.031, against 0.16-0.19).
-PER_RUN_HALF_DTYPES = (torch.bfloat16, torch.float16)
-
-# Measured on the corpus's length-sorted batches (2 threads, bf16): at 19-84 tokens
-# the batched GEMMs take 30-45% less time than SDPA's CPU kernel, whose per-(sequence,
-# head) overhead dominates at these sizes; at 256 tokens they take 40% more.
+# Up to this length, bf16/fp16 attention as batched GEMMs beats SDPA's CPU kernel, whose per-(sequence,
+# head) overhead dominates at short lengths; past it SDPA in float32 is faster (and more accurate).
 HALF_BMM_MAX_LENGTH = 128
 
 
-def _attention_half_bmm(qkv: Tensor, layout: PackedLayout, heads: int, scaling: float) -> Tensor:
-    """Attention as two batched GEMMs over (B * nh) contiguous matrices."""
+def packed_auto_attention(
+    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
+) -> tuple[Tensor, None]:
+    """The fastest of the implementations below for this batch, by its shape and dtype.
+
+    On CPU: a batch with runs of equal lengths (length-sorted) or a grid mostly padding runs
+    per_sequence, in float32 (bf16/fp16 too: faster there, and more accurate); other bf16/fp16 batches
+    run half_bmm up to HALF_BMM_MAX_LENGTH tokens, else SDPA in float32. Elsewhere: sdpa.
+    """
+    dtype = qkv.dtype
+    if qkv.device.type != "cpu" or dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        return packed_sdpa_attention(qkv, layout, heads, scaling, dropout_p)
+    grid_rows = layout.batch_size * layout.max_length
+    if len(layout.runs) < layout.batch_size or grid_rows > PER_SEQUENCE_GRID_RATIO * qkv.shape[0]:
+        context, _ = packed_per_sequence_attention(qkv.float(), layout, heads, scaling, dropout_p)
+        return context.to(dtype), None
+    if dtype == torch.float32:
+        return packed_sdpa_attention(qkv, layout, heads, scaling, dropout_p)
+    if layout.max_length <= HALF_BMM_MAX_LENGTH and dropout_p == 0:
+        return packed_half_bmm_attention(qkv, layout, heads, scaling, dropout_p)
+    context, _ = packed_sdpa_attention(qkv.float(), layout, heads, scaling, dropout_p)
+    return context.to(dtype), None
+
+
+def packed_half_bmm_attention(
+    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
+) -> tuple[Tensor, None]:
+    """Attention as two batched GEMMs over (B * nh) contiguous matrices, the softmax accumulated in
+    float32 (for bf16/fp16 batches; no dropout)."""
+    if dropout_p:
+        raise ValueError("attn_implementation='half_bmm' runs inference only (no attention dropout)")
     n, three_h = qkv.shape
     hidden, batch, width = three_h // 3, layout.batch_size, layout.max_length
     head_size = hidden // heads
@@ -174,7 +178,7 @@ def _attention_half_bmm(qkv: Tensor, layout: PackedLayout, heads: int, scaling: 
         scores = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=scaling)  # (B * nh, T, T)
     probs = _softmax_half(scores)
     context = torch.bmm(probs, v).view(batch, heads, width, head_size)
-    return context.permute(0, 2, 1, 3)[sequence, position].reshape(n, hidden)  # (N, H)
+    return context.permute(0, 2, 1, 3)[sequence, position].reshape(n, hidden), None  # (N, H)
 
 
 def _softmax_half(scores: Tensor) -> Tensor:
@@ -230,7 +234,9 @@ PACKED_ATTENTION: dict[str, PackedAttentionFn] = {
     "eager": packed_eager_attention,
     "sdpa": packed_sdpa_attention,
     "per_sequence": packed_per_sequence_attention,
+    "half_bmm": packed_half_bmm_attention,
     "nested": packed_nested_attention,
+    "auto": packed_auto_attention,
 }
 DEFAULT_ATTENTION = "sdpa"
 ATTENTION_IMPLEMENTATIONS = sorted(set(PADDED_ATTENTION) | set(PACKED_ATTENTION))

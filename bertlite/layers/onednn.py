@@ -1,17 +1,13 @@
-"""Linear layers on oneDNN, for packed inference.
+"""Linear modules on oneDNN for inference, installed by `optimize(model)`.
 
-torch.ops.mkldnn._linear_pointwise is the op torch.compile emits for CPU linears: on
-the plain weight (no packed copy, so no extra memory) it is faster than F.linear here
-and fuses the activation, or the residual add, into the GEMM's epilogue (measured:
-+5% fp32, +7% bf16 end to end). It is a private op, so each form is probed once per
-dtype and any failure falls back to F.linear + ACT2FN. Only the packed inference path
-uses it: the padded path stays op for op transformers' (bitwise in eager, exportable).
+torch.ops.mkldnn._linear_pointwise is the op torch.compile emits for CPU linears: faster than
+F.linear here, and it fuses the activation, or the residual add, into the GEMM's epilogue. It is a
+private op, so each form is probed once per dtype; `optimize` installs a module only where its form
+works. A float32 weight can also be kept in oneDNN's blocked layout (`pack_weight`), which spares the
+reorder oneDNN otherwise does on every call, for one more copy of the weights.
 
-Packed weights (`pack_weight`): oneDNN reorders a plain weight into its blocked layout on every
-call; a model with `set_weight_packing(True)` (Embedder's default) keeps that layout as a copy,
-made once, at its second packed forward (a one-off call neither waits for it nor holds it).
-Measured in float32, paired rounds on the corpus: the median per-round gain of seven paired runs
-was 1.04-1.13x, the same numbers bitwise; in bf16 +1.5%, within noise, so only float32 is packed.
+The modules keep the Parameters of the Linears they replace, so state_dict() and saving see
+transformers' keys; `restore(model)` puts plain Linears back (the reference path).
 """
 
 from __future__ import annotations
@@ -21,14 +17,18 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
-_FUSED_ACTIVATIONS = {"gelu": ("gelu", "none"), "gelu_pytorch_tanh": ("gelu", "tanh"), "relu": ("relu", "")}
-_probed: dict[tuple[str, torch.dtype], bool] = {}
+from bertlite.layers.activations import ACT2FN
+
+# Activations oneDNN fuses into the GEMM: name -> (attr, algorithm) of _linear_pointwise.
+FUSED_ACTIVATIONS = {"gelu": ("gelu", "none"), "gelu_pytorch_tanh": ("gelu", "tanh"), "relu": ("relu", "")}
+ONEDNN_DTYPES = (torch.float32, torch.bfloat16)
 PACKED_DTYPES = (torch.float32,)
 # The row count oneDNN is told to expect when it picks the packed layout: Embedder's batches hold
-# up to 2048 tokens (features.DEFAULT_MAX_TOKENS); other row counts run on the same layout.
+# up to 2048 tokens; other row counts run on the same layout.
 PACK_ROWS = 2048
+_probed: dict[tuple[str, torch.dtype], bool] = {}
 
 
 def _works(form: str, dtype: torch.dtype, probe: Callable[[], bool]) -> bool:
@@ -40,29 +40,36 @@ def _works(form: str, dtype: torch.dtype, probe: Callable[[], bool]) -> bool:
     return _probed[form, dtype]
 
 
-def _onednn_ok(x: Tensor) -> bool:
-    if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.bfloat16):
+def linear_works(dtype: torch.dtype) -> bool:
+    """Whether oneDNN's linear runs, and is right, for CPU tensors of `dtype`."""
+    if dtype not in ONEDNN_DTYPES:
         return False
 
     def probe() -> bool:
         out = torch.ops.mkldnn._linear_pointwise(
-            torch.ones(2, 3, dtype=x.dtype), torch.ones(4, 3, dtype=x.dtype), None, "none", [], ""
+            torch.ones(2, 3, dtype=dtype), torch.ones(4, 3, dtype=dtype), None, "none", [], ""
         )
-        return bool(torch.equal(out, torch.full((2, 4), 3.0, dtype=x.dtype)))
+        return bool(torch.equal(out, torch.full((2, 4), 3.0, dtype=dtype)))
 
-    return _works("linear", x.dtype, probe)
+    return _works("linear", dtype, probe)
 
 
-def _onednn_add_ok(dtype: torch.dtype) -> bool:
+def linear_add_works(dtype: torch.dtype) -> bool:
+    """Whether oneDNN's linear with the residual added in its epilogue runs, and is right, for `dtype`."""
+
     def probe() -> bool:
         ones = torch.ones(2, 3, dtype=dtype)
         out = torch.ops.mkldnn._linear_pointwise.binary(ones, ones[:, :2], torch.ones(2, 3, dtype=dtype), None, "add")
         return bool(torch.equal(out, torch.full((2, 2), 4.0, dtype=dtype)))
 
-    return _works("linear_add", dtype, probe)
+    return linear_works(dtype) and _works("linear_add", dtype, probe)
 
 
-def _packing_ok(dtype: torch.dtype) -> bool:
+def packing_works(dtype: torch.dtype) -> bool:
+    """Whether a weight in oneDNN's blocked layout gives the plain weight's numbers, for `dtype`."""
+    if dtype not in PACKED_DTYPES:
+        return False
+
     def probe() -> bool:
         weight = torch.arange(12, dtype=dtype).view(4, 3)
         x = torch.ones(2, 3, dtype=dtype)
@@ -72,55 +79,179 @@ def _packing_ok(dtype: torch.dtype) -> bool:
         added = torch.ops.mkldnn._linear_pointwise.binary(x, plain, packed, None, "add")
         return bool(torch.equal(out, plain) and torch.equal(added, 2 * plain))
 
-    return _works("packed", dtype, probe)
+    return linear_add_works(dtype) and _works("packed", dtype, probe)
 
 
-def pack_weight(weight: Tensor) -> Tensor | None:
-    """weight (out, in) in oneDNN's blocked layout, for `linear`/`linear_add`'s packed=; None where
-    packing does not pay (not float32, not CPU) or this torch build lacks it."""
-    if weight.device.type != "cpu" or weight.dtype not in PACKED_DTYPES:
-        return None
-    if not (_onednn_ok(weight) and _onednn_add_ok(weight.dtype) and _packing_ok(weight.dtype)):
-        return None
+def pack_weight(weight: Tensor) -> Tensor:
+    """weight (out, in) in oneDNN's blocked layout, for the modules' packed copies (packing_works first)."""
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_ROWS)
 
 
-def derived(owner: Any, slot: str, sources: Sequence[Tensor], build: Callable[[], Any], tag: object = None) -> Any:
+def derived(owner: Any, slot: str, sources: Sequence[Tensor], build: Callable[[], Any]) -> Any:
     """build()'s result, kept in owner.__dict__[slot]: a plain attribute, so state_dict() and
     save_pretrained never see it. It is rebuilt when any source tensor is replaced or changed in
-    place (its storage, its version counter, dtype or device moves), or when `tag` changes, so
-    loading, training or .to() never leave it stale."""
-    key = (tag, *((t.data_ptr(), t._version, t.dtype, t.device) for t in sources))
+    place (its storage, its version counter, dtype or device moves), so loading, training or .to()
+    never leave it stale."""
+    key = tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in sources)
     cached = owner.__dict__.get(slot)
     if cached is None or cached[0] != key:
         owner.__dict__[slot] = cached = (key, build())
     return cached[1]
 
 
-def linear(
-    x: Tensor,
-    weight: Tensor | None,
-    bias: Tensor | None,
-    activation: str | None = None,
-    act_fn: Callable | None = None,
-    packed: Tensor | None = None,
-) -> Tensor:
-    """activation(x @ weight.T + bias), the activation fused into the GEMM when oneDNN has it;
-    act_fn: the activation's function (ACT2FN[activation]) for the unfused route; packed: the
-    weight from pack_weight(), used in its place (weight may then be None)."""
-    if _onednn_ok(x):
-        attr, algorithm = _FUSED_ACTIVATIONS.get(activation, ("none", ""))
-        out = torch.ops.mkldnn._linear_pointwise(x, weight if packed is None else packed, bias, attr, [], algorithm)
-        return out if attr != "none" or act_fn is None else act_fn(out)
-    out = F.linear(x, weight, bias)
-    return out if act_fn is None else act_fn(out)
+class _KeepsDerived:
+    """Pickling and deepcopy leave the derived copies out (a packed oneDNN weight has no storage to
+    copy); the copy rebuilds them at its first call."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_derived_")}
 
 
-def linear_add(
-    x: Tensor, weight: Tensor, bias: Tensor | None, residual: Tensor, packed: Tensor | None = None
-) -> Tensor:
-    """x @ weight.T + bias + residual, the residual added in the GEMM's epilogue when possible:
-    one pass less over the output and, in bf16, one rounding instead of two."""
-    if _onednn_ok(x) and _onednn_add_ok(x.dtype):
-        return torch.ops.mkldnn._linear_pointwise.binary(x, residual, weight if packed is None else packed, bias, "add")
-    return linear(x, weight, bias) + residual
+def _runs_here(x: Tensor) -> bool:
+    # Autograd (training through an optimized model) and tensors oneDNN does not take run the reference ops.
+    return not torch.is_grad_enabled() and x.device.type == "cpu" and x.dtype in ONEDNN_DTYPES
+
+
+class OneDNNLinear(_KeepsDerived, nn.Linear):
+    """activation(x @ W.T + b) [+ residual] in one oneDNN call; the Parameters of the Linear it replaces.
+
+    activation: a name in FUSED_ACTIVATIONS, applied inside the GEMM, or None. pack: keep the weight in
+    oneDNN's blocked layout (float32). forward(x, residual): the residual added in the epilogue, one
+    pass less over the output (and in bf16 one rounding instead of two).
+    """
+
+    def __init__(self, linear: nn.Linear, activation: str | None = None, pack: bool = False) -> None:
+        nn.Module.__init__(self)
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight, self.bias = linear.weight, linear.bias
+        self.activation = activation
+        self.pack = pack
+
+    def forward(self, x: Tensor, residual: Tensor | None = None) -> Tensor:
+        if not _runs_here(x):
+            out = F.linear(x, self.weight, self.bias)
+            out = ACT2FN[self.activation](out) if self.activation else out
+            return out if residual is None else out + residual
+        weight = self.weight
+        if self.pack and weight.dtype in PACKED_DTYPES:
+            weight = derived(self, "_derived_packed", [self.weight], lambda: pack_weight(self.weight))
+        if residual is not None:
+            return torch.ops.mkldnn._linear_pointwise.binary(x, residual, weight, self.bias, "add")
+        attr, algorithm = FUSED_ACTIVATIONS[self.activation] if self.activation else ("none", "")
+        return torch.ops.mkldnn._linear_pointwise(x, weight, self.bias, attr, [], algorithm)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, activation={self.activation}, pack={self.pack}"
+
+
+class FusedQKV(_KeepsDerived, nn.Module):
+    """query|key|value, (..., 3H), in one GEMM over their weights concatenated.
+
+    It holds no Parameters: it reads those of attention.self.query/key/value, which stay where they
+    are (so state_dict() keeps transformers' keys), and keeps the concatenation (packed: in oneDNN's
+    layout) as a derived copy, rebuilt if any of them changes.
+    """
+
+    def __init__(self, query: nn.Linear, key: nn.Linear, value: nn.Linear, pack: bool = False) -> None:
+        super().__init__()
+        self.__dict__["projections"] = (query, key, value)  # not submodules: no second set of keys
+        self.pack = pack
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not _runs_here(x):
+            return torch.cat([m(x) for m in self.projections], dim=-1)
+        weight, bias = derived(self, "_derived_fused", self._sources(), self._fuse)
+        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+    def _sources(self) -> list[Tensor]:
+        return [t for m in self.projections for t in (m.weight, m.bias)]
+
+    def _fuse(self) -> tuple[Tensor, Tensor]:
+        weight = torch.cat([m.weight.detach() for m in self.projections])
+        bias = torch.cat([m.bias.detach() for m in self.projections])
+        return (pack_weight(weight) if self.pack and weight.dtype in PACKED_DTYPES else weight), bias
+
+
+def optimize(model: nn.Module, pack_weights: bool = True) -> nn.Module:
+    """Install the fast inference modules in a bertlite BERT model, in place, and return it.
+
+    query/key/value run as one FusedQKV; each encoder dense runs as a OneDNNLinear with its activation
+    (intermediate) or residual add (attention.output, output) fused; attention "sdpa" becomes "auto"
+    (bertlite.layers.attention). Only plain float32/bfloat16 Linears on the CPU are replaced (int8's
+    modules, adapters and other devices are left as they are), and only with forms oneDNN runs here.
+
+    Args:
+        model: a BertModel or a head (its base model is optimized).
+        pack_weights: keep float32 weights in oneDNN's blocked layout (faster, one more copy of the
+            encoder's dense weights).
+
+    Returns:
+        The model.
+    """
+    encoder = getattr(getattr(model, "base_model", model), "encoder", None)
+    if encoder is None:
+        raise TypeError(f"optimize takes a bertlite BERT model, got {type(model).__name__}")
+    for layer in encoder.layer:
+        attention = layer.attention.self
+        linears = (attention.query, attention.key, attention.value)
+        if attention.qkv is None and all(_replaceable(m) for m in linears) and all(m.bias is not None for m in linears):
+            attention.qkv = FusedQKV(*linears, pack=_packs(attention.query, pack_weights))
+        if attention.attn_implementation == "sdpa":
+            attention.attn_implementation = "auto"
+        for block in (layer.attention.output, layer.output):
+            if _replaceable(block.dense) and linear_add_works(block.dense.weight.dtype):
+                block.dense = OneDNNLinear(block.dense, pack=_packs(block.dense, pack_weights))
+                block.fuses_residual = True
+        intermediate = layer.intermediate
+        if _replaceable(intermediate.dense):
+            fused = intermediate.hidden_act if intermediate.hidden_act in FUSED_ACTIVATIONS else None
+            pack = _packs(intermediate.dense, pack_weights)
+            intermediate.dense = OneDNNLinear(intermediate.dense, activation=fused, pack=pack)
+            if fused is not None:
+                intermediate.intermediate_act_fn = ACT2FN["linear"]  # applied inside the GEMM now
+    return model
+
+
+def restore(model: nn.Module) -> nn.Module:
+    """Undo `optimize`: plain Linears (the same Parameters), no fused query|key|value, transformers' ops.
+
+    Args:
+        model: a bertlite BERT model, optimized or not.
+
+    Returns:
+        The model.
+    """
+    encoder = getattr(getattr(model, "base_model", model), "encoder", None)
+    if encoder is None:
+        raise TypeError(f"restore takes a bertlite BERT model, got {type(model).__name__}")
+    for layer in encoder.layer:
+        if isinstance(layer.attention.self.qkv, FusedQKV):
+            layer.attention.self.qkv = None
+        for block in (layer.attention.output, layer.output):
+            if isinstance(block.dense, OneDNNLinear):
+                block.dense = _plain(block.dense)
+                block.fuses_residual = False
+        if isinstance(layer.intermediate.dense, OneDNNLinear):
+            layer.intermediate.dense = _plain(layer.intermediate.dense)
+            layer.intermediate.intermediate_act_fn = ACT2FN[layer.intermediate.hidden_act]
+    return model
+
+
+def is_optimized(model: nn.Module) -> bool:
+    """Whether `optimize` installed any of its modules in `model`."""
+    return any(isinstance(m, (OneDNNLinear, FusedQKV)) for m in model.modules())
+
+
+def _replaceable(module: nn.Module) -> bool:
+    weight = getattr(module, "weight", None)
+    return type(module) is nn.Linear and weight.device.type == "cpu" and linear_works(weight.dtype)
+
+
+def _packs(linear: nn.Linear, pack_weights: bool) -> bool:
+    return pack_weights and packing_works(linear.weight.dtype)
+
+
+def _plain(module: OneDNNLinear) -> nn.Linear:
+    linear = nn.Linear(module.in_features, module.out_features, bias=module.bias is not None, device="meta")
+    linear.weight, linear.bias = module.weight, module.bias
+    return linear

@@ -8,7 +8,6 @@ so in float32 it is bitwise equal to transformers' eager attention.
 from __future__ import annotations
 
 import copy
-import math
 import os
 from collections import OrderedDict
 from collections.abc import Callable
@@ -23,7 +22,8 @@ from torch.autograd.graph import save_on_cpu
 from torch.utils.checkpoint import checkpoint
 
 from bertlite.config import BertConfig
-from bertlite.layers import onednn as kernels
+from bertlite.layers import onednn
+from bertlite.layers.activations import ACT2FN
 from bertlite.layers.attention import (
     DEFAULT_ATTENTION,
     PACKED_ATTENTION,
@@ -32,62 +32,6 @@ from bertlite.layers.attention import (
 )
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.inputs import check_inputs, check_packed_inputs, recording_graph
-
-# --- activations -------------------------------------------------------------
-# Each is the formula transformers' ACT2FN uses for that name, op for op, so the
-# results are identical (not merely close). Activations with parameters (prelu,
-# xielu) are left out: they would add state_dict keys BERT checkpoints never have.
-
-
-def _gelu_new(x: Tensor) -> Tensor:
-    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
-
-
-def _gelu_python_tanh(x: Tensor) -> Tensor:
-    return x * 0.5 * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
-
-
-def _gelu_accurate(x: Tensor) -> Tensor:
-    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * torch.pow(x, 3))))
-
-
-def _gelu_fast(x: Tensor) -> Tensor:
-    return 0.5 * x * (1.0 + torch.tanh(x * 0.7978845608 * (1.0 + 0.044715 * x * x)))
-
-
-def _gelu_python(x: Tensor) -> Tensor:
-    return x * 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))
-
-
-def _laplace(x: Tensor, mu: float = 0.707107, sigma: float = 0.282095) -> Tensor:
-    x = (x - mu).div(sigma * math.sqrt(2.0))
-    return 0.5 * (1.0 + torch.erf(x))
-
-
-ACT2FN: dict[str, Callable[[Tensor], Tensor]] = {
-    "gelu": F.gelu,
-    "gelu_10": lambda x: torch.clip(F.gelu(x), -10, 10),
-    "gelu_accurate": _gelu_accurate,
-    "gelu_fast": _gelu_fast,
-    "gelu_new": _gelu_new,
-    "gelu_python": _gelu_python,
-    "gelu_python_tanh": _gelu_python_tanh,
-    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    "hardswish": F.hardswish,
-    "laplace": _laplace,
-    "leaky_relu": F.leaky_relu,
-    "linear": lambda x: x,
-    "mish": F.mish,
-    "quick_gelu": lambda x: x * torch.sigmoid(1.702 * x),
-    "relu": F.relu,
-    "relu2": lambda x: torch.square(F.relu(x)),
-    "relu6": F.relu6,
-    "sigmoid": torch.sigmoid,
-    "silu": F.silu,
-    "sqrtsoftplus": lambda x: F.softplus(x).sqrt(),
-    "swish": F.silu,
-    "tanh": torch.tanh,
-}
 
 # Relative position embeddings (transformers 4.x's position_embedding_type values).
 RELATIVE_POSITION_EMBEDDINGS = ("relative_key", "relative_key_query")
@@ -239,20 +183,7 @@ class BertEmbeddings(nn.Module):
         return self.dropout(embeddings)
 
 
-# Where modules keep their kernels.derived copies (fused query|key|value, packed weights), and
-# how many packed forwards they have seen (_packing_now).
-DERIVED_SLOTS = ("_fused_qkv_cache", "_packed_weight_cache", "_packed_forwards")
-
-
-class _KeepsDerived:
-    """A module holding kernels.derived copies: pickling and deepcopy leave them out (a packed
-    oneDNN weight has no storage to copy), and the copy rebuilds them at its first call."""
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in DERIVED_SLOTS}
-
-
-class BertSelfAttention(_KeepsDerived, nn.Module):
+class BertSelfAttention(nn.Module):
     def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
         super().__init__()
         self.num_attention_heads = config.num_attention_heads
@@ -262,8 +193,8 @@ class BertSelfAttention(_KeepsDerived, nn.Module):
         self.query = nn.Linear(config.hidden_size, self.all_head_size)
         self.key = nn.Linear(config.hidden_size, self.all_head_size)
         self.value = nn.Linear(config.hidden_size, self.all_head_size)
-        # A module giving query|key|value in one call, set by a quantizer (bertlite.quant.int8),
-        # which then owns the projections; None: the three Linears above.
+        # A module giving query|key|value in one call, installed by a module swap (layers.onednn.optimize
+        # reads the three Linears above; quant.int8 replaces them); None: the three Linears, one by one.
         self.qkv: nn.Module | None = None
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
         self.attn_implementation = check_attn_implementation(attn_implementation)
@@ -304,32 +235,10 @@ class BertSelfAttention(_KeepsDerived, nn.Module):
         return context, probs
 
     def packed_qkv(self, hidden_states: Tensor) -> Tensor:
-        """query|key|value of every row, (N, 3H): one GEMM over a fused weight in inference."""
+        """query|key|value of every row, (N, 3H)."""
         if self.qkv is not None:
             return self.qkv(hidden_states)
-        linears = (self.query, self.key, self.value)
-        if torch.is_grad_enabled() or any(type(m) is not nn.Linear or m.bias is None for m in linears):
-            # Training, or an adapter (LoRA) wrapping a projection: each module runs as it is.
-            return torch.cat([m(hidden_states) for m in linears], dim=-1)
-        weight, bias, packed = self._fused_qkv()
-        if weight is None and hidden_states.dtype != packed.dtype:  # only the packed copy, for float32 input
-            return torch.cat([m(hidden_states) for m in linears], dim=-1)
-        return kernels.linear(hidden_states, weight, bias, packed=packed)
-
-    def _fused_qkv(self) -> tuple[Tensor, Tensor, Tensor | None]:
-        """The three weights and biases concatenated, and the weight packed for oneDNN where the model
-        packs weights (then the plain concatenation is not kept): a copy outside state_dict(),
-        rebuilt when any of the six tensors changes (kernels.derived)."""
-        tensors = [t for m in (self.query, self.key, self.value) for t in (m.weight, m.bias)]
-        pack = _packing_now(self)
-
-        def build() -> tuple[Tensor, Tensor, Tensor | None]:
-            weight = torch.cat([t.detach() for t in tensors[0::2]])
-            bias = torch.cat([t.detach() for t in tensors[1::2]])
-            packed = kernels.pack_weight(weight) if pack else None
-            return (weight if packed is None else None), bias, packed
-
-        return kernels.derived(self, "_fused_qkv_cache", tensors, build, tag=pack)
+        return torch.cat([self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)], dim=-1)
 
     def relative_position_scores(self, query: Tensor, key: Tensor) -> tuple[Tensor, ...]:
         """The unscaled relative-position terms of the attention scores, as transformers 4.x computed
@@ -349,30 +258,7 @@ class BertSelfAttention(_KeepsDerived, nn.Module):
         return scores
 
 
-def _fast_dense(module: nn.Module, dense: nn.Module, layout: PackedLayout | None) -> bool:
-    """Whether a dense layer runs on the fused oneDNN kernels: packed inference through a plain Linear."""
-    return layout is not None and not module.training and not torch.is_grad_enabled() and type(dense) is nn.Linear
-
-
-def _packing_now(module: nn.Module) -> bool:
-    """Whether a packed forward through `module` packs its weight: its model packs weights
-    (BertPreTrainedModel.set_weight_packing) and this is not the module's first packed forward,
-    so a one-off call (a cold start, a single query) neither waits for the reorder nor holds the copy."""
-    if not module.__dict__.get("pack_weights"):
-        return False
-    seen = module.__dict__.get("_packed_forwards", 0)
-    module.__dict__["_packed_forwards"] = min(seen + 1, 2)
-    return seen >= 1
-
-
-def _packed_weight(module: nn.Module, dense: nn.Linear) -> Tensor | None:
-    """dense's weight packed for oneDNN, kept on `module` (see _packing_now), else None."""
-    if not _packing_now(module):
-        return None
-    return kernels.derived(module, "_packed_weight_cache", [dense.weight], lambda: kernels.pack_weight(dense.weight))
-
-
-class _DenseAddNorm(_KeepsDerived, nn.Module):
+class _DenseAddNorm(nn.Module):
     """LayerNorm(dropout(dense(x)) + residual): the two places a layer writes back to the residual stream."""
 
     def __init__(self, in_features: int, config: BertConfig) -> None:
@@ -380,16 +266,14 @@ class _DenseAddNorm(_KeepsDerived, nn.Module):
         self.dense = nn.Linear(in_features, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        # Set by the module swap that installs a dense taking forward(x, residual=) (layers.onednn.optimize,
+        # quant.int8.quantize_int8): the residual is added inside its GEMM. Inference only: no dropout runs.
+        self.fuses_residual = False
 
-    def forward(self, hidden_states: Tensor, input_tensor: Tensor, layout: PackedLayout | None = None) -> Tensor:
-        if _fast_dense(self, self.dense, layout):
-            dense = self.dense
-            packed = _packed_weight(self, dense)
-            return self.LayerNorm(kernels.linear_add(hidden_states, dense.weight, dense.bias, input_tensor, packed))
-        if getattr(self.dense, "adds_residual", False) and not self.training:  # Int8Linear: no dropout to run
+    def forward(self, hidden_states: Tensor, input_tensor: Tensor) -> Tensor:
+        if self.fuses_residual and not self.training:
             return self.LayerNorm(self.dense(hidden_states, residual=input_tensor))
-        hidden_states = self.dropout(self.dense(hidden_states))
-        return self.LayerNorm(hidden_states + input_tensor)
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
 
 
 class BertSelfOutput(_DenseAddNorm):
@@ -411,21 +295,17 @@ class BertAttention(nn.Module):
         layout: PackedLayout | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         context, probs = self.self(hidden_states, attention_bias, output_attentions, layout)
-        return self.output(context, hidden_states, layout), probs
+        return self.output(context, hidden_states), probs
 
 
-class BertIntermediate(_KeepsDerived, nn.Module):
+class BertIntermediate(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
-        self.hidden_act = config.hidden_act  # by name too, for the kernels that fuse it into the GEMM
+        self.hidden_act = config.hidden_act  # by name too, for the module swap that fuses it into the GEMM
         self.intermediate_act_fn = ACT2FN[config.hidden_act]
 
-    def forward(self, hidden_states: Tensor, layout: PackedLayout | None = None) -> Tensor:
-        if _fast_dense(self, self.dense, layout):
-            dense, act = self.dense, self.hidden_act
-            packed = _packed_weight(self, dense)
-            return kernels.linear(hidden_states, dense.weight, dense.bias, act, self.intermediate_act_fn, packed)
+    def forward(self, hidden_states: Tensor) -> Tensor:
         return self.intermediate_act_fn(self.dense(hidden_states))
 
 
@@ -449,7 +329,7 @@ class BertLayer(nn.Module):
         layout: PackedLayout | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         attention_output, probs = self.attention(hidden_states, attention_bias, output_attentions, layout)
-        layer_output = self.output(self.intermediate(attention_output, layout), attention_output, layout)
+        layer_output = self.output(self.intermediate(attention_output), attention_output)
         return layer_output, probs
 
 
@@ -839,22 +719,14 @@ class BertPreTrainedModel(nn.Module):
         return self.is_gradient_checkpointing
 
     def set_attn_implementation(self, name: str) -> None:
+        """Run attention through `name` (bertlite.layers.attention). "eager" selects the reference path
+        whole: it also undoes layers.onednn.optimize, so the model computes transformers' eager ops."""
         check_attn_implementation(name)
+        if name == "eager":
+            onednn.restore(self)
         for module in self.modules():
             if isinstance(module, BertSelfAttention):
                 module.attn_implementation = name
-
-    def set_weight_packing(self, enabled: bool) -> None:
-        """Keep the encoder's float32 Linear weights in oneDNN's blocked layout for packed inference
-        (bertlite.layers.onednn: +4-13% float32 throughput, the same numbers), at the cost of one more copy
-        of the dense weights (32 MB for MiniLM-L6; query|key|value's replaces their fused copy), made
-        at the second packed forward. Embedder turns it on; off frees the copies. Training and padded
-        batches never use them."""
-        for module in self.modules():
-            if isinstance(module, (BertSelfAttention, _DenseAddNorm, BertIntermediate)):
-                module.__dict__["pack_weights"] = bool(enabled)
-                for slot in DERIVED_SLOTS:
-                    module.__dict__.pop(slot, None)
 
 
 class BertModel(BertPreTrainedModel):

@@ -18,8 +18,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertlite.config import BertConfig
+from bertlite.layers.activations import ACT2FN
 from bertlite.models.bert import (
-    ACT2FN,
     DEFAULT_ATTENTION,
     BaseModelOutputWithPooling,
     BertModel,

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertlite.errors import Int8PrecisionWarning
+from bertlite.layers.onednn import restore
 from bertlite.quant import compiled as compiled_quant
 from bertlite.quant.allocator import keep_freed_memory
 from bertlite.utils.warn import warn_user
@@ -363,7 +364,6 @@ class Int8Linear(nn.Module):
     (..., in_features); output float32.
     """
 
-    adds_residual = True  # forward(x, residual): the model's dense + residual add goes in one call
     is_quantized = True  # checkpoint.save refuses a model holding one, without importing this module
 
     def __init__(
@@ -600,6 +600,7 @@ def quantize_int8(
     base = model.base_model
     encoder = getattr(base, "encoder", None)
     _check_model(model, encoder, alpha)
+    restore(model)  # quantize the plain Linears (and calibrate on them), not layers.onednn's modules
     keep = _check_names("keep_fp32", keep_fp32, len(encoder.layer))
     keep_freed_memory()  # see bertlite.quant.allocator: the int8 forwards' page faults cost a third of their time
     grid = int8_grid(kernel)
@@ -648,7 +649,10 @@ def quantize_int8(
                     setattr(attention, part, FusedIntoQKV(f"encoder.layer.{i}.attention.self.{part}"))
             else:
                 owner, _, attr = name.rpartition(".")
-                setattr(layer.get_submodule(owner), attr, quantized)
+                block = layer.get_submodule(owner)
+                setattr(block, attr, quantized)
+                if hasattr(block, "fuses_residual"):  # attention.output, output: the residual add goes in
+                    block.fuses_residual = True
     return model
 
 

@@ -1,0 +1,183 @@
+"""layers.onednn.optimize: the fast inference modules, swapped in at construction, with transformers' numbers."""
+
+import copy
+import io
+import pickle
+
+import pytest
+import torch
+
+import bertlite.layers.onednn
+from bertlite import Embedder
+from bertlite.layers.onednn import FusedQKV, OneDNNLinear, is_optimized, optimize, restore
+from tests.helpers import make_hf_model, packed_inputs, random_batch, real_tokens, to_bertlite
+
+PACKING = bertlite.layers.onednn.packing_works(torch.float32)
+
+
+def packed_copies(model: torch.nn.Module) -> list[torch.Tensor]:
+    """Every oneDNN-layout weight copy the model's modules keep."""
+    copies = []
+    for module in model.modules():
+        for slot in ("_derived_packed", "_derived_fused"):
+            if slot in module.__dict__:
+                value = module.__dict__[slot][1]
+                copies.extend(t for t in (value if isinstance(value, tuple) else (value,)) if t.is_mkldnn)
+    return copies
+
+
+@pytest.mark.parametrize("hidden_act", ["gelu", "gelu_new", "relu"])
+@pytest.mark.parametrize("pack", [False, True])
+def test_optimized_model_matches_transformers_padded_and_packed(hidden_act, pack):
+    hf = make_hf_model(hidden_act=hidden_act)
+    ours = optimize(to_bertlite(hf, attn="sdpa"), pack_weights=pack)
+    layer = ours.encoder.layer[0]
+    assert isinstance(layer.attention.self.qkv, FusedQKV) and isinstance(layer.output.dense, OneDNNLinear)
+    assert layer.attention.self.attn_implementation == "auto" and layer.output.fuses_residual
+    assert layer.intermediate.dense.activation == (None if hidden_act == "gelu_new" else hidden_act)
+    batch = random_batch(hf.config, batch=4, seq=13)
+    with torch.no_grad():
+        reference = hf(**batch).last_hidden_state
+        packed = ours(**packed_inputs(batch)).last_hidden_state
+        padded = ours(**batch).last_hidden_state
+    torch.testing.assert_close(packed, real_tokens(reference, batch), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(real_tokens(padded, batch), real_tokens(reference, batch), atol=1e-5, rtol=1e-5)
+    assert len(packed_copies(ours)) == (4 * hf.config.num_hidden_layers if pack and PACKING else 0)
+
+
+def test_packed_and_plain_weights_give_the_same_numbers():
+    hf = make_hf_model()
+    batch = packed_inputs(random_batch(hf.config, batch=4, seq=13))
+    with torch.no_grad():
+        plain = optimize(to_bertlite(hf, attn="sdpa"), pack_weights=False)(**batch).last_hidden_state
+        packed = optimize(to_bertlite(hf, attn="sdpa"), pack_weights=True)(**batch).last_hidden_state
+    torch.testing.assert_close(packed, plain, atol=1e-6, rtol=1e-6)
+
+
+def test_state_dict_keeps_transformers_keys_and_the_copies_follow_weight_changes():
+    hf, other = make_hf_model(seed=0), make_hf_model(seed=1)
+    ours = to_bertlite(hf, attn="sdpa")
+    keys = list(ours.state_dict())
+    optimize(ours)
+    batch = random_batch(hf.config, batch=4, seq=13)
+    with torch.no_grad():
+        ours(**packed_inputs(batch))  # builds the fused and packed copies
+    state = ours.state_dict()
+    assert list(state) == keys
+    pointers = [t.untyped_storage().data_ptr() for t in state.values()]
+    assert len(set(pointers)) == len(pointers)  # no fused buffer under the parameters
+    ours.load_state_dict(other.state_dict())  # copies in place: every derived copy must notice
+    with torch.no_grad():
+        packed = ours(**packed_inputs(batch)).last_hidden_state
+        reference = real_tokens(other(**batch).last_hidden_state, batch)
+    torch.testing.assert_close(packed, reference, atol=1e-5, rtol=1e-5)
+
+
+def test_an_optimized_model_pickles_and_deep_copies_without_its_copies():
+    hf = make_hf_model()
+    ours = optimize(to_bertlite(hf, attn="sdpa"))
+    inputs = packed_inputs(random_batch(hf.config, batch=4, seq=13))
+    with torch.no_grad():
+        before = ours(**inputs).last_hidden_state
+    buffer = io.BytesIO()
+    torch.save(ours, buffer)
+    for clone in (copy.deepcopy(ours), pickle.loads(pickle.dumps(ours))):
+        assert not any(k.startswith("_derived_") for m in clone.modules() for k in m.__dict__)
+        qkv = clone.encoder.layer[0].attention.self
+        assert qkv.qkv.projections[0] is qkv.query  # the copy reads its own projections, not the original's
+        with torch.no_grad():
+            torch.testing.assert_close(clone(**inputs).last_hidden_state, before)
+
+
+def test_training_through_an_optimized_model_matches_the_plain_one():
+    hf = make_hf_model()
+    batch = random_batch(hf.config, batch=4, seq=13)
+    grads = []
+    for optimized in (True, False):
+        ours = to_bertlite(hf, attn="sdpa")
+        if optimized:
+            optimize(ours)
+        ours.train()
+        out = ours(**packed_inputs(batch))
+        (out.last_hidden_state.square().mean() + out.pooler_output.sum()).backward()
+        grads.append({n: p.grad for n, p in ours.named_parameters()})
+    assert grads[0]["encoder.layer.0.attention.self.query.weight"].abs().sum() > 0
+    for name, grad in grads[0].items():
+        torch.testing.assert_close(grad, grads[1][name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_restore_and_eager_give_back_plain_modules_and_transformers_bits():
+    hf = make_hf_model()
+    ours = optimize(to_bertlite(hf, attn="sdpa"))
+    ours.set_attn_implementation("eager")
+    assert not is_optimized(ours)
+    assert all(type(m) is torch.nn.Linear for m in ours.modules() if isinstance(m, torch.nn.Linear))
+    batch = random_batch(hf.config, batch=4, seq=13)
+    with torch.no_grad():
+        assert torch.equal(ours(**batch).last_hidden_state, hf(**batch).last_hidden_state)
+    assert restore(ours) is ours  # restoring a plain model changes nothing
+
+
+def test_bf16_is_optimized_without_packing_and_close_to_fp32():
+    hf = make_hf_model()
+    inputs = packed_inputs(random_batch(hf.config, batch=4, seq=13))
+    with torch.no_grad():
+        fp32 = to_bertlite(hf, attn="sdpa")(**inputs).last_hidden_state
+        low = optimize(to_bertlite(hf, attn="sdpa").to(torch.bfloat16))
+        hidden = low(**inputs).last_hidden_state
+    assert packed_copies(low) == []
+    cosine = torch.nn.functional.cosine_similarity(hidden.float(), fp32, dim=-1)
+    assert hidden.dtype == torch.bfloat16 and cosine.min() > 0.99
+
+
+@pytest.mark.parametrize("works", [True, False])
+def test_only_forms_onednn_runs_here_are_installed(works, monkeypatch):
+    probed = {(form, dtype): works for form in ("linear", "linear_add", "packed") for dtype in (torch.float32,)}
+    monkeypatch.setattr(bertlite.layers.onednn, "_probed", probed)
+    hf = make_hf_model(hidden_act="gelu")
+    ours = optimize(to_bertlite(hf, attn="sdpa"))
+    assert is_optimized(ours) == works
+    batch = random_batch(hf.config, batch=4, seq=13)
+    with torch.no_grad():
+        hidden = ours(**packed_inputs(batch)).last_hidden_state
+        reference = real_tokens(hf(**batch).last_hidden_state, batch)
+    torch.testing.assert_close(hidden, reference, atol=1e-5, rtol=1e-5)
+
+
+def test_adapters_and_int8_modules_are_left_alone():
+    hf = make_hf_model()
+    ours = to_bertlite(hf, attn="sdpa")
+
+    class Shifted(torch.nn.Module):
+        def __init__(self, base):
+            super().__init__()
+            self.base = base
+
+        def forward(self, x):
+            return self.base(x) + 0.5
+
+    attention = ours.encoder.layer[1].attention.self
+    attention.value = Shifted(attention.value)
+    optimize(ours)
+    assert attention.qkv is None and isinstance(ours.encoder.layer[0].attention.self.qkv, FusedQKV)
+    batch = random_batch(hf.config, batch=4, seq=13)
+    with torch.no_grad():
+        packed = ours(**packed_inputs(batch)).last_hidden_state
+        padded = real_tokens(ours(**batch).last_hidden_state, batch)
+    torch.testing.assert_close(packed, padded, atol=1e-5, rtol=1e-5)
+
+
+def test_optimize_refuses_what_is_not_a_bert_model():
+    with pytest.raises(TypeError, match="optimize takes a bertlite BERT model, got Linear"):
+        optimize(torch.nn.Linear(2, 2))
+
+
+def test_embedder_optimizes_and_packs_by_default(real_model_path, corpus_texts):
+    texts = corpus_texts[:64]
+    packing = Embedder.from_pretrained(real_model_path, dtype="float32")
+    plain = Embedder.from_pretrained(real_model_path, dtype="float32", pack_weights=False)
+    torch.testing.assert_close(packing.encode(texts), plain.encode(texts), atol=1e-6, rtol=0)
+    assert is_optimized(packing.model) and is_optimized(plain.model)
+    assert packed_copies(plain.model) == []
+    if PACKING:
+        assert len(packed_copies(packing.model)) == 4 * packing.model.config.num_hidden_layers
