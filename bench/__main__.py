@@ -16,6 +16,7 @@ JOBS = {
     "int8": "int8",
     "kernels": "kernels",
     "grids": "grids",
+    "compare": "compare",
 }
 
 

@@ -1,0 +1,32 @@
+"""One measurement of `python -m bench compare`, in a child process: DTYPE MODEL TEXTS -> one JSON line.
+
+It uses only bertlite's public API (Embedder), so it runs against any commit's tree.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from bench.common import read_corpus
+
+
+def main() -> None:
+    """Embed the corpus texts once to warm up on a few, then time them all; print one JSON line."""
+    import bertlite
+    from bertlite import Embedder
+
+    dtype, model, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    texts = read_corpus(count)
+    options = {"quantize": "int8", "dtype": "float32"} if dtype == "int8" else {"dtype": dtype}
+    embedder = Embedder.from_pretrained(model, **options)
+    embedder.encode(texts[:64])
+    start = time.perf_counter()
+    embedder.encode(texts)
+    seconds = time.perf_counter() - start
+    print(json.dumps({"bertlite": bertlite.__file__, "precision": embedder.precision, "texts_per_s": count / seconds}))
+
+
+if __name__ == "__main__":
+    main()
