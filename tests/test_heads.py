@@ -32,11 +32,12 @@ from tests.helpers import HEAD_CONFIGS as CONFIGS
 from tests.helpers import write_folder as write
 
 
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
 @pytest.mark.parametrize("config_name", sorted(CONFIGS))
 @pytest.mark.parametrize("name", HEADS)
-def test_logits_and_loss_match_transformers(name, config_name):
-    hf = make_hf_head(name, **CONFIGS[config_name])
-    ours = to_ours(hf)
+def test_logits_and_loss_match_transformers(name, config_name, attn):
+    hf = make_hf_head(name, attn=attn, **CONFIGS[config_name])
+    ours = to_ours(hf, attn=attn)
     inputs = head_inputs(name, hf.config)
     with torch.no_grad():
         theirs, mine = hf(**inputs), ours(**inputs)
