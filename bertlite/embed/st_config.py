@@ -26,7 +26,7 @@ _ST_POOLING_FLAGS = (
 _ST_UNSUPPORTED_FLAGS = ("pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken")
 # sentence-transformers' names for the modes (its pooling_mode) where bertlite's differ.
 _ST_POOLING_NAMES = {"mean_sqrt_len_tokens": "mean_sqrt_len"}
-# Defaults when a folder has no sentence-transformers metadata (README documents them).
+# Defaults when a folder has no sentence-transformers metadata (docs/embedding.md documents them).
 DEFAULT_POOLING = "mean"
 DEFAULT_NORMALIZE = False
 

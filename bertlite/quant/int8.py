@@ -13,7 +13,7 @@ runs as eager ops (quantize_rows) or, for long jobs, as one kernel torch.compile
 Kernels, chosen by name and probed once on this machine (never assumed from the CPU):
 "onednn" (torch.ops.onednn.qlinear_pointwise on a prepacked weight: VNNI / AMX where the
 CPU has them), "int_mm" (torch._int_mm) and "dequantize" (fp32 matmul on the dequantized
-weight: the same numbers on any CPU, without the speed). scripts/bench_int8_kernels.py
+weight: the same numbers on any CPU, without the speed). `python -m bench kernels`
 measures them. Where a kernel's int8 product saturates (x86 without VNNI: see INT8_GRIDS), its
 weights are quantized so that no pair of them saturates, or failing that to 7 bits.
 """
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     from bertlite.models.bert import BertPreTrainedModel
 
-# Fastest first, as measured by scripts/bench_int8_kernels.py (see README "Int8"); "auto" picks the first that works.
+# Fastest first, as measured by `python -m bench kernels` (see docs/int8.md); "auto" picks the first that works.
 INT8_KERNELS = ("onednn", "int_mm", "dequantize")
 # The kernels that also take uint8 activations at zero point 0: asymmetric inputs (each token's [min, max]
 # to [0, top]) need no centring there, and oneDNN has no source zero point to compensate (measured in the
@@ -165,7 +165,7 @@ FULL_GRID = Int8Grid(255, 127)
 #   widest pair instead of its largest weight (all-MiniLM-L6-v2's rows lose 0.35 bit on average);
 # - u8 up to 127 (32258; fbgemm's reduce_range);
 # - weights in [-63, 63] (32130).
-# Exact products, every input asymmetric, all-MiniLM-L6-v2, 1,000 corpus texts (scripts/int8_grids.py):
+# Exact products, every input asymmetric, all-MiniLM-L6-v2, 1,000 corpus texts (python -m bench grids):
 # min / mean cosine 0.99847 / 0.99934 with bounded pairs, 0.99656 / 0.99878 with 7-bit activations,
 # 0.99600 / 0.99818 with 7-bit weights, against 0.99847 / 0.99945 on the full grid.
 INT8_GRIDS = (FULL_GRID, Int8Grid(255, 127, pair_limit=128), Int8Grid(127, 127), Int8Grid(255, 63))

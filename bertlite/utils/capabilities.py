@@ -12,7 +12,7 @@ A process can also be told to use less of its CPU than it has: each kernel libra
 environment variable that caps its instruction set (ISA_VARIABLES). detect() reads them, records
 those set (Capabilities.isa_limits: the numbers are then an emulation, not this CPU's own speed),
 and reports bf16 not native where one caps a library below native bf16. EMULATED_CPUS holds the
-sets scripts/bench.py --isa uses to measure, on an AVX-512/AMX machine, a CPU that has less.
+sets `python -m bench throughput --isa` uses to measure, on an AVX-512/AMX machine, a CPU that has less.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ _NO_BF16 = {
     "FBGEMM_ENABLE_INSTRUCTIONS": frozenset(("AVX2",)),
 }
 
-# scripts/bench.py --isa NAME: what this machine runs like with these set. An emulation: the ISA of the
+# python -m bench throughput --isa NAME: what this machine runs like with these set. An emulation: the ISA of the
 # smaller CPU on this one's cores, caches and memory, so ratios carry over better than absolute speeds.
 EMULATED_CPUS: dict[str, tuple[dict[str, str], str]] = {
     "avx2": (
