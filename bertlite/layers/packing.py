@@ -33,7 +33,7 @@ class PackedLayout:
         """Build the layout of sequences of these lengths, packed one after another.
 
         Args:
-            lengths: (B,) real tokens per sequence, each at least 1.
+            lengths: (B,) real tokens per sequence.
             dtype: the attention bias's dtype (the model's).
 
         Returns:
