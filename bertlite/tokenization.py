@@ -68,6 +68,12 @@ class BatchEncoding(dict):
     and the `tokenizers` Encodings behind it (`tokens(i)`, `word_ids(i)`, `sequence_ids(i)`)."""
 
     def __init__(self, data: dict[str, Any], encodings: list[Encoding] | None = None) -> None:
+        """Wrap model inputs.
+
+        Args:
+            data: the inputs by name (input_ids, attention_mask, ...).
+            encodings: the `tokenizers` Encodings, one per row; None: none (tokens() etc. then fail).
+        """
         super().__init__(data)
         self._encodings = encodings
 

@@ -565,11 +565,13 @@ class BertPreTrainedModel(nn.Module):
 
     @classmethod
     def can_generate(cls) -> bool:
+        """Whether the model has generate(): never, in bertlite."""
         # False for every class, BertLMHeadModel included (transformers says True there): bertlite has no generate().
         return False
 
     @property
     def dummy_inputs(self) -> dict[str, Tensor]:
+        """A small batch of input_ids on the model's device, as transformers' dummy_inputs."""
         return {"input_ids": torch.tensor(DUMMY_INPUTS, device=self.device)}
 
     def get_output_embeddings(self) -> nn.Module | None:
@@ -625,6 +627,11 @@ class BertPreTrainedModel(nn.Module):
         self.tie_weights()
 
     def get_extended_attention_mask(self, *args: Any, **kwargs: Any) -> None:
+        """Removed in transformers v5: pass attention_mask to forward.
+
+        Raises:
+            NotImplementedError: always, saying what to use instead.
+        """
         raise NotImplementedError(
             "get_extended_attention_mask was removed in transformers v5; pass attention_mask (batch, seq_len) "
             "to forward, which builds the mask (bertlite's additive form: BertModel.get_attention_bias)"
