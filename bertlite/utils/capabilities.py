@@ -1,12 +1,12 @@
 """What this machine's CPU runs natively, probed once, and the dtype `dtype="auto"` picks from it.
 
-bfloat16 is fast only where the CPU has it: with native bf16 and AMX bertlite's bf16
-path runs ~2x float32 and keeps min cosine >= 0.9999 to float32 vectors (tests/test_capabilities.py
-checks it on the corpus); without it torch emulates bf16 GEMMs and they run 5-6x slower than float32
-(issue 15's 2-core AVX2 CPU, and an AMD EPYC one). So "auto" is bf16 only where it is native and
-measured faster than float32: with AMX-BF16 (2.2x here); AVX512_BF16 alone, emulated, ran bf16 at
-0.65x float32, so "auto" is float32 there (Capabilities.bf16_fast). An explicit bf16 or fp16 on a CPU without native
-support warns once. Importing this module does not import torch.
+bfloat16 is fast only where the CPU has it: with native bf16 and AMX bertlite's bf16 path runs
+faster than float32 and keeps its vectors close to float32's (tests/test_capabilities.py checks it
+on the corpus); without it torch emulates bf16 GEMMs and they run several times slower than float32.
+So "auto" is bf16 only where it is native and measured faster than float32: with AMX-BF16; with
+AVX512_BF16 alone it was slower, so "auto" is float32 there (Capabilities.bf16_fast). The numbers are
+in docs/performance.md. An explicit bf16 or fp16 on a CPU without native support warns once.
+Importing this module does not import torch.
 
 A process can also be told to use less of its CPU than it has: each kernel library honours an
 environment variable that caps its instruction set (ISA_VARIABLES). detect() reads them, records
