@@ -62,8 +62,19 @@ class Trainer(transformers.Trainer):
 
 
 def to_bertlite(model: Any, attn_implementation: str = DEFAULT_ATTENTION) -> BertPreTrainedModel:
-    """The bertlite twin of a transformers BERT model (BertModel or a head): the class of
-    the same name, sharing the loaded tensors (no copy), on their device and dtype."""
+    """Build the bertlite twin of a transformers BERT model (BertModel or a head).
+
+    Args:
+        model: a transformers BertModel or Bert* head.
+        attn_implementation: the twin's attention (a name of bertlite.layers.attention's registry).
+
+    Returns:
+        The bertlite class of the same name, sharing the loaded tensors (no copy), on their device
+        and dtype, in the same train/eval mode.
+
+    Raises:
+        TypeError: a class bertlite does not have.
+    """
     from bertlite.models.heads import MODEL_CLASSES
 
     name = type(model).__name__
@@ -92,6 +103,16 @@ def use_bertlite(model: Any, attn_implementation: str = DEFAULT_ATTENTION) -> An
     save work as before, and a saved folder loads in plain sentence-transformers too:
 
         model = use_bertlite(SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2"))
+
+    Args:
+        model: a sentence-transformers model (its children's `model` attributes are checked).
+        attn_implementation: the twins' attention (see to_bertlite).
+
+    Returns:
+        `model`, changed in place.
+
+    Raises:
+        ValueError: no module holds a transformers BERT model.
     """
     replaced = []
     for name, module in model.named_children():

@@ -73,6 +73,8 @@ HEAD_LOGITS = {
 
 @dataclass
 class Row:
+    """One compared tensor of a ParityReport."""
+
     kind: str  # "weight" | "module" | "attention" | "output" | "logits"
     name: str
     max_abs: float
@@ -85,6 +87,8 @@ class Row:
 
 @dataclass
 class ParityReport:
+    """What check() compared and found; to_json() gives the schema docs/parity.md describes."""
+
     model: str
     options: dict[str, Any]
     head: str | None = None  # the task head whose weights and logits are compared (an architecture name)
@@ -100,9 +104,11 @@ class ParityReport:
 
     @property
     def ok(self) -> bool:
+        """Whether every row passed and both models have the same weights."""
         return all(r.ok for r in self.rows) and not self.only_in_bertlite and not self.only_in_transformers
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as a JSON-ready dict, with "ok" and the library "versions"; non-finite errors are None."""
         out = dataclasses.asdict(self)
         for row in out["rows"]:  # strict JSON has no Infinity/NaN: a non-finite error becomes null
             for key, value in row.items():
@@ -113,9 +119,18 @@ class ParityReport:
         return out
 
     def to_json(self) -> str:
+        """The report as strict JSON (to_dict())."""
         return json.dumps(self.to_dict(), indent=2, allow_nan=False)
 
     def format_table(self, all_weights: bool = False) -> str:
+        """The report as the text table `bertlite parity` prints.
+
+        Args:
+            all_weights: list every weight row; False: only the failing ones.
+
+        Returns:
+            The table, with the first divergence, likely causes and the verdict.
+        """
         opts = self.options
         reference = opts.get("reference")
         lines = [
@@ -159,7 +174,17 @@ def _versions() -> dict[str, str]:
 
 
 def read_text_file(path: str | os.PathLike) -> list[str | tuple[str, str]]:
-    """One text per line; a tab splits a line into a (text_a, text_b) pair."""
+    """Read parity's texts: one per line; a tab splits a line into a (text_a, text_b) pair.
+
+    Args:
+        path: a UTF-8 text file.
+
+    Returns:
+        The non-empty lines, as texts or pairs.
+
+    Raises:
+        ParityLoadError: the file cannot be read or has no non-empty lines.
+    """
     try:
         with open(path, encoding="utf-8") as f:
             lines = [line.rstrip("\n") for line in f]
@@ -180,8 +205,23 @@ def make_batches(
     hub_kwargs: dict[str, Any],
     notes: list[str],
 ) -> list[dict[str, Tensor]]:
-    """Tokenized with the checkpoint's own tokenizer; without one, random ids with
-    the same padding pattern, so weights-only checkpoints can still be checked."""
+    """Tokenize the texts into padded batches with transformers' tokenizer of the checkpoint.
+
+    Without a tokenizer, random ids with the texts' word counts as lengths, so weights-only
+    checkpoints can still be checked (and a note says so).
+
+    Args:
+        name_or_path: the checkpoint.
+        texts: texts or (text_a, text_b) pairs.
+        config: its config (vocab_size, for the random ids).
+        batch_size: texts per batch.
+        max_length: tokens per text, longer ones truncated.
+        hub_kwargs: hub options for the tokenizer.
+        notes: the report's notes, appended to.
+
+    Returns:
+        Batches of input_ids, attention_mask (and token_type_ids where the tokenizer gives them), (B, T).
+    """
     import transformers
 
     try:
@@ -214,7 +254,15 @@ def make_batches(
 
 
 def module_names(num_layers: int, has_pooler: bool) -> list[str]:
-    """Sub-modules in execution order: the first that leaves tolerance is the divergence."""
+    """List the compared sub-modules in execution order: the first that leaves tolerance is the divergence.
+
+    Args:
+        num_layers: the encoder's layers.
+        has_pooler: include the pooler.
+
+    Returns:
+        The module names (embeddings, each layer's attention, intermediate, output, then pooler).
+    """
     names = ["embeddings"]
     for i in range(num_layers):
         names += [f"encoder.layer.{i}.attention", f"encoder.layer.{i}.intermediate", f"encoder.layer.{i}.output"]
@@ -223,7 +271,15 @@ def module_names(num_layers: int, has_pooler: bool) -> list[str]:
 
 @contextmanager
 def capture(model: nn.Module, names: list[str]) -> Iterator[dict[str, list[tuple[Tensor, Tensor]]]]:
-    """Record (first input, output) of each named module on every forward."""
+    """Record (first input, output) of each named module on every forward, while the block runs.
+
+    Args:
+        model: the model.
+        names: its sub-module names.
+
+    Yields:
+        name -> list of (input, output) tensors, one pair per forward, filled as the model runs.
+    """
     found = dict(model.named_modules())
     records: dict[str, list[tuple[Tensor, Tensor]]] = {n: [] for n in names}
     handles = []
@@ -242,7 +298,17 @@ def capture(model: nn.Module, names: list[str]) -> Iterator[dict[str, list[tuple
 
 
 def run(model: nn.Module, batches: list[dict[str, Tensor]], names: list[str]) -> dict[str, Any]:
-    """Module outputs, final outputs and attention probabilities for every batch."""
+    """Run every batch and collect what parity compares.
+
+    Args:
+        model: a BertModel (bertlite's or transformers').
+        batches: make_batches()'s output.
+        names: the sub-modules to capture (module_names()).
+
+    Returns:
+        {"modules": capture()'s records, "last_hidden_state", "pooler_output", "attentions"}: one entry
+        per batch each.
+    """
     with torch.no_grad(), capture(model, names) as records:
         outs = [model(**b) for b in batches]
     with torch.no_grad():
@@ -257,7 +323,16 @@ def run(model: nn.Module, batches: list[dict[str, Tensor]], names: list[str]) ->
 
 
 def select_valid(t: Tensor, mask: Tensor, kind: str) -> Tensor:
-    """Elements that belong to real tokens (padded positions excluded), flattened."""
+    """Keep the elements that belong to real tokens (padded positions excluded).
+
+    Args:
+        t: (B, T, ...) per-token values, (B, nh, T, T) attention, or (B, ...) pooled values.
+        mask: (B, T) attention mask.
+        kind: "token", "attention" or "pooled" (kept whole).
+
+    Returns:
+        The kept elements, (valid tokens, ...) or flattened.
+    """
     mask = mask.bool()
     if kind == "pooled":
         return t.reshape(-1)
@@ -268,7 +343,16 @@ def select_valid(t: Tensor, mask: Tensor, kind: str) -> Tensor:
 
 
 def error_stats(ours: list[Tensor], ref: list[Tensor], atol: float, rtol: float) -> tuple[float, float, float, float]:
-    """max_abs, mean_abs, max_rel and the allclose bar at the worst element, over all batches."""
+    """Measure the error of `ours` against `ref` over all batches.
+
+    Args:
+        ours: bertlite's tensors.
+        ref: the reference's, same shapes.
+        atol, rtol: the tolerances of the allclose bar.
+
+    Returns:
+        (max_abs, mean_abs, max_rel, the allclose bar atol + rtol * |ref| at the worst element).
+    """
     o = torch.cat([x.double().reshape(-1) for x in ours])
     r = torch.cat([x.double().reshape(-1) for x in ref])
     if o.numel() == 0:
@@ -282,6 +366,20 @@ def error_stats(ours: list[Tensor], ref: list[Tensor], atol: float, rtol: float)
 def make_row(
     kind: str, name: str, ours: list[Tensor], ref: list[Tensor], theirs: list[Tensor] | None, atol: float, rtol: float
 ) -> Row:
+    """Compare one tensor and decide whether it passes.
+
+    Args:
+        kind: the Row kind ("module", "attention", "output", "logits", ...).
+        name: its label.
+        ours: bertlite's tensors, one per batch.
+        ref: transformers' fp32 tensors.
+        theirs: transformers' in the low dtype; None (fp32): pass by allclose(atol, rtol). Given, the
+            bar is twice transformers' own error against fp32, plus atol.
+        atol, rtol: the tolerances.
+
+    Returns:
+        The Row.
+    """
     max_abs, mean_abs, max_rel, allowed = error_stats(ours, ref, atol, rtol)
     if theirs is None:
         ok = all(torch.allclose(a.double(), b.double(), atol=atol, rtol=rtol) for a, b in zip(ours, ref, strict=True))
@@ -295,8 +393,21 @@ def make_row(
 
 
 def head_architecture(name_or_path: str, head: str, hub_kwargs: dict[str, Any], notes: list[str]) -> str | None:
-    """The task head to compare: with --head auto, the first of config.json's architectures that
-    bertlite implements (HEAD_LOGITS); None compares the base model only."""
+    """Pick the task head to compare.
+
+    Args:
+        name_or_path: the checkpoint.
+        head: "auto": the first of config.json's architectures that bertlite implements (HEAD_LOGITS);
+            "none": the base model only.
+        hub_kwargs: hub options for config.json.
+        notes: the report's notes, appended to.
+
+    Returns:
+        The head's architecture name; None compares the base model only.
+
+    Raises:
+        ParityLoadError: the config cannot be loaded.
+    """
     try:
         config = BertConfig.from_pretrained(name_or_path, **hub_kwargs)
     except (OSError, ValueError) as e:
@@ -334,9 +445,24 @@ def load_models(
     notes: list[str],
     architecture: str | None = None,
 ) -> tuple[nn.Module, nn.Module, nn.Module | None]:
-    """bertlite on name_or_path in (dtype, attn); transformers eager fp32 on reference;
-    and transformers eager in dtype, whose own error sets the bar for low precision.
-    With an architecture (a head class name) all three are that head; else BertModel."""
+    """Load the three models parity compares.
+
+    Args:
+        name_or_path: bertlite's checkpoint.
+        reference: transformers' checkpoint.
+        dtype: the dtype bertlite (and the low-precision reference) runs in.
+        attn: bertlite's attn_implementation.
+        hub_kwargs: hub options for both.
+        notes: the report's notes, appended to (e.g. no pooler weights: both built without one).
+        architecture: a head class name: all three are that head; None: BertModel.
+
+    Returns:
+        (bertlite on name_or_path in (dtype, attn); transformers eager fp32 on reference; transformers
+        eager in dtype, whose own error sets the bar for low precision, or None for float32).
+
+    Raises:
+        ParityLoadError: transformers is missing, either side cannot load, or the two differ in shape.
+    """
     try:
         import transformers
     except ImportError as e:
@@ -449,8 +575,32 @@ def check(
 ) -> ParityReport:
     """Compare bertlite with transformers on `name_or_path` (folder or hub id).
 
-    reference: what transformers loads, when it is not the same checkpoint (e.g.
-    the original of a converted copy); hub options apply to both.
+    Weights are compared bit for bit, then every module's output, the attention maps, the outputs and
+    a task head's logits on the texts.
+
+    Args:
+        name_or_path: the checkpoint bertlite loads.
+        reference: what transformers loads, when it is not the same checkpoint (e.g. the original of a
+            converted copy); None: name_or_path. Hub options apply to both.
+        texts: texts or (text_a, text_b) pairs; None: the built-in texts.
+        text_file: read the texts from a file instead (read_text_file()).
+        revision: a hub branch, tag or commit.
+        dtype: "float32", "bfloat16" or "float16" (or a torch dtype). Below float32 a tensor passes
+            within twice transformers' own error in that dtype against fp32, plus atol.
+        attn: bertlite's attn_implementation (default "eager", the reference path).
+        atol, rtol: the tolerances, finite and >= 0.
+        batch_size: texts per batch.
+        max_length: tokens per text, longer ones truncated.
+        head: "auto": compare the task head config.json names, when bertlite implements it; "none":
+            the base model only.
+        subfolder: the folder inside the repo or local folder.
+        local_files_only: use the hub cache only.
+
+    Returns:
+        The ParityReport (report.ok: parity holds).
+
+    Raises:
+        ParityLoadError: bad options, or a model or text file that cannot be loaded.
     """
     start = time.perf_counter()
     name = os.fspath(name_or_path)
@@ -525,9 +675,16 @@ def _check_options(dtype: Any, attn: str, batch_size: int, max_length: int, head
 
 
 def compare_weights(report: ParityReport, ours: nn.Module, ref: nn.Module, low_dtype: torch.dtype | None) -> None:
-    """Every tensor bertlite loaded against the one transformers loaded for the same name, bit for bit.
+    """Compare every tensor bertlite loaded with the one transformers loaded for the same name, bit for bit.
+
     A head's base-model tensors are named without the `bert.` prefix, as the module rows are.
-    low_dtype: the dtype bertlite runs in when the fp32 reference must be cast to it first, else None."""
+
+    Args:
+        report: gets one "weight" row per shared name, and the names only one side has.
+        ours: bertlite's model.
+        ref: transformers' fp32 model.
+        low_dtype: the dtype bertlite runs in when the fp32 reference must be cast to it first, else None.
+    """
     mine, theirs = _base_names(ours.state_dict()), _base_names(ref.state_dict())
     report.only_in_bertlite = sorted(set(mine) - set(theirs))
     report.only_in_transformers = sorted(set(theirs) - set(mine))
@@ -543,7 +700,16 @@ def _base_names(state: dict[str, Tensor]) -> dict[str, Tensor]:
 
 
 def run_head(model: nn.Module, batches: list[dict[str, Tensor]], architecture: str) -> dict[str, list[Tensor]]:
-    """The head's logits fields for every batch, only real tokens kept for per-token logits."""
+    """Run a head on every batch and keep its logits.
+
+    Args:
+        model: the head model.
+        batches: make_batches()'s output (for multiple choice, one question whose choices are the batch).
+        architecture: its class name, a key of HEAD_LOGITS.
+
+    Returns:
+        Each logits field -> one tensor per batch, only real tokens kept for per-token logits.
+    """
     fields = HEAD_LOGITS[architecture]
     out: dict[str, list[Tensor]] = {key: [] for key in fields}
     with torch.no_grad():
@@ -565,6 +731,7 @@ def compare_logits(
     atol: float,
     rtol: float,
 ) -> None:
+    """Add a "logits" row per logits field of the head to the report (see make_row for ours/ref/theirs)."""
     for key in HEAD_LOGITS[architecture]:
         theirs_key = theirs[key] if theirs is not None else None
         _add_row(report, make_row("logits", key, ours[key], ref[key], theirs_key, atol, rtol), divergence=key)
@@ -597,6 +764,17 @@ def compare_activations(
     atol: float,
     rtol: float,
 ) -> None:
+    """Add rows for every module, attention map and output to the report; the first failing module is
+    the first divergence, a failing attention map only when no module fails.
+
+    Args:
+        report: the report, appended to.
+        batches: the batches run (their attention masks select the real tokens).
+        names: the compared modules (module_names()).
+        ours, ref, theirs: run()'s results for bertlite, transformers fp32 and transformers in the low
+            dtype (None in float32); see make_row.
+        atol, rtol: the tolerances.
+    """
     masks = [b["attention_mask"] for b in batches]
 
     def pick(run_: dict | None, key: str, kind: str, index: int | None) -> list[Tensor] | None:
@@ -648,7 +826,18 @@ def diagnose(
     atol: float,
     rtol: float,
 ) -> list[str]:
-    """Turn the pattern of failures into likely causes, most specific first."""
+    """Turn the pattern of failures into likely causes, most specific first.
+
+    Args:
+        report: the filled report.
+        ours, ref: bertlite's and transformers' fp32 models.
+        batches: the batches run.
+        ours_run, ref_run: run()'s results for both.
+        atol, rtol: the tolerances.
+
+    Returns:
+        The likely causes, as sentences.
+    """
     causes = []
     bad_weights = [r.name for r in report.rows if r.kind == "weight" and not r.ok]
     if bad_weights:

@@ -68,6 +68,12 @@ class BatchEncoding(dict):
     and the `tokenizers` Encodings behind it (`tokens(i)`, `word_ids(i)`, `sequence_ids(i)`)."""
 
     def __init__(self, data: dict[str, Any], encodings: list[Encoding] | None = None) -> None:
+        """Wrap model inputs.
+
+        Args:
+            data: the inputs by name (input_ids, attention_mask, ...).
+            encodings: the `tokenizers` Encodings, one per row; None: none (tokens() etc. then fail).
+        """
         super().__init__(data)
         self._encodings = encodings
 
@@ -91,25 +97,47 @@ class BatchEncoding(dict):
 
     @property
     def encodings(self) -> list[Encoding] | None:
+        """The `tokenizers` Encodings, one per row; None when built without them (pad())."""
         return self._encodings
 
     def tokens(self, batch_index: int = 0) -> list[str]:
+        """The tokens of row `batch_index` (default the first), special tokens included."""
         return self[batch_index].tokens
 
     def word_ids(self, batch_index: int = 0) -> list[int | None]:
+        """The word index of each token of row `batch_index`; None for special tokens."""
         return self[batch_index].word_ids
 
     def sequence_ids(self, batch_index: int = 0) -> list[int | None]:
+        """Which text of a pair (0 or 1) each token of row `batch_index` comes from; None for special tokens."""
         return self[batch_index].sequence_ids
 
     def to(self, device: Any) -> BatchEncoding:
-        """Move every torch tensor to `device` (in place, as transformers does); returns self."""
+        """Move every torch tensor to `device`, in place, as transformers does.
+
+        Args:
+            device: a torch device or its name.
+
+        Returns:
+            self.
+        """
         for key, value in self.items():
             if hasattr(value, "to") and not isinstance(value, np.ndarray):
                 self[key] = value.to(device)
         return self
 
     def convert_to_tensors(self, tensor_type: str | None) -> BatchEncoding:
+        """Turn the lists into tensors, in place (integers as int64).
+
+        Args:
+            tensor_type: "pt" (torch), "np" (numpy), or None (leave lists).
+
+        Returns:
+            self.
+
+        Raises:
+            ValueError: rows of different lengths (pad them first).
+        """
         if tensor_type is None:
             return self
         for key, value in self.items():
@@ -157,9 +185,34 @@ class BertTokenizer:
         name_or_path: str = "",
         **special_tokens: str | None,
     ) -> None:
-        """tokenizer: the `tokenizers` backend (its vocabulary and added tokens are kept). With
-        bert_pipeline (transformers' BertTokenizer) its normalizer, pre-tokenizer, decoder and
-        template are rebuilt from the arguments; without, it runs as it is."""
+        """Wrap a `tokenizers` backend; BertTokenizer.from_pretrained loads one from a folder.
+
+        Named special tokens the backend does not know become special added tokens.
+
+        Args:
+            tokenizer: the `tokenizers` backend (its vocabulary and added tokens are kept; its padding
+                and truncation are switched off).
+            do_lower_case: lowercase the text (BERT pipeline).
+            strip_accents: strip accents; None: when lowercasing, as BertNormalizer does.
+            tokenize_chinese_chars: split CJK characters into tokens of their own.
+            model_max_length: the length padding="max_length" pads to without max_length
+                (default: no limit).
+            clean_up_tokenization_spaces: decode() removes spaces before punctuation and contractions.
+            padding_side: "right" or "left".
+            truncation_side: "right" or "left".
+            bert_pipeline: (transformers' BertTokenizer) the normalizer, pre-tokenizer, decoder and
+                template are rebuilt from the arguments, and missing special tokens get BERT's defaults;
+                False: the backend runs as it is.
+            model_input_names: the inputs the model takes (which __call__ returns by default); None:
+                input_ids, token_type_ids, attention_mask (without bert_pipeline: no token_type_ids).
+            name_or_path: the folder or hub id it came from.
+            **special_tokens: cls_token, sep_token, pad_token, unk_token, mask_token, bos_token,
+                eos_token (the SPECIAL_TOKENS) as strings, or None.
+
+        Raises:
+            TypeError: an unknown keyword.
+            ValueError: a padding_side or truncation_side other than "right" or "left".
+        """
         unknown = sorted(set(special_tokens) - set(SPECIAL_TOKENS))
         if unknown:
             raise TypeError(f"BertTokenizer got unexpected keyword argument(s): {', '.join(unknown)}")
@@ -214,10 +267,25 @@ class BertTokenizer:
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, *args: Any, **kwargs: Any) -> BertTokenizer:
-        """From a folder or hub id: tokenizer.json (or vocab.txt), tokenizer_config.json and
-        special_tokens_map.json. Keywords: the hub options (revision, cache_dir, token,
-        local_files_only, force_download, subfolder) and tokenizer_config.json keys to override
-        (do_lower_case, model_max_length, ...)."""
+        """Load a tokenizer from a folder or hub id.
+
+        Reads tokenizer.json (or vocab.txt), tokenizer_config.json and special_tokens_map.json.
+
+        Args:
+            name_or_path: a local folder or a hub id.
+            *args: none are taken (a TypeError), as transformers' extra positionals have no use here.
+            **kwargs: the hub options (revision, cache_dir, token, local_files_only, force_download,
+                subfolder) and tokenizer_config.json keys to override (do_lower_case, model_max_length,
+                ...); use_fast and trust_remote_code are accepted and ignored.
+
+        Returns:
+            The BertTokenizer.
+
+        Raises:
+            TypeError: positional arguments after name_or_path, or an unknown keyword.
+            ValueError: a tokenizer_class (or model_type) that is not BERT's.
+            FileNotFoundError: neither tokenizer.json nor vocab.txt.
+        """
         if args:
             raise TypeError(
                 f"from_pretrained takes one positional argument (the folder or hub id), got {len(args) + 1}"
@@ -257,10 +325,21 @@ class BertTokenizer:
         return cls(backend, bert_pipeline=tokenizer_class not in PLAIN_TOKENIZER_CLASSES, name_or_path=name, **init)
 
     def save_pretrained(self, save_directory: str | os.PathLike) -> tuple[str, ...]:
-        """Write tokenizer.json, tokenizer_config.json, special_tokens_map.json and vocab.txt, which
-        transformers' AutoTokenizer and bertlite reload (the last two for readers of the older layout).
+        """Write the tokenizer into a folder that transformers' AutoTokenizer and bertlite reload.
+
         Each file is written whole under a temporary name and then renamed, so a failure leaves no
-        half-written file."""
+        half-written file.
+
+        Args:
+            save_directory: the folder, created if needed.
+
+        Returns:
+            The paths of tokenizer.json, tokenizer_config.json, special_tokens_map.json and vocab.txt
+            (the last two for readers of the older layout).
+
+        Raises:
+            ValueError: save_directory is a file.
+        """
         folder = Path(save_directory)
         if folder.exists() and not folder.is_dir():
             raise ValueError(f"{folder} is a file, not a folder")
@@ -319,12 +398,38 @@ class BertTokenizer:
         return_length: bool = False,
         verbose: bool = True,
     ) -> BatchEncoding:
-        """One text, a (text, text_pair), or batches of either, as transformers' tokenizer(...) takes them.
+        """Tokenize one text, a (text, text_pair), or batches of either, as transformers' tokenizer(...).
 
-        padding: False / "do_not_pad", True / "longest", "max_length" (to max_length, else
-        model_max_length). truncation: True / "longest_first", "only_first", "only_second",
-        False / "do_not_truncate"; max_length alone turns on "longest_first".
-        return_tensors: None (lists), "pt" (torch) or "np" (numpy int64).
+        Args:
+            text: a string, a batch of strings or (a, b) pairs, or with is_split_into_words word lists.
+            text_pair: the second text (or batch of them) of pairs; None: single texts.
+            add_special_tokens: add [CLS] and [SEP].
+            padding: False / "do_not_pad", True / "longest", "max_length" (to max_length, else
+                model_max_length).
+            truncation: True / "longest_first", "only_first", "only_second", False / "do_not_truncate";
+                None with max_length turns on "longest_first".
+            max_length: the length to truncate or pad to; None: model_max_length where needed.
+            stride: with return_overflowing_tokens, tokens each window shares with the one before.
+            is_split_into_words: `text` holds pre-split words.
+            pad_to_multiple_of: round the padded length up to a multiple of this.
+            padding_side: "right" or "left"; None: the tokenizer's.
+            return_tensors: None (lists), "pt" (torch) or "np" (numpy int64).
+            return_token_type_ids: None: when the model takes them (model_input_names).
+            return_attention_mask: None: when the model takes it (model_input_names).
+            return_overflowing_tokens: every truncated window of a text becomes a row of its own, with
+                overflow_to_sample_mapping (row -> text).
+            return_special_tokens_mask: add special_tokens_mask (1 for special tokens).
+            return_offsets_mapping: add offset_mapping ((start, end) characters per token).
+            return_length: add length (tokens per row).
+            verbose: warn where max_length is ignored (padding=True without truncation).
+
+        Returns:
+            A BatchEncoding with input_ids and the keys asked for; for one text without tensors, the
+            lists of that text.
+
+        Raises:
+            ValueError: an unknown return_tensors, padding or truncation, no pad token for padding, or
+                an impossible truncation.
         """
         if return_tensors not in TENSOR_TYPES:
             raise ValueError(f"return_tensors={return_tensors!r} is not one of 'pt', 'np' or None")
@@ -461,9 +566,28 @@ class BertTokenizer:
         return_tensors: str | None = None,
         verbose: bool = True,
     ) -> BatchEncoding:
-        """Pad encoded inputs (one, a dict of lists, or a list of dicts, as a data collator passes them) as
-        transformers' pad() does: input_ids with pad_token_id, token_type_ids with 0, attention_mask with 0,
-        special_tokens_mask with 1; other keys (labels) pass through. Tensors in give tensors out."""
+        """Pad encoded inputs as transformers' pad() does.
+
+        input_ids are padded with pad_token_id, token_type_ids with 0, attention_mask with 0,
+        special_tokens_mask with 1; other keys (labels) pass through.
+
+        Args:
+            encoded_inputs: one encoded input, a dict of lists, or a list of dicts (as a data collator
+                passes them).
+            padding: as in __call__ (default True: to the longest).
+            max_length: the length for padding="max_length".
+            pad_to_multiple_of: round the padded length up to a multiple of this.
+            padding_side: "right" or "left"; None: the tokenizer's.
+            return_attention_mask: None: when the model takes it (model_input_names).
+            return_tensors: None: as the input (tensors in give tensors out), "pt" or "np".
+            verbose: as in __call__.
+
+        Returns:
+            The padded BatchEncoding.
+
+        Raises:
+            ValueError: an unknown return_tensors, or no input_ids.
+        """
         if return_tensors not in TENSOR_TYPES:
             raise ValueError(f"return_tensors={return_tensors!r} is not one of 'pt', 'np' or None")
         if isinstance(encoded_inputs, (list, tuple)) and encoded_inputs and isinstance(encoded_inputs[0], dict):
@@ -509,11 +633,27 @@ class BertTokenizer:
         return BatchEncoding(data).convert_to_tensors(return_tensors)
 
     def encode(self, text: str | Sequence[str], text_pair: str | Sequence[str] | None = None, **kwargs: Any) -> Any:
-        """The input ids of one text (or pair), as transformers' encode()."""
+        """Encode one text (or pair) to its input ids, as transformers' encode().
+
+        Args:
+            text, text_pair, **kwargs: as in __call__.
+
+        Returns:
+            The input_ids of the call.
+        """
         return self(text, text_pair, **kwargs)["input_ids"]
 
     def tokenize(self, text: str, pair: str | None = None, add_special_tokens: bool = False) -> list[str]:
-        """WordPiece tokens of a text (or pair), without [CLS]/[SEP] unless add_special_tokens."""
+        """Split a text (or pair) into WordPiece tokens.
+
+        Args:
+            text: the text.
+            pair: a second text; None: none.
+            add_special_tokens: include [CLS]/[SEP] (default False).
+
+        Returns:
+            The tokens.
+        """
         return self(text, pair, add_special_tokens=add_special_tokens).tokens()
 
     # --- decoding ----------------------------------------------------------------
@@ -524,7 +664,17 @@ class BertTokenizer:
         skip_special_tokens: bool = False,
         clean_up_tokenization_spaces: bool | None = None,
     ) -> str | list[str]:
-        """Text of a sequence of ids (a list, tensor or array; a batch of them gives a list of texts)."""
+        """Decode ids back to text.
+
+        Args:
+            token_ids: a sequence of ids (a list, tensor or array), or a batch of them.
+            skip_special_tokens: leave the special tokens out.
+            clean_up_tokenization_spaces: remove spaces before punctuation and contractions; None: the
+                tokenizer's setting.
+
+        Returns:
+            The text, or for a batch a list of texts.
+        """
         ids = _to_list(token_ids)
         if isinstance(ids, int):
             ids = [ids]
@@ -542,9 +692,23 @@ class BertTokenizer:
         skip_special_tokens: bool = False,
         clean_up_tokenization_spaces: bool | None = None,
     ) -> list[str]:
+        """Decode a batch of id sequences; the arguments as in decode().
+
+        Returns:
+            One text per sequence.
+        """
         return [self.decode(ids, skip_special_tokens, clean_up_tokenization_spaces) for ids in _to_list(sequences)]
 
     def convert_ids_to_tokens(self, ids: int | Iterable[int], skip_special_tokens: bool = False) -> str | list[str]:
+        """Look up the tokens of ids.
+
+        Args:
+            ids: one id, or several (a list, tensor or array).
+            skip_special_tokens: leave the special tokens out (for several ids).
+
+        Returns:
+            The token of one id, or the list of tokens.
+        """
         ids = _to_list(ids)
         if isinstance(ids, int):
             return self._tokenizer.id_to_token(ids)
@@ -552,19 +716,28 @@ class BertTokenizer:
         return [self._tokenizer.id_to_token(int(i)) for i in ids if int(i) not in skip]
 
     def convert_tokens_to_ids(self, tokens: str | Iterable[str]) -> int | list[int]:
-        """Ids of tokens; a token outside the vocabulary gives unk_token_id."""
+        """Look up the ids of tokens.
+
+        Args:
+            tokens: one token or several.
+
+        Returns:
+            The id of one token, or the list of ids; a token outside the vocabulary gives unk_token_id.
+        """
         if isinstance(tokens, str):
             index = self._tokenizer.token_to_id(tokens)
             return self.unk_token_id if index is None else index
         return [self.convert_tokens_to_ids(token) for token in tokens]
 
     def convert_tokens_to_string(self, tokens: list[str]) -> str:
+        """Join tokens into text with the backend's decoder (WordPiece: "##" pieces joined)."""
         return self._tokenizer.decoder.decode(tokens) if self._tokenizer.decoder is not None else " ".join(tokens)
 
     # --- vocabulary and special tokens -------------------------------------------
 
     @property
     def backend_tokenizer(self) -> Tokenizer:
+        """The `tokenizers` Tokenizer underneath."""
         return self._tokenizer
 
     @property
@@ -576,18 +749,22 @@ class BertTokenizer:
         return self._tokenizer.get_vocab_size(with_added_tokens=True)
 
     def get_vocab(self) -> dict[str, int]:
+        """Every token, added ones included, with its id."""
         return self._tokenizer.get_vocab(with_added_tokens=True)
 
     @property
     def special_tokens_map(self) -> dict[str, str]:
+        """The special tokens that are set, by name (cls_token: "[CLS]", ...)."""
         return {name: token for name, token in self._special.items() if token is not None}
 
     @property
     def all_special_tokens(self) -> list[str]:
+        """The special tokens, each once."""
         return list(dict.fromkeys(self.special_tokens_map.values()))
 
     @property
     def all_special_ids(self) -> list[int]:
+        """The ids of all_special_tokens."""
         return self.convert_tokens_to_ids(self.all_special_tokens)
 
     def __repr__(self) -> str:
@@ -623,7 +800,14 @@ BertTokenizerFast = BertTokenizer
 
 
 def clean_up_tokenization(text: str) -> str:
-    """transformers' clean_up_tokenization: no space before punctuation and English contractions."""
+    """Remove spaces before punctuation and English contractions, as transformers' clean_up_tokenization.
+
+    Args:
+        text: decoded text.
+
+    Returns:
+        The cleaned text.
+    """
     return (
         text.replace(" .", ".")
         .replace(" ?", "?")
@@ -738,10 +922,21 @@ def _write_text(text: str, path: str) -> None:
 
 
 def load_tokenizer(name_or_path: str | os.PathLike, **hub_kwargs: Any) -> Tokenizer:
-    """tokenizer.json when present, else vocab.txt + tokenizer_config.json (old checkpoints).
+    """Load the `tokenizers` backend of a checkpoint.
 
     Padding and truncation stored in the file are switched off: the packaged
     all-MiniLM-L6-v2 pads everything to 128, and Embedder pads per batch.
+
+    Args:
+        name_or_path: a local folder or a hub id.
+        **hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file (revision, cache_dir, ...).
+
+    Returns:
+        The Tokenizer from tokenizer.json when present, else from vocab.txt + tokenizer_config.json
+        (old checkpoints).
+
+    Raises:
+        FileNotFoundError: neither tokenizer.json nor vocab.txt.
     """
     path = resolve_file(name_or_path, "tokenizer.json", **hub_kwargs)
     if path is not None:

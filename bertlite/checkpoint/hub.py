@@ -18,6 +18,7 @@ from bertlite.errors import CheckpointNotFoundError, DownloadError, NotCachedErr
 
 
 def is_local(name_or_path: str | os.PathLike) -> bool:
+    """Whether `name_or_path` is an existing local folder (else it is taken for a hub id)."""
     return os.path.isdir(name_or_path)
 
 
@@ -32,13 +33,28 @@ def resolve_file(
     force_download: bool = False,
     subfolder: str = "",
 ) -> Path | None:
-    """Path of `filename` in a folder or hub repo, or None when the repo lacks it.
+    """Find `filename` in a folder or hub repo, downloading it into the cache if needed.
 
-    Raises CheckpointNotFoundError when the folder/repo/revision itself is missing,
-    gated, or not cached while offline: those are not "file absent" answers. Its
-    subclass DownloadError means the hub was reached but the download failed
-    (server error, dropped connection, wrong size or hash); the cache keeps nothing
-    of it. A freshly downloaded file is checked against its ETag (a content hash).
+    A freshly downloaded file is checked against its ETag (a content hash).
+
+    Args:
+        name_or_path: a local folder or a hub repo id.
+        filename: the file's name in it.
+        revision: a hub branch, tag or commit; None: the default branch.
+        cache_dir: the hub cache; None: huggingface_hub's default.
+        token: the hub token; None: huggingface_hub's default (HF_TOKEN or the login).
+        local_files_only: use the cache only, never the network.
+        force_download: download again even if cached.
+        subfolder: the folder inside the repo or local folder that holds the file.
+
+    Returns:
+        The local path, or None when the folder or repo lacks the file.
+
+    Raises:
+        CheckpointNotFoundError: the folder/repo/revision itself is missing, gated, or not cached
+            while offline: those are not "file absent" answers. Its subclass DownloadError means the
+            hub was reached but the download failed (server error, dropped connection, wrong size or
+            hash); the cache keeps nothing of it.
     """
     name = os.fspath(name_or_path)
     if is_local(name):
@@ -88,7 +104,14 @@ HUB_KWARGS = tuple(name for name, p in inspect.signature(resolve_file).parameter
 
 
 def pop_hub_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Take the hub options (HUB_KWARGS) out of a from_pretrained's keywords."""
+    """Take the hub options (HUB_KWARGS) out of a from_pretrained's keywords.
+
+    Args:
+        kwargs: the keywords; the hub options are removed from it in place.
+
+    Returns:
+        The hub options, by name.
+    """
     return {key: kwargs.pop(key) for key in HUB_KWARGS if key in kwargs}
 
 

@@ -61,7 +61,14 @@ V = TypeVar("V")
 
 
 def rename_legacy_key(key: str) -> str:
-    """TF-era names: LayerNorm.gamma/beta -> weight/bias."""
+    """Rename a TF-era key: LayerNorm.gamma/beta -> weight/bias.
+
+    Args:
+        key: a checkpoint key.
+
+    Returns:
+        The key with a `.gamma` / `.beta` suffix renamed, any other key unchanged.
+    """
     if key.endswith(".gamma"):
         return key[: -len("gamma")] + "weight"
     if key.endswith(".beta"):
@@ -70,12 +77,18 @@ def rename_legacy_key(key: str) -> str:
 
 
 def remap_key(key: str, *, base_model_prefix: str = "bert", with_prefix: bool = False) -> str | None:
-    """Canonical name of a checkpoint key for the target model, or None to drop it.
+    """Map a checkpoint key to its canonical name for the target model.
 
-    with_prefix=False targets a BertModel: the `bert.` prefix is stripped and the
-    heads' keys are dropped. with_prefix=True targets a head class, whose base
-    model lives under `bert.`. Unknown keys pass through so the strict check can
-    report them.
+    Unknown keys pass through so the strict check can report them.
+
+    Args:
+        key: a checkpoint key (legacy gamma/beta names are renamed).
+        base_model_prefix: the base model's attribute in a head class (default "bert").
+        with_prefix: False targets a BertModel: the `bert.` prefix is stripped and the heads' keys are
+            dropped. True targets a head class, whose base model lives under `bert.`.
+
+    Returns:
+        The canonical key, or None to drop it.
     """
     prefix = base_model_prefix + "."
     key = rename_legacy_key(key)
@@ -90,7 +103,15 @@ def remap_key(key: str, *, base_model_prefix: str = "bert", with_prefix: bool = 
 def remap_state_dict(
     state_dict: Mapping[str, V], *, base_model_prefix: str = "bert", with_prefix: bool = False
 ) -> dict[str, V]:
-    """remap_key over a whole state_dict (see there)."""
+    """Apply remap_key to a whole state_dict.
+
+    Args:
+        state_dict: checkpoint keys to values (tensors or anything else; values are not touched).
+        base_model_prefix, with_prefix: as in remap_key.
+
+    Returns:
+        A new dict with the canonical keys, the dropped keys left out.
+    """
     out: dict[str, V] = {}
     for key, value in state_dict.items():
         new_key = remap_key(key, base_model_prefix=base_model_prefix, with_prefix=with_prefix)
@@ -103,7 +124,19 @@ def remap_state_dict(
 
 
 def resolve_weight_files(name_or_path: str | os.PathLike, **hub_kwargs: Any) -> list[Path]:
-    """The weight files of a checkpoint, in the preferred format."""
+    """Find the weight files of a checkpoint, in the preferred format (WEIGHTS_CANDIDATES' order).
+
+    Args:
+        name_or_path: a local folder or a hub id.
+        **hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file (revision, subfolder, ...).
+
+    Returns:
+        The local paths: one file, or every shard a shard index names.
+
+    Raises:
+        CheckpointError: no weights found, an invalid shard index, or a shard missing.
+        NotCachedError: offline, and the preferred file is not in the cache.
+    """
     not_cached: NotCachedError | None = None
     for name in WEIGHTS_CANDIDATES:
         try:
@@ -165,7 +198,17 @@ def _resolve_shard(name_or_path: str | os.PathLike, index: Path, shard: str, hub
 
 
 def iter_tensors(path: Path) -> Iterator[tuple[str, Tensor]]:
-    """(key, tensor) pairs of one weight file, read one tensor at a time."""
+    """Read one weight file (safetensors or .bin, weights only), one tensor at a time.
+
+    Args:
+        path: the file.
+
+    Yields:
+        (key, tensor) pairs, on the CPU.
+
+    Raises:
+        CheckpointError: the file is corrupt, not a checkpoint, or holds pickled objects other than tensors.
+    """
     if path.suffix == ".safetensors":
         try:
             with safe_open(path, framework="pt", device="cpu") as f:
@@ -295,6 +338,14 @@ class LoadReport:
     untied: list[tuple[str, str]] = field(default_factory=list)  # (target, source) tied pairs loaded apart
 
     def message(self, what: str) -> str:
+        """Describe why a strict load failed.
+
+        Args:
+            what: what was loaded, for the first line (e.g. "BertModel from path (files: ...)").
+
+        Returns:
+            "cannot load {what}:" and one line per kind of problem, sorted keys, at most MAX_LISTED each.
+        """
         lines = [f"cannot load {what}:"]
         # A tensor of the wrong shape is not loaded, so it is missing too: listing it twice says nothing new.
         mismatched_keys = {_key_of(item) for item in self.mismatched}
@@ -315,8 +366,13 @@ class LoadReport:
         return "\n".join(lines)
 
     def loading_info(self) -> dict[str, list[str]]:
-        """transformers' output_loading_info dict, of a load that succeeded: the model's keys the checkpoint did
-        not fill, the checkpoint's keys not used, the weights newly initialised for their shape."""
+        """transformers' output_loading_info dict, of a load that succeeded.
+
+        Returns:
+            {"missing_keys": the model's keys the checkpoint did not fill, "unexpected_keys": the
+            checkpoint's keys not used, "mismatched_keys": the weights newly initialised for their
+            shape, "error_msgs": []}.
+        """
         return {
             "missing_keys": self.missing + self.initialized,
             "unexpected_keys": [_key_of(item) for item in self.unexpected] + self.ignored + self.headless,
@@ -369,8 +425,25 @@ def load_checkpoint(
 ) -> LoadReport:
     """Assign the tensors of `files` to `model` (built on meta or not); check keys strictly.
 
-    A tensor holding NaN or Inf (once in `dtype`) is an error unless allow_nonfinite, which warns instead.
-    Nothing in the model changes unless the load succeeds."""
+    Nothing in the model changes unless the load succeeds.
+
+    Args:
+        model: the model to fill.
+        files: its weight files (resolve_weight_files).
+        strict: fail on missing, unexpected or mismatched keys (default True).
+        dtype: the dtype to load in; None: float32.
+        device: where to put the tensors; None: the CPU.
+        what: what is loaded, for error messages.
+        ignore_mismatched_sizes: newly initialise, with a warning, weights whose shape differs.
+        allow_nonfinite: a tensor holding NaN or Inf (once in `dtype`) is an error unless True,
+            which warns instead.
+
+    Returns:
+        The LoadReport of the load.
+
+    Raises:
+        CheckpointError: the checkpoint does not fit the model, or holds NaN or Inf.
+    """
     plan = plan_load(
         files,
         expected_shapes(model),
@@ -387,7 +460,14 @@ def load_checkpoint(
 
 
 def expected_shapes(model: nn.Module) -> dict[str, tuple[int, ...]]:
-    """The keys and shapes a checkpoint for `model` must hold (its state_dict's)."""
+    """List the keys and shapes a checkpoint for `model` must hold.
+
+    Args:
+        model: the model (on meta or not).
+
+    Returns:
+        Its state_dict's keys, each with its shape.
+    """
     return {key: tuple(value.shape) for key, value in model.state_dict().items()}
 
 
@@ -406,11 +486,23 @@ def plan_load(
     device: torch.device | str | int | None = None,
     ignore_mismatched_sizes: bool = False,
 ) -> LoadPlan:
-    """Which tensor of `files` goes to which key of a model with the keys and shapes `expected`
-    (expected_shapes), converted to `dtype` (float32) on `device` (cpu), and a LoadReport of what does not fit.
+    """Work out which tensor of `files` goes to which key of a model, without touching the model.
 
-    tied_pairs: the model's tied weights (target -> source, its tied_weights_keys()). Pure: it reads the
-    files, and touches no model and warns nothing; load_checkpoint decides what the report means."""
+    Pure: it reads the files, and touches no model and warns nothing; load_checkpoint decides what the
+    report means.
+
+    Args:
+        files: the weight files.
+        expected: the model's keys and shapes (expected_shapes).
+        base_model_prefix: as in remap_key.
+        tied_pairs: the model's tied weights (target -> source, its tied_weights_keys()); None: none.
+        dtype: the dtype to convert to; None: float32.
+        device: where to put the tensors; None: the CPU.
+        ignore_mismatched_sizes: report a wrong shape as to be newly initialised, not as a mismatch.
+
+    Returns:
+        A LoadPlan: the tensors by model key, the pairs to tie, and a LoadReport of what does not fit.
+    """
     device = torch.device("cpu") if device is None else torch.device(device)
     dtype = dtype or torch.float32
     target = _Target(expected, base_model_prefix, ignore_mismatched_sizes)
@@ -532,8 +624,15 @@ def _nonfinite_message(nonfinite: list[str], what: str) -> str:
 
 
 def assign_plan(model: nn.Module, plan: LoadPlan) -> None:
-    """Put a plan's tensors into `model` (built on meta or not), tie its tied weights, and give the weights
-    the checkpoint lacked real storage and transformers' initial values."""
+    """Put a plan's tensors into `model`.
+
+    Also ties its tied weights, and gives the weights the checkpoint lacked real storage and
+    transformers' initial values.
+
+    Args:
+        model: the model plan_load planned for (built on meta or not); changed in place.
+        plan: plan_load's result.
+    """
     model.load_state_dict(plan.tensors, strict=False, assign=True)
     # assign=True gives each module its own new Parameter, which unties; tying before
     # the init of missing weights spares the tied targets a useless init, tying after
@@ -670,7 +769,7 @@ class _SkipInit(TorchFunctionMode):
 def empty_init() -> Iterator[None]:
     """Build modules on the meta device without running their random init.
 
-    Even on meta, torch's init functions pull in torch._dynamo (~1.5 s on first
+    Even on meta, torch's init functions pull in torch._dynamo (slow on first
     use), which would dominate a cold start; the values are overwritten anyway.
     Torch function modes are thread-local, so other threads building modules
     meanwhile are unaffected.
@@ -680,7 +779,15 @@ def empty_init() -> Iterator[None]:
 
 
 def resolve_auto_dtype(config: BertConfig, files: list[Path]) -> torch.dtype:
-    """transformers' dtype="auto": the config's dtype, else the checkpoint's first float tensor's."""
+    """Resolve transformers' dtype="auto".
+
+    Args:
+        config: the model's config (its `dtype` or `torch_dtype` field, if any).
+        files: the weight files.
+
+    Returns:
+        The config's dtype, else the checkpoint's first float tensor's, else float32.
+    """
     for key in ("dtype", "torch_dtype"):
         if isinstance(config.extra.get(key), str):
             return parse_dtype(config.extra[key])
@@ -694,10 +801,20 @@ _LAYER_KEY = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
 
 
 def check_layer_count(config: BertConfig, files: list[Path], what: str) -> None:
-    """Refuse a config whose layer count differs from the checkpoint's before the model is built: every
-    layer costs time and memory even on the meta device (100000 layers: minutes and gigabytes), only for
-    the strict key check to fail. The layers are read from key names: safetensors headers, a zip .bin's
-    pickle (memory-mapped); a pre-zip .bin would be read whole, so it is left to the key check."""
+    """Refuse a config whose layer count differs from the checkpoint's before the model is built.
+
+    Every layer costs time and memory even on the meta device, only for the strict key check to fail.
+    The layers are read from key names: safetensors headers, a zip .bin's pickle (memory-mapped); a
+    pre-zip .bin would be read whole, so it is left to the key check.
+
+    Args:
+        config: the config the model would be built from.
+        files: the weight files.
+        what: what is loaded, for the error message.
+
+    Raises:
+        CheckpointError: config.num_hidden_layers differs from the checkpoint's layer count.
+    """
     layers: set[int] = set()
     for path in files:
         keys = _checkpoint_keys(path)
@@ -755,18 +872,38 @@ def from_pretrained(
 ) -> M | tuple[M, dict[str, list[str]]]:
     """Load `cls` from a folder or a hub id, routing keywords as transformers' from_pretrained does.
 
-    kwargs: the hub options of bertlite.checkpoint.hub.resolve_file (revision, cache_dir, token, local_files_only,
-    force_download, subfolder) find the files; config fields override the loaded config (num_labels=3,
-    output_hidden_states=True, hidden_dropout_prob=0.0, ...; not allowed with a config object, which is used as
-    given); the rest go to the constructor (add_pooling_layer=False). A keyword that is none of these is a
-    TypeError naming it.
-    dtype (alias torch_dtype): torch.dtype or its name; None keeps float32; "auto" as in transformers.
-    ignore_mismatched_sizes: weights whose shape differs from the checkpoint's (a new num_labels) are newly
-    initialised, with a warning, instead of failing the load.
-    device_map: a single device, as device=. The model is returned in eval mode; with output_loading_info,
-    as (model, {"missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"}).
-    A weight holding NaN or Inf is a CheckpointError naming it; allow_nonfinite=True loads it with a warning
-    (to inspect it).
+    The model is built on the meta device and loaded in one pass, strictly.
+
+    Args:
+        cls: the model class (BertModel, a head class...).
+        name_or_path: a local checkpoint folder or a hub id.
+        config: a BertConfig (or an object with to_dict(), e.g. transformers' config), used as given, or
+            a path to load one from; None: the checkpoint's config.json.
+        dtype: torch.dtype or its name; None keeps float32; "auto" as in transformers (the config's
+            dtype, else the checkpoint's).
+        torch_dtype: dtype's old name; must agree with dtype when both are given.
+        device: where to load the weights; None: the CPU.
+        device_map: a single device, as device= ("auto": cuda if available, else cpu; {"": device}).
+        strict: fail on missing, unexpected or mismatched keys (default True).
+        attn_implementation: the attention to build the model with; None: the config's.
+        ignore_mismatched_sizes: weights whose shape differs from the checkpoint's (a new num_labels) are
+            newly initialised, with a warning, instead of failing the load.
+        allow_nonfinite: a weight holding NaN or Inf is a CheckpointError naming it; True loads it with a
+            warning (to inspect it).
+        output_loading_info: also return transformers' loading-info dict.
+        **kwargs: the hub options of bertlite.checkpoint.hub.resolve_file (revision, cache_dir, token,
+            local_files_only, force_download, subfolder) find the files; config fields override the loaded
+            config (num_labels=3, output_hidden_states=True, hidden_dropout_prob=0.0, ...; not allowed with a
+            config object); the rest go to the constructor (add_pooling_layer=False).
+
+    Returns:
+        The model, in eval mode; with output_loading_info, (model, {"missing_keys", "unexpected_keys",
+        "mismatched_keys", "error_msgs"}).
+
+    Raises:
+        CheckpointError: the checkpoint is missing, corrupt, does not fit the model, or holds NaN or Inf.
+        TypeError: a keyword that is none of the above, naming it.
+        ValueError: dtype and torch_dtype disagree, or device and device_map are both given.
     """
     hub_kwargs = pop_hub_kwargs(kwargs)
     for key in (*NO_OP_LOAD_KWARGS, *TELEMETRY_KWARGS):
@@ -839,7 +976,19 @@ NO_OP_LOAD_KWARGS = ("low_cpu_mem_usage", "_fast_init")
 
 
 def resolve_device(device: torch.device | str | int | None, device_map: Any) -> torch.device | str | int | None:
-    """The one device to load onto, from device= or transformers' device_map= (a device, "auto" or {"": device})."""
+    """Resolve the one device to load onto.
+
+    Args:
+        device: device= as given.
+        device_map: transformers' device_map=: a device, "auto" (cuda if available, else cpu) or
+            {"": device}; None: use `device`.
+
+    Returns:
+        The device (None: the default, the CPU).
+
+    Raises:
+        ValueError: both given, or a device_map that splits the model over devices.
+    """
     if device_map is None:
         return device
     if device is not None:

@@ -38,7 +38,19 @@ SIZE_UNITS |= {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 
 
 def parse_size(size: int | str) -> int:
-    """Bytes from an int or a string such as "5GB", "200KB", "1GiB" (transformers' units)."""
+    """Parse a shard size as transformers does.
+
+    Args:
+        size: bytes as an int, or a string such as "5GB", "200KB", "1GiB" (transformers' units; a
+            lower-case "b" means bits).
+
+    Returns:
+        The size in bytes.
+
+    Raises:
+        ValueError: not a size, or not positive.
+        TypeError: neither an int nor a string.
+    """
     if isinstance(size, int) and not isinstance(size, bool):
         value = size
     elif isinstance(size, str):
@@ -57,12 +69,22 @@ def parse_size(size: int | str) -> int:
 
 
 def tensors_to_save(model: BertPreTrainedModel, state_dict: dict[str, Tensor] | None = None) -> dict[str, Tensor]:
-    """The state_dict (the model's, or the one given) as it goes into the files: tied targets dropped,
-    every tensor owning its storage.
+    """Prepare a state_dict as it goes into the files: tied targets dropped, every tensor owning its storage.
 
     safetensors refuses tensors that share memory. A tied target is the source's tensor
     and is left out, as transformers does (loading ties it again). Any other sharing (a
     state_dict of views, a tensor that is a slice of a larger buffer) is cut by a copy.
+
+    Args:
+        model: the model, whose tied_weights_keys() say which targets to drop.
+        state_dict: the tensors to save; None: the model's state_dict().
+
+    Returns:
+        The detached tensors by key.
+
+    Raises:
+        TypeError: a value of state_dict is not a tensor.
+        ValueError: a tensor is on the meta device (has no data).
     """
     source = model.state_dict() if state_dict is None else state_dict
     for key, value in source.items():
@@ -109,15 +131,26 @@ def save_pretrained(
 ) -> None:
     """Write config.json and the weights into save_directory, as transformers' save_pretrained does.
 
-    Weights: model.safetensors, or pytorch_model.bin (torch.save) with safe_serialization=False; beyond
-    max_shard_size (transformers v5's default, 50GB), numbered shards and an index. state_dict: save these
-    tensors instead of the model's (tied targets that share the source's storage are left out).
-    is_main_process=False writes nothing (the other ranks of a distributed run). push_to_hub=True then
-    uploads the folder with huggingface_hub: hub_kwargs repo_id (default: the folder's name),
-    commit_message, private, revision, create_pr; token for both.
-
     Weight files from an earlier save into the same folder, of either format, are removed, so the folder
     never holds two checkpoints that a loader could mix up.
+
+    Args:
+        model: the model to save (not an int8-quantized one).
+        save_directory: the folder, created if needed.
+        is_main_process: False writes nothing (the other ranks of a distributed run).
+        state_dict: save these tensors instead of the model's (tied targets that share the source's
+            storage are left out); None: the model's.
+        safe_serialization: True writes model.safetensors; False pytorch_model.bin (torch.save).
+        max_shard_size: beyond it (transformers v5's default, 50GB), numbered shards and an index; an
+            int of bytes or a string such as "5GB" (parse_size).
+        push_to_hub: then upload the folder with huggingface_hub.
+        token: the hub token, for both.
+        **hub_kwargs: with push_to_hub only: repo_id (default: the folder's name), commit_message,
+            private, revision, create_pr.
+
+    Raises:
+        ValueError: an int8-quantized model, a bad max_shard_size, or save_directory is a file.
+        TypeError: an unknown keyword, or hub keywords without push_to_hub.
     """
     if any(getattr(module, "is_quantized", False) for module in model.modules()):
         raise ValueError(
@@ -173,8 +206,18 @@ def push_to_hub(
     token: str | bool | None = None,
     **hub_kwargs: Any,
 ) -> str:
-    """Save the model into a temporary folder and upload it (hub_kwargs: commit_message, private, revision,
-    create_pr); returns the commit's url."""
+    """Save the model into a temporary folder and upload it to the hub in one commit.
+
+    Args:
+        model: the model to upload.
+        repo_id: the hub repo, created if needed.
+        safe_serialization, max_shard_size: as in save_pretrained.
+        token: the hub token; None: huggingface_hub's default (HF_TOKEN or the login).
+        **hub_kwargs: commit_message, private, revision, create_pr (see push_folder).
+
+    Returns:
+        The commit's url.
+    """
     unknown = sorted(set(hub_kwargs) - set(PUSH_KWARGS) | ({"repo_id"} & set(hub_kwargs)))
     if unknown:
         raise TypeError(f"push_to_hub() got an unexpected keyword argument {unknown[0]!r}")
@@ -198,7 +241,24 @@ def push_folder(
     create_pr: bool = False,
     token: str | bool | None = None,
 ) -> str:
-    """Create the hub repo if needed and upload `folder` to it in one commit; returns the commit's url."""
+    """Create the hub repo if needed and upload `folder` to it in one commit.
+
+    Weight files of an earlier push (either format, any sharding) at the repo's top level are deleted
+    in the same commit.
+
+    Args:
+        folder: the saved checkpoint.
+        default_repo_id: the repo when repo_id is None.
+        repo_id: the hub repo.
+        commit_message: None: "Upload model with bertlite".
+        private: a new repo's visibility; None: the hub's default.
+        revision: the branch to commit to; None: the default branch.
+        create_pr: open a pull request instead of committing to the branch.
+        token: the hub token; None: huggingface_hub's default.
+
+    Returns:
+        The commit's url.
+    """
     try:
         from huggingface_hub import HfApi
     except ImportError as e:  # a dependency of bertlite, but keep the hint for stripped-down installs

@@ -65,7 +65,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--rtol", type=float, default=1e-5, metavar="R", help="relative tolerance (default: 1e-5)")
     p.add_argument("--batch-size", type=int, default=8, metavar="N", help="texts per batch (default: 8)")
     p.add_argument("--max-length", type=int, default=256, metavar="L", help="truncate texts to L tokens (default: 256)")
-    p.add_argument("--json", metavar="PATH", help="also write the full report as JSON (schema: README)")
+    p.add_argument("--json", metavar="PATH", help="also write the full report as JSON (schema: docs/parity.md)")
     p.add_argument(
         "--head",
         default="auto",

@@ -68,9 +68,22 @@ POOLER_NEEDED = "pooling='pooler' needs a model with a pooler (add_pooling_layer
 
 
 def pool_packed(hidden: Tensor, layout: PackedLayout, mode: str, pooler_output: Tensor | None = None) -> Tensor:
-    """One vector per sequence from packed rows (total_tokens, H): segment sums over each
-    sequence's own rows, so padding cannot count. Accumulates in float32.
-    pooler_output: the model's (B, H) BertPooler output, for mode 'pooler'."""
+    """Pool packed token rows into one vector per sequence.
+
+    Segment sums over each sequence's own rows, so padding cannot count. Accumulates in float32.
+
+    Args:
+        hidden: the model's packed last hidden state, (total_tokens, H).
+        layout: the PackedLayout the rows were packed with.
+        mode: one of POOLING_MODES ("cls", "pooler", "max", "mean", "mean_sqrt_len").
+        pooler_output: the model's (B, H) BertPooler output, for mode 'pooler'; None otherwise.
+
+    Returns:
+        (B, H) float32 vectors, one per sequence.
+
+    Raises:
+        ValueError: `mode` is unknown, or 'pooler' without a pooler_output.
+    """
     if mode == "cls":
         return hidden[layout.starts].float()
     if mode == "pooler":
@@ -93,7 +106,17 @@ def pool_packed(hidden: Tensor, layout: PackedLayout, mode: str, pooler_output: 
 
 
 def pool(last_hidden_state: Tensor, attention_mask: Tensor, mode: str, pooler_output: Tensor | None = None) -> Tensor:
-    """pool_packed() for a right-padded (B, T, H) batch: its real tokens packed first."""
+    """pool_packed() for a right-padded batch: its real tokens packed first.
+
+    Args:
+        last_hidden_state: (B, T, H) hidden states.
+        attention_mask: (B, T), 1 for real tokens; every row needs at least one.
+        mode: one of POOLING_MODES.
+        pooler_output: the model's (B, H) BertPooler output, for mode 'pooler'; None otherwise.
+
+    Returns:
+        (B, H) float32 vectors, one per sequence.
+    """
     mask = attention_mask.to(device=last_hidden_state.device, dtype=torch.bool)
     if not bool(mask.any(dim=1).all()):
         raise ValueError("attention_mask has a row without any token; every sequence needs at least one")
@@ -120,18 +143,37 @@ class Embedder:
         truncate_dim: int | None = None,
         pack_weights: bool = True,
     ) -> None:
-        """unpad: give the model packed batches, real tokens only (bertlite.layers.packing); False: padded
-        batches, as transformers runs them. Either way the model's attn_implementation applies
-        (`model.set_attn_implementation`, eager included), and a model the layers cannot run packed
-        (relative positions, a decoder) is padded inside BertModel.
-        prompts, default_prompt_name: text put before every input, by name (sentence-transformers'
-        meaning: the default prompt applies unless encode() is given prompt or prompt_name).
-        truncate_dim: keep the first truncate_dim dimensions of every vector, after normalization,
-        as sentence-transformers' truncate_dim (for Matryoshka models).
-        The model is optimized for inference in place (bertlite.layers.onednn.optimize: oneDNN Linears,
-        attention "auto") unless its attn_implementation is "eager", the reference.
-        pack_weights: optimize's pack_weights: float32 Linear weights kept in oneDNN's layout, faster,
-        for one more copy of the dense weights (32 MB for MiniLM-L6)."""
+        """Wrap a loaded model and tokenizer; Embedder.from_pretrained builds both from a folder.
+
+        The model is put in eval mode and optimized for inference in place
+        (bertlite.layers.onednn.optimize: oneDNN Linears, attention "auto") unless its
+        attn_implementation is "eager", the reference.
+
+        Args:
+            model: the BertModel to run.
+            tokenizer: its tokenizer; the Embedder keeps a copy of its own (truncation set, padding off),
+                so the caller's keeps its settings.
+            pooling: a mode of POOLING_MODES, or several, whose vectors are concatenated in order
+                (default "mean"). "pooler" needs a model with a pooler.
+            normalize: L2-normalize every vector (default False).
+            max_length: tokens per text, longer ones truncated; None: the model's
+                max_position_embeddings, and a larger value is clamped to it.
+            unpad: give the model packed batches, real tokens only (bertlite.layers.packing); False:
+                padded batches, as transformers runs them. Either way the model's attn_implementation
+                applies (`model.set_attn_implementation`, eager included), and a model the layers
+                cannot run packed (relative positions, a decoder) is padded inside BertModel.
+            prompts: text put before every input, by name (sentence-transformers' meaning); None: none.
+            default_prompt_name: the prompt that applies unless encode() is given prompt or
+                prompt_name; None: no prompt by default.
+            truncate_dim: keep the first truncate_dim dimensions of every vector, after normalization,
+                as sentence-transformers' truncate_dim (for Matryoshka models); None: all of them.
+            pack_weights: optimize's pack_weights: float32 Linear weights kept in oneDNN's layout,
+                faster, for one more copy of the dense weights (32 MB for MiniLM-L6).
+
+        Raises:
+            ValueError: an unknown pooling mode, "pooler" without a pooler, a default_prompt_name not
+                in prompts, or truncate_dim outside 1..dimension.
+        """
         self.model = model.eval()
         if model.attn_implementation != "eager":
             optimize(model, pack_weights=pack_weights)
@@ -182,14 +224,35 @@ class Embedder:
         pack_weights: bool = True,
         **hub_kwargs: Any,
     ) -> Embedder:
-        """Model, tokenizer and sentence-transformers settings from one folder or hub id.
+        """Load model, tokenizer and sentence-transformers settings from one folder or hub id.
 
-        Explicit arguments win over the folder's metadata, which wins over the defaults;
-        prompts given here are added to the folder's. dtype: "auto" (bfloat16 on a CPU with native
-        bf16, else float32), None (float32), or a dtype; see bertlite.utils.capabilities.resolve_dtype.
-        quantize="int8" (or dtype="int8"): load float32, then bertlite.quant.int8.quantize_int8.
-        allow_nonfinite: load weights holding NaN or Inf (with a warning), as BertModel.from_pretrained's.
-        pack_weights: see __init__.
+        Explicit arguments win over the folder's metadata, which wins over the defaults.
+
+        Args:
+            name_or_path: a local checkpoint folder or a hub id.
+            device: where the model runs (e.g. "cpu", "cuda:1"); None: the CPU.
+            dtype: "auto" (bfloat16 on a CPU with native bf16, else float32), None (float32), a dtype
+                or its name; see bertlite.utils.capabilities.resolve_dtype. "int8": as quantize="int8".
+            pooling: mode(s) as in __init__; None: the folder's, else "mean".
+            normalize: as in __init__; None: the folder's, else False.
+            max_length: as in __init__; None: the folder's, else the model's max_position_embeddings.
+            unpad: see __init__.
+            prompts: added to the folder's prompts (these win on a shared name).
+            default_prompt_name: None: the folder's default prompt, if any.
+            truncate_dim: see __init__.
+            quantize: "int8": load float32, then bertlite.quant.int8.quantize_int8; None: no quantization.
+            allow_nonfinite: load weights holding NaN or Inf (with a warning), as
+                BertModel.from_pretrained's.
+            pack_weights: see __init__.
+            **hub_kwargs: hub options (revision, cache_dir, token, local_files_only, ...; see
+                bertlite.checkpoint.hub.resolve_file), used for every file of the checkpoint.
+
+        Returns:
+            The Embedder.
+
+        Raises:
+            ValueError: a device this machine cannot use, an unknown dtype or quantize, or an argument
+                __init__ refuses.
         """
         int8 = check_quantize(quantize, dtype)
         device = check_device(device)
@@ -230,6 +293,10 @@ class Embedder:
 
     @property
     def max_length(self) -> int:
+        """Tokens per text; longer texts are truncated (longest segment first) or refused (on_long="error").
+
+        Set it to None for the model's max_position_embeddings; a larger value is clamped to that.
+        """
         return self._max_length
 
     @max_length.setter
@@ -262,7 +329,19 @@ class Embedder:
         return truncate_dim
 
     def resolve_prompt(self, prompt: str | None = None, prompt_name: str | None = None) -> str:
-        """The text put before every input: prompt, else prompts[prompt_name], else the default prompt."""
+        """Pick the text put before every input.
+
+        Args:
+            prompt: the text itself; wins when given.
+            prompt_name: a key of `prompts`; None: the default prompt, if any.
+
+        Returns:
+            prompt, else prompts[prompt_name], else the default prompt, else "".
+
+        Raises:
+            ValueError: both arguments given, an unknown prompt_name, or a non-empty prompt for a
+                model whose pooling leaves the prompt out (include_prompt: false).
+        """
         if prompt is not None and prompt_name is not None:
             raise ValueError("give prompt or prompt_name, not both")
         if prompt is None:
@@ -278,9 +357,21 @@ class Embedder:
         return prompt
 
     def tokenize(self, texts: Sequence[Text], on_long: str = "truncate", first_index: int = 0) -> list[Encoding]:
-        """Encodings truncated to max_length (longest segment first, as transformers does).
+        """Tokenize texts, truncated to max_length (longest segment first, as transformers does).
 
-        first_index: index of texts[0] in the caller's input, for error messages.
+        No prompt is added here: pass the texts with it (resolve_prompt()).
+
+        Args:
+            texts: strings, or (text_a, text_b) pairs.
+            on_long: "truncate" (default) or "error": a ValueError for a text longer than max_length.
+            first_index: index of texts[0] in the caller's input, for error messages.
+
+        Returns:
+            One tokenizers.Encoding per text, unpadded, in input order.
+
+        Raises:
+            ValueError: a text that is not a str or a pair of str, or holds a lone surrogate; a text
+                too long under on_long="error"; an unknown on_long.
         """
         texts = list(texts)
         for i, text in enumerate(texts):
@@ -311,14 +402,31 @@ class Embedder:
         prompt: str | None = None,
         truncate_dim: int | None = None,
     ) -> np.ndarray | Tensor:
-        """Vectors (n, dimension) in input order. Strings, or (text_a, text_b) pairs.
+        """Embed texts: one vector per text, in input order.
 
-        Batches are built from length-sorted texts so little is padding;
-        batch_size caps texts per batch, max_tokens caps batch size x longest
-        text. With neither given, the unpadded path batches by a token budget
-        (DEFAULT_MAX_TOKENS) and the padded path by 32 texts.
-        prompt / prompt_name: see resolve_prompt(); the prompt goes before each text
-        (before the first text of a pair). truncate_dim: for this call, as in __init__.
+        Batches are built from length-sorted texts so little is padding. With neither batch_size
+        nor max_tokens given, the unpadded path batches by a token budget (DEFAULT_MAX_TOKENS) and
+        the padded path by 32 texts.
+
+        Args:
+            texts: strings, or (text_a, text_b) pairs.
+            batch_size: caps texts per batch; None: see above.
+            show_progress_bar: a tqdm bar on stderr; None: shown when stderr is a terminal.
+            convert_to: "numpy" (default) or "torch".
+            max_tokens: caps batch size x longest text; None: see above.
+            on_long: "truncate" (default) or "error", as in tokenize().
+            prompt_name: see resolve_prompt().
+            prompt: see resolve_prompt(); the prompt goes before each text (before the first text
+                of a pair).
+            truncate_dim: for this call, as in __init__; None: the Embedder's.
+
+        Returns:
+            float32 vectors (n, dimension): a numpy array, or a tensor with convert_to="torch".
+
+        Raises:
+            ValueError: a text tokenize() refuses, a bad batch_size, max_tokens, on_long,
+                truncate_dim or prompt (see resolve_prompt()).
+            TypeError: `texts` is a single string.
         """
         if convert_to not in ("numpy", "torch"):
             raise ValueError(f"convert_to={convert_to!r} must be 'numpy' or 'torch'")
@@ -349,11 +457,22 @@ class Embedder:
         prompt: str | None = None,
         truncate_dim: int | None = None,
     ) -> Iterator[tuple[int, Tensor]]:
-        """(start, vectors of rows start..start + len(vectors) - 1), chunk by chunk in input
-        order, so a caller can write a large input out as it goes. `texts` may be any
-        iterable, an endless one too: it is read CHUNK_TEXTS at a time, so memory does
-        not grow with its length. total: the row count for the progress bar, when
-        `texts` has no len()."""
+        """Embed texts chunk by chunk in input order, so a caller can write a large input out as it goes.
+
+        Args:
+            texts: any iterable of strings or (text_a, text_b) pairs, an endless one too: it is read
+                CHUNK_TEXTS at a time, so memory does not grow with its length.
+            batch_size, show_progress_bar, max_tokens, on_long, prompt_name, prompt, truncate_dim:
+                as in encode().
+            total: the row count for the progress bar, when `texts` has no len(); None: its len(),
+                if any.
+
+        Yields:
+            (start, vectors): float32 vectors (n, dimension) of rows start..start + n - 1.
+
+        Raises:
+            ValueError, TypeError: as encode().
+        """
         if isinstance(texts, str):
             raise TypeError("encode() takes a list of texts; wrap a single string in a list")
         prefix = self.resolve_prompt(prompt, prompt_name)
@@ -384,9 +503,18 @@ class Embedder:
     def encode_tokenized(
         self, encodings: Sequence[Encoding], batch_size: int | None = None, *, max_tokens: int | None = None
     ) -> np.ndarray:
-        """encode() for texts that tokenize() has already turned into encodings (prompt included):
-        vectors (n, dimension) in input order, batched as encode() batches. For a caller that needs
-        the token counts before the forward (bertlite serve's handlers), so each text is tokenized once."""
+        """encode() for texts that tokenize() has already turned into encodings (prompt included).
+
+        For a caller that needs the token counts before the forward (bertlite serve's handlers), so
+        each text is tokenized once.
+
+        Args:
+            encodings: tokenize()'s output.
+            batch_size, max_tokens: as in encode().
+
+        Returns:
+            float32 vectors (n, dimension) as a numpy array, in input order, batched as encode() batches.
+        """
         batch_size, max_tokens = self._batch_limits(batch_size, max_tokens)
         stats = self.last_stats = EncodeStats(texts=len(encodings))
         vectors = torch.empty(len(encodings), self.dimension, dtype=torch.float32)
@@ -467,7 +595,17 @@ class Embedder:
 
 
 def check_device(device: torch.device | str | None) -> torch.device | None:
-    """`device` as a torch.device, refused with a ValueError when this machine cannot use it."""
+    """Check that this machine can use a device.
+
+    Args:
+        device: a torch.device or its name; None passes through.
+
+    Returns:
+        `device` as a torch.device, or None.
+
+    Raises:
+        ValueError: `device` is not a torch device, or this machine cannot use it.
+    """
     if device is None:
         return None
     try:

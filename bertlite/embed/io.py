@@ -31,6 +31,18 @@ OUTPUT_FORMATS = ("npy", "jsonl", "parquet")
 
 
 def input_format(path: str, given: str | None) -> str:
+    """Decide an input's format.
+
+    Args:
+        path: the input file, or "-" for stdin (txt).
+        given: the format asked for; None: from the file's suffix.
+
+    Returns:
+        One of INPUT_FORMATS.
+
+    Raises:
+        InputError: no format given and the suffix names none.
+    """
     if given:
         return given
     if path == "-":
@@ -44,9 +56,19 @@ def input_format(path: str, given: str | None) -> str:
 
 
 def expand_inputs(patterns: str | Sequence[str]) -> list[str]:
-    """The inputs `-i` values name, in order, each once: a pattern with * ? or [
-    that is not itself an existing path becomes its matches (sorted; `**` recurses);
-    anything else (a path, - for stdin, a URI) is kept as given for the reader to judge."""
+    """Expand the inputs `-i` values name, in order, each once.
+
+    Args:
+        patterns: one or several paths or patterns. A pattern with * ? or [ that is not itself an
+            existing path becomes its matches (sorted; `**` recurses); anything else (a path, - for
+            stdin, a URI) is kept as given for the reader to judge.
+
+    Returns:
+        The paths, duplicates dropped.
+
+    Raises:
+        InputError: a pattern that matches nothing.
+    """
     if isinstance(patterns, str):
         patterns = [patterns]
     paths: list[str] = []
@@ -62,14 +84,43 @@ def expand_inputs(patterns: str | Sequence[str]) -> list[str]:
 
 
 def read_texts(path: str, fmt: str | None = None, field: str = "text", errors: str = "strict") -> list[str]:
-    """All texts of the input, one per row, in order. Row i of txt is line i (empty lines too)."""
+    """Read all texts of the input, one per row, in order. Row i of txt is line i (empty lines too).
+
+    Args:
+        path: a file, or "-" for stdin (read as txt unless fmt says otherwise).
+        fmt: one of INPUT_FORMATS (txt, jsonl, csv, tsv); None: from the file's suffix.
+        field: the JSON field or CSV/TSV column that holds the text (default "text").
+        errors: "strict" (default): invalid UTF-8, or a lone surrogate in JSON, is an InputError;
+            "replace": replaced with U+FFFD.
+
+    Returns:
+        The texts.
+
+    Raises:
+        InputError: an unreadable file, an unknown format, or a bad row (named by its line).
+    """
     return list(iter_texts(path, fmt, field, errors))
 
 
 def iter_texts(path: str, fmt: str | None = None, field: str = "text", errors: str = "strict") -> Iterator[str]:
-    """read_texts() one row at a time, reading the input as it goes: memory does not
-    grow with its length, and stdin may be endless. The format is checked and the
-    file opened here; bad rows raise InputError when reached."""
+    """read_texts() one row at a time, reading the input as it goes.
+
+    Memory does not grow with the input's length, and stdin may be endless.
+
+    Args:
+        path: a file, or "-" for stdin (read as txt unless fmt says otherwise).
+        fmt: one of INPUT_FORMATS (txt, jsonl, csv, tsv); None: from the file's suffix.
+        field: the JSON field or CSV/TSV column that holds the text (default "text").
+        errors: "strict" (default): invalid UTF-8, or a lone surrogate in JSON, is an InputError;
+            "replace": replaced with U+FFFD.
+
+    Returns:
+        An iterator of the texts.
+
+    Raises:
+        InputError: here, an unknown format or a file that cannot be opened; bad rows raise it when
+            reached.
+    """
     fmt = input_format(path, fmt)
     if path == "-":
         return _rows(sys.stdin.buffer, path, fmt, field, errors)
@@ -81,8 +132,23 @@ def iter_texts(path: str, fmt: str | None = None, field: str = "text", errors: s
 
 
 def parse_texts(data: bytes, path: str, fmt: str, field: str = "text", errors: str = "strict") -> list[str]:
-    """read_texts() for bytes already read: the one definition of a row, which
-    `bertlite embed --engine ray` (bertlite.embed.ray) applies to each file too."""
+    """read_texts() for bytes already read.
+
+    The one definition of a row, which `bertlite embed --engine ray` (bertlite.embed.ray) applies to
+    each file too.
+
+    Args:
+        data: the file's bytes.
+        path: its name, for error messages.
+        fmt: one of INPUT_FORMATS.
+        field, errors: as in read_texts().
+
+    Returns:
+        The texts.
+
+    Raises:
+        InputError: a bad row.
+    """
     return list(_rows(io.BytesIO(data), path, fmt, field, errors))
 
 
@@ -181,6 +247,17 @@ def _csv_column(lines: Iterator[str], path: str, field: str, delimiter: str) -> 
 
 
 def output_format(path: str) -> str:
+    """Decide an output's format from its suffix.
+
+    Args:
+        path: the output file.
+
+    Returns:
+        One of OUTPUT_FORMATS (npy, jsonl, parquet).
+
+    Raises:
+        InputError: another suffix.
+    """
     suffix = Path(path).suffix.lower().lstrip(".")
     if suffix not in OUTPUT_FORMATS:
         raise InputError(f"{path}: output must end in {', '.join('.' + f for f in OUTPUT_FORMATS)}")
@@ -188,6 +265,14 @@ def output_format(path: str) -> str:
 
 
 def require_pyarrow() -> Any:
+    """Import pyarrow with parquet support.
+
+    Returns:
+        The pyarrow module.
+
+    Raises:
+        InputError: pyarrow (or its parquet module) is not installed, with the install hint.
+    """
     try:
         import pyarrow
         import pyarrow.parquet  # pyarrow can be built without parquet support
@@ -200,14 +285,24 @@ class VectorWriter:
     """Writes rows in order to a temp file beside `path`; renames it into place on close().
 
     Used as a context manager: leaving the block with an exception deletes the
-    temp file, so the target is either complete or untouched. rows=None: a
-    count not known in advance (stdin); .npy reserves its header and fills in
-    the row count at the end. Writes are ordinary buffered writes, so a full
-    disk is an OSError (ENOSPC), never a crash. An existing target is replaced
-    and keeps its permission bits; overwrite=False refuses to replace it.
+    temp file, so the target is either complete or untouched. Writes are ordinary
+    buffered writes, so a full disk is an OSError (ENOSPC), never a crash.
     """
 
     def __init__(self, path: str, rows: int | None, dimension: int, *, overwrite: bool = True) -> None:
+        """Check the target and open the temp file.
+
+        Args:
+            path: the output file; its suffix picks the format (OUTPUT_FORMATS).
+            rows: how many rows will be written; None: a count not known in advance (stdin); .npy
+                reserves its header and fills in the row count at the end.
+            dimension: the vectors' length.
+            overwrite: an existing target is replaced and keeps its permission bits; False refuses
+                to replace it.
+
+        Raises:
+            InputError: a path check_output_path refuses, or parquet without pyarrow.
+        """
         self.path = Path(path)
         self.format = output_format(path)
         self.rows, self.dimension, self.written = rows, dimension, 0
@@ -248,7 +343,14 @@ class VectorWriter:
         return header.getvalue()
 
     def write(self, vectors: np.ndarray) -> None:
-        """The next len(vectors) rows."""
+        """Write the next len(vectors) rows.
+
+        Args:
+            vectors: (n, dimension) float array.
+
+        Raises:
+            RuntimeError: more rows than the writer was opened for.
+        """
         start, n = self.written, len(vectors)
         if self.rows is not None and start + n > self.rows:
             raise RuntimeError(f"{start + n} rows written to a writer of {self.rows}")
@@ -272,6 +374,12 @@ class VectorWriter:
         self.written += n
 
     def close(self) -> None:
+        """Finish the file and rename it into place (the context manager calls it).
+
+        Raises:
+            RuntimeError: fewer or more rows written than the writer was opened for.
+            InputError: with overwrite=False, the target appeared meanwhile; nothing is replaced.
+        """
         if self.rows is not None and self.written != self.rows:
             raise RuntimeError(f"wrote {self.written} of {self.rows} rows")
         if self.format == "npy":
@@ -336,9 +444,17 @@ def _signals_deferred() -> Iterator[None]:
 
 
 def check_output_path(path: str, *, overwrite: bool = True, inputs: Sequence[str] = ()) -> None:
-    """Refuse an output path that cannot end well, before any work: a folder, a
-    missing parent folder, one of the inputs (also through a link), or an existing
-    file with overwrite=False."""
+    """Refuse an output path that cannot end well, before any work.
+
+    Args:
+        path: the output file.
+        overwrite: False also refuses an existing file.
+        inputs: the input paths, which the output must not be (also through a link).
+
+    Raises:
+        InputError: an unknown suffix, a folder, a missing or unwritable parent folder, one of the
+            inputs, or an existing file with overwrite=False.
+    """
     output_format(path)
     target = Path(path)
     if target.is_dir():

@@ -52,10 +52,19 @@ class EmbedDatasetResult:
 
     @property
     def rows_per_s(self) -> float:
+        """Rows embedded per second of the job."""
         return self.rows / max(self.seconds, 1e-9)
 
 
 def require_ray() -> Any:
+    """Import Ray with Ray Data.
+
+    Returns:
+        The ray module.
+
+    Raises:
+        RayNotInstalledError: ray[data] is not installed, with the install hint.
+    """
     try:
         import ray
         import ray.data  # needs the ray[data] extra, which a plain `import ray` does not check
@@ -147,6 +156,15 @@ class EmbedBatch:
         embedder_kwargs: dict[str, Any],
         encode_kwargs: dict[str, Any],
     ) -> None:
+        """Load the replica's Embedder.
+
+        Args:
+            model: a checkpoint folder or hub id.
+            threads: torch threads, the CPUs Ray reserves for this actor.
+            keep_text: also return the text column.
+            embedder_kwargs: Embedder.from_pretrained's keywords.
+            encode_kwargs: Embedder.encode's keywords.
+        """
         import torch
 
         from bertlite.embed.embedder import Embedder
@@ -159,6 +177,11 @@ class EmbedBatch:
         self.encode_kwargs = encode_kwargs
 
     def __call__(self, batch: Any) -> Any:
+        """Embed a pyarrow batch of rows (source, line, text).
+
+        Returns:
+            A pyarrow table: source, line, embedding (fixed-size list of float32), and text with keep_text.
+        """
         import numpy as np
         import pyarrow as pa
 
@@ -197,22 +220,42 @@ def embed_dataset(
     ray_address: str | None = None,
     show_progress: bool = True,
 ) -> EmbedDatasetResult:
-    """Embed every row of `input_paths` (files or glob patterns: txt, jsonl, csv, tsv)
-    with `num_replicas` Ray actors into parquet files under `output_dir`.
+    """Embed every row of the input files with Ray actors into parquet files under `output_dir`.
 
-    batch_size: rows per Ray batch (one Embedder.encode call, retried whole if its
-    replica dies); encode_batch_size / max_tokens: Embedder.encode's batching inside it.
-    Output columns: source (the input file's absolute path), line (0-based row
-    of that file as bertlite.embed.io.read_texts counts it), embedding (fixed-size
-    list of float32), and text when keep_text. Row order across files is not
-    kept; join on (source, line).
+    Output columns: source (the input file's absolute path), line (0-based row of that file as
+    bertlite.embed.io.read_texts counts it), embedding (fixed-size list of float32), and text when
+    keep_text. Row order across files is not kept; join on (source, line).
 
-    Uses the running Ray if ray.is_initialized(), else ray.init(address=ray_address)
-    (None: start a new local Ray, "auto": join the `ray start` cluster) and shuts
-    that one down at the end. output_dir is a
-    local path (on a cluster: a shared filesystem every node sees) that must not
-    exist or be empty; it appears only when the job is complete. Inputs may also be
-    URIs Ray reads (s3://...).
+    Args:
+        model: a checkpoint folder or hub id, loaded by every replica.
+        input_paths: files or glob patterns (txt, jsonl, csv, tsv); also URIs Ray reads (s3://...).
+            Not stdin.
+        output_dir: a local path (on a cluster: a shared filesystem every node sees) that must not
+            exist or be empty; it appears only when the job is complete.
+        field: the JSON field or CSV/TSV column holding the text.
+        input_format: one of INPUT_FORMATS; None: from each file's suffix.
+        errors: "strict" or "replace", as in bertlite.embed.io.read_texts.
+        batch_size: rows per Ray batch (one Embedder.encode call, retried whole if its replica dies).
+        num_replicas: Ray actors, each with its own Embedder.
+        threads_per_replica: CPUs Ray reserves per actor, and its torch threads.
+        keep_text: also write the text column.
+        dtype, pooling, normalize, max_length, pack_weights: Embedder.from_pretrained's.
+        encode_batch_size: Embedder.encode's batch_size inside a Ray batch.
+        max_tokens: Embedder.encode's max_tokens inside a Ray batch.
+        on_long: "truncate" or "error", as in Embedder.encode.
+        ray_address: used only when Ray is not running yet: None starts a new local Ray, "auto"
+            joins the `ray start` cluster; a Ray started here is shut down at the end. A running Ray
+            (ray.is_initialized()) is used as it is.
+        show_progress: Ray Data's progress bars.
+
+    Returns:
+        EmbedDatasetResult: rows written, the parquet files, seconds taken.
+
+    Raises:
+        ValueError: num_replicas, threads_per_replica or batch_size below 1; a bad row under
+            on_long="error".
+        InputError: missing inputs, stdin, an output_dir that is a file or not empty, or a bad row.
+        RayNotInstalledError: ray[data] is not installed.
     """
     if num_replicas < 1 or threads_per_replica < 1 or batch_size < 1:
         raise ValueError(

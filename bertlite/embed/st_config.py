@@ -26,7 +26,7 @@ _ST_POOLING_FLAGS = (
 _ST_UNSUPPORTED_FLAGS = ("pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken")
 # sentence-transformers' names for the modes (its pooling_mode) where bertlite's differ.
 _ST_POOLING_NAMES = {"mean_sqrt_len_tokens": "mean_sqrt_len"}
-# Defaults when a folder has no sentence-transformers metadata (README documents them).
+# Defaults when a folder has no sentence-transformers metadata (docs/embedding.md documents them).
 DEFAULT_POOLING = "mean"
 DEFAULT_NORMALIZE = False
 
@@ -48,6 +48,8 @@ def _read_json(name_or_path: str | os.PathLike, filename: str, hub_kwargs: dict[
 
 @dataclass
 class SentenceTransformerSettings:
+    """What a sentence-transformers folder says about pooling, normalization and length (None: not said)."""
+
     pooling: list[str] | None = None
     normalize: bool | None = None
     max_length: int | None = None
@@ -57,6 +59,22 @@ class SentenceTransformerSettings:
 def read_sentence_transformers_settings(
     name_or_path: str | os.PathLike, **hub_kwargs: Any
 ) -> SentenceTransformerSettings:
+    """Read a folder's sentence-transformers settings: modules.json, the Pooling module's config.json
+    and sentence_bert_config.json.
+
+    Args:
+        name_or_path: a local folder or a hub id.
+        **hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file (revision, cache_dir, ...).
+
+    Returns:
+        The settings: pooling modes, normalize (True with a Normalize module, False with modules.json
+        but none, None without modules.json), max_length (max_seq_length; None: not given or null),
+        include_prompt.
+
+    Raises:
+        ValueError: malformed files, a pooling mode or module bertlite does not implement (supported:
+            Transformer, Pooling, Normalize), or an invalid max_seq_length.
+    """
     settings = SentenceTransformerSettings()
     modules = _read_json(name_or_path, "modules.json", hub_kwargs)
     st_config = _read_json(name_or_path, "sentence_bert_config.json", hub_kwargs)
@@ -98,10 +116,20 @@ def _st_max_seq_length(value: Any, name: str | os.PathLike) -> int | None:
 def read_sentence_transformers_prompts(
     name_or_path: str | os.PathLike, **hub_kwargs: Any
 ) -> tuple[dict[str, str], str | None]:
-    """`prompts` and `default_prompt_name` from config_sentence_transformers.json.
+    """Read `prompts` and `default_prompt_name` from config_sentence_transformers.json.
 
     As SentenceTransformer does, "query" and "document" exist as empty prompts
     unless the file gives them, and a null prompt is an empty one.
+
+    Args:
+        name_or_path: a local folder or a hub id.
+        **hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file.
+
+    Returns:
+        (prompts by name, default_prompt_name or None).
+
+    Raises:
+        ValueError: prompts that do not map names to strings, or a default_prompt_name not among them.
     """
     config = _read_json(name_or_path, "config_sentence_transformers.json", hub_kwargs)
     saved = config.get("prompts") or {}

@@ -42,6 +42,19 @@ def eager_attention(
     dropout_p: float,
     position_scores: tuple[Tensor, ...] = (),
 ) -> tuple[Tensor, Tensor]:
+    """Attention in transformers' op order (bitwise equal in float32): the padded reference.
+
+    Args:
+        query, key, value: (B, nh, T, hs).
+        bias: additive (B, 1, 1, T) or (B, 1, T, T) mask, 0 / dtype-min; None: nothing masked.
+        scaling: the factor on q.k (head_dim**-0.5).
+        dropout_p: dropout on the probabilities (0 in eval).
+        position_scores: unscaled (B, nh, T, T) relative-position terms added to q.k before scaling;
+            empty for absolute positions.
+
+    Returns:
+        ((B, T, nh, hs) context, (B, nh, T, T) probabilities).
+    """
     scores = torch.matmul(query, key.transpose(2, 3))  # (B, nh, T, T)
     if position_scores:
         # Relative positions exist only in transformers 4.x, so its op order is the
@@ -70,6 +83,14 @@ def sdpa_attention(
     dropout_p: float,
     position_scores: tuple[Tensor, ...] = (),
 ) -> tuple[Tensor, None]:
+    """Attention as one torch scaled_dot_product_attention call.
+
+    Args:
+        query, key, value, bias, scaling, dropout_p, position_scores: as in eager_attention.
+
+    Returns:
+        ((B, T, nh, hs) context, None): SDPA yields no probabilities.
+    """
     if position_scores:
         # SDPA scales only q.k, so the relative terms go in pre-scaled, as part of the additive mask.
         relative = sum(position_scores[1:], position_scores[0]) * scaling  # (B, nh, T, T)
@@ -104,7 +125,18 @@ def _gather_context(context: Tensor, layout: PackedLayout) -> Tensor:
 def packed_eager_attention(
     qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
 ) -> tuple[Tensor, Tensor]:
-    """The padded eager reference on the grid the packed rows make: for tests, and probabilities."""
+    """The padded eager reference on the grid the packed rows make: for tests, and probabilities.
+
+    Args:
+        qkv: (N, 3H), each row query|key|value of one real token.
+        layout: the batch's PackedLayout.
+        heads: the number of attention heads nh.
+        scaling: the factor on q.k (head_dim**-0.5).
+        dropout_p: dropout on the probabilities (0 in eval).
+
+    Returns:
+        ((N, H) context, (B, nh, T, T) probabilities on the padded grid).
+    """
     q, k, v = _grid_qkv(qkv, layout, heads)
     bias = None if layout.attention_bias is None else layout.attention_bias.to(qkv.dtype)
     context, probs = eager_attention(q, k, v, bias, scaling, dropout_p)
@@ -114,8 +146,16 @@ def packed_eager_attention(
 def packed_sdpa_attention(
     qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
 ) -> tuple[Tensor, None]:
-    """One SDPA call on the padded grid, the result gathered back: the padding exists only here,
-    for the cheap part of the layer."""
+    """One SDPA call on the padded grid, the result gathered back.
+
+    The padding exists only here, for the cheap part of the layer.
+
+    Args:
+        qkv, layout, heads, scaling, dropout_p: as in packed_eager_attention.
+
+    Returns:
+        ((N, H) context, None).
+    """
     q, k, v = _grid_qkv(qkv, layout, heads)
     bias = None if layout.attention_bias is None else layout.attention_bias.to(qkv.dtype)
     context = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p, scale=scaling)
@@ -139,6 +179,12 @@ def packed_auto_attention(
     On CPU: a batch with runs of equal lengths (length-sorted) or a grid mostly padding runs
     per_sequence, in float32 (bf16/fp16 too: faster there, and more accurate); other bf16/fp16 batches
     run half_bmm up to HALF_BMM_MAX_LENGTH tokens, else SDPA in float32. Elsewhere: sdpa.
+
+    Args:
+        qkv, layout, heads, scaling, dropout_p: as in packed_eager_attention.
+
+    Returns:
+        ((N, H) context, None).
     """
     dtype = qkv.dtype
     if qkv.device.type != "cpu" or dtype not in (torch.float32, torch.bfloat16, torch.float16):
@@ -158,8 +204,19 @@ def packed_auto_attention(
 def packed_half_bmm_attention(
     qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
 ) -> tuple[Tensor, None]:
-    """Attention as two batched GEMMs over (B * nh) contiguous matrices, the softmax accumulated in
-    float32 (for bf16/fp16 batches; no dropout)."""
+    """Attention as two batched GEMMs over (B * nh) contiguous matrices, the softmax accumulated in float32.
+
+    For bf16/fp16 batches, inference only.
+
+    Args:
+        qkv, layout, heads, scaling, dropout_p: as in packed_eager_attention.
+
+    Returns:
+        ((N, H) context, None).
+
+    Raises:
+        ValueError: dropout_p is not 0.
+    """
     if dropout_p:
         raise ValueError("attn_implementation='half_bmm' runs inference only (no attention dropout)")
     n, three_h = qkv.shape
@@ -199,9 +256,17 @@ def _softmax_half(scores: Tensor) -> Tensor:
 def packed_per_sequence_attention(
     qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
 ) -> tuple[Tensor, None]:
-    """SDPA on each sequence's own rows, no padding anywhere: one call per run of equal-length
-    sequences (layout.runs), whose rows already are a (sequences, length) grid, so a length-sorted
-    batch costs a few calls and no scatter into a padded grid."""
+    """SDPA on each sequence's own rows, no padding anywhere.
+
+    One call per run of equal-length sequences (layout.runs), whose rows already are a (sequences,
+    length) grid, so a length-sorted batch costs a few calls and no scatter into a padded grid.
+
+    Args:
+        qkv, layout, heads, scaling, dropout_p: as in packed_eager_attention.
+
+    Returns:
+        ((N, H) context, None).
+    """
     hidden = qkv.shape[1] // 3
     head_size = hidden // heads
     out = torch.empty(qkv.shape[0], hidden, dtype=qkv.dtype, device=qkv.device)
@@ -216,7 +281,14 @@ def packed_per_sequence_attention(
 def packed_nested_attention(
     qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
 ) -> tuple[Tensor, None]:
-    """torch.nested jagged tensors: SDPA over variable lengths without a Python loop."""
+    """SDPA over variable lengths on torch.nested jagged tensors, without a Python loop.
+
+    Args:
+        qkv, layout, heads, scaling, dropout_p: as in packed_eager_attention.
+
+    Returns:
+        ((N, H) context, None).
+    """
     hidden = qkv.shape[1] // 3
     offsets = torch.cat([layout.starts, layout.starts[-1:] + layout.lengths[-1:]])
     parts = []
@@ -243,13 +315,34 @@ ATTENTION_IMPLEMENTATIONS = sorted(set(PADDED_ATTENTION) | set(PACKED_ATTENTION)
 
 
 def check_attn_implementation(name: str) -> str:
+    """Check an attention name.
+
+    Args:
+        name: one of ATTENTION_IMPLEMENTATIONS.
+
+    Returns:
+        `name`.
+
+    Raises:
+        ValueError: an unknown name.
+    """
     if name not in ATTENTION_IMPLEMENTATIONS:
         raise ValueError(f"attn_implementation={name!r} is not one of {ATTENTION_IMPLEMENTATIONS}")
     return name
 
 
 def padded_attention(name: str) -> AttentionFn:
-    """The padded implementation of `name`; the packed-only ones name the layout they need."""
+    """Look up the padded implementation of `name`.
+
+    Args:
+        name: a key of PADDED_ATTENTION.
+
+    Returns:
+        The attention function (eager_attention's signature).
+
+    Raises:
+        ValueError: a packed-only name (the message names the layout it needs).
+    """
     if name not in PADDED_ATTENTION:
         raise ValueError(
             f"attn_implementation={name!r} runs packed batches only (input_ids (N,) with lengths= or layout=); "

@@ -30,7 +30,15 @@ class PackedLayout:
 
     @classmethod
     def from_lengths(cls, lengths: Tensor, dtype: torch.dtype = torch.float32) -> PackedLayout:
-        """The layout of sequences of these lengths, packed one after another; dtype: the attention bias's."""
+        """Build the layout of sequences of these lengths, packed one after another.
+
+        Args:
+            lengths: (B,) real tokens per sequence.
+            dtype: the attention bias's dtype (the model's).
+
+        Returns:
+            The PackedLayout.
+        """
         lengths = lengths.to(torch.long)
         batch, width = len(lengths), int(lengths.max())
         starts = torch.cumsum(lengths, 0) - lengths
@@ -47,17 +55,28 @@ class PackedLayout:
 
     @classmethod
     def from_mask(cls, attention_mask: Tensor, dtype: torch.dtype = torch.float32) -> PackedLayout:
-        """The layout of a right-padded (B, T) batch: its real tokens are `padded[attention_mask.bool()]`."""
+        """Build the layout of a right-padded batch: its real tokens are `padded[attention_mask.bool()]`.
+
+        Args:
+            attention_mask: (B, T), 1 for real tokens, right-padded.
+            dtype: the attention bias's dtype.
+
+        Returns:
+            The PackedLayout.
+        """
         return cls.from_lengths(attention_mask.sum(dim=1), dtype)
 
     @property
     def batch_size(self) -> int:
+        """The number of sequences B."""
         return len(self.lengths)
 
     @cached_property
     def runs(self) -> list[tuple[int, int, int]]:
-        """(first row, sequences, length) of each run of consecutive sequences of equal length:
-        a run's rows are one (sequences, length) block of the packed matrix, a grid with no padding."""
+        """Runs of consecutive sequences of equal length, as (first row, sequences, length).
+
+        A run's rows are one (sequences, length) block of the packed matrix, a grid with no padding.
+        """
         runs: list[tuple[int, int, int]] = []
         row = 0
         for length in self.lengths.tolist():
@@ -76,12 +95,28 @@ class PackedLayout:
         return grid[None, :] < self.lengths[:, None]
 
     def scatter_to_grid(self, packed: Tensor, fill: float | int = 0) -> Tensor:
-        """(N, ...) packed rows -> (B, T, ...) padded grid, `fill` in the padding.
-        Each grid row is written once: the tokens' rows by copy, the padding's by fill."""
+        """Scatter packed rows to the padded grid.
+
+        Each grid row is written once: the tokens' rows by copy, the padding's by fill.
+
+        Args:
+            packed: (N, ...) packed rows.
+            fill: the value in the padding.
+
+        Returns:
+            (B, T, ...) padded grid.
+        """
         grid = packed.new_empty((self.batch_size * self.max_length, *packed.shape[1:]))
         grid.index_copy_(0, self.padded_index, packed).index_fill_(0, self.padding_index, fill)
         return grid.view(self.batch_size, self.max_length, *packed.shape[1:])
 
     def gather_from_grid(self, grid: Tensor) -> Tensor:
-        """(B, T, ...) padded grid, any strides -> (N, ...) packed rows of the real tokens, in one gather."""
+        """Gather the real tokens' rows from a padded grid, in one gather.
+
+        Args:
+            grid: (B, T, ...) padded grid, any strides.
+
+        Returns:
+            (N, ...) packed rows.
+        """
         return grid[self.sequence_index, self.positions]

@@ -36,9 +36,20 @@ ARCHITECTURES = {
 
 
 def check_bert_checkpoint(name_or_path: str | os.PathLike, what: str, **hub_kwargs: Any) -> list[str]:
-    """Refuse a config.json of another model by name; return its architectures (maybe empty).
+    """Refuse a config.json of another model by name.
 
     A missing config.json is left to the loader, whose error names what to check.
+
+    Args:
+        name_or_path: a checkpoint folder, a hub id, or a path to config.json itself.
+        what: the Auto class's name, for the message.
+        **hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file (revision, subfolder, ...).
+
+    Returns:
+        The config's architectures (maybe empty; empty without a config.json).
+
+    Raises:
+        ValueError: a model_type that is not BERT's, or no model_type and non-BERT architectures.
     """
     # A path to config.json itself is a config too, as BertConfig.from_pretrained takes it.
     path = name_or_path if os.path.isfile(name_or_path) else resolve_file(name_or_path, CONFIG_NAME, **hub_kwargs)
@@ -77,12 +88,35 @@ class _Auto:
 class AutoConfig(_Auto):
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, **kwargs: Any) -> Any:
-        """BertConfig.from_pretrained(name_or_path, **kwargs), after refusing a non-BERT config.json."""
+        """Load a BertConfig, after refusing a non-BERT config.json.
+
+        Args:
+            name_or_path: a checkpoint folder, a hub id, or a path to config.json.
+            **kwargs: as BertConfig.from_pretrained's (field overrides, hub options).
+
+        Returns:
+            BertConfig.from_pretrained(name_or_path, **kwargs).
+
+        Raises:
+            ValueError: the config is not a BERT model's.
+        """
         check_bert_checkpoint(name_or_path, cls.__name__, **pop_hub_kwargs(dict(kwargs)))
         return BertConfig.from_pretrained(name_or_path, **kwargs)
 
     @classmethod
     def for_model(cls, model_type: str, **kwargs: Any) -> BertConfig:
+        """Build a new config, as transformers' AutoConfig.for_model.
+
+        Args:
+            model_type: "bert" (any of BERT_MODEL_TYPES).
+            **kwargs: BertConfig fields.
+
+        Returns:
+            BertConfig(**kwargs).
+
+        Raises:
+            ValueError: another model_type.
+        """
         if model_type not in BERT_MODEL_TYPES:
             raise ValueError(f"model_type={model_type!r} is not a BERT model; bertlite.AutoConfig builds 'bert' only")
         return BertConfig(**kwargs)
@@ -100,9 +134,21 @@ class _AutoModel(_Auto):
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, *model_args: Any, **kwargs: Any) -> BertPreTrainedModel:
-        """`<class>.from_pretrained(name_or_path, **kwargs)` (config fields, dtype, device, hub options...),
-        after refusing a checkpoint whose config.json is not BERT's. With config= (a bertlite.BertConfig),
-        the checkpoint's config.json is not read."""
+        """Load the model class of this Auto class, after refusing a checkpoint whose config.json is not BERT's.
+
+        Args:
+            name_or_path: a local checkpoint folder or a hub id.
+            *model_args: passed on to the class's from_pretrained.
+            **kwargs: as BertPreTrainedModel.from_pretrained's (config fields, dtype, device, hub
+                options...). With config= (a bertlite.BertConfig), the checkpoint's config.json is not read.
+
+        Returns:
+            `<class>.from_pretrained(name_or_path, **kwargs)`.
+
+        Raises:
+            ValueError: the checkpoint is not a BERT model's.
+            TypeError: config= is not a bertlite.BertConfig.
+        """
         config = kwargs.get("config")
         if config is None:
             check_bert_checkpoint(name_or_path, cls.__name__, **pop_hub_kwargs(dict(kwargs)))
@@ -122,9 +168,20 @@ class _AutoModel(_Auto):
         torch_dtype: Any = None,
         **kwargs: Any,
     ) -> BertPreTrainedModel:
-        """A new model with transformers' initial weights (no checkpoint read). kwargs go to the
-        constructor (attn_implementation=, add_pooling_layer= for AutoModel); dtype (alias torch_dtype)
-        casts the new model."""
+        """Build a new model with transformers' initial weights (no checkpoint read).
+
+        Args:
+            config: a bertlite.BertConfig.
+            dtype: casts the new model (a torch.dtype or its name); None: float32.
+            torch_dtype: dtype's alias.
+            **kwargs: go to the constructor (attn_implementation=, add_pooling_layer= for AutoModel).
+
+        Returns:
+            The new model.
+
+        Raises:
+            TypeError: config is not a bertlite.BertConfig.
+        """
         if not isinstance(config, BertConfig):
             raise TypeError(
                 f"config must be a bertlite.BertConfig, got {type(config).__module__}.{type(config).__name__}"
@@ -171,7 +228,14 @@ class AutoModelForQuestionAnswering(_AutoModel):
 class AutoTokenizer(_Auto):
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, *args: Any, **kwargs: Any) -> BertTokenizer:
-        """bertlite.BertTokenizer.from_pretrained: transformers' fast BERT tokenizer, without transformers."""
+        """Load transformers' fast BERT tokenizer, without transformers.
+
+        Args:
+            name_or_path, *args, **kwargs: as bertlite.BertTokenizer.from_pretrained's.
+
+        Returns:
+            bertlite.BertTokenizer.from_pretrained(name_or_path, *args, **kwargs).
+        """
         from bertlite.tokenization import BertTokenizer
 
         return BertTokenizer.from_pretrained(name_or_path, *args, **kwargs)

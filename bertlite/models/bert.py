@@ -40,9 +40,17 @@ DUMMY_INPUTS = [[7, 6, 0, 0, 1], [1, 2, 3, 0, 0], [0, 0, 0, 4, 5]]
 
 
 def supports_packed(config: BertConfig) -> bool:
-    """Whether the layers can run this model on a packed batch. They know only padding masks and absolute
-    positions: relative positions need each sequence's (T, T) distance grid, a decoder a causal mask.
-    BertModel runs the others padded and re-packs the result."""
+    """Whether the layers can run this model on a packed batch.
+
+    They know only padding masks and absolute positions: relative positions need each sequence's (T, T)
+    distance grid, a decoder a causal mask. BertModel runs the others padded and re-packs the result.
+
+    Args:
+        config: the model's config.
+
+    Returns:
+        True for absolute positions in an encoder.
+    """
     return config.position_embedding_type == "absolute" and not config.is_decoder
 
 
@@ -75,7 +83,16 @@ NONE_ONLY_FORWARD_KWARGS = {
 
 
 def check_forward_kwargs(owner: str, kwargs: dict[str, Any]) -> None:
-    """Raise for a keyword `owner`.forward() cannot honour; the rest are ignored, as transformers ignores them."""
+    """Raise for a keyword `owner`.forward() cannot honour; the rest are ignored, as transformers ignores them.
+
+    Args:
+        owner: the class name, for the message.
+        kwargs: forward()'s extra keywords.
+
+    Raises:
+        NotImplementedError: a keyword accepted only as None (head_mask, past_key_values...) given a value.
+        TypeError: a keyword transformers' forward would not ignore either.
+    """
     for name, value in kwargs.items():
         if name in IGNORED_FORWARD_KWARGS:
             continue
@@ -388,9 +405,20 @@ class BertPooler(nn.Module):
 
 
 class BertPreTrainedModel(nn.Module):
+    """The base of every bertlite model: transformers' PreTrainedModel members, loading and saving."""
+
     base_model_prefix = "bert"
 
     def __init__(self, config: BertConfig) -> None:
+        """Keep the config; subclasses build the modules.
+
+        Args:
+            config: a bertlite.BertConfig (add_cross_attention is not supported).
+
+        Raises:
+            TypeError: `config` is not a bertlite.BertConfig.
+            ValueError: config.add_cross_attention is set.
+        """
         super().__init__()
         if not isinstance(config, BertConfig):
             raise TypeError(f"config must be a bertlite.BertConfig, got {type(config).__name__}")
@@ -421,17 +449,38 @@ class BertPreTrainedModel(nn.Module):
     def from_pretrained(
         cls, name_or_path: str | os.PathLike, *, config: BertConfig | str | os.PathLike | None = None, **kwargs: Any
     ) -> BertPreTrainedModel:
-        """Load a checkpoint from a folder or hub id, with transformers' keywords: config fields override the
-        loaded config (num_labels=3, output_hidden_states=True, ...), dtype/torch_dtype, device/device_map,
-        the hub options; see bertlite.checkpoint.load.from_pretrained."""
+        """Load a checkpoint from a folder or hub id, with transformers' keywords.
+
+        Args:
+            name_or_path: a local checkpoint folder or a hub id.
+            config: a BertConfig used as given, or a path to load one from; None: the checkpoint's.
+            **kwargs: config fields override the loaded config (num_labels=3, output_hidden_states=True,
+                ...), dtype/torch_dtype, device/device_map, strict, attn_implementation,
+                ignore_mismatched_sizes, allow_nonfinite, output_loading_info, the hub options (revision,
+                cache_dir, token, ...), constructor arguments; see bertlite.checkpoint.load.from_pretrained.
+
+        Returns:
+            The model in eval mode; with output_loading_info=True, (model, loading_info).
+
+        Raises:
+            CheckpointError: the checkpoint is missing, corrupt or does not fit the model.
+        """
         from bertlite.checkpoint.load import from_pretrained
 
         return from_pretrained(cls, name_or_path, config=config, **kwargs)
 
     @classmethod
     def from_config(cls, config: BertConfig, **kwargs: Any) -> BertPreTrainedModel:
-        """A freshly initialised model of `config` (a copy of it), as transformers' from_config; dtype= (or
-        torch_dtype=) casts it, other keywords go to the constructor."""
+        """Build a freshly initialised model, as transformers' from_config.
+
+        Args:
+            config: the config; the model gets a copy of it.
+            **kwargs: dtype= (or torch_dtype=) casts the model (a torch.dtype or its name, not "auto");
+                other keywords go to the constructor.
+
+        Returns:
+            The new model.
+        """
         from bertlite.utils.dtypes import parse_dtype
 
         dtype, torch_dtype = kwargs.pop("dtype", None), kwargs.pop("torch_dtype", None)
@@ -455,9 +504,20 @@ class BertPreTrainedModel(nn.Module):
         token: str | bool | None = None,
         **hub_kwargs: Any,
     ) -> None:
-        """Write config.json and the weights as transformers does (safe_serialization=False: pytorch_model.bin),
-        and with push_to_hub upload them (hub_kwargs: repo_id, commit_message, private, revision, create_pr);
-        see bertlite.checkpoint.save.save_pretrained."""
+        """Write config.json and the weights into a folder as transformers does.
+
+        Args:
+            save_directory: the folder, created if needed; earlier weight files in it are removed.
+            is_main_process: False writes nothing (the other ranks of a distributed run).
+            state_dict: save these tensors instead of the model's; None: the model's.
+            safe_serialization: True: model.safetensors; False: pytorch_model.bin.
+            max_shard_size: beyond it, numbered shards and an index (bytes, or e.g. "5GB").
+            push_to_hub: then upload the folder.
+            token: the hub token, for the upload.
+            **hub_kwargs: with push_to_hub: repo_id, commit_message, private, revision, create_pr.
+
+        See bertlite.checkpoint.save.save_pretrained for the errors.
+        """
         from bertlite.checkpoint.save import save_pretrained
 
         save_pretrained(
@@ -473,7 +533,15 @@ class BertPreTrainedModel(nn.Module):
         )
 
     def push_to_hub(self, repo_id: str, **kwargs: Any) -> str:
-        """Upload the model to a hub repo (created if needed); see bertlite.checkpoint.save.push_to_hub."""
+        """Upload the model to a hub repo (created if needed); see bertlite.checkpoint.save.push_to_hub.
+
+        Args:
+            repo_id: the hub repo.
+            **kwargs: safe_serialization, max_shard_size, token, commit_message, private, revision, create_pr.
+
+        Returns:
+            The commit's url.
+        """
         from bertlite.checkpoint.save import push_to_hub
 
         return push_to_hub(self, repo_id, **kwargs)
@@ -492,22 +560,34 @@ class BertPreTrainedModel(nn.Module):
 
     @property
     def base_model(self) -> nn.Module:
+        """The BertModel inside a head class (its `bert` attribute), or the model itself."""
         return getattr(self, self.base_model_prefix, self)
 
     @classmethod
     def can_generate(cls) -> bool:
+        """Whether the model has generate(): never, in bertlite."""
         # False for every class, BertLMHeadModel included (transformers says True there): bertlite has no generate().
         return False
 
     @property
     def dummy_inputs(self) -> dict[str, Tensor]:
+        """A small batch of input_ids on the model's device, as transformers' dummy_inputs."""
         return {"input_ids": torch.tensor(DUMMY_INPUTS, device=self.device)}
 
     def get_output_embeddings(self) -> nn.Module | None:
+        """The language-model decoder, for the heads that have one; None here."""
         return None  # the language-model heads return their decoder
 
     def num_parameters(self, only_trainable: bool = False, exclude_embeddings: bool = False) -> int:
-        """Parameters counted once each (a tied decoder is the embedding matrix), as transformers counts them."""
+        """Count the parameters once each (a tied decoder is the embedding matrix), as transformers does.
+
+        Args:
+            only_trainable: count only those with requires_grad.
+            exclude_embeddings: leave out the nn.Embedding weights.
+
+        Returns:
+            The number of parameters.
+        """
         embeddings = {f"{name}.weight" for name, m in self.named_modules() if isinstance(m, nn.Embedding)}
         return sum(
             p.numel()
@@ -516,7 +596,14 @@ class BertPreTrainedModel(nn.Module):
         )
 
     def get_memory_footprint(self, return_buffers: bool = True) -> int:
-        """Bytes held by the parameters (and buffers)."""
+        """Bytes held by the parameters (and buffers).
+
+        Args:
+            return_buffers: count the buffers too (default True).
+
+        Returns:
+            The size in bytes.
+        """
         tensors = [*self.parameters(), *(self.buffers() if return_buffers else ())]
         return sum(t.nelement() * t.element_size() for t in tensors)
 
@@ -529,6 +616,7 @@ class BertPreTrainedModel(nn.Module):
         )
 
     def disable_input_require_grads(self) -> None:
+        """Undo enable_input_require_grads()."""
         hook = self.__dict__.pop("_require_grads_hook", None)
         if hook is not None:
             hook.remove()
@@ -539,6 +627,11 @@ class BertPreTrainedModel(nn.Module):
         self.tie_weights()
 
     def get_extended_attention_mask(self, *args: Any, **kwargs: Any) -> None:
+        """Removed in transformers v5: pass attention_mask to forward.
+
+        Raises:
+            NotImplementedError: always, saying what to use instead.
+        """
         raise NotImplementedError(
             "get_extended_attention_mask was removed in transformers v5; pass attention_mask (batch, seq_len) "
             "to forward, which builds the mask (bertlite's additive form: BertModel.get_attention_bias)"
@@ -547,10 +640,23 @@ class BertPreTrainedModel(nn.Module):
     def resize_token_embeddings(
         self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
     ) -> nn.Embedding:
-        """Grow or shrink the vocabulary, as transformers does: kept rows are unchanged; new rows are drawn
-        around the old rows' mean and covariance (mean_resizing) or initialised as new weights. An untied
-        decoder is resized the same way; a tied one follows the embedding and its bias is padded with zeros.
-        Updates config.vocab_size and returns the input embeddings (the same module, resized)."""
+        """Grow or shrink the vocabulary, as transformers does.
+
+        Kept rows are unchanged. An untied decoder is resized the same way; a tied one follows the
+        embedding and its bias is padded with zeros. Updates config.vocab_size.
+
+        Args:
+            new_num_tokens: the new vocabulary size; None with pad_to_multiple_of None changes nothing.
+            pad_to_multiple_of: round the size up to a multiple of this; None: no rounding.
+            mean_resizing: new rows are drawn around the old rows' mean and covariance; False: initialised
+                as new weights.
+
+        Returns:
+            The input embeddings (the same module, resized).
+
+        Raises:
+            ValueError: a size or multiple that is not a positive integer.
+        """
         embeddings = self.get_input_embeddings()
         if new_num_tokens is None and pad_to_multiple_of is None:
             return embeddings
@@ -637,11 +743,19 @@ class BertPreTrainedModel(nn.Module):
     _tied_weights_keys: dict[str, str] = {}
 
     def tied_weights_keys(self) -> dict[str, str]:
-        """The tied pairs in effect: none unless config.tie_word_embeddings, as in transformers."""
+        """The tied pairs in effect: none unless config.tie_word_embeddings, as in transformers.
+
+        Returns:
+            target key -> source key.
+        """
         return dict(self._tied_weights_keys) if self.config.tie_word_embeddings else {}
 
     def tie_weights(self, pairs: dict[str, str] | None = None) -> None:
-        """Make each target the very Parameter of its source (all tied pairs, or just `pairs`)."""
+        """Make each target the very Parameter of its source.
+
+        Args:
+            pairs: target key -> source key; None: all the tied pairs in effect (tied_weights_keys()).
+        """
         for target, source in (self.tied_weights_keys() if pairs is None else pairs).items():
             module_name, _, name = target.rpartition(".")
             setattr(self.get_submodule(module_name), name, self.get_parameter(source))
@@ -663,6 +777,7 @@ class BertPreTrainedModel(nn.Module):
             module.bias.zero_()
 
     def init_weights(self) -> None:
+        """Initialise every module's weights with transformers' scheme (nothing on the meta device)."""
         # Nothing to fill on the meta device (from_pretrained assigns real tensors
         # next), and skipping it avoids torch's slow first use of meta kernels.
         if any(not p.is_meta for p in self.parameters()):
@@ -674,14 +789,21 @@ class BertPreTrainedModel(nn.Module):
         every_n_layers: int = 1,
         offload: bool = False,
     ) -> None:
-        """Trade compute for memory in training, as transformers' method of the same name does:
-        each layer's activations are recomputed in backward instead of kept (about one more
-        forward per step). Gradients are unchanged. Has no effect in eval mode.
+        """Trade compute for memory in training, as transformers' method of the same name does.
 
-        gradient_checkpointing_kwargs go to torch.utils.checkpoint.checkpoint (default use_reentrant=False).
-        every_n_layers: recompute only layers 0, n, 2n, ...; offload: hold the layer inputs kept for
-        the recompute in host memory (torch.autograd.graph.save_on_cpu). Both as in transformers v5,
-        whose Trainer passes them.
+        Each layer's activations are recomputed in backward instead of kept (about one more forward
+        per step). Gradients are unchanged. Has no effect in eval mode.
+
+        Args:
+            gradient_checkpointing_kwargs: go to torch.utils.checkpoint.checkpoint (default
+                use_reentrant=False).
+            every_n_layers: recompute only layers 0, n, 2n, ... (default 1: every layer). As in
+                transformers v5, whose Trainer passes it.
+            offload: hold the layer inputs kept for the recompute in host memory
+                (torch.autograd.graph.save_on_cpu). As in transformers v5.
+
+        Raises:
+            ValueError: every_n_layers is not an int >= 1.
         """
         if isinstance(every_n_layers, bool) or not isinstance(every_n_layers, int) or every_n_layers < 1:
             raise ValueError(f"every_n_layers must be an int >= 1, got {every_n_layers!r}")
@@ -694,12 +816,14 @@ class BertPreTrainedModel(nn.Module):
                 module.checkpoint_offload = offload
 
     def gradient_checkpointing_disable(self) -> None:
+        """Keep every layer's activations again (undo gradient_checkpointing_enable)."""
         for module in self.modules():
             if isinstance(module, BertEncoder):
                 module.gradient_checkpointing = False
 
     @property
     def is_gradient_checkpointing(self) -> bool:
+        """Whether gradient checkpointing is on."""
         return any(isinstance(m, BertEncoder) and m.gradient_checkpointing for m in self.modules())
 
     # transformers v5's names for the three above (v5 keeps the old ones as deprecated aliases).
@@ -709,18 +833,28 @@ class BertPreTrainedModel(nn.Module):
         every_n_layers: int = 1,
         offload: bool = False,
     ) -> None:
+        """gradient_checkpointing_enable() under transformers v5's name; the same arguments."""
         self.gradient_checkpointing_enable(activation_checkpointing_kwargs, every_n_layers, offload)
 
     def activation_checkpointing_disable(self) -> None:
+        """gradient_checkpointing_disable() under transformers v5's name."""
         self.gradient_checkpointing_disable()
 
     @property
     def is_activation_checkpointing(self) -> bool:
+        """is_gradient_checkpointing under transformers v5's name."""
         return self.is_gradient_checkpointing
 
     def set_attn_implementation(self, name: str) -> None:
-        """Run attention through `name` (bertlite.layers.attention). "eager" selects the reference path
-        whole: it also undoes layers.onednn.optimize, so the model computes transformers' eager ops."""
+        """Run attention through another implementation.
+
+        Args:
+            name: a name of bertlite.layers.attention's registry. "eager" selects the reference path
+                whole: it also undoes layers.onednn.optimize, so the model computes transformers' eager ops.
+
+        Raises:
+            ValueError: an unknown name.
+        """
         check_attn_implementation(name)
         if name == "eager":
             onednn.restore(self)
@@ -730,12 +864,21 @@ class BertPreTrainedModel(nn.Module):
 
 
 class BertModel(BertPreTrainedModel):
+    """The BERT encoder: embeddings, the layers and an optional pooler, with transformers' keys."""
+
     def __init__(
         self,
         config: BertConfig,
         add_pooling_layer: bool = True,
         attn_implementation: str = DEFAULT_ATTENTION,
     ) -> None:
+        """Build the model with freshly initialised weights (from_pretrained loads a checkpoint instead).
+
+        Args:
+            config: the model's config.
+            add_pooling_layer: build the BertPooler (pooler_output); False leaves it out (pooler is None).
+            attn_implementation: a name of bertlite.layers.attention's registry.
+        """
         super().__init__(config)
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config, attn_implementation)
@@ -744,12 +887,15 @@ class BertModel(BertPreTrainedModel):
 
     @property
     def attn_implementation(self) -> str:
+        """The attention implementation the layers run ("eager" for a model without layers)."""
         return self.encoder.layer[0].attention.self.attn_implementation if len(self.encoder.layer) else "eager"
 
     def get_input_embeddings(self) -> nn.Embedding:
+        """The word embeddings."""
         return self.embeddings.word_embeddings
 
     def set_input_embeddings(self, value: nn.Embedding) -> None:
+        """Replace the word embeddings with `value`."""
         self.embeddings.word_embeddings = value
 
     def forward(
@@ -767,14 +913,43 @@ class BertModel(BertPreTrainedModel):
         layout: PackedLayout | None = None,
         **kwargs: Any,
     ) -> BaseModelOutputWithPooling | tuple[Tensor, ...]:
-        """A padded batch: (B, T) input_ids (or inputs_embeds) and attention_mask, as in transformers.
-        A packed batch: input_ids (N,) holding the sequences one after another, and their lengths (B,)
-        or a PackedLayout; last_hidden_state and hidden_states are then (N, H), one row per real token,
-        pooler_output (B, H). Both run the same modules; see bertlite.layers.packing.
+        """Run a padded batch, as in transformers, or a packed one; both run the same modules.
 
-        kwargs: what transformers' forward also takes and bertlite ignores (tokenizer extras such as
-        special_tokens_mask, Trainer's num_items_in_batch; head_mask=None and other v4 keywords as None);
-        anything else is a TypeError naming it."""
+        A packed batch: input_ids (N,) holding the sequences one after another, and their lengths (B,)
+        or a PackedLayout; see bertlite.layers.packing.
+
+        Args:
+            input_ids: (B, T) token ids; packed: (N,).
+            attention_mask: (B, T), 1 for real tokens, 0 for padding; None: nothing masked. Not with a
+                packed batch.
+            token_type_ids: (B, T), or (N,) packed; None: all 0.
+            position_ids: (B, T); None: 0..T-1. Not with a packed batch.
+            inputs_embeds: (B, T, H) instead of input_ids (padded only).
+            output_attentions: also return each layer's attention probabilities; None: the config's.
+            output_hidden_states: also return the embedding output and each layer's output; None: the
+                config's.
+            return_dict: return a BaseModelOutputWithPooling; False: a tuple of its non-None fields;
+                None: the config's.
+            use_cache: ignored by an encoder; True is refused for a decoder (no KV cache).
+            lengths: (B,) lengths of a packed batch.
+            layout: a PackedLayout of a packed batch, instead of lengths.
+            **kwargs: what transformers' forward also takes and bertlite ignores (tokenizer extras such
+                as special_tokens_mask, Trainer's num_items_in_batch; head_mask=None and other v4
+                keywords as None); anything else is a TypeError naming it.
+
+        Returns:
+            last_hidden_state (B, T, H), pooler_output (B, H) (None without a pooler), hidden_states
+            (num_hidden_layers + 1 tensors like last_hidden_state) and attentions ((B, nh, T, T) per
+            layer) when asked. Packed: last_hidden_state and hidden_states are (N, H), one row per
+            real token; pooler_output (B, H).
+
+        Raises:
+            ValueError: inputs of the wrong shape or out of range, or a keyword a packed batch does
+                not take.
+            TypeError: an unknown keyword.
+            NotImplementedError: use_cache=True for a decoder, or a keyword accepted only as None given
+                a value.
+        """
         check_forward_kwargs(type(self).__name__, kwargs)
         if use_cache and self.config.is_decoder:
             raise NotImplementedError("use_cache=True (a KV cache for generation) is not supported by bertlite")
@@ -877,12 +1052,21 @@ class BertModel(BertPreTrainedModel):
         return BaseModelOutputWithPooling(sequence_output, out.pooler_output, hidden_states, out.attentions)
 
     def get_attention_bias(self, attention_mask: Tensor | None, embeddings: Tensor) -> Tensor | None:
-        """Additive bias: 0 where a key is attended, dtype-min where it is not.
+        """Build the additive attention bias: 0 where a key is attended, dtype-min where it is not.
 
-        In eager mode None when nothing is masked, which lets SDPA pick its fastest kernel.
         While a graph is recorded (jit.trace, export, compile) a given mask is always applied:
         whether it masks anything depends on its values, and the graph must hold for any mask.
         (check_inputs has checked the mask's shape.)
+
+        Args:
+            attention_mask: (B, T), 1 for real tokens; None: nothing masked (a decoder still gets its
+                causal mask).
+            embeddings: the embedding output (B, T, H), for the dtype, device and T.
+
+        Returns:
+            (B, 1, 1, T), or for a decoder (B, 1, T, T) ((1, 1, T, T) without a mask), in the
+            embeddings' dtype. In eager mode None
+            when nothing is masked, which lets SDPA pick its fastest kernel.
         """
         seq_length = embeddings.shape[1]
         keep = None

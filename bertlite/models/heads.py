@@ -185,12 +185,15 @@ class _BertWithHead(BertPreTrainedModel):
 
     @property
     def attn_implementation(self) -> str:
+        """The attention implementation the base model's layers run."""
         return self.bert.attn_implementation
 
     def get_input_embeddings(self) -> nn.Embedding:
+        """The base model's word embeddings."""
         return self.bert.get_input_embeddings()
 
     def set_input_embeddings(self, value: nn.Embedding) -> None:
+        """Replace the base model's word embeddings with `value`."""
         self.bert.set_input_embeddings(value)
 
     def _encode(
@@ -238,15 +241,23 @@ class _BertWithLMHead(_BertWithHead):
     }
 
     def get_output_embeddings(self) -> nn.Linear:
+        """The language-model decoder, cls.predictions.decoder."""
         return self.cls.predictions.decoder
 
     def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        """Replace the decoder (and the bias it uses) with `new_embeddings`."""
         self.cls.predictions.decoder = new_embeddings
         self.cls.predictions.bias = new_embeddings.bias
 
 
 class BertForPreTraining(_BertWithLMHead):
     def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
+
+        Args:
+            config: the model's config.
+            attn_implementation: a name of bertlite.layers.attention's registry.
+        """
         super().__init__(config)
         self.bert = BertModel(config, attn_implementation=attn_implementation)
         self.cls = BertPreTrainingHeads(config)
@@ -264,8 +275,22 @@ class BertForPreTraining(_BertWithLMHead):
         next_sentence_label: Tensor | None = None,
         **kwargs: Any,
     ) -> BertForPreTrainingOutput | tuple[Tensor, ...]:
-        """labels: (B, T) token ids, -100 where not masked; next_sentence_label: (B,) 0 = continuation.
-        The loss needs both, as in transformers."""
+        """Score masked tokens and whether sentence B follows sentence A.
+
+        Args:
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in
+                BertModel.forward.
+            labels: (B, T) token ids, -100 where not masked. The loss needs both label sets, as in
+                transformers.
+            next_sentence_label: (B,) 0 = continuation.
+            **kwargs: BertModel.forward's other keywords (output_attentions, output_hidden_states, ...)
+                and return_dict.
+
+        Returns:
+            BertForPreTrainingOutput: loss (masked-LM + next-sentence), prediction_logits
+            (B, T, vocab), seq_relationship_logits (B, 2), hidden_states and attentions as
+            BertModel.forward's; with return_dict=False the tuple of its non-None fields.
+        """
         outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         prediction_scores, seq_relationship_score = self.cls(outputs.last_hidden_state, outputs.pooler_output)
         loss = None
@@ -281,6 +306,12 @@ class BertForPreTraining(_BertWithLMHead):
 
 class BertLMHeadModel(_BertWithLMHead):
     def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
+
+        Args:
+            config: the model's config.
+            attn_implementation: a name of bertlite.layers.attention's registry.
+        """
         super().__init__(config)
         if not config.is_decoder:
             warn_user("BertLMHeadModel without is_decoder=True attends both ways; set is_decoder=True")
@@ -299,11 +330,22 @@ class BertLMHeadModel(_BertWithLMHead):
         labels: Tensor | None = None,
         **kwargs: Any,
     ) -> CausalLMOutput | tuple[Tensor, ...]:
-        """labels: (B, T), usually the input ids; position t's logits are scored against labels[t + 1].
-        shift_labels (in kwargs, as in transformers, so that Trainer does not take it for a label column it
-        needs): (B, T) targets already shifted (position t scored against shift_labels[t]); the loss still
-        needs labels. num_items_in_batch (Trainer's, in kwargs): the loss is the sum over tokens divided by
-        it instead of the mean, as transformers' causal-LM loss."""
+        """Next-token logits, and the causal-LM loss when labels are given.
+
+        Args:
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in
+                BertModel.forward.
+            labels: (B, T), usually the input ids; position t's logits are scored against labels[t + 1].
+            **kwargs: BertModel.forward's other keywords and return_dict, and two loss options, in kwargs
+                as in transformers (so that Trainer does not take them for label columns it needs):
+                shift_labels: (B, T) targets already shifted (position t scored against shift_labels[t]);
+                the loss still needs labels. num_items_in_batch (Trainer's): the loss is the sum over
+                tokens divided by it instead of the mean, as transformers' causal-LM loss.
+
+        Returns:
+            CausalLMOutput: loss, logits (B, T, vocab), hidden_states and attentions as
+            BertModel.forward's; with return_dict=False the tuple of its non-None fields.
+        """
         shift_labels = kwargs.pop("shift_labels", None)
         outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.cls(outputs.last_hidden_state)  # (B, T, vocab)
@@ -330,6 +372,12 @@ class BertLMHeadModel(_BertWithLMHead):
 
 class BertForMaskedLM(_BertWithLMHead):
     def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
+
+        Args:
+            config: the model's config.
+            attn_implementation: a name of bertlite.layers.attention's registry.
+        """
         super().__init__(config)
         if config.is_decoder:
             warn_user("BertForMaskedLM with is_decoder=True attends only to the left")
@@ -348,7 +396,19 @@ class BertForMaskedLM(_BertWithLMHead):
         labels: Tensor | None = None,
         **kwargs: Any,
     ) -> MaskedLMOutput | tuple[Tensor, ...]:
-        """labels: (B, T) token ids at masked positions, -100 elsewhere."""
+        """Vocabulary logits for every token, and the masked-LM loss when labels are given.
+
+        Args:
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in
+                BertModel.forward.
+            labels: (B, T) token ids at masked positions, -100 elsewhere.
+            **kwargs: BertModel.forward's other keywords (output_attentions, output_hidden_states, ...)
+                and return_dict.
+
+        Returns:
+            MaskedLMOutput: loss, logits (B, T, vocab), hidden_states and attentions as
+            BertModel.forward's; with return_dict=False the tuple of its non-None fields.
+        """
         outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.cls(outputs.last_hidden_state)  # (B, T, vocab)
         loss = None
@@ -359,6 +419,12 @@ class BertForMaskedLM(_BertWithLMHead):
 
 class BertForNextSentencePrediction(_BertWithHead):
     def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
+
+        Args:
+            config: the model's config.
+            attn_implementation: a name of bertlite.layers.attention's registry.
+        """
         super().__init__(config)
         self.bert = BertModel(config, attn_implementation=attn_implementation)
         self.cls = BertOnlyNSPHead(config)
@@ -375,7 +441,19 @@ class BertForNextSentencePrediction(_BertWithHead):
         labels: Tensor | None = None,
         **kwargs: Any,
     ) -> NextSentencePredictorOutput | tuple[Tensor, ...]:
-        """labels: (B,), 0 where sentence B continues sentence A, 1 where it is random."""
+        """Whether sentence B follows sentence A.
+
+        Args:
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in
+                BertModel.forward.
+            labels: (B,), 0 where sentence B continues sentence A, 1 where it is random.
+            **kwargs: BertModel.forward's other keywords (output_attentions, output_hidden_states, ...)
+                and return_dict.
+
+        Returns:
+            NextSentencePredictorOutput: loss, logits (B, 2), hidden_states and attentions as
+            BertModel.forward's; with return_dict=False the tuple of its non-None fields.
+        """
         outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.cls(outputs.pooler_output)  # (B, 2)
         loss = F.cross_entropy(logits.view(-1, 2), labels.view(-1)) if labels is not None else None
@@ -389,6 +467,12 @@ def _classifier_dropout(config: BertConfig) -> nn.Dropout:
 
 class BertForSequenceClassification(_BertWithHead):
     def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
+
+        Args:
+            config: the model's config (num_labels: the classes).
+            attn_implementation: a name of bertlite.layers.attention's registry.
+        """
         super().__init__(config)
         self.num_labels = config.num_labels
         self.bert = BertModel(config, attn_implementation=attn_implementation)
@@ -407,9 +491,21 @@ class BertForSequenceClassification(_BertWithHead):
         labels: Tensor | None = None,
         **kwargs: Any,
     ) -> SequenceClassifierOutput | tuple[Tensor, ...]:
-        """labels: (B,) floats for regression, class ids for single-label, (B, num_labels) 0/1 floats
-        for multi-label classification (config.problem_type; inferred from num_labels and the labels'
-        dtype when unset, and then stored in the config, as transformers does)."""
+        """Classify (or regress) each sequence from the pooler output.
+
+        Args:
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in
+                BertModel.forward.
+            labels: (B,) floats for regression, class ids for single-label, (B, num_labels) 0/1 floats
+                for multi-label classification (config.problem_type; inferred from num_labels and the
+                labels' dtype when unset, and then stored in the config, as transformers does).
+            **kwargs: BertModel.forward's other keywords (output_attentions, output_hidden_states, ...)
+                and return_dict.
+
+        Returns:
+            SequenceClassifierOutput: loss, logits (B, num_labels), hidden_states and attentions as
+            BertModel.forward's; with return_dict=False the tuple of its non-None fields.
+        """
         outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.classifier(self.dropout(outputs.pooler_output))  # (B, num_labels)
         loss = None
@@ -436,6 +532,12 @@ class BertForSequenceClassification(_BertWithHead):
 
 class BertForMultipleChoice(_BertWithHead):
     def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
+
+        Args:
+            config: the model's config.
+            attn_implementation: a name of bertlite.layers.attention's registry.
+        """
         super().__init__(config)
         self.bert = BertModel(config, attn_implementation=attn_implementation)
         self.dropout = _classifier_dropout(config)
@@ -453,7 +555,23 @@ class BertForMultipleChoice(_BertWithHead):
         labels: Tensor | None = None,
         **kwargs: Any,
     ) -> MultipleChoiceModelOutput | tuple[Tensor, ...]:
-        """Inputs are (B, num_choices, T) (inputs_embeds (B, num_choices, T, H)); labels: (B,) choice index."""
+        """Score each choice of each example.
+
+        Args:
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in
+                BertModel.forward, with a choices axis: (B, num_choices, T) (inputs_embeds
+                (B, num_choices, T, H)).
+            labels: (B,) choice index.
+            **kwargs: BertModel.forward's other keywords (output_attentions, output_hidden_states, ...)
+                and return_dict.
+
+        Returns:
+            MultipleChoiceModelOutput: loss, logits (B, num_choices), hidden_states and attentions as
+            BertModel.forward's; with return_dict=False the tuple of its non-None fields.
+
+        Raises:
+            ValueError: neither input_ids nor inputs_embeds, or not of the shape above.
+        """
         first = input_ids if input_ids is not None else inputs_embeds
         if first is None:
             raise ValueError("pass exactly one of input_ids or inputs_embeds")
@@ -485,6 +603,12 @@ class BertForMultipleChoice(_BertWithHead):
 
 class BertForTokenClassification(_BertWithHead):
     def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
+
+        Args:
+            config: the model's config (num_labels: the classes).
+            attn_implementation: a name of bertlite.layers.attention's registry.
+        """
         super().__init__(config)
         self.num_labels = config.num_labels
         self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
@@ -503,7 +627,19 @@ class BertForTokenClassification(_BertWithHead):
         labels: Tensor | None = None,
         **kwargs: Any,
     ) -> TokenClassifierOutput | tuple[Tensor, ...]:
-        """labels: (B, T) class ids, -100 where a token is not scored (padding, sub-words)."""
+        """Classify every token.
+
+        Args:
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in
+                BertModel.forward.
+            labels: (B, T) class ids, -100 where a token is not scored (padding, sub-words).
+            **kwargs: BertModel.forward's other keywords (output_attentions, output_hidden_states, ...)
+                and return_dict.
+
+        Returns:
+            TokenClassifierOutput: loss, logits (B, T, num_labels), hidden_states and attentions as
+            BertModel.forward's; with return_dict=False the tuple of its non-None fields.
+        """
         outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
         loss = None
@@ -515,6 +651,15 @@ class BertForTokenClassification(_BertWithHead):
 
 class BertForQuestionAnswering(_BertWithHead):
     def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
+
+        Args:
+            config: the model's config (num_labels must be 2: start, end).
+            attn_implementation: a name of bertlite.layers.attention's registry.
+
+        Raises:
+            ValueError: config.num_labels is not 2.
+        """
         super().__init__(config)
         if config.num_labels != 2:
             # transformers would fail later, unpacking the logits; the two outputs are start and end.
@@ -536,8 +681,21 @@ class BertForQuestionAnswering(_BertWithHead):
         end_positions: Tensor | None = None,
         **kwargs: Any,
     ) -> QuestionAnsweringModelOutput | tuple[Tensor, ...]:
-        """start_positions, end_positions: (B,) token indices of the answer span; the loss needs both.
-        Positions outside the sequence are clamped to T and add nothing, as in transformers."""
+        """Score every token as the start and the end of the answer span.
+
+        Args:
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in
+                BertModel.forward.
+            start_positions, end_positions: (B,) token indices of the answer span; the loss needs both.
+                Positions outside the sequence are clamped to T and add nothing, as in transformers.
+            **kwargs: BertModel.forward's other keywords (output_attentions, output_hidden_states, ...)
+                and return_dict.
+
+        Returns:
+            QuestionAnsweringModelOutput: loss (mean of the start and end losses),
+            start_logits (B, T), end_logits (B, T), hidden_states and attentions as
+            BertModel.forward's; with return_dict=False the tuple of its non-None fields.
+        """
         outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.qa_outputs(outputs.last_hidden_state)  # (B, T, 2)
         start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))  # (B, T) each

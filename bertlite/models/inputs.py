@@ -3,8 +3,8 @@ the numbers, never an index error deep in an embedding, a segfault or a silent
 read of another row.
 
 Each check is one reduction over the integer inputs (a few microseconds); the
-forward it guards takes milliseconds. scripts/bench.py --validation measures
-the overhead.
+forward it guards takes milliseconds. `python -m bench throughput --validation`
+measures the overhead.
 
 While a graph is recorded (torch.jit.trace and the legacy torch.onnx.export,
 torch.export and torch.onnx.export(dynamo=True), torch.compile) the checks that

@@ -34,7 +34,7 @@ from bertlite.utils.warn import warn_user
 # "kernel": the compiled function once built and checked (None if that failed); "reason": why it is not
 # used; "tokens": how many went through models that would use it
 _state: dict[str, object] = {}
-# Measured (README "Int8"): the build takes about 4.5 s where inductor's cache has it (15 s the first time
+# Measured (docs/int8.md): the build takes about 4.5 s where inductor's cache has it (15 s the first time
 # on a machine), and the kernel saves 0.15-0.25 ms per corpus text (30 tokens) on AVX-512 and under AVX2
 # caps: it repays a warm build after about 1M tokens.
 BUILD_AFTER_TOKENS = 2_000_000

@@ -13,7 +13,7 @@ runs as eager ops (quantize_rows) or, for long jobs, as one kernel torch.compile
 Kernels, chosen by name and probed once on this machine (never assumed from the CPU):
 "onednn" (torch.ops.onednn.qlinear_pointwise on a prepacked weight: VNNI / AMX where the
 CPU has them), "int_mm" (torch._int_mm) and "dequantize" (fp32 matmul on the dequantized
-weight: the same numbers on any CPU, without the speed). scripts/bench_int8_kernels.py
+weight: the same numbers on any CPU, without the speed). `python -m bench kernels`
 measures them. Where a kernel's int8 product saturates (x86 without VNNI: see INT8_GRIDS), its
 weights are quantized so that no pair of them saturates, or failing that to 7 bits.
 """
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     from bertlite.models.bert import BertPreTrainedModel
 
-# Fastest first, as measured by scripts/bench_int8_kernels.py (see README "Int8"); "auto" picks the first that works.
+# Fastest first, as measured by `python -m bench kernels` (see docs/int8.md); "auto" picks the first that works.
 INT8_KERNELS = ("onednn", "int_mm", "dequantize")
 # The kernels that also take uint8 activations at zero point 0: asymmetric inputs (each token's [min, max]
 # to [0, top]) need no centring there, and oneDNN has no source zero point to compensate (measured in the
@@ -141,14 +141,17 @@ class Int8Grid(NamedTuple):
 
     @property
     def zero_point(self) -> int:
+        """The symmetric activations' zero point: the middle of [0, activation_max]."""
         return (self.activation_max + 1) // 2  # 128, or 64 for 7-bit activations
 
     @property
     def activation_bits(self) -> int:
+        """Bits of the activations (8, or 7 on a reduced grid)."""
         return self.activation_max.bit_length()  # 255: 8, 127: 7
 
     @property
     def weight_bits(self) -> int:
+        """Bits of the weights, sign included (8, or 7 on a reduced grid)."""
         return self.weight_limit.bit_length() + 1  # with the sign: 127: 8, 63: 7
 
     @property
@@ -165,7 +168,7 @@ FULL_GRID = Int8Grid(255, 127)
 #   widest pair instead of its largest weight (all-MiniLM-L6-v2's rows lose 0.35 bit on average);
 # - u8 up to 127 (32258; fbgemm's reduce_range);
 # - weights in [-63, 63] (32130).
-# Exact products, every input asymmetric, all-MiniLM-L6-v2, 1,000 corpus texts (scripts/int8_grids.py):
+# Exact products, every input asymmetric, all-MiniLM-L6-v2, 1,000 corpus texts (python -m bench grids):
 # min / mean cosine 0.99847 / 0.99934 with bounded pairs, 0.99656 / 0.99878 with 7-bit activations,
 # 0.99600 / 0.99818 with 7-bit weights, against 0.99847 / 0.99945 on the full grid.
 INT8_GRIDS = (FULL_GRID, Int8Grid(255, 127, pair_limit=128), Int8Grid(127, 127), Int8Grid(255, 63))
@@ -178,8 +181,18 @@ REDUCED_GRID_NOTE = (
 
 
 def int8_grid(kernel: str) -> Int8Grid | None:
-    """The first of INT8_GRIDS on which `kernel` gives the exact int8 product here (probed once), or
-    None where it gives none."""
+    """Find the integer ranges on which `kernel` multiplies exactly on this machine (probed once).
+
+    Args:
+        kernel: one of INT8_KERNELS.
+
+    Returns:
+        The first of INT8_GRIDS on which `kernel` gives the exact int8 product here, or None where it
+        gives none.
+
+    Raises:
+        ValueError: an unknown kernel.
+    """
     if kernel not in INT8_KERNELS:
         raise ValueError(f"kernel={kernel!r} is not one of {', '.join(('auto', *INT8_KERNELS))}")
     if kernel not in _grids:
@@ -224,8 +237,12 @@ def _exact_at(kernel: str, grid: Int8Grid, depth: int) -> bool:
 
 
 def describe_int8() -> dict[str, object]:
-    """What dtype="int8" runs here (kernel "auto"): the kernel, its grid, how inputs are quantized (not
-    probed here: compiling takes seconds), and one line saying so."""
+    """Describe what dtype="int8" runs here (kernel "auto").
+
+    Returns:
+        {"kernel", "grid" (Int8Grid as a dict), "compile_quantization" (how inputs are quantized; not
+        probed here: compiling takes seconds), "summary" (one line saying all of it)}.
+    """
     kernel = resolve_kernel("auto")
     grid = int8_grid(kernel)
     if not grid.reduced:
@@ -246,12 +263,26 @@ def describe_int8() -> dict[str, object]:
 
 
 def int8_kernel_available(kernel: str) -> bool:
-    """Whether `kernel` runs on this machine and gives the exact int8 product (probed once)."""
+    """Whether `kernel` (one of INT8_KERNELS) runs on this machine and gives the exact int8 product (probed once).
+
+    Raises:
+        ValueError: an unknown kernel.
+    """
     return int8_grid(kernel) is not None
 
 
 def resolve_kernel(kernel: str) -> str:
-    """`kernel`, or for "auto" the fastest one that works here; a named kernel that does not work is refused."""
+    """Resolve a kernel name.
+
+    Args:
+        kernel: one of INT8_KERNELS, or "auto".
+
+    Returns:
+        `kernel`, or for "auto" the fastest one that works here.
+
+    Raises:
+        ValueError: a named kernel that does not work here, or an unknown name.
+    """
     if kernel == "auto":
         return next(k for k in INT8_KERNELS if int8_kernel_available(k))
     if not int8_kernel_available(kernel):
@@ -315,9 +346,21 @@ def _quantized_as_plain(y: Tensor, zero_point: int) -> Tensor:
 def quantize_rows(
     x: Tensor, input_scale: Tensor | None, asymmetric: bool, activation_max: int, zero_point: int
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Per-token quantization in eager ops: (M, K) float -> (M, K) uint8 q, (M, 1) scale and (M, 1) row
-    minimum. Symmetric: q = round(x / scale + zero_point), scale = max|x| / (zero_point - 1); asymmetric:
-    q = round((x - min) / scale), scale = (max - min) / activation_max. input_scale multiplies x first."""
+    """Quantize each row (token) of x in eager ops.
+
+    Symmetric: q = round(x / scale + zero_point), scale = max|x| / (zero_point - 1); asymmetric:
+    q = round((x - min) / scale), scale = (max - min) / activation_max.
+
+    Args:
+        x: (M, K) float.
+        input_scale: (K,), multiplies x first; None: no scaling.
+        asymmetric: quantize over each row's [min, max] instead of [-max|x|, max|x|].
+        activation_max: the largest uint8 value (the grid's).
+        zero_point: the symmetric zero point (the grid's).
+
+    Returns:
+        (M, K) uint8 q, (M, 1) scale and (M, 1) row minimum.
+    """
     # Each pass over (M, K) costs more than all the (M, 1) arithmetic around it (the passes are
     # memory-bound), so: one reduction each for min and max, and every pass after them in place
     # on a tensor of our own, never a fresh (M, K) allocation per step.
@@ -357,11 +400,7 @@ _GEMMS = {"onednn": _gemm_onednn, "int_mm": _gemm_int_mm, "dequantize": _gemm_de
 class Int8Linear(nn.Module):
     """y = x @ W.T + b with W int8 per output channel and x quantized per token at run time.
 
-    input_scale (in_features,), when set, multiplies x before quantizing (SmoothQuant's 1 / s;
-    the weight was built as W * s). asymmetric: each token's int8 range spans its own [min, max]
-    instead of [-max|x|, max|x|], twice the resolution for one-sided inputs such as GELU's output;
-    the offset is added back through the weight's row sums. Input of any leading shape
-    (..., in_features); output float32.
+    Input of any leading shape (..., in_features); output float32. Runs on the CPU in float32 only.
     """
 
     is_quantized = True  # checkpoint.save refuses a model holding one, without importing this module
@@ -376,6 +415,24 @@ class Int8Linear(nn.Module):
         asymmetric: bool = False,
         compiled: bool = False,
     ) -> None:
+        """Wrap an already quantized weight; Int8Linear.from_linear quantizes a float Linear.
+
+        Args:
+            weight: (out_features, in_features) int8, within the kernel's grid (int8_grid).
+            weight_scale: (out_features,) float scales, one per output channel.
+            bias: (out_features,), or None.
+            input_scale: (in_features,), when set, multiplies x before quantizing (SmoothQuant's 1 / s;
+                the weight was built as W * s); None: no scaling.
+            kernel: one of INT8_KERNELS, or "auto": the fastest that works here.
+            asymmetric: each token's int8 range spans its own [min, max] instead of [-max|x|, max|x|],
+                twice the resolution for one-sided inputs such as GELU's output; the offset is added back
+                through the weight's row sums.
+            compiled: quantize the input with bertlite.quant.compiled's kernel, once it is built.
+
+        Raises:
+            ValueError: a weight that is not int8 or not within the kernel's grid, or a kernel that does
+                not work here.
+        """
         super().__init__()
         self.kernel = resolve_kernel(kernel)
         self.out_features, self.in_features = weight.shape
@@ -409,8 +466,16 @@ class Int8Linear(nn.Module):
         self.register_buffer("row_sums", row_sums if asymmetric else None)
 
     def check_apply(self, fn: Callable[[Tensor], Tensor]) -> None:
-        """Refuse a .to() / .half() / .cuda() that would move this layer off float32 on the CPU, where
-        its packed weight (a oneDNN object, not a buffer) and its kernels live."""
+        """Refuse a .to() / .half() / .cuda() that would move this layer off float32 on the CPU.
+
+        Its packed weight (a oneDNN object, not a buffer) and its kernels live there.
+
+        Args:
+            fn: the function Module._apply would apply to every tensor.
+
+        Raises:
+            ValueError: `fn` moves tensors off the CPU or off float32.
+        """
         probe = fn(torch.zeros(1))
         if probe.device.type != "cpu" or probe.dtype != torch.float32:
             raise ValueError(
@@ -435,9 +500,17 @@ class Int8Linear(nn.Module):
     ) -> Int8Linear:
         """Quantize one Linear, or several with the same input concatenated on the output dim (q|k|v).
 
-        smooth (in_features,): SmoothQuant's s; the weight is quantized as W * s and the input is
-        multiplied by 1 / s at run time, unless smooth_folded: the layer before already divides by s.
-        compiled: quantize the input with bertlite.quant.compiled's kernel, once it is built.
+        Args:
+            linear: an nn.Linear, or several with the same in_features.
+            smooth: (in_features,) SmoothQuant's s; the weight is quantized as W * s and the input is
+                multiplied by 1 / s at run time. None: no smoothing.
+            kernel: one of INT8_KERNELS, or "auto".
+            asymmetric: as in __init__.
+            smooth_folded: the layer before already divides by s, so the input is not scaled here.
+            compiled: quantize the input with bertlite.quant.compiled's kernel, once it is built.
+
+        Returns:
+            The Int8Linear.
         """
         linears = [linear] if isinstance(linear, nn.Linear) else list(linear)
         weight = torch.cat([m.weight.detach() for m in linears]).to(torch.float32)  # (N, K)
@@ -456,13 +529,21 @@ class Int8Linear(nn.Module):
         return cls(qweight, weight_scale, bias, input_scale, kernel, asymmetric, compiled)
 
     def quantize_input(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
-        """(M, K) float -> (M, K) uint8 q, and (M, 1) per-token scale and offset: x ~ scale * (q - zp)
-        (symmetric, offset None) or x ~ scale * (q - zp) + offset (asymmetric), zp = self.zero_point
-        (symmetric: the grid's, 128 or 64 for 7-bit activations; asymmetric: 0 where the kernel takes it).
-        Round to nearest. uint8 either way: oneDNN's x86 int8 kernels take u8 activations, and with s8 ones
-        some ISAs fall back to a reference kernel (ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI: 5 s for one
-        512 x 384 x 1152 GEMM, against 1.5 ms in u8). self.compiled: in one compiled kernel
-        (bertlite.quant.compiled), the same numbers."""
+        """Quantize the input per token, rounding to nearest.
+
+        uint8 either way: oneDNN's x86 int8 kernels take u8 activations, and with s8 ones some ISAs fall
+        back to a far slower reference kernel. With self.compiled, in one compiled kernel
+        (bertlite.quant.compiled), the same numbers.
+
+        Args:
+            x: (M, K) float.
+
+        Returns:
+            (M, K) uint8 q, and (M, 1) per-token scale and offset: x ~ scale * (q - zp) (symmetric,
+            offset None) or x ~ scale * (q - zp) + offset (asymmetric), zp = self.zero_point
+            (symmetric: the grid's, 128 or 64 for 7-bit activations; asymmetric: 0 where the kernel
+            takes it).
+        """
         top, zero_point = self.grid.activation_max, self.zero_point
         rows = compiled_quant.quantize(x, self.input_scale, self.asymmetric, top, zero_point) if self.compiled else None
         q, scale, low = rows or quantize_rows(x, self.input_scale, self.asymmetric, top, zero_point)
@@ -472,13 +553,31 @@ class Int8Linear(nn.Module):
         return q, scale, low.add_(scale, alpha=zero_point) if zero_point else low
 
     def gemm(self, qx: Tensor) -> Tensor:
-        """(M, K) uint8 in [0, grid.activation_max] with zero point self.zero_point (what quantize_input
-        gives) -> (M, N) float32 products times the weight scales (no token scale, no bias)."""
+        """Multiply quantized input by the int8 weight.
+
+        Args:
+            qx: (M, K) uint8 in [0, grid.activation_max] with zero point self.zero_point (what
+                quantize_input gives).
+
+        Returns:
+            (M, N) float32 products times the weight scales (no token scale, no bias).
+        """
         return _GEMMS[self.kernel](qx, self.zero_point, self.packed_weight, self.weight_scale)
 
     def forward(self, x: Tensor, residual: Tensor | None = None) -> Tensor:
-        """x @ W.T + b, plus residual (x's leading shape by out_features) when given: the residual add
-        of the layer after rides on the scaling pass instead of costing one of its own."""
+        """Compute x @ W.T + b, plus residual when given.
+
+        Args:
+            x: (..., in_features) float.
+            residual: (..., out_features), added to the output: the residual add of the layer after
+                rides on the scaling pass instead of costing one of its own; None: nothing added.
+
+        Returns:
+            (..., out_features) float32.
+
+        Raises:
+            ValueError: x or residual of the wrong shape.
+        """
         if x.shape[-1] != self.in_features:
             raise ValueError(f"Int8Linear expects (..., {self.in_features}) input, got {tuple(x.shape)}")
         leading = x.shape[:-1]
@@ -517,8 +616,16 @@ class Int8Linear(nn.Module):
 
 
 def quantize_per_channel(weight: Tensor, limit: int = 127, pair_limit: int | None = None) -> tuple[Tensor, Tensor]:
-    """(N, K) float -> (N, K) int8 in [-limit, limit] and (N,) scales: symmetric, one scale per output row;
-    with pair_limit, also every pair's same-sign sum (widest_pairs) within it."""
+    """Quantize a weight symmetrically, one scale per output row.
+
+    Args:
+        weight: (N, K) float.
+        limit: the largest int8 magnitude (default 127).
+        pair_limit: also keep every pair's same-sign sum (widest_pairs) within it; None: no pair limit.
+
+    Returns:
+        (N, K) int8 in [-limit, limit] and (N,) float scales.
+    """
     scale = weight.abs().amax(dim=1).div_(limit)
     if pair_limit is not None:  # each weight rounds by at most 1/2, so pairs at pair_limit - 1 stay within it
         scale = torch.maximum(scale, widest_pairs(weight).div_(pair_limit - 1))
@@ -527,8 +634,15 @@ def quantize_per_channel(weight: Tensor, limit: int = 127, pair_limit: int | Non
 
 
 def widest_pairs(weight: Tensor) -> Tensor:
-    """(N, K) -> (N,): per row, the largest sum of the positive parts, or of the negative parts' magnitudes,
-    of weights k and k + 1 (k even), the pairs an int8 dot product without VNNI sums in int16."""
+    """Find each row's widest pair: the pairs an int8 dot product without VNNI sums in int16.
+
+    Args:
+        weight: (N, K).
+
+    Returns:
+        (N,): per row, the largest sum of the positive parts, or of the negative parts' magnitudes, of
+        weights k and k + 1 (k even).
+    """
     weight = weight.to(torch.float32)
     pairs = F.pad(weight, (0, weight.shape[1] % 2)).view(weight.shape[0], -1, 2)
     widest = torch.maximum(pairs.clamp(min=0).sum(dim=-1), pairs.clamp(max=0).sum(dim=-1).neg_())
@@ -550,11 +664,23 @@ class FusedIntoQKV(nn.Module):
 
 
 def is_quantized(model: nn.Module) -> bool:
+    """Whether `model` holds any Int8Linear."""
     return any(isinstance(m, Int8Linear) for m in model.modules())
 
 
 def check_quantize(quantize: str | None, dtype: object) -> bool:
-    """Whether Embedder options ask for int8; a ValueError for a combination that cannot run."""
+    """Check Embedder's int8 options.
+
+    Args:
+        quantize: "int8" or None.
+        dtype: Embedder's dtype argument ("int8" also asks for int8).
+
+    Returns:
+        Whether the options ask for int8.
+
+    Raises:
+        ValueError: an unknown quantize, or quantize="int8" with a dtype other than float32 or "auto".
+    """
     if quantize not in (None, "int8"):
         raise ValueError(f"quantize={quantize!r} is not supported (use 'int8' or None)")
     if quantize == "int8" and dtype not in (None, "auto", "int8", "float32", torch.float32):
@@ -578,23 +704,38 @@ def quantize_int8(
 
     q/k/v become one Int8Linear at attention.self.qkv (their places hold FusedIntoQKV, so no
     fp32 copy stays alive); attention.output.dense, intermediate.dense and output.dense become
-    Int8Linear. tokenizer: runs the calibration texts (default CALIBRATION_TEXTS) through the fp32
-    model for SmoothQuant's activation ranges; without it, or with alpha=None, no smoothing.
-    keep_fp32: Linears to leave in fp32, by their path in one layer (LAYER_LINEARS) or in the
-    model ("encoder.layer.3.output.dense"). asymmetric: Linears, named the same way, whose input is
-    quantized over each token's [min, max] (default ASYMMETRIC_LINEARS, the two around GELU, or on a
-    grid other than the full one (INT8_GRIDS: no VNNI) all of LAYER_LINEARS; measured on
-    1,000 corpus texts, all-MiniLM-L6-v2, output.dense smoothed: min / mean cosine 0.99819 / 0.99922, vs
-    0.99818 / 0.99937 all asymmetric and 0.99732 / 0.99885 none, while each asymmetric input costs one
-    more pass over it).
-    kernel: one of INT8_KERNELS, or "auto". compile_quantization: quantize each Linear's input in one
-    kernel compiled by torch.compile (bertlite.quant.compiled: the same numbers as the eager ops,
-    faster, but seconds to build); None (default): built when an Embedder job will bring the
-    process's int8 tokens to compiled_quant.BUILD_AFTER_TOKENS (count_int8_tokens), the eager ops
-    running until then, where it cannot build, and with BERTLITE_INT8_COMPILE=0; True: built here, and a machine
-    where it cannot build is refused; False: the eager ops only. Raises glibc's malloc
-    thresholds for the whole process (bertlite.quant.allocator.keep_freed_memory; BERTLITE_KEEP_FREED_MEMORY=0
-    keeps them).
+    Int8Linear. Raises glibc's malloc thresholds for the whole process
+    (bertlite.quant.allocator.keep_freed_memory; BERTLITE_KEEP_FREED_MEMORY=0 keeps them).
+
+    Args:
+        model: a float32 bertlite BERT model on the CPU, not yet quantized.
+        tokenizer: runs the calibration texts through the fp32 model for SmoothQuant's activation
+            ranges; without it, or with alpha=None, no smoothing.
+        kernel: one of INT8_KERNELS, or "auto": the fastest that works here.
+        alpha: SmoothQuant's migration strength, between 0 and 1 (default DEFAULT_ALPHA); None: no
+            smoothing.
+        calibration_texts: the texts for the activation ranges; None: CALIBRATION_TEXTS.
+        keep_fp32: Linears to leave in fp32, by their path in one layer (LAYER_LINEARS) or in the
+            model ("encoder.layer.3.output.dense").
+        asymmetric: Linears, named the same way, whose input is quantized over each token's
+            [min, max]; None: ASYMMETRIC_LINEARS, the two around GELU (the others gain little for the
+            extra pass over their input), or on a grid other than the full one (INT8_GRIDS: no VNNI)
+            all of LAYER_LINEARS.
+        compile_quantization: quantize each Linear's input in one kernel compiled by torch.compile
+            (bertlite.quant.compiled: the same numbers as the eager ops, faster, but seconds to build).
+            None (default): built when an Embedder job will bring the process's int8 tokens to
+            compiled_quant.BUILD_AFTER_TOKENS (count_int8_tokens), the eager ops running until then,
+            where it cannot build, and with BERTLITE_INT8_COMPILE=0; True: built here, and a machine
+            where it cannot build is refused; False: the eager ops only.
+
+    Returns:
+        The model, quantized in place.
+
+    Raises:
+        TypeError: not a bertlite BERT model, or a string for keep_fp32 / asymmetric.
+        ValueError: a model already quantized, not float32 on the CPU, alpha out of range, unknown
+            Linear names, a kernel that does not work here, or compile_quantization=True where it
+            cannot build.
     """
     kernel = resolve_kernel(kernel)
     base = model.base_model
@@ -657,15 +798,27 @@ def quantize_int8(
 
 
 def build_compiled_quantization() -> bool:
-    """Build the compiled input-quantization kernel now (once per process; seconds) rather than when a
-    job reaches compiled_quant.BUILD_AFTER_TOKENS; whether it works here (else compiled_quant.reason())."""
+    """Build the compiled input-quantization kernel now (once per process; seconds).
+
+    Rather than when a job reaches compiled_quant.BUILD_AFTER_TOKENS.
+
+    Returns:
+        Whether it works here (if not, compiled_quant.reason() says why).
+    """
     return compiled_quant.build(_reference_rows)
 
 
 def count_int8_tokens(model: nn.Module, tokens: int, upcoming: int = 0) -> None:
-    """Embedder calls this before `tokens` tokens go through `model`, `upcoming` more expected in the
-    same job: where its Int8Linears use the compiled kernel and it is not built yet, they count
-    towards building it (compiled_quant.count)."""
+    """Count tokens towards building the compiled quantization kernel (compiled_quant.count).
+
+    Embedder calls this before tokens go through the model. They count only where the model's
+    Int8Linears use the compiled kernel and it is not built yet.
+
+    Args:
+        model: the model about to run.
+        tokens: the tokens about to go through it.
+        upcoming: how many more tokens the same job is expected to bring.
+    """
     if compiled_quant.built():
         return
     if any(isinstance(m, Int8Linear) and m.compiled for m in model.modules()):
@@ -708,15 +861,37 @@ def _check_names(option: str, names: Iterable[str], layers: int) -> set[str]:
 
 
 def smoothing_factors(activation: Tensor, linears: Sequence[nn.Linear], alpha: float) -> Tensor:
-    """SmoothQuant's s_j = max|x_j|^alpha / max|W_:,j|^(1 - alpha), per input channel j."""
+    """Compute SmoothQuant's s_j = max|x_j|^alpha / max|W_:,j|^(1 - alpha), per input channel j.
+
+    Args:
+        activation: (K,) max |input| per input channel (activation_ranges).
+        linears: the Linears that share that input (their weights' column maxima are combined).
+        alpha: the migration strength, between 0 and 1.
+
+    Returns:
+        (K,) factors s.
+    """
     weight = torch.cat([m.weight.detach().abs().amax(dim=0, keepdim=True) for m in linears]).amax(dim=0)
     s = activation.clamp(min=1e-5).pow(alpha) / weight.clamp(min=1e-5).pow(1 - alpha)
     return s.clamp(min=1e-5)
 
 
 def activation_ranges(model: nn.Module, tokenizer: Tokenizer, texts: Sequence[str]) -> dict[nn.Linear, Tensor]:
-    """max |input| per input channel of every encoder Linear over the real tokens of `texts`
-    (one padded batch; padding rows are left out) in the fp32 model."""
+    """Measure max |input| per input channel of every encoder Linear in the fp32 model.
+
+    Over the real tokens of `texts`, run as one padded batch; padding rows are left out.
+
+    Args:
+        model: the fp32 model.
+        tokenizer: its tokenizer.
+        texts: the calibration texts.
+
+    Returns:
+        Each encoder nn.Linear -> (in_features,) maxima.
+
+    Raises:
+        ValueError: texts is empty or holds something other than str.
+    """
     if not texts or not all(isinstance(t, str) for t in texts):
         raise ValueError("calibration_texts must be a non-empty list of str")
     limit = model.config.max_position_embeddings

@@ -36,6 +36,11 @@ MAX_BODY_BYTES = 2 * 1024 * 1024  # as TEI's default payload limit
 
 @dataclass
 class Limits:
+    """The server's limits, as explicit options (bertlite serve's flags of the same names).
+
+    Raises ValueError on construction for a limit below 1, or a max_input_length below 2.
+    """
+
     max_batch_tokens: int = 16384  # tokens the worker gathers into one batch
     max_client_batch_size: int = 32  # inputs in one request
     max_concurrent_requests: int = 512  # embedding requests in flight; more get 429 at once
@@ -96,9 +101,23 @@ def create_app(
     on_loaded: Callable[[str | None], None] | None = None,
     shutdown_timeout: float = 30.0,
 ) -> Starlette:
-    """load() builds the Embedder in the worker thread once the app starts (lifespan); until it
-    is done, /health and the embedding endpoints answer 503. limits.max_input_length, when
-    given, becomes that Embedder's max_length. on_loaded: see Batcher."""
+    """Build the Starlette app: /v1/embeddings (OpenAI), /embed (TEI), /health, /info, /metrics.
+
+    Args:
+        load: builds the Embedder, in the worker thread once the app starts (lifespan); until it is
+            done, /health and the embedding endpoints answer 503.
+        limits: the server's limits; None: Limits()'s defaults. limits.max_input_length, when given,
+            becomes that Embedder's max_length (it may not exceed the model's max_position_embeddings).
+        model_name: the model name in responses and /info.
+        api_key: when set, the embedding endpoints, /info and /metrics need
+            `Authorization: Bearer <key>` (else 401); None: no key.
+        on_loaded: on_loaded(error) is called from the worker thread once the model is ready (error
+            None) or failed to load (error says why); see Batcher.
+        shutdown_timeout: seconds to wait for the worker thread on shutdown.
+
+    Returns:
+        The app; app.state.loaded is a threading.Event set once the model is ready or failed to load.
+    """
     limits = limits or Limits()
     batcher = Batcher(lambda: service.prepare(load()), limits.max_batch_tokens, Metrics(), on_loaded)
     service = _Service(batcher, limits, model_name, api_key)

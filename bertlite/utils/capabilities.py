@@ -1,18 +1,18 @@
 """What this machine's CPU runs natively, probed once, and the dtype `dtype="auto"` picks from it.
 
-bfloat16 is fast only where the CPU has it: with native bf16 and AMX bertlite's bf16
-path runs ~2x float32 and keeps min cosine >= 0.9999 to float32 vectors (tests/test_capabilities.py
-checks it on the corpus); without it torch emulates bf16 GEMMs and they run 5-6x slower than float32
-(issue 15's 2-core AVX2 CPU, and an AMD EPYC one). So "auto" is bf16 only where it is native and
-measured faster than float32: with AMX-BF16 (2.2x here); AVX512_BF16 alone, emulated, ran bf16 at
-0.65x float32, so "auto" is float32 there (Capabilities.bf16_fast). An explicit bf16 or fp16 on a CPU without native
-support warns once. Importing this module does not import torch.
+bfloat16 is fast only where the CPU has it: with native bf16 and AMX bertlite's bf16 path runs
+faster than float32 and keeps its vectors close to float32's (tests/test_capabilities.py checks it
+on the corpus); without it torch emulates bf16 GEMMs and they run several times slower than float32.
+So "auto" is bf16 only where it is native and measured faster than float32: with AMX-BF16; with
+AVX512_BF16 alone it was slower, so "auto" is float32 there (Capabilities.bf16_fast). The numbers are
+in docs/performance.md. An explicit bf16 or fp16 on a CPU without native support warns once.
+Importing this module does not import torch.
 
 A process can also be told to use less of its CPU than it has: each kernel library honours an
 environment variable that caps its instruction set (ISA_VARIABLES). detect() reads them, records
 those set (Capabilities.isa_limits: the numbers are then an emulation, not this CPU's own speed),
 and reports bf16 not native where one caps a library below native bf16. EMULATED_CPUS holds the
-sets scripts/bench.py --isa uses to measure, on an AVX-512/AMX machine, a CPU that has less.
+sets `python -m bench throughput --isa` uses to measure, on an AVX-512/AMX machine, a CPU that has less.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ _NO_BF16 = {
     "FBGEMM_ENABLE_INSTRUCTIONS": frozenset(("AVX2",)),
 }
 
-# scripts/bench.py --isa NAME: what this machine runs like with these set. An emulation: the ISA of the
+# python -m bench throughput --isa NAME: what this machine runs like with these set. An emulation: the ISA of the
 # smaller CPU on this one's cores, caches and memory, so ratios carry over better than absolute speeds.
 EMULATED_CPUS: dict[str, tuple[dict[str, str], str]] = {
     "avx2": (
@@ -104,7 +104,12 @@ class Capabilities:
     isa_limits: tuple[str, ...] = ()  # the ISA_VARIABLES set, "NAME=value": the process runs less than the CPU has
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready, for `bertlite env --json` and benchmark results."""
+        """These capabilities as a JSON-ready dict, for `bertlite env --json` and benchmark results.
+
+        Returns:
+            The dataclass fields by name, with `flags` and `isa_limits` as lists (`flags` None when
+            /proc/cpuinfo was unreadable).
+        """
         data = asdict(self)
         data["flags"] = None if self.flags is None else list(self.flags)
         data["isa_limits"] = list(self.isa_limits)
@@ -113,8 +118,10 @@ class Capabilities:
     @property
     def bf16_fast(self) -> bool:
         """Whether dtype="auto" picks bfloat16: native bf16, and on x86 AMX-BF16 that oneDNN may use.
-        With AVX512_BF16 alone (Cooper Lake, Zen 4) bf16 is native but was not faster: emulated here
-        (`scripts/bench.py --isa avx512_bf16`), bertlite bf16 ran at 0.65x float32, its GEMM at ~0.57x."""
+
+        With AVX512_BF16 alone (Cooper Lake, Zen 4) bf16 is native but was slower than float32 when
+        emulated (`python -m bench throughput --isa avx512_bf16`), so it is not picked there.
+        """
         if not self.bf16_native:
             return False
         if self.flags is None or not {"avx2", "avx512f"} & set(self.flags):  # not x86, or unknown: the probe
@@ -123,7 +130,12 @@ class Capabilities:
         return "amx_bf16" in self.flags and all("AMX" in value or value in ("ALL", "DEFAULT") for value in onednn)
 
     def summary(self) -> str:
-        """One line, e.g. 'Intel Xeon; torch AVX512; bf16 native, fp16 native; flags avx2 avx512f ...'."""
+        """These capabilities as one line of text.
+
+        Returns:
+            E.g. 'Intel Xeon; torch AVX512; bf16 native, fp16 native; flags avx2 avx512f ...', with the
+            ISA limits appended when any are set.
+        """
         flags = "unknown (no /proc/cpuinfo)" if self.flags is None else " ".join(self.flags) or "none listed"
         restricted = (
             f"; ISA restricted by {' '.join(self.isa_limits)} (emulated: not this CPU's own speed)"
@@ -139,7 +151,14 @@ class Capabilities:
 
 @functools.cache
 def detect() -> Capabilities:
-    """This machine's Capabilities, probed on the first call and cached (with the ISA_VARIABLES then set)."""
+    """Probe what this machine's CPU runs natively.
+
+    Probed on the first call and cached, with the ISA_VARIABLES set at that time: bf16 and fp16
+    count as not native where one of them caps a library below native bf16.
+
+    Returns:
+        This machine's Capabilities.
+    """
     import torch
 
     fp16_probe = getattr(torch.ops.mkldnn, "_is_mkldnn_fp16_supported", None)
@@ -198,12 +217,20 @@ _warned: set[str] = set()
 
 
 def resolve_dtype(dtype: torch.dtype | str | None, device: torch.device | str | None = None) -> torch.dtype:
-    """The dtype Embedder loads a model in.
+    """Resolve the dtype Embedder loads a model in.
 
-    "auto": on CPU bfloat16 where bf16 is native and fast (Capabilities.bf16_fast), else float32; on any
-    other device float32 (what Embedder always used). None: float32. A torch dtype or its name
-    ("bfloat16", "torch.float16"...) as given; bfloat16 or float16 on a CPU without native support
-    runs, with a SlowDtypeWarning once per process and dtype.
+    Args:
+        dtype: "auto": on CPU bfloat16 where bf16 is native and fast (Capabilities.bf16_fast), else
+            float32; on any other device float32 (what Embedder always used). None: float32. A torch
+            dtype or its name ("bfloat16", "torch.float16"...): as given; bfloat16 or float16 on a CPU
+            without native support runs, with a SlowDtypeWarning once per process and dtype.
+        device: the device the model will run on; None means CPU.
+
+    Returns:
+        The torch dtype to load the model in.
+
+    Raises:
+        ValueError: `dtype` is not float32, bfloat16, float16, float64 (or an alias) or "auto".
     """
     import torch
 
