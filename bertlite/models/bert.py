@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from torch.autograd.graph import save_on_cpu
 from torch.utils.checkpoint import checkpoint
 
+from bertlite.checkpoint import save as checkpoint_save
 from bertlite.config import BertConfig
 from bertlite.layers import onednn
 from bertlite.layers.activations import ACT2FN
@@ -492,59 +493,9 @@ class BertPreTrainedModel(nn.Module):
 
     _from_config = from_config  # the name transformers' own code calls
 
-    def save_pretrained(
-        self,
-        save_directory: str | os.PathLike,
-        *,
-        is_main_process: bool = True,
-        state_dict: dict[str, Tensor] | None = None,
-        safe_serialization: bool = True,
-        max_shard_size: int | str = "50GB",
-        push_to_hub: bool = False,
-        token: str | bool | None = None,
-        **hub_kwargs: Any,
-    ) -> None:
-        """Write config.json and the weights into a folder as transformers does.
-
-        Args:
-            save_directory: the folder, created if needed; earlier weight files in it are removed.
-            is_main_process: False writes nothing (the other ranks of a distributed run).
-            state_dict: save these tensors instead of the model's; None: the model's.
-            safe_serialization: True: model.safetensors; False: pytorch_model.bin.
-            max_shard_size: beyond it, numbered shards and an index (bytes, or e.g. "5GB").
-            push_to_hub: then upload the folder.
-            token: the hub token, for the upload.
-            **hub_kwargs: with push_to_hub: repo_id, commit_message, private, revision, create_pr.
-
-        See bertlite.checkpoint.save.save_pretrained for the errors.
-        """
-        from bertlite.checkpoint.save import save_pretrained
-
-        save_pretrained(
-            self,
-            save_directory,
-            is_main_process=is_main_process,
-            state_dict=state_dict,
-            safe_serialization=safe_serialization,
-            max_shard_size=max_shard_size,
-            push_to_hub=push_to_hub,
-            token=token,
-            **hub_kwargs,
-        )
-
-    def push_to_hub(self, repo_id: str, **kwargs: Any) -> str:
-        """Upload the model to a hub repo (created if needed); see bertlite.checkpoint.save.push_to_hub.
-
-        Args:
-            repo_id: the hub repo.
-            **kwargs: safe_serialization, max_shard_size, token, commit_message, private, revision, create_pr.
-
-        Returns:
-            The commit's url.
-        """
-        from bertlite.checkpoint.save import push_to_hub
-
-        return push_to_hub(self, repo_id, **kwargs)
+    # Checkpoint writing lives in checkpoint.save; these are its functions, as methods.
+    save_pretrained = checkpoint_save.save_pretrained
+    push_to_hub = checkpoint_save.push_to_hub
 
     # --- transformers' PreTrainedModel members ------------------------------------
 
