@@ -17,6 +17,7 @@ JOBS = {
     "kernels": "kernels",
     "grids": "grids",
     "compare": "compare",
+    "table": "table",
 }
 
 
