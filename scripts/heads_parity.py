@@ -1,7 +1,7 @@
 """Max abs diff of every task head vs transformers (logits and loss), eager and sdpa, on tiny random
 models with padded inputs and labels. Usage: python scripts/heads_parity.py
 
-tests/test_heads.py asserts the eager heads within a tolerance; this prints the numbers, for sdpa too.
+tests/models/test_heads.py asserts the eager heads within a tolerance; this prints the numbers, for sdpa too.
 """
 
 from __future__ import annotations

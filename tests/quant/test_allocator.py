@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from tests.helpers import ROOT
+
 # Three packed int8 forwards of 2,048 tokens through a random 2-layer model at all-MiniLM-L6-v2's
 # widths, after a first one; prints the minor page faults of those three.
 SCRIPT = """
@@ -30,7 +32,7 @@ print(faults() - before)
 
 
 def page_faults(keep: str) -> int:
-    env = {**os.environ, "BERTLITE_KEEP_FREED_MEMORY": keep, "PYTHONPATH": os.getcwd()}
+    env = {**os.environ, "BERTLITE_KEEP_FREED_MEMORY": keep, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return int(done.stdout.split()[-1])

@@ -26,10 +26,9 @@ from safetensors.torch import load_file
 
 import bertlite
 from bertlite.errors import CheckpointError, CheckpointNotFoundError, DownloadError, NotCachedError
-from tests.helpers import REPO_ID, assert_weights, checkpoint_files, make_hf_model
+from tests.helpers import REPO_ID, ROOT, assert_weights, checkpoint_files, make_hf_model
 from tests.hub_server import HubServer, etag_of
 
-REPO = Path(__file__).resolve().parent.parent
 WEIGHTS = "model.safetensors"
 
 
@@ -268,7 +267,7 @@ def test_two_processes_fill_one_cache(hub: HubServer, hub_cache: Path, files: di
         "HF_HOME": str(tmp_path / "hf-home"),
         "HF_HUB_OFFLINE": "0",
         "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
     env.pop("HF_TOKEN", None)
     outputs = [tmp_path / f"weights-{i}.safetensors" for i in range(2)]

@@ -25,9 +25,8 @@ import bertlite.embed.embedder
 from bertlite.cli import main
 from bertlite.embed.embedder import Embedder
 from bertlite.models.bert import BertPreTrainedModel
-from tests.helpers import hide_modules
+from tests.helpers import ROOT, hide_modules
 
-REPO = Path(__file__).resolve().parent.parent
 DIM = 384
 ERROR_PREFIX = "bertlite embed: error:"
 # Characters csv/tsv must quote, a non-ASCII word, and an empty row that must not be skipped.
@@ -294,7 +293,7 @@ def test_module_entry_point_runs(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "bertlite.cli", "embed", "--help"],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
         timeout=60,
@@ -636,7 +635,7 @@ def cli_env(**extra: str) -> dict[str, str]:
     return {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         **extra,
     }
 

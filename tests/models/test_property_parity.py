@@ -3,7 +3,7 @@ computes the reference in the same run.
 
 The "ci" profile (default) is derandomized and small so the suite stays fast; run
 many more examples by hand with
-    BERTLITE_HYPOTHESIS_PROFILE=thorough pytest tests/test_property_parity.py
+    BERTLITE_HYPOTHESIS_PROFILE=thorough pytest tests/models/test_property_parity.py
 """
 
 import os
