@@ -8,7 +8,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import ROOT
+
+pytestmark = pytest.mark.slow  # the script in its own interpreter
 
 SCRIPTS = ROOT / "scripts"
 SCRIPT = SCRIPTS / "finetune_example.py"

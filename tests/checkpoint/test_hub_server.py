@@ -258,6 +258,7 @@ LOAD_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_two_processes_fill_one_cache(hub: HubServer, hub_cache: Path, files: dict[str, bytes], tmp_path: Path) -> None:
     commit = hub.add_commit(REPO_ID, files)
     env = {
@@ -310,6 +311,7 @@ def test_two_processes_fill_one_cache(hub: HubServer, hub_cache: Path, files: di
 # --- more shapes of a hub checkpoint ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sharded_checkpoint_and_a_missing_shard(hub: HubServer, tmp_path: Path) -> None:
     folder = tmp_path / "sharded"
     make_hf_model(seed=0).save_pretrained(folder, max_shard_size="20KB")
@@ -362,6 +364,7 @@ def test_force_download_is_checked_too(hub: HubServer, hub_cache: Path, files: d
     assert_weights(bertlite.BertModel.from_pretrained(REPO_ID), seed=0)
 
 
+@pytest.mark.slow
 def test_embed_cli_from_the_hub_matches_the_folder(
     hub: HubServer, real_model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

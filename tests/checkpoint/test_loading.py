@@ -512,6 +512,7 @@ def test_non_finite_value_in_a_later_chunk_of_the_file_is_found(tmp_path, hf, mo
         bertlite.BertModel.from_pretrained(folder, dtype=dtype)
 
 
+@pytest.mark.slow
 def test_loading_leaves_the_checkpoint_pages_it_checked_unmapped(real_model_path):
     # The model holds the safetensors file's mmapped pages; the NaN/Inf check reads the file instead,
     # so only what a forward touches becomes resident (an embedding matrix is mostly rows never read).

@@ -18,6 +18,8 @@ from bertlite.embed.embedder import Embedder
 from bertlite.embed.io import read_texts
 from tests.helpers import DATA, hide_modules, modules_after_embed
 
+pytestmark = pytest.mark.slow  # a local Ray cluster in the test process
+
 CORPUS = DATA / "stdlib_docs.jsonl"
 ERROR_PREFIX = "bertlite embed: error:"
 

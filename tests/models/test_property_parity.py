@@ -8,6 +8,7 @@ many more examples by hand with
 
 import os
 
+import pytest
 import torch
 import transformers
 from hypothesis import HealthCheck, given, settings
@@ -81,6 +82,7 @@ def build(config: dict, seed: int) -> tuple[transformers.BertModel, bertlite.Ber
 
 
 @given(cases(), st.sampled_from(sorted(PADDED_ATTENTION)))
+@pytest.mark.slow
 def test_forward_matches_transformers(case, attn):
     config, inputs, seed = case
     hf, ours = build(config, seed)
@@ -93,6 +95,7 @@ def test_forward_matches_transformers(case, attn):
 
 
 @given(cases(), st.sampled_from(sorted(PACKED_ATTENTION)))
+@pytest.mark.slow
 def test_unpadded_path_matches_transformers_on_real_tokens(case, attn):
     config, inputs, seed = case
     hf, ours = build(config, seed)

@@ -39,6 +39,7 @@ def page_faults(keep: str) -> int:
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the thresholds are glibc's")
+@pytest.mark.slow
 def test_int8_forwards_reuse_freed_pages_unless_turned_off() -> None:
     kept, turned_off = page_faults("1"), page_faults("0")
     # measured here: 3,840 vs 34,112

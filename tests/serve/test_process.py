@@ -25,6 +25,8 @@ from tests.serve_helpers import (
     tiny_model_folder,
 )
 
+pytestmark = pytest.mark.slow  # `bertlite serve` and fresh interpreters as processes, signals
+
 SERVE_STACK = ("starlette", "uvicorn", "prometheus_client", "fastapi")
 
 # The real CLI in a subprocess, with the worker's forward (Embedder.encode_tokenized) held for every
