@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo test test-legacy lint bench clean
+.PHONY: install demo test test-fast test-legacy lint bench clean
 
 install: $(STAMP)
 
@@ -25,6 +25,10 @@ lint: install
 
 test: lint
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+
+# The inner loop: everything but the tests marked slow (docs/development.md).
+test-fast: install
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m "not slow"
 
 # transformers 4.x is the only reference for what v5 removed (relative position
 # embeddings), so it gets its own venv: the main one keeps v5. tests_legacy/ lies

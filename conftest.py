@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sybil import Example, Sybil
 from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
 
@@ -118,3 +119,12 @@ pytest_collect_file = Sybil(
     setup=setup,
     teardown=teardown,
 ).pytest()
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The examples start processes and load the real checkpoint: slow, so `pytest -m "not slow"` leaves them out."""
+    docs = ROOT / "docs"
+    for item in items:
+        if item.path == ROOT / "README.md" or docs in item.path.parents:
+            item.add_marker(pytest.mark.slow)

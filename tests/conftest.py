@@ -29,7 +29,7 @@ def corpus_texts() -> list[str]:
         return [json.loads(line)["text"] for line in f]
 
 
-# --- the stand-in hub (tests/test_hub_server.py, test_auto.py, test_dropin.py) ---------
+# --- the stand-in hub (checkpoint/test_hub_server.py, models/test_auto.py, test_dropin.py) ---
 
 
 @pytest.fixture

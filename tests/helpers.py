@@ -22,7 +22,8 @@ from safetensors.torch import save_file
 import bertlite
 from bertlite.utils.capabilities import ISA_VARIABLES
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+ROOT = Path(__file__).resolve().parent.parent  # the repository
+DATA = ROOT / "data"
 
 TINY = dict(
     vocab_size=99,
@@ -96,7 +97,7 @@ def write_folder(folder: Path, config: dict, state_dict: dict, fmt: str = "safet
     return folder
 
 
-# Model shapes BertModel is checked on (tests/test_parity.py, tests/test_packed.py).
+# Model shapes BertModel is checked on (tests/test_parity.py, tests/layers/test_packed.py).
 PARITY_CONFIGS = {
     "gelu-4heads": dict(),
     "gelu_new-2heads-3types": dict(
@@ -239,8 +240,6 @@ def assert_weights(model: bertlite.BertModel, seed: int) -> None:
 
 
 # --- optional dependencies and what a process imports --------------------------------
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def hide_modules(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:

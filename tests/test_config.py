@@ -80,6 +80,7 @@ def test_activation_lists_agree():
     assert set(SUPPORTED_ACTIVATIONS) == set(ACT2FN)
 
 
+@pytest.mark.slow
 def test_config_import_needs_no_torch_and_package_no_transformers():
     code = (
         "import sys, bertlite.config; assert 'torch' not in sys.modules, 'torch';"

@@ -53,6 +53,7 @@ def save_hf(tmp_path: Path, cls: type = transformers.BertForSequenceClassificati
 # --- real-world snippets ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sentence_embedding_cards(real_model_path: Path, tokenizer, texts: list[str]) -> None:
     # Two model cards' "Usage (HuggingFace Transformers)" on one loaded model each: sentence-transformers/
     # all-MiniLM-L6-v2 (mean pooling) and BAAI/bge-* ([CLS] pooling), both normalised.
@@ -76,6 +77,7 @@ def test_sentence_embedding_cards(real_model_path: Path, tokenizer, texts: list[
     torch.testing.assert_close(bge_ours, bge_theirs, **EXACT)
 
 
+@pytest.mark.slow
 def test_feature_extraction_last_four_hidden_states_as_tuples(real_model_path: Path, tokenizer, texts) -> None:
     # The BERT paper's best feature-based setup (concatenate the last four layers), as tutorials write it.
     def features(model_class: type) -> tuple[torch.Tensor, int]:
@@ -115,6 +117,7 @@ def test_cross_encoder_with_one_label(tokenizer, tmp_path: Path) -> None:
     torch.testing.assert_close(our_loss, their_loss, **EXACT)
 
 
+@pytest.mark.slow
 def test_plain_training_loop(tmp_path: Path) -> None:
     # The "fine-tune in native PyTorch" loop of the transformers docs, on a tiny checkpoint (no dropout
     # saved), with dropout switched on through from_pretrained, and a classifier both initialise anew.
@@ -301,6 +304,7 @@ def test_members_match_transformers(name: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("tied", "mean_resizing"), [(True, True), (False, True), (False, False)])
+@pytest.mark.slow
 def test_resize_token_embeddings_like_transformers(tied: bool, mean_resizing: bool, tmp_path: Path) -> None:
     path = save_hf(tmp_path, transformers.BertForMaskedLM, tie_word_embeddings=tied)
     theirs = transformers.BertForMaskedLM.from_pretrained(path)
@@ -340,6 +344,7 @@ def test_input_require_grads_hook() -> None:
 # --- outputs and forward's keywords --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_outputs_behave_like_transformers_model_outputs() -> None:
     hf = make_hf_model()
     ours = bertlite.BertModel.from_config(bertlite.BertConfig.from_dict(hf.config.to_dict()))
@@ -389,6 +394,7 @@ def test_forward_ignores_what_transformers_ignores(tokenizer, tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("name", ["BertLMHeadModel", "BertForMaskedLM", "BertForSequenceClassification"])
+@pytest.mark.slow
 def test_num_items_in_batch_as_transformers_uses_it(name: str, tmp_path: Path) -> None:
     # Trainer passes num_items_in_batch to every forward with **kwargs; transformers' causal-LM loss divides
     # its sum by it, the other BERT heads take their mean and ignore it.
@@ -440,6 +446,7 @@ def test_save_pretrained_bin_and_state_dict(tmp_path: Path) -> None:
         ours.save_pretrained(tmp_path / "x", repo_id="org/x")
 
 
+@pytest.mark.slow
 def test_push_to_hub(hub: HubServer, tmp_path: Path) -> None:
     ours = bertlite.BertForSequenceClassification.from_pretrained(save_hf(tmp_path))
     ours.save_pretrained(tmp_path / "tiny", push_to_hub=True, repo_id="org/pushed", commit_message="first")

@@ -124,6 +124,7 @@ def logits_of(model: torch.nn.Module, batch: dict) -> torch.Tensor:
 # --- transformers.Trainer ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_trainer_train_evaluate_predict(tokenizer, classifier_path, tmp_path):
     # Unchanged user code: transformers.Trainer itself, with the tokenizer (so its collator pads)
     # and gradient accumulation (so Trainer passes num_items_in_batch to forward).
@@ -150,6 +151,7 @@ def test_trainer_train_evaluate_predict(tokenizer, classifier_path, tmp_path):
     assert_same_state(hf, ours)
 
 
+@pytest.mark.slow
 def test_trainer_checkpointing_best_model_and_saved_folder(tokenizer, classifier_path, tmp_path):
     # Gradient checkpointing on; checkpoints every 2 steps; the eval labels are the training
     # labels flipped, so the eval loss grows and the best checkpoint is the first, not the last.
@@ -204,6 +206,7 @@ def test_trainer_checkpointing_best_model_and_saved_folder(tokenizer, classifier
         torch.testing.assert_close(logits_of(reloaded, batch), expected, atol=0.0, rtol=0.0)
 
 
+@pytest.mark.slow
 def test_trainer_resumes_from_a_checkpoint(tokenizer, classifier_path, tmp_path):
     # resume_from_checkpoint reads the weights bertlite's Trainer wrote back into a fresh model.
     train = classification_data(tokenizer, 16, seed=1)
@@ -224,6 +227,7 @@ def test_trainer_resumes_from_a_checkpoint(tokenizer, classifier_path, tmp_path)
     assert_same_state(*finished.values())
 
 
+@pytest.mark.slow
 def test_trainer_saves_a_tied_head(tokenizer, tmp_path):
     # The masked-LM decoder is the embedding matrix: transformers.Trainer's bare state_dict save
     # fails on it (safetensors refuses shared tensors); bertlite's Trainer stores it once.
@@ -317,6 +321,7 @@ def test_extractive_question_answering(tokenizer, tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")  # PEFT asks it
+@pytest.mark.slow
 def test_peft_lora(tokenizer, classifier_path, tmp_path):
     # LoRA on query/value, trained by transformers.Trainer (which saves a PeftModel's adapter itself)
     # with gradient checkpointing (PEFT then makes the embedding output require grad).
@@ -351,6 +356,7 @@ def test_peft_lora(tokenizer, classifier_path, tmp_path):
 # --- sentence-transformers -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sentence_transformers_backbone(real_model_path, corpus_texts, tmp_path):
     # The real checkpoint: plain sentence-transformers first, then the same object on bertlite.
     texts = corpus_texts[:32]

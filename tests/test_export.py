@@ -19,6 +19,8 @@ import bertlite
 from bertlite.models.bert import DEFAULT_ATTENTION
 from tests.helpers import TINY, make_hf_head, make_hf_model, random_batch, to_bertlite, to_ours
 
+pytestmark = pytest.mark.slow  # tracing, torch.export, ONNX and torch.compile builds
+
 NAMES = ("input_ids", "attention_mask", "token_type_ids")  # BertModel.forward's first positional arguments
 ATOL = 1e-5  # traced / exported / compiled graphs against transformers eager, fp32
 ONNX_ATOL = 1e-4  # onnxruntime's kernels accumulate in another order

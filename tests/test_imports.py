@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import bertlite
 
 PACKAGE = Path(bertlite.__file__).parent
@@ -82,6 +84,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+@pytest.mark.slow
 def test_the_graph_sees_lazy_imports():
     graph = import_graph()
     assert "bertlite.checkpoint.load" in graph["bertlite.models.bert"]  # from_pretrained's function-level import
@@ -93,6 +96,7 @@ def test_find_cycle_finds_one():
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
+@pytest.mark.slow
 def test_no_import_cycle_inside_the_package():
     cycle = find_cycle(import_graph())
     assert cycle is None, " -> ".join(cycle)
@@ -129,6 +133,7 @@ def test_the_tokenizer_imports_no_torch():
     assert run_python("import sys, bertlite.tokenization; print('torch' in sys.modules)") == "False"
 
 
+@pytest.mark.slow
 def test_writing_a_checkpoint_imports_no_int8():
     code = (
         "import sys, bertlite.checkpoint.save; print(sorted(m for m in sys.modules if m.startswith('bertlite.quant')))"

@@ -7,6 +7,8 @@ import transformers
 
 import bertlite
 
+pytestmark = pytest.mark.slow  # the real checkpoint in both libraries
+
 BATCH = 16
 NAMES = ("last_hidden_state", "pooler_output", "hidden_states", "attentions")
 

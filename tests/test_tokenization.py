@@ -197,6 +197,7 @@ def test_vocab_txt_only_equals_bert_tokenizer_fast(real_model_path, texts, tmp_p
     assert (hello == [7592, 2088]) is lowercase  # cased: the capitalized entries added above
 
 
+@pytest.mark.slow
 def test_save_pretrained_reloads_equal_in_transformers_and_bertlite(tokenizers, texts, tmp_path):
     ours, theirs = tokenizers
     written = ours.save_pretrained(tmp_path / "tok")

@@ -44,6 +44,7 @@ def rows_with_ties(rows: int, depth: int, asymmetric: bool, activation_max: int,
 @pytest.mark.parametrize("smoothed", [False, True])
 @pytest.mark.parametrize("asymmetric", [False, True])
 @pytest.mark.parametrize("grid", [quantization.FULL_GRID, quantization.Int8Grid(127, 127)], ids=["8-bit", "7-bit"])
+@pytest.mark.slow
 def test_compiled_kernel_gives_the_eager_integers_bit_for_bit(built, rows, depth, smoothed, asymmetric, grid):
     zero_point = 0 if asymmetric else grid.zero_point
     x = rows_with_ties(rows, depth, asymmetric, grid.activation_max, zero_point)
@@ -61,6 +62,7 @@ def test_compiled_kernel_gives_the_eager_integers_bit_for_bit(built, rows, depth
         assert not torch.equal(q, (y.round() + zero_point).to(torch.int16))
 
 
+@pytest.mark.slow
 def test_int8_vectors_are_the_same_with_and_without_the_compiled_kernel(
     built, monkeypatch, real_model_path: Path, corpus_texts: list[str]
 ) -> None:
@@ -134,6 +136,7 @@ def test_environment_turns_it_off(monkeypatch, fresh_state) -> None:
         tiny_int8(compile_quantization=True)
 
 
+@pytest.mark.slow
 def test_a_kernel_that_disagrees_with_the_eager_ops_is_not_used(fresh_state) -> None:
     def off_by_one(x, input_scale, asymmetric):
         q, scale = quantization._reference_rows(x, input_scale, asymmetric)
@@ -189,6 +192,7 @@ def test_a_run_time_failure_warns_once_and_falls_back_to_the_same_numbers(fresh_
     assert torch.equal(first[0], eager[0]) and torch.equal(second[0], eager[0])
 
 
+@pytest.mark.slow
 def test_embedder_builds_it_once_a_job_reaches_the_token_threshold(
     monkeypatch, fresh_state, real_model_path: Path, corpus_texts: list[str]
 ) -> None:
@@ -211,6 +215,7 @@ def test_embedder_builds_it_once_a_job_reaches_the_token_threshold(
     assert builds == [1] and (after == before).all()
 
 
+@pytest.mark.slow
 def test_a_job_expected_to_reach_the_threshold_builds_it_before_its_first_chunk(
     monkeypatch, fresh_state, real_model_path: Path, corpus_texts: list[str]
 ) -> None:
@@ -235,6 +240,7 @@ def test_a_job_expected_to_reach_the_threshold_builds_it_before_its_first_chunk(
 
 
 @pytest.mark.parametrize("long_job", [False, True])
+@pytest.mark.slow
 def test_bertlite_embed_says_which_quantization_ran(
     monkeypatch, capsys, fresh_state, long_job, real_model_path: Path, corpus_texts: list[str], tmp_path: Path
 ) -> None:

@@ -19,13 +19,14 @@ import pytest
 
 from bertlite.cli import main
 from bertlite.embed.embedder import Embedder
-from tests.helpers import hide_modules, modules_after_embed
+from tests.helpers import ROOT, hide_modules, modules_after_embed
 from tests.serve_helpers import (
     one_torch_thread,  # noqa: F401 (an autouse fixture)
     tiny_model_folder,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # `bertlite serve` and fresh interpreters as processes, signals
+
 SERVE_STACK = ("starlette", "uvicorn", "prometheus_client", "fastapi")
 
 # The real CLI in a subprocess, with the worker's forward (Embedder.encode_tokenized) held for every

@@ -44,6 +44,7 @@ def metric(text: str, name: str) -> float:
     return float(match.group(1))
 
 
+@pytest.mark.slow
 def test_concurrent_clients_get_their_own_vectors(tiny_embedder: Embedder, pool: list[str]) -> None:
     reference = dict(zip(pool, tiny_embedder.encode(pool), strict=True))
     rng = random.Random(0)

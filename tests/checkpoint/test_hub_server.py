@@ -26,10 +26,9 @@ from safetensors.torch import load_file
 
 import bertlite
 from bertlite.errors import CheckpointError, CheckpointNotFoundError, DownloadError, NotCachedError
-from tests.helpers import REPO_ID, assert_weights, checkpoint_files, make_hf_model
+from tests.helpers import REPO_ID, ROOT, assert_weights, checkpoint_files, make_hf_model
 from tests.hub_server import HubServer, etag_of
 
-REPO = Path(__file__).resolve().parent.parent
 WEIGHTS = "model.safetensors"
 
 
@@ -259,6 +258,7 @@ LOAD_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_two_processes_fill_one_cache(hub: HubServer, hub_cache: Path, files: dict[str, bytes], tmp_path: Path) -> None:
     commit = hub.add_commit(REPO_ID, files)
     env = {
@@ -268,7 +268,7 @@ def test_two_processes_fill_one_cache(hub: HubServer, hub_cache: Path, files: di
         "HF_HOME": str(tmp_path / "hf-home"),
         "HF_HUB_OFFLINE": "0",
         "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
     env.pop("HF_TOKEN", None)
     outputs = [tmp_path / f"weights-{i}.safetensors" for i in range(2)]
@@ -311,6 +311,7 @@ def test_two_processes_fill_one_cache(hub: HubServer, hub_cache: Path, files: di
 # --- more shapes of a hub checkpoint ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sharded_checkpoint_and_a_missing_shard(hub: HubServer, tmp_path: Path) -> None:
     folder = tmp_path / "sharded"
     make_hf_model(seed=0).save_pretrained(folder, max_shard_size="20KB")
@@ -363,6 +364,7 @@ def test_force_download_is_checked_too(hub: HubServer, hub_cache: Path, files: d
     assert_weights(bertlite.BertModel.from_pretrained(REPO_ID), seed=0)
 
 
+@pytest.mark.slow
 def test_embed_cli_from_the_hub_matches_the_folder(
     hub: HubServer, real_model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from bertlite.utils.capabilities import EMULATED_CPUS
 from tests.helpers import run_fresh_without_isa_caps
+
+pytestmark = pytest.mark.slow  # a benchmark run in a fresh interpreter
 
 
 def test_bench_isa_avx2_runs_under_the_caps_and_records_them(tmp_path):

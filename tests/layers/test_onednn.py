@@ -172,6 +172,7 @@ def test_optimize_refuses_what_is_not_a_bert_model():
         optimize(torch.nn.Linear(2, 2))
 
 
+@pytest.mark.slow
 def test_embedder_optimizes_and_packs_by_default(real_model_path, corpus_texts):
     texts = corpus_texts[:64]
     packing = Embedder.from_pretrained(real_model_path, dtype="float32")

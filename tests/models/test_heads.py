@@ -88,6 +88,7 @@ def test_sequence_classification_problem_types(num_labels, labels, problem_type)
     assert ours.config.problem_type == hf.config.problem_type  # inferred once and kept, like transformers
 
 
+@pytest.mark.slow
 def test_lm_head_is_causal_and_loss_is_next_token():
     hf = make_hf_head("BertLMHeadModel")
     ours = to_ours(hf)

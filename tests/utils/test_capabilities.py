@@ -57,6 +57,7 @@ def _slow_warnings(fn) -> list[warnings.WarningMessage]:
 # --- dtype="auto" --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_auto_is_bf16_only_on_a_cpu_with_native_bf16(cpu, real_model_path):
     cpu(AMX)
     assert resolve_dtype("auto", "cpu") == torch.bfloat16
@@ -98,6 +99,7 @@ def test_explicit_dtypes_pass_through(cpu):
 # --- the warning ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_explicit_bf16_warns_once_where_not_native(cpu, real_model_path):
     cpu(AVX2_ONLY)
     first = _slow_warnings(lambda: Embedder.from_pretrained(real_model_path, dtype="bfloat16"))
@@ -118,6 +120,7 @@ def test_no_warning_where_native_or_for_float32_or_auto(cpu):
     assert _slow_warnings(lambda: resolve_dtype("bfloat16", "cuda")) == []  # the CPU probe says nothing of a GPU
 
 
+@pytest.mark.slow
 def test_embed_prints_the_warning_as_one_line_and_the_dtype_in_its_summary(cpu, real_model_path, tmp_path, capsys):
     source = tmp_path / "in.txt"
     source.write_text("first text\nsecond text\n", encoding="utf-8")
@@ -304,6 +307,7 @@ def test_env_says_which_variable_restricts_the_isa(isa_env, capsys):
     assert "dtype='auto' resolves to: float32 on cpu" in out
 
 
+@pytest.mark.slow
 def test_env_json_in_a_process_started_with_onednn_capped_to_avx2():
     # A fresh process, as a user runs it: oneDNN reads the variable at its first use.
     result = run_fresh_without_isa_caps(["-m", "bertlite.cli", "env", "--json"], ONEDNN_MAX_CPU_ISA="AVX2")
@@ -316,6 +320,7 @@ def test_env_json_in_a_process_started_with_onednn_capped_to_avx2():
 # --- why "auto" may pick bf16 --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bf16_vectors_keep_min_cosine_to_fp32(real_model_path, corpus_texts):
     # The bar dtype="auto" must meet: min cosine >= 0.9999 to float32 vectors. Every 57th corpus
     # paragraph (up to 256 tokens), in bf16 natively where the CPU has it, emulated elsewhere.

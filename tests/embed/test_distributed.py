@@ -16,10 +16,11 @@ from bertlite.cli import main
 from bertlite.embed import ray as distributed
 from bertlite.embed.embedder import Embedder
 from bertlite.embed.io import read_texts
-from tests.helpers import hide_modules, modules_after_embed
+from tests.helpers import DATA, hide_modules, modules_after_embed
 
-REPO = Path(__file__).resolve().parent.parent
-CORPUS = REPO / "data" / "stdlib_docs.jsonl"
+pytestmark = pytest.mark.slow  # a local Ray cluster in the test process
+
+CORPUS = DATA / "stdlib_docs.jsonl"
 ERROR_PREFIX = "bertlite embed: error:"
 
 

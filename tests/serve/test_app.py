@@ -65,6 +65,7 @@ def max_diff(a: object, b: np.ndarray) -> float:
     return float(np.abs(np.asarray(a, dtype=np.float32) - b).max())
 
 
+@pytest.mark.slow
 def test_openai_client_float_base64_and_default(
     client: openai.OpenAI, real_embedder: Embedder, texts: list[str]
 ) -> None:
@@ -88,6 +89,7 @@ def test_openai_client_float_base64_and_default(
     assert max_diff(default.data[0].embedding, expected[1]) <= 1e-6
 
 
+@pytest.mark.slow
 def test_dimensions_equal_sentence_transformers_truncate_dim(
     client: openai.OpenAI, real_server: str, real_folder: Path, texts: list[str]
 ) -> None:
@@ -103,6 +105,7 @@ def auth(key: str = KEY) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
+@pytest.mark.slow
 def test_tei_embed_and_prompts_on_both_endpoints(
     client: openai.OpenAI, real_server: str, real_embedder: Embedder, texts: list[str]
 ) -> None:
@@ -123,6 +126,7 @@ def test_tei_embed_and_prompts_on_both_endpoints(
     assert max_diff([d.embedding for d in custom.data], real_embedder.encode(texts, prompt="q: ")) <= 1e-6
 
 
+@pytest.mark.slow
 def test_api_key_guards_every_endpoint_but_health(real_server: str) -> None:
     for method, path in [("POST", "/v1/embeddings"), ("POST", "/embed"), ("GET", "/info"), ("GET", "/metrics")]:
         missing = httpx.request(method, f"{real_server}{path}", json={"input": "x", "inputs": "x"})
@@ -253,6 +257,7 @@ def test_tei_errors_in_tei_shape(strict_server: str, body: dict, status: int, me
     assert r.json()["error_type"] == "Validation"
 
 
+@pytest.mark.slow
 def test_tei_normalize_false_returns_the_models_own_vectors(tiny_folder: Path) -> None:
     raw = Embedder.from_pretrained(tiny_folder)  # no sentence-transformers metadata: not normalized
     with running(lambda: raw) as (url, _):
@@ -308,6 +313,7 @@ def test_a_worker_that_dies_fails_its_requests_and_health_instead_of_hanging(tin
         assert httpx.post(f"{url}/embed", json={"inputs": ["beta"]}, timeout=60).status_code == 503
 
 
+@pytest.mark.slow
 def test_serve_dtype_int8_builds_the_compiled_quantization_and_serves_the_int8_vectors(
     real_folder: Path, texts: list[str]
 ) -> None:

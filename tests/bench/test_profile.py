@@ -8,6 +8,8 @@ import pytest
 
 from bench import profile
 
+pytestmark = pytest.mark.slow  # benchmarks: the profiler on real forwards
+
 
 def event(key: str, self_us: float) -> SimpleNamespace:
     return SimpleNamespace(key=key, self_cpu_time_total=self_us)

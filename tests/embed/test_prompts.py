@@ -97,6 +97,7 @@ def test_bad_prompt_config_names_the_file(real_model_path: Path, tmp_path: Path)
         Embedder.from_pretrained(folder)
 
 
+@pytest.mark.slow
 def test_embed_cli_prompt_and_truncate_dim_equal_sentence_transformers(
     folder: Path, st_model: SentenceTransformer, texts: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

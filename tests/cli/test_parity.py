@@ -32,6 +32,7 @@ def test_builtin_texts_are_varied():
     assert any(not t.isascii() for t in BUILTIN_TEXTS if isinstance(t, str))
 
 
+@pytest.mark.slow
 def test_real_checkpoint_passes_with_json(real_model_path, tmp_path, capsys):
     out = tmp_path / "report.json"
     assert main(["parity", str(real_model_path), "--json", str(out)]) == 0
@@ -47,6 +48,7 @@ def test_real_checkpoint_passes_with_json(real_model_path, tmp_path, capsys):
     assert report["versions"]["transformers"] and report["tokens"] > 100
 
 
+@pytest.mark.slow
 def test_real_checkpoint_bf16_passes_by_relative_criterion(real_model_path):
     report = check(real_model_path, dtype="bfloat16", attn="sdpa")
     assert report.ok, report.format_table()
@@ -56,6 +58,7 @@ def test_real_checkpoint_bf16_passes_by_relative_criterion(real_model_path):
     assert max(r.reference_error for r in rows) > 1e-3
 
 
+@pytest.mark.slow
 def test_perturbed_copy_fails_and_names_tensor_and_module(real_model_path, perturbed, capsys):
     code = main(["parity", str(perturbed), "--reference", str(real_model_path)])
     stdout = capsys.readouterr().out
@@ -66,6 +69,7 @@ def test_perturbed_copy_fails_and_names_tensor_and_module(real_model_path, pertu
     assert "verdict: PARITY FAILS" in stdout
 
 
+@pytest.mark.slow
 def test_wrong_gelu_variant_is_diagnosed(real_model_path, monkeypatch, capsys):
     monkeypatch.setitem(bertlite.layers.activations.ACT2FN, "gelu", bertlite.layers.activations.ACT2FN["gelu_new"])
     assert main(["parity", str(real_model_path)]) == 1
@@ -76,6 +80,7 @@ def test_wrong_gelu_variant_is_diagnosed(real_model_path, monkeypatch, capsys):
     assert "'gelu_new'" in cause.split("bertlite's like")[1] and "GELU variant" in cause
 
 
+@pytest.mark.slow
 def test_wrong_layer_norm_eps_is_diagnosed(real_model_path, monkeypatch, capsys):
     original = bertlite.BertModel.from_pretrained
 
@@ -93,6 +98,7 @@ def test_wrong_layer_norm_eps_is_diagnosed(real_model_path, monkeypatch, capsys)
     assert "likely cause: LayerNorm eps differs at 13 LayerNorm(s)" in stdout and "transformers 1e-12" in stdout
 
 
+@pytest.mark.slow
 def test_mask_value_is_diagnosed(real_model_path, monkeypatch, capsys):
     def weak_mask(self, attention_mask, embeddings):
         bias = (1.0 - attention_mask[:, None, None, :].to(embeddings.dtype)) * -1.0  # far too weak a mask
@@ -113,7 +119,12 @@ def test_mask_value_is_diagnosed(real_model_path, monkeypatch, capsys):
         (lambda tmp: "some-org/not-cached-bert", "not in the Hugging Face cache"),
     ],
 )
-def test_load_errors_exit_2_with_one_line(make_arg, message, tmp_path, capsys):
+def test_load_errors_exit_2_with_one_line(make_arg, message, tmp_path, capsys, monkeypatch):
+    from huggingface_hub import constants
+
+    # Offline with an empty cache: the answer must not depend on this machine's network or its HF cache.
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
     assert main(["parity", make_arg(tmp_path)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -137,6 +148,7 @@ def test_usage_errors_exit_2(real_model_path, capsys):
     assert "cannot read --text-file" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_text_file_with_pairs(real_model_path, tmp_path):
     texts = tmp_path / "texts.txt"
     texts.write_text("first text\nquestion?\tanswer.\n\nthird, with ünïcode\n", encoding="utf-8")
@@ -144,6 +156,7 @@ def test_text_file_with_pairs(real_model_path, tmp_path):
     assert report.ok and report.texts == 3
 
 
+@pytest.mark.slow
 def test_checkpoint_without_pooler(real_model_path, tmp_path, capsys):
     folder = tmp_path / "no_pooler"
     shutil.copytree(real_model_path, folder)

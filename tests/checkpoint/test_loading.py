@@ -21,7 +21,7 @@ import bertlite
 import bertlite.checkpoint.load
 import bertlite.models.bert
 from bertlite.errors import CheckpointError, CheckpointNotFoundError
-from tests.helpers import TINY, make_hf_model, random_batch, write_folder
+from tests.helpers import ROOT, TINY, make_hf_model, random_batch, write_folder
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -512,6 +512,7 @@ def test_non_finite_value_in_a_later_chunk_of_the_file_is_found(tmp_path, hf, mo
         bertlite.BertModel.from_pretrained(folder, dtype=dtype)
 
 
+@pytest.mark.slow
 def test_loading_leaves_the_checkpoint_pages_it_checked_unmapped(real_model_path):
     # The model holds the safetensors file's mmapped pages; the NaN/Inf check reads the file instead,
     # so only what a forward touches becomes resident (an embedding matrix is mostly rows never read).
@@ -526,7 +527,7 @@ def test_loading_leaves_the_checkpoint_pages_it_checked_unmapped(real_model_path
         "        rss += int(line.split()[1])\n"
         "print(rss)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, "-c", script, str(real_model_path)], env=env, capture_output=True, text=True, timeout=120
     )

@@ -36,6 +36,7 @@ def test_reads_sentence_transformers_settings(embedder):
     assert (embedder.pooling, embedder.normalize, embedder.max_length) == (["mean"], True, 256)
 
 
+@pytest.mark.slow
 def test_vectors_equal_transformers_mean_pooling_in_input_order(embedder, hf_tokenizer, hf_model, corpus_texts):
     texts = corpus_texts[:200]
     ours = embedder.encode(texts, batch_size=16)
@@ -70,6 +71,7 @@ def transformers_mean_pooled(model, tokenizer, texts: list[str]) -> torch.Tensor
     return torch.cat(vectors)
 
 
+@pytest.mark.slow
 def test_eager_through_embedder_is_transformers_eager_within_pooling_rounding(
     real_model_path, hf_tokenizer, corpus_texts
 ):
@@ -87,6 +89,7 @@ def test_eager_through_embedder_is_transformers_eager_within_pooling_rounding(
         assert (single - transformers_mean_pooled(eager, hf_tokenizer, [text])).abs().max() <= 3e-7
 
 
+@pytest.mark.slow
 def test_vectors_equal_sentence_transformers(embedder, real_model_path, corpus_texts):
     sentence_transformers = pytest.importorskip("sentence_transformers")  # a test extra: CI has it
     texts = corpus_texts[200:300]
@@ -188,6 +191,7 @@ def test_concatenated_pooling_modes_from_metadata(real_model_path, tmp_path):
     np.testing.assert_allclose(both[:, :384], cls, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_max_tokens_budget_and_long_texts(embedder, corpus_texts, monkeypatch):
     seen = []
     original = embedder._embed_packed
@@ -221,6 +225,7 @@ def test_max_tokens_budget_and_long_texts(embedder, corpus_texts, monkeypatch):
 
 
 @pytest.mark.parametrize("mode", POOLING_MODES)
+@pytest.mark.slow
 def test_unpadded_path_equals_padded_path(mode, real_model_path, corpus_texts):
     texts = corpus_texts[:40] + [("a pair", "of texts")]
     fast = Embedder.from_pretrained(real_model_path, dtype="float32", pooling=mode)
@@ -239,6 +244,7 @@ def test_outputs_and_arguments(embedder):
         Embedder(embedder.model, embedder.tokenizer, pooling="sum")
 
 
+@pytest.mark.slow
 def test_bf16_vectors_close_to_fp32(real_model_path, embedder, corpus_texts):
     low = Embedder.from_pretrained(real_model_path, dtype="bfloat16").encode(corpus_texts[:50])
     cosine = (low * embedder.encode(corpus_texts[:50])).sum(1)
@@ -255,6 +261,7 @@ def test_max_length_can_be_changed_later(real_model_path):
     assert e.max_length == 512
 
 
+@pytest.mark.slow
 def test_four_threads_give_the_sequential_vectors(embedder, corpus_texts):
     from concurrent.futures import ThreadPoolExecutor
 
@@ -266,6 +273,7 @@ def test_four_threads_give_the_sequential_vectors(embedder, corpus_texts):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_checkpoint_without_pooler_and_training_after_encode(real_model_path, tmp_path, corpus_texts):
     from safetensors.torch import load_file, save_file
 

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from tests.helpers import ROOT
+
 # Three packed int8 forwards of 2,048 tokens through a random 2-layer model at all-MiniLM-L6-v2's
 # widths, after a first one; prints the minor page faults of those three.
 SCRIPT = """
@@ -30,13 +32,14 @@ print(faults() - before)
 
 
 def page_faults(keep: str) -> int:
-    env = {**os.environ, "BERTLITE_KEEP_FREED_MEMORY": keep, "PYTHONPATH": os.getcwd()}
+    env = {**os.environ, "BERTLITE_KEEP_FREED_MEMORY": keep, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return int(done.stdout.split()[-1])
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the thresholds are glibc's")
+@pytest.mark.slow
 def test_int8_forwards_reuse_freed_pages_unless_turned_off() -> None:
     kept, turned_off = page_faults("1"), page_faults("0")
     # measured here: 3,840 vs 34,112

@@ -3,11 +3,12 @@ computes the reference in the same run.
 
 The "ci" profile (default) is derandomized and small so the suite stays fast; run
 many more examples by hand with
-    BERTLITE_HYPOTHESIS_PROFILE=thorough pytest tests/test_property_parity.py
+    BERTLITE_HYPOTHESIS_PROFILE=thorough pytest tests/models/test_property_parity.py
 """
 
 import os
 
+import pytest
 import torch
 import transformers
 from hypothesis import HealthCheck, given, settings
@@ -81,6 +82,7 @@ def build(config: dict, seed: int) -> tuple[transformers.BertModel, bertlite.Ber
 
 
 @given(cases(), st.sampled_from(sorted(PADDED_ATTENTION)))
+@pytest.mark.slow
 def test_forward_matches_transformers(case, attn):
     config, inputs, seed = case
     hf, ours = build(config, seed)
@@ -93,6 +95,7 @@ def test_forward_matches_transformers(case, attn):
 
 
 @given(cases(), st.sampled_from(sorted(PACKED_ATTENTION)))
+@pytest.mark.slow
 def test_unpadded_path_matches_transformers_on_real_tokens(case, attn):
     config, inputs, seed = case
     hf, ours = build(config, seed)

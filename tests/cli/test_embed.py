@@ -25,9 +25,8 @@ import bertlite.embed.embedder
 from bertlite.cli import main
 from bertlite.embed.embedder import Embedder
 from bertlite.models.bert import BertPreTrainedModel
-from tests.helpers import hide_modules
+from tests.helpers import ROOT, hide_modules
 
-REPO = Path(__file__).resolve().parent.parent
 DIM = 384
 ERROR_PREFIX = "bertlite embed: error:"
 # Characters csv/tsv must quote, a non-ASCII word, and an empty row that must not be skipped.
@@ -150,6 +149,7 @@ def check_vectors(path: Path, expected: np.ndarray) -> None:
 
 @pytest.mark.parametrize("out_format", ["npy", "jsonl", "parquet"])
 @pytest.mark.parametrize("in_format", ["txt", "jsonl", "csv", "tsv", "stdin"])
+@pytest.mark.slow
 def test_round_trip(
     in_format: str,
     out_format: str,
@@ -282,6 +282,7 @@ def signal_mid_run(model: Path, texts: list[str], tmp_path: Path, signum: int) -
     return work, proc.returncode, log.read_text(encoding="utf-8", errors="replace")
 
 
+@pytest.mark.slow
 def test_sigint_exits_130_and_leaves_no_output(real_model_path: Path, corpus_texts: list[str], tmp_path: Path) -> None:
     work, code, err = signal_mid_run(real_model_path, corpus_texts, tmp_path, signal.SIGINT)
     assert code == 130, err
@@ -294,7 +295,7 @@ def test_module_entry_point_runs(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "bertlite.cli", "embed", "--help"],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
         timeout=60,
@@ -391,6 +392,7 @@ def test_missing_output_folder_exits_2(
 
 
 @pytest.mark.parametrize("out_format", ["npy", "jsonl", "parquet"])
+@pytest.mark.slow
 def test_full_disk_exits_1_and_leaves_nothing(
     out_format: str,
     real_model_path: Path,
@@ -427,6 +429,7 @@ def test_full_disk_exits_1_and_leaves_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
 
 
+@pytest.mark.slow
 def test_one_megabyte_line_is_truncated(
     real_model_path: Path, embedder: Embedder, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -493,6 +496,7 @@ def test_missing_model_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 @pytest.mark.parametrize(("flags", "packs"), [([], True), (["--no-pack-weights"], False)])
+@pytest.mark.slow
 def test_pack_weights_flag_reaches_the_model_and_keeps_the_vectors(
     flags: list[str],
     packs: bool,
@@ -519,6 +523,7 @@ def test_pack_weights_flag_reaches_the_model_and_keeps_the_vectors(
     np.testing.assert_allclose(np.load(out), reference, rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_pooling_cls_without_normalize(
     real_model_path: Path,
     texts: list[str],
@@ -538,6 +543,7 @@ def test_pooling_cls_without_normalize(
     assert not np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_summary_counts_texts_tokens_and_truncated(
     real_model_path: Path,
     embedder: Embedder,
@@ -636,7 +642,7 @@ def cli_env(**extra: str) -> dict[str, str]:
     return {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         **extra,
     }
 
@@ -666,6 +672,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", str(folder)], check=True)
 
 
+@pytest.mark.slow
 def test_full_small_filesystem_exits_1_and_keeps_the_earlier_file(
     tiny_model: Path, small_disk: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -834,6 +841,7 @@ def test_non_finite_vector_exits_1_naming_the_row(
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_sigterm_exits_143_and_keeps_the_earlier_output(
     real_model_path: Path, corpus_texts: list[str], tmp_path: Path
 ) -> None:
@@ -857,6 +865,7 @@ print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 """
 
 
+@pytest.mark.slow
 def test_peak_memory_does_not_grow_with_the_input(tiny_model: Path, tmp_path: Path) -> None:
     small, large = 2_000, 40_000  # 20x the rows
     row = "a line of text that is about one hundred characters long, give or take a few words here and there\n"

@@ -165,6 +165,7 @@ def test_a_residual_given_to_the_layer_is_added_once(asymmetric: bool, bias: boo
     torch.testing.assert_close(q(x[:, :0], residual=residual[:, :0]), residual[:, :0])  # no tokens
 
 
+@pytest.mark.slow
 def test_the_quantized_layers_add_the_residual_in_eval_and_leave_training_to_the_plain_path() -> None:
     model = to_bertlite(make_hf_model()).eval()
     quantize_int8(model, kernel="dequantize")
@@ -250,6 +251,7 @@ print(json.dumps({"grid": grid._asdict(), "exact": exact}))
 """
 
 
+@pytest.mark.slow
 def test_onednn_capped_to_avx2_gets_bounded_pairs_exact_at_bert_shapes() -> None:
     if platform.machine().lower() not in ("x86_64", "amd64") or not torch.backends.mkldnn.is_available():
         pytest.skip("ONEDNN_MAX_CPU_ISA=AVX2 caps oneDNN's x86 kernels only")
@@ -331,6 +333,7 @@ def fp32_vectors(real_model_path: Path, corpus_texts: list[str]) -> torch.Tensor
 
 
 @pytest.mark.parametrize("kernel", [FUSED, "dequantize"])
+@pytest.mark.slow
 def test_int8_vectors_stay_close_to_fp32(
     kernel: str, int8_embedder: Embedder, real_model_path: Path, corpus_texts: list[str], fp32_vectors: torch.Tensor
 ) -> None:
@@ -352,6 +355,7 @@ def test_int8_vectors_stay_close_to_fp32(
     assert float(cosine.mean()) >= (0.998 if reduced else 0.999)
 
 
+@pytest.mark.slow
 def test_cli_dtype_int8_gives_the_api_vectors(
     int8_embedder: Embedder,
     real_model_path: Path,
