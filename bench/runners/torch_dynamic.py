@@ -24,8 +24,11 @@ def torch_dynamic_embedder(model_path: str, **embedder_kwargs: Any) -> Any:
     from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
     from bertlite import Embedder
+    from bertlite.layers.onednn import restore
 
     embedder = Embedder.from_pretrained(model_path, dtype="float32", **embedder_kwargs)
+    # quantize_dynamic swaps modules of exactly type nn.Linear; the Embedder's oneDNN Linears are a subclass.
+    restore(embedder.model)
     with warnings.catch_warnings():  # torch.ao's deprecation notices
         warnings.simplefilter("ignore")
         quantize_dynamic(embedder.model.encoder, {torch.nn.Linear: per_channel_dynamic_qconfig}, inplace=True)
