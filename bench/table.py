@@ -33,23 +33,30 @@ LABELS = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The job's flags."""
     parser.add_argument("result", type=Path, help="a result file of `python -m bench throughput --json`")
+    parser.add_argument("--configs", help="comma-separated configs to show, in the file's order (default: all)")
 
 
-def table(result: dict[str, Any]) -> str:
+def table(result: dict[str, Any], configs: list[str] | None = None) -> str:
     """The markdown table of a throughput result, and the line that says where it comes from.
 
     Args:
         result: the parsed result file.
+        configs: the configs to show (default: all the file has).
 
     Returns:
         The table's lines, joined.
     """
-    configs = result["throughput"]["configs"]
+    measured = result["throughput"]["configs"]
+    missing = sorted(set(configs or ()) - set(measured))
+    if missing:
+        raise SystemExit(f"bench table: {', '.join(missing)} not in the file; it has {', '.join(measured)}")
     rows = [
         "| config | texts/s | x bertlite float32 (per round) | min / mean cosine to transformers float32 |",
         "|---|---|---|---|",
     ]
-    for name, row in configs.items():
+    for name, row in measured.items():
+        if configs is not None and name not in configs:
+            continue
         cosine = f"{row['min_cosine_vs_hf_eager_fp32']:.5f} / {row['mean_cosine_vs_hf_eager_fp32']:.5f}"
         ratio = f"{row['per_round_x_bertlite_fp32']:.2f}"
         rows.append(f"| {LABELS.get(name, name)} | {row['texts_per_s']:.1f} | {ratio} | {cosine} |")
@@ -66,4 +73,5 @@ def table(result: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> None:
     """Print the table of args.result."""
-    print(table(json.loads(args.result.read_text(encoding="utf-8"))))
+    configs = args.configs.split(",") if args.configs else None
+    print(table(json.loads(args.result.read_text(encoding="utf-8")), configs))

@@ -1,5 +1,7 @@
 """python -m bench table: a result file as the docs' table, every number from the file."""
 
+import pytest
+
 from bench.table import table
 
 RESULT = {
@@ -43,3 +45,12 @@ def test_the_table_has_a_row_per_config_and_says_where_it_comes_from():
 
 def test_a_dirty_tree_is_named():
     assert "commit 0123456789ab (dirty)" in table({**RESULT, "dirty": True})
+
+
+def test_configs_choose_the_rows_and_an_unknown_one_is_named():
+    lines = table(RESULT, ["my_engine"]).splitlines()
+    assert lines[2] == "| my_engine | 100.0 | 0.50 | 0.99000 / 0.99500 |" and "| bertlite float32 |" not in "\n".join(
+        lines
+    )
+    with pytest.raises(SystemExit, match="other_engine not in the file; it has bertlite_fp32, my_engine"):
+        table(RESULT, ["other_engine"])
