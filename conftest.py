@@ -55,6 +55,7 @@ def setup(namespace: dict[str, Any]) -> None:
     env = {
         "HF_HUB_OFFLINE": "1",
         "HF_HUB_CACHE": str(folder / "hf-cache"),
+        "BERTLITE_CACHE_DIR": str(folder / "bertlite-cache"),  # dtype="auto"'s timings stay out of ~/.cache
         "MODEL": str(model),
     }
     # huggingface_hub copies these variables into its constants at import and reads the constants at call time.

@@ -24,6 +24,7 @@ from bench.configs import CONFIGS, GROUPS, expand
 from bench.flops import gemm_peak, useful_gflop
 from bench.runners import BATCH_SIZE, PeerMissing
 from bench.runners.transformers import transformers_runner
+from bertlite.config import BertConfig
 from bertlite.quant.allocator import keep_freed_memory
 from bertlite.utils.capabilities import resolve_dtype
 
@@ -76,7 +77,9 @@ def bench_throughput(
             print(f"  round {r + 1}/{rounds} {name}: {len(texts) / seconds[name][-1]:.1f} texts/s", file=sys.stderr)
     gflop = useful_gflop(model_path, texts)
     peaks = {"fp32": gemm_peak(torch.float32), "bf16": gemm_peak(torch.bfloat16)}
-    peaks["auto"] = peaks["bf16" if resolve_dtype("auto") == torch.bfloat16 else "fp32"]
+    config = BertConfig.from_pretrained(model_path)
+    auto = resolve_dtype("auto", sizes=(config.hidden_size, config.intermediate_size))  # as the runner's Embedder
+    peaks["auto"] = peaks["bf16" if auto == torch.bfloat16 else "fp32"]
     base = seconds.get("bertlite_fp32")
     results = {}
     for name in configs:

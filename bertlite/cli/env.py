@@ -14,8 +14,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         description="Print the versions of bertlite, torch, tokenizers and Python; this CPU's capabilities "
         "(torch's vector ISA, native bf16/fp16 GEMMs, AVX-512 / VNNI / AMX flags from /proc/cpuinfo, and any ISA "
         "cap set in the environment, such as ONEDNN_MAX_CPU_ISA=AVX2, which makes this an emulated smaller CPU); "
-        "the dtype that dtype='auto' (the default of Embedder and bertlite embed) resolves to; and the int8 kernel "
-        "and integer ranges that dtype='int8' gets here (probed). Exit status 0.",
+        "the dtype that dtype='auto' (the default of Embedder and bertlite embed) resolves to, and the timing it "
+        "rests on; and the int8 kernel and integer ranges that dtype='int8' gets here (probed). "
+        "Exit status 0; 2 when BERTLITE_AUTO_DTYPE is not float32 or bfloat16.",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
@@ -23,14 +24,21 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
     import platform
+    import sys
 
     import tokenizers
     import torch
 
     from bertlite.quant.int8 import describe_int8
+    from bertlite.utils.auto_dtype import auto_dtype
     from bertlite.utils.capabilities import detect, resolve_dtype
 
     caps = detect()
+    try:
+        verdict = auto_dtype(caps)
+    except ValueError as e:  # a bad BERTLITE_AUTO_DTYPE
+        print(f"bertlite env: error: {e}", file=sys.stderr)
+        return 2
     report = {
         "versions": {
             "bertlite": __version__,
@@ -41,7 +49,12 @@ def run(args: argparse.Namespace) -> int:
         "capabilities": caps.as_dict(),
         "threads": torch.get_num_threads(),
         "cuda_available": torch.cuda.is_available(),
-        "auto_dtype": {"cpu": str(resolve_dtype("auto", "cpu")).removeprefix("torch.")},
+        "auto_dtype": {"cpu": verdict.dtype},
+        "auto_dtype_measurement": {
+            "reason": verdict.reason,
+            "seconds": verdict.seconds,
+            "x_float32": verdict.ratios(),
+        },
         "int8": describe_int8(),
     }
     if report["cuda_available"]:
@@ -54,5 +67,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"cpu: {caps.summary()}")
     print(f"torch threads: {report['threads']}; cuda available: {'yes' if report['cuda_available'] else 'no'}")
     print("dtype='auto' resolves to: " + ", ".join(f"{d} on {dev}" for dev, d in report["auto_dtype"].items()))
+    timed = " (BERT-base's Linears; Embedder times the model's own)" if verdict.seconds else ""
+    print(f"dtype='auto' on cpu: {verdict.reason}{timed}")
     print(f"dtype='int8' runs: {report['int8']['summary']}")
     return 0

@@ -20,6 +20,7 @@ import torch
 from tokenizers import Encoding, Tokenizer
 from torch import Tensor
 
+from bertlite.config import BertConfig
 from bertlite.embed.io import SURROGATE
 from bertlite.embed.st_config import (
     DEFAULT_NORMALIZE,
@@ -231,8 +232,9 @@ class Embedder:
         Args:
             name_or_path: a local checkpoint folder or a hub id.
             device: where the model runs (e.g. "cpu", "cuda:1"); None: the CPU.
-            dtype: "auto" (bfloat16 on a CPU with native bf16, else float32), None (float32), a dtype
-                or its name; see bertlite.utils.capabilities.resolve_dtype. "int8": as quantize="int8".
+            dtype: "auto" (bfloat16 where this CPU runs it natively and measurably faster, else float32),
+                None (float32), a dtype or its name; see bertlite.utils.capabilities.resolve_dtype.
+                "int8": as quantize="int8".
             pooling: mode(s) as in __init__; None: the folder's, else "mean".
             normalize: as in __init__; None: the folder's, else False.
             max_length: as in __init__; None: the folder's, else the model's max_position_embeddings.
@@ -256,7 +258,11 @@ class Embedder:
         """
         int8 = check_quantize(quantize, dtype)
         device = check_device(device)
-        dtype = resolve_dtype(None if int8 else dtype, device)
+        sizes = None
+        if dtype == "auto" and not int8 and (device is None or device.type == "cpu"):
+            config = BertConfig.from_pretrained(name_or_path, **hub_kwargs)  # "auto" times the model's own sizes
+            sizes = (config.hidden_size, config.intermediate_size)
+        dtype = resolve_dtype(None if int8 else dtype, device, sizes)
         settings = read_sentence_transformers_settings(name_or_path, **hub_kwargs)
         saved_prompts, saved_default = read_sentence_transformers_prompts(name_or_path, **hub_kwargs)
         if normalize is None:

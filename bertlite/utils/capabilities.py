@@ -1,11 +1,10 @@
 """What this machine's CPU runs natively, probed once, and the dtype `dtype="auto"` picks from it.
 
-bfloat16 is fast only where the CPU has it: with native bf16 and AMX bertlite's bf16 path runs
-faster than float32 and keeps its vectors close to float32's (tests/test_capabilities.py checks it
-on the corpus); without it torch emulates bf16 GEMMs and they run several times slower than float32.
-So "auto" is bf16 only where it is native and measured faster than float32: with AMX-BF16; with
-AVX512_BF16 alone it was slower, so "auto" is float32 there (Capabilities.bf16_fast). The numbers are
-in docs/performance.md. An explicit bf16 or fp16 on a CPU without native support warns once.
+bfloat16 can be fast only where the CPU has it natively, and keeps its vectors close to float32's
+(tests/utils/test_capabilities.py checks it on the corpus); without it torch emulates bf16 GEMMs and
+they run several times slower than float32. Whether native bf16 is faster than float32 is measured,
+not read from flags: "auto" times both (bertlite.utils.auto_dtype). An explicit bf16 or fp16 on a
+CPU without native support warns once.
 Importing this module does not import torch.
 
 A process can also be told to use less of its CPU than it has: each kernel library honours an
@@ -87,7 +86,8 @@ DTYPE_NAMES = ("float32", "bfloat16", "float16")  # the dtypes a command runs th
 # The --dtype of `bertlite embed` and `bertlite serve`.
 DTYPE_CHOICES = ["auto", *DTYPE_NAMES]
 DTYPE_HELP = (
-    "model dtype (default: auto = bfloat16 on a CPU with AMX-BF16, else float32; `bertlite env` says which); "
+    "model dtype (default: auto = bfloat16 where this CPU runs it natively and measurably faster, else float32; "
+    "`bertlite env` says which); "
     "bfloat16/float16 on a CPU without native support run several times slower than float32"
 )
 
@@ -114,20 +114,6 @@ class Capabilities:
         data["flags"] = None if self.flags is None else list(self.flags)
         data["isa_limits"] = list(self.isa_limits)
         return data
-
-    @property
-    def bf16_fast(self) -> bool:
-        """Whether dtype="auto" picks bfloat16: native bf16, and on x86 AMX-BF16 that oneDNN may use.
-
-        With AVX512_BF16 alone (Cooper Lake, Zen 4) bf16 is native but was slower than float32 when
-        emulated (`python -m bench throughput --isa avx512_bf16`), so it is not picked there.
-        """
-        if not self.bf16_native:
-            return False
-        if self.flags is None or not {"avx2", "avx512f"} & set(self.flags):  # not x86, or unknown: the probe
-            return True
-        onednn = [limit.split("=", 1)[1].upper() for limit in self.isa_limits if "_MAX_CPU_ISA=" in limit]
-        return "amx_bf16" in self.flags and all("AMX" in value or value in ("ALL", "DEFAULT") for value in onednn)
 
     def summary(self) -> str:
         """These capabilities as one line of text.
@@ -216,15 +202,21 @@ def _read_cpuinfo(path: str = "/proc/cpuinfo") -> tuple[str | None, tuple[str, .
 _warned: set[str] = set()
 
 
-def resolve_dtype(dtype: torch.dtype | str | None, device: torch.device | str | None = None) -> torch.dtype:
+def resolve_dtype(
+    dtype: torch.dtype | str | None,
+    device: torch.device | str | None = None,
+    sizes: tuple[int, int] | None = None,
+) -> torch.dtype:
     """Resolve the dtype Embedder loads a model in.
 
     Args:
-        dtype: "auto": on CPU bfloat16 where bf16 is native and fast (Capabilities.bf16_fast), else
-            float32; on any other device float32 (what Embedder always used). None: float32. A torch
-            dtype or its name ("bfloat16", "torch.float16"...): as given; bfloat16 or float16 on a CPU
-            without native support runs, with a SlowDtypeWarning once per process and dtype.
+        dtype: "auto": on CPU bfloat16 where bf16 is native and timed at least 1.1x faster than float32
+            at the model's sizes (bertlite.utils.auto_dtype), else float32; on any other device float32
+            (what Embedder always used). None: float32. A torch dtype or its name ("bfloat16",
+            "torch.float16"...): as given; bfloat16 or float16 on a CPU without native support runs,
+            with a SlowDtypeWarning once per process and dtype.
         device: the device the model will run on; None means CPU.
+        sizes: the model's (hidden_size, intermediate_size), which "auto" times; None: BERT-base's.
 
     Returns:
         The torch dtype to load the model in.
@@ -238,7 +230,13 @@ def resolve_dtype(dtype: torch.dtype | str | None, device: torch.device | str | 
 
     on_cpu = device is None or torch.device(device).type == "cpu"
     if dtype == "auto":
-        return torch.bfloat16 if on_cpu and detect().bf16_fast else torch.float32
+        if not on_cpu:
+            return torch.float32
+        from bertlite.utils.auto_dtype import auto_dtype
+
+        picked = getattr(torch, auto_dtype(detect(), sizes).dtype)
+        _warn_if_emulated(picked)  # only a forced verdict can pick an emulated dtype
+        return picked
     resolved = parse_dtype(dtype) or torch.float32
     if on_cpu:
         _warn_if_emulated(resolved)

@@ -16,7 +16,7 @@ from bertlite.cli import main
 from bertlite.embed.embedder import Embedder
 from bertlite.errors import SlowDtypeWarning
 from bertlite.quant import int8 as quantization
-from bertlite.utils import capabilities
+from bertlite.utils import auto_dtype, capabilities
 from bertlite.utils.capabilities import EMULATED_CPUS, ISA_VARIABLES, Capabilities, resolve_dtype
 from tests.helpers import run_fresh_without_isa_caps
 
@@ -37,14 +37,31 @@ AMX = Capabilities(
 
 
 @pytest.fixture
-def cpu(monkeypatch: pytest.MonkeyPatch):
-    """cpu(caps): make the probe report caps, with no warning given yet in this process."""
+def cpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """cpu(caps, bf16_x=1.3): make the probe report caps and the timing of "auto" say bf16 runs bf16_x times
+    float32, with no warning given, nothing timed yet and an empty cache. Returns the list of timed shapes."""
     monkeypatch.setattr(capabilities, "_warned", set())
+    monkeypatch.setattr(auto_dtype, "_verdicts", {})
+    monkeypatch.setenv("BERTLITE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("BERTLITE_AUTO_DTYPE", raising=False)
+    timed: list[list[tuple[int, int]]] = []
 
-    def use(caps: Capabilities) -> None:
+    def use(caps: Capabilities, bf16_x: float = 1.3) -> list[list[tuple[int, int]]]:
+        def measure(shapes, dtypes=auto_dtype.CANDIDATES):
+            timed.append(list(shapes))
+            return {"float32": 0.02, "bfloat16": 0.02 / bf16_x}
+
         monkeypatch.setattr(capabilities, "detect", lambda: caps)
+        monkeypatch.setattr(auto_dtype, "measure", measure)
+        return timed
 
     return use
+
+
+def _forget_verdicts() -> None:
+    """As a new process with an empty cache would start."""
+    auto_dtype._verdicts.clear()
+    auto_dtype.cache_path().unlink(missing_ok=True)
 
 
 def _slow_warnings(fn) -> list[warnings.WarningMessage]:
@@ -59,25 +76,90 @@ def _slow_warnings(fn) -> list[warnings.WarningMessage]:
 
 @pytest.mark.slow
 def test_auto_is_bf16_only_on_a_cpu_with_native_bf16(cpu, real_model_path):
-    cpu(AMX)
+    timed = cpu(AMX)
     assert resolve_dtype("auto", "cpu") == torch.bfloat16
     assert resolve_dtype("auto", None) == torch.bfloat16  # no device: the CPU
     assert Embedder.from_pretrained(real_model_path).dtype == torch.bfloat16  # "auto" is the default
+    assert timed[-1] == [(1152, 384), (384, 384), (1536, 384), (384, 1536)]  # the model's own Linears
     cpu(AVX2_ONLY)
     assert resolve_dtype("auto", "cpu") == torch.float32
     assert Embedder.from_pretrained(real_model_path).dtype == torch.float32
 
 
-def test_auto_is_bf16_only_where_amx_runs_it(cpu):
-    cooper_lake = replace(AMX, flags=("avx2", "avx512f", "avx512_vnni", "avx512_bf16"))
-    capped = replace(AMX, isa_limits=("ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16",))
-    arm = replace(AMX, cpu_capability="DEFAULT", flags=())  # no x86 flags: torch's probe decides
-    for caps, expected in ((cooper_lake, torch.float32), (capped, torch.float32), (arm, torch.bfloat16)):
-        cpu(caps)
-        assert resolve_dtype("auto", "cpu") == expected, caps
-        assert not _slow_warnings(lambda: resolve_dtype("bfloat16", "cpu"))  # native: asked for, it runs quietly
-    cpu(replace(AMX, isa_limits=("ONEDNN_MAX_CPU_ISA=AVX512_CORE_AMX",)))
+def test_auto_times_bf16_against_float32_and_picks_it_only_when_10_percent_faster(cpu):
+    cases = ((1.3, torch.bfloat16), (1.12, torch.bfloat16), (1.05, torch.float32), (0.6, torch.float32))
+    for n, (bf16_x, expected) in enumerate(cases, 1):
+        _forget_verdicts()
+        timed = cpu(AMX, bf16_x)
+        assert resolve_dtype("auto", "cpu") == expected, bf16_x
+        assert len(timed) == n
+    hidden, intermediate = auto_dtype.DEFAULT_SIZES  # no model named: BERT-base's four Linears
+    assert timed[0] == [(3 * hidden, hidden), (hidden, hidden), (intermediate, hidden), (hidden, intermediate)]
+
+
+def test_auto_times_nothing_where_bf16_is_not_native(cpu, monkeypatch):
+    timed = cpu(AVX2_ONLY, bf16_x=5.0)
+    assert resolve_dtype("auto", "cpu") == torch.float32
+    assert timed == []
+    assert "not native" in auto_dtype.auto_dtype(AVX2_ONLY).reason
+
+
+def test_the_verdict_is_timed_once_then_read_from_the_process_and_the_cache_file(cpu):
+    timed = cpu(AMX, bf16_x=1.3)
     assert resolve_dtype("auto", "cpu") == torch.bfloat16
+    assert resolve_dtype("auto", "cpu") == torch.bfloat16
+    assert len(timed) == 1
+    auto_dtype._verdicts.clear()  # a new process: the file answers
+    verdict = auto_dtype.auto_dtype(AMX)
+    assert (verdict.dtype, len(timed)) == ("bfloat16", 1)
+    assert "timed earlier on this CPU (cached in" in verdict.reason
+    assert verdict.ratios()["bfloat16"] == pytest.approx(1.3)
+    entries = json.loads(auto_dtype.cache_path().read_text())
+    [(key, seconds)] = entries.items()
+    assert key.startswith("AMX test CPU; avx2 avx512f avx512_bf16 amx_bf16 amx_int8; ; torch ")
+    assert key.endswith(f"{torch.get_num_threads()} threads; hidden 768 intermediate 3072")
+    assert seconds == {"float32": 0.02, "bfloat16": pytest.approx(0.02 / 1.3)}
+    assert resolve_dtype("auto", "cpu", sizes=(384, 1536)) == torch.bfloat16  # other sizes: timed again
+    assert len(timed) == 2 and timed[1][0] == (1152, 384)
+
+
+@pytest.mark.parametrize("damage", ["{not json", "[1, 2]", '{"x": 1}', None])
+def test_a_damaged_or_unwritable_cache_costs_a_timing_not_an_error(cpu, damage, monkeypatch, tmp_path):
+    timed = cpu(AMX, bf16_x=1.3)
+    if damage is None:  # the cache folder cannot be made: a file stands where it would be
+        (tmp_path / "blocked").write_text("")
+        monkeypatch.setenv("BERTLITE_CACHE_DIR", str(tmp_path / "blocked" / "cache"))
+    else:
+        auto_dtype.cache_path().parent.mkdir(parents=True)
+        auto_dtype.cache_path().write_text(damage)
+    assert resolve_dtype("auto", "cpu") == torch.bfloat16
+    assert len(timed) == 1
+    if damage is not None:  # rewritten, and now it answers
+        entries = json.loads(auto_dtype.cache_path().read_text())
+        assert [seconds for key, seconds in entries.items() if key.startswith("AMX test CPU")] == [
+            {"float32": 0.02, "bfloat16": pytest.approx(0.02 / 1.3)}
+        ]
+        assert not list(auto_dtype.cache_path().parent.glob("*.tmp"))
+
+
+def test_bertlite_auto_dtype_forces_the_verdict(cpu, monkeypatch):
+    timed = cpu(AMX, bf16_x=1.3)
+    monkeypatch.setenv("BERTLITE_AUTO_DTYPE", "float32")
+    assert resolve_dtype("auto", "cpu") == torch.float32
+    cpu(AVX2_ONLY)
+    monkeypatch.setenv("BERTLITE_AUTO_DTYPE", "bfloat16")
+    warned = _slow_warnings(lambda: resolve_dtype("auto", "cpu"))
+    assert len(warned) == 1 and "dtype=bfloat16: this CPU (AVX2) has no native bfloat16" in str(warned[0].message)
+    assert timed == []
+    monkeypatch.setenv("BERTLITE_AUTO_DTYPE", "fp16")
+    with pytest.raises(ValueError, match=r"^BERTLITE_AUTO_DTYPE='fp16': choose one of float32, bfloat16$"):
+        resolve_dtype("auto", "cpu")
+
+
+def test_the_timing_runs_both_dtypes_on_small_linears():
+    seconds = auto_dtype.measure([(8, 16), (16, 8)])
+    assert set(seconds) == {"float32", "bfloat16"}
+    assert all(0 < s < float("inf") for s in seconds.values())
 
 
 def test_auto_keeps_float32_off_the_cpu(cpu):
@@ -159,6 +241,7 @@ def test_env_prints_versions_capabilities_and_the_auto_dtype(cpu, capsys):
     assert f"torch {torch.__version__}\n" in out and f"tokenizers {tokenizers.__version__}\n" in out
     assert "cpu: AMX test CPU; torch AVX512; bf16 native, fp16 native; flags avx2 avx512f" in out
     assert "dtype='auto' resolves to: bfloat16 on cpu" in out
+    assert "dtype='auto' on cpu: timed on this CPU: bfloat16 ran 1.30x float32 (picked at >= 1.10x)" in out
     cpu(AVX2_ONLY)
     assert main(["env", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -172,6 +255,19 @@ def test_env_prints_versions_capabilities_and_the_auto_dtype(cpu, capsys):
         "isa_limits": [],
     }
     assert report["auto_dtype"]["cpu"] == "float32"
+    assert report["auto_dtype_measurement"] == {
+        "reason": "bfloat16 is not native on this CPU, so it is not timed",
+        "seconds": {},
+        "x_float32": {},
+    }
+
+
+def test_env_refuses_a_bad_forced_auto_dtype_in_one_line(cpu, monkeypatch, capsys):
+    cpu(AMX)
+    monkeypatch.setenv("BERTLITE_AUTO_DTYPE", "int8")
+    assert main(["env"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == "bertlite env: error: BERTLITE_AUTO_DTYPE='int8': choose one of float32, bfloat16\n"
 
 
 @pytest.mark.parametrize(
@@ -315,6 +411,11 @@ def test_env_json_in_a_process_started_with_onednn_capped_to_avx2():
     assert report["capabilities"]["isa_limits"] == ["ONEDNN_MAX_CPU_ISA=AVX2"]
     assert report["capabilities"]["bf16_native"] is False
     assert report["auto_dtype"]["cpu"] == "float32"
+    assert report["auto_dtype_measurement"] == {
+        "reason": "bfloat16 is not native on this CPU, so it is not timed",
+        "seconds": {},
+        "x_float32": {},
+    }
 
 
 # --- why "auto" may pick bf16 --------------------------------------------------------
