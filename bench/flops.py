@@ -6,9 +6,9 @@ import time
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from bench.runners import MAX_LENGTH
+from bertlite.utils.auto_dtype import linear_pass
 
 
 def useful_gflop(model_path: str, texts: list[str]) -> float:
@@ -34,24 +34,29 @@ def useful_gflop(model_path: str, texts: list[str]) -> float:
 
 
 def gemm_peak(dtype: torch.dtype, max_seconds: float = 2.0) -> float:
-    """Best GFLOP/s of a BERT-shaped Linear (tokens x 384 -> 1536), through F.linear as the models run it.
+    """The best GFLOP/s the models' own GEMM kernel reaches here, with this run's threads.
+
+    oneDNN's linear, float32 weights packed as the models keep them (bertlite.utils.auto_dtype.linear_pass),
+    on BERT-shaped Linears (tokens x 384 -> 1536, 2,048 and 8,192 tokens) and a large square one
+    (2,048 x 2,048 -> 2,048), so a model's share of it stays under 100%.
 
     Args:
-        dtype: the matmul's dtype.
-        max_seconds: per size, up to 20 timed calls, fewer once they take this long (an emulated bf16
-            GEMM is ~100x slower).
+        dtype: the GEMMs' dtype.
+        max_seconds: per shape, up to 10 timed calls, fewer once they take this long (an emulated bf16
+            GEMM is ~10x slower).
 
     Returns:
-        The best GFLOP/s over 2,048, 4,096 and 8,192 tokens.
+        The best GFLOP/s over the shapes.
     """
+    name = str(dtype).removeprefix("torch.")
     best = 0.0
-    for n in (2048, 4096, 8192):
-        # F.linear, not a @ b: without native bf16, torch's matmul falls back to a far slower kernel.
-        a, weight = torch.randn(n, 384, dtype=dtype), torch.randn(1536, 384, dtype=dtype)
-        F.linear(a, weight)
+    for tokens, (out_features, in_features) in ((2048, (1536, 384)), (8192, (1536, 384)), (2048, (2048, 2048))):
+        run = linear_pass(name, [(out_features, in_features)], tokens)
+        run()  # oneDNN builds its kernel on the first call
         reps, start = 0, time.perf_counter()
-        while reps < 20 and (reps < 2 or time.perf_counter() - start < max_seconds):
-            F.linear(a, weight)
+        while reps < 10 and (reps < 2 or time.perf_counter() - start < max_seconds):
+            run()
             reps += 1
-        best = max(best, 2 * n * 384 * 1536 * reps / (time.perf_counter() - start) / 1e9)
+        gflop = 2 * tokens * out_features * in_features * reps / 1e9
+        best = max(best, gflop / (time.perf_counter() - start))
     return best
