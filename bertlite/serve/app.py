@@ -468,4 +468,5 @@ def _error(api: str, e: RequestError) -> Response:
         body = {"error": e.message, "error_type": _TEI_TYPES.get(e.status, "Backend")}
     # ASCII JSON: a message may quote a client's lone surrogate, which has no UTF-8.
     headers = {"connection": "close"} if e.close else None
-    return Response(json.dumps(body), status_code=e.status, headers=headers, media_type="application/json")
+    body_text = json.dumps(body, separators=(",", ":"))
+    return Response(body_text, status_code=e.status, headers=headers, media_type="application/json")

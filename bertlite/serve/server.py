@@ -189,7 +189,8 @@ class EdgeProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         kind = "invalid_request_error" if status < 500 else "server_error"
-        body = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}}).encode()
+        error = {"message": message, "type": kind, "param": None, "code": code}
+        body = json.dumps({"error": error}, separators=(",", ":")).encode()
         head = (
             f"HTTP/1.1 {status} {_REASONS[status]}\r\ncontent-type: application/json\r\n"
             f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
