@@ -76,7 +76,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         type=int,
         default=512,
         metavar="N",
-        help="embedding requests in flight; more get 429 (default: 512)",
+        help="embedding requests in flight, counted once their body is in; more get 429 (default: 512)",
     )
     p.add_argument(
         "--max-input-length",
