@@ -224,6 +224,7 @@ def make_server(
     config = uvicorn.Config(
         app,
         http=functools.partial(EdgeProtocol, limits=limits, refusals=_Refusals()),  # type: ignore[arg-type]
+        ws="none",  # no WebSocket routes: an upgrade request is an ordinary request
         log_level=log_level,
         access_log=False,
         lifespan="on",
