@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
+import re
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bertlite.cli.args import add_command, add_model_placement
@@ -12,6 +15,7 @@ from bertlite.cli.args import add_command, add_model_placement
 if TYPE_CHECKING:  # the server stack is imported on use
     from bertlite.embed.embedder import Embedder
     from bertlite.serve.app import Limits
+    from bertlite.serve.server import ConnectionLimits
 
 
 SERVE_HELP = """\
@@ -21,13 +25,17 @@ TEI-compatible POST /embed, plus GET /health, /info and /metrics (Prometheus).
 Concurrent requests are queued and one worker packs them into token-budget
 batches (length-sorted, unpadded), so many small requests run as big batches.
 More than --max-concurrent-requests in flight get 429 at once; more inputs than
---max-client-batch-size, a body over 2 MB, or (with --no-auto-truncate) an
-input over the max input length get 413; malformed requests get 422.
+--max-client-batch-size, a body over --max-body-bytes, an input over
+--max-input-bytes or (with --no-auto-truncate) over the max input length get
+413; malformed requests get 422. Slow clients are cut off: headers by
+--header-timeout (408), bodies by --body-timeout (408), idle connections by
+--keep-alive-timeout; at most --max-connections are open (more get 503).
 
 The server listens at once; /health answers 503 until the model is loaded and
-has run a forward. With an API key (--api-key or env BERTLITE_API_KEY), every
-endpoint but /health needs 'Authorization: Bearer KEY'. SIGTERM stops
-accepting, finishes the requests in flight (up to --grace-period) and exits 0.
+has run a forward. With an API key (env BERTLITE_API_KEY, --api-key-file or
+--api-key), every endpoint but /health needs 'Authorization: Bearer KEY'.
+SIGTERM stops accepting, finishes the requests in flight (up to
+--grace-period) and exits 0.
 
 Needs the serve extra: pip install 'bertlite[serve]'.
 
@@ -68,7 +76,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         type=int,
         default=512,
         metavar="N",
-        help="embedding requests in flight; more get 429 (default: 512)",
+        help="embedding requests in flight, counted once their body is in; more get 429 (default: 512)",
     )
     p.add_argument(
         "--max-input-length",
@@ -83,15 +91,72 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="truncate longer inputs (default); --no-auto-truncate answers 413 instead",
     )
     p.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=2 * 1024 * 1024,
+        metavar="N",
+        help="bytes in one request body, as TEI's --payload-limit; more get 413 (default: 2097152, 2 MiB)",
+    )
+    p.add_argument(
+        "--max-input-bytes",
+        type=int,
+        metavar="N",
+        help="UTF-8 bytes in one input; more get 413 naming the input (default: only --max-body-bytes bounds it)",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds from a request's headers to the end of its body; slower get 408 (default: 30)",
+    )
+    p.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds from connecting, or a request's first byte, to its last header byte; slower get 408 "
+        "(default: 10)",
+    )
+    p.add_argument(
+        "--keep-alive-timeout",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds an idle connection stays open between requests (default: 5)",
+    )
+    p.add_argument(
+        "--max-header-bytes",
+        type=int,
+        default=32 * 1024,
+        metavar="N",
+        help="bytes in a request's line and headers; more get 431 (default: 32768, 32 KiB)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        metavar="N",
+        help="open connections; more get 503 and a log line (default: 1024, fewer to keep 128 of `ulimit -n` free)",
+    )
+    p.add_argument(
         "--truncate-dim",
         type=int,
         metavar="N",
         help="serve the first N dimensions of each vector (as sentence-transformers' truncate_dim)",
     )
-    p.add_argument(
+    key = p.add_mutually_exclusive_group()
+    key.add_argument(
         "--api-key", metavar="KEY", help="require 'Authorization: Bearer KEY' (default: env BERTLITE_API_KEY)"
     )
-    p.add_argument("--model-name", metavar="NAME", help="model name in responses and /info (default: MODEL)")
+    key.add_argument(
+        "--api-key-file", metavar="PATH", help="read the key from a file (surrounding whitespace is stripped)"
+    )
+    p.add_argument(
+        "--model-name",
+        "--served-model-name",
+        metavar="NAME",
+        help="model name in responses and /info (default: MODEL's hub id, or a folder's own name without its path)",
+    )
     p.add_argument(
         "--grace-period",
         type=float,
@@ -129,7 +194,8 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as e:
         return fail(f"{INSTALL_HINT} ({e})")
     try:
-        limits = _limits(args)
+        limits, connection_limits = _limits(args)
+        api_key = _api_key(args)
     except ValueError as e:
         return fail(str(e))
     try:
@@ -138,6 +204,8 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}")
     host, port = sock.getsockname()[:2]
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    if warning := exposure_warning(args.host, api_key):
+        print(f"bertlite serve: warning: {warning}", file=sys.stderr, flush=True)
     failed: list[str] = []
 
     def load() -> Embedder:
@@ -158,20 +226,64 @@ def run(args: argparse.Namespace) -> int:
     app = create_app(
         load,
         limits,
-        model_name=args.model_name or args.model,
-        api_key=args.api_key or os.environ.get("BERTLITE_API_KEY") or None,
+        model_name=args.model_name or served_model_name(args.model),
+        api_key=api_key,
         on_loaded=on_loaded,
         shutdown_timeout=args.grace_period,
     )
-    server = make_server(app, args.grace_period)
+    server = make_server(app, args.grace_period, limits=connection_limits)
     print(f"bertlite serve: listening on {url}; loading {args.model}", file=sys.stderr, flush=True)
     run_server(server, sock)
     return 2 if failed else 0
 
 
-def _limits(args: argparse.Namespace) -> Limits:
+def served_model_name(model: str) -> str:
+    """The model's name in responses by default: a hub id as given; for a local folder its own name,
+    since its full path would tell every client about the server's disk."""
+    path = Path(model)
+    return (path.resolve().name or "bertlite") if path.exists() else model
+
+
+def exposure_warning(host: str, api_key: str | None) -> str | None:
+    """What to warn about a server bound to host: reachable from other machines without a key; else None."""
+    if api_key is not None:
+        return None
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:  # a host name
+        if host == "localhost":
+            return None
+    return (
+        f"listening on {host} without an API key: anyone who can reach this port can use the model; "
+        "set BERTLITE_API_KEY or --api-key-file"
+    )
+
+
+def _api_key(args: argparse.Namespace) -> str | None:
+    """The key from --api-key, --api-key-file or env BERTLITE_API_KEY, stripped as the client's is; None
+    for none. A ValueError for a key given but empty: it would silently turn the check off."""
+    if args.api_key is not None:
+        key, source = args.api_key, "--api-key"
+    elif args.api_key_file is not None:
+        source = f"--api-key-file {args.api_key_file}"
+        try:
+            key = Path(args.api_key_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ValueError(f"{source}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
+    elif "BERTLITE_API_KEY" in os.environ:
+        key, source = os.environ["BERTLITE_API_KEY"], "env BERTLITE_API_KEY"
+    else:
+        return None
+    if not key.strip():
+        raise ValueError(f"{source} is empty, which would turn the key check off; give a key, or no key option")
+    return key.strip()
+
+
+def _limits(args: argparse.Namespace) -> tuple[Limits, ConnectionLimits]:
     """The server's limits; a ValueError names the first option out of range as the command line spells it."""
-    from bertlite.serve.app import Limits
+    from bertlite.serve.app import Limits, check_seconds
+    from bertlite.serve.server import ConnectionLimits
 
     try:
         limits = Limits(
@@ -180,15 +292,23 @@ def _limits(args: argparse.Namespace) -> Limits:
             max_concurrent_requests=args.max_concurrent_requests,
             max_input_length=args.max_input_length,
             auto_truncate=args.auto_truncate,
+            max_body_bytes=args.max_body_bytes,
+            max_input_bytes=args.max_input_bytes,
+            body_timeout=args.body_timeout,
         )
-    except ValueError as e:
-        raise ValueError(str(e).replace("max_", "--max-").replace("_", "-")) from None
+        connection_limits = ConnectionLimits(
+            max_connections=args.max_connections,
+            max_header_bytes=args.max_header_bytes,
+            header_timeout=args.header_timeout,
+            keep_alive_timeout=args.keep_alive_timeout,
+        )
+    except ValueError as e:  # "max_input_length must be ..." -> "--max-input-length must be ..."
+        raise ValueError(re.sub(r"^[a-z_]+", lambda m: "--" + m.group().replace("_", "-"), str(e))) from None
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"--threads must be >= 1, got {args.threads}")
     if not 0 <= args.port <= 65535:
         raise ValueError(f"--port must be between 0 and 65535, got {args.port}")
-    if args.grace_period < 0:
-        raise ValueError(f"--grace-period must be >= 0, got {args.grace_period}")
+    check_seconds("--grace-period", args.grace_period)
     if args.truncate_dim is not None and args.truncate_dim < 1:
         raise ValueError(f"--truncate-dim must be >= 1, got {args.truncate_dim}")
-    return limits
+    return limits, connection_limits

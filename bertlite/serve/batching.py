@@ -12,7 +12,12 @@ grid) is faster on a whole corpus sorted by length, but on the mixed lengths of 
 few dozen requests a server holds it pads short texts to the long ones.
 
 The event loop only enqueues and awaits a future, so it never blocks on the model;
-while the worker runs a batch, the next requests gather in the queue.
+while the worker runs a batch, the next requests gather in the queue. A request whose
+client went away is cancelled, and the worker drops it before it computes anything.
+
+Health comes from the worker, not from a forward per call: after a successful batch
+/health costs nothing; after a failed one (an exception, or NaN/Inf vectors) it runs one
+probe forward, shared by the calls that wait, as TEI does.
 
 Once free, the worker waits a moment for the requests it expects: as many as were in
 flight when its last batch finished (that batch's plus those queued meanwhile). Taking
@@ -85,6 +90,8 @@ class Batcher:
         self.embedder: Embedder | None = None
         self._one_forward = False  # set once the model is loaded: see _one_forward()
         self.load_error: str | None = None
+        self.last_error: str | None = None  # why the worker's last forward failed; None after a success
+        self._probe: asyncio.Future | None = None  # the health probe in flight
         self.ready = threading.Event()
         self.done = threading.Event()  # set when the worker has loaded (or failed to load)
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
@@ -102,6 +109,18 @@ class Batcher:
         if not self.ready.is_set():
             raise NotReadyError(self.load_error or "the model is loading")
 
+    async def check_health(self) -> None:
+        """NotReadyError as check_ready, or once the worker thread is gone; RuntimeError (saying why) when
+        the last forward failed and a probe forward of [CLS] [SEP] fails too. Free after a success."""
+        self.check_ready()
+        if not self._thread.is_alive():
+            raise NotReadyError("the embedding worker is not running")
+        if self.last_error is None:
+            return
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.ensure_future(self.embed(self.embedder.tokenize(HEALTH_TEXTS), len(HEALTH_TEXTS) * 2))
+        await asyncio.shield(self._probe)  # a health call that gives up does not cancel the others' probe
+
     async def embed(self, encodings: Sequence[Encoding], tokens: int) -> np.ndarray:
         """Vectors (len(encodings), dimension) of texts the Embedder has tokenized (Embedder.tokenize,
         prompt included); tokens: their token count, for the batches' token budget."""
@@ -116,7 +135,8 @@ class Batcher:
         try:
             self.embedder = self._load()
             self._one_forward = _one_forward(self.embedder)
-            self.embedder.encode_tokenized(self.embedder.tokenize(HEALTH_TEXTS))
+            warm_up = self.embedder.encode_tokenized(self.embedder.tokenize(HEALTH_TEXTS))
+            self.last_error = _nonfinite(warm_up)  # served anyway: each request and /health then say why
         except Exception as e:  # the server stays up and says why in /health, unless on_loaded stops it
             self.load_error = f"the model failed to load: {e}"
             self.done.set()
@@ -206,17 +226,19 @@ class Batcher:
                     queued = self._forward([job])
                 return queued
             queued = self._queue.qsize()
-            batch[0].loop.call_soon_threadsafe(
-                _set_exception, batch[0].future, RuntimeError(f"the forward failed: {e}")
-            )
+            self.last_error = f"the forward failed: {e}"
+            batch[0].loop.call_soon_threadsafe(_set_results, [(batch[0].future, RuntimeError(self.last_error))])
             return queued
         self.metrics.batch_seconds.observe(time.perf_counter() - start)
         self.metrics.batch_tokens.observe(sum(job.tokens for job in batch))
         self.metrics.batch_requests.observe(len(batch))
-        results: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, np.ndarray]]] = {}
-        offset = 0
+        results: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, np.ndarray | Exception]]] = {}
+        offset, self.last_error = 0, None
         for job in batch:
-            results.setdefault(job.loop, []).append((job.future, vectors[offset : offset + len(job.encodings)]))
+            rows = vectors[offset : offset + len(job.encodings)]
+            if error := _nonfinite(rows):
+                self.last_error = error
+            results.setdefault(job.loop, []).append((job.future, RuntimeError(error) if error else rows))
             offset += len(job.encodings)
         queued = self._queue.qsize()
         # One wake-up per event loop for the whole batch, not one per request.
@@ -234,9 +256,24 @@ def _one_forward(embedder: Embedder) -> bool:
     return embedder.model.device.type == "cpu" and embedder.dtype == torch.float32
 
 
-def _set_results(pairs: list[tuple[asyncio.Future, np.ndarray]]) -> None:
+def _nonfinite(vectors: np.ndarray) -> str | None:
+    """What is wrong with vectors (one request's rows) that hold NaN or Inf; None when they are finite."""
+    finite = np.isfinite(vectors).all(axis=1)
+    if finite.all():
+        return None
+    return (
+        f"the model gave NaN or Inf in the vector of input {int(np.argmin(finite))} (an overflow in "
+        "--dtype float16, or non-finite weights); serve the model in float32 or bfloat16"
+    )
+
+
+def _set_results(pairs: list[tuple[asyncio.Future, np.ndarray | Exception]]) -> None:
     for future, value in pairs:
-        if not future.done():
+        if future.done():
+            continue
+        if isinstance(value, Exception):
+            future.set_exception(value)
+        else:
             future.set_result(value)
 
 

@@ -13,14 +13,18 @@ TEI_FIELDS = ("inputs", "normalize", "truncate", "truncation_direction", "prompt
 
 
 class RequestError(Exception):
-    """An HTTP error with the message the client sees; `param` names the field when one is at fault."""
+    """An HTTP error with the message the client sees; `param` names the field when one is at fault;
+    `close`: the connection closes after the answer (its request was not read to the end)."""
 
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, param: str | None = None, code: str | None = None, close: bool = False
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.param = param
         self.code = code
+        self.close = close
 
 
 @dataclass
@@ -76,8 +80,12 @@ def parse_tei(body: bytes) -> EmbedRequest:
 def _json_object(body: bytes, fields: tuple[str, ...]) -> dict[str, Any]:
     try:
         data = json.loads(body)
+    except RecursionError:
+        raise _invalid("the body is not valid JSON: it is nested too deeply") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise _invalid(f"the body is not valid JSON: {e}") from e
+    except ValueError:  # Python's int() refuses a number of over 4300 digits (sys.get_int_max_str_digits)
+        raise _invalid("the body is not valid JSON: a number in it has too many digits") from None
     if not isinstance(data, dict):
         raise _invalid(f"the body must be a JSON object, got {_kind(data)}")
     unknown = sorted(set(data) - set(fields))

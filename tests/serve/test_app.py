@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,9 +17,11 @@ from sentence_transformers import SentenceTransformer
 from tokenizers import Tokenizer
 
 from bertlite.embed.embedder import Embedder
-from bertlite.serve.app import MAX_BODY_BYTES, Limits
+from bertlite.errors import SlowDtypeWarning
+from bertlite.serve.app import MAX_BODY_BYTES, Limits, create_app
 from tests.serve_helpers import (
     one_torch_thread,  # noqa: F401 (an autouse fixture)
+    overflowing_model_folder,
     prompts_folder,
     running,
     tiny_model_folder,
@@ -213,7 +216,10 @@ OPENAI_ERRORS = [
     ({"input": "a", "model": 3}, 422, "model", "model: must be a string, got a number"),
     ({"input": "a", "prompt_name": "nope"}, 422, "prompt_name", "prompt_name='nope' is not one of the prompts"),
     ({"input": ["a"] * 5}, 413, "input", "5 inputs in one request, over --max-client-batch-size 4"),
-    (b" " * (MAX_BODY_BYTES + 1), 413, None, f"the body is over the limit of {MAX_BODY_BYTES} bytes"),
+    (b" " * (MAX_BODY_BYTES + 1), 413, None, f"the body is over --max-body-bytes {MAX_BODY_BYTES}"),
+    (b"[" * 100_000, 422, None, "the body is not valid JSON: it is nested too deeply"),
+    (b'{"input": "a", "dimensions": ' + b"7" * 5000 + b"}", 422, None, "the body is not valid JSON: a number in it"),
+    (b'{"input": "a", "\\ud800": 1}', 422, "\ud800", "\ud800: unknown field (known: input, model,"),
 ]
 
 
@@ -226,6 +232,52 @@ def test_openai_errors_name_the_field(strict_server: str, body: object, status: 
     assert error["message"].startswith(message), error["message"]
     assert error["param"] == param
     assert error["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [("GET", "/v1/embeddings", 405), ("POST", "/v1/nope", 404), ("GET", "/embed", 405), ("GET", "/nope", 404)],
+)
+def test_unknown_routes_and_methods_answer_in_the_apis_shape(
+    strict_server: str, method: str, path: str, status: int
+) -> None:
+    r = httpx.request(method, f"{strict_server}{path}")
+    assert r.status_code == status
+    message = f"{method} {path}: {'Not Found' if status == 404 else 'Method Not Allowed'}"
+    if path.startswith("/v1/"):
+        code = "not_found" if status == 404 else "method_not_allowed"
+        assert r.json() == {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
+    else:
+        assert r.json() == {"error": message, "error_type": "Validation"}
+    if status == 405:
+        assert r.headers["allow"] == "POST"
+
+
+def test_an_input_over_max_input_bytes_is_413_naming_it(tiny_embedder: Embedder) -> None:
+    with running(lambda: tiny_embedder, Limits(max_input_bytes=64)) as (url, _):
+        r = httpx.post(f"{url}/v1/embeddings", json={"input": ["short", "\u00e9" * 40]})  # 2 bytes each
+        assert r.status_code == 413
+        assert r.json()["error"] == {
+            "message": "input 1 is 80 bytes (UTF-8), over --max-input-bytes 64",
+            "type": "invalid_request_error",
+            "param": "input",
+            "code": "input_too_large",
+        }
+        tei = httpx.post(f"{url}/embed", json={"inputs": "a" * 65})
+        assert tei.status_code == 413
+        assert tei.json() == {
+            "error": "input 0 is 65 bytes (UTF-8), over --max-input-bytes 64",
+            "error_type": "Validation",
+        }
+        assert httpx.post(f"{url}/embed", json={"inputs": "a" * 64}).status_code == 200
+
+
+def test_the_servers_key_is_stripped_as_the_clients_and_never_empty(tiny_embedder: Embedder) -> None:
+    with pytest.raises(ValueError, match="the API key is empty"):
+        create_app(lambda: tiny_embedder, api_key=" \n")
+    with running(lambda: tiny_embedder, api_key="sk-from-a-file\n") as (url, _):
+        r = httpx.post(f"{url}/embed", json={"inputs": "a"}, headers=auth("sk-from-a-file"))
+        assert r.status_code == 200
 
 
 def test_too_long_input_is_413_with_its_index_and_token_count(strict_server: str, real_model_path: Path) -> None:
@@ -311,6 +363,27 @@ def test_a_worker_that_dies_fails_its_requests_and_health_instead_of_hanging(tin
         health = httpx.get(f"{url}/health", timeout=60)
         assert health.status_code == 503 and "the embedding worker stopped" in health.text
         assert httpx.post(f"{url}/embed", json={"inputs": ["beta"]}, timeout=60).status_code == 503
+
+
+@pytest.mark.slow
+def test_nan_vectors_are_a_500_for_their_request_and_health_notices(real_model_path: Path, tmp_path: Path) -> None:
+    folder = overflowing_model_folder(real_model_path, tmp_path / "overflow")
+    assert np.isfinite(Embedder.from_pretrained(folder, dtype="float32").encode(["alpha"])).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SlowDtypeWarning)  # float16 on a CPU that emulates it
+        embedder = Embedder.from_pretrained(folder, dtype="float16")
+    with running(lambda: embedder) as (url, _):
+        for body in ({"input": ["alpha", "beta"]}, {"input": "alpha", "encoding_format": "base64"}):
+            r = httpx.post(f"{url}/v1/embeddings", json=body)
+            assert r.status_code == 500, r.text
+            assert r.json()["error"]["message"] == (
+                "the model gave NaN or Inf in the vector of input 0 (an overflow in --dtype float16, or "
+                "non-finite weights); serve the model in float32 or bfloat16"
+            )
+        tei = httpx.post(f"{url}/embed", json={"inputs": "alpha"})
+        assert tei.status_code == 500 and "NaN or Inf" in tei.json()["error"], tei.text
+        health = httpx.get(f"{url}/health")
+        assert health.status_code == 503 and "NaN or Inf" in health.json()["error"], health.text
 
 
 @pytest.mark.slow

@@ -4,7 +4,6 @@ usage errors exit 2 with one line; `import bertlite` and `bertlite embed` never 
 from __future__ import annotations
 
 import os
-import queue
 import signal
 import socket
 import subprocess
@@ -21,8 +20,10 @@ from bertlite.cli import main
 from bertlite.embed.embedder import Embedder
 from tests.helpers import ROOT, hide_modules, modules_after_embed
 from tests.serve_helpers import (
+    lines,
     one_torch_thread,  # noqa: F401 (an autouse fixture)
     tiny_model_folder,
+    wait_for,
 )
 
 pytestmark = pytest.mark.slow  # `bertlite serve` and fresh interpreters as processes, signals
@@ -55,28 +56,6 @@ HELD_SERVER = textwrap.dedent(
 @pytest.fixture(scope="module")
 def tiny_folder(real_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tiny_model_folder(real_model_path, tmp_path_factory.mktemp("tiny"))
-
-
-def lines(stream: object) -> queue.Queue[str]:
-    """A queue of the stream's lines, read in a thread, so waiting for one can time out."""
-    out: queue.Queue[str] = queue.Queue()
-
-    def read() -> None:
-        for line in stream:
-            out.put(line)
-        out.put("")  # end of stream
-
-    threading.Thread(target=read, daemon=True).start()
-    return out
-
-
-def wait_for(stream: queue.Queue[str], text: str, timeout: float = 120) -> str:
-    while True:
-        line = stream.get(timeout=timeout)
-        if not line:
-            raise AssertionError(f"the server ended before printing {text!r}")
-        if text in line:
-            return line
 
 
 def test_sigterm_finishes_the_request_in_flight_and_exits_0(tiny_folder: Path) -> None:
