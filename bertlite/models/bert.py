@@ -22,7 +22,7 @@ from torch.autograd.graph import save_on_cpu
 from torch.utils.checkpoint import checkpoint
 
 from bertlite.checkpoint import save as checkpoint_save
-from bertlite.config import BertConfig
+from bertlite.config import BertConfig, as_bert_config
 from bertlite.layers import onednn
 from bertlite.layers.activations import ACT2FN
 from bertlite.layers.attention import (
@@ -414,15 +414,15 @@ class BertPreTrainedModel(nn.Module):
         """Keep the config; subclasses build the modules.
 
         Args:
-            config: a bertlite.BertConfig (add_cross_attention is not supported).
+            config: a bertlite.BertConfig, or a transformers BertConfig (its values are copied into a
+                bertlite one); add_cross_attention is not supported.
 
         Raises:
-            TypeError: `config` is not a bertlite.BertConfig.
-            ValueError: config.add_cross_attention is set.
+            TypeError: `config` is neither.
+            ValueError: config.add_cross_attention is set, or a value bertlite does not run.
         """
         super().__init__()
-        if not isinstance(config, BertConfig):
-            raise TypeError(f"config must be a bertlite.BertConfig, got {type(config).__name__}")
+        config = as_bert_config(config)
         if config.add_cross_attention:
             raise ValueError("add_cross_attention=True (BERT as a seq2seq decoder) is not supported by bertlite")
         self.config = config
@@ -488,7 +488,7 @@ class BertPreTrainedModel(nn.Module):
         target = parse_dtype(dtype if dtype is not None else torch_dtype)
         if target == "auto":
             raise ValueError("dtype='auto' needs a checkpoint to read; from_config takes a torch.dtype or its name")
-        model = cls(copy.deepcopy(config), **kwargs)
+        model = cls(copy.deepcopy(as_bert_config(config)), **kwargs)
         return model.to(target) if target is not None else model
 
     _from_config = from_config  # the name transformers' own code calls
@@ -831,6 +831,7 @@ class BertModel(BertPreTrainedModel):
             attn_implementation: a name of bertlite.layers.attention's registry.
         """
         super().__init__(config)
+        config = self.config  # a bertlite.BertConfig, also when given transformers'
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config, attn_implementation)
         self.pooler = BertPooler(config) if add_pooling_layer else None
