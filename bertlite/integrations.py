@@ -4,10 +4,10 @@ transformers' pipelines and PEFT take a bertlite model as they take a transforme
 Two flows need something more:
 
 - `Trainer`: transformers.Trainer saves a model that is not a transformers
-  PreTrainedModel as a bare state_dict (no config.json, so the folder does not
-  reload, and safetensors refuses the tied decoder of the language-model heads).
-  This subclass saves a bertlite model with its own save_pretrained instead, as
-  transformers.Trainer does for its own models; everything else is transformers'.
+  PreTrainedModel as a bare state_dict (no config.json, so from_pretrained needs
+  config= to reload the folder). This subclass saves a bertlite model with its own
+  save_pretrained instead, as transformers.Trainer does for its own models;
+  everything else is transformers'.
 - `use_bertlite`: a sentence-transformers model whose transformer module runs on
   bertlite (encode, predict, save and reload as before).
 
