@@ -204,8 +204,8 @@ class BertConfig:
             folder = Path(name_or_path, hub_kwargs.get("subfolder") or "")
             if any((folder / name).is_file() for name in WEIGHTS_ONLY_FILES):
                 raise CheckpointNotFoundError(
-                    f"{folder}: weights without {CONFIG_NAME} (transformers.Trainer saves a bertlite model so): pass "
-                    "config= (the model's config) to from_pretrained, or write it first with "
+                    f"{folder}: weights without {CONFIG_NAME} (transformers.Trainer saves a non-transformers "
+                    "model so): pass config= (the model's config) to from_pretrained, or write it first with "
                     "model.config.save_pretrained(folder); bertlite.integrations.Trainer saves complete folders"
                 )
             raise CheckpointNotFoundError(
