@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from bertlite.config import BertConfig
+from bertlite.config import as_bert_config
 from bertlite.models.bert import DEFAULT_ATTENTION, BertModel, BertPreTrainedModel
 
 try:
@@ -83,7 +83,7 @@ def to_bertlite(model: Any, attn_implementation: str = DEFAULT_ATTENTION) -> Ber
         raise TypeError(f"{name} is not a BERT model class bertlite has (bertlite.BertModel or a Bert* head)")
     from bertlite.checkpoint.load import empty_init
 
-    config = BertConfig.from_dict(model.config.to_dict())
+    config = as_bert_config(model.config)
     config.name_or_path = getattr(model, "name_or_path", "")  # what PEFT records as the base model
     with empty_init():
         if cls is BertModel:
