@@ -46,6 +46,11 @@ class WeightsNotFoundError(CheckpointNotFoundError, CheckpointError):
     report = None
 
 
+class ShapeMismatchError(CheckpointError, RuntimeError):
+    """Checkpoint tensors whose shape (or dtype) does not fit the model: a RuntimeError, as transformers
+    raises for it (so `except RuntimeError:` around from_pretrained works alike), and a CheckpointError."""
+
+
 class ParityLoadError(Exception):
     """The parity comparison could not start: bad arguments, model not found, missing dependency."""
 

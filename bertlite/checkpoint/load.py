@@ -27,7 +27,14 @@ from torch.overrides import TorchFunctionMode
 
 from bertlite.checkpoint.hub import pop_hub_kwargs, resolve_file
 from bertlite.config import TELEMETRY_KWARGS, BertConfig, as_bert_config
-from bertlite.errors import NONFINITE_HINT, STRICT_HINT, CheckpointError, NotCachedError, WeightsNotFoundError
+from bertlite.errors import (
+    NONFINITE_HINT,
+    STRICT_HINT,
+    CheckpointError,
+    NotCachedError,
+    ShapeMismatchError,
+    WeightsNotFoundError,
+)
 from bertlite.utils.dtypes import parse_dtype
 from bertlite.utils.warn import warn_user
 
@@ -592,7 +599,8 @@ def _raise_or_warn(report: LoadReport, what: str, *, strict: bool, allow_nonfini
             "different values for them, so they are loaded untied; set tie_word_embeddings=False to silence this"
         )
     if report.unsupported or report.conflicts or report.mismatched:
-        raise CheckpointError(report.message(what), report)
+        error = ShapeMismatchError if report.mismatched else CheckpointError
+        raise error(report.message(what), report)
     if report.nonfinite:
         message = _nonfinite_message(report.nonfinite, what)
         if not allow_nonfinite:

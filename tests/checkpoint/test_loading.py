@@ -169,6 +169,14 @@ def test_errors_users_catch_have_transformers_types(folder, tmp_path):
             library.BertModel.from_pretrained(empty)
     with pytest.raises(CheckpointError, match="config-only: no weights found"):
         bertlite.BertModel.from_pretrained(empty)  # still a CheckpointError too
+    # Weights of another shape (a new num_labels without ignore_mismatched_sizes): RuntimeError in both.
+    head = tmp_path / "head"
+    transformers.BertForSequenceClassification(transformers.BertConfig(**TINY, num_labels=2)).save_pretrained(head)
+    for library in (transformers, bertlite):
+        with pytest.raises(RuntimeError):
+            library.BertForSequenceClassification.from_pretrained(head, num_labels=3)
+    with pytest.raises(CheckpointError, match=r"shape or dtype mismatch \(2\): classifier.bias"):
+        bertlite.BertForSequenceClassification.from_pretrained(head, num_labels=3)
 
 
 class RecordOps(TorchFunctionMode):
