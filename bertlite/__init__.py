@@ -14,6 +14,7 @@ from bertlite.config import BertConfig
 __version__ = "0.1.0"
 
 _LAZY = {
+    "AttentionUnavailableError": "bertlite.errors",
     "AutoConfig": "bertlite.models.auto",
     "AutoModel": "bertlite.models.auto",
     "AutoModelForCausalLM": "bertlite.models.auto",
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from bertlite.checkpoint.load import remap_state_dict
     from bertlite.embed.embedder import Embedder
     from bertlite.errors import (
+        AttentionUnavailableError,
         CheckpointError,
         CheckpointNotFoundError,
         DownloadError,

@@ -51,6 +51,8 @@ BERT_MODEL_TYPES = ("bert",)
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
 
 CONFIG_NAME = "config.json"
+# Weight files a folder holds without config.json when transformers.Trainer saved a model it does not know.
+WEIGHTS_ONLY_FILES = ("model.safetensors", "pytorch_model.bin")
 # transformers' internal telemetry keywords (pipeline and the Auto classes pass them): meaningless here.
 TELEMETRY_KWARGS = ("_from_auto", "_from_pipeline", "_commit_hash", "trust_remote_code")
 
@@ -154,8 +156,17 @@ class BertConfig:
         return self.hidden_size // self.num_attention_heads
 
     @classmethod
-    def from_dict(cls, config_dict: dict[str, Any]) -> BertConfig:
-        """Build from a transformers-style dict; unknown keys are kept in `extra`."""
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> BertConfig:
+        """Build from a transformers-style dict; unknown keys are kept in `extra`.
+
+        Args:
+            config_dict: config.json's keys and values.
+            **kwargs: keys that override config_dict's, as in transformers.
+
+        Returns:
+            The validated config.
+        """
+        config_dict = {**config_dict, **kwargs}
         known = {f.name for f in dataclasses.fields(cls)} - {"extra"} | {"num_labels"}
         kwargs = {k: v for k, v in config_dict.items() if k in known}
         extra = {k: v for k, v in config_dict.items() if k not in known}
@@ -190,6 +201,13 @@ class BertConfig:
         else:
             path = resolve_file(name_or_path, CONFIG_NAME, **hub_kwargs)
         if path is None:
+            folder = Path(name_or_path, hub_kwargs.get("subfolder") or "")
+            if any((folder / name).is_file() for name in WEIGHTS_ONLY_FILES):
+                raise CheckpointNotFoundError(
+                    f"{folder}: weights without {CONFIG_NAME} (transformers.Trainer saves a non-transformers "
+                    "model so): pass config= (the model's config) to from_pretrained, or write it first with "
+                    "model.config.save_pretrained(folder); bertlite.integrations.Trainer saves complete folders"
+                )
             raise CheckpointNotFoundError(
                 f"{name_or_path}: no {CONFIG_NAME} found; check the folder or repo id, revision= and subfolder= "
                 "(a BERT checkpoint has config.json next to its weights)"
@@ -260,11 +278,64 @@ class BertConfig:
 
     def to_json_string(self, use_diff: bool = True) -> str:
         """config.json's text; use_diff=True leaves out the values equal to a default BertConfig's."""
-        data = self.to_dict()
-        if use_diff:
-            defaults = BertConfig().to_dict()
-            data = {k: v for k, v in data.items() if k == "model_type" or k not in defaults or defaults[k] != v}
+        data = self.to_diff_dict() if use_diff else self.to_dict()
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+    def to_diff_dict(self) -> dict[str, Any]:
+        """to_dict() without the values equal to a default BertConfig's (model_type is always kept), as
+        transformers' to_diff_dict."""
+        defaults = BertConfig().to_dict()
+        return {k: v for k, v in self.to_dict().items() if k == "model_type" or k not in defaults or defaults[k] != v}
+
+    def update(self, config_dict: dict[str, Any]) -> None:
+        """Set the attributes named in config_dict, as transformers' update().
+
+        Config fields are validated together, like a new config: on a bad value nothing changes. Other
+        keys become config keys (to_dict and config.json hold them), as in transformers.
+
+        Args:
+            config_dict: attribute names and values.
+
+        Raises:
+            ValueError: a field's new value is invalid (naming it).
+        """
+        unused = self.update_from_kwargs(dict(config_dict))
+        self.extra.update(unused)
+
+    def save_pretrained(self, save_directory: str | os.PathLike, **kwargs: Any) -> None:
+        """Write config.json into a folder (created if needed), as transformers' save_pretrained.
+
+        Args:
+            save_directory: the folder.
+            **kwargs: push_to_hub=True is not supported here (save the model with push_to_hub instead).
+
+        Raises:
+            ValueError: save_directory is a file.
+            NotImplementedError: push_to_hub=True.
+        """
+        if kwargs.get("push_to_hub"):
+            raise NotImplementedError("BertConfig.save_pretrained(push_to_hub=True): push the model with push_to_hub")
+        folder = Path(save_directory)
+        if folder.is_file():
+            raise ValueError(f"{folder} is a file, not a folder")
+        folder.mkdir(parents=True, exist_ok=True)
+        self.to_json_file(folder / CONFIG_NAME)
+
+    def __getattr__(self, name: str) -> Any:
+        # Keys of config.json bertlite does not use (architectures, ...) read as attributes, as in transformers.
+        extra = self.__dict__.get("extra")
+        if extra is not None and name in extra:
+            return extra[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # As in transformers, an attribute that is no field is a config key: to_dict() and config.json hold it.
+        if name.startswith("_") or name in self.__dataclass_fields__ or hasattr(type(self), name):
+            object.__setattr__(self, name, value)
+        elif "extra" in self.__dict__:
+            self.extra[name] = value
+        else:
+            object.__setattr__(self, name, value)
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
@@ -275,6 +346,35 @@ class BertConfig:
         with open(path, "w", encoding="utf-8") as f:
             json.dump(self.to_dict(), f, indent=2)
             f.write("\n")
+
+
+def as_bert_config(config: Any) -> BertConfig:
+    """A bertlite BertConfig for `config`: itself, or one made from another library's BERT config object
+    (transformers' BertConfig, what its AutoConfig returns) through its to_dict().
+
+    Args:
+        config: a bertlite.BertConfig or an object with to_dict().
+
+    Returns:
+        `config` itself when it is a bertlite.BertConfig, else a new one with its values.
+
+    Raises:
+        TypeError: `config` is neither.
+        ValueError: its values are not a BERT config bertlite runs (naming the field).
+    """
+    if isinstance(config, BertConfig):
+        return config
+    to_dict = getattr(config, "to_dict", None)
+    if not callable(to_dict):
+        raise TypeError(
+            f"config must be a bertlite.BertConfig or a transformers BertConfig, got {type(config).__name__}"
+        )
+    data = dict(to_dict())
+    name_or_path = data.pop("_name_or_path", None)  # transformers' private key, a property here
+    converted = BertConfig.from_dict({key: value for key, value in data.items() if not key.startswith("_")})
+    if name_or_path:
+        converted.name_or_path = name_or_path
+    return converted
 
 
 def read_json(path: str | os.PathLike) -> Any:

@@ -39,6 +39,18 @@ class CheckpointError(ValueError):
         self.report = report
 
 
+class WeightsNotFoundError(CheckpointNotFoundError, CheckpointError):
+    """A checkpoint folder or repo without a weights file: an OSError, as transformers raises for it
+    (so `except OSError:` around from_pretrained works alike), and a CheckpointError."""
+
+    report = None
+
+
+class ShapeMismatchError(CheckpointError, RuntimeError):
+    """Checkpoint tensors whose shape (or dtype) does not fit the model: a RuntimeError, as transformers
+    raises for it (so `except RuntimeError:` around from_pretrained works alike), and a CheckpointError."""
+
+
 class ParityLoadError(Exception):
     """The parity comparison could not start: bad arguments, model not found, missing dependency."""
 
@@ -52,6 +64,13 @@ class InputError(ValueError):
 
 class RayNotInstalledError(ImportError):
     """Ray (with Ray Data) is not importable."""
+
+
+class AttentionUnavailableError(ImportError, ValueError):
+    """An attention implementation of transformers' that bertlite does not have (flash_attention_2, ...).
+
+    An ImportError, as transformers raises when the flash-attn package is missing, so the usual
+    `except ImportError:` fallback to sdpa works; a ValueError too, as for any other unknown name."""
 
 
 # --- warnings ----------------------------------------------------------------------------

@@ -4,10 +4,10 @@ transformers' pipelines and PEFT take a bertlite model as they take a transforme
 Two flows need something more:
 
 - `Trainer`: transformers.Trainer saves a model that is not a transformers
-  PreTrainedModel as a bare state_dict (no config.json, so the folder does not
-  reload, and safetensors refuses the tied decoder of the language-model heads).
-  This subclass saves a bertlite model with its own save_pretrained instead, as
-  transformers.Trainer does for its own models; everything else is transformers'.
+  PreTrainedModel as a bare state_dict (no config.json, so from_pretrained needs
+  config= to reload the folder). This subclass saves a bertlite model with its own
+  save_pretrained instead, as transformers.Trainer does for its own models;
+  everything else is transformers'.
 - `use_bertlite`: a sentence-transformers model whose transformer module runs on
   bertlite (encode, predict, save and reload as before).
 
@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from bertlite.config import BertConfig
+from bertlite.config import as_bert_config
 from bertlite.models.bert import DEFAULT_ATTENTION, BertModel, BertPreTrainedModel
 
 try:
@@ -83,7 +83,7 @@ def to_bertlite(model: Any, attn_implementation: str = DEFAULT_ATTENTION) -> Ber
         raise TypeError(f"{name} is not a BERT model class bertlite has (bertlite.BertModel or a Bert* head)")
     from bertlite.checkpoint.load import empty_init
 
-    config = BertConfig.from_dict(model.config.to_dict())
+    config = as_bert_config(model.config)
     config.name_or_path = getattr(model, "name_or_path", "")  # what PEFT records as the base model
     with empty_init():
         if cls is BertModel:

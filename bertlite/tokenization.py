@@ -13,12 +13,12 @@ import functools
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tokenizers import Encoding, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+from tokenizers import AddedToken, Encoding, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 
 from bertlite.checkpoint.hub import HUB_KWARGS, pop_hub_kwargs, resolve_file
 from bertlite.config import read_json_object
@@ -61,6 +61,16 @@ INIT_KEYS = (
 )
 # Accepted for compatibility, with nothing to choose: bertlite has only the fast tokenizer and no remote code.
 IGNORED_KEYS = ("use_fast", "trust_remote_code")
+# transformers tokenizer members bertlite leaves out, with what to do instead (the AttributeError says it).
+UNSUPPORTED_METHODS = {
+    "apply_chat_template": "BERT has no chat template; call the tokenizer on the text",
+    "chat_template": "BERT has no chat template; call the tokenizer on the text",
+    "train_new_from_iterator": "train a vocabulary with the tokenizers library (tokenizers.trainers.WordPieceTrainer "
+    "and tokenizer.backend_tokenizer.train_from_iterator) or with transformers",
+    "push_to_hub": "save_pretrained(folder), then huggingface_hub.upload_folder(folder_path=folder, repo_id=...)",
+    "prepare_for_model": "removed in transformers v5; call the tokenizer (is_split_into_words=True for words)",
+    "truncate_sequences": "removed in transformers v5; call the tokenizer with truncation= and max_length=",
+}
 
 
 class BatchEncoding(dict):
@@ -111,6 +121,65 @@ class BatchEncoding(dict):
     def sequence_ids(self, batch_index: int = 0) -> list[int | None]:
         """Which text of a pair (0 or 1) each token of row `batch_index` comes from; None for special tokens."""
         return self[batch_index].sequence_ids
+
+    @property
+    def is_fast(self) -> bool:
+        """Whether Encodings back this BatchEncoding (as transformers' fast tokenizers give)."""
+        return self._encodings is not None
+
+    @property
+    def n_sequences(self) -> int | None:
+        """1 for single texts, 2 for pairs; None without Encodings."""
+        return None if self._encodings is None else self._encodings[0].n_sequences
+
+    def _row_and_index(self, batch_or_index: int, index: int | None) -> tuple[Encoding, int]:
+        # transformers' convention: (i) is position i of row 0; (b, i) is position i of row b.
+        if index is None:
+            return self[0], batch_or_index
+        return self[batch_or_index], index
+
+    def token_to_word(self, batch_or_token_index: int, token_index: int | None = None) -> int | None:
+        """The word of a token (None for special tokens); (token) for row 0 or (row, token)."""
+        encoding, token = self._row_and_index(batch_or_token_index, token_index)
+        return encoding.token_to_word(token)
+
+    def token_to_sequence(self, batch_or_token_index: int, token_index: int | None = None) -> int | None:
+        """Which text of a pair a token is from (None for special tokens); (token) or (row, token)."""
+        encoding, token = self._row_and_index(batch_or_token_index, token_index)
+        return encoding.token_to_sequence(token)
+
+    def token_to_chars(self, batch_or_token_index: int, token_index: int | None = None) -> tuple[int, int] | None:
+        """The (start, end) characters of a token in its text (None for special tokens)."""
+        encoding, token = self._row_and_index(batch_or_token_index, token_index)
+        return encoding.token_to_chars(token)
+
+    def char_to_token(
+        self, batch_or_char_index: int, char_index: int | None = None, sequence_index: int = 0
+    ) -> int | None:
+        """The token covering a character of text `sequence_index` (None for a space); (char) or (row, char)."""
+        encoding, char = self._row_and_index(batch_or_char_index, char_index)
+        return encoding.char_to_token(char, sequence_index)
+
+    def char_to_word(
+        self, batch_or_char_index: int, char_index: int | None = None, sequence_index: int = 0
+    ) -> int | None:
+        """The word covering a character of text `sequence_index`; (char) or (row, char)."""
+        encoding, char = self._row_and_index(batch_or_char_index, char_index)
+        return encoding.char_to_word(char, sequence_index)
+
+    def word_to_tokens(
+        self, batch_or_word_index: int, word_index: int | None = None, sequence_index: int = 0
+    ) -> tuple[int, int] | None:
+        """The (start, end) tokens of a word of text `sequence_index`; (word) or (row, word)."""
+        encoding, word = self._row_and_index(batch_or_word_index, word_index)
+        return encoding.word_to_tokens(word, sequence_index)
+
+    def word_to_chars(
+        self, batch_or_word_index: int, word_index: int | None = None, sequence_index: int = 0
+    ) -> tuple[int, int] | None:
+        """The (start, end) characters of a word of text `sequence_index`; (word) or (row, word)."""
+        encoding, word = self._row_and_index(batch_or_word_index, word_index)
+        return encoding.word_to_chars(word, sequence_index)
 
     def to(self, device: Any) -> BatchEncoding:
         """Move every torch tensor to `device`, in place, as transformers does.
@@ -168,6 +237,8 @@ class BertTokenizer:
     model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
     is_fast = True
     pad_token_type_id = 0
+    SPECIAL_TOKENS_ATTRIBUTES = list(SPECIAL_TOKENS)
+    verbose = True
 
     def __init__(
         self,
@@ -183,6 +254,7 @@ class BertTokenizer:
         bert_pipeline: bool = True,
         model_input_names: list[str] | None = None,
         name_or_path: str = "",
+        extra_special_tokens: Sequence[str] = (),
         **special_tokens: str | None,
     ) -> None:
         """Wrap a `tokenizers` backend; BertTokenizer.from_pretrained loads one from a folder.
@@ -206,6 +278,8 @@ class BertTokenizer:
             model_input_names: the inputs the model takes (which __call__ returns by default); None:
                 input_ids, token_type_ids, attention_mask (without bert_pipeline: no token_type_ids).
             name_or_path: the folder or hub id it came from.
+            extra_special_tokens: special tokens without a name (entity markers...), as transformers v5's
+                extra_special_tokens (v4: additional_special_tokens); added when the backend lacks them.
             **special_tokens: cls_token, sep_token, pad_token, unk_token, mask_token, bos_token,
                 eos_token (the SPECIAL_TOKENS) as strings, or None.
 
@@ -242,8 +316,10 @@ class BertTokenizer:
                     self._special[name] = default
         # Named special tokens the backend does not know yet become special added tokens, as in transformers,
         # so "[MASK]" in a text stays one token.
+        self._extra_special = [_token_content(token) for token in extra_special_tokens]
         added = {token.content for token in tokenizer.get_added_tokens_decoder().values()}
-        missing = [t for t in dict.fromkeys(self._special.values()) if t is not None and t not in added]
+        wanted = [*self._special.values(), *self._extra_special]
+        missing = [t for t in dict.fromkeys(wanted) if t is not None and t not in added]
         if missing:
             tokenizer.add_special_tokens(missing)
         self.bert_pipeline = bert_pipeline
@@ -321,6 +397,10 @@ class BertTokenizer:
             value = config.get(key, special_map.get(key))
             if value is not None:
                 init[key] = _token_content(value)
+        extra = config.get("extra_special_tokens", config.get("additional_special_tokens"))
+        extra = special_map.get("additional_special_tokens") if extra is None else extra
+        if isinstance(extra, list) and extra:
+            init["extra_special_tokens"] = [_token_content(token) for token in extra]
         init.setdefault("model_max_length", VERY_LARGE_INTEGER)
         return cls(backend, bert_pipeline=tokenizer_class not in PLAIN_TOKENIZER_CLASSES, name_or_path=name, **init)
 
@@ -344,6 +424,17 @@ class BertTokenizer:
         if folder.exists() and not folder.is_dir():
             raise ValueError(f"{folder} is a file, not a folder")
         folder.mkdir(parents=True, exist_ok=True)
+        files = {
+            TOKENIZER_FILE: self._backend_json(),
+            TOKENIZER_CONFIG_FILE: json.dumps(self._config_dict(), indent=2, sort_keys=True) + "\n",
+            SPECIAL_TOKENS_MAP_FILE: json.dumps(self.special_tokens_map, indent=2) + "\n",
+            VOCAB_FILE: self._vocab_txt(),
+        }
+        _write_files(folder, files)
+        return tuple(str(folder / name) for name in files)
+
+    def _config_dict(self) -> dict[str, Any]:
+        """tokenizer_config.json's keys."""
         config = {
             "tokenizer_class": "BertTokenizer" if self.bert_pipeline else "PreTrainedTokenizerFast",
             "do_lower_case": self.do_lower_case,
@@ -356,15 +447,9 @@ class BertTokenizer:
             "model_input_names": self.model_input_names,
             **self.special_tokens_map,
         }
-        vocab = self._tokenizer.get_vocab(with_added_tokens=False)
-        files = {
-            TOKENIZER_FILE: self._backend_json(),
-            TOKENIZER_CONFIG_FILE: json.dumps(config, indent=2, sort_keys=True) + "\n",
-            SPECIAL_TOKENS_MAP_FILE: json.dumps(self.special_tokens_map, indent=2) + "\n",
-            VOCAB_FILE: "".join(token + "\n" for token, _ in sorted(vocab.items(), key=lambda item: item[1])),
-        }
-        _write_files(folder, files)
-        return tuple(str(folder / name) for name in files)
+        if self._extra_special:
+            config["extra_special_tokens"] = list(self._extra_special)
+        return config
 
     def _backend_json(self) -> str:
         # Each call sets padding and truncation on the backend; a saved tokenizer.json keeps neither, as
@@ -590,7 +675,7 @@ class BertTokenizer:
         """
         if return_tensors not in TENSOR_TYPES:
             raise ValueError(f"return_tensors={return_tensors!r} is not one of 'pt', 'np' or None")
-        if isinstance(encoded_inputs, (list, tuple)) and encoded_inputs and isinstance(encoded_inputs[0], dict):
+        if isinstance(encoded_inputs, (list, tuple)) and encoded_inputs and isinstance(encoded_inputs[0], Mapping):
             encoded_inputs = {key: [example[key] for example in encoded_inputs] for key in encoded_inputs[0]}
         if "input_ids" not in encoded_inputs:
             raise ValueError(f"pad() needs input_ids among the inputs, got keys {list(encoded_inputs)}")
@@ -759,8 +844,218 @@ class BertTokenizer:
 
     @property
     def all_special_tokens(self) -> list[str]:
-        """The special tokens, each once."""
-        return list(dict.fromkeys(self.special_tokens_map.values()))
+        """The special tokens, each once: the named ones, then extra_special_tokens."""
+        return list(dict.fromkeys([*self.special_tokens_map.values(), *self._extra_special]))
+
+    @property
+    def extra_special_tokens(self) -> list[str]:
+        """The special tokens without a name (added with add_special_tokens({"extra_special_tokens": [...]}))."""
+        return list(self._extra_special)
+
+    additional_special_tokens = extra_special_tokens  # transformers v4's name
+
+    @property
+    def extra_special_tokens_ids(self) -> list[int]:
+        """The ids of extra_special_tokens."""
+        return self.convert_tokens_to_ids(self._extra_special)
+
+    @property
+    def added_tokens_decoder(self) -> dict[int, AddedToken]:
+        """The added tokens (special ones included) by id, as `tokenizers` AddedTokens."""
+        return self._tokenizer.get_added_tokens_decoder()
+
+    @property
+    def added_tokens_encoder(self) -> dict[str, int]:
+        """The added tokens' ids by token, in id order."""
+        return {token.content: i for i, token in sorted(self.added_tokens_decoder.items())}
+
+    def get_added_vocab(self) -> dict[str, int]:
+        """The added tokens' ids by token (added_tokens_encoder)."""
+        return self.added_tokens_encoder
+
+    @property
+    def vocab(self) -> dict[str, int]:
+        """get_vocab()."""
+        return self.get_vocab()
+
+    @property
+    def decoder(self) -> Any:
+        """The backend's decoder (WordPiece for BERT)."""
+        return self._tokenizer.decoder
+
+    def add_tokens(
+        self, new_tokens: str | AddedToken | Sequence[str | AddedToken], special_tokens: bool = False
+    ) -> int:
+        """Add tokens to the vocabulary, at its end, as transformers' add_tokens.
+
+        Call model.resize_token_embeddings(len(tokenizer)) afterwards so the model has a row for each.
+
+        Args:
+            new_tokens: a token or several (strings or `tokenizers` AddedTokens); those already in the
+                vocabulary are skipped.
+            special_tokens: add them as special tokens (never split, not normalised, skipped by
+                decode(skip_special_tokens=True)).
+
+        Returns:
+            The number of tokens added.
+        """
+        if not new_tokens:
+            return 0
+        if not isinstance(new_tokens, (list, tuple)):
+            new_tokens = [new_tokens]
+        with self._lock:
+            if special_tokens:
+                return self._tokenizer.add_special_tokens(list(new_tokens))
+            return self._tokenizer.add_tokens(list(new_tokens))
+
+    def add_special_tokens(self, special_tokens_dict: dict[str, Any], replace_extra_special_tokens: bool = True) -> int:
+        """Add special tokens and name them, as transformers' add_special_tokens.
+
+        Args:
+            special_tokens_dict: SPECIAL_TOKENS_ATTRIBUTES names (cls_token, ...) to a token, and/or
+                "extra_special_tokens" (v4: "additional_special_tokens") to a list of tokens.
+            replace_extra_special_tokens: the list replaces extra_special_tokens (the old ones stay in the
+                vocabulary); False: it extends them.
+
+        Returns:
+            The number of tokens added to the vocabulary.
+
+        Raises:
+            ValueError: an unknown key, or a value of the wrong type.
+        """
+        if not special_tokens_dict:
+            return 0
+        special_tokens_dict = dict(special_tokens_dict)
+        if "additional_special_tokens" in special_tokens_dict and not special_tokens_dict.get("extra_special_tokens"):
+            special_tokens_dict["extra_special_tokens"] = special_tokens_dict.pop("additional_special_tokens")
+        allowed = (*SPECIAL_TOKENS, "extra_special_tokens")
+        to_add: list[AddedToken] = []
+        for key, value in special_tokens_dict.items():
+            if key not in allowed:
+                raise ValueError(f"{key!r} is not a special token name; use one of {', '.join(allowed)}")
+            if key == "extra_special_tokens":
+                if not isinstance(value, (list, tuple)) or not all(isinstance(t, (str, AddedToken)) for t in value):
+                    raise ValueError(f"extra_special_tokens must be a list of strings or AddedTokens, got {value!r}")
+                new = [t for t in value if replace_extra_special_tokens or str(t) not in self._extra_special]
+                names = [_token_content(t) for t in new]
+                self._extra_special = names if replace_extra_special_tokens and new else self._extra_special + names
+                to_add.extend(_special_added_token(t) for t in new)
+            else:
+                if not isinstance(value, (str, AddedToken)):
+                    raise ValueError(f"{key} must be a string or an AddedToken, got {value!r}")
+                self._special[key] = _token_content(value)
+                to_add.append(_special_added_token(value))
+        return self.add_tokens(to_add, special_tokens=True)
+
+    def num_special_tokens_to_add(self, pair: bool = False) -> int:
+        """How many special tokens a call adds to one text (or, pair=True, to a pair)."""
+        return self._tokenizer.num_special_tokens_to_add(pair)
+
+    @property
+    def max_len_single_sentence(self) -> int:
+        """model_max_length less the special tokens of one text."""
+        return self.model_max_length - self.num_special_tokens_to_add(pair=False)
+
+    @property
+    def max_len_sentences_pair(self) -> int:
+        """model_max_length less the special tokens of a pair."""
+        return self.model_max_length - self.num_special_tokens_to_add(pair=True)
+
+    def get_special_tokens_mask(
+        self, token_ids_0: list[int], token_ids_1: list[int] | None = None, already_has_special_tokens: bool = False
+    ) -> list[int]:
+        """1 for each special token, 0 for the others (DataCollatorForLanguageModeling masks only the others).
+
+        Args:
+            token_ids_0: ids of a text, with its special tokens when already_has_special_tokens.
+            token_ids_1: ids of a pair's second text (only without special tokens).
+            already_has_special_tokens: the ids include [CLS]/[SEP] (as the collator passes them): each id
+                is checked against all_special_ids, as in transformers. False: the mask of the ids once
+                build_inputs_with_special_tokens has added them.
+
+        Returns:
+            The mask.
+
+        Raises:
+            ValueError: token_ids_1 with already_has_special_tokens.
+            NotImplementedError: already_has_special_tokens=False for a tokenizer without the BERT template
+                (as transformers).
+        """
+        if already_has_special_tokens:
+            if token_ids_1 is not None:
+                raise ValueError("token_ids_1 cannot be given with already_has_special_tokens=True (ids are formatted)")
+            special = set(self.all_special_ids)
+            return [1 if int(i) in special else 0 for i in _to_list(token_ids_0)]
+        self._need_bert_template("get_special_tokens_mask(already_has_special_tokens=False)")
+        mask = [1] + [0] * len(token_ids_0) + [1]
+        return mask if token_ids_1 is None else mask + [0] * len(token_ids_1) + [1]
+
+    def build_inputs_with_special_tokens(
+        self, token_ids_0: list[int], token_ids_1: list[int] | None = None
+    ) -> list[int]:
+        """[CLS] A [SEP] (and B [SEP]) as ids, as transformers v4's BERT tokenizers (v5 dropped it).
+
+        Raises:
+            NotImplementedError: a tokenizer without the BERT template.
+        """
+        self._need_bert_template("build_inputs_with_special_tokens")
+        ids = [self.cls_token_id, *_to_list(token_ids_0), self.sep_token_id]
+        return ids if token_ids_1 is None else [*ids, *_to_list(token_ids_1), self.sep_token_id]
+
+    def create_token_type_ids_from_sequences(
+        self, token_ids_0: list[int], token_ids_1: list[int] | None = None
+    ) -> list[int]:
+        """The token_type_ids of build_inputs_with_special_tokens' result: 0 for [CLS] A [SEP], 1 for B [SEP].
+
+        Raises:
+            NotImplementedError: a tokenizer without the BERT template.
+        """
+        self._need_bert_template("create_token_type_ids_from_sequences")
+        first = [0] * (len(token_ids_0) + 2)
+        return first if token_ids_1 is None else first + [1] * (len(token_ids_1) + 1)
+
+    def _need_bert_template(self, what: str) -> None:
+        if not self.bert_pipeline:
+            raise NotImplementedError(
+                f"{what} needs the BERT template ([CLS] A [SEP] B [SEP]); this tokenizer runs its tokenizer.json "
+                "as it is: call the tokenizer instead"
+            )
+
+    def encode_plus(self, text: Any, text_pair: Any = None, **kwargs: Any) -> BatchEncoding:
+        """transformers v4's name for calling the tokenizer on one text (v5 dropped it): self(text, text_pair, ...)."""
+        return self(text, text_pair, **kwargs)
+
+    def batch_encode_plus(self, batch_text_or_text_pairs: Any, **kwargs: Any) -> BatchEncoding:
+        """transformers v4's name for calling the tokenizer on a batch (v5 dropped it): self(batch, ...)."""
+        return self(batch_text_or_text_pairs, **kwargs)
+
+    def clean_up_tokenization(self, text: str) -> str:
+        """Remove spaces before punctuation and contractions, as decode(clean_up_tokenization_spaces=True)."""
+        return clean_up_tokenization(text)
+
+    def save_vocabulary(self, save_directory: str | os.PathLike, filename_prefix: str | None = None) -> tuple[str]:
+        """Write vocab.txt (the base vocabulary, one token a line in id order), as transformers does.
+
+        Returns:
+            The file's path.
+        """
+        name = f"{filename_prefix}-{VOCAB_FILE}" if filename_prefix else VOCAB_FILE
+        _write_files(Path(save_directory), {name: self._vocab_txt()})
+        return (str(Path(save_directory) / name),)
+
+    def _vocab_txt(self) -> str:
+        vocab = self._tokenizer.get_vocab(with_added_tokens=False)
+        return "".join(token + "\n" for token, _ in sorted(vocab.items(), key=lambda item: item[1]))
+
+    @property
+    def init_kwargs(self) -> dict[str, Any]:
+        """The settings tokenizer_config.json holds (what transformers keeps as init_kwargs)."""
+        return self._config_dict()
+
+    def __getattr__(self, name: str) -> Any:
+        if name in UNSUPPORTED_METHODS:
+            raise AttributeError(f"BertTokenizer.{name} is not available in bertlite: {UNSUPPORTED_METHODS[name]}")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def all_special_ids(self) -> list[int]:
@@ -786,7 +1081,10 @@ def _special_token_properties(name: str) -> tuple[property, property]:
         token = self._special[name]
         return None if token is None else self.convert_tokens_to_ids(token)
 
-    return property(get_token, set_token), property(get_id)
+    def set_id(self: BertTokenizer, value: int | None) -> None:
+        self._special[name] = None if value is None else self.convert_ids_to_tokens(value)  # as transformers
+
+    return property(get_token, set_token), property(get_id, set_id)
 
 
 # cls_token / cls_token_id and the others, one pair per special token.
@@ -890,7 +1188,16 @@ def _to_list(ids: Any) -> Any:
 
 def _token_content(value: Any) -> str:
     # tokenizer_config.json writes a token as a string or as an AddedToken dict.
+    if isinstance(value, AddedToken):
+        return value.content
     return value["content"] if isinstance(value, dict) else str(value)
+
+
+def _special_added_token(token: str | AddedToken) -> AddedToken:
+    # As transformers' add_special_tokens makes them: matched as written, not normalised.
+    if isinstance(token, AddedToken):
+        return token
+    return AddedToken(token, rstrip=False, lstrip=False, normalized=False, special=True)
 
 
 def _read_json(name: str, filename: str, hub_kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import transformers
 from bertlite import BertConfig
 from bertlite.config import SUPPORTED_ACTIVATIONS
 from bertlite.layers.activations import ACT2FN
+from tests.helpers import TINY
 
 
 def test_defaults_match_transformers():
@@ -193,3 +194,65 @@ def test_config_json_that_cannot_be_read_names_the_file(tmp_path, write, message
     with pytest.raises(ValueError) as e:
         BertConfig.from_json_file(path)
     assert str(e.value) == f"{path}: {message}"
+
+
+def test_config_methods_users_call_match_transformers(tmp_path, real_model_path):
+    ours, theirs = BertConfig(**TINY), transformers.BertConfig(**TINY)
+    for config in (ours, theirs):
+        config.update({"hidden_dropout_prob": 0.2, "num_hidden_layers": 3, "my_key": "x"})
+        config.custom_field = [1, 2]  # a new attribute is a config key, as in transformers
+    for name in ("hidden_dropout_prob", "num_hidden_layers", "my_key", "custom_field"):
+        assert getattr(ours, name) == getattr(theirs, name), name
+        assert ours.to_dict()[name] == theirs.to_dict()[name], name
+    # transformers diffs against its base config's defaults, bertlite against BertConfig's: ours is a subset,
+    # and either reads back the same config.
+    diff = ours.to_diff_dict()
+    assert diff["hidden_dropout_prob"] == 0.2 and "layer_norm_eps" not in diff
+    assert diff.items() <= theirs.to_diff_dict().items()
+    assert transformers.BertConfig.from_dict(diff).to_dict() == theirs.to_dict()
+    ours.save_pretrained(tmp_path / "ours")
+    theirs.save_pretrained(tmp_path / "theirs")
+    assert transformers.BertConfig.from_pretrained(tmp_path / "ours").custom_field == [1, 2]
+    reloaded = BertConfig.from_pretrained(tmp_path / "theirs")
+    assert (reloaded.custom_field, reloaded.num_hidden_layers, reloaded.hidden_dropout_prob) == ([1, 2], 3, 0.2)
+    assert BertConfig.from_pretrained(real_model_path).architectures == ["BertModel"]  # config.json keys read
+    with pytest.raises(ValueError, match="hidden_dropout_prob must be in"):
+        ours.update({"hidden_dropout_prob": 2.0, "num_hidden_layers": 5})
+    assert (ours.hidden_dropout_prob, ours.num_hidden_layers) == (0.2, 3)  # nothing changed
+    assert BertConfig.from_dict(diff, num_labels=4).num_labels == 4
+    with pytest.raises(AttributeError, match="'BertConfig' object has no attribute 'colour'"):
+        ours.colour  # noqa: B018
+
+
+def test_models_take_transformers_config_objects(tmp_path):
+    # bertlite.BertModel(transformers.BertConfig(...)) and the other ways a transformers config reaches a model.
+    import torch
+
+    import bertlite
+
+    hf_config = transformers.BertConfig(**TINY, num_labels=3, id2label={0: "a", 1: "b", 2: "c"})
+    torch.manual_seed(0)
+    theirs = transformers.BertForSequenceClassification(hf_config).eval()
+    theirs.save_pretrained(tmp_path)
+    ids = torch.tensor([[2, 5, 7, 9, 3], [2, 11, 3, 0, 0]])
+    mask = (ids != 0).long()
+    expected = theirs(input_ids=ids, attention_mask=mask).logits
+    auto_config = transformers.AutoConfig.from_pretrained(tmp_path)
+    builds = {
+        "constructor": lambda: bertlite.BertForSequenceClassification(hf_config),
+        "from_config": lambda: bertlite.BertForSequenceClassification.from_config(hf_config),
+        "AutoModel.from_config": lambda: bertlite.AutoModelForSequenceClassification.from_config(auto_config),
+        "AutoModel.from_pretrained": lambda: bertlite.AutoModelForSequenceClassification.from_pretrained(
+            tmp_path, config=auto_config
+        ),
+    }
+    for how, build in builds.items():
+        ours = build().eval()
+        ours.load_state_dict(theirs.state_dict())
+        assert isinstance(ours.config, BertConfig) and ours.bert.config is ours.config, how
+        assert ours.config.id2label == {0: "a", 1: "b", 2: "c"} and ours.config.num_labels == 3, how
+        torch.testing.assert_close(ours(input_ids=ids, attention_mask=mask).logits, expected, msg=how)
+    with pytest.raises(TypeError, match="config must be a bertlite.BertConfig or a transformers BertConfig, got dict"):
+        bertlite.BertModel({"hidden_size": 32})
+    with pytest.raises(ValueError, match="model_type='gpt2' is not a BERT config"):
+        bertlite.BertModel(transformers.GPT2Config())

@@ -372,9 +372,12 @@ def test_outputs_behave_like_transformers_model_outputs() -> None:
             getattr(out, method)("logits")
     values, spec = torch.utils._pytree.tree_flatten(out)  # what torch.export and DDP see
     rebuilt = torch.utils._pytree.tree_unflatten(values, spec)
-    assert type(rebuilt) is MaskedLMOutput and list(rebuilt.keys()) == ["logits", "input_ids", "loss"]
+    assert isinstance(rebuilt, MaskedLMOutput) and list(rebuilt.keys()) == ["logits", "input_ids", "loss"]
     for copied in (copy.deepcopy(out), pickle.loads(pickle.dumps(out))):
         assert list(copied.keys()) == list(out.keys()) and torch.equal(copied.loss, out.loss)
+    # With transformers imported (as here), an output is also its ModelOutput, of the same name.
+    assert isinstance(out, transformers.utils.ModelOutput) and type(out).__name__ == "MaskedLMOutput"
+    assert all(isinstance(o, transformers.utils.ModelOutput) for o in (rebuilt, copy.deepcopy(out)))
 
 
 def test_forward_ignores_what_transformers_ignores(tokenizer, tmp_path: Path) -> None:

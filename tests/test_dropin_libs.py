@@ -229,8 +229,7 @@ def test_trainer_resumes_from_a_checkpoint(tokenizer, classifier_path, tmp_path)
 
 @pytest.mark.slow
 def test_trainer_saves_a_tied_head(tokenizer, tmp_path):
-    # The masked-LM decoder is the embedding matrix: transformers.Trainer's bare state_dict save
-    # fails on it (safetensors refuses shared tensors); bertlite's Trainer stores it once.
+    # The masked-LM decoder is the embedding matrix: bertlite's Trainer stores it once, in a complete folder.
     path = save_hf(transformers.BertForMaskedLM, tmp_path / "base")
     encoded = tokenizer(sentences(8, seed=4), padding="max_length", max_length=14)
     train = [{**{k: v[i] for k, v in encoded.items()}, "labels": encoded["input_ids"][i]} for i in range(8)]
@@ -247,10 +246,52 @@ def test_trainer_saves_a_tied_head(tokenizer, tmp_path):
     expected = logits_of(models["transformers"], batch)
     for reloaded in twins("BertForMaskedLM", str(tmp_path / "saved-bertlite")):
         torch.testing.assert_close(logits_of(reloaded, batch), expected, atol=0.0, rtol=0.0)
-    # Why bertlite's Trainer: transformers.Trainer's own save of the same model.
-    plain = transformers.Trainer(model=models["bertlite"], args=training_args(tmp_path / "plain"))
-    with pytest.raises(RuntimeError, match="Some tensors share memory"):
-        plain.save_model(str(tmp_path / "plain"))
+
+
+@pytest.mark.slow
+def test_plain_trainer_checkpoints_a_tied_head(tokenizer, tmp_path):
+    # transformers.Trainer itself, as user code names it, on a masked-LM head (the decoder is the embedding
+    # matrix): a checkpoint every step, the best one loaded at the end, then save_model.
+    path = save_hf(transformers.BertForMaskedLM, tmp_path / "base")
+    encoded = tokenizer(sentences(8, seed=4), padding="max_length", max_length=14)
+    train = [{**{k: v[i] for k, v in encoded.items()}, "labels": encoded["input_ids"][i]} for i in range(8)]
+    trainers = {}
+    for side, model in zip(("transformers", "bertlite"), twins("BertForMaskedLM", path), strict=True):
+        args = training_args(
+            tmp_path / side,
+            max_steps=3,
+            eval_strategy="steps",
+            eval_steps=1,
+            save_strategy="steps",
+            save_steps=1,
+            load_best_model_at_end=True,
+            metric_for_best_model="eval_loss",
+        )
+        trainer = transformers.Trainer(model=model, args=args, train_dataset=train, eval_dataset=train[:4])
+        trainer.train()
+        trainer.save_model(str(tmp_path / f"saved-{side}"))
+        trainers[side] = trainer
+    hf_trainer, our_trainer = trainers.values()
+    assert losses(our_trainer) == losses(hf_trainer) and len(losses(our_trainer)) == 3
+    assert our_trainer.state.best_metric == hf_trainer.state.best_metric
+    assert_same_state(hf_trainer.model, our_trainer.model)
+    model = our_trainer.model
+    assert model.cls.predictions.decoder.weight is model.get_input_embeddings().weight
+    batch = tokenizer(sentences(3, seed=5), padding=True, return_tensors="pt")
+    expected = logits_of(hf_trainer.model, batch)
+    # transformers.Trainer writes weights without config.json for a model that is not its own: bertlite
+    # says what to do, and loads the weights with config=.
+    folder = tmp_path / "saved-bertlite"
+    assert not (folder / "config.json").exists()
+    with pytest.raises(
+        bertlite.CheckpointNotFoundError, match=r"saved-bertlite: weights without config.json .*config="
+    ):
+        bertlite.BertForMaskedLM.from_pretrained(folder)
+    reloaded = bertlite.BertForMaskedLM.from_pretrained(folder, config=model.config, attn_implementation="eager")
+    torch.testing.assert_close(logits_of(reloaded, batch), expected, atol=0.0, rtol=0.0)
+    model.config.save_pretrained(folder)  # what the message offers: then both libraries load the folder
+    for loaded in twins("BertForMaskedLM", str(folder)):
+        torch.testing.assert_close(logits_of(loaded, batch), expected, atol=0.0, rtol=0.0)
 
 
 @pytest.mark.parametrize(
@@ -275,6 +316,8 @@ def test_heads_take_num_items_in_batch(name, labels, tokenizer, tmp_path):
 
 PIPELINES = [
     ("feature-extraction", "BertModel", "the cat sat on the mat.", {}),
+    ("feature-extraction", "BertModel", "the cat sat on the mat.", {"batch_size": 2}),
+    ("fill-mask", "BertForMaskedLM", "the cat [MASK] on the mat.", {"top_k": 3, "batch_size": 2}),
     ("text-classification", "BertForSequenceClassification", "the cat sat on the mat.", {"top_k": None}),
     ("fill-mask", "BertForMaskedLM", "the cat [MASK] on the mat.", {"top_k": 5}),
     ("token-classification", "BertForTokenClassification", "the red bird sang near a tree.", {}),
@@ -291,10 +334,8 @@ PIPELINES = [
 def test_pipeline(task, name, text, call_kwargs, tokenizer, tmp_path):
     config = {"num_labels": 3} if name in ("BertForSequenceClassification", "BertForTokenClassification") else {}
     hf, ours = twins(name, save_hf(getattr(transformers, name), tmp_path, std=0.3, **config))
-    if task == "feature-extraction":
-        # Its postprocess takes output[0], and the pipeline keeps positions only for transformers' own
-        # ModelOutput class (others become plain dicts): a tuple output is the one bertlite can give.
-        ours.config.return_dict = False
+    # The pipelines keep positional access (feature-extraction's output[0]) only for transformers' ModelOutput.
+    assert isinstance(ours(**tokenizer(text, return_tensors="pt")), transformers.utils.ModelOutput)
     texts = [text, text[:-1] + " near a big tree."]
     results = [transformers.pipeline(task, model=m, tokenizer=tokenizer)(texts, **call_kwargs) for m in (hf, ours)]
     assert results[0]  # something was predicted

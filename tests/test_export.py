@@ -149,7 +149,7 @@ def test_torch_export_returns_the_output_dict(hf, batch, reference):
     with torch.no_grad():
         program = torch.export.export(model, unpadded_example(hf.config), dynamic_shapes=dynamic_dims())
         out = program.module()(*as_args(batch))
-    assert type(out) is bertlite.BaseModelOutputWithPooling and list(out) == ["last_hidden_state", "pooler_output"]
+    assert isinstance(out, bertlite.BaseModelOutputWithPooling) and list(out) == ["last_hidden_state", "pooler_output"]
     assert real_token_diff(out["last_hidden_state"], reference[0], batch["attention_mask"]) <= ATOL
     torch.testing.assert_close(out.pooler_output, reference[1], atol=ATOL, rtol=0)
 

@@ -345,3 +345,141 @@ def test_saved_tokenizer_keeps_no_call_settings_and_normal_modes(real_model_path
     text = "a much longer text than sixteen tokens, " * 4
     reloaded = transformers.AutoTokenizer.from_pretrained(tmp_path)(text)["input_ids"]
     assert len(reloaded) > 16 and BertTokenizer.from_pretrained(tmp_path)(text)["input_ids"] == reloaded
+
+
+# --- the rest of the tokenizer surface BERT code touches (course, task guides, model cards) ------------------
+
+
+def test_data_collator_for_language_modeling_equals_transformers(tokenizers, texts):
+    # The masked-LM collator asks get_special_tokens_mask(ids, already_has_special_tokens=True) per row.
+    ours, theirs = tokenizers
+    features = [theirs(t, truncation=True, max_length=32) for t in texts[:16]]
+    batches = []
+    for tokenizer in (ours, theirs):
+        torch.manual_seed(0)  # the collator draws which tokens to mask
+        batches.append(transformers.DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.3)(features))
+    assert_same(*batches)
+    ids = features[0]["input_ids"]
+    assert ours.get_special_tokens_mask(ids, already_has_special_tokens=True) == theirs.get_special_tokens_mask(
+        ids, already_has_special_tokens=True
+    )
+    with pytest.raises(ValueError, match="token_ids_1 cannot be given with already_has_special_tokens=True"):
+        ours.get_special_tokens_mask(ids, ids, already_has_special_tokens=True)
+
+
+def test_special_tokens_of_unformatted_ids_follow_the_template(tokenizers, texts):
+    # transformers v5 dropped these three from its fast tokenizers (v4 code still calls them); each must give
+    # what a call with add_special_tokens=True gives.
+    ours, theirs = tokenizers
+    for first, second in zip(texts[:20], texts[20:40], strict=True):
+        a, b = (theirs(t, add_special_tokens=False)["input_ids"] for t in (first, second))
+        for pair, full in (((a,), theirs(first)), ((a, b), theirs(first, second))):
+            assert ours.build_inputs_with_special_tokens(*pair) == full["input_ids"]
+            assert ours.create_token_type_ids_from_sequences(*pair) == full["token_type_ids"]
+            mask = theirs(*(first, second)[: len(pair)], return_special_tokens_mask=True)["special_tokens_mask"]
+            assert ours.get_special_tokens_mask(*pair) == mask
+    assert_same(ours.encode_plus(texts[0], texts[1], truncation=True), theirs(texts[0], texts[1], truncation=True))
+    assert_same(ours.batch_encode_plus(texts[:5], padding=True), theirs(texts[:5], padding=True))
+    for pair in (False, True):
+        assert ours.num_special_tokens_to_add(pair) == theirs.num_special_tokens_to_add(pair)
+    assert (ours.max_len_single_sentence, ours.max_len_sentences_pair) == (
+        theirs.max_len_single_sentence,
+        theirs.max_len_sentences_pair,
+    )
+
+
+@pytest.mark.slow
+def test_added_tokens_and_special_tokens_equal_transformers(real_model_path, texts, tmp_path):
+    # New vocabulary and entity markers, then resize_token_embeddings(len(tokenizer)) as the docs show it.
+    ours = bertlite.AutoTokenizer.from_pretrained(real_model_path)
+    theirs = transformers.AutoTokenizer.from_pretrained(real_model_path)
+    counts = []
+    for tokenizer in (ours, theirs):
+        counts.append(
+            (
+                tokenizer.add_tokens(["bertlite", "tokenizerz", "the"]),  # "the" is in the vocabulary already
+                tokenizer.add_tokens([]),
+                tokenizer.add_special_tokens({"additional_special_tokens": ["[E1]", "[/E1]"], "bos_token": "[BOS]"}),
+                tokenizer.add_special_tokens({"extra_special_tokens": ["[E2]"]}, replace_extra_special_tokens=False),
+            )
+        )
+    assert counts[0] == counts[1] and counts[0][2:] == (3, 1)
+    assert len(ours) == len(theirs) and ours.vocab_size == theirs.vocab_size
+    assert ours.get_vocab() == theirs.get_vocab() and ours.get_added_vocab() == theirs.get_added_vocab()
+    assert ours.added_tokens_encoder == theirs.added_tokens_encoder
+    assert {i: str(t) for i, t in ours.added_tokens_decoder.items()} == {
+        i: str(t) for i, t in theirs.added_tokens_decoder.items()
+    }
+    for name in ("all_special_tokens", "all_special_ids", "special_tokens_map", "extra_special_tokens"):
+        assert getattr(ours, name) == getattr(theirs, name), name
+    assert (ours.bos_token, ours.bos_token_id) == (theirs.bos_token, theirs.bos_token_id)
+    marked = ["[E1] Bertlite [/E1] was tokenizerz, said [E2] the bos [BOS]."] + texts[:50]
+    assert_same(ours(marked, padding=True), theirs(marked, padding=True))
+    ids = theirs(marked)["input_ids"]
+    for skip in (False, True):
+        assert ours.batch_decode(ids, skip_special_tokens=skip) == theirs.batch_decode(ids, skip_special_tokens=skip)
+    # The added tokens survive save_pretrained for both libraries.
+    ours.save_pretrained(tmp_path)
+    for reloaded in (
+        bertlite.AutoTokenizer.from_pretrained(tmp_path),
+        transformers.AutoTokenizer.from_pretrained(tmp_path),
+    ):
+        assert reloaded.all_special_tokens == theirs.all_special_tokens
+        assert reloaded(marked)["input_ids"] == ids
+    # Then the model grows a row per new token, as transformers' does.
+    models = []
+    for library in (bertlite, transformers):
+        model = library.BertModel.from_pretrained(real_model_path, attn_implementation="eager")
+        torch.manual_seed(0)  # mean_resizing draws the new rows
+        model.resize_token_embeddings(len(ours))
+        models.append(model.eval())
+    batch = theirs(marked[:4], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = [model(**batch).last_hidden_state for model in models]
+    assert models[0].get_input_embeddings().num_embeddings == len(theirs) == models[0].config.vocab_size
+    torch.testing.assert_close(hidden[0], hidden[1], atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="'sep' is not a special token name"):
+        ours.add_special_tokens({"sep": "[SEP2]"})
+
+
+def test_batch_encoding_span_lookups_equal_transformers(tokenizers, texts):
+    # What the question-answering and token-classification guides call on a tokenizer's output.
+    ours, theirs = tokenizers
+    question, context = "Who wrote it?", texts[3]
+    a, b = ours([question], [context]), theirs([question], [context])
+    assert a.is_fast == b.is_fast and a.n_sequences == b.n_sequences == 2
+    for token in range(len(a["input_ids"][0])):
+        assert a.token_to_word(0, token) == b.token_to_word(0, token)
+        assert a.token_to_sequence(0, token) == b.token_to_sequence(0, token)
+        assert a.token_to_chars(0, token) == b.token_to_chars(0, token)
+    for char in range(len(context)):
+        assert a.char_to_token(0, char, sequence_index=1) == b.char_to_token(0, char, sequence_index=1)
+        assert a.char_to_word(0, char, sequence_index=1) == b.char_to_word(0, char, sequence_index=1)
+    for word in range(5):
+        assert a.word_to_tokens(0, word, sequence_index=1) == b.word_to_tokens(0, word, sequence_index=1)
+        assert a.word_to_chars(0, word, sequence_index=1) == b.word_to_chars(0, word, sequence_index=1)
+    assert a.char_to_token(2) == b.char_to_token(2)  # one index: row 0
+
+
+def test_tokenizer_members_equal_transformers_or_name_the_alternative(tokenizers, tmp_path):
+    ours, theirs = tokenizers
+    assert ours.vocab == theirs.vocab and ours.SPECIAL_TOKENS_ATTRIBUTES == theirs.SPECIAL_TOKENS_ATTRIBUTES
+    assert ours.clean_up_tokenization("a , b .") == theirs.clean_up_tokenization("a , b .")
+    assert ours.init_kwargs["do_lower_case"] is True and ours.init_kwargs["model_max_length"] == theirs.model_max_length
+    assert type(ours.decoder) is type(theirs.decoder)
+    (tmp_path / "ours").mkdir()
+    (ours_file,) = ours.save_vocabulary(tmp_path / "ours", "x")
+    (theirs_file,) = theirs.save_vocabulary(str(tmp_path), "x")
+    assert Path(ours_file).read_text() == Path(theirs_file).read_text()
+    copy = bertlite.AutoTokenizer.from_pretrained(ours.name_or_path)
+    copy.pad_token_id = copy.unk_token_id  # the *_id setters, as transformers has them
+    assert copy.pad_token == "[UNK]"
+    for name, alternative in (
+        ("apply_chat_template", "BERT has no chat template"),
+        ("train_new_from_iterator", "WordPieceTrainer"),
+        ("prepare_for_model", "call the tokenizer"),
+    ):
+        with pytest.raises(AttributeError, match=f"BertTokenizer.{name} is not available in bertlite: .*{alternative}"):
+            getattr(ours, name)
+    with pytest.raises(AttributeError, match="'BertTokenizer' object has no attribute 'colour'"):
+        ours.colour  # noqa: B018

@@ -26,8 +26,15 @@ from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 
 from bertlite.checkpoint.hub import pop_hub_kwargs, resolve_file
-from bertlite.config import TELEMETRY_KWARGS, BertConfig
-from bertlite.errors import NONFINITE_HINT, STRICT_HINT, CheckpointError, NotCachedError
+from bertlite.config import TELEMETRY_KWARGS, BertConfig, as_bert_config
+from bertlite.errors import (
+    NONFINITE_HINT,
+    STRICT_HINT,
+    CheckpointError,
+    NotCachedError,
+    ShapeMismatchError,
+    WeightsNotFoundError,
+)
 from bertlite.utils.dtypes import parse_dtype
 from bertlite.utils.warn import warn_user
 
@@ -151,7 +158,7 @@ def resolve_weight_files(name_or_path: str | os.PathLike, **hub_kwargs: Any) -> 
         return [path]
     if not_cached is not None:
         raise not_cached
-    raise CheckpointError(
+    raise WeightsNotFoundError(
         f"{name_or_path}: no weights found (looked for {', '.join(WEIGHTS_CANDIDATES)}); "
         "check the folder or repo id, revision= and subfolder="
     )
@@ -592,7 +599,8 @@ def _raise_or_warn(report: LoadReport, what: str, *, strict: bool, allow_nonfini
             "different values for them, so they are loaded untied; set tie_word_embeddings=False to silence this"
         )
     if report.unsupported or report.conflicts or report.mismatched:
-        raise CheckpointError(report.message(what), report)
+        error = ShapeMismatchError if report.mismatched else CheckpointError
+        raise error(report.message(what), report)
     if report.nonfinite:
         message = _nonfinite_message(report.nonfinite, what)
         if not allow_nonfinite:
@@ -913,9 +921,7 @@ def from_pretrained(
     load_dtype = parse_dtype(dtype if dtype is not None else torch_dtype)
     device = resolve_device(device, device_map)
     if config is not None and not isinstance(config, (BertConfig, str, os.PathLike)):
-        if not callable(getattr(config, "to_dict", None)):
-            raise TypeError(f"config must be a bertlite.BertConfig or a path, got {type(config).__name__}")
-        config = BertConfig.from_dict(config.to_dict())  # e.g. a transformers.BertConfig
+        config = as_bert_config(config)  # e.g. a transformers.BertConfig
     if isinstance(config, BertConfig):
         # transformers uses a given config as it is, and passes the keywords to the model's constructor.
         config = copy.deepcopy(config)

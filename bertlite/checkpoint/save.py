@@ -95,7 +95,7 @@ def tensors_to_save(model: BertPreTrainedModel, state_dict: dict[str, Tensor] | 
     if meta:
         raise ValueError(f"cannot save weights that have no data (meta device): {', '.join(meta)}")
     for target, source_key in model.tied_weights_keys().items():
-        if target in state and source_key in state and _same_tensor(state[target], state[source_key]):
+        if target in state and source_key in state and _is_tied_copy(model, state, target, source_key):
             del state[target]
     seen_storage: set[tuple[str, int]] = set()
     for key, value in state.items():
@@ -106,6 +106,15 @@ def tensors_to_save(model: BertPreTrainedModel, state_dict: dict[str, Tensor] | 
             storage = (value.device.type, value.untyped_storage().data_ptr())
         seen_storage.add(storage)
     return state
+
+
+def _is_tied_copy(model: BertPreTrainedModel, state: dict[str, Tensor], target: str, source: str) -> bool:
+    """Whether state[target] is the tied source's tensor: the same one, or (model.state_dict() gives the
+    target a copy) an equal one while the model ties the two."""
+    if _same_tensor(state[target], state[source]):
+        return True
+    tied = model.get_parameter(target) is model.get_parameter(source)
+    return tied and state[target].shape == state[source].shape and torch.equal(state[target], state[source])
 
 
 def _same_tensor(a: Tensor, b: Tensor) -> bool:

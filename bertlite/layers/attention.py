@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from bertlite.errors import AttentionUnavailableError
 from bertlite.layers.packing import PackedLayout
 
 # --- padded ----------------------------------------------------------------------
@@ -312,6 +313,9 @@ PACKED_ATTENTION: dict[str, PackedAttentionFn] = {
 }
 DEFAULT_ATTENTION = "sdpa"
 ATTENTION_IMPLEMENTATIONS = sorted(set(PADDED_ATTENTION) | set(PACKED_ATTENTION))
+# transformers' names for the flash-attn package's kernels: there they raise ImportError when the package (or a
+# GPU it runs on) is missing, and user code catches that to fall back to sdpa.
+FLASH_ATTENTION_NAMES = ("flash_attention_2", "flash_attention_3", "flash_attention_4")
 
 
 def check_attn_implementation(name: str) -> str:
@@ -324,8 +328,15 @@ def check_attn_implementation(name: str) -> str:
         `name`.
 
     Raises:
+        AttentionUnavailableError: one of transformers' flash-attn names (an ImportError, as there, and a
+            ValueError).
         ValueError: an unknown name.
     """
+    if name in FLASH_ATTENTION_NAMES:
+        raise AttentionUnavailableError(
+            f"attn_implementation={name!r} is not available: bertlite does not use the flash-attn package; "
+            "use 'sdpa' (on a GPU torch runs FlashAttention kernels through it) or 'eager'"
+        )
     if name not in ATTENTION_IMPLEMENTATIONS:
         raise ValueError(f"attn_implementation={name!r} is not one of {ATTENTION_IMPLEMENTATIONS}")
     return name

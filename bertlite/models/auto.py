@@ -13,7 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from bertlite.checkpoint.hub import pop_hub_kwargs, resolve_file
-from bertlite.config import BERT_MODEL_TYPES, CONFIG_NAME, BertConfig, read_json_object
+from bertlite.config import BERT_MODEL_TYPES, CONFIG_NAME, BertConfig, as_bert_config, read_json_object
 
 if TYPE_CHECKING:
     from bertlite.models.bert import BertPreTrainedModel
@@ -152,11 +152,8 @@ class _AutoModel(_Auto):
         config = kwargs.get("config")
         if config is None:
             check_bert_checkpoint(name_or_path, cls.__name__, **pop_hub_kwargs(dict(kwargs)))
-        elif not isinstance(config, BertConfig):
-            raise TypeError(
-                f"config must be a bertlite.BertConfig (bertlite.AutoConfig.from_pretrained gives one), "
-                f"got {type(config).__module__}.{type(config).__name__}"
-            )
+        elif not isinstance(config, (str, os.PathLike)):
+            kwargs["config"] = as_bert_config(config)  # transformers' config objects too
         return cls.model_class().from_pretrained(name_or_path, *model_args, **kwargs)
 
     @classmethod
@@ -182,11 +179,7 @@ class _AutoModel(_Auto):
         Raises:
             TypeError: config is not a bertlite.BertConfig.
         """
-        if not isinstance(config, BertConfig):
-            raise TypeError(
-                f"config must be a bertlite.BertConfig, got {type(config).__module__}.{type(config).__name__}"
-            )
-        return cls.model_class().from_config(config, dtype=dtype, torch_dtype=torch_dtype, **kwargs)
+        return cls.model_class().from_config(as_bert_config(config), dtype=dtype, torch_dtype=torch_dtype, **kwargs)
 
 
 class AutoModel(_AutoModel):

@@ -8,7 +8,9 @@ so in float32 it is bitwise equal to transformers' eager attention.
 from __future__ import annotations
 
 import copy
+import functools
 import os
+import sys
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -22,7 +24,7 @@ from torch.autograd.graph import save_on_cpu
 from torch.utils.checkpoint import checkpoint
 
 from bertlite.checkpoint import save as checkpoint_save
-from bertlite.config import BertConfig
+from bertlite.config import BertConfig, as_bert_config
 from bertlite.layers import onednn
 from bertlite.layers.activations import ACT2FN
 from bertlite.layers.attention import (
@@ -111,16 +113,31 @@ class ModelOutput(OrderedDict):
     """A dataclass that is also a dict, as transformers' ModelOutput: attribute, key and index access,
     where keys and positions skip the fields that are None (so `out[1]` is the pooler output whether or
     not hidden states were asked for). Subclasses are @dataclass with every field defaulting to None.
+
+    Once the program has imported transformers, each output is also an instance of transformers'
+    ModelOutput (a subclass of the class named here with it as a second base): transformers' pipelines
+    keep positional access only for those and turn any other dict into a plain one. bertlite itself
+    never imports transformers.
     """
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> ModelOutput:
+        if not torch.compiler.is_compiling():  # a graph records the class bertlite defines
+            base = getattr(sys.modules.get(TRANSFORMERS_OUTPUTS_MODULE), "ModelOutput", None)
+            if base is not None and not issubclass(cls, base):
+                cls = _with_transformers_base(cls, base)
+        return super().__new__(cls)
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
+        # Not transformers' __init_subclass__ (a base of the classes _with_transformers_base makes): it would
+        # register them as pytree nodes of its own, whose unflatten drops keys added after construction.
+        OrderedDict.__init_subclass__(**kwargs)
+        suffix = " (transformers)" if "_bertlite_class" in cls.__dict__ else ""
         # A pytree node, so torch.export, torch.compile and DDP(static_graph=True) see the tensors inside.
         torch.utils._pytree.register_pytree_node(
             cls,
             lambda out: (list(out.values()), list(out.keys())),
             lambda values, keys: cls._from_items(keys, values),
-            serialized_type_name=f"{cls.__module__}.{cls.__qualname__}",
+            serialized_type_name=f"{cls.__module__}.{cls.__qualname__}{suffix}",
         )
 
     @classmethod
@@ -130,19 +147,25 @@ class ModelOutput(OrderedDict):
             out[key] = value
         return out
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # By the class bertlite defines (the one with transformers' base has no importable name); loading
+        # picks the class as __new__ does then.
+        plain = type(self).__dict__.get("_bertlite_class", type(self))
+        return plain._from_items, (list(self.keys()), list(self.values()))
+
     def __setattr__(self, name: str, value: Any) -> None:
         # The dataclass __init__ sets each field through here: non-None fields become keys, in field order.
         if name in self.__dataclass_fields__ and value is not None:
-            super().__setitem__(name, value)
-        super().__setattr__(name, value)
+            OrderedDict.__setitem__(self, name, value)
+        object.__setattr__(self, name, value)
 
     def __setitem__(self, key: str, value: Any) -> None:
-        super().__setitem__(key, value)
-        super().__setattr__(key, value)
+        OrderedDict.__setitem__(self, key, value)
+        object.__setattr__(self, key, value)
 
     def __getitem__(self, key: str | int | slice) -> Any:
         if isinstance(key, str):
-            return super().__getitem__(key)
+            return OrderedDict.__getitem__(self, key)
         return self.to_tuple()[key]
 
     def to_tuple(self) -> tuple[Any, ...]:
@@ -154,6 +177,18 @@ class ModelOutput(OrderedDict):
         raise TypeError(f"{type(self).__name__} does not support removing or bulk-updating keys")
 
     __delitem__ = pop = popitem = setdefault = update = clear = _immutable
+
+
+# Where transformers defines its ModelOutput; looked up in sys.modules only, never imported.
+TRANSFORMERS_OUTPUTS_MODULE = "transformers.utils.generic"
+
+
+@functools.cache
+def _with_transformers_base(cls: type[ModelOutput], base: type) -> type[ModelOutput]:
+    """`cls` with transformers' ModelOutput as a second base: the same name, fields and methods (cls's
+    come first), and an instance of transformers' class for the code that checks."""
+    namespace = {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "_bertlite_class": cls}
+    return type(cls.__name__, (cls, base), namespace)
 
 
 @dataclass
@@ -414,15 +449,15 @@ class BertPreTrainedModel(nn.Module):
         """Keep the config; subclasses build the modules.
 
         Args:
-            config: a bertlite.BertConfig (add_cross_attention is not supported).
+            config: a bertlite.BertConfig, or a transformers BertConfig (its values are copied into a
+                bertlite one); add_cross_attention is not supported.
 
         Raises:
-            TypeError: `config` is not a bertlite.BertConfig.
-            ValueError: config.add_cross_attention is set.
+            TypeError: `config` is neither.
+            ValueError: config.add_cross_attention is set, or a value bertlite does not run.
         """
         super().__init__()
-        if not isinstance(config, BertConfig):
-            raise TypeError(f"config must be a bertlite.BertConfig, got {type(config).__name__}")
+        config = as_bert_config(config)
         if config.add_cross_attention:
             raise ValueError("add_cross_attention=True (BERT as a seq2seq decoder) is not supported by bertlite")
         self.config = config
@@ -488,7 +523,7 @@ class BertPreTrainedModel(nn.Module):
         target = parse_dtype(dtype if dtype is not None else torch_dtype)
         if target == "auto":
             raise ValueError("dtype='auto' needs a checkpoint to read; from_config takes a torch.dtype or its name")
-        model = cls(copy.deepcopy(config), **kwargs)
+        model = cls(copy.deepcopy(as_bert_config(config)), **kwargs)
         return model.to(target) if target is not None else model
 
     _from_config = from_config  # the name transformers' own code calls
@@ -701,6 +736,29 @@ class BertPreTrainedModel(nn.Module):
         """
         return dict(self._tied_weights_keys) if self.config.tie_word_embeddings else {}
 
+    def state_dict(
+        self, *args: Any, destination: dict[str, Any] | None = None, prefix: str = "", keep_vars: bool = False
+    ) -> dict[str, Any]:
+        """torch's state_dict, with transformers' keys; a tied weight's second key holds a copy.
+
+        safetensors.torch.save_file refuses two keys on one tensor, and transformers.Trainer saves a model
+        that is not its own PreTrainedModel that way: with the copy its checkpoints write (and reload)
+        instead of crashing. keep_vars=True returns the Parameters themselves, tie included.
+
+        Args:
+            *args, destination, prefix, keep_vars: as torch.nn.Module.state_dict.
+
+        Returns:
+            The state dict.
+        """
+        state = super().state_dict(*args, destination=destination, prefix=prefix, keep_vars=keep_vars)
+        if not keep_vars:
+            for target, source in self.tied_weights_keys().items():
+                target, source = prefix + target, prefix + source
+                if target in state and source in state and state[target].data_ptr() == state[source].data_ptr():
+                    state[target] = state[target].clone()
+        return state
+
     def tie_weights(self, pairs: dict[str, str] | None = None) -> None:
         """Make each target the very Parameter of its source.
 
@@ -831,6 +889,7 @@ class BertModel(BertPreTrainedModel):
             attn_implementation: a name of bertlite.layers.attention's registry.
         """
         super().__init__(config)
+        config = self.config  # a bertlite.BertConfig, also when given transformers'
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config, attn_implementation)
         self.pooler = BertPooler(config) if add_pooling_layer else None

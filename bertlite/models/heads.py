@@ -259,6 +259,7 @@ class BertForPreTraining(_BertWithLMHead):
             attn_implementation: a name of bertlite.layers.attention's registry.
         """
         super().__init__(config)
+        config = self.config  # a bertlite.BertConfig, also when given transformers'
         self.bert = BertModel(config, attn_implementation=attn_implementation)
         self.cls = BertPreTrainingHeads(config)
         self.post_init()
@@ -313,6 +314,7 @@ class BertLMHeadModel(_BertWithLMHead):
             attn_implementation: a name of bertlite.layers.attention's registry.
         """
         super().__init__(config)
+        config = self.config  # a bertlite.BertConfig, also when given transformers'
         if not config.is_decoder:
             warn_user("BertLMHeadModel without is_decoder=True attends both ways; set is_decoder=True")
         self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
@@ -379,6 +381,7 @@ class BertForMaskedLM(_BertWithLMHead):
             attn_implementation: a name of bertlite.layers.attention's registry.
         """
         super().__init__(config)
+        config = self.config  # a bertlite.BertConfig, also when given transformers'
         if config.is_decoder:
             warn_user("BertForMaskedLM with is_decoder=True attends only to the left")
         self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
@@ -426,6 +429,7 @@ class BertForNextSentencePrediction(_BertWithHead):
             attn_implementation: a name of bertlite.layers.attention's registry.
         """
         super().__init__(config)
+        config = self.config  # a bertlite.BertConfig, also when given transformers'
         self.bert = BertModel(config, attn_implementation=attn_implementation)
         self.cls = BertOnlyNSPHead(config)
         self.post_init()
@@ -474,6 +478,7 @@ class BertForSequenceClassification(_BertWithHead):
             attn_implementation: a name of bertlite.layers.attention's registry.
         """
         super().__init__(config)
+        config = self.config  # a bertlite.BertConfig, also when given transformers'
         self.num_labels = config.num_labels
         self.bert = BertModel(config, attn_implementation=attn_implementation)
         self.dropout = _classifier_dropout(config)
@@ -539,6 +544,7 @@ class BertForMultipleChoice(_BertWithHead):
             attn_implementation: a name of bertlite.layers.attention's registry.
         """
         super().__init__(config)
+        config = self.config  # a bertlite.BertConfig, also when given transformers'
         self.bert = BertModel(config, attn_implementation=attn_implementation)
         self.dropout = _classifier_dropout(config)
         self.classifier = nn.Linear(config.hidden_size, 1)  # one score per choice
@@ -610,6 +616,7 @@ class BertForTokenClassification(_BertWithHead):
             attn_implementation: a name of bertlite.layers.attention's registry.
         """
         super().__init__(config)
+        config = self.config  # a bertlite.BertConfig, also when given transformers'
         self.num_labels = config.num_labels
         self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
         self.dropout = _classifier_dropout(config)
@@ -661,6 +668,7 @@ class BertForQuestionAnswering(_BertWithHead):
             ValueError: config.num_labels is not 2.
         """
         super().__init__(config)
+        config = self.config  # a bertlite.BertConfig, also when given transformers'
         if config.num_labels != 2:
             # transformers would fail later, unpacking the logits; the two outputs are start and end.
             raise ValueError(f"BertForQuestionAnswering needs num_labels=2 (start, end), got {config.num_labels}")

@@ -144,6 +144,41 @@ def test_attn_implementation_option(folder):
         bertlite.BertModel.from_pretrained(folder, attn_implementation="flash")
 
 
+def test_errors_users_catch_have_transformers_types(folder, tmp_path):
+    # transformers raises ImportError for flash_attention_2 without the flash-attn package, and OSError for a
+    # folder without weights; user code catches exactly those (falls back to sdpa, or to another checkpoint).
+    def load(library, **kwargs):
+        try:
+            return library.BertModel.from_pretrained(folder, attn_implementation="flash_attention_2", **kwargs)
+        except ImportError:
+            return library.BertModel.from_pretrained(folder, attn_implementation="sdpa", **kwargs)
+
+    for library in (transformers, bertlite):
+        assert load(library).config.hidden_size == TINY["hidden_size"]
+    assert load(bertlite).attn_implementation == "sdpa"
+    for name in ("flash_attention_2", "flash_attention_3"):
+        with pytest.raises(ValueError, match=rf"attn_implementation='{name}' is not available: .*use 'sdpa'"):
+            bertlite.BertModel.from_pretrained(folder, attn_implementation=name)  # a ValueError too, as before
+    with pytest.raises(ImportError, match="flash_attention_2"):
+        bertlite.BertModel(bertlite.BertConfig(**TINY)).set_attn_implementation("flash_attention_2")
+    empty = tmp_path / "config-only"
+    empty.mkdir()
+    shutil.copy(Path(folder) / "config.json", empty / "config.json")
+    for library in (transformers, bertlite):
+        with pytest.raises(OSError):
+            library.BertModel.from_pretrained(empty)
+    with pytest.raises(CheckpointError, match="config-only: no weights found"):
+        bertlite.BertModel.from_pretrained(empty)  # still a CheckpointError too
+    # Weights of another shape (a new num_labels without ignore_mismatched_sizes): RuntimeError in both.
+    head = tmp_path / "head"
+    transformers.BertForSequenceClassification(transformers.BertConfig(**TINY, num_labels=2)).save_pretrained(head)
+    for library in (transformers, bertlite):
+        with pytest.raises(RuntimeError):
+            library.BertForSequenceClassification.from_pretrained(head, num_labels=3)
+    with pytest.raises(CheckpointError, match=r"shape or dtype mismatch \(2\): classifier.bias"):
+        bertlite.BertForSequenceClassification.from_pretrained(head, num_labels=3)
+
+
 class RecordOps(TorchFunctionMode):
     def __init__(self):
         super().__init__()
