@@ -258,13 +258,13 @@ class Embedder:
         """
         int8 = check_quantize(quantize, dtype)
         device = check_device(device)
+        settings = read_sentence_transformers_settings(name_or_path, **hub_kwargs)
+        saved_prompts, saved_default = read_sentence_transformers_prompts(name_or_path, **hub_kwargs)
         sizes = None
         if dtype == "auto" and not int8 and (device is None or device.type == "cpu"):
             config = BertConfig.from_pretrained(name_or_path, **hub_kwargs)  # "auto" times the model's own sizes
             sizes = (config.hidden_size, config.intermediate_size)
         dtype = resolve_dtype(None if int8 else dtype, device, sizes)
-        settings = read_sentence_transformers_settings(name_or_path, **hub_kwargs)
-        saved_prompts, saved_default = read_sentence_transformers_prompts(name_or_path, **hub_kwargs)
         if normalize is None:
             normalize = settings.normalize if settings.normalize is not None else DEFAULT_NORMALIZE
         pooling = pooling or settings.pooling or DEFAULT_POOLING
