@@ -285,7 +285,6 @@ def _embed_rows(
 
     digest, resumed = InputDigest(), writer.written
     if resumed:
-        print(f"bertlite embed: resuming after row {resumed - 1} (0-based) of an earlier run", file=sys.stderr)
         for text in itertools.islice(rows, resumed):
             digest.add(text)
         if digest.rows != resumed or digest.hexdigest() != writer.resumed_digest:
@@ -293,6 +292,7 @@ def _embed_rows(
                 f"--resume: the first {resumed} rows of {args.input} are not those the kept rows were made "
                 "from; run without --resume to start again"
             )
+        print(f"bertlite embed: resuming after the first {resumed} rows, kept by an earlier run", file=sys.stderr)
     for first_row, vectors in embedder.encode_chunks(
         digest.through(rows),
         args.batch_size,
@@ -337,12 +337,12 @@ def _kept(writer: VectorWriter | None) -> str:
     """What a failed run says of the rows it kept for --resume ("" when none)."""
     if writer is None or writer.kept is None:
         return ""
-    return f"; its {writer.written} rows are kept for --resume (in {writer.kept})"
+    return f"; the {writer.written} rows made so far are kept for a later --resume (in {writer.kept})"
 
 
 def _say_kept(writer: VectorWriter | None) -> None:
     if writer is not None and writer.kept is not None:
-        print(f"bertlite embed: {_kept(writer).removeprefix('; its ')}", file=sys.stderr)
+        print(f"bertlite embed: {_kept(writer).removeprefix('; the ')}", file=sys.stderr)
 
 
 class _NonFinite(Exception):
