@@ -208,6 +208,7 @@ def killed_writer(out: Path) -> int:
     return int(result.stdout)
 
 
+@pytest.mark.slow  # a subprocess killed by SIGKILL
 @pytest.mark.parametrize("fmt", ["npy", "jsonl"])
 def test_resume_continues_after_the_saved_rows_of_a_killed_writer(fmt: str, tmp_path: Path) -> None:
     out = tmp_path / f"out.{fmt}"
@@ -230,6 +231,7 @@ def test_resume_continues_after_the_saved_rows_of_a_killed_writer(fmt: str, tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
 
 
+@pytest.mark.slow  # a subprocess killed by SIGKILL
 def test_resume_refuses_a_partial_output_of_another_job_and_keeps_it(tmp_path: Path) -> None:
     out = tmp_path / "out.npy"
     killed_writer(out)
@@ -241,6 +243,7 @@ def test_resume_refuses_a_partial_output_of_another_job_and_keeps_it(tmp_path: P
     assert sorted(tmp_path.iterdir()) == left
 
 
+@pytest.mark.slow  # a subprocess killed by SIGKILL
 def test_a_completed_run_removes_what_killed_runs_of_its_output_left(tmp_path: Path) -> None:
     # Before: a SIGKILLed run's .out.npy.XXXX.tmp stayed beside the output forever.
     out = tmp_path / "out.npy"
