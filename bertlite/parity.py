@@ -29,6 +29,7 @@ from bertlite.errors import CheckpointError, ParityLoadError, one_line
 from bertlite.models.auto import ARCHITECTURES
 from bertlite.models.bert import BertModel
 from bertlite.models.heads import MODEL_CLASSES
+from bertlite.tokenization import load_tokenizer
 from bertlite.utils.capabilities import DTYPE_NAMES
 from bertlite.utils.dtypes import parse_dtype
 
@@ -221,9 +222,20 @@ def make_batches(
 
     Returns:
         Batches of input_ids, attention_mask (and token_type_ids where the tokenizer gives them), (B, T).
+
+    Raises:
+        ParityLoadError: a tokenizer.json or vocab.txt that cannot be read as one.
     """
     import transformers
 
+    try:
+        # bertlite's reader first: a damaged tokenizer file is an error naming it, where transformers
+        # would print a traceback (or be taken for "no tokenizer" below).
+        load_tokenizer(name_or_path, **hub_kwargs)
+    except CheckpointError as e:
+        raise ParityLoadError(f"cannot load the tokenizer of {name_or_path}: {e}") from e
+    except (OSError, ValueError):
+        pass  # no tokenizer files: random ids, as below
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(name_or_path, **hub_kwargs)
     except (OSError, ValueError, KeyError, TypeError):

@@ -22,6 +22,7 @@ from tokenizers import AddedToken, Encoding, Tokenizer, decoders, normalizers, p
 
 from bertlite.checkpoint.hub import HUB_KWARGS, pop_hub_kwargs, resolve_file
 from bertlite.config import read_json_object
+from bertlite.errors import CheckpointError
 from bertlite.utils.files import write_temporaries
 from bertlite.utils.warn import warn_user
 
@@ -1244,18 +1245,39 @@ def load_tokenizer(name_or_path: str | os.PathLike, **hub_kwargs: Any) -> Tokeni
 
     Raises:
         FileNotFoundError: neither tokenizer.json nor vocab.txt.
+        CheckpointError: tokenizer.json or vocab.txt is there but cannot be read as one (truncated,
+            not JSON, binary, without the special tokens, a folder), naming the file.
     """
-    path = resolve_file(name_or_path, "tokenizer.json", **hub_kwargs)
+    path = _tokenizer_file(name_or_path, TOKENIZER_FILE, hub_kwargs)
     if path is not None:
-        tokenizer = Tokenizer.from_file(str(path))
+        try:
+            tokenizer = Tokenizer.from_file(str(path))
+        except Exception as e:  # tokenizers raises a bare Exception for any file it cannot parse
+            raise CheckpointError(f"{path}: not a valid {TOKENIZER_FILE} ({e}); download or save it again") from e
     else:
-        vocab = resolve_file(name_or_path, "vocab.txt", **hub_kwargs)
+        vocab = _tokenizer_file(name_or_path, VOCAB_FILE, hub_kwargs)
         if vocab is None:
             raise FileNotFoundError(f"{name_or_path}: no tokenizer.json or vocab.txt")
-        tokenizer = _wordpiece_from_vocab(vocab, _read_json(str(name_or_path), TOKENIZER_CONFIG_FILE, hub_kwargs))
+        config = _read_json(str(name_or_path), TOKENIZER_CONFIG_FILE, hub_kwargs)
+        try:
+            tokenizer = _wordpiece_from_vocab(vocab, config)
+        except Exception as e:  # a bare Exception (bad UTF-8) or TypeError (a special token missing)
+            raise CheckpointError(
+                f"{vocab}: not a valid {VOCAB_FILE} ({e}); it must be UTF-8 text, one token a line, "
+                "with the special tokens ([CLS], [SEP], [UNK], ...)"
+            ) from e
     tokenizer.no_padding()
     tokenizer.no_truncation()
     return tokenizer
+
+
+def _tokenizer_file(name_or_path: str | os.PathLike, filename: str, hub_kwargs: dict[str, Any]) -> Path | None:
+    """resolve_file(), except that a folder (or other non-file) under the file's name is an error, not absent."""
+    name = os.fspath(name_or_path)
+    local = Path(name, hub_kwargs.get("subfolder") or "", filename)
+    if os.path.isdir(name) and local.exists() and not local.is_file():
+        raise CheckpointError(f"{local}: not a file (a folder?); the tokenizer needs {filename} to be a file")
+    return resolve_file(name_or_path, filename, **hub_kwargs)
 
 
 def _wordpiece_from_vocab(vocab: Path, config: dict[str, Any]) -> Tokenizer:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -281,3 +282,35 @@ def run_fresh_without_isa_caps(
     result = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     return result
+
+
+# A damaged tokenizer file, as a user meets one: name -> (file to damage, its bytes or None for a folder).
+DAMAGED_TOKENIZERS = {
+    "truncated": ("tokenizer.json", b'{"version": "1.0", "truncation": null, "added_tok'),
+    "empty_object": ("tokenizer.json", b"{}"),
+    "binary": ("tokenizer.json", bytes(range(256)) * 4),
+    "folder": ("tokenizer.json", None),
+    "binary_vocab": ("vocab.txt", bytes(range(256)) * 4),
+    "vocab_without_special_tokens": ("vocab.txt", b"hello\nworld\n"),
+}
+
+
+def damaged_tokenizer_folder(
+    real_model_path: Path, folder: Path, damage: str, weights_from: Path | None = None
+) -> Path:
+    """The real checkpoint's tokenizer files (vocab.txt always there) with one of them damaged (DAMAGED_TOKENIZERS);
+    with weights_from, also that model folder's config.json and weights, so that the folder loads as a model."""
+    folder.mkdir()
+    for name in ("tokenizer_config.json", "vocab.txt", "tokenizer.json"):
+        shutil.copy(real_model_path / name, folder / name)
+    for name in ("config.json", "model.safetensors") if weights_from is not None else ():
+        shutil.copy(weights_from / name, folder / name)
+    name, data = DAMAGED_TOKENIZERS[damage]
+    if name == "vocab.txt":
+        (folder / "tokenizer.json").unlink()  # vocab.txt is read only without tokenizer.json
+    (folder / name).unlink()
+    if data is None:
+        (folder / name).mkdir()
+    else:
+        (folder / name).write_bytes(data)
+    return folder

@@ -16,6 +16,7 @@ import transformers
 
 import bertlite
 from bertlite.tokenization import BatchEncoding, BertTokenizer
+from tests.helpers import DAMAGED_TOKENIZERS, damaged_tokenizer_folder
 
 EXTRA_TEXTS = [
     "Paris is the [MASK] of France.",
@@ -483,3 +484,30 @@ def test_tokenizer_members_equal_transformers_or_name_the_alternative(tokenizers
             getattr(ours, name)
     with pytest.raises(AttributeError, match="'BertTokenizer' object has no attribute 'colour'"):
         ours.colour  # noqa: B018
+
+
+DAMAGED_MESSAGES = {
+    "truncated": "not a valid tokenizer.json (EOF while parsing",
+    "empty_object": "not a valid tokenizer.json (",
+    "binary": "not a valid tokenizer.json (",
+    "folder": "not a file (a folder?); the tokenizer needs tokenizer.json to be a file",
+    "binary_vocab": "not a valid vocab.txt (",
+    "vocab_without_special_tokens": "not a valid vocab.txt (sep_token not found in the vocabulary)",
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGED_TOKENIZERS))
+def test_damaged_tokenizer_file_is_a_checkpoint_error_naming_it(damage, real_model_path, tmp_path):
+    # Before: tokenizers' bare Exception (or a TypeError) without the file's name; a tokenizer.json folder
+    # was silently skipped for vocab.txt.
+    from bertlite.errors import CheckpointError
+    from bertlite.tokenization import load_tokenizer
+
+    folder = damaged_tokenizer_folder(real_model_path, tmp_path / "tok", damage)
+    path = folder / DAMAGED_TOKENIZERS[damage][0]
+    for load in (load_tokenizer, bertlite.AutoTokenizer.from_pretrained):
+        with pytest.raises(CheckpointError) as info:
+            load(folder)
+        message = str(info.value)
+        assert message.startswith(f"{path}: ") and DAMAGED_MESSAGES[damage] in message
+        assert "\n" not in message

@@ -16,6 +16,7 @@ from bertlite.embed.st_config import DEFAULT_POOLING, POOLING_MODES
 
 if TYPE_CHECKING:  # the embedder imports torch, which --help and argument errors never need
     from bertlite.embed.embedder import Embedder
+    from bertlite.embed.io import VectorWriter
 
 EMBED_HELP = """\
 Embed every text of a file with a BERT checkpoint: one vector per input row.
@@ -33,7 +34,9 @@ written to a temporary file and renamed at the end: a failed or interrupted run
 leaves no partial file, and an existing OUTPUT is kept until the new one is
 complete (then replaced, keeping its permissions; --no-overwrite refuses).
 The input is read, embedded and written in chunks: memory does not grow with
-its length, and stdin may be endless.
+its length, and stdin may be endless. \n, \r\n and a lone \r each end a line.
+A run that is killed outright leaves its temporary file; the next run that
+completes the same output removes it, and --resume continues from its rows.
 
 --engine ray (pip install 'bertlite[ray]') embeds many files on Ray Data with
 --replicas model copies: -i takes glob patterns ('data/*.jsonl', quoted) and may
@@ -115,6 +118,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         default=True,
         help="replace an existing OUTPUT, keeping its permissions (default); --no-overwrite refuses to",
     )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from the rows an earlier run of the same job wrote before it died (.npy and .jsonl), "
+        "and if this run fails, keep its rows for the next --resume",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     ray = p.add_argument_group("distributed (--engine ray)")
     ray.add_argument(
@@ -192,8 +201,6 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
     import itertools
     import time
 
-    import numpy as np
-
     from bertlite.embed.io import VectorWriter, check_output_path, iter_texts, require_pyarrow
     from bertlite.errors import InputError
 
@@ -202,6 +209,10 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
         check_output_path(args.output, overwrite=args.overwrite, inputs=[args.input])
         reading = (args.input_format, args.field, args.errors)
         if args.output.endswith(".parquet"):
+            if args.resume:
+                raise InputError(
+                    f"{args.output}: --resume takes .npy or .jsonl (a parquet file is unreadable until finished)"
+                )
             require_pyarrow()
         # A regular file is read twice, row by row: first to check every row (a bad line is
         # refused before any work) and count them for the progress bar, then to embed. Stdin
@@ -216,38 +227,32 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
     except (InputError, OSError, ValueError) as e:
         return fail(_for_cli(e))
     start = time.perf_counter()
+    writer: VectorWriter | None = None
     try:
-        with VectorWriter(args.output, None, embedder.dimension, overwrite=args.overwrite) as writer:
-            for first_row, vectors in embedder.encode_chunks(
-                itertools.chain(first, rows),
-                args.batch_size,
-                show_progress_bar=not args.quiet,
-                max_tokens=args.max_tokens,
-                on_long=args.on_long,
-                total=total,
-                prompt_name=args.prompt_name,
-                prompt=args.prompt,
-            ):
-                array = vectors.numpy()
-                finite = np.isfinite(array).all(axis=1)
-                if not finite.all():
-                    raise _NonFinite(first_row + int(np.argmin(finite)))
-                _Terminated.check()
-                writer.write(array)
+        job = _job(args, embedder)
+        with VectorWriter(
+            args.output, None, embedder.dimension, overwrite=args.overwrite, job=job, resume=args.resume
+        ) as writer:
+            resumed = writer.written
+            _embed_rows(args, embedder, itertools.chain(first, rows), total, writer)
             _Terminated.check()  # the last moment before the rename
+    except (KeyboardInterrupt, _Terminated):
+        _say_kept(writer)
+        raise
     except _NonFinite as e:
         print(
             f"bertlite embed: error: {args.input}: row {e.row} (0-based) gave a vector with NaN or Inf "
-            "(non-finite model weights, or an overflow in --dtype float16); no output written",
+            f"(non-finite model weights, or an overflow in --dtype float16); no output written{_kept(writer)}",
             file=sys.stderr,
         )
         return 1
-    except ValueError as e:  # bad input rows, --on-long error
-        return fail(str(e))
+    except ValueError as e:  # bad input rows, --on-long error, a partial output --resume cannot continue
+        return fail(f"{e}{_kept(writer)}")
     except OSError as e:
         code = f" ({errno.errorcode[e.errno]})" if e.errno in errno.errorcode else ""
         print(
-            f"bertlite embed: error: writing {args.output} failed: {e.strerror or e}{code}; no output written",
+            f"bertlite embed: error: writing {args.output} failed: {e.strerror or e}{code}; no output written"
+            f"{_kept(writer)}",
             file=sys.stderr,
         )
         return 1
@@ -261,10 +266,83 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
     print(
         f"embedded {stats.texts} texts ({stats.tokens} tokens, {stats.truncated} truncated) in {seconds:.1f} s "
         f"({precision}): "
-        f"{stats.texts / max(seconds, 1e-9):.1f} texts/s -> {args.output}{' (replaced)' if replacing else ''}",
+        f"{stats.texts / max(seconds, 1e-9):.1f} texts/s -> {args.output}{' (replaced)' if replacing else ''}"
+        f"{f' (after {resumed} rows of an earlier run)' if resumed else ''}",
         file=sys.stderr,
     )
     return 0
+
+
+def _embed_rows(
+    args: argparse.Namespace, embedder: Embedder, rows: Iterator[str], total: int | None, writer: VectorWriter
+) -> None:
+    """Embed the rows into the writer, after the rows it resumes after (checked to be the same)."""
+    import itertools
+
+    import numpy as np
+
+    from bertlite.embed.partial import InputDigest
+
+    digest, resumed = InputDigest(), writer.written
+    if resumed:
+        for text in itertools.islice(rows, resumed):
+            digest.add(text)
+        if digest.rows != resumed or digest.hexdigest() != writer.resumed_digest:
+            raise ValueError(
+                f"--resume: the first {resumed} rows of {args.input} are not those the kept rows were made "
+                "from; run without --resume to start again"
+            )
+        print(f"bertlite embed: resuming after the first {resumed} rows, kept by an earlier run", file=sys.stderr)
+    for first_row, vectors in embedder.encode_chunks(
+        digest.through(rows),
+        args.batch_size,
+        show_progress_bar=not args.quiet,
+        max_tokens=args.max_tokens,
+        on_long=args.on_long,
+        total=total,
+        prompt_name=args.prompt_name,
+        prompt=args.prompt,
+        first_row=resumed,
+    ):
+        array = vectors.numpy()
+        finite = np.isfinite(array).all(axis=1)
+        if not finite.all():
+            raise _NonFinite(first_row + int(np.argmin(finite)))
+        _Terminated.check()
+        writer.write(array)
+        writer.save_progress(digest.hexdigest())
+
+
+def _job(args: argparse.Namespace, embedder: Embedder) -> dict[str, object]:
+    """What makes this run's vectors, as a resumed run must match it (JSON values)."""
+    from bertlite.embed.io import input_format
+
+    return {
+        "model": os.path.abspath(args.model) if os.path.isdir(args.model) else args.model,
+        "input": os.path.abspath(args.input) if args.input != "-" else "-",
+        "input_format": input_format(args.input, args.input_format),
+        "field": args.field,
+        "errors": args.errors,
+        "on_long": args.on_long,
+        "precision": embedder.precision,
+        "pooling": list(embedder.pooling),
+        "normalize": embedder.normalize,
+        "max_length": embedder.max_length,
+        "prompt": embedder.resolve_prompt(args.prompt, args.prompt_name),
+        "truncate_dim": args.truncate_dim,
+    }
+
+
+def _kept(writer: VectorWriter | None) -> str:
+    """What a failed run says of the rows it kept for --resume ("" when none)."""
+    if writer is None or writer.kept is None:
+        return ""
+    return f"; the {writer.written} rows made so far are kept for a later --resume (in {writer.kept})"
+
+
+def _say_kept(writer: VectorWriter | None) -> None:
+    if writer is not None and writer.kept is not None:
+        print(f"bertlite embed: {_kept(writer).removeprefix('; the ')}", file=sys.stderr)
 
 
 class _NonFinite(Exception):
@@ -323,6 +401,8 @@ def _embed_ray(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
     given = [flag for flag, value in _prompt_flags(args) if value is not None]
     if given:
         return fail(f"{', '.join(given)}: not supported with --engine ray yet")
+    if args.resume:
+        return fail("--resume: for the single engine only")
     try:
         result = embed_dataset(
             args.model,

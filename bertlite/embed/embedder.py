@@ -462,6 +462,7 @@ class Embedder:
         prompt_name: str | None = None,
         prompt: str | None = None,
         truncate_dim: int | None = None,
+        first_row: int = 0,
     ) -> Iterator[tuple[int, Tensor]]:
         """Embed texts chunk by chunk in input order, so a caller can write a large input out as it goes.
 
@@ -472,6 +473,8 @@ class Embedder:
                 as in encode().
             total: the row count for the progress bar, when `texts` has no len(); None: its len(),
                 if any.
+            first_row: the row number of texts[0] in the whole input (a job that resumes after
+                first_row rows): rows are numbered from it, and `total` counts the rows before it.
 
         Yields:
             (start, vectors): float32 vectors (n, dimension) of rows start..start + n - 1.
@@ -487,10 +490,10 @@ class Embedder:
         if on_long not in ("truncate", "error"):
             raise ValueError(f"on_long={on_long!r} must be 'truncate' or 'error'")
         if total is None and isinstance(texts, Sized):
-            total = len(texts)
+            total = first_row + len(texts)
         stats = self.last_stats = EncodeStats()
-        progress = _progress(total, show_progress_bar)
-        rows, start = iter(texts), 0
+        progress = _progress(total, show_progress_bar, initial=first_row)
+        rows, start = iter(texts), first_row
         try:
             while chunk := list(itertools.islice(rows, CHUNK_TEXTS)):
                 encodings = self.tokenize(_with_prompt(chunk, prefix), on_long, first_index=start)
@@ -689,8 +692,8 @@ def _batches(order: list[int], lengths: list[int], batch_size: int, max_tokens: 
         yield batch
 
 
-def _progress(total: int, show: bool | None) -> Any:
+def _progress(total: int, show: bool | None, initial: int = 0) -> Any:
     from tqdm import tqdm
 
     disable = not (sys.stderr.isatty() if show is None else show)
-    return tqdm(total=total, unit="text", disable=disable, file=sys.stderr, dynamic_ncols=True)
+    return tqdm(total=total, initial=initial, unit="text", disable=disable, file=sys.stderr, dynamic_ncols=True)

@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from bertlite.embed import partial
 from bertlite.errors import InputError
 from bertlite.utils.files import result_mode
 
@@ -154,35 +155,67 @@ def _closing(stream: BinaryIO, rows: Iterator[str]) -> Iterator[str]:
 
 
 def _rows(stream: BinaryIO, path: str, fmt: str, field: str, errors: str) -> Iterator[str]:
-    lines = _decode_lines(stream, path, errors)
     if fmt == "txt":
-        return lines
+        return _decode_lines(stream, path, errors)
     if fmt == "jsonl":
-        return _jsonl_field(lines, path, field, errors)
+        return _jsonl_field(_decode_lines(stream, path, errors), path, field, errors)
+    lines = _decode_lines(stream, path, errors, keep_ends=True)  # a quoted field keeps the line ends in it
     return _csv_column(lines, path, field, delimiter="," if fmt == "csv" else "\t")
 
 
-def _decode_lines(stream: BinaryIO, path: str, errors: str) -> Iterator[str]:
+def _decode_lines(stream: BinaryIO, path: str, errors: str, keep_ends: bool = False) -> Iterator[str]:
     number = 0
     try:
-        for line in stream:
+        for line in _split_lines(stream):
             number += 1
             if number == 1:
                 # A UTF-8 byte order mark (Excel's "CSV UTF-8") would otherwise glue itself
                 # to the first field or JSON line.
                 line = line.removeprefix(b"\xef\xbb\xbf")
-            line = line.removesuffix(b"\n")
+            if not keep_ends:
+                line = line[:-2] if line.endswith(b"\r\n") else line[:-1] if line.endswith((b"\n", b"\r")) else line
             try:
-                text = line.decode("utf-8", errors=errors)
+                yield line.decode("utf-8", errors=errors)
             except UnicodeDecodeError as e:
                 raise InputError(
                     f"{path}: line {number} is not valid UTF-8 (at byte offset {e.start} of the line: "
                     f"{line[e.start : e.start + 1]!r}); fix the file or replace bad bytes with U+FFFD "
                     "(CLI --errors replace, Python errors='replace')"
                 ) from e
-            yield text.removesuffix("\r")
     except OSError as e:
         raise InputError(f"cannot read {path} (after line {number}): {e.strerror or e}") from e
+
+
+# Bytes read at most at once: a file without \n (old Mac line ends) is split as it is read too.
+READ_BLOCK = 1 << 16
+# Splits after each line end: \n, \r\n, or a \r that no \n follows.
+AFTER_LINE_END = re.compile(b"(?<=\n)|(?<=\r)(?!\n)")
+
+
+def _split_lines(stream: BinaryIO) -> Iterator[bytes]:
+    """The stream's lines, each with its end: \n, \r\n and a lone \r each end one, as Python's universal
+    newlines, csv and pandas read them (UTF-8 never has these bytes inside a character)."""
+    parts: list[bytes] = []  # a line begun in earlier blocks; or a line ended by \r that \n may still join
+    while block := stream.readline(READ_BLOCK):
+        if parts and parts[-1].endswith(b"\r"):
+            if block.startswith(b"\n"):  # a \r\n the block limit cut in two
+                parts.append(b"\n")
+                block = block[1:]
+            yield b"".join(parts)
+            parts = []
+        if not parts and block.endswith(b"\n") and block.find(b"\r", 0, len(block) - 2) == -1:
+            yield block  # the common line, without a copy
+            continue
+        *lines, rest = AFTER_LINE_END.split(block)
+        if not rest and lines and lines[-1].endswith(b"\r"):  # the next block may open with its \n
+            rest = lines.pop()
+        for line in lines:
+            yield b"".join([*parts, line]) if parts else line
+            parts = []
+        if rest:
+            parts.append(rest)
+    if parts:
+        yield b"".join(parts)
 
 
 # JSON can spell a lone UTF-16 surrogate ("\\ud800"), which no tokenizer accepts
@@ -224,13 +257,19 @@ def _csv_column(lines: Iterator[str], path: str, field: str, delimiter: str) -> 
     def feed() -> Iterator[str]:
         nonlocal number  # the line being parsed when csv fails (its own line_num lags behind)
         for number, line in enumerate(lines, start=1):  # noqa: B007 (read by the handler below)
-            yield line + "\n"
+            yield line
 
     reader = csv.DictReader(feed(), delimiter=delimiter)
     try:
         if reader.fieldnames is None or field not in reader.fieldnames:
             columns = ", ".join(reader.fieldnames or [])
             raise InputError(f"{path}: no column {field!r} (columns: {columns}; use --field)")
+        places = [str(i) for i, name in enumerate(reader.fieldnames, start=1) if name == field]
+        if len(places) > 1:  # DictReader would silently keep the last one
+            raise InputError(
+                f"{path}: the header names column {field!r} {len(places)} times (columns {', '.join(places)}); "
+                "rename all but one"
+            )
         for row in reader:
             if row[field] is None:  # a short row: its text would silently be ""
                 kind = "CSV" if delimiter == "," else "TSV"
@@ -238,8 +277,7 @@ def _csv_column(lines: Iterator[str], path: str, field: str, delimiter: str) -> 
             yield row[field]
     except csv.Error as e:
         kind = "CSV" if delimiter == "," else "TSV"
-        reason = "a carriage return inside an unquoted field; quote it" if "new-line" in str(e) else str(e)
-        raise InputError(f"{path}: line {number} is not valid {kind} ({reason})") from e
+        raise InputError(f"{path}: line {number} is not valid {kind} ({e})") from e
 
 
 def output_format(path: str) -> str:
@@ -283,9 +321,22 @@ class VectorWriter:
     Used as a context manager: leaving the block with an exception deletes the
     temp file, so the target is either complete or untouched. Writes are ordinary
     buffered writes, so a full disk is an OSError (ENOSPC), never a crash.
+
+    The temp file is named after its owner (bertlite.embed.partial): after a run that was killed,
+    the next run that completes the same output removes what it left; with resume=True a run
+    continues from it instead, and keeps its own partial output when it fails.
     """
 
-    def __init__(self, path: str, rows: int | None, dimension: int, *, overwrite: bool = True) -> None:
+    def __init__(
+        self,
+        path: str,
+        rows: int | None,
+        dimension: int,
+        *,
+        overwrite: bool = True,
+        job: dict[str, Any] | None = None,
+        resume: bool = False,
+    ) -> None:
         """Check the target and open the temp file.
 
         Args:
@@ -295,33 +346,80 @@ class VectorWriter:
             dimension: the vectors' length.
             overwrite: an existing target is replaced and keeps its permission bits; False refuses
                 to replace it.
+            job: the settings that make the vectors (JSON values), kept in the partial output's
+                journal: a resumed run must have the same.
+            resume: continue from the partial output a run that is gone left for this target (the one
+                with the most rows; `written` and `resumed_digest` then say how far it got), and keep
+                this run's partial output if it fails. npy and jsonl only.
 
         Raises:
-            InputError: a path check_output_path refuses, or parquet without pyarrow.
+            InputError: a path check_output_path refuses, parquet without pyarrow, resume with parquet,
+                or a partial output made with another job or damaged.
         """
         self.path = Path(path)
         self.format = output_format(path)
         self.rows, self.dimension, self.written = rows, dimension, 0
         self.overwrite = overwrite
+        self.job = {**(job or {}), "format": self.format, "dimension": dimension}
+        self.resume, self.resumed_digest = resume, partial.InputDigest().hexdigest()
         check_output_path(path, overwrite=overwrite)
+        if resume and self.format == "parquet":
+            raise InputError(
+                f"{path}: a .parquet output cannot be resumed (it is unreadable until finished); use .npy or .jsonl"
+            )
         pyarrow = require_pyarrow() if self.format == "parquet" else None
         self.tmp: Path | None = None
         try:
             with _signals_deferred():
-                fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+                fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=partial.temp_prefix(self.path), suffix=".tmp")
                 self.tmp = Path(tmp)
             os.close(fd)
-            self._open(pyarrow)
+            found = partial.latest_partial(self.path) if resume else None
+            if found is not None:
+                self._check(found)
+                self._adopt(found)
+            self._open(pyarrow, found)
         except BaseException:
-            self.abort()  # __exit__ never runs for a constructor that fails
+            self.abort(keep=False)  # __exit__ never runs for a constructor that fails
             raise
 
-    def _open(self, pyarrow: Any) -> None:
+    def _check(self, found: partial.Partial) -> None:
+        """Refuse a partial output made by another job, or whose size its journal does not explain."""
+        for key in sorted(set(self.job) | set(found.job)):
+            old, new = found.job.get(key), self.job.get(key)
+            if old != new:
+                raise InputError(
+                    f"cannot resume from {found.data}: it was made with {key}={old!r}, this run has {key}={new!r}; "
+                    "run without --resume to start again"
+                )
+        header = len(self._npy_header(0)) if self.format == "npy" else 0
+        if self.format == "npy" and found.size != header + found.rows * self.dimension * 4:
+            raise InputError(f"cannot resume from {found.data}: its journal does not match its size")
+
+    def _adopt(self, found: partial.Partial) -> None:
+        """Take the partial output over as this run's temp file (a rename: two runs cannot both get it)."""
+        try:
+            os.replace(found.data, self.tmp)
+        except FileNotFoundError as e:
+            raise InputError(f"cannot resume from {found.data}: another run took it over meanwhile") from e
+        os.replace(found.journal, partial.journal_path(self.tmp))
+        self.written, self.resumed_digest = found.rows, found.input_digest
+
+    def _open(self, pyarrow: Any, found: partial.Partial | None) -> None:
         if self.format == "npy":
-            self._file = open(self.tmp, "wb")  # closed in close() or abort()
-            self._header_size = self._file.write(self._npy_header(0))
+            self._header_size = len(self._npy_header(0))
+            if found is None:
+                self._file = open(self.tmp, "wb")  # closed in close() or abort()
+                self._file.write(self._npy_header(0))
+                return
+            self._file = open(self.tmp, "r+b")  # closed in close() or abort()
+            self._file.truncate(found.size)  # rows written after the journal's last entry are incomplete
+            self._file.seek(found.size)
         elif self.format == "jsonl":
-            self._file = open(self.tmp, "w", encoding="utf-8")  # closed in close() or abort()
+            if found is not None:
+                with open(self.tmp, "r+b") as f:
+                    f.truncate(found.size)
+            self._file = open(self.tmp, "a", encoding="utf-8")  # closed in close() or abort()
         else:
             schema = pyarrow.schema(
                 [
@@ -369,8 +467,22 @@ class VectorWriter:
             self._parquet.write_table(table)
         self.written += n
 
+    def save_progress(self, input_digest: str) -> None:
+        """Record in the journal that the rows written so far are complete (npy and jsonl; a no-op for
+        parquet, which cannot be resumed), so a later resume=True run can continue after them.
+
+        Args:
+            input_digest: the partial.InputDigest of the input rows those rows were made from.
+        """
+        if self.format == "parquet":
+            return
+        self._file.flush()
+        size = os.fstat(self._file.fileno()).st_size
+        partial.write_journal(self.tmp, self.written, size, input_digest, self.job)
+
     def close(self) -> None:
-        """Finish the file and rename it into place (the context manager calls it).
+        """Finish the file and rename it into place (the context manager calls it); then remove what
+        killed runs left for the same target (partial.remove_stale).
 
         Raises:
             RuntimeError: fewer or more rows written than the writer was opened for.
@@ -392,6 +504,7 @@ class VectorWriter:
         with open(self.tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.chmod(self.tmp, result_mode(self.path))  # mkstemp's 0600 is for the temp file, not the result
+        partial.journal_path(self.tmp).unlink(missing_ok=True)
         if self.overwrite:
             os.replace(self.tmp, self.path)
         else:
@@ -400,16 +513,34 @@ class VectorWriter:
             except FileExistsError as e:
                 raise InputError(f"{self.path} exists (--no-overwrite); nothing was replaced") from e
             self.tmp.unlink()
+        self.tmp = None
+        with contextlib.suppress(OSError):  # the output is complete: leftovers are only untidy
+            partial.remove_stale(self.path)
 
-    def abort(self) -> None:
-        """Drop the temp file; the target is left as it was."""
+    def abort(self, keep: bool | None = None) -> None:
+        """Drop the temp file; the target is left as it was.
+
+        Args:
+            keep: keep the temp file and its journal for a later resume; None: when opened with resume=True.
+        """
+        keep = self.resume if keep is None else keep
+        if self.tmp is not None and not partial.journal_path(self.tmp).exists():
+            keep = False  # no row of it is known to be complete: nothing to resume from
         for name in ("_file", "_parquet"):
             handle = self.__dict__.pop(name, None)
             if handle is not None:
                 with contextlib.suppress(Exception):  # already failing: the cleanup must go on
                     handle.close()
-        if self.tmp is not None:
+        if self.tmp is not None and not keep:
             self.tmp.unlink(missing_ok=True)
+            partial.journal_path(self.tmp).unlink(missing_ok=True)
+
+    @property
+    def kept(self) -> Path | None:
+        """After a failure: the partial output kept for --resume, or None."""
+        if self.tmp is None or "_file" in self.__dict__ or not partial.journal_path(self.tmp).exists():
+            return None
+        return self.tmp
 
     def __enter__(self) -> VectorWriter:
         return self
@@ -421,7 +552,7 @@ class VectorWriter:
         try:
             self.close()
         except BaseException:
-            self.abort()
+            self.abort(keep=False)
             raise
 
 
@@ -451,6 +582,8 @@ def check_output_path(path: str, *, overwrite: bool = True, inputs: Sequence[str
         InputError: an unknown suffix, a folder, a missing or unwritable parent folder, one of the
             inputs, or an existing file with overwrite=False.
     """
+    if path.endswith(("/", os.sep)):  # Path() would drop the slash and write a file of that name
+        raise InputError(f"{path} ends in a slash, which names a folder; -o takes a file: drop the slash")
     output_format(path)
     target = Path(path)
     if target.is_dir():

@@ -25,7 +25,7 @@ import bertlite.embed.embedder
 from bertlite.cli import main
 from bertlite.embed.embedder import Embedder
 from bertlite.models.bert import BertPreTrainedModel
-from tests.helpers import ROOT, hide_modules
+from tests.helpers import DAMAGED_TOKENIZERS, ROOT, damaged_tokenizer_folder, hide_modules
 
 DIM = 384
 ERROR_PREFIX = "bertlite embed: error:"
@@ -272,7 +272,7 @@ def signal_mid_run(model: Path, texts: list[str], tmp_path: Path, signum: int) -
                 break
             time.sleep(0.03)
         assert proc.poll() is None, log.read_text(errors="replace")
-        assert len(leftovers(work)) == 1, log.read_text(errors="replace")
+        assert leftovers(work), log.read_text(errors="replace")
         proc.send_signal(signum)
         proc.wait(timeout=60)
     finally:
@@ -627,6 +627,21 @@ def tiny_model(real_model_path: Path, tmp_path_factory: pytest.TempPathFactory) 
     return folder
 
 
+@pytest.mark.parametrize("damage", ["truncated", "folder", "vocab_without_special_tokens"])
+def test_damaged_tokenizer_exits_2_naming_the_file(
+    damage: str, real_model_path: Path, tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: a traceback ("Exception: EOF while parsing ...") and exit 1; a tokenizer.json folder: vocab.txt used.
+    folder = damaged_tokenizer_folder(real_model_path, tmp_path / "model", damage, weights_from=tiny_model)
+    source = tmp_path / "in.txt"
+    source.write_text("hello\n")
+    code, err = run([str(folder), "-i", str(source), "-o", str(tmp_path / "out.npy"), "--quiet"], capsys)
+    assert code == 2
+    line = error_line(err)
+    assert f"{folder / DAMAGED_TOKENIZERS[damage][0]}: not a " in line
+    assert not (tmp_path / "out.npy").exists()
+
+
 @pytest.fixture
 def no_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """For runs that must be refused before any work: loading the model fails the test."""
@@ -737,6 +752,34 @@ def test_existing_folder_as_output_is_refused_before_any_work(
     code, err = run(["some-model", "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "vectors.npy")], capsys)
     assert code == 2
     assert f"{tmp_path / 'vectors.npy'} is a folder" in error_line(err)
+
+
+@pytest.mark.usefixtures("no_model")
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        ("vectors.npy/", "vectors.npy/ ends in a slash, which names a folder; -o takes a file: drop the slash"),
+        ("vectors.parquet", "vectors.parquet: --resume takes .npy or .jsonl"),
+    ],
+)
+def test_outputs_refused_before_any_work(
+    output: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: -o vectors.npy/ wrote the file vectors.npy.
+    (tmp_path / "in.txt").write_text("hello\n")
+    code, err = run(["some-model", "-i", str(tmp_path / "in.txt"), "-o", f"{tmp_path}/{output}", "--resume"], capsys)
+    assert code == 2
+    assert message in error_line(err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
+
+
+@pytest.mark.usefixtures("no_model")
+def test_csv_with_the_text_column_twice_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: exit 0, the last of the two columns embedded.
+    (tmp_path / "in.csv").write_text("text,text\nfirst,second\n")
+    code, err = run(["some-model", "-i", str(tmp_path / "in.csv"), "-o", str(tmp_path / "out.npy")], capsys)
+    assert code == 2
+    assert "in.csv: the header names column 'text' 2 times (columns 1, 2); rename all but one" in error_line(err)
 
 
 def test_device_this_machine_lacks_exits_2(
@@ -853,6 +896,72 @@ def test_sigterm_exits_143_and_keeps_the_earlier_output(
     assert "Traceback" not in err
     assert sorted(p.name for p in work.iterdir()) == ["big.txt", "out.npy"]
     assert (work / "out.npy").read_bytes() == b"the earlier result"
+
+
+def kill_after_first_rows(command: list[str], work: Path) -> None:
+    """Run `command` in `work` and SIGKILL it once its journal shows (its first rows are saved); bounded wait."""
+    proc = subprocess.Popen(command, cwd=work, env=cli_env(**ONE_THREAD), stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        for _ in range(4000):
+            if list(work.glob(".*.journal.tmp")) or proc.poll() is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.03)
+        assert proc.poll() is None, "the run ended before it could be killed mid-way"
+        proc.kill()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["npy", "jsonl"])
+def test_resume_after_sigkill_gives_the_vectors_of_one_run(fmt: str, tiny_model: Path, tmp_path: Path) -> None:
+    # Before: a killed job's temp file stayed forever and a rerun started from row 0.
+    texts = [f"line {i} of a long job" for i in range(40_000)]
+    (tmp_path / "in.txt").write_text("".join(t + "\n" for t in texts))
+    command = [sys.executable, "-m", "bertlite.cli", "embed", str(tiny_model), "-i", "in.txt", "-o", f"out.{fmt}"]
+    kill_after_first_rows([*command, "--quiet"], tmp_path)
+    assert not (tmp_path / f"out.{fmt}").exists() and leftovers(tmp_path)
+    result = subprocess.run(
+        [*command, "--quiet", "--resume"],
+        cwd=tmp_path,
+        env=cli_env(**ONE_THREAD),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    resumed = int(re.search(r"resuming after the first (\d+) rows", result.stderr).group(1))
+    assert resumed > 0 and resumed % 2048 == 0  # whole chunks, as saved
+    assert f"embedded {len(texts) - resumed} texts" in result.stderr.splitlines()[-1]
+    expected = Embedder.from_pretrained(tiny_model).encode(texts)
+    if fmt == "npy":
+        vectors = np.load(tmp_path / "out.npy")
+    else:
+        rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+        assert [r["id"] for r in rows] == list(range(len(texts)))
+        vectors = np.array([r["embedding"] for r in rows], dtype=np.float32)
+    np.testing.assert_allclose(vectors, expected, atol=1e-5)
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_a_run_after_a_sigkill_cleans_up_and_resume_refuses_other_rows(tiny_model: Path, tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_text("".join(f"row {i}\n" for i in range(40_000)))
+    command = [sys.executable, "-m", "bertlite.cli", "embed", str(tiny_model), "-i", "in.txt", "-o", "out.npy"]
+    kill_after_first_rows([*command, "--quiet"], tmp_path)
+    left = leftovers(tmp_path)
+    (tmp_path / "in.txt").write_text("".join(f"other row {i}\n" for i in range(40_000)))
+    run_again = dict(cwd=tmp_path, env=cli_env(**ONE_THREAD), capture_output=True, text=True, timeout=300)
+    result = subprocess.run([*command, "--quiet", "--resume"], **run_again)
+    assert result.returncode == 2
+    assert "--resume: the first " in error_line(result.stderr) and "rows of in.txt are not those" in result.stderr
+    assert len(leftovers(tmp_path)) == len(left)  # kept, for a resume on the right input
+    result = subprocess.run([*command, "--quiet"], **run_again)
+    assert result.returncode == 0, result.stderr
+    assert leftovers(tmp_path) == [] and np.load(tmp_path / "out.npy").shape == (40_000, 32)
 
 
 # Runs a command and prints its peak resident memory (KiB): a fresh process per run, so

@@ -12,6 +12,7 @@ import bertlite
 import bertlite.layers.activations
 from bertlite.cli import main
 from bertlite.parity import BUILTIN_TEXTS, HEAD_LOGITS, check
+from tests.helpers import DAMAGED_TOKENIZERS, damaged_tokenizer_folder
 
 LAYER3 = "encoder.layer.3.intermediate.dense.weight"
 
@@ -330,6 +331,15 @@ def test_config_transformers_rejects_exits_2(tiny_folder, tmp_path, capsys):
     line = _one_error_line(capsys)
     assert f"cannot load {folder} with transformers: StrictDataclassFieldValidationError:" in line
     assert "layer_norm_eps" in line
+
+
+@pytest.mark.parametrize("damage", ["empty_object", "binary_vocab"])
+def test_damaged_tokenizer_exits_2_naming_the_file(damage, real_model_path, tiny_folder, tmp_path, capsys):
+    # Before: a traceback from transformers' tokenizer loading, exit 1.
+    folder = damaged_tokenizer_folder(real_model_path, tmp_path / "model", damage, weights_from=tiny_folder)
+    assert main(["parity", str(folder)]) == 2
+    line = _one_error_line(capsys)
+    assert f"cannot load the tokenizer of {folder}: {folder / DAMAGED_TOKENIZERS[damage][0]}: not a valid " in line
 
 
 def test_load_error_says_what_to_do_in_parity_not_strict_false(tiny_folder, tmp_path, capsys):

@@ -18,7 +18,7 @@ import pytest
 
 from bertlite.cli import main
 from bertlite.embed.embedder import Embedder
-from tests.helpers import ROOT, hide_modules, modules_after_embed
+from tests.helpers import ROOT, damaged_tokenizer_folder, hide_modules, modules_after_embed
 from tests.serve_helpers import (
     lines,
     one_torch_thread,  # noqa: F401 (an autouse fixture)
@@ -103,6 +103,17 @@ def test_a_model_that_fails_to_load_exits_2_with_one_line(tmp_path: Path, capsys
     assert len(errors) == 1
     assert errors[0].startswith("bertlite serve: error: the model failed to load: ")
     assert str(tmp_path / "missing") in errors[0]
+
+
+def test_a_damaged_tokenizer_exits_2_naming_the_file(
+    real_model_path: Path, tiny_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: exit 2 with tokenizers' message only ("EOF while parsing ..."), no file named.
+    folder = damaged_tokenizer_folder(real_model_path, tmp_path / "model", "truncated", weights_from=tiny_folder)
+    assert main(["serve", str(folder), "--port", "0"]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(errors) == 1
+    assert f"{folder / 'tokenizer.json'}: not a valid tokenizer.json (EOF while parsing" in errors[0]
 
 
 def test_usage_errors_exit_2(tiny_folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
