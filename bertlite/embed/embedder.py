@@ -21,6 +21,7 @@ from tokenizers import Encoding, Tokenizer
 from torch import Tensor
 
 from bertlite.embed.io import SURROGATE
+from bertlite.embed.long_texts import TextCutter
 from bertlite.embed.st_config import (
     DEFAULT_NORMALIZE,
     DEFAULT_POOLING,
@@ -307,6 +308,7 @@ class Embedder:
         # Set on this Embedder's own tokenizer here, not per call: encode() may run in several threads at once.
         self._max_length = limit if value is None else min(value, limit)
         self.tokenizer.enable_truncation(self._max_length, strategy="longest_first")
+        self._cutter = TextCutter(self.tokenizer, self._max_length)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -376,7 +378,8 @@ class Embedder:
         texts = list(texts)
         for i, text in enumerate(texts):
             _check_text(text, first_index + i)
-        encodings = self.tokenizer.encode_batch(texts)
+        # A long text is read only as far as max_length needs (the same ids), so memory stays bounded.
+        encodings = self.tokenizer.encode_batch([self._cut(text) for text in texts])
         if on_long == "error":
             for i, e in enumerate(encodings):
                 if e.overflowing:
@@ -388,6 +391,25 @@ class Embedder:
         elif on_long != "truncate":
             raise ValueError(f"on_long={on_long!r} must be 'truncate' or 'error'")
         return encodings
+
+    def count_tokens(self, text: str) -> int:
+        """The tokens of a whole text, [CLS] and [SEP] included, without truncation; read a piece at a
+        time, so a long text costs no more memory than max_length tokens do.
+
+        Args:
+            text: the text (prompt included, if any).
+
+        Returns:
+            The token count.
+        """
+        return self._cutter.count(text) + self.tokenizer.num_special_tokens_to_add(False)
+
+    def _cut(self, text: Text) -> Text:
+        """`text` shortened to what truncation keeps plus a margin, with the same ids (TextCutter)."""
+        if isinstance(text, str):
+            return self._cutter.cut(text)
+        first, second = self._cutter.cut_pair(*text)
+        return text if first is text[0] and second is text[1] else (first, second)
 
     def encode(
         self,
