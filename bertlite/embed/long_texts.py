@@ -72,10 +72,12 @@ class TextCutter:
         self._boundary = re.compile(f"[{_WHITESPACE}{_PUNCTUATION}{cjk}]")
         self._max_word = int(model.get("max_input_chars_per_word", 100))
         # One word longer than WordPiece takes: a single [UNK], the stand-in for any such word.
-        self._long_word = "x" * (self._max_word + 1)
-        unk = self._counter.token_to_id(model.get("unk_token", "[UNK]"))
-        if self._counter.encode(self._long_word, add_special_tokens=False).ids != [unk]:
-            self._long_word = None
+        self._long_word: str | None = None
+        if self.enabled:
+            unk = self._counter.token_to_id(model.get("unk_token", "[UNK]"))
+            long_word = "x" * (self._max_word + 1)
+            if self._counter.encode(long_word, add_special_tokens=False).ids == [unk]:
+                self._long_word = long_word
 
     def cut(self, text: str) -> str:
         """`text`, or a shorter text with the same ids under truncation at max_length.
