@@ -18,6 +18,7 @@ JOBS = {
     "grids": "grids",
     "compare": "compare",
     "table": "table",
+    "memory": "memory",
 }
 
 

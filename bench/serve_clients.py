@@ -38,7 +38,7 @@ def stop(proc: subprocess.Popen) -> None:
     proc.wait(timeout=60)
 
 
-async def _post(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str, body: bytes) -> bytes:
+async def post_embed(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str, body: bytes) -> bytes:
     """One POST /embed over a kept-alive connection; the response body. A hand-written
     HTTP/1.1 exchange (uvicorn answers with Content-Length), so the client costs the
     shared cores as little as it can."""
@@ -70,7 +70,7 @@ async def load(url: str, requests: list[list[str]], concurrency: int) -> dict:
         reader, writer = free.pop()
         for i in next_request:
             t = time.perf_counter()
-            body = await _post(reader, writer, f"{host}:{port}", bodies[i])
+            body = await post_embed(reader, writer, f"{host}:{port}", bodies[i])
             if len(loads(body)) != len(requests[i]):
                 raise RuntimeError(f"request {i}: {len(requests[i])} texts, not as many vectors")
             latencies.append(time.perf_counter() - t)

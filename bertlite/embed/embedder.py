@@ -22,6 +22,7 @@ from torch import Tensor
 
 from bertlite.config import BertConfig
 from bertlite.embed.io import SURROGATE
+from bertlite.embed.long_texts import TextCutter
 from bertlite.embed.st_config import (
     DEFAULT_NORMALIZE,
     DEFAULT_POOLING,
@@ -313,6 +314,7 @@ class Embedder:
         # Set on this Embedder's own tokenizer here, not per call: encode() may run in several threads at once.
         self._max_length = limit if value is None else min(value, limit)
         self.tokenizer.enable_truncation(self._max_length, strategy="longest_first")
+        self._cutter = TextCutter(self.tokenizer, self._max_length)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -382,7 +384,8 @@ class Embedder:
         texts = list(texts)
         for i, text in enumerate(texts):
             _check_text(text, first_index + i)
-        encodings = self.tokenizer.encode_batch(texts)
+        # A long text is read only as far as max_length needs (the same ids), so memory stays bounded.
+        encodings = self.tokenizer.encode_batch([self._cut(text) for text in texts])
         if on_long == "error":
             for i, e in enumerate(encodings):
                 if e.overflowing:
@@ -394,6 +397,25 @@ class Embedder:
         elif on_long != "truncate":
             raise ValueError(f"on_long={on_long!r} must be 'truncate' or 'error'")
         return encodings
+
+    def count_tokens(self, text: str) -> int:
+        """The tokens of a whole text, [CLS] and [SEP] included, without truncation; read a piece at a
+        time, so a long text costs no more memory than max_length tokens do.
+
+        Args:
+            text: the text (prompt included, if any).
+
+        Returns:
+            The token count.
+        """
+        return self._cutter.count(text) + self.tokenizer.num_special_tokens_to_add(False)
+
+    def _cut(self, text: Text) -> Text:
+        """`text` shortened to what truncation keeps plus a margin, with the same ids (TextCutter)."""
+        if isinstance(text, str):
+            return self._cutter.cut(text)
+        first, second = self._cutter.cut_pair(*text)
+        return text if first is text[0] and second is text[1] else (first, second)
 
     def encode(
         self,
@@ -564,14 +586,19 @@ class Embedder:
 
     @torch.inference_mode()
     def _embed_packed(self, encodings: list[Encoding], device: torch.device) -> Tensor:
-        ids = torch.tensor([i for e in encodings for i in e.ids], device=device)
-        types = torch.tensor([t for e in encodings for t in e.type_ids], device=device)
-        layout = PackedLayout.from_lengths(
-            torch.tensor([len(e.ids) for e in encodings], device=device), self.model.dtype
-        )
+        lengths = [len(e.ids) for e in encodings]
+        # Filler sequences of [PAD] bring the token count up to a few shapes (see shape_tokens), dropped after.
+        total = sum(lengths)
+        filler = shape_tokens(total) - total
+        widest = max(lengths)
+        fill = [widest] * (filler // widest) + ([filler % widest] if filler % widest else [])
+        ids = torch.tensor([i for e in encodings for i in e.ids] + [self.pad_id] * filler, device=device)
+        types = torch.tensor([t for e in encodings for t in e.type_ids] + [0] * filler, device=device)
+        layout = PackedLayout.from_lengths(torch.tensor(lengths + fill, device=device), self.model.dtype)
         out = self.model(input_ids=ids, token_type_ids=types, layout=layout, return_dict=True)
         hidden, pooled = out.last_hidden_state, out.pooler_output
-        return self._finish([pool_packed(hidden, layout, mode, pooled) for mode in self.pooling])
+        vectors = self._finish([pool_packed(hidden, layout, mode, pooled) for mode in self.pooling])
+        return vectors[: len(encodings)]
 
     @torch.inference_mode()
     def _embed_padded(self, encodings: list[Encoding], device: torch.device) -> Tensor:
@@ -601,6 +628,24 @@ class Embedder:
             "token_type_ids": types.to(device),
             "attention_mask": mask.to(device),
         }
+
+
+def shape_tokens(tokens: int) -> int:
+    """The token count a packed forward of `tokens` tokens runs at: a multiple of 8 up to 64, then one of
+    8 steps per doubling (at most 1/8 more).
+
+    oneDNN (the Linear layers' GEMMs) builds and caches kernels for every row count it meets, about
+    2.4 MB each for MiniLM-L6: a server's batches, each of a new total, grew its memory without end.
+    On this grid there are 8 shapes per doubling, so the caches, and the process, level off.
+
+    Args:
+        tokens: the batch's real tokens.
+
+    Returns:
+        The padded count, >= tokens.
+    """
+    step = 8 if tokens <= 64 else 1 << (tokens.bit_length() - 4)
+    return -(-tokens // step) * step
 
 
 def check_device(device: torch.device | str | None) -> torch.device | None:

@@ -74,8 +74,7 @@ class Limits:
 
 
 class _Service:
-    """What the handlers share: the batcher, limits, key, metrics, and a tokenizer that counts the tokens
-    of an input over the max input length (for the 413's message)."""
+    """What the handlers share: the batcher, limits, key, metrics."""
 
     def __init__(self, batcher: Batcher, limits: Limits, model_name: str, api_key: str | None) -> None:
         self.batcher = batcher
@@ -84,7 +83,6 @@ class _Service:
         self.api_key = api_key
         self.metrics = batcher.metrics
         self.in_flight = 0  # touched only on the event loop
-        self.counter = None  # the Embedder's tokenizer without truncation, set once the model is ready
 
     @property
     def embedder(self) -> Embedder:
@@ -92,8 +90,6 @@ class _Service:
 
     def prepare(self, embedder: Embedder) -> Embedder:
         """Apply the limits to a freshly loaded Embedder (in the worker thread, before it is ready)."""
-        from tokenizers import Tokenizer
-
         if self.limits.max_input_length is not None:
             if self.limits.max_input_length > embedder.model.config.max_position_embeddings:
                 raise ValueError(
@@ -102,10 +98,6 @@ class _Service:
                 )
             embedder.max_length = self.limits.max_input_length
         self.limits.max_input_length = embedder.max_length
-        counter = Tokenizer.from_str(embedder.tokenizer.to_str())
-        counter.no_truncation()
-        counter.no_padding()
-        self.counter = counter
         return embedder
 
 
@@ -295,7 +287,7 @@ def _tokenize(service: _Service, texts: list[str], truncate: bool) -> list[Encod
     if not truncate:
         for i, e in enumerate(encodings):
             if e.overflowing:
-                n = len(service.counter.encode(texts[i]).ids)
+                n = service.embedder.count_tokens(texts[i])
                 raise RequestError(
                     413,
                     f"input {i} has {n} tokens, over the max input length of {service.limits.max_input_length} "

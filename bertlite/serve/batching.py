@@ -44,6 +44,7 @@ import torch
 from tokenizers import Encoding
 
 from bertlite.embed.embedder import Embedder
+from bertlite.quant.allocator import release_freed_memory
 from bertlite.serve.metrics import Metrics
 
 # The warm-up and /health forward: [CLS] [SEP] only.
@@ -51,6 +52,8 @@ HEALTH_TEXTS = [""]
 # The longest wait for expected requests: this share of the last batch's model time, at most MAX_GATHER_S.
 GATHER_SHARE = 0.1
 MAX_GATHER_S = 0.02
+# The worker hands freed heap pages back to the kernel at most this often (bertlite.quant.allocator).
+TRIM_EVERY_S = 1.0
 
 
 class NotReadyError(RuntimeError):
@@ -150,6 +153,7 @@ class Batcher:
         carried: _Job | None = None
         batch: list[_Job] = []
         expected, wait_s = 1, 0.0
+        trimmed = time.perf_counter()
         try:
             while True:
                 job = carried or self._queue.get()
@@ -161,6 +165,9 @@ class Batcher:
                     queued = self._forward(batch)
                     wait_s = min(self.max_gather_s, self.gather_share * (time.perf_counter() - start))
                     expected = len(batch) + queued
+                    if time.perf_counter() - trimmed > TRIM_EVERY_S:
+                        release_freed_memory()
+                        trimmed = time.perf_counter()
         except Exception as e:  # a bug outside the forward: no request may wait for a worker that is gone
             traceback.print_exc(file=sys.stderr)
             self._fail_all(f"the embedding worker stopped: {type(e).__name__}: {e}", [*batch, carried])
