@@ -91,6 +91,8 @@ class TextCutter:
             truncated exactly when `text` is: the pieces up to just past max_length tokens, with
             long runs and token-less stretches replaced by short stand-ins.
         """
+        if not self.enabled or len(text) <= self.piece_chars:
+            return text  # the common case: no count needed, and the caller tokenizes it once
         return self.cut_to(text, self.max_length + 1)[0]
 
     def cut_pair(self, first: str, second: str) -> tuple[str, str]:
