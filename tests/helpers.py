@@ -272,14 +272,17 @@ def modules_after_embed(model_path: Path, folder: Path, imports: str, packages: 
 
 
 def run_fresh_without_isa_caps(
-    args: list[str], *, drop: tuple[str, ...] = (), **variables: str
+    args: list[str], *, drop: tuple[str, ...] = (), timeout: float = 120, **variables: str
 ) -> subprocess.CompletedProcess[str]:
-    """`python *args` in a fresh interpreter on this checkout, which must succeed: offline, with none of
-    this process's ISA caps (ISA_VARIABLES) or `drop` in its environment and `variables` set. A kernel
-    library reads its cap once, at its first use, so only a fresh process starts under given caps."""
+    """`python *args` in a fresh interpreter on this checkout, which must succeed within `timeout` seconds:
+    offline, with none of this process's ISA caps (ISA_VARIABLES) or `drop` in its environment and
+    `variables` set. A kernel library reads its cap once, at its first use, so only a fresh process starts
+    under given caps (and a fresh process is what a memory measurement needs)."""
     env = {name: value for name, value in os.environ.items() if name not in ISA_VARIABLES and name not in drop}
     env |= {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", **variables}
-    result = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
     assert result.returncode == 0, result.stderr
     return result
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +10,7 @@ from tokenizers import Tokenizer, normalizers
 
 from bertlite.embed.long_texts import MIN_PIECE_CHARS, TextCutter
 from bertlite.tokenization import load_tokenizer
-from tests.helpers import ROOT
+from tests.helpers import run_fresh_without_isa_caps
 
 N = 3 * MIN_PIECE_CHARS  # over a piece, so texts are cut
 
@@ -168,14 +166,6 @@ print(status("VmHWM:") - before)
 @pytest.mark.slow
 def test_a_64_mb_text_embeds_in_bounded_memory(real_model_path: Path) -> None:
     # The whole text tokenized took about 170 MiB per MB of text; now the growth is a piece's.
-    result = subprocess.run(
-        [sys.executable, "-c", _PEAK_SCRIPT, str(real_model_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_fresh_without_isa_caps(["-c", _PEAK_SCRIPT, str(real_model_path)], timeout=300)
     growth = float(result.stdout.split()[-1])
     assert growth < 64, f"peak RSS grew {growth:.0f} MiB for a 64 MB text"

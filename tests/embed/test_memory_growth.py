@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from bertlite.embed.embedder import shape_tokens
-from tests.helpers import ROOT
+from tests.helpers import run_fresh_without_isa_caps
 
 
 def test_shape_grid_has_few_sizes_and_at_most_an_eighth_more() -> None:
@@ -66,14 +64,6 @@ print(rss() - before)
 @pytest.mark.slow
 def test_rss_stays_flat_over_batches_of_new_token_counts(real_model_path: Path) -> None:
     # Before the grid, each new token count cost about 2.4 MB that stayed (oneDNN's kernels per row count).
-    result = subprocess.run(
-        [sys.executable, "-c", _GROWTH_SCRIPT, str(real_model_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_fresh_without_isa_caps(["-c", _GROWTH_SCRIPT, str(real_model_path)], timeout=600)
     growth = float(result.stdout.split()[-1])
     assert growth < 40, f"RSS grew {growth:.0f} MiB over 150 batches"
