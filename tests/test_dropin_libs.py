@@ -227,12 +227,17 @@ def test_trainer_resumes_from_a_checkpoint(tokenizer, classifier_path, tmp_path)
     assert_same_state(*finished.values())
 
 
+def masked_lm_rows(tokenizer) -> list[dict]:
+    """Eight training rows for a masked-LM head: each sentence's ids, labelled with themselves."""
+    encoded = tokenizer(sentences(8, seed=4), padding="max_length", max_length=14)
+    return [{**{k: v[i] for k, v in encoded.items()}, "labels": encoded["input_ids"][i]} for i in range(8)]
+
+
 @pytest.mark.slow
 def test_trainer_saves_a_tied_head(tokenizer, tmp_path):
     # The masked-LM decoder is the embedding matrix: bertlite's Trainer stores it once, in a complete folder.
     path = save_hf(transformers.BertForMaskedLM, tmp_path / "base")
-    encoded = tokenizer(sentences(8, seed=4), padding="max_length", max_length=14)
-    train = [{**{k: v[i] for k, v in encoded.items()}, "labels": encoded["input_ids"][i]} for i in range(8)]
+    train = masked_lm_rows(tokenizer)
     models = {}
     for side, model in zip(("transformers", "bertlite"), twins("BertForMaskedLM", path), strict=True):
         trainer_cls = transformers.Trainer if side == "transformers" else integrations.Trainer
@@ -253,8 +258,7 @@ def test_plain_trainer_checkpoints_a_tied_head(tokenizer, tmp_path):
     # transformers.Trainer itself, as user code names it, on a masked-LM head (the decoder is the embedding
     # matrix): a checkpoint every step, the best one loaded at the end, then save_model.
     path = save_hf(transformers.BertForMaskedLM, tmp_path / "base")
-    encoded = tokenizer(sentences(8, seed=4), padding="max_length", max_length=14)
-    train = [{**{k: v[i] for k, v in encoded.items()}, "labels": encoded["input_ids"][i]} for i in range(8)]
+    train = masked_lm_rows(tokenizer)
     trainers = {}
     for side, model in zip(("transformers", "bertlite"), twins("BertForMaskedLM", path), strict=True):
         args = training_args(
