@@ -28,7 +28,7 @@ def bench_validation(model_path: str, texts: list[str], rounds: int = 15) -> dic
     embedder = Embedder.from_pretrained(model_path)
     model = embedder.model
     encodings = sorted(embedder.tokenize(texts), key=lambda e: len(e.ids))
-    batches = [embedder._collate(encodings[i : i + 32], torch.device("cpu")) for i in range(0, len(encodings), 32)]
+    batches = [embedder.collate(encodings[i : i + 32], torch.device("cpu")) for i in range(0, len(encodings), 32)]
 
     def forward_all() -> float:
         start = time.perf_counter()

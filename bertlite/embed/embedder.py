@@ -8,11 +8,9 @@ gives, without importing it or transformers.
 from __future__ import annotations
 
 import itertools
-import operator
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence, Sized
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,8 +19,15 @@ from tokenizers import Encoding, Tokenizer
 from torch import Tensor
 
 from bertlite.config import BertConfig
-from bertlite.embed.io import SURROGATE
-from bertlite.embed.long_texts import TextCutter
+from bertlite.embed.base import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_TOKENS,
+    MAX_BATCH_SIZE,
+    BaseEncoder,
+    EncodeStats,
+    Text,
+    shape_tokens,
+)
 from bertlite.embed.st_config import (
     DEFAULT_NORMALIZE,
     DEFAULT_POOLING,
@@ -31,36 +36,29 @@ from bertlite.embed.st_config import (
     read_sentence_transformers_prompts,
     read_sentence_transformers_settings,
 )
-from bertlite.layers.onednn import optimize
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.bert import BertModel
-from bertlite.quant.int8 import check_quantize, count_int8_tokens, is_quantized, quantize_int8
+from bertlite.quant.int8 import check_quantize, quantize_int8
 from bertlite.tokenization import load_tokenizer
 from bertlite.utils.capabilities import resolve_dtype
 
-# Default batching of the unpadded path: a budget of batch size x longest text,
-# measured best here for fp32 and bf16 (small enough that activations stay in
-# cache, large enough for efficient GEMMs); the padded path keeps 32 texts.
-DEFAULT_MAX_TOKENS = 2048
-DEFAULT_BATCH_SIZE = 32
-MAX_BATCH_SIZE = 256
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_MAX_TOKENS",
+    "MAX_BATCH_SIZE",
+    "CHUNK_TEXTS",
+    "EncodeStats",
+    "Embedder",
+    "pool",
+    "pool_packed",
+    "shape_tokens",
+    "check_device",
+]
+
 # Texts tokenized and sorted together: large enough that sorting removes most
 # padding, small enough that memory stays flat however long the input (a chunk's
 # encodings, overflow included, are the largest thing encode_chunks holds).
 CHUNK_TEXTS = 2048
-# A lone UTF-16 surrogate is not Unicode text: no tokenizer takes it, UTF-8 cannot hold it.
-
-Text = str | tuple[str, str]
-
-
-@dataclass
-class EncodeStats:
-    """What the last encode() did, for summaries and benchmarks."""
-
-    texts: int = 0
-    tokens: int = 0  # real tokens, [CLS]/[SEP] included
-    truncated: int = 0
-    padded_tokens: int = 0  # sum of batch size x longest text: the padded grid of each batch
 
 
 # --- pooling ----------------------------------------------------------------------
@@ -128,7 +126,7 @@ def pool(last_hidden_state: Tensor, attention_mask: Tensor, mode: str, pooler_ou
 # --- the embedder -----------------------------------------------------------------
 
 
-class Embedder:
+class Embedder(BaseEncoder):
     """A BertModel, its tokenizer and a pooling: texts in, one vector per text out."""
 
     def __init__(
@@ -176,15 +174,7 @@ class Embedder:
             ValueError: an unknown pooling mode, "pooler" without a pooler, a default_prompt_name not
                 in prompts, or truncate_dim outside 1..dimension.
         """
-        self.model = model.eval()
-        if model.attn_implementation != "eager":
-            optimize(model, pack_weights=pack_weights)
-        self.unpad = unpad
-        # A copy of its own: truncation is set on the tokenizer (once, not per call, so threads can share
-        # this Embedder), and the caller's tokenizer, or another Embedder's, must keep its own settings.
-        # Padding stored in a tokenizer.json would count pad tokens as text; Embedder pads per batch.
-        self.tokenizer = Tokenizer.from_str(tokenizer.to_str())
-        self.tokenizer.no_padding()
+        super().__init__(model, tokenizer, max_length=max_length, unpad=unpad, pack_weights=pack_weights)
         self.pooling = [pooling] if isinstance(pooling, str) else list(pooling)
         for mode in self.pooling:
             _check_pooling(mode)
@@ -201,11 +191,6 @@ class Embedder:
         self.include_prompt = True
         self.truncate_dim = None
         self.truncate_dim = self._check_truncate_dim(truncate_dim)
-        self.max_length = max_length
-        self.pad_id = self.tokenizer.token_to_id("[PAD]")
-        if self.pad_id is None:
-            self.pad_id = model.config.pad_token_id or 0
-        self.last_stats = EncodeStats()
 
     @classmethod
     def from_pretrained(
@@ -299,34 +284,6 @@ class Embedder:
         return embedder
 
     @property
-    def max_length(self) -> int:
-        """Tokens per text; longer texts are truncated (longest segment first) or refused (on_long="error").
-
-        Set it to None for the model's max_position_embeddings; a larger value is clamped to that.
-        """
-        return self._max_length
-
-    @max_length.setter
-    def max_length(self, value: int | None) -> None:
-        """None: the model's max_position_embeddings; a larger value is clamped to it."""
-        _check_count("max_length", value, none="the model's max_position_embeddings")
-        limit = self.model.config.max_position_embeddings
-        # Set on this Embedder's own tokenizer here, not per call: encode() may run in several threads at once.
-        self._max_length = limit if value is None else min(value, limit)
-        self.tokenizer.enable_truncation(self._max_length, strategy="longest_first")
-        self._cutter = TextCutter(self.tokenizer, self._max_length)
-
-    @property
-    def dtype(self) -> torch.dtype:
-        """The dtype the model runs in (what dtype="auto" resolved to)."""
-        return self.model.dtype
-
-    @property
-    def precision(self) -> str:
-        """What the Linear layers compute in, by name: "int8" for a quantized model, else the dtype's name."""
-        return "int8" if is_quantized(self.model) else str(self.dtype).removeprefix("torch.")
-
-    @property
     def dimension(self) -> int:
         """Length of the vectors encode() returns (truncate_dim when set)."""
         return self.truncate_dim or self.model.config.hidden_size * len(self.pooling)
@@ -363,59 +320,6 @@ class Embedder:
                 "which bertlite does not implement; its vectors would differ from sentence-transformers'"
             )
         return prompt
-
-    def tokenize(self, texts: Sequence[Text], on_long: str = "truncate", first_index: int = 0) -> list[Encoding]:
-        """Tokenize texts, truncated to max_length (longest segment first, as transformers does).
-
-        No prompt is added here: pass the texts with it (resolve_prompt()).
-
-        Args:
-            texts: strings, or (text_a, text_b) pairs.
-            on_long: "truncate" (default) or "error": a ValueError for a text longer than max_length.
-            first_index: index of texts[0] in the caller's input, for error messages.
-
-        Returns:
-            One tokenizers.Encoding per text, unpadded, in input order.
-
-        Raises:
-            ValueError: a text that is not a str or a pair of str, or holds a lone surrogate; a text
-                too long under on_long="error"; an unknown on_long.
-        """
-        texts = list(texts)
-        for i, text in enumerate(texts):
-            _check_text(text, first_index + i)
-        # A long text is read only as far as max_length needs (the same ids), so memory stays bounded.
-        encodings = self.tokenizer.encode_batch([self._cut(text) for text in texts])
-        if on_long == "error":
-            for i, e in enumerate(encodings):
-                if e.overflowing:
-                    raise ValueError(
-                        f"text {first_index + i} (0-based) is longer than max_length={self.max_length} tokens; "
-                        "truncate it (on_long='truncate', CLI --on-long truncate) or raise the max length "
-                        "(max_length=, CLI --max-length)"
-                    )
-        elif on_long != "truncate":
-            raise ValueError(f"on_long={on_long!r} must be 'truncate' or 'error'")
-        return encodings
-
-    def count_tokens(self, text: str) -> int:
-        """The tokens of a whole text, [CLS] and [SEP] included, without truncation; read a piece at a
-        time, so a long text costs no more memory than max_length tokens do.
-
-        Args:
-            text: the text (prompt included, if any).
-
-        Returns:
-            The token count.
-        """
-        return self._cutter.count(text) + self.tokenizer.num_special_tokens_to_add(False)
-
-    def _cut(self, text: Text) -> Text:
-        """`text` shortened to what truncation keeps plus a margin, with the same ids (TextCutter)."""
-        if isinstance(text, str):
-            return self._cutter.cut(text)
-        first, second = self._cutter.cut_pair(*text)
-        return text if first is text[0] and second is text[1] else (first, second)
 
     def encode(
         self,
@@ -522,7 +426,7 @@ class Embedder:
                 stats.texts += len(chunk)
                 vectors = torch.empty(len(encodings), self.dimension, dtype=torch.float32)
                 rest = max(total - start - len(chunk), 0) if total is not None else 0
-                batches = self._embed_sorted(encodings, batch_size, max_tokens, stats, texts_after=rest)
+                batches = self._run_sorted(encodings, batch_size, max_tokens, stats, texts_after=rest)
                 for batch_rows, batch_vectors in batches:
                     vectors[batch_rows] = batch_vectors
                     progress.update(len(batch_rows))
@@ -549,62 +453,20 @@ class Embedder:
         batch_size, max_tokens = self._batch_limits(batch_size, max_tokens)
         stats = self.last_stats = EncodeStats(texts=len(encodings))
         vectors = torch.empty(len(encodings), self.dimension, dtype=torch.float32)
-        for rows, batch_vectors in self._embed_sorted(list(encodings), batch_size, max_tokens, stats):
+        for rows, batch_vectors in self._run_sorted(list(encodings), batch_size, max_tokens, stats):
             vectors[rows] = batch_vectors
         return vectors.numpy()
 
-    def _batch_limits(self, batch_size: int | None, max_tokens: int | None) -> tuple[int, int | None]:
-        """encode()'s batch_size and max_tokens, checked, with the defaults filled in."""
-        _check_count("batch_size", batch_size)
-        _check_count("max_tokens", max_tokens)
-        if batch_size is None and max_tokens is None:
-            return (MAX_BATCH_SIZE, DEFAULT_MAX_TOKENS) if self.unpad else (DEFAULT_BATCH_SIZE, None)
-        return batch_size or MAX_BATCH_SIZE, max_tokens
-
-    def _embed_sorted(
-        self,
-        encodings: list[Encoding],
-        batch_size: int,
-        max_tokens: int | None,
-        stats: EncodeStats,
-        texts_after: int = 0,
-    ) -> Iterator[tuple[Tensor, Tensor]]:
-        """Batches of `encodings` by length; texts_after: how many more texts the same job brings."""
-        lengths = [len(e.ids) for e in encodings]
-        tokens = sum(lengths)
-        stats.tokens += tokens
-        # a long int8 job builds its compiled quantization first; the rest of it counted at this rate
-        count_int8_tokens(self.model, tokens, texts_after * tokens // max(len(encodings), 1))
-        stats.truncated += sum(bool(e.overflowing) for e in encodings)
-        order = sorted(range(len(encodings)), key=lengths.__getitem__, reverse=True)
-        device = self.model.device
-        embed = self._embed_packed if self.unpad else self._embed_padded
-        for rows in _batches(order, lengths, batch_size, max_tokens):
-            batch = [encodings[i] for i in rows]
-            stats.padded_tokens += len(batch) * len(batch[0].ids)
-            yield torch.tensor(rows), embed(batch, device).cpu()
-
     @torch.inference_mode()
-    def _embed_packed(self, encodings: list[Encoding], device: torch.device) -> Tensor:
-        lengths = [len(e.ids) for e in encodings]
-        # Filler sequences of [PAD] bring the token count up to a few shapes (see shape_tokens), dropped after.
-        total = sum(lengths)
-        filler = shape_tokens(total) - total
-        widest = max(lengths)
-        fill = [widest] * (filler // widest) + ([filler % widest] if filler % widest else [])
-        ids = torch.tensor([i for e in encodings for i in e.ids] + [self.pad_id] * filler, device=device)
-        types = torch.tensor([t for e in encodings for t in e.type_ids] + [0] * filler, device=device)
-        layout = PackedLayout.from_lengths(torch.tensor(lengths + fill, device=device), self.model.dtype)
-        out = self.model(input_ids=ids, token_type_ids=types, layout=layout, return_dict=True)
+    def _run_packed(self, encodings: list[Encoding], device: torch.device) -> Tensor:
+        out, layout = self.forward_packed(encodings, device)
         hidden, pooled = out.last_hidden_state, out.pooler_output
         vectors = self._finish([pool_packed(hidden, layout, mode, pooled) for mode in self.pooling])
         return vectors[: len(encodings)]
 
     @torch.inference_mode()
-    def _embed_padded(self, encodings: list[Encoding], device: torch.device) -> Tensor:
-        batch = self._collate(encodings, device)
-        out = self.model(**batch, return_dict=True)
-        mask = batch["attention_mask"]
+    def _run_padded(self, encodings: list[Encoding], device: torch.device) -> Tensor:
+        out, mask = self.forward_padded(encodings, device)
         return self._finish([pool(out.last_hidden_state, mask, mode, out.pooler_output) for mode in self.pooling])
 
     def _finish(self, vectors: list[Tensor]) -> Tensor:
@@ -612,40 +474,6 @@ class Embedder:
         pooled = torch.nn.functional.normalize(pooled, p=2, dim=-1) if self.normalize else pooled
         # sentence-transformers truncates after its Normalize module and does not re-normalize.
         return pooled[:, : self.dimension].contiguous()
-
-    def _collate(self, encodings: list[Encoding], device: torch.device) -> dict[str, Tensor]:
-        width = max(len(e.ids) for e in encodings)
-        ids = torch.full((len(encodings), width), self.pad_id, dtype=torch.long)
-        types = torch.zeros((len(encodings), width), dtype=torch.long)
-        mask = torch.zeros((len(encodings), width), dtype=torch.long)
-        for row, e in enumerate(encodings):
-            n = len(e.ids)
-            ids[row, :n] = torch.tensor(e.ids)
-            types[row, :n] = torch.tensor(e.type_ids)
-            mask[row, :n] = 1
-        return {
-            "input_ids": ids.to(device),
-            "token_type_ids": types.to(device),
-            "attention_mask": mask.to(device),
-        }
-
-
-def shape_tokens(tokens: int) -> int:
-    """The token count a packed forward of `tokens` tokens runs at: a multiple of 8 up to 64, then one of
-    8 steps per doubling (at most 1/8 more).
-
-    oneDNN (the Linear layers' GEMMs) builds and caches kernels for every row count it meets, about
-    2.4 MB each for MiniLM-L6: a server's batches, each of a new total, grew its memory without end.
-    On this grid there are 8 shapes per doubling, so the caches, and the process, level off.
-
-    Args:
-        tokens: the batch's real tokens.
-
-    Returns:
-        The padded count, >= tokens.
-    """
-    step = 8 if tokens <= 64 else 1 << (tokens.bit_length() - 4)
-    return -(-tokens // step) * step
 
 
 def check_device(device: torch.device | str | None) -> torch.device | None:
@@ -676,38 +504,6 @@ def check_device(device: torch.device | str | None) -> torch.device | None:
     return resolved
 
 
-def _check_count(name: str, value: object, none: str = "the default") -> None:
-    """A count option: None (meaning `none`) or an int >= 1; never a float or a bool."""
-    if value is None:
-        return
-    try:
-        number = operator.index(value) if not isinstance(value, bool) else None
-    except TypeError:
-        number = None
-    if number is None or number < 1:
-        raise ValueError(f"{name} must be an integer >= 1 (or None for {none}), got {value!r}")
-
-
-def _check_text(text: object, index: int) -> None:
-    pair = isinstance(text, tuple | list) and len(text) == 2 and all(isinstance(p, str) for p in text)
-    if not (isinstance(text, str) or pair):
-        raise ValueError(
-            f"texts[{index}] is {type(text).__name__} {_preview(text)}; each text must be a str "
-            "or a (text_a, text_b) pair of str"
-        )
-    for part in text if pair else (text,):
-        if surrogate := SURROGATE.search(part):
-            raise ValueError(
-                f"texts[{index}] holds a lone surrogate (\\u{ord(surrogate.group()):04x}), which is not Unicode "
-                "text; replace it (e.g. with U+FFFD)"
-            )
-
-
-def _preview(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def _with_prompt(texts: Sequence[Text], prompt: str) -> Sequence[Text]:
     if not prompt:
         return texts
@@ -721,20 +517,6 @@ def _is_pair(text: object) -> bool:
 
 def _names(prompts: dict[str, str]) -> str:
     return "(" + ", ".join(sorted(prompts)) + ")" if prompts else "(none)"
-
-
-def _batches(order: list[int], lengths: list[int], batch_size: int, max_tokens: int | None) -> Iterator[list[int]]:
-    """Consecutive runs of `order` (longest first) within batch_size and the token budget."""
-    batch: list[int] = []
-    for i in order:
-        # The first text of a batch is its longest, so it sets the padded width.
-        width = lengths[batch[0]] if batch else lengths[i]
-        if batch and (len(batch) == batch_size or (max_tokens and (len(batch) + 1) * width > max_tokens)):
-            yield batch
-            batch = []
-        batch.append(i)
-    if batch:
-        yield batch
 
 
 def _progress(total: int, show: bool | None, initial: int = 0) -> Any:

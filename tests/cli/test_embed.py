@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import bertlite.cli.embed
+import bertlite.embed.base
 import bertlite.embed.embedder
 from bertlite.cli import main
 from bertlite.embed.embedder import Embedder
@@ -507,13 +508,13 @@ def test_pack_weights_flag_reaches_the_model_and_keeps_the_vectors(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     seen: list[bool] = []
-    original = bertlite.embed.embedder.optimize
+    original = bertlite.embed.base.optimize
 
     def recording(model: BertPreTrainedModel, pack_weights: bool = True) -> BertPreTrainedModel:
         seen.append(pack_weights)
         return original(model, pack_weights=pack_weights)
 
-    monkeypatch.setattr(bertlite.embed.embedder, "optimize", recording)
+    monkeypatch.setattr(bertlite.embed.base, "optimize", recording)
     out = tmp_path / "out.npy"
     args = make_input("txt", tmp_path, texts, monkeypatch)
     code, err = run([str(real_model_path), *args, "-o", str(out), "--dtype", "float32", *flags], capsys)

@@ -194,17 +194,17 @@ def test_concatenated_pooling_modes_from_metadata(real_model_path, tmp_path):
 @pytest.mark.slow
 def test_max_tokens_budget_and_long_texts(embedder, corpus_texts, monkeypatch):
     seen = []
-    original = embedder._embed_packed
+    original = embedder._run_packed
 
     def record(encodings, device):
         seen.append([len(e.ids) for e in encodings])
         return original(encodings, device)
 
-    embedder._embed_packed = record
+    embedder._run_packed = record
     try:
         vectors = embedder.encode(corpus_texts[:100], batch_size=64, max_tokens=1024)
     finally:
-        del embedder._embed_packed
+        del embedder._run_packed
     lengths = [n for batch in seen for n in batch]
     assert len(lengths) == 100 and lengths == sorted(lengths, reverse=True)  # every text once, longest first
     assert max(lengths) > 1024 // 64  # the budget, not batch_size, is what limits the batches here

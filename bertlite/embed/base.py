@@ -1,0 +1,350 @@
+"""What every job shares: a model and its tokenizer, length-sorted batches, the packed forward.
+
+Embedder (vectors), CrossEncoder (scores), SparseEncoder (SPLADE) and MultiVectorEncoder (ColBERT)
+differ only in what they make of the base model's output; tokenizing, truncation, batching by a
+token budget and the unpadded forward are here, once.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tokenizers import Encoding, Tokenizer
+from torch import Tensor, nn
+
+from bertlite.embed.io import SURROGATE
+from bertlite.embed.long_texts import TextCutter
+from bertlite.layers.onednn import optimize
+from bertlite.layers.packing import PackedLayout
+from bertlite.models.bert import BertModel
+from bertlite.quant.int8 import count_int8_tokens, is_quantized
+
+# Default batching of the unpadded path: a budget of batch size x longest text,
+# measured best here for fp32 and bf16 (small enough that activations stay in
+# cache, large enough for efficient GEMMs); the padded path keeps 32 texts.
+DEFAULT_MAX_TOKENS = 2048
+DEFAULT_BATCH_SIZE = 32
+MAX_BATCH_SIZE = 256
+
+Text = str | tuple[str, str]
+
+
+@dataclass
+class EncodeStats:
+    """What the last encode() did, for summaries and benchmarks."""
+
+    texts: int = 0
+    tokens: int = 0  # real tokens, [CLS]/[SEP] included
+    truncated: int = 0
+    padded_tokens: int = 0  # sum of batch size x longest text: the padded grid of each batch
+
+
+class BaseEncoder:
+    """A BERT model (BertModel or a head) and its tokenizer: texts in, one result per text out.
+
+    Subclasses say what a batch's result is: _run_packed (packed rows, the default path) and
+    _run_padded (right-padded batches, unpad=False).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer: Tokenizer,
+        *,
+        max_length: int | None = None,
+        unpad: bool = True,
+        pack_weights: bool = True,
+    ) -> None:
+        """Wrap a loaded model and tokenizer.
+
+        The model is put in eval mode and optimized for inference in place
+        (bertlite.layers.onednn.optimize) unless its attn_implementation is "eager", the reference.
+
+        Args:
+            model: a BertModel, or a head whose base model is `model.bert`.
+            tokenizer: its tokenizer; a copy is kept (truncation set, padding off), so the caller's
+                keeps its settings.
+            max_length: tokens per text, longer ones truncated; None: the model's
+                max_position_embeddings, and a larger value is clamped to it.
+            unpad: run packed batches, real tokens only; False: padded batches, as transformers runs them.
+            pack_weights: optimize's pack_weights.
+        """
+        self.model = model.eval()
+        self.bert: BertModel = model if isinstance(model, BertModel) else model.bert
+        if self.bert.attn_implementation != "eager":
+            optimize(model, pack_weights=pack_weights)
+        self.unpad = unpad
+        # A copy of its own: truncation is set on the tokenizer (once, not per call, so threads can share
+        # this encoder), and the caller's tokenizer, or another encoder's, must keep its own settings.
+        # Padding stored in a tokenizer.json would count pad tokens as text; batches are padded here.
+        self.tokenizer = Tokenizer.from_str(tokenizer.to_str())
+        self.tokenizer.no_padding()
+        self.max_length = max_length
+        self.pad_id = self.tokenizer.token_to_id("[PAD]")
+        if self.pad_id is None:
+            self.pad_id = self.bert.config.pad_token_id or 0
+        self.last_stats = EncodeStats()
+
+    @property
+    def max_length(self) -> int:
+        """Tokens per text; longer texts are truncated (longest segment first) or refused (on_long="error").
+
+        Set it to None for the model's max_position_embeddings; a larger value is clamped to that.
+        """
+        return self._max_length
+
+    @max_length.setter
+    def max_length(self, value: int | None) -> None:
+        """None: the model's max_position_embeddings; a larger value is clamped to it."""
+        check_count("max_length", value, none="the model's max_position_embeddings")
+        limit = self.bert.config.max_position_embeddings
+        # Set on this encoder's own tokenizer here, not per call: encode() may run in several threads at once.
+        self._max_length = limit if value is None else min(value, limit)
+        self.tokenizer.enable_truncation(self._max_length, strategy="longest_first")
+        self._cutter = TextCutter(self.tokenizer, self._max_length)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype the model runs in (what dtype="auto" resolved to)."""
+        return self.bert.dtype
+
+    @property
+    def device(self) -> torch.device:
+        """The device the model runs on."""
+        return self.bert.device
+
+    @property
+    def precision(self) -> str:
+        """What the Linear layers compute in, by name: "int8" for a quantized model, else the dtype's name."""
+        return "int8" if is_quantized(self.bert) else str(self.dtype).removeprefix("torch.")
+
+    def tokenize(self, texts: Sequence[Text], on_long: str = "truncate", first_index: int = 0) -> list[Encoding]:
+        """Tokenize texts, truncated to max_length (longest segment first, as transformers does).
+
+        Args:
+            texts: strings, or (text_a, text_b) pairs.
+            on_long: "truncate" (default) or "error": a ValueError for a text longer than max_length.
+            first_index: index of texts[0] in the caller's input, for error messages.
+
+        Returns:
+            One tokenizers.Encoding per text, unpadded, in input order.
+
+        Raises:
+            ValueError: a text that is not a str or a pair of str, or holds a lone surrogate; a text
+                too long under on_long="error"; an unknown on_long.
+        """
+        texts = list(texts)
+        for i, text in enumerate(texts):
+            check_text(text, first_index + i)
+        # A long text is read only as far as max_length needs (the same ids), so memory stays bounded.
+        encodings = self.tokenizer.encode_batch([self._cut(text) for text in texts])
+        if on_long == "error":
+            for i, e in enumerate(encodings):
+                if e.overflowing:
+                    raise ValueError(
+                        f"text {first_index + i} (0-based) is longer than max_length={self.max_length} tokens; "
+                        "truncate it (on_long='truncate', CLI --on-long truncate) or raise the max length "
+                        "(max_length=, CLI --max-length)"
+                    )
+        elif on_long != "truncate":
+            raise ValueError(f"on_long={on_long!r} must be 'truncate' or 'error'")
+        return encodings
+
+    def count_tokens(self, text: str) -> int:
+        """The tokens of a whole text, [CLS] and [SEP] included, without truncation; read a piece at a
+        time, so a long text costs no more memory than max_length tokens do.
+
+        Args:
+            text: the text (prompt included, if any).
+
+        Returns:
+            The token count.
+        """
+        return self._cutter.count(text) + self.tokenizer.num_special_tokens_to_add(False)
+
+    def _cut(self, text: Text) -> Text:
+        """`text` shortened to what truncation keeps plus a margin, with the same ids (TextCutter)."""
+        if isinstance(text, str):
+            return self._cutter.cut(text)
+        first, second = self._cutter.cut_pair(*text)
+        return text if first is text[0] and second is text[1] else (first, second)
+
+    def _batch_limits(self, batch_size: int | None, max_tokens: int | None) -> tuple[int, int | None]:
+        """batch_size and max_tokens, checked, with the defaults filled in."""
+        check_count("batch_size", batch_size)
+        check_count("max_tokens", max_tokens)
+        if batch_size is None and max_tokens is None:
+            return (MAX_BATCH_SIZE, DEFAULT_MAX_TOKENS) if self.unpad else (DEFAULT_BATCH_SIZE, None)
+        return batch_size or MAX_BATCH_SIZE, max_tokens
+
+    def _run_sorted(
+        self,
+        encodings: list[Encoding],
+        batch_size: int,
+        max_tokens: int | None,
+        stats: EncodeStats,
+        texts_after: int = 0,
+    ) -> Iterator[tuple[list[int], Any]]:
+        """Run `encodings` in batches of similar length, longest first.
+
+        Args:
+            encodings: tokenize()'s output.
+            batch_size, max_tokens: the limits of one batch (see _batch_limits).
+            stats: counts added to.
+            texts_after: how many more texts the same job brings (int8's compile decision).
+
+        Yields:
+            (rows, result): the batch's indices into `encodings` and what _run_packed / _run_padded
+            returned for it, in the same order.
+        """
+        lengths = [len(e.ids) for e in encodings]
+        tokens = sum(lengths)
+        stats.tokens += tokens
+        # a long int8 job builds its compiled quantization first; the rest of it counted at this rate
+        count_int8_tokens(self.bert, tokens, texts_after * tokens // max(len(encodings), 1))
+        stats.truncated += sum(bool(e.overflowing) for e in encodings)
+        order = sorted(range(len(encodings)), key=lengths.__getitem__, reverse=True)
+        device = self.device
+        run = self._run_packed if self.unpad else self._run_padded
+        for rows in sorted_batches(order, lengths, batch_size, max_tokens):
+            batch = [encodings[i] for i in rows]
+            stats.padded_tokens += len(batch) * len(batch[0].ids)
+            yield rows, run(batch, device)
+
+    def _run_packed(self, encodings: list[Encoding], device: torch.device) -> Any:
+        """One packed batch's result; see forward_packed."""
+        raise NotImplementedError
+
+    def _run_padded(self, encodings: list[Encoding], device: torch.device) -> Any:
+        """One padded batch's result; see forward_padded."""
+        raise NotImplementedError
+
+    def forward_packed(self, encodings: list[Encoding], device: torch.device) -> tuple[Any, PackedLayout]:
+        """The base model on `encodings` packed into one row per token, real tokens only.
+
+        Filler sequences of [PAD] bring the token count up to one of a few shapes (see shape_tokens);
+        they come after the real ones, so the first sum(lengths) rows of last_hidden_state and the
+        first len(encodings) rows of pooler_output are the real ones.
+
+        Args:
+            encodings: the batch.
+            device: where the model runs.
+
+        Returns:
+            (output, layout): the BertModel output (last_hidden_state (N, H), pooler_output) and the
+            PackedLayout it ran with, filler sequences included.
+        """
+        lengths = [len(e.ids) for e in encodings]
+        total = sum(lengths)
+        filler = shape_tokens(total) - total
+        widest = max(lengths)
+        fill = [widest] * (filler // widest) + ([filler % widest] if filler % widest else [])
+        ids = torch.tensor([i for e in encodings for i in e.ids] + [self.pad_id] * filler, device=device)
+        types = torch.tensor([t for e in encodings for t in e.type_ids] + [0] * filler, device=device)
+        layout = PackedLayout.from_lengths(torch.tensor(lengths + fill, device=device), self.dtype)
+        return self.bert(input_ids=ids, token_type_ids=types, layout=layout, return_dict=True), layout
+
+    def forward_padded(self, encodings: list[Encoding], device: torch.device) -> tuple[Any, Tensor]:
+        """The base model on `encodings` right-padded to the longest.
+
+        Returns:
+            (output, attention_mask): the BertModel output ((B, T, H) last_hidden_state) and the (B, T) mask.
+        """
+        batch = self.collate(encodings, device)
+        return self.bert(**batch, return_dict=True), batch["attention_mask"]
+
+    def collate(self, encodings: list[Encoding], device: torch.device) -> dict[str, Tensor]:
+        """input_ids, token_type_ids and attention_mask of `encodings`, right-padded to the longest."""
+        width = max(len(e.ids) for e in encodings)
+        ids = torch.full((len(encodings), width), self.pad_id, dtype=torch.long)
+        types = torch.zeros((len(encodings), width), dtype=torch.long)
+        mask = torch.zeros((len(encodings), width), dtype=torch.long)
+        for row, e in enumerate(encodings):
+            n = len(e.ids)
+            ids[row, :n] = torch.tensor(e.ids)
+            types[row, :n] = torch.tensor(e.type_ids)
+            mask[row, :n] = 1
+        return {
+            "input_ids": ids.to(device),
+            "token_type_ids": types.to(device),
+            "attention_mask": mask.to(device),
+        }
+
+
+def shape_tokens(tokens: int) -> int:
+    """The token count a packed forward of `tokens` tokens runs at: a multiple of 8 up to 64, then one of
+    8 steps per doubling (at most 1/8 more).
+
+    oneDNN (the Linear layers' GEMMs) builds and caches kernels for every row count it meets, about
+    2.4 MB each for MiniLM-L6: a server's batches, each of a new total, grew its memory without end.
+    On this grid there are 8 shapes per doubling, so the caches, and the process, level off.
+
+    Args:
+        tokens: the batch's real tokens.
+
+    Returns:
+        The padded count, >= tokens.
+    """
+    step = 8 if tokens <= 64 else 1 << (tokens.bit_length() - 4)
+    return -(-tokens // step) * step
+
+
+def sorted_batches(
+    order: list[int], lengths: list[int], batch_size: int, max_tokens: int | None
+) -> Iterator[list[int]]:
+    """Consecutive runs of `order` (longest first) within batch_size and the token budget."""
+    batch: list[int] = []
+    for i in order:
+        # The first text of a batch is its longest, so it sets the padded width.
+        width = lengths[batch[0]] if batch else lengths[i]
+        if batch and (len(batch) == batch_size or (max_tokens and (len(batch) + 1) * width > max_tokens)):
+            yield batch
+            batch = []
+        batch.append(i)
+    if batch:
+        yield batch
+
+
+def check_count(name: str, value: object, none: str = "the default") -> None:
+    """A count option: None (meaning `none`) or an int >= 1; never a float or a bool.
+
+    Raises:
+        ValueError: naming the option and the value.
+    """
+    if value is None:
+        return
+    try:
+        number = operator.index(value) if not isinstance(value, bool) else None
+    except TypeError:
+        number = None
+    if number is None or number < 1:
+        raise ValueError(f"{name} must be an integer >= 1 (or None for {none}), got {value!r}")
+
+
+def check_text(text: object, index: int) -> None:
+    """A str or a (text_a, text_b) pair of str, without lone surrogates.
+
+    Raises:
+        ValueError: naming texts[index] and what is wrong.
+    """
+    pair = isinstance(text, tuple | list) and len(text) == 2 and all(isinstance(p, str) for p in text)
+    if not (isinstance(text, str) or pair):
+        raise ValueError(
+            f"texts[{index}] is {type(text).__name__} {_preview(text)}; each text must be a str "
+            "or a (text_a, text_b) pair of str"
+        )
+    for part in text if pair else (text,):
+        if surrogate := SURROGATE.search(part):
+            raise ValueError(
+                f"texts[{index}] holds a lone surrogate (\\u{ord(surrogate.group()):04x}), which is not Unicode "
+                "text; replace it (e.g. with U+FFFD)"
+            )
+
+
+def _preview(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
