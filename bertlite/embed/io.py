@@ -172,16 +172,21 @@ def _decode_lines(stream: BinaryIO, path: str, errors: str, keep_ends: bool = Fa
                 # A UTF-8 byte order mark (Excel's "CSV UTF-8") would otherwise glue itself
                 # to the first field or JSON line.
                 line = line.removeprefix(b"\xef\xbb\xbf")
+            end = len(line)
             if not keep_ends:
-                line = line[:-2] if line.endswith(b"\r\n") else line[:-1] if line.endswith((b"\n", b"\r")) else line
+                end -= 2 if line.endswith(b"\r\n") else 1 if line.endswith((b"\n", b"\r")) else 0
             try:
-                yield line.decode("utf-8", errors=errors)
+                # Decoded through a view, and the bytes dropped before the text goes out: a long line
+                # is held once as text, not also as bytes and as a stripped copy.
+                text = str(memoryview(line)[:end], "utf-8", errors)
             except UnicodeDecodeError as e:
                 raise InputError(
                     f"{path}: line {number} is not valid UTF-8 (at byte offset {e.start} of the line: "
                     f"{line[e.start : e.start + 1]!r}); fix the file or replace bad bytes with U+FFFD "
                     "(CLI --errors replace, Python errors='replace')"
                 ) from e
+            del line
+            yield text
     except OSError as e:
         raise InputError(f"cannot read {path} (after line {number}): {e.strerror or e}") from e
 
@@ -210,12 +215,15 @@ def _split_lines(stream: BinaryIO) -> Iterator[bytes]:
         if not rest and lines and lines[-1].endswith(b"\r"):  # the next block may open with its \n
             rest = lines.pop()
         for line in lines:
-            yield b"".join([*parts, line]) if parts else line
-            parts = []
+            # Handed out through a list this frame empties, and the pieces let go first: a long line is
+            # held only by the reader, not also here while the reader works on it.
+            joined, parts = [b"".join([*parts, line]) if parts else line], []
+            yield joined.pop()
         if rest:
             parts.append(rest)
     if parts:
-        yield b"".join(parts)
+        joined, parts = [b"".join(parts)], []
+        yield joined.pop()
 
 
 # JSON can spell a lone UTF-16 surrogate ("\\ud800"), which no tokenizer accepts
