@@ -339,7 +339,7 @@ class VectorWriter:
         self,
         path: str,
         rows: int | None,
-        dimension: int,
+        dimension: int | None,
         *,
         overwrite: bool = True,
         job: dict[str, Any] | None = None,
@@ -351,7 +351,8 @@ class VectorWriter:
             path: the output file; its suffix picks the format (OUTPUT_FORMATS).
             rows: how many rows will be written; None: a count not known in advance (stdin); .npy
                 reserves its header and fills in the row count at the end.
-            dimension: the vectors' length.
+            dimension: the vectors' length; None: rows that are not one vector each (sparse or per-token
+                vectors, scores), written with write_records, to .jsonl only.
             overwrite: an existing target is replaced and keeps its permission bits; False refuses
                 to replace it.
             job: the settings that make the vectors (JSON values), kept in the partial output's
@@ -371,6 +372,8 @@ class VectorWriter:
         self.job = {**(job or {}), "format": self.format, "dimension": dimension}
         self.resume, self.resumed_digest = resume, partial.InputDigest().hexdigest()
         check_output_path(path, overwrite=overwrite)
+        if dimension is None and self.format != "jsonl":
+            raise InputError(f"{path}: this job's rows are not vectors of one length; write them to a .jsonl file")
         if resume and self.format == "parquet":
             raise InputError(
                 f"{path}: a .parquet output cannot be resumed (it is unreadable until finished); use .npy or .jsonl"
@@ -474,6 +477,17 @@ class VectorWriter:
             )
             self._parquet.write_table(table)
         self.written += n
+
+    def write_records(self, records: Sequence[dict[str, Any]]) -> None:
+        """Write the next len(records) rows as jsonl lines {"id": i, **record} (a writer opened with
+        dimension=None).
+
+        Args:
+            records: one dict of JSON values per row.
+        """
+        for i, record in enumerate(records, start=self.written):
+            self._file.write(json.dumps({"id": i, **record}, allow_nan=False) + "\n")
+        self.written += len(records)
 
     def save_progress(self, input_digest: str) -> None:
         """Record in the journal that the rows written so far are complete (npy and jsonl; a no-op for
