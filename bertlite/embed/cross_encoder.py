@@ -333,17 +333,30 @@ class CrossEncoder(BaseEncoder):
     def _logits(
         self, encodings: list[Encoding], batch_size: int | None, max_tokens: int | None, show_progress_bar: bool | None
     ) -> Tensor:
+        """(n, num_labels) float32 logits in input order; a repeated pair is run once.
+
+        A pair's last bits depend on where it sits in a packed batch, so two copies run apart could
+        differ by an ulp and break a tie; run once, they tie exactly, and rank() keeps their input order
+        as sentence-transformers does.
+        """
         batch_size, max_tokens = self._batch_limits(batch_size, max_tokens)
         stats = self.last_stats = EncodeStats(texts=len(encodings))
-        logits = torch.empty(len(encodings), self.num_labels, dtype=torch.float32)
-        progress = _progress(len(encodings), show_progress_bar)
+        unique: list[Encoding] = []
+        row_of: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+        copy_of = []  # input row -> row of `unique`
+        for e in encodings:
+            copy_of.append(row_of.setdefault((tuple(e.ids), tuple(e.type_ids)), len(unique)))
+            if copy_of[-1] == len(unique):
+                unique.append(e)
+        logits = torch.empty(len(unique), self.num_labels, dtype=torch.float32)
+        progress = _progress(len(unique), show_progress_bar)
         try:
-            for rows, batch_logits in self._run_sorted(encodings, batch_size, max_tokens, stats):
+            for rows, batch_logits in self._run_sorted(unique, batch_size, max_tokens, stats):
                 logits[rows] = batch_logits
                 progress.update(len(rows))
         finally:
             progress.close()
-        return logits
+        return logits[copy_of]
 
     @torch.inference_mode()
     def _run_packed(self, encodings: list[Encoding], device: torch.device) -> Tensor:
