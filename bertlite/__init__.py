@@ -51,6 +51,7 @@ _LAZY = {
     "BertTokenizerFast": "bertlite.tokenization",
     "CheckpointError": "bertlite.errors",
     "CheckpointNotFoundError": "bertlite.errors",
+    "CrossEncoder": "bertlite.embed.cross_encoder",
     "DownloadError": "bertlite.errors",
     "Embedder": "bertlite.embed.embedder",
     "InputError": "bertlite.errors",
@@ -67,6 +68,7 @@ __all__ = ["BertConfig", "__version__", *_LAZY]
 
 if TYPE_CHECKING:
     from bertlite.checkpoint.load import remap_state_dict
+    from bertlite.embed.cross_encoder import CrossEncoder
     from bertlite.embed.embedder import Embedder
     from bertlite.embed.multi_vector import MultiVectorEncoder
     from bertlite.errors import (

@@ -163,3 +163,92 @@ def _check_pooling(mode: str) -> str:
     if mode not in POOLING_MODES:
         raise ValueError(f"pooling={mode!r} is not one of {', '.join(POOLING_MODES)}")
     return mode
+
+
+# --- cross-encoders ---------------------------------------------------------------
+
+# What config_sentence_transformers.json's model_type names, and the bertlite class that runs it.
+_MODEL_CLASSES = {
+    "SentenceTransformer": "an embedding model (use bertlite.Embedder)",
+    "SparseEncoder": "a sparse embedding model (use bertlite.SparseEncoder)",
+    "MultiVectorEncoder": "a multi-vector embedding model (use bertlite.MultiVectorEncoder)",
+}
+
+
+@dataclass
+class CrossEncoderSettings:
+    """What a cross-encoder folder says (None: not said).
+
+    activation_fn: the dotted path of config_sentence_transformers.json's activation_fn (read only
+    from a folder of sentence-transformers modules, as sentence-transformers reads it).
+    """
+
+    max_length: int | None = None
+    activation_fn: str | None = None
+    prompts: dict[str, str] | None = None
+    default_prompt_name: str | None = None
+
+
+def read_cross_encoder_settings(name_or_path: str | os.PathLike, **hub_kwargs: Any) -> CrossEncoderSettings:
+    """Read a cross-encoder folder's sentence-transformers files, as sentence-transformers' CrossEncoder does.
+
+    A folder with modules.json must be a CrossEncoder of one Transformer module (sentence-classification
+    task); one without is a plain transformers checkpoint. The max length is sentence_bert_config.json's
+    max_seq_length, else tokenizer_config.json's model_max_length.
+
+    Args:
+        name_or_path: a local folder or a hub id.
+        **hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file.
+
+    Returns:
+        The settings.
+
+    Raises:
+        ValueError: a folder of another sentence-transformers model type (an embedding model), other
+            modules than one Transformer, another transformer_task, or malformed values.
+    """
+    settings = CrossEncoderSettings()
+    st_config = _read_json(name_or_path, "sentence_bert_config.json", hub_kwargs)
+    settings.max_length = _st_max_seq_length(st_config.get("max_seq_length"), name_or_path)
+    if settings.max_length is None:
+        saved = _read_json(name_or_path, "tokenizer_config.json", hub_kwargs).get("model_max_length")
+        # transformers writes a huge number for "no limit"; the model's max_position_embeddings applies then
+        if isinstance(saved, int) and not isinstance(saved, bool) and 1 <= saved < 10**20:
+            settings.max_length = saved
+    modules = _read_json(name_or_path, "modules.json", hub_kwargs)
+    if not modules:
+        return settings
+    config = _read_json(name_or_path, "config_sentence_transformers.json", hub_kwargs)
+    # sentence-transformers takes a folder without model_type for a SentenceTransformer (older saves).
+    model_type = config.get("model_type", "SentenceTransformer")
+    if model_type != "CrossEncoder":
+        what = _MODEL_CLASSES.get(str(model_type), f"a {model_type!r} model")
+        raise ValueError(f"{name_or_path} is {what}, not a cross-encoder (sequence-classification) model")
+    kinds = [str(module.get("type", "")).rsplit(".", 1)[-1] for module in modules]
+    if kinds != ["Transformer"]:
+        raise ValueError(
+            f"{name_or_path}: modules.json has the modules {kinds}; bertlite's CrossEncoder runs one "
+            "Transformer module (a sequence-classification model)"
+        )
+    task = st_config.get("transformer_task", "sequence-classification")
+    if task != "sequence-classification":
+        raise ValueError(
+            f"{name_or_path}: sentence_bert_config.json has transformer_task={task!r}; bertlite's CrossEncoder "
+            "runs 'sequence-classification' models"
+        )
+    activation = config.get("activation_fn")
+    if activation is not None and not isinstance(activation, str):
+        raise ValueError(f"{name_or_path}: config_sentence_transformers.json activation_fn must be a dotted path")
+    settings.activation_fn = activation
+    prompts = config.get("prompts") or {}
+    if not isinstance(prompts, dict) or not all(isinstance(v, str | None) for v in prompts.values()):
+        raise ValueError(f"{name_or_path}: config_sentence_transformers.json 'prompts' must map names to strings")
+    settings.prompts = {str(k): v or "" for k, v in prompts.items()}
+    default = config.get("default_prompt_name")
+    if default is not None and default not in settings.prompts:
+        raise ValueError(
+            f"{name_or_path}: config_sentence_transformers.json default_prompt_name={default!r} "
+            f"is not one of its prompts ({', '.join(sorted(settings.prompts)) or 'none'})"
+        )
+    settings.default_prompt_name = default
+    return settings
