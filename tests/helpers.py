@@ -317,3 +317,38 @@ def damaged_tokenizer_folder(
     else:
         (folder / name).write_bytes(data)
     return folder
+
+
+def cross_encoder_folder(
+    real_model_path: Path,
+    folder: Path,
+    *,
+    num_labels: int,
+    seed: int = 0,
+    problem_type: str | None = None,
+    activation_fn: torch.nn.Module | None = None,
+    save_with_st: bool = True,
+    max_length: int | None = None,
+) -> Path:
+    """A random transformers BertForSequenceClassification with the real tokenizer, saved with
+    sentence-transformers (or as transformers saves it, save_with_st=False)."""
+    torch.manual_seed(seed)
+    config = transformers.BertConfig(
+        **{**TINY, "vocab_size": 30522, "max_position_embeddings": 512},
+        num_labels=num_labels,
+        problem_type=problem_type,
+    )
+    model = transformers.BertForSequenceClassification(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.3)  # far from the init, so a score that ignores a weight shows
+    raw = folder.with_name(folder.name + "-raw") if save_with_st else folder
+    model.save_pretrained(raw)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        shutil.copy(real_model_path / name, raw / name)
+    if save_with_st:
+        from sentence_transformers import CrossEncoder as STCrossEncoder
+
+        st = STCrossEncoder(str(raw), device="cpu", max_length=max_length, activation_fn=activation_fn)
+        st.save_pretrained(str(folder))
+    return folder

@@ -12,9 +12,9 @@ import sys
 from collections.abc import Sequence
 
 from bertlite import __version__
-from bertlite.cli import embed, env, parity, serve
+from bertlite.cli import embed, env, parity, rerank, serve
 
-COMMANDS = {"parity": parity, "embed": embed, "serve": serve, "env": env}
+COMMANDS = {"parity": parity, "embed": embed, "rerank": rerank, "serve": serve, "env": env}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,7 +18,7 @@ import transformers
 from sentence_transformers import CrossEncoder as STCrossEncoder
 
 from bertlite import CrossEncoder
-from tests.helpers import TINY
+from tests.helpers import cross_encoder_folder
 from tests.serve_helpers import TOKENIZER_FILES
 
 ATOL = 1e-5
@@ -35,38 +35,6 @@ PAIRS = [
 ]
 
 
-def _folder(
-    real_model_path: Path,
-    folder: Path,
-    *,
-    num_labels: int,
-    seed: int = 0,
-    problem_type: str | None = None,
-    activation_fn: torch.nn.Module | None = None,
-    save_with_st: bool = True,
-) -> Path:
-    """A random transformers BertForSequenceClassification with the real tokenizer, saved with
-    sentence-transformers (or as transformers saves it, save_with_st=False)."""
-    torch.manual_seed(seed)
-    config = transformers.BertConfig(
-        **{**TINY, "vocab_size": 30522, "max_position_embeddings": 512},
-        num_labels=num_labels,
-        problem_type=problem_type,
-    )
-    model = transformers.BertForSequenceClassification(config)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0.0, 0.3)  # far from the init, so a score that ignores a weight shows
-    raw = folder.with_name(folder.name + "-raw") if save_with_st else folder
-    model.save_pretrained(raw)
-    for name in TOKENIZER_FILES:
-        shutil.copy(real_model_path / name, raw / name)
-    if save_with_st:
-        st = STCrossEncoder(str(raw), device="cpu", max_length=MAX_LENGTH, activation_fn=activation_fn)
-        st.save_pretrained(str(folder))
-    return folder
-
-
 KINDS = {
     "one-label": dict(num_labels=1),
     "identity-activation": dict(num_labels=1, activation_fn=torch.nn.Identity()),
@@ -79,7 +47,10 @@ KINDS = {
 @pytest.fixture(scope="module")
 def folders(real_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("cross")
-    return {kind: _folder(real_model_path, root / kind, **kwargs) for kind, kwargs in KINDS.items()}
+    return {
+        kind: cross_encoder_folder(real_model_path, root / kind, max_length=MAX_LENGTH, **kwargs)
+        for kind, kwargs in KINDS.items()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +158,7 @@ def test_old_activation_keys_in_config_json(real_model_path: Path, tmp_path: Pat
         ("sentence_transformers", {"activation_fn": "torch.nn.modules.linear.Identity", "version": "4.0.1"}),
         ("sbert_ce_default_activation_function", "torch.nn.modules.activation.Tanh"),
     ]:
-        folder = _folder(real_model_path, tmp_path / key, num_labels=1, seed=4, save_with_st=False)
+        folder = cross_encoder_folder(real_model_path, tmp_path / key, num_labels=1, seed=4, save_with_st=False)
         config = json.loads((folder / "config.json").read_text())
         (folder / "config.json").write_text(json.dumps({**config, key: value}))
         expected = STCrossEncoder(str(folder), device="cpu").predict(PAIRS)
