@@ -58,6 +58,7 @@ _LAZY = {
     "NotCachedError": "bertlite.errors",
     "PackedLayout": "bertlite.layers.packing",
     "SlowDtypeWarning": "bertlite.errors",
+    "SparseEncoder": "bertlite.embed.sparse_encoder",
     "quantize_int8": "bertlite.quant.int8",
     "remap_state_dict": "bertlite.checkpoint.load",
 }
@@ -67,6 +68,7 @@ __all__ = ["BertConfig", "__version__", *_LAZY]
 if TYPE_CHECKING:
     from bertlite.checkpoint.load import remap_state_dict
     from bertlite.embed.embedder import Embedder
+    from bertlite.embed.sparse_encoder import SparseEncoder
     from bertlite.errors import (
         AttentionUnavailableError,
         CheckpointError,
