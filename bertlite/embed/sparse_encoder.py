@@ -529,7 +529,10 @@ def _assemble(
         stacked = torch.stack(vectors) if vectors else torch.tensor([], device=device)
         return stacked[0] if single else stacked
     if not as_tensor:
-        vectors = [torch.sparse_coo_tensor(c[None], v, (vocab_size,), device=device).coalesce() for c, v in rows]
+        vectors = [
+            torch.sparse_coo_tensor(c[None], v, (vocab_size,), device=device, check_invariants=False).coalesce()
+            for c, v in rows
+        ]
         return vectors[0] if single else vectors
     if not rows:
         return torch.tensor([], device=device).to_sparse()
