@@ -19,6 +19,7 @@ JOBS = {
     "compare": "compare",
     "table": "table",
     "memory": "memory",
+    "sparse": "sparse",
 }
 
 

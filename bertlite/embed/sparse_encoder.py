@@ -30,6 +30,7 @@ from bertlite.embed.sparse_config import (
     read_splade_settings,
 )
 from bertlite.errors import CheckpointError
+from bertlite.layers.onednn import fast_linear
 from bertlite.models.heads import BertForMaskedLM
 from bertlite.quant.int8 import check_quantize, quantize_int8
 from bertlite.tokenization import load_tokenizer
@@ -96,6 +97,10 @@ class SparseEncoder(BaseEncoder):
             raise ValueError(
                 f"similarity_fn_name={similarity_fn_name!r} must be one of {', '.join(SIMILARITY_FUNCTIONS)}"
             )
+        if self.bert.attn_implementation != "eager":
+            # The vocabulary projection costs as much as the whole encoder: oneDNN's Linear, as the encoder's.
+            predictions = model.cls.predictions
+            predictions.decoder = fast_linear(predictions.decoder, pack_weights)
         self.pooling_strategy = pooling_strategy
         self.activation_function = activation_function
         self.max_active_dims = check_max_active_dims(max_active_dims)
