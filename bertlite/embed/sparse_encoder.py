@@ -388,7 +388,10 @@ class SparseEncoder(BaseEncoder):
         a, b = _as_batch(embeddings1), _as_batch(embeddings2)
         if self.similarity_fn_name == "cosine":
             a, b = _unit_rows(a), _unit_rows(b)
-        return torch.mm(a, b.t()).to_dense()
+        with warnings.catch_warnings():
+            # torch multiplies two sparse matrices through CSR, and says once that CSR is "in beta"
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            return torch.mm(a, b.t()).to_dense()
 
     @staticmethod
     def sparsity(embeddings: Tensor) -> dict[str, float]:
