@@ -413,8 +413,12 @@ class SparseEncoder(BaseEncoder):
         batch = embeddings if embeddings.ndim == 2 else embeddings.unsqueeze(0)
         if batch.shape[0] == 0 or batch.shape[1] == 0:
             return {"active_dims": 0.0, "sparsity_ratio": 1.0}
-        dense = batch.to_dense() if batch.is_sparse else batch
-        active = float((dense != 0).sum(dim=1).float().mean())
+        if batch.is_sparse:  # counted from the stored entries: a dense copy would be (n, vocab_size)
+            batch = batch.coalesce()
+            rows = batch.indices()[0][batch.values() != 0]
+            active = float(torch.bincount(rows, minlength=batch.shape[0]).float().mean())
+        else:
+            active = float((batch != 0).sum(dim=1).float().mean())
         return {"active_dims": active, "sparsity_ratio": 1.0 - active / batch.shape[1]}
 
     # --- the computation --------------------------------------------------------------

@@ -166,10 +166,14 @@ def test_legacy_folder_settings(base: Path) -> None:
     (folder / "1_SpladePooling" / "config.json").write_text(
         json.dumps({"pooling_strategy": "sum", "activation_function": "log1p_relu", "word_embedding_dimension": VOCAB})
     )
+    st_config = json.loads((folder / "config_sentence_transformers.json").read_text())
+    (folder / "config_sentence_transformers.json").write_text(json.dumps({**st_config, "similarity_fn_name": "cosine"}))
     st = STSparseEncoder(str(folder), device="cpu")
     ours = SparseEncoder.from_pretrained(folder, dtype="float32")
-    assert ours.max_length == 10 and ours.activation_function == "log1p_relu"
-    assert_same_vectors(ours.encode(TEXTS), st.encode(TEXTS))
+    assert ours.max_length == 10 and ours.activation_function == "log1p_relu" and ours.similarity_fn_name == "cosine"
+    mine, theirs = ours.encode(TEXTS), st.encode(TEXTS)
+    assert_same_vectors(mine, theirs)
+    torch.testing.assert_close(ours.similarity(mine, mine), st.similarity(theirs, theirs), atol=1e-5, rtol=1e-5)
 
 
 def test_decode_similarity_sparsity(pair: tuple[Path, STSparseEncoder]) -> None:
@@ -185,7 +189,7 @@ def test_decode_similarity_sparsity(pair: tuple[Path, STSparseEncoder]) -> None:
     row = ours.encode_tokenized(ours.tokenize(TEXTS[:1]), max_active_dims=12)[0]
     assert [t for t, _ in ours.decode(row)] == [t for t, _ in st.decode(theirs[0])]
     torch.testing.assert_close(ours.similarity(mine, mine), st.similarity(theirs, theirs), atol=1e-4, rtol=1e-6)
-    assert ours.sparsity(mine) == st.sparsity(theirs)
+    assert ours.sparsity(mine) == st.sparsity(theirs) == ours.sparsity(mine.to_dense())
 
 
 @pytest.mark.slow
