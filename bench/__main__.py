@@ -20,6 +20,7 @@ JOBS = {
     "table": "table",
     "memory": "memory",
     "rerank": "rerank",
+    "sparse": "sparse",
 }
 
 

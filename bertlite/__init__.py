@@ -60,6 +60,7 @@ _LAZY = {
     "NotCachedError": "bertlite.errors",
     "PackedLayout": "bertlite.layers.packing",
     "SlowDtypeWarning": "bertlite.errors",
+    "SparseEncoder": "bertlite.embed.sparse_encoder",
     "quantize_int8": "bertlite.quant.int8",
     "remap_state_dict": "bertlite.checkpoint.load",
 }
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
     from bertlite.embed.cross_encoder import CrossEncoder
     from bertlite.embed.embedder import Embedder
     from bertlite.embed.multi_vector import MultiVectorEncoder
+    from bertlite.embed.sparse_encoder import SparseEncoder
     from bertlite.errors import (
         AttentionUnavailableError,
         CheckpointError,

@@ -255,3 +255,18 @@ def _plain(module: OneDNNLinear) -> nn.Linear:
     linear = nn.Linear(module.in_features, module.out_features, bias=module.bias is not None, device="meta")
     linear.weight, linear.bias = module.weight, module.bias
     return linear
+
+
+def fast_linear(linear: nn.Module, pack_weights: bool = True) -> nn.Module:
+    """`linear` as a OneDNNLinear (the same Parameters) where optimize would replace it, else `linear` itself.
+
+    For a head's Linear outside the encoder, such as the masked-LM decoder a SPLADE model runs on every token.
+
+    Args:
+        linear: the module.
+        pack_weights: keep a float32 weight in oneDNN's blocked layout (one more copy of it).
+
+    Returns:
+        The module to use in its place.
+    """
+    return OneDNNLinear(linear, pack=_packs(linear, pack_weights)) if _replaceable(linear) else linear

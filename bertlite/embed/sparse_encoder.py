@@ -1,0 +1,575 @@
+"""Text to sparse vocabulary-sized vectors (SPLADE): `SparseEncoder.encode`, as sentence-transformers' SparseEncoder.
+
+The masked-LM head scores every vocabulary entry at every token; SPLADE keeps log(1 + relu(score))
+and pools it over the text's tokens (max or sum). The head runs on the real tokens only, a few
+sequences at a time, so no (batch, seq, vocab) tensor is built.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from tokenizers import Encoding, Tokenizer
+from torch import Tensor
+
+from bertlite.config import BertConfig
+from bertlite.embed.base import BaseEncoder, EncodeStats, Text
+from bertlite.embed.embedder import CHUNK_TEXTS, _progress, _with_prompt, check_device
+from bertlite.embed.sparse_config import (
+    EMBEDDER_HINT,
+    SIMILARITY_FUNCTIONS,
+    SPLADE_ACTIVATIONS,
+    SPLADE_POOLING,
+    check_max_active_dims,
+    read_splade_settings,
+)
+from bertlite.errors import CheckpointError
+from bertlite.layers.onednn import fast_linear
+from bertlite.models.heads import BertForMaskedLM
+from bertlite.quant.int8 import check_quantize, quantize_int8
+from bertlite.tokenization import load_tokenizer
+from bertlite.utils.capabilities import resolve_dtype
+from bertlite.utils.warn import warn_user
+
+__all__ = ["SparseEncoder", "SparseRow"]
+
+# Token rows the MLM head scores at once: its (rows, vocab) logits are the largest tensor of a batch
+# (120 MB for BERT's vocabulary), and this many rows keep the vocabulary GEMM efficient.
+HEAD_ROWS = 1024
+
+SparseRow = tuple[np.ndarray, np.ndarray]  # (indices int64 ascending, values float32) of one vector
+
+
+class SparseEncoder(BaseEncoder):
+    """A BertForMaskedLM and its tokenizer: texts in, one sparse vocabulary-sized (SPLADE) vector per text out."""
+
+    def __init__(
+        self,
+        model: BertForMaskedLM,
+        tokenizer: Tokenizer,
+        *,
+        pooling_strategy: str = "max",
+        activation_function: str = "relu",
+        max_active_dims: int | None = None,
+        max_length: int | None = None,
+        unpad: bool = True,
+        prompts: dict[str, str] | None = None,
+        default_prompt_name: str | None = None,
+        similarity_fn_name: str | None = None,
+        pack_weights: bool = True,
+    ) -> None:
+        """Wrap a loaded masked-LM model and its tokenizer; SparseEncoder.from_pretrained builds both from a folder.
+
+        Args:
+            model: a bertlite BertForMaskedLM (its `cls` head scores the vocabulary).
+            tokenizer: its tokenizer; a copy is kept (see BaseEncoder).
+            pooling_strategy: "max" (SPLADE v2 and later) or "sum", over each text's tokens.
+            activation_function: "relu" (log(1 + relu(x))) or "log1p_relu" (one more log1p), as SpladePooling's.
+            max_active_dims: keep the largest max_active_dims values of every vector; None: all.
+            max_length: tokens per text, longer ones truncated; None: the model's max_position_embeddings.
+            unpad: packed batches (real tokens only); False: padded batches, as transformers runs them.
+            prompts: text put before every input, by name; None: none.
+            default_prompt_name: the prompt that applies unless encode() is given prompt or prompt_name.
+            similarity_fn_name: "dot" (None: the default) or "cosine", for similarity().
+            pack_weights: see BaseEncoder.
+
+        Raises:
+            TypeError: a model without a masked-LM head.
+            ValueError: an unknown pooling_strategy, activation_function or similarity_fn_name, a bad
+                max_active_dims, or a default_prompt_name not in prompts.
+        """
+        if not isinstance(getattr(getattr(model, "cls", None), "predictions", None), torch.nn.Module):
+            raise TypeError(f"SparseEncoder needs a BertForMaskedLM (a masked-LM head), got {type(model).__name__}")
+        super().__init__(model, tokenizer, max_length=max_length, unpad=unpad, pack_weights=pack_weights)
+        if pooling_strategy not in SPLADE_POOLING:
+            raise ValueError(f"pooling_strategy={pooling_strategy!r} must be one of {', '.join(SPLADE_POOLING)}")
+        if activation_function not in SPLADE_ACTIVATIONS:
+            raise ValueError(
+                f"activation_function={activation_function!r} must be one of {', '.join(SPLADE_ACTIVATIONS)}"
+            )
+        if similarity_fn_name not in (None, *SIMILARITY_FUNCTIONS):
+            raise ValueError(
+                f"similarity_fn_name={similarity_fn_name!r} must be one of {', '.join(SIMILARITY_FUNCTIONS)}"
+            )
+        if self.bert.attn_implementation != "eager":
+            # The vocabulary projection costs as much as the whole encoder: oneDNN's Linear, as the encoder's.
+            predictions = model.cls.predictions
+            predictions.decoder = fast_linear(predictions.decoder, pack_weights)
+        self.pooling_strategy = pooling_strategy
+        self.activation_function = activation_function
+        self.max_active_dims = check_max_active_dims(max_active_dims)
+        self.similarity_fn_name = similarity_fn_name or "dot"
+        self.prompts = dict(prompts or {})
+        if default_prompt_name is not None and default_prompt_name not in self.prompts:
+            raise ValueError(
+                f"default_prompt_name={default_prompt_name!r} is not one of the prompts {_names(self.prompts)}"
+            )
+        self.default_prompt_name = default_prompt_name
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str | os.PathLike,
+        *,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | str | None = "auto",
+        quantize: str | None = None,
+        max_length: int | None = None,
+        max_active_dims: int | None = None,
+        unpad: bool = True,
+        prompts: dict[str, str] | None = None,
+        default_prompt_name: str | None = None,
+        allow_nonfinite: bool = False,
+        pack_weights: bool = True,
+        **hub_kwargs: Any,
+    ) -> SparseEncoder:
+        """Load a SPLADE model saved by sentence-transformers (an MLM Transformer and SpladePooling), or a bare
+        ...ForMaskedLM checkpoint (max pooling, as sentence-transformers builds it).
+
+        Explicit arguments win over the folder's metadata, which wins over the defaults.
+
+        Args:
+            name_or_path: a local checkpoint folder or a hub id.
+            device: where the model runs; None: the CPU.
+            dtype: as Embedder.from_pretrained's ("auto", None for float32, a dtype or its name, "int8").
+            quantize: "int8": the encoder's Linears in int8 (bertlite.quant.int8), the head in float32.
+            max_length: tokens per text; None: the folder's max_seq_length (or its tokenizer's
+                model_max_length), else the model's max_position_embeddings.
+            max_active_dims: None: the folder's (config_sentence_transformers.json), else no limit.
+            unpad, pack_weights: see __init__.
+            prompts: added to the folder's prompts (these win on a shared name).
+            default_prompt_name: None: the folder's, if any.
+            allow_nonfinite: load weights holding NaN or Inf (with a warning).
+            **hub_kwargs: hub options (revision, cache_dir, token, local_files_only, ...).
+
+        Returns:
+            The SparseEncoder.
+
+        Raises:
+            CheckpointError: not a SPLADE checkpoint (no MLM head weights, a dense embedding model, an
+                inference-free or CSR sparse model), naming what it is.
+            ValueError: a device this machine cannot use, an unknown dtype or quantize, bad metadata, or an
+                argument __init__ refuses.
+        """
+        int8 = check_quantize(quantize, dtype)
+        device = check_device(device)
+        config = BertConfig.from_pretrained(name_or_path, **hub_kwargs)
+        settings = read_splade_settings(name_or_path, list(getattr(config, "architectures", None) or []), **hub_kwargs)
+        sizes = (config.hidden_size, config.intermediate_size)
+        dtype = resolve_dtype(None if int8 else dtype, device, sizes if dtype == "auto" else None)
+        model = _load_masked_lm(name_or_path, dtype, device, allow_nonfinite, hub_kwargs)
+        tokenizer = load_tokenizer(name_or_path, **hub_kwargs)
+        if int8:
+            quantize_int8(model, tokenizer)
+        return cls(
+            model,
+            tokenizer,
+            pooling_strategy=settings.pooling_strategy,
+            activation_function=settings.activation_function,
+            max_active_dims=max_active_dims if max_active_dims is not None else settings.max_active_dims,
+            max_length=max_length if max_length is not None else settings.max_length,
+            unpad=unpad,
+            prompts={**settings.prompts, **(prompts or {})},
+            default_prompt_name=default_prompt_name
+            if default_prompt_name is not None
+            else settings.default_prompt_name,
+            similarity_fn_name=settings.similarity_fn_name,
+            pack_weights=pack_weights,
+        )
+
+    @property
+    def vocab_size(self) -> int:
+        """The vectors' length: one dimension per vocabulary entry."""
+        return self.model.config.vocab_size
+
+    @property
+    def dimension(self) -> int:
+        """The vectors' length (vocab_size)."""
+        return self.vocab_size
+
+    def resolve_prompt(self, prompt: str | None = None, prompt_name: str | None = None) -> str:
+        """The text put before every input, as sentence-transformers picks it.
+
+        Args:
+            prompt: the text itself; wins over prompt_name.
+            prompt_name: a key of `prompts`; None: the default prompt, if any.
+
+        Returns:
+            The prompt, "" for none.
+
+        Raises:
+            ValueError: an unknown prompt_name.
+        """
+        if prompt is not None:
+            return prompt
+        name = prompt_name if prompt_name is not None else self.default_prompt_name
+        if name is not None and name not in self.prompts:
+            raise ValueError(f"prompt_name={name!r} is not one of the prompts {_names(self.prompts)}")
+        return "" if name is None else self.prompts[name]
+
+    # --- sentence-transformers' API -------------------------------------------------
+
+    def encode(
+        self,
+        inputs: str | Sequence[Text],
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        convert_to_tensor: bool = True,
+        convert_to_sparse_tensor: bool = True,
+        save_to_cpu: bool = False,
+        max_active_dims: int | None = None,
+        *,
+        max_tokens: int | None = None,
+        on_long: str = "truncate",
+    ) -> Tensor | list[Tensor]:
+        """Sparse vectors of texts, in input order, as sentence_transformers.SparseEncoder.encode gives them.
+
+        Args:
+            inputs: a text, or a list of texts.
+            prompt_name, prompt: see resolve_prompt().
+            batch_size: caps texts per batch (batches are of similar length, longest first).
+            show_progress_bar: a tqdm bar on stderr; None: shown when stderr is a terminal.
+            convert_to_tensor: one (n, vocab_size) tensor (default); False: a list of (vocab_size,) tensors.
+            convert_to_sparse_tensor: sparse COO tensors (default); False: dense float32.
+            save_to_cpu: the result on the CPU (it is on the model's device otherwise).
+            max_active_dims: keep the largest max_active_dims values of each vector; None: the encoder's.
+            max_tokens: also caps batch size x longest text; None: no cap.
+            on_long: "truncate" (default) or "error", as in tokenize().
+
+        Returns:
+            (n, vocab_size) float32, sparse COO (coalesced) or dense; a (vocab_size,) vector for a single
+            text; a list of vectors with convert_to_tensor=False.
+
+        Raises:
+            ValueError: a text tokenize() refuses, a bad batch_size, max_tokens, max_active_dims or prompt.
+        """
+        single = isinstance(inputs, str)
+        texts = [inputs] if single else list(inputs)
+        top_k = self._top_k(max_active_dims)
+        prefix = self.resolve_prompt(prompt, prompt_name)
+        batch_size, max_tokens = self._batch_limits(batch_size, max_tokens)
+        rows: list[Tensor] = []  # per text: dense (vocab,), or the (2, nnz) indices and values of its entries
+        progress = _progress(len(texts), show_progress_bar)
+        self.last_stats = stats = EncodeStats(texts=len(texts))
+        try:
+            for start in range(0, len(texts), CHUNK_TEXTS):
+                chunk = _with_prompt(texts[start : start + CHUNK_TEXTS], prefix)
+                encodings = self.tokenize(chunk, on_long, first_index=start)
+                results: list[Any] = [None] * len(encodings)
+                for batch_rows, pooled in self._run_sorted(encodings, batch_size, max_tokens, stats):
+                    pooled = _keep_top(pooled, top_k)
+                    parts = pooled if not convert_to_sparse_tensor else _sparse_parts(pooled)
+                    for row, part in zip(batch_rows, parts, strict=True):
+                        results[row] = part
+                    progress.update(len(batch_rows))
+                rows.extend(results)
+        finally:
+            progress.close()
+        device = torch.device("cpu") if save_to_cpu else self.device
+        return _assemble(rows, self.vocab_size, device, convert_to_tensor, convert_to_sparse_tensor, single)
+
+    def encode_query(
+        self, inputs: str | Sequence[Text], prompt_name: str | None = None, prompt: str | None = None, **kwargs: Any
+    ) -> Tensor | list[Tensor]:
+        """encode() with the "query" prompt unless prompt or prompt_name is given (sentence-transformers' rule).
+
+        Args:
+            inputs, prompt_name, prompt, **kwargs: as encode().
+
+        Returns:
+            As encode().
+        """
+        if prompt_name is None and prompt is None and "query" in self.prompts:
+            prompt_name = "query"
+        return self.encode(inputs, prompt_name, prompt, **kwargs)
+
+    def encode_document(
+        self, inputs: str | Sequence[Text], prompt_name: str | None = None, prompt: str | None = None, **kwargs: Any
+    ) -> Tensor | list[Tensor]:
+        """encode() with the first of the "document", "passage", "corpus" prompts the model has, unless prompt or
+        prompt_name is given (sentence-transformers' rule).
+
+        Args:
+            inputs, prompt_name, prompt, **kwargs: as encode().
+
+        Returns:
+            As encode().
+        """
+        if prompt_name is None and prompt is None:
+            prompt_name = next((name for name in ("document", "passage", "corpus") if name in self.prompts), None)
+        return self.encode(inputs, prompt_name, prompt, **kwargs)
+
+    def encode_tokenized(
+        self,
+        encodings: Sequence[Encoding],
+        batch_size: int | None = None,
+        *,
+        max_tokens: int | None = None,
+        max_active_dims: int | None = None,
+    ) -> list[SparseRow]:
+        """The sparse vectors of texts tokenize() has already turned into encodings (prompt included).
+
+        Args:
+            encodings: tokenize()'s output.
+            batch_size, max_tokens: the batch limits; neither given: the packed path batches by a token
+                budget (DEFAULT_MAX_TOKENS), the padded path by 32 texts.
+            max_active_dims: as in encode().
+
+        Returns:
+            Per encoding, in input order: (indices, values), int64 vocabulary ids ascending and their
+            float32 weights, zeros left out.
+        """
+        top_k = self._top_k(max_active_dims)
+        batch_size, max_tokens = self._batch_limits(batch_size, max_tokens)
+        stats = self.last_stats = EncodeStats(texts=len(encodings))
+        out: list[Any] = [None] * len(encodings)
+        for rows, pooled in self._run_sorted(list(encodings), batch_size, max_tokens, stats):
+            for row, (indices, values) in zip(rows, _sparse_parts(_keep_top(pooled, top_k)), strict=True):
+                out[row] = (indices.cpu().numpy(), values.cpu().numpy())
+        return out
+
+    def decode(
+        self, embeddings: Tensor | SparseRow, top_k: int | None = None
+    ) -> list[tuple[str, float]] | list[list[tuple[str, float]]]:
+        """A sparse vector's (token, weight) pairs, largest weight first, as sentence-transformers' decode.
+
+        Args:
+            embeddings: a (vocab_size,) or (n, vocab_size) tensor, sparse or dense; or one (indices, values)
+                row of encode_tokenized().
+            top_k: at most this many pairs per vector; None: all non-zero entries.
+
+        Returns:
+            For one vector a list of (token, weight); for n vectors a list of n such lists.
+
+        Raises:
+            ValueError: top_k < 1, or a tensor that is not 1-D or 2-D.
+            TypeError: something else than a tensor or an (indices, values) pair.
+        """
+        if top_k is not None and top_k < 1:
+            raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
+        if isinstance(embeddings, tuple) and len(embeddings) == 2:
+            indices, values = (torch.as_tensor(np.asarray(part)) for part in embeddings)
+            return self._decode_row(indices, values, top_k)
+        if not isinstance(embeddings, Tensor):
+            raise TypeError(f"decode takes a tensor or an (indices, values) pair, got {type(embeddings).__name__}")
+        if embeddings.ndim not in (1, 2):
+            raise ValueError(f"decode takes a 1-D or 2-D tensor, got {embeddings.ndim}-D")
+        batch = (embeddings if embeddings.ndim == 2 else embeddings.unsqueeze(0)).to_sparse().coalesce()
+        indices, values = batch.indices(), batch.values()
+        counts = torch.bincount(indices[0], minlength=batch.shape[0]).tolist()
+        bounds = [0, *itertools.accumulate(counts)]
+        decoded = [self._decode_row(indices[1, a:b], values[a:b], top_k) for a, b in itertools.pairwise(bounds)]
+        return decoded[0] if embeddings.ndim == 1 else decoded
+
+    def _decode_row(self, indices: Tensor, values: Tensor, top_k: int | None) -> list[tuple[str, float]]:
+        order = torch.argsort(values, descending=True, stable=True)[:top_k]
+        return [
+            (self.tokenizer.id_to_token(int(i)), float(v)) for i, v in zip(indices[order], values[order], strict=True)
+        ]
+
+    def similarity(self, embeddings1: Tensor | np.ndarray, embeddings2: Tensor | np.ndarray) -> Tensor:
+        """Scores of every vector of embeddings1 against every vector of embeddings2: the dot product
+        (SPLADE's), or cosine when the model's similarity_fn_name says so.
+
+        Args:
+            embeddings1, embeddings2: (n, vocab_size) or (vocab_size,) tensors (sparse or dense) or arrays.
+
+        Returns:
+            A dense (n1, n2) float32 tensor.
+        """
+        a, b = _as_batch(embeddings1), _as_batch(embeddings2)
+        if self.similarity_fn_name == "cosine":
+            a, b = _unit_rows(a), _unit_rows(b)
+        with warnings.catch_warnings():
+            # torch multiplies two sparse matrices through CSR, and says once that CSR is "in beta"
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            return torch.mm(a, b.t()).to_dense()
+
+    @staticmethod
+    def sparsity(embeddings: Tensor) -> dict[str, float]:
+        """The mean number of non-zero dimensions of the vectors and the mean share of zeros.
+
+        Args:
+            embeddings: a (vocab_size,) or (n, vocab_size) tensor, sparse or dense.
+
+        Returns:
+            {"active_dims": mean non-zeros per vector, "sparsity_ratio": 1 - active_dims / vocab_size}.
+
+        Raises:
+            TypeError, ValueError: not a tensor, or not 1-D or 2-D.
+        """
+        if not isinstance(embeddings, Tensor):
+            raise TypeError(f"sparsity takes a tensor, got {type(embeddings).__name__}")
+        if embeddings.ndim not in (1, 2):
+            raise ValueError(f"sparsity takes a 1-D or 2-D tensor, got {embeddings.ndim}-D")
+        batch = embeddings if embeddings.ndim == 2 else embeddings.unsqueeze(0)
+        if batch.shape[0] == 0 or batch.shape[1] == 0:
+            return {"active_dims": 0.0, "sparsity_ratio": 1.0}
+        if batch.is_sparse:  # counted from the stored entries: a dense copy would be (n, vocab_size)
+            batch = batch.coalesce()
+            rows = batch.indices()[0][batch.values() != 0]
+            active = float(torch.bincount(rows, minlength=batch.shape[0]).float().mean())
+        else:
+            active = float((batch != 0).sum(dim=1).float().mean())
+        return {"active_dims": active, "sparsity_ratio": 1.0 - active / batch.shape[1]}
+
+    # --- the computation --------------------------------------------------------------
+
+    def _top_k(self, max_active_dims: int | None) -> int | None:
+        return check_max_active_dims(max_active_dims) if max_active_dims is not None else self.max_active_dims
+
+    @torch.inference_mode()
+    def _run_packed(self, encodings: list[Encoding], device: torch.device) -> Tensor:
+        out, _ = self.forward_packed(encodings, device)
+        lengths = [len(e.ids) for e in encodings]
+        return self._splade(out.last_hidden_state[: sum(lengths)], lengths)  # filler rows sliced off
+
+    @torch.inference_mode()
+    def _run_padded(self, encodings: list[Encoding], device: torch.device) -> Tensor:
+        out, mask = self.forward_padded(encodings, device)
+        return self._splade(out.last_hidden_state[mask.bool()], [len(e.ids) for e in encodings])
+
+    def _splade(self, hidden: Tensor, lengths: list[int]) -> Tensor:
+        """SPLADE vectors of packed token rows: the MLM head's logits, log(1 + relu(.)), pooled per sequence.
+
+        Args:
+            hidden: (sum(lengths), H) the real tokens' last hidden states, sequence after sequence.
+            lengths: the tokens of each sequence.
+
+        Returns:
+            (len(lengths), vocab_size) float32 dense vectors.
+        """
+        pooled = torch.empty(len(lengths), self.vocab_size, dtype=torch.float32, device=hidden.device)
+        for first, last, start, stop in _head_groups(lengths, HEAD_ROWS):
+            logits = self.model.cls(hidden[start:stop])  # (rows, vocab)
+            owner = torch.repeat_interleave(
+                torch.arange(last - first, device=hidden.device),
+                torch.tensor(lengths[first:last], device=hidden.device),
+            )
+            if self.pooling_strategy == "max":
+                # log1p and relu rise monotonically, so the max of the activations is the activation of the
+                # max logit: one pass over the logits instead of three.
+                top = logits.new_empty(last - first, logits.shape[1])
+                top.scatter_reduce_(0, owner[:, None].expand_as(logits), logits, "amax", include_self=False)
+                pooled[first:last] = self._activation(top.float())
+            else:
+                pooled[first:last] = 0.0
+                pooled[first:last].index_add_(0, owner, self._activation(logits).float())
+        return pooled
+
+    def _activation(self, logits: Tensor) -> Tensor:
+        """log(1 + relu(x)), or log(1 + log(1 + relu(x))) for "log1p_relu", in place."""
+        logits = logits.relu_().log1p_()
+        return logits.log1p_() if self.activation_function == "log1p_relu" else logits
+
+
+def _load_masked_lm(
+    name_or_path: str | os.PathLike,
+    dtype: torch.dtype,
+    device: torch.device | None,
+    allow_nonfinite: bool,
+    hub_kwargs: dict[str, Any],
+) -> BertForMaskedLM:
+    """BertForMaskedLM.from_pretrained, refusing a checkpoint without MLM head weights (which it would
+    initialise freshly, with a warning) before any warning is shown."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model, info = BertForMaskedLM.from_pretrained(
+            name_or_path,
+            dtype=dtype,
+            device=device,
+            allow_nonfinite=allow_nonfinite,
+            output_loading_info=True,
+            **hub_kwargs,
+        )
+    missing = sorted(k for k in info["missing_keys"] if k.startswith("cls.predictions."))
+    if missing:
+        raise CheckpointError(
+            f"{name_or_path} is not a SPLADE checkpoint: its weights have no MLM head ({', '.join(missing)} "
+            f"missing); {EMBEDDER_HINT}"
+        )
+    for warning in caught:
+        warn_user(str(warning.message), warning.category)
+    return model
+
+
+def _head_groups(lengths: list[int], rows: int) -> Iterator[tuple[int, int, int, int]]:
+    """Consecutive sequences of about `rows` tokens in all (one sequence at least): (first, last, start, stop),
+    sequences first..last-1 and their token rows start..stop-1."""
+    first = start = 0
+    while first < len(lengths):
+        last, stop = first + 1, start + lengths[first]
+        while last < len(lengths) and stop + lengths[last] <= rows:
+            stop += lengths[last]
+            last += 1
+        yield first, last, start, stop
+        first, start = last, stop
+
+
+def _keep_top(pooled: Tensor, top_k: int | None) -> Tensor:
+    """The largest top_k values of each row, the rest zero (sentence-transformers' select_max_active_dims)."""
+    if top_k is None or top_k >= pooled.shape[1]:
+        return pooled
+    values, indices = torch.topk(pooled, top_k, dim=1)  # the values are >= 0: their absolute values
+    return torch.zeros_like(pooled).scatter_(1, indices, values)
+
+
+def _sparse_parts(pooled: Tensor) -> list[tuple[Tensor, Tensor]]:
+    """Per row: ((nnz,) column indices ascending, (nnz,) values) of its non-zero entries."""
+    rows, columns = pooled.nonzero(as_tuple=True)  # row-major order: each row's columns ascending
+    values = pooled[rows, columns]
+    counts = torch.bincount(rows, minlength=pooled.shape[0]).tolist()
+    return list(zip(columns.split(counts), values.split(counts), strict=True)) if counts else []
+
+
+def _assemble(
+    rows: list[Any], vocab_size: int, device: torch.device, as_tensor: bool, sparse: bool, single: bool
+) -> Tensor | list[Tensor]:
+    """encode()'s result from its per-row parts, in sentence-transformers' forms."""
+    if not sparse:
+        vectors = [row.to(device) for row in rows]
+        if not as_tensor:
+            return vectors[0] if single else vectors
+        stacked = torch.stack(vectors) if vectors else torch.tensor([], device=device)
+        return stacked[0] if single else stacked
+    if not as_tensor:
+        vectors = [
+            torch.sparse_coo_tensor(c[None], v, (vocab_size,), device=device, check_invariants=False).coalesce()
+            for c, v in rows
+        ]
+        return vectors[0] if single else vectors
+    if not rows:
+        return torch.tensor([], device=device).to_sparse()
+    row_ids = torch.repeat_interleave(torch.arange(len(rows)), torch.tensor([len(v) for _, v in rows]))
+    indices = torch.stack([row_ids.to(device), torch.cat([c.to(device) for c, _ in rows])])
+    values = torch.cat([v.to(device) for _, v in rows])
+    stacked = torch.sparse_coo_tensor(
+        indices, values, (len(rows), vocab_size), is_coalesced=True, check_invariants=False
+    )
+    return stacked[0] if single else stacked
+
+
+def _as_batch(embeddings: Tensor | np.ndarray | list[Tensor]) -> Tensor:
+    if isinstance(embeddings, list):
+        embeddings = torch.stack([e.coalesce() if e.is_sparse else e for e in embeddings])
+    tensor = torch.as_tensor(embeddings) if not isinstance(embeddings, Tensor) else embeddings
+    tensor = tensor.float()
+    return tensor.unsqueeze(0) if tensor.ndim == 1 else tensor
+
+
+def _unit_rows(matrix: Tensor) -> Tensor:
+    dense = matrix.to_dense() if matrix.is_sparse else matrix
+    unit = torch.nn.functional.normalize(dense, p=2, dim=1)
+    return unit.to_sparse() if matrix.is_sparse else unit
+
+
+def _names(prompts: dict[str, str]) -> str:
+    return "(" + ", ".join(sorted(prompts)) + ")" if prompts else "(none)"
