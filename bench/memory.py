@@ -7,7 +7,7 @@ Parts (--parts, default all):
   soak    `bertlite serve` (float32) under --concurrency clients that each send requests of 4-32 texts of
           mixed lengths (one to eight corpus paragraphs joined) for --soak-minutes; the server's RSS
           (VmRSS) every --sample-s seconds: start (after a warm-up), 5 minutes, end, max.
-  file    `bertlite embed` on .txt files of --file-lines lines (corpus paragraphs in turn), with a tiny
+  file    `bertlite embed` on .txt files of --file-lines lines (1 to 12 words of each corpus paragraph), with a tiny
           random model (2 layers, hidden 32) so the run measures reading and writing, not the model.
 RSS is what the process holds, not speed: a soak on a shared machine is still a fair measure.
 """
@@ -91,13 +91,15 @@ def single_lines(model: str, sizes_mb: list[float], folder: Path) -> list[dict]:
 def long_files(model: str, lines: list[int], folder: Path) -> list[dict]:
     """Peak RSS of `bertlite embed` on .txt files of each line count, with a tiny random model."""
     tiny = tiny_model(model, folder / "tiny")
-    corpus = [text.replace("\n", " ") for text in read_corpus()]
+    # Short lines of 1 to 12 words (the start of each corpus paragraph): memory is about the line count,
+    # and millions of whole paragraphs would take hours on a small machine.
+    words = [text.split() for text in read_corpus()]
     rows = []
     for count in lines:
         source = folder / "lines.txt"
         with open(source, "w", encoding="utf-8") as f:
             for i in range(count):
-                f.write(corpus[i % len(corpus)] + "\n")
+                f.write(" ".join(words[i % len(words)][: 1 + i % 12]) + "\n")
         row = {
             "lines": count,
             "model": "tiny random (2 layers, hidden 32)",
