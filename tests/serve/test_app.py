@@ -205,7 +205,12 @@ OPENAI_ERRORS = [
     ({"model": "m"}, 422, "input", "input: required (a string, a list of strings, or token ids)"),
     ({"input": 5}, 422, "input", "input: must be a string or a list of strings, got a number"),
     ({"input": []}, 422, "input", "input: must not be an empty list"),
-    ({"input": ["a", [101, 102]]}, 422, "input", "input[1]: token ids go in a list of ints (or a list of such lists), not mixed with text"),
+    (
+        {"input": ["a", [101, 102]]},
+        422,
+        "input",
+        "input[1]: token ids go in a list of ints (or a list of such lists), not mixed with text",
+    ),
     ({"input": ["a", None]}, 422, "input", "input[1]: must be a string, got null"),
     ({"input": ["a", "b\ud800c"]}, 422, "input", "input[1] holds a lone surrogate (\\ud800), which is not Unicode"),
     ({"input": "a", "encoding_format": "int8"}, 422, "encoding_format", "encoding_format: 'int8' is not one of float"),

@@ -58,12 +58,14 @@ async def _embed(service: Service, req: EmbedRequest, path: str) -> tuple[np.nda
 
 async def tei_embed_all(service: Service, req: EmbedRequest) -> list:
     """Per input, a vector per token: an Embedder's token embeddings ([CLS] and [SEP] included), or a
-    multi-vector model's kept tokens' vectors (req.is_query: tokenized as queries)."""
+    multi-vector model's kept tokens' vectors (req.is_query: tokenized as queries, else documents)."""
     job = service.ready_job("/embed_all")
     if service.model_type == "multi-vector":
-        texts = _without_prompt(service, req, "inputs")
+        service.check_inputs(req.texts, "inputs")
+        # None: the query or document prompt the model's tokenize picks
+        prompt = None if req.prompt is None and req.prompt_name is None else _prompt(service, req)
         encodings = await service.tokenize(
-            texts, req.truncate, "inputs", lambda t: job.tokenize(t, is_query=req.is_query)
+            req.texts, req.truncate, "inputs", lambda texts: job.tokenize(texts, is_query=req.is_query, prompt=prompt)
         )
         rows, _ = await service.run(encodings)  # queries and documents differ in their tokens only
     else:
@@ -77,7 +79,7 @@ async def tei_embed_all(service: Service, req: EmbedRequest) -> list:
 async def tei_embed_sparse(service: Service, req: EmbedRequest) -> list:
     """Per input, its non-zero dimensions as [{index, value}], indices ascending (TEI's shape)."""
     service.ready_job("/embed_sparse")
-    texts = _without_prompt(service, req, "inputs")
+    texts = _with_prompt(service, req, "inputs")
     rows, _ = await service.run(await service.tokenize(texts, req.truncate, "inputs"))
     return [
         [{"index": int(i), "value": float(v)} for i, v in zip(indices.tolist(), values.tolist(), strict=True)]
@@ -86,24 +88,21 @@ async def tei_embed_sparse(service: Service, req: EmbedRequest) -> list:
 
 
 def _with_prompt(service: Service, req: EmbedRequest, field: str) -> list[str]:
-    """The texts with the Embedder's prompt (the request's, else the model's default) before each."""
+    """The texts, checked, with the job's prompt (the request's, else the model's default) before each."""
     service.check_inputs(req.texts, field)
+    prompt = _prompt(service, req)
+    return [prompt + text for text in req.texts] if prompt else req.texts
+
+
+def _prompt(service: Service, req: EmbedRequest) -> str:
+    """The request's prompt (prompt, else the model's prompts[prompt_name], else its default)."""
     try:
         prompt = service.job.resolve_prompt(req.prompt, req.prompt_name)
     except ValueError as e:
         raise RequestError(422, str(e), "prompt_name", "invalid_request") from e
     if surrogate := SURROGATE.search(prompt):
         raise RequestError(422, f"prompt holds a lone surrogate (\\u{ord(surrogate.group()):04x})", "prompt")
-    return [prompt + text for text in req.texts] if prompt else req.texts
-
-
-def _without_prompt(service: Service, req: EmbedRequest, field: str) -> list[str]:
-    """The texts, for a model without prompts: a prompt in the request is a 422."""
-    service.check_inputs(req.texts, field)
-    for name in ("prompt", "prompt_name"):
-        if getattr(req, name) is not None:
-            raise RequestError(422, f"{name}: the model is {service.describe()}, which takes no prompt", name)
-    return req.texts
+    return prompt
 
 
 def _id_encodings(service: Service, req: EmbedRequest) -> list[Encoding]:
