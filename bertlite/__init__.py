@@ -54,6 +54,7 @@ _LAZY = {
     "DownloadError": "bertlite.errors",
     "Embedder": "bertlite.embed.embedder",
     "InputError": "bertlite.errors",
+    "MultiVectorEncoder": "bertlite.embed.multi_vector",
     "Int8PrecisionWarning": "bertlite.errors",
     "NotCachedError": "bertlite.errors",
     "PackedLayout": "bertlite.layers.packing",
@@ -67,6 +68,7 @@ __all__ = ["BertConfig", "__version__", *_LAZY]
 if TYPE_CHECKING:
     from bertlite.checkpoint.load import remap_state_dict
     from bertlite.embed.embedder import Embedder
+    from bertlite.embed.multi_vector import MultiVectorEncoder
     from bertlite.errors import (
         AttentionUnavailableError,
         CheckpointError,

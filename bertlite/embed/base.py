@@ -8,7 +8,7 @@ token budget and the unpadded forward are here, once.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,6 +188,7 @@ class BaseEncoder:
         max_tokens: int | None,
         stats: EncodeStats,
         texts_after: int = 0,
+        run: Callable[[list[Encoding], torch.device], Any] | None = None,
     ) -> Iterator[tuple[list[int], Any]]:
         """Run `encodings` in batches of similar length, longest first.
 
@@ -196,6 +197,7 @@ class BaseEncoder:
             batch_size, max_tokens: the limits of one batch (see _batch_limits).
             stats: counts added to.
             texts_after: how many more texts the same job brings (int8's compile decision).
+            run: what a batch's result is; None: _run_packed, or _run_padded with unpad=False.
 
         Yields:
             (rows, result): the batch's indices into `encodings` and what _run_packed / _run_padded
@@ -209,7 +211,7 @@ class BaseEncoder:
         stats.truncated += sum(bool(e.overflowing) for e in encodings)
         order = sorted(range(len(encodings)), key=lengths.__getitem__, reverse=True)
         device = self.device
-        run = self._run_packed if self.unpad else self._run_padded
+        run = run or (self._run_packed if self.unpad else self._run_padded)
         for rows in sorted_batches(order, lengths, batch_size, max_tokens):
             batch = [encodings[i] for i in rows]
             stats.padded_tokens += len(batch) * len(batch[0].ids)

@@ -333,7 +333,8 @@ class Embedder(BaseEncoder):
         prompt_name: str | None = None,
         prompt: str | None = None,
         truncate_dim: int | None = None,
-    ) -> np.ndarray | Tensor:
+        output_value: str = "sentence_embedding",
+    ) -> np.ndarray | Tensor | list[np.ndarray] | list[Tensor]:
         """Embed texts: one vector per text, in input order.
 
         Batches are built from length-sorted texts so little is padding. With neither batch_size
@@ -351,9 +352,13 @@ class Embedder(BaseEncoder):
             prompt: see resolve_prompt(); the prompt goes before each text (before the first text
                 of a pair).
             truncate_dim: for this call, as in __init__; None: the Embedder's.
+            output_value: "sentence_embedding" (default) or "token_embeddings": for each text the base
+                model's last hidden state at its real tokens ([CLS] and [SEP] included), neither
+                normalized nor truncated, as sentence-transformers' output_value="token_embeddings".
 
         Returns:
             float32 vectors (n, dimension): a numpy array, or a tensor with convert_to="torch".
+            "token_embeddings": a list of float32 (tokens, hidden_size) arrays (tensors with convert_to="torch").
 
         Raises:
             ValueError: a text tokenize() refuses, a bad batch_size, max_tokens, on_long,
@@ -362,6 +367,13 @@ class Embedder(BaseEncoder):
         """
         if convert_to not in ("numpy", "torch"):
             raise ValueError(f"convert_to={convert_to!r} must be 'numpy' or 'torch'")
+        if output_value == "token_embeddings":
+            if isinstance(texts, str):
+                raise TypeError("encode() takes a list of texts; wrap a single string in a list")
+            encodings = self.tokenize(_with_prompt(texts, self.resolve_prompt(prompt, prompt_name)), on_long)
+            rows = self.encode_tokenized(encodings, batch_size, max_tokens=max_tokens, output_value=output_value)
+            return [torch.from_numpy(r) for r in rows] if convert_to == "torch" else rows
+        _check_output_value(output_value)
         out = torch.empty(len(texts), self._check_truncate_dim(truncate_dim) or self.dimension, dtype=torch.float32)
         for start, vectors in self.encode_chunks(
             texts,
@@ -436,8 +448,13 @@ class Embedder(BaseEncoder):
             progress.close()
 
     def encode_tokenized(
-        self, encodings: Sequence[Encoding], batch_size: int | None = None, *, max_tokens: int | None = None
-    ) -> np.ndarray:
+        self,
+        encodings: Sequence[Encoding],
+        batch_size: int | None = None,
+        *,
+        max_tokens: int | None = None,
+        output_value: str = "sentence_embedding",
+    ) -> np.ndarray | list[np.ndarray]:
         """encode() for texts that tokenize() has already turned into encodings (prompt included).
 
         For a caller that needs the token counts before the forward (bertlite serve's handlers), so
@@ -445,13 +462,21 @@ class Embedder(BaseEncoder):
 
         Args:
             encodings: tokenize()'s output.
-            batch_size, max_tokens: as in encode().
+            batch_size, max_tokens, output_value: as in encode().
 
         Returns:
-            float32 vectors (n, dimension) as a numpy array, in input order, batched as encode() batches.
+            float32 vectors (n, dimension) as a numpy array, in input order, batched as encode() batches;
+            "token_embeddings": a list of float32 (tokens, hidden_size) arrays.
         """
         batch_size, max_tokens = self._batch_limits(batch_size, max_tokens)
         stats = self.last_stats = EncodeStats(texts=len(encodings))
+        if _check_output_value(output_value) == "token_embeddings":
+            tokens: list[np.ndarray] = [np.empty(0, dtype=np.float32)] * len(encodings)
+            run = self._tokens_packed if self.unpad else self._tokens_padded
+            for rows, batch_tokens in self._run_sorted(list(encodings), batch_size, max_tokens, stats, run=run):
+                for row, rows_of_text in zip(rows, batch_tokens, strict=True):
+                    tokens[row] = rows_of_text.cpu().numpy()
+            return tokens
         vectors = torch.empty(len(encodings), self.dimension, dtype=torch.float32)
         for rows, batch_vectors in self._run_sorted(list(encodings), batch_size, max_tokens, stats):
             vectors[rows] = batch_vectors
@@ -468,6 +493,17 @@ class Embedder(BaseEncoder):
     def _run_padded(self, encodings: list[Encoding], device: torch.device) -> Tensor:
         out, mask = self.forward_padded(encodings, device)
         return self._finish([pool(out.last_hidden_state, mask, mode, out.pooler_output) for mode in self.pooling])
+
+    @torch.inference_mode()
+    def _tokens_packed(self, encodings: list[Encoding], device: torch.device) -> list[Tensor]:
+        out, _ = self.forward_packed(encodings, device)
+        lengths = [len(e.ids) for e in encodings]
+        return list(out.last_hidden_state[: sum(lengths)].float().split(lengths))
+
+    @torch.inference_mode()
+    def _tokens_padded(self, encodings: list[Encoding], device: torch.device) -> list[Tensor]:
+        out, _ = self.forward_padded(encodings, device)
+        return [out.last_hidden_state[row, : len(e.ids)].float() for row, e in enumerate(encodings)]
 
     def _finish(self, vectors: list[Tensor]) -> Tensor:
         pooled = vectors[0] if len(vectors) == 1 else torch.cat(vectors, dim=-1)
@@ -502,6 +538,12 @@ def check_device(device: torch.device | str | None) -> torch.device | None:
             reason = f"this torch build has no {resolved.type} backend"
         raise ValueError(f"device={device!r} is not available on this machine ({reason}); use cpu") from e
     return resolved
+
+
+def _check_output_value(output_value: str) -> str:
+    if output_value not in ("sentence_embedding", "token_embeddings"):
+        raise ValueError(f"output_value={output_value!r} must be 'sentence_embedding' or 'token_embeddings'")
+    return output_value
 
 
 def _with_prompt(texts: Sequence[Text], prompt: str) -> Sequence[Text]:

@@ -172,16 +172,21 @@ def _decode_lines(stream: BinaryIO, path: str, errors: str, keep_ends: bool = Fa
                 # A UTF-8 byte order mark (Excel's "CSV UTF-8") would otherwise glue itself
                 # to the first field or JSON line.
                 line = line.removeprefix(b"\xef\xbb\xbf")
+            end = len(line)
             if not keep_ends:
-                line = line[:-2] if line.endswith(b"\r\n") else line[:-1] if line.endswith((b"\n", b"\r")) else line
+                end -= 2 if line.endswith(b"\r\n") else 1 if line.endswith((b"\n", b"\r")) else 0
             try:
-                yield line.decode("utf-8", errors=errors)
+                # Decoded through a view, and the bytes dropped before the text goes out: a long line
+                # is held once as text, not also as bytes and as a stripped copy.
+                text = str(memoryview(line)[:end], "utf-8", errors)
             except UnicodeDecodeError as e:
                 raise InputError(
                     f"{path}: line {number} is not valid UTF-8 (at byte offset {e.start} of the line: "
                     f"{line[e.start : e.start + 1]!r}); fix the file or replace bad bytes with U+FFFD "
                     "(CLI --errors replace, Python errors='replace')"
                 ) from e
+            del line
+            yield text
     except OSError as e:
         raise InputError(f"cannot read {path} (after line {number}): {e.strerror or e}") from e
 
@@ -210,12 +215,15 @@ def _split_lines(stream: BinaryIO) -> Iterator[bytes]:
         if not rest and lines and lines[-1].endswith(b"\r"):  # the next block may open with its \n
             rest = lines.pop()
         for line in lines:
-            yield b"".join([*parts, line]) if parts else line
-            parts = []
+            # Handed out through a list this frame empties, and the pieces let go first: a long line is
+            # held only by the reader, not also here while the reader works on it.
+            joined, parts = [b"".join([*parts, line]) if parts else line], []
+            yield joined.pop()
         if rest:
             parts.append(rest)
     if parts:
-        yield b"".join(parts)
+        joined, parts = [b"".join(parts)], []
+        yield joined.pop()
 
 
 # JSON can spell a lone UTF-16 surrogate ("\\ud800"), which no tokenizer accepts
@@ -331,7 +339,7 @@ class VectorWriter:
         self,
         path: str,
         rows: int | None,
-        dimension: int,
+        dimension: int | None,
         *,
         overwrite: bool = True,
         job: dict[str, Any] | None = None,
@@ -343,7 +351,8 @@ class VectorWriter:
             path: the output file; its suffix picks the format (OUTPUT_FORMATS).
             rows: how many rows will be written; None: a count not known in advance (stdin); .npy
                 reserves its header and fills in the row count at the end.
-            dimension: the vectors' length.
+            dimension: the vectors' length; None: rows that are not one vector each (sparse or per-token
+                vectors, scores), written with write_records, to .jsonl only.
             overwrite: an existing target is replaced and keeps its permission bits; False refuses
                 to replace it.
             job: the settings that make the vectors (JSON values), kept in the partial output's
@@ -363,6 +372,8 @@ class VectorWriter:
         self.job = {**(job or {}), "format": self.format, "dimension": dimension}
         self.resume, self.resumed_digest = resume, partial.InputDigest().hexdigest()
         check_output_path(path, overwrite=overwrite)
+        if dimension is None and self.format != "jsonl":
+            raise InputError(f"{path}: this job's rows are not vectors of one length; write them to a .jsonl file")
         if resume and self.format == "parquet":
             raise InputError(
                 f"{path}: a .parquet output cannot be resumed (it is unreadable until finished); use .npy or .jsonl"
@@ -466,6 +477,17 @@ class VectorWriter:
             )
             self._parquet.write_table(table)
         self.written += n
+
+    def write_records(self, records: Sequence[dict[str, Any]]) -> None:
+        """Write the next len(records) rows as jsonl lines {"id": i, **record} (a writer opened with
+        dimension=None).
+
+        Args:
+            records: one dict of JSON values per row.
+        """
+        for i, record in enumerate(records, start=self.written):
+            self._file.write(json.dumps({"id": i, **record}, allow_nan=False) + "\n")
+        self.written += len(records)
 
     def save_progress(self, input_digest: str) -> None:
         """Record in the journal that the rows written so far are complete (npy and jsonl; a no-op for

@@ -65,6 +65,26 @@ def test_csv_field_over_128_kib(tmp_path: Path) -> None:
     assert read_texts(str(path)) == [big, "small"]
 
 
+@pytest.mark.parametrize("end", [b"", b"\n", b"\r\n"])
+def test_a_long_line_is_held_once_while_it_is_read(end: bytes, tmp_path: Path) -> None:
+    # The reader must not keep the line's bytes (or its pieces) alive while the caller holds its text.
+    import tracemalloc
+
+    size = 8 << 20
+    path = tmp_path / "long.txt"
+    path.write_bytes(b"word " * (size // 5) + (end + b"next\n" if end else b""))
+    rows = iter_texts(str(path))
+    tracemalloc.start()
+    try:
+        text = next(rows)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(text) == size // 5 * 5
+    assert held < 1.25 * size, f"{held / size:.2f}x the line held"
+    assert list(rows) == (["next"] if end else [])
+
+
 def test_carriage_returns_end_lines_and_rows_are_numbered_by_them(tmp_path: Path) -> None:
     # Before: a lone \r was no line end: a CR-only txt file was one row, and in csv an error.
     path = tmp_path / "in.csv"

@@ -1,0 +1,650 @@
+"""ColBERT late interaction: one vector per token, scored with MaxSim. `MultiVectorEncoder`.
+
+The vectors are those sentence-transformers' MultiVectorEncoder gives for the same folder: the
+query or document prompt ("[Q] ", "[D] ") before the text, queries [MASK]-expanded to a fixed
+width, the base model's token rows through the Dense projection and Normalize, and the tokens
+its MultiVectorMask scores kept (documents drop skiplist tokens such as punctuation).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from tokenizers import Encoding, Tokenizer
+from torch import Tensor, nn
+
+from bertlite.checkpoint.hub import resolve_file
+from bertlite.checkpoint.load import iter_tensors
+from bertlite.config import BertConfig
+from bertlite.embed.base import BaseEncoder, EncodeStats, check_count, check_text
+from bertlite.embed.embedder import _progress, check_device
+from bertlite.embed.long_texts import TextCutter
+from bertlite.embed.multi_vector_config import (
+    SIMILARITY_FN_NAMES,
+    DenseSettings,
+    read_multi_vector_settings,
+)
+from bertlite.errors import CheckpointError
+from bertlite.models.bert import BertModel
+from bertlite.quant.int8 import check_quantize, quantize_int8
+from bertlite.tokenization import load_tokenizer
+from bertlite.utils.capabilities import resolve_dtype
+
+__all__ = ["MultiVectorEncoder", "Dense", "Normalize", "maxsim", "maxsim_pairwise"]
+
+# sentence-transformers' score for a document without any token to match.
+EMPTY_DOCUMENT_SCORE = -1e9
+# The attribute tokenize() sets on each Encoding: "query", "document" or None (encode's task).
+TASK_ATTRIBUTE = "multi_vector_task"
+_ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "gelu": nn.functional.gelu, "sigmoid": torch.sigmoid}
+
+
+class Dense(nn.Module):
+    """sentence-transformers' Dense on token vectors: activation(linear(x)), plus x when use_residual."""
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        activation: str | None = None,
+        use_residual: bool = False,
+    ) -> None:
+        """Args:
+        in_features, out_features, bias: the Linear's.
+        activation: "tanh", "relu", "gelu", "sigmoid" or None (none).
+        use_residual: add the input (through a bias-free Linear when the sizes differ).
+        """
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features, bias=bias)
+        self.activation = activation
+        self.use_residual = use_residual
+        if use_residual and in_features != out_features:
+            self.residual = nn.Linear(in_features, out_features, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(N, in_features) -> (N, out_features)."""
+        out = self.linear(x)
+        if self.activation is not None:
+            out = _ACTIVATIONS[self.activation](out)
+        if self.use_residual:
+            out = out + (self.residual(x) if hasattr(self, "residual") else x)
+        return out
+
+
+class Normalize(nn.Module):
+    """L2-normalize each row, as sentence-transformers' Normalize."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(N, D) -> (N, D) rows of length 1."""
+        return nn.functional.normalize(x, p=2, dim=-1)
+
+
+class MultiVectorEncoder(BaseEncoder):
+    """A BertModel, its tokenizer and a projection: texts in, one vector per kept token out."""
+
+    def __init__(
+        self,
+        model: BertModel,
+        tokenizer: Tokenizer,
+        projection: nn.Module,
+        *,
+        max_length: int | None = None,
+        query_length: int | None = None,
+        document_length: int | None = None,
+        query_expansion: dict[str, Any] | None = None,
+        skiplist_words: Sequence[str] = (),
+        skiplist_tasks: Sequence[str] = ("document",),
+        keep_only_token_ids: Sequence[int] | None = None,
+        prompts: dict[str, str] | None = None,
+        default_prompt_name: str | None = None,
+        similarity_fn_name: str = "maxsim",
+        truncate_dim: int | None = None,
+        unpad: bool = True,
+        pack_weights: bool = True,
+    ) -> None:
+        """Wrap a loaded model, tokenizer and projection; MultiVectorEncoder.from_pretrained builds them from a folder.
+
+        Args:
+            model: the BertModel to run.
+            tokenizer: its tokenizer (a copy is kept).
+            projection: maps the model's (N, H) float32 token rows to (N, dim) token vectors
+                (e.g. nn.Sequential(Dense(H, 128, bias=False), Normalize())).
+            max_length: tokens per text when no task length applies; None: the model's maximum.
+            query_length, document_length: tokens per query / document; None: max_length.
+            query_expansion: {"strategy": "fixed" | "min", "attend": bool, "token": str, "length": int}:
+                queries padded with `token` (e.g. "[MASK]") up to `length` tokens, which are scored;
+                "fixed" also truncates them to `length`; attend: whether the encoder attends to
+                them. None: no expansion.
+            skiplist_words: tokens (e.g. punctuation) dropped from the output for skiplist_tasks.
+            skiplist_tasks: the tasks ("query", "document") the skiplist applies to; a text encoded
+                without a task counts as a document.
+            keep_only_token_ids: when set, documents keep only these token ids.
+            prompts: text put before inputs, by name ("query", "document").
+            default_prompt_name: the prompt encode() uses when given none.
+            similarity_fn_name: "maxsim" or "meanmaxsim" (MaxSim divided by the query's token count).
+            truncate_dim: keep the first truncate_dim dimensions of every token vector (then
+                re-normalized); None: all.
+            unpad, pack_weights: as in BaseEncoder.
+
+        Raises:
+            ValueError: a bad length, expansion, similarity_fn_name, default_prompt_name or truncate_dim.
+        """
+        self._task_tokenizers: dict[str | None, tuple[Tokenizer, TextCutter]] = {}
+        super().__init__(model, tokenizer, max_length=max_length, unpad=unpad, pack_weights=pack_weights)
+        self.projection = projection.to(self.device).eval()
+        with torch.inference_mode():
+            probe = torch.zeros(1, model.config.hidden_size, device=self.device)
+            self.dimension_full = int(projection(probe).shape[-1])
+        check_count("query_length", query_length, none="max_length")
+        check_count("document_length", document_length, none="max_length")
+        self.query_length, self.document_length = query_length, document_length
+        self.query_expansion = dict(query_expansion) if query_expansion else None
+        self.skiplist_tasks = list(skiplist_tasks)
+        # A skiplist word that is not one token is dropped, as sentence-transformers drops it.
+        ids = (self.tokenizer.token_to_id(word) for word in skiplist_words)
+        self.skiplist_ids = {i for i in ids if i is not None}
+        self.keep_only_token_ids = set(keep_only_token_ids) if keep_only_token_ids is not None else None
+        self.prompts = dict(prompts or {})
+        if default_prompt_name is not None and default_prompt_name not in self.prompts:
+            raise ValueError(
+                f"default_prompt_name={default_prompt_name!r} is not one of the prompts {sorted(self.prompts)}"
+            )
+        self.default_prompt_name = default_prompt_name
+        if similarity_fn_name not in SIMILARITY_FN_NAMES:
+            raise ValueError(
+                f"similarity_fn_name={similarity_fn_name!r} must be one of {', '.join(SIMILARITY_FN_NAMES)}"
+            )
+        self.similarity_fn_name = similarity_fn_name
+        self.truncate_dim = self._check_truncate_dim(truncate_dim)
+        self._build_task_tokenizers()
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str | os.PathLike,
+        *,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | str | None = "auto",
+        quantize: str | None = None,
+        max_length: int | None = None,
+        unpad: bool = True,
+        truncate_dim: int | None = None,
+        allow_nonfinite: bool = False,
+        pack_weights: bool = True,
+        **hub_kwargs: Any,
+    ) -> MultiVectorEncoder:
+        """Load a sentence-transformers MultiVectorEncoder folder (or hub id): model, tokenizer, projection, settings.
+
+        Args:
+            name_or_path: a local folder or a hub id.
+            device: where the model runs; None: the CPU.
+            dtype: as Embedder.from_pretrained's ("auto", None, a dtype or its name; "int8": quantize="int8").
+            quantize: "int8": the base model's Linear layers in int8 (bertlite.quant.int8); None: none.
+            max_length: tokens per text when no task length applies; None: the folder's.
+            unpad, allow_nonfinite, pack_weights: as Embedder.from_pretrained's.
+            truncate_dim: None: the folder's, if any.
+            **hub_kwargs: hub options (revision, cache_dir, token, local_files_only, ...).
+
+        Returns:
+            The encoder.
+
+        Raises:
+            ValueError: a folder that is not a MultiVectorEncoder checkpoint (e.g. an embedding model:
+                use bertlite.Embedder), or a setting bertlite does not implement; a bad device,
+                dtype or quantize.
+            CheckpointError: projection weights that do not fit their config.
+        """
+        settings = read_multi_vector_settings(name_or_path, **hub_kwargs)
+        int8 = check_quantize(quantize, dtype)
+        device = check_device(device)
+        sizes = None
+        if dtype == "auto" and not int8 and (device is None or device.type == "cpu"):
+            config = BertConfig.from_pretrained(name_or_path, **hub_kwargs)
+            sizes = (config.hidden_size, config.intermediate_size)
+        dtype = resolve_dtype(None if int8 else dtype, device, sizes)
+        model = BertModel.from_pretrained(
+            name_or_path,
+            dtype=dtype,
+            device=device,
+            add_pooling_layer=False,
+            allow_nonfinite=allow_nonfinite,
+            **hub_kwargs,
+        )
+        tokenizer = load_tokenizer(name_or_path, **hub_kwargs)
+        if int8:
+            quantize_int8(model, tokenizer)
+        hidden = model.config.hidden_size
+        steps = [
+            Normalize() if step == "normalize" else _load_dense(name_or_path, step, hidden, hub_kwargs)
+            for step in settings.steps
+        ]
+        return cls(
+            model,
+            tokenizer,
+            nn.Sequential(*steps),
+            max_length=max_length if max_length is not None else settings.max_length,
+            query_length=settings.query_length,
+            document_length=settings.document_length,
+            query_expansion=settings.query_expansion,
+            skiplist_words=settings.skiplist_words,
+            skiplist_tasks=settings.skiplist_tasks,
+            keep_only_token_ids=settings.keep_only_token_ids,
+            prompts=settings.prompts,
+            default_prompt_name=settings.default_prompt_name,
+            similarity_fn_name=settings.similarity_fn_name,
+            truncate_dim=truncate_dim if truncate_dim is not None else settings.truncate_dim,
+            unpad=unpad,
+            pack_weights=pack_weights,
+        )
+
+    # --- settings -----------------------------------------------------------------------
+
+    @BaseEncoder.max_length.setter
+    def max_length(self, value: int | None) -> None:
+        """None: the model's max_position_embeddings; a larger value is clamped to it."""
+        BaseEncoder.max_length.fset(self, value)
+        if self._task_tokenizers:
+            self._build_task_tokenizers()
+
+    @property
+    def dimension(self) -> int:
+        """Length of each token vector (truncate_dim when set)."""
+        return self.truncate_dim or self.dimension_full
+
+    def get_embedding_dimension(self) -> int:
+        """sentence-transformers' name for `dimension`."""
+        return self.dimension
+
+    def _check_truncate_dim(self, truncate_dim: int | None) -> int | None:
+        if truncate_dim is not None and not 1 <= truncate_dim <= self.dimension_full:
+            raise ValueError(f"truncate_dim={truncate_dim} must be between 1 and the dimension {self.dimension_full}")
+        return truncate_dim
+
+    def _build_task_tokenizers(self) -> None:
+        """A tokenizer per task: truncation at its length; queries padded with the expansion token."""
+        limit = self.bert.config.max_position_embeddings
+        lengths = {None: self.max_length, "document": self.document_length, "query": self.query_length}
+        expansion = self.query_expansion
+        tokenizers = {}
+        for task, length in lengths.items():
+            length = min(length or self.max_length, limit)
+            tokenizer = Tokenizer.from_str(self.tokenizer.to_str())
+            if task == "query" and expansion:
+                floor = expansion["length"]
+                # "fixed": exactly `floor` tokens; "min": at least `floor`, at most the query length.
+                length = min(floor if expansion["strategy"] == "fixed" else max(length, floor), limit)
+                token_id = tokenizer.token_to_id(expansion["token"])
+                if token_id is None:
+                    raise ValueError(f"query_expansion token {expansion['token']!r} is not in the tokenizer's vocab")
+                tokenizer.enable_padding(pad_id=token_id, pad_type_id=0, pad_token=expansion["token"], length=floor)
+            tokenizer.enable_truncation(length, strategy="longest_first")
+            tokenizers[task] = (tokenizer, TextCutter(tokenizer, length))
+        self._task_tokenizers = tokenizers
+
+    def resolve_prompt(self, prompt: str | None = None, prompt_name: str | None = None) -> str:
+        """The text put before every input: prompt, else prompts[prompt_name], else the default prompt, else "".
+
+        Raises:
+            ValueError: an unknown prompt_name.
+        """
+        if prompt is not None:
+            return prompt
+        name = prompt_name if prompt_name is not None else self.default_prompt_name
+        if name is not None and name not in self.prompts:
+            raise ValueError(f"prompt_name={name!r} is not one of the prompts {sorted(self.prompts)}")
+        return (self.prompts[name] or "") if name is not None else ""
+
+    def _task_prompt_name(self, task: str | None) -> str | None:
+        # encode_query uses the "query" prompt; encode_document the first of document / passage / corpus.
+        names = {"query": ("query",), "document": ("document", "passage", "corpus")}.get(task or "", ())
+        return next((name for name in names if name in self.prompts), None)
+
+    # --- tokenizing ---------------------------------------------------------------------
+
+    def tokenize(
+        self,
+        texts: Sequence[str],
+        is_query: bool = False,
+        on_long: str = "truncate",
+        first_index: int = 0,
+        *,
+        prompt: str | None = None,
+    ) -> list[Encoding]:
+        """Tokenize queries or documents as encode_query / encode_document do: prompt, truncation, expansion.
+
+        Args:
+            texts: strings.
+            is_query: queries (query prompt, query_length, [MASK] expansion) or documents.
+            on_long: "truncate" (default) or "error": a ValueError for a text longer than its length.
+            first_index: index of texts[0] in the caller's input, for error messages.
+            prompt: the text put before each; None: the query / document prompt.
+
+        Returns:
+            One tokenizers.Encoding per text, marked as a query or a document for encode_tokenized().
+
+        Raises:
+            ValueError: a text that is not a str, holds a lone surrogate, or is too long under on_long="error".
+        """
+        task = "query" if is_query else "document"
+        if prompt is None:
+            prompt = self.resolve_prompt(None, self._task_prompt_name(task))
+        return self._tokenize(texts, task, prompt, on_long, first_index)
+
+    def _tokenize(
+        self, texts: Sequence[str], task: str | None, prompt: str, on_long: str, first_index: int = 0
+    ) -> list[Encoding]:
+        texts = list(texts)
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise ValueError(
+                    f"texts[{first_index + i}] is {type(text).__name__}; a multi-vector model encodes "
+                    "single texts (str)"
+                )
+        if task not in (None, "query", "document"):
+            raise ValueError(f"task={task!r} must be 'query', 'document' or None")
+        if on_long not in ("truncate", "error"):
+            raise ValueError(f"on_long={on_long!r} must be 'truncate' or 'error'")
+        for i, text in enumerate(texts):
+            check_text(text, first_index + i)
+        tokenizer, cutter = self._task_tokenizers[task]
+        encodings = tokenizer.encode_batch([cutter.cut(prompt + text) for text in texts])
+        for i, e in enumerate(encodings):
+            if on_long == "error" and e.overflowing:
+                raise ValueError(
+                    f"text {first_index + i} (0-based) is longer than {cutter.max_length} tokens; truncate it "
+                    "(on_long='truncate') or raise the length"
+                )
+            setattr(e, TASK_ATTRIBUTE, task)
+        return encodings
+
+    # --- encoding -----------------------------------------------------------------------
+
+    def encode_tokenized(
+        self, encodings: Sequence[Encoding], batch_size: int | None = None, *, max_tokens: int | None = None
+    ) -> list[np.ndarray]:
+        """Token vectors of texts tokenize() has already tokenized (queries or documents as marked there).
+
+        Args:
+            encodings: tokenize()'s output.
+            batch_size, max_tokens: as in encode().
+
+        Returns:
+            One float32 array (tokens_kept, dimension) per encoding, in input order.
+        """
+        rows = self._encode_rows(list(encodings), batch_size, max_tokens, None)
+        return [vectors.cpu().numpy() for vectors in self._finish(rows, False, self.truncate_dim)]
+
+    def encode(
+        self,
+        inputs: Sequence[str] | str,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int | None = None,
+        show_progress_bar: bool | None = None,
+        output_value: str = "token_embeddings",
+        convert_to_numpy: bool = False,
+        device: torch.device | str | None = None,
+        normalize_embeddings: bool = False,
+        token_pooling: None = None,
+        truncate_dim: int | None = None,
+        task: str | None = None,
+        *,
+        max_tokens: int | None = None,
+        on_long: str = "truncate",
+    ) -> list[Tensor] | list[np.ndarray] | Tensor | np.ndarray:
+        """Token vectors of texts, as sentence-transformers' MultiVectorEncoder.encode.
+
+        Prefer encode_query / encode_document, which set the task and its prompt.
+
+        Args:
+            inputs: a string or a list of strings.
+            prompt_name, prompt: the text put before each input (see resolve_prompt); prompt wins.
+            batch_size: caps texts per batch; None: a token budget (DEFAULT_MAX_TOKENS) on the packed path.
+            show_progress_bar: a tqdm bar on stderr; None: shown when stderr is a terminal.
+            output_value: "token_embeddings" (the only value implemented).
+            convert_to_numpy: numpy arrays instead of tensors.
+            device: None or the model's device (the model is not moved per call).
+            normalize_embeddings: L2-normalize each token vector again.
+            token_pooling: None (token pooling is not implemented).
+            truncate_dim: for this call, as in __init__; None: the encoder's.
+            task: "query", "document" or None: which length, expansion and skiplist apply.
+            max_tokens: caps batch size x longest text.
+            on_long: "truncate" (default) or "error".
+
+        Returns:
+            One float32 (tokens_kept, dimension) tensor per input (arrays with convert_to_numpy); for a
+            single string, its one tensor or array.
+
+        Raises:
+            ValueError: an argument above that is not implemented or out of range, or a text tokenize refuses.
+        """
+        if output_value != "token_embeddings":
+            raise ValueError(f"output_value={output_value!r}: bertlite's MultiVectorEncoder returns 'token_embeddings'")
+        if token_pooling is not None:
+            raise ValueError("token_pooling is not implemented in bertlite's MultiVectorEncoder")
+        if device is not None and torch.device(device) != self.device:
+            raise ValueError(
+                f"device={device!r}: the model runs on {self.device}; load it there with from_pretrained(device=...)"
+            )
+        dimension = self._check_truncate_dim(truncate_dim) or self.truncate_dim
+        single = isinstance(inputs, str)
+        texts = [inputs] if single else list(inputs)
+        encodings = self._tokenize(texts, task, self.resolve_prompt(prompt, prompt_name), on_long)
+        rows = self._encode_rows(encodings, batch_size, max_tokens, show_progress_bar)
+        result: list[Any] = self._finish(rows, normalize_embeddings, dimension)
+        if convert_to_numpy:
+            result = [vectors.cpu().numpy() for vectors in result]
+        return result[0] if single else result
+
+    def encode_query(
+        self, inputs: Sequence[str] | str, prompt_name: str | None = None, prompt: str | None = None, **kwargs: Any
+    ) -> list[Tensor] | list[np.ndarray] | Tensor | np.ndarray:
+        """encode() of queries: the "query" prompt (unless prompt or prompt_name is given), task="query".
+
+        Args:
+            inputs, prompt_name, prompt, **kwargs: as in encode().
+        """
+        if prompt_name is None and prompt is None:
+            prompt_name = self._task_prompt_name("query")
+        return self.encode(inputs, prompt_name, prompt, task="query", **kwargs)
+
+    def encode_document(
+        self, inputs: Sequence[str] | str, prompt_name: str | None = None, prompt: str | None = None, **kwargs: Any
+    ) -> list[Tensor] | list[np.ndarray] | Tensor | np.ndarray:
+        """encode() of documents: the first of the "document", "passage", "corpus" prompts, task="document".
+
+        Args:
+            inputs, prompt_name, prompt, **kwargs: as in encode().
+        """
+        if prompt_name is None and prompt is None:
+            prompt_name = self._task_prompt_name("document")
+        return self.encode(inputs, prompt_name, prompt, task="document", **kwargs)
+
+    def _encode_rows(
+        self, encodings: list[Encoding], batch_size: int | None, max_tokens: int | None, show: bool | None
+    ) -> list[Tensor]:
+        """The projected, normalized rows each encoding keeps, float32, in input order."""
+        batch_size, max_tokens = self._batch_limits(batch_size, max_tokens)
+        stats = self.last_stats = EncodeStats(texts=len(encodings))
+        out: list[Tensor] = [torch.empty(0)] * len(encodings)
+        progress = _progress(len(encodings), show)
+        try:
+            for rows, vectors in self._run_sorted(encodings, batch_size, max_tokens, stats):
+                for row, v in zip(rows, vectors, strict=True):
+                    out[row] = v
+                progress.update(len(rows))
+        finally:
+            progress.close()
+        return out
+
+    def _finish(self, rows: list[Tensor], normalize: bool, dimension: int | None) -> list[Tensor]:
+        # sentence-transformers' order: the extra normalization, then truncation with re-normalization.
+        if normalize:
+            rows = [nn.functional.normalize(v, p=2, dim=-1) for v in rows]
+        if dimension is not None and dimension < self.dimension_full:
+            rows = [nn.functional.normalize(v[:, :dimension], p=2, dim=-1) for v in rows]
+        return rows
+
+    # --- the forward --------------------------------------------------------------------
+
+    def _attends_all(self, e: Encoding) -> bool:
+        # Expansion tokens carry attention_mask 0; the encoder sees them only with attend=True.
+        return bool(self.query_expansion and self.query_expansion["attend"]) or 0 not in e.attention_mask
+
+    def _keep(self, encodings: list[Encoding], device: torch.device) -> Tensor:
+        """(N,) bool over the batch's token rows: those MultiVectorMask scores."""
+        keep = []
+        for e in encodings:
+            task = getattr(e, TASK_ATTRIBUTE, None)
+            skip = self.skiplist_ids if (task or "document") in self.skiplist_tasks else set()
+            only = self.keep_only_token_ids if task != "query" else None
+            keep += [i not in skip and (only is None or i in only) for i in e.ids]
+        return torch.tensor(keep, dtype=torch.bool, device=device)
+
+    def _split(self, hidden: Tensor, encodings: list[Encoding], device: torch.device) -> list[Tensor]:
+        """Project the real rows (N, H), keep the scored ones, one (tokens_kept, dim) tensor per sequence."""
+        keep = self._keep(encodings, device)
+        vectors = self.projection(hidden.float())[keep]
+        counts = keep.split([len(e.ids) for e in encodings])
+        return list(vectors.split([int(c.sum()) for c in counts]))
+
+    @torch.inference_mode()
+    def _run_packed(self, encodings: list[Encoding], device: torch.device) -> list[Tensor]:
+        if not all(self._attends_all(e) for e in encodings):
+            # A packed layout cannot hold tokens that attend to a sequence which does not attend to them.
+            return self._run_padded(encodings, device)
+        out, _ = self.forward_packed(encodings, device)
+        total = sum(len(e.ids) for e in encodings)
+        return self._split(out.last_hidden_state[:total], encodings, device)
+
+    @torch.inference_mode()
+    def _run_padded(self, encodings: list[Encoding], device: torch.device) -> list[Tensor]:
+        batch = self.collate(encodings, device)
+        for row, e in enumerate(encodings):
+            if not self._attends_all(e):
+                batch["attention_mask"][row, : len(e.ids)] = torch.tensor(e.attention_mask, device=device)
+        hidden = self.bert(**batch, return_dict=True).last_hidden_state  # (B, T, H)
+        real = torch.cat([hidden[row, : len(e.ids)] for row, e in enumerate(encodings)])
+        return self._split(real, encodings, device)
+
+    # --- scoring ------------------------------------------------------------------------
+
+    def similarity(self, embeddings1: Any, embeddings2: Any) -> Tensor:
+        """The all-pairs MaxSim (or MeanMaxSim, by similarity_fn_name) matrix of queries and documents.
+
+        Args:
+            embeddings1: query token vectors: a list of (tokens, dim) tensors or arrays, one
+                (tokens, dim) item, or a zero-padded (n, tokens, dim) batch.
+            embeddings2: document token vectors, in the same forms.
+
+        Returns:
+            float32 (n_queries, n_documents) tensor; a document without tokens scores -1e9.
+        """
+        return maxsim(embeddings1, embeddings2, length_normalize=self.similarity_fn_name == "meanmaxsim")
+
+    def similarity_pairwise(self, embeddings1: Any, embeddings2: Any) -> Tensor:
+        """MaxSim (or MeanMaxSim) of query i with document i.
+
+        Args:
+            embeddings1, embeddings2: as in similarity(), the same number of each.
+
+        Returns:
+            float32 (n,) tensor.
+        """
+        return maxsim_pairwise(embeddings1, embeddings2, length_normalize=self.similarity_fn_name == "meanmaxsim")
+
+
+def _load_dense(name_or_path: str | os.PathLike, dense: DenseSettings, hidden_size: int, hub_kwargs: dict) -> Dense:
+    """A Dense module with its weights from the module's folder (safetensors, or .bin read weights-only)."""
+    module = Dense(dense.in_features, dense.out_features, dense.bias, dense.activation, dense.use_residual)
+    path = None
+    for filename in ("model.safetensors", "pytorch_model.bin"):
+        path = resolve_file(name_or_path, filename, subfolder=dense.path, **hub_kwargs)
+        if path is not None:
+            break
+    if path is None:
+        raise CheckpointError(f"{name_or_path}/{dense.path}: the Dense module has no model.safetensors or .bin")
+    state = {key: tensor.float() for key, tensor in iter_tensors(path)}
+    try:
+        module.load_state_dict(state, strict=True)
+    except RuntimeError as e:
+        detail = str(e).splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"{path}: Dense weights do not fit its config ({detail})") from e
+    if dense.in_features != hidden_size:
+        raise CheckpointError(f"{path}: Dense in_features={dense.in_features}, the model's hidden size {hidden_size}")
+    return module
+
+
+def _as_items(embeddings: Any) -> list[Tensor]:
+    """A side of a score as (tokens, dim) float32 tensors: a list, one 2D item, or a zero-padded 3D batch."""
+    if isinstance(embeddings, np.ndarray | Tensor):
+        embeddings = torch.as_tensor(embeddings)
+        if embeddings.ndim == 2:
+            return [embeddings.float()]
+        if embeddings.ndim != 3:
+            shape = tuple(embeddings.shape)
+            raise ValueError(f"expected (tokens, dim) or (n, tokens, dim) token vectors, got shape {shape}")
+        # sentence-transformers reads all-zero rows of a padded batch as padding.
+        return [item[item.any(dim=-1)].float() for item in embeddings]
+    return [torch.as_tensor(item).float() for item in embeddings]
+
+
+def _padded(items: list[Tensor], device: torch.device) -> tuple[Tensor, Tensor]:
+    width = max((len(item) for item in items), default=0)
+    dim = next((item.shape[-1] for item in items if len(item)), 1)
+    grid = torch.zeros(len(items), width, dim, device=device)
+    mask = torch.zeros(len(items), width, dtype=torch.bool, device=device)
+    for row, item in enumerate(items):
+        grid[row, : len(item)] = item.to(device)
+        mask[row, : len(item)] = True
+    return grid, mask
+
+
+def maxsim(queries: Any, documents: Any, length_normalize: bool = False) -> Tensor:
+    """MaxSim of every query with every document: sum over query tokens of the best document-token dot product.
+
+    Args:
+        queries, documents: token vectors (see MultiVectorEncoder.similarity).
+        length_normalize: divide by each query's token count (MeanMaxSim).
+
+    Returns:
+        float32 (n_queries, n_documents) tensor, on the documents' device; a document without
+        tokens scores -1e9, as in sentence-transformers.
+    """
+    q_items, d_items = _as_items(queries), _as_items(documents)
+    device = d_items[0].device if d_items else torch.device("cpu")
+    scores = torch.zeros(len(q_items), len(d_items), device=device)
+    if not d_items:
+        return scores
+    docs, mask = _padded(d_items, device)  # (D, T, dim), (D, T)
+    for row, q in enumerate(q_items):
+        sims = torch.einsum("sh,dth->dst", q.to(device), docs)  # (D, S, T)
+        sims.masked_fill_(~mask[:, None, :], torch.finfo(sims.dtype).min)
+        best = sims.max(dim=-1).values if docs.shape[1] else sims.new_zeros(len(d_items), len(q))
+        scores[row] = best.sum(dim=-1) / (max(len(q), 1) if length_normalize else 1)
+    return scores.masked_fill(~mask.any(dim=1)[None, :], EMPTY_DOCUMENT_SCORE)
+
+
+def maxsim_pairwise(queries: Any, documents: Any, length_normalize: bool = False) -> Tensor:
+    """MaxSim of query i with document i.
+
+    Args:
+        queries, documents: token vectors, the same number of each.
+        length_normalize: divide by each query's token count (MeanMaxSim).
+
+    Returns:
+        float32 (n,) tensor.
+
+    Raises:
+        ValueError: different numbers of queries and documents.
+    """
+    q_items, d_items = _as_items(queries), _as_items(documents)
+    if len(q_items) != len(d_items):
+        raise ValueError(f"pairwise scores need as many queries as documents, got {len(q_items)} and {len(d_items)}")
+    scores = [maxsim([q], [d], length_normalize)[0, 0] for q, d in zip(q_items, d_items, strict=True)]
+    return torch.stack(scores) if scores else torch.zeros(0)

@@ -1,0 +1,174 @@
+"""MultiVectorEncoder (ColBERT) against sentence-transformers' MultiVectorEncoder on tiny random models."""
+
+from __future__ import annotations
+
+import json
+import string
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from sentence_transformers import MultiVectorEncoder as STMultiVectorEncoder
+from sentence_transformers.base.modules import Normalize as STNormalize
+from sentence_transformers.base.modules import Transformer
+from sentence_transformers.base.modules.dense import Dense as STDense
+from sentence_transformers.multi_vector_encoder.modules import MultiVectorMask
+from transformers import AutoTokenizer
+
+from bertlite import MultiVectorEncoder
+from tests.helpers import make_hf_model
+
+TEXTS = [
+    "What is the capital of France?",
+    "a",
+    "Paris, the capital -- and largest city -- of France; home to the Louvre!",
+    "Ünïcödé: naïve café, 東京 and Zürich… «quotes» & emoji 🙂",
+    " ".join(f"word{i} with punctuation, again." for i in range(60)),  # past every max length
+]
+
+# name -> (Transformer kwargs, skiplist, Dense kwargs, prompts, [Q]/[D] as added special tokens)
+CONFIGS = {
+    "colbert": (
+        {"document_length": 40, "query_expansion": {"strategy": "fixed", "attend": False, "length": 12}},
+        list(string.punctuation),
+        {"bias": False, "activation_function": torch.nn.Identity()},
+        {"query": "[Q] ", "document": "[D] "},
+        True,
+    ),
+    "attend_min": (
+        {"query_length": 20, "query_expansion": {"strategy": "min", "attend": True, "length": 10}},
+        [],
+        {"bias": True, "activation_function": torch.nn.Tanh()},
+        {"query": "query: ", "document": "passage: "},
+        False,
+    ),
+    "plain": ({}, [",", "."], {"bias": False, "activation_function": torch.nn.Identity()}, None, False),
+}
+
+
+def build(name: str, real_model_path: Path, folder: Path) -> Path:
+    """Save a tiny random ColBERT model with sentence-transformers and return its folder."""
+    transformer_kwargs, skiplist, dense_kwargs, prompts, special = CONFIGS[name]
+    tokenizer = AutoTokenizer.from_pretrained(str(real_model_path))
+    if special:
+        tokenizer.add_special_tokens({"additional_special_tokens": ["[Q]", "[D]"]})
+    hf = make_hf_model(seed=3, vocab_size=len(tokenizer), add_pooling_layer=False)
+    base = folder / "hf"
+    hf.save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    torch.manual_seed(4)
+    modules = [
+        Transformer(str(base), **transformer_kwargs),
+        STDense(32, 16, module_input_name="token_embeddings", **dense_kwargs),
+        MultiVectorMask(skiplist_words=skiplist),
+        STNormalize(module_input_name="token_embeddings"),
+    ]
+    with torch.no_grad():
+        modules[1].linear.weight.normal_(0.0, 0.5)
+    STMultiVectorEncoder(modules=modules, prompts=prompts, device="cpu").save_pretrained(str(folder / "st"))
+    return folder / "st"
+
+
+@pytest.fixture(scope="module", params=list(CONFIGS))
+def pair(request: pytest.FixtureRequest, real_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    folder = build(request.param, real_model_path, tmp_path_factory.mktemp(request.param))
+    return folder, STMultiVectorEncoder(str(folder), device="cpu")
+
+
+def assert_same_tokens(ours: list, theirs: list) -> None:
+    assert len(ours) == len(theirs)
+    for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+        a, b = np.asarray(a), b.detach().numpy()
+        assert a.dtype == np.float32
+        assert a.shape == b.shape, f"text {i}: {a.shape} tokens kept, sentence-transformers {b.shape}"
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("unpad", [True, False], ids=["packed", "padded"])
+def test_queries_documents_and_scores_equal_sentence_transformers(pair: tuple, unpad: bool) -> None:
+    folder, st = pair
+    ours = MultiVectorEncoder.from_pretrained(folder, dtype=None, unpad=unpad)
+    queries, documents = ours.encode_query(TEXTS), ours.encode_document(TEXTS)
+    st_queries, st_documents = st.encode_query(TEXTS), st.encode_document(TEXTS)
+    assert_same_tokens(queries, st_queries)
+    assert_same_tokens(documents, st_documents)
+    assert_same_tokens(ours.encode(TEXTS, convert_to_numpy=True), st.encode(TEXTS))
+    torch.testing.assert_close(
+        ours.similarity(queries, documents), st.similarity(st_queries, st_documents), atol=1e-5, rtol=0
+    )
+    torch.testing.assert_close(
+        ours.similarity_pairwise(queries, documents),
+        st.similarity_pairwise(st_queries, st_documents),
+        atol=1e-5,
+        rtol=0,
+    )
+
+
+def test_encode_tokenized_equals_encode_query_and_document(pair: tuple) -> None:
+    folder, st = pair
+    ours = MultiVectorEncoder.from_pretrained(folder, dtype=None)
+    # Batches of 2: texts of different kinds and lengths share a batch.
+    queries = ours.encode_tokenized(ours.tokenize(TEXTS, is_query=True), batch_size=2)
+    documents = ours.encode_tokenized(ours.tokenize(TEXTS), max_tokens=64)
+    assert_same_tokens(queries, st.encode_query(TEXTS))
+    assert_same_tokens(documents, st.encode_document(TEXTS))
+
+
+def test_options_equal_sentence_transformers(pair: tuple) -> None:
+    folder, st = pair
+    ours = MultiVectorEncoder.from_pretrained(folder, dtype=None)
+    kwargs = {"truncate_dim": 8, "normalize_embeddings": True, "prompt": "search: "}
+    assert_same_tokens(ours.encode_query(TEXTS, **kwargs), st.encode_query(TEXTS, **kwargs))
+    single = ours.encode_document(TEXTS[0], convert_to_numpy=True)
+    assert isinstance(single, np.ndarray)
+    assert_same_tokens([single], [st.encode_document(TEXTS[0])])
+
+
+@pytest.fixture(scope="module")
+def colbert_folder(real_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build("colbert", real_model_path, tmp_path_factory.mktemp("colbert-only"))
+
+
+def test_markers_fixed_width_queries_and_punctuation_dropped(colbert_folder: Path) -> None:
+    ours = MultiVectorEncoder.from_pretrained(colbert_folder, dtype=None)
+    query, long_query = ours.tokenize(["hi", TEXTS[-1]], is_query=True)
+    q_id, mask_id = ours.tokenizer.token_to_id("[Q]"), ours.tokenizer.token_to_id("[MASK]")
+    assert query.ids[:2] == [ours.tokenizer.token_to_id("[CLS]"), q_id]
+    assert query.ids[4:] == [mask_id] * 8 and len(long_query.ids) == 12
+    assert [len(v) for v in ours.encode_query(["hi", TEXTS[-1]])] == [12, 12]
+    (document,) = ours.tokenize(["hi, there."])
+    assert document.ids[1] == ours.tokenizer.token_to_id("[D]")
+    # [CLS] [D] hi , there . [SEP]: the comma and the period are not kept.
+    assert len(ours.encode_document(["hi, there."])[0]) == 5
+
+
+def test_refuses_an_embedding_model_naming_the_folder(real_model_path: Path) -> None:
+    with pytest.raises(ValueError, match=rf"{real_model_path}.*not a multi-vector.*bertlite\.Embedder"):
+        MultiVectorEncoder.from_pretrained(real_model_path)
+
+
+def test_refuses_a_bare_transformers_folder_and_a_pylate_config(colbert_folder: Path, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"hf: not a multi-vector checkpoint \(no modules.json\)"):
+        MultiVectorEncoder.from_pretrained(colbert_folder.parent / "hf")
+    pylate = tmp_path / "pylate"
+    pylate.mkdir()
+    (pylate / "config_sentence_transformers.json").write_text(json.dumps({"model_type": "ColBERT"}))
+    with pytest.raises(ValueError, match="PyLate.*save_pretrained"):
+        MultiVectorEncoder.from_pretrained(pylate)
+
+
+def test_bad_arguments_are_clear_errors(colbert_folder: Path) -> None:
+    ours = MultiVectorEncoder.from_pretrained(colbert_folder, dtype=None)
+    with pytest.raises(ValueError, match=r"texts\[1\] is tuple"):
+        ours.encode(["a", ("b", "c")])
+    with pytest.raises(ValueError, match="output_value='sentence_embedding'"):
+        ours.encode(["a"], output_value="sentence_embedding")
+    with pytest.raises(ValueError, match="truncate_dim=99 must be between 1 and the dimension 16"):
+        ours.encode(["a"], truncate_dim=99)
+    with pytest.raises(ValueError, match="prompt_name='nope' is not one of the prompts"):
+        ours.encode(["a"], prompt_name="nope")
+    with pytest.raises(ValueError, match="text 0 .* longer than 40 tokens"):
+        ours.encode_document([TEXTS[-1]], on_long="error")
+    with pytest.raises(ValueError, match="pairwise scores need as many queries as documents, got 1 and 2"):
+        ours.similarity_pairwise(ours.encode_query(["a"]), ours.encode_document(["a", "b"]))
