@@ -297,3 +297,21 @@ def test_openai_token_id_input_equals_the_texts_vectors(folders: dict[str, Path]
             client.embeddings.create(model="m", input=[[101], []])
         refused = httpx.post(f"{url}/rerank", json={"query": "q", "texts": ["a"]})
         assert refused.status_code == 424 and refused.json()["error_type"] == "Backend"
+
+
+def test_embed_all_of_an_embedding_model_equals_its_token_embeddings(folders: dict[str, Path]) -> None:
+    embedder = Embedder.from_pretrained(folders["embedding"], dtype="float32")
+    texts = ["alpha beta gamma", "delta", ""]
+    expected = embedder.encode(texts, output_value="token_embeddings")
+    vectors = embedder.encode(texts)
+    with running(lambda: embedder) as (url, _):
+        # /embed and /embed_all at once: the worker runs them in batches of their own output.
+        with httpx.Client() as client:
+            got = client.post(f"{url}/embed_all", json={"inputs": texts}).json()
+            dense = client.post(f"{url}/embed", json={"inputs": texts, "normalize": False}).json()
+        wrong = httpx.post(f"{url}/embed_all", json={"inputs": texts, "is_query": True})
+    for row, tokens in zip(got, expected, strict=True):
+        assert np.asarray(row).shape == np.asarray(tokens).shape
+        assert np.allclose(row, tokens, atol=1e-5)
+    assert np.allclose(dense, vectors, atol=1e-6)
+    assert wrong.status_code == 422 and wrong.json()["error"].startswith("is_query: only for a multi-vector model")
