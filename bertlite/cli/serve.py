@@ -8,19 +8,23 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bertlite.cli.args import add_command, add_model_placement
 
 if TYPE_CHECKING:  # the server stack is imported on use
-    from bertlite.embed.embedder import Embedder
     from bertlite.serve.app import Limits
     from bertlite.serve.server import ConnectionLimits
 
 
 SERVE_HELP = """\
-Serve embeddings over HTTP: OpenAI-compatible POST /v1/embeddings and
-TEI-compatible POST /embed, plus GET /health, /info and /metrics (Prometheus).
+Serve a model over HTTP, one model per server, its routes by its kind (detected
+from its files, or --task): an embedding model serves OpenAI-compatible POST
+/v1/embeddings and TEI-compatible /embed and /embed_all; a cross-encoder TEI's
+/rerank and /predict and Cohere's /v1/rerank (/v2/rerank); a SPLADE model
+/embed_sparse; a multi-vector (ColBERT) model /embed_all. Every model serves
+/tokenize and /decode, GET /health, /info and /metrics (Prometheus); a route
+the model cannot serve answers 424 naming the ones it does.
 
 Concurrent requests are queued and one worker packs them into token-budget
 batches (length-sorted, unpadded), so many small requests run as big batches.
@@ -41,6 +45,7 @@ Needs the serve extra: pip install 'bertlite[serve]'.
 
 exit status: 0 stopped by SIGTERM, 2 usage or load error, 130 interrupted."""
 
+KIND_NAMES = ("embedding", "cross-encoder", "sparse", "multi-vector")  # bertlite.embed.kinds.KINDS, not imported
 INSTALL_HINT = "bertlite serve needs starlette, uvicorn and prometheus_client: pip install 'bertlite[serve]'"
 
 
@@ -48,9 +53,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     p = add_command(
         commands,
         "serve",
-        help="serve embeddings over HTTP (OpenAI and TEI APIs)",
+        help="serve a model over HTTP (OpenAI, TEI and Cohere APIs)",
         description=SERVE_HELP,
         model_help="a folder or a hub id",
+    )
+    p.add_argument(
+        "--task",
+        choices=("auto", *KIND_NAMES),
+        default="auto",
+        help="the model's kind, which picks its routes (default: auto, detected from the checkpoint's files)",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, this machine only)")
     p.add_argument("--port", type=int, default=8080, help="port to bind; 0 picks a free one (default: 8080)")
@@ -166,15 +177,24 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
 
 
-def load_embedder(args: argparse.Namespace) -> Embedder:
-    """The model as the server runs it. int8 also builds its compiled input quantization here, before
-    /health says ready: a server is the long job that repays it (bertlite.quant.compiled), and no
-    request waits for it; where it cannot build, the eager ops serve the same vectors."""
-    from bertlite.embed.embedder import Embedder
+def load_embedder(args: argparse.Namespace) -> Any:
+    """The model as the server runs it: the job of its kind (--task, else detected from its files).
+    int8 also builds its compiled input quantization here, before /health says ready: a server is the
+    long job that repays it (bertlite.quant.compiled), and no request waits for it; where it cannot
+    build, the eager ops serve the same vectors.
 
-    embedder = Embedder.from_pretrained(
-        args.model, device=args.device, dtype=args.dtype, truncate_dim=args.truncate_dim, pack_weights=args.pack_weights
-    )
+    Raises:
+        ValueError: --truncate-dim for a kind without it, or what the job's from_pretrained raises.
+    """
+    from bertlite.embed.kinds import detect_kind, load_job
+
+    kind = detect_kind(args.model) if args.task == "auto" else args.task
+    options: dict[str, Any] = {"device": args.device, "dtype": args.dtype, "pack_weights": args.pack_weights}
+    if args.truncate_dim is not None:
+        if kind not in ("embedding", "multi-vector"):
+            raise ValueError(f"--truncate-dim: the model is a {kind} model, whose outputs cannot be cut")
+        options["truncate_dim"] = args.truncate_dim
+    embedder = load_job(kind, args.model, **options)
     if args.dtype == "int8":
         from bertlite.quant.int8 import build_compiled_quantization
 
@@ -208,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"bertlite serve: warning: {warning}", file=sys.stderr, flush=True)
     failed: list[str] = []
 
-    def load() -> Embedder:
+    def load() -> Any:
         if args.threads is not None:
             import torch
 

@@ -1,6 +1,8 @@
 """Dynamic batching: requests wait in one queue; one worker thread packs them into
-token-budget batches, runs each batch through `Embedder.encode_tokenized` (which sorts by
-length and takes the unpadded path) and hands every request its own rows back. The handlers
+token-budget batches, runs each batch through the job's `encode_tokenized` (Embedder,
+CrossEncoder, SparseEncoder, MultiVectorEncoder: it sorts by length and takes the unpadded
+path) and hands every request its own rows back. A batch holds only requests that want the
+same output (an Embedder's vectors, or its token embeddings for /embed_all). The handlers
 tokenize each request (they need its token count for the limits and the usage), and the
 worker runs those encodings, so no text is tokenized twice.
 
@@ -38,12 +40,12 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 from tokenizers import Encoding
 
-from bertlite.embed.embedder import Embedder
 from bertlite.quant.allocator import release_freed_memory
 from bertlite.serve.metrics import Metrics
 
@@ -66,6 +68,7 @@ class _Job:
     tokens: int
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future
+    output: str | None = None  # encode_tokenized's output_value; None: the job's default result
     enqueued: float = field(default_factory=time.perf_counter)
 
 
@@ -74,7 +77,7 @@ class Batcher:
 
     def __init__(
         self,
-        load: Callable[[], Embedder],
+        load: Callable[[], Any],
         max_batch_tokens: int,
         metrics: Metrics,
         on_loaded: Callable[[str | None], None] | None = None,
@@ -82,15 +85,17 @@ class Batcher:
         gather_share: float = GATHER_SHARE,
         max_gather_s: float = MAX_GATHER_S,
     ) -> None:
-        """on_loaded(error) is called from the worker thread once the model is ready (error None) or failed.
-        gather_share, max_gather_s: bound the wait for expected requests (see the module's docstring)."""
+        """load() returns the job (an Embedder, CrossEncoder, SparseEncoder or MultiVectorEncoder: anything
+        with tokenize and encode_tokenized). on_loaded(error) is called from the worker thread once the
+        model is ready (error None) or failed. gather_share, max_gather_s: bound the wait for expected
+        requests (see the module's docstring)."""
         self._load = load
         self._on_loaded = on_loaded
         self.max_batch_tokens = max_batch_tokens
         self.gather_share = gather_share
         self.max_gather_s = max_gather_s
         self.metrics = metrics
-        self.embedder: Embedder | None = None
+        self.job: Any = None  # the loaded job
         self._one_forward = False  # set once the model is loaded: see _one_forward()
         self.load_error: str | None = None
         self.last_error: str | None = None  # why the worker's last forward failed; None after a success
@@ -121,24 +126,30 @@ class Batcher:
         if self.last_error is None:
             return
         if self._probe is None or self._probe.done():
-            self._probe = asyncio.ensure_future(self.embed(self.embedder.tokenize(HEALTH_TEXTS), len(HEALTH_TEXTS) * 2))
+            self._probe = asyncio.ensure_future(self.embed(self.job.tokenize(HEALTH_TEXTS), len(HEALTH_TEXTS) * 2))
         await asyncio.shield(self._probe)  # a health call that gives up does not cancel the others' probe
 
-    async def embed(self, encodings: Sequence[Encoding], tokens: int) -> np.ndarray:
-        """Vectors (len(encodings), dimension) of texts the Embedder has tokenized (Embedder.tokenize,
-        prompt included); tokens: their token count, for the batches' token budget."""
+    async def embed(self, encodings: Sequence[Encoding], tokens: int, output: str | None = None) -> Any:
+        """The job's results for texts it has tokenized (its tokenize, prompt included): one item per
+        encoding (an array's rows, or a list's elements), as its encode_tokenized gives them.
+
+        Args:
+            encodings: the texts' encodings.
+            tokens: their token count, for the batches' token budget.
+            output: encode_tokenized's output_value (e.g. "token_embeddings"); None: its default.
+        """
         self.check_ready()
         loop = asyncio.get_running_loop()
-        job = _Job(encodings, tokens, loop, loop.create_future())
+        job = _Job(encodings, tokens, loop, loop.create_future(), output)
         self.metrics.queue_depth.inc()
         self._queue.put(job)
         return await job.future
 
     def _run(self) -> None:
         try:
-            self.embedder = self._load()
-            self._one_forward = _one_forward(self.embedder)
-            warm_up = self.embedder.encode_tokenized(self.embedder.tokenize(HEALTH_TEXTS))
+            self.job = self._load()
+            self._one_forward = _one_forward(self.job)
+            warm_up = self.job.encode_tokenized(self.job.tokenize(HEALTH_TEXTS))
             self.last_error = _nonfinite(warm_up)  # served anyway: each request and /health then say why
         except Exception as e:  # the server stays up and says why in /health, unless on_loaded stops it
             self.load_error = f"the model failed to load: {e}"
@@ -195,7 +206,7 @@ class Batcher:
         while job is not None:
             if job.future.cancelled():  # the client went away while queued
                 self.metrics.queue_depth.dec()
-            elif batch and tokens + job.tokens > self.max_batch_tokens:
+            elif batch and (tokens + job.tokens > self.max_batch_tokens or job.output != batch[0].output):
                 return batch, job
             else:
                 self.metrics.queue_depth.dec()
@@ -225,7 +236,8 @@ class Batcher:
         encodings = [e for job in batch for e in job.encodings]
         try:
             one_forward = len(encodings) if self._one_forward else None
-            vectors = self.embedder.encode_tokenized(encodings, batch_size=one_forward)
+            output = {} if batch[0].output is None else {"output_value": batch[0].output}
+            vectors = self.job.encode_tokenized(encodings, batch_size=one_forward, **output)
         except Exception as e:
             traceback.print_exc(file=sys.stderr)
             if len(batch) > 1:  # run each request alone, so one bad request fails only itself
@@ -239,7 +251,7 @@ class Batcher:
         self.metrics.batch_seconds.observe(time.perf_counter() - start)
         self.metrics.batch_tokens.observe(sum(job.tokens for job in batch))
         self.metrics.batch_requests.observe(len(batch))
-        results: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, np.ndarray | Exception]]] = {}
+        results: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, Any]]] = {}
         offset, self.last_error = 0, None
         for job in batch:
             rows = vectors[offset : offset + len(job.encodings)]
@@ -254,7 +266,7 @@ class Batcher:
         return queued
 
 
-def _one_forward(embedder: Embedder) -> bool:
+def _one_forward(embedder: Any) -> bool:
     """Whether a batch runs as one forward: on a CPU in float32 on the unpadded path, where the model
     runs the mixed lengths of a server's batch with attention per sequence (attention.PER_SEQUENCE_GRID_RATIO)
     instead of encode()'s length-sorted sub-batches."""
@@ -263,9 +275,15 @@ def _one_forward(embedder: Embedder) -> bool:
     return embedder.model.device.type == "cpu" and embedder.dtype == torch.float32
 
 
-def _nonfinite(vectors: np.ndarray) -> str | None:
-    """What is wrong with vectors (one request's rows) that hold NaN or Inf; None when they are finite."""
-    finite = np.isfinite(vectors).all(axis=1)
+def _nonfinite(rows: Any) -> str | None:
+    """What is wrong with one request's results that hold NaN or Inf; None when they are finite.
+
+    rows: an array whose rows are the inputs' results, or a list of one item per input: an array, or a
+    tuple of arrays (a sparse vector's indices and values)."""
+    if isinstance(rows, np.ndarray):
+        finite = np.isfinite(rows.reshape(len(rows), -1)).all(axis=1)
+    else:
+        finite = np.array([all(np.isfinite(a).all() for a in _arrays(item)) for item in rows], dtype=bool)
     if finite.all():
         return None
     return (
@@ -274,7 +292,13 @@ def _nonfinite(vectors: np.ndarray) -> str | None:
     )
 
 
-def _set_results(pairs: list[tuple[asyncio.Future, np.ndarray | Exception]]) -> None:
+def _arrays(item: Any) -> tuple[np.ndarray, ...]:
+    """The float arrays of one input's result (a sparse vector's integer indices cannot be non-finite)."""
+    items = item if isinstance(item, tuple | list) else (item,)
+    return tuple(a for a in map(np.asarray, items) if a.dtype.kind in "fc")
+
+
+def _set_results(pairs: list[tuple[asyncio.Future, Any]]) -> None:
     for future, value in pairs:
         if future.done():
             continue

@@ -202,10 +202,15 @@ def token_count(real_model_path: Path, text: str) -> int:
 OPENAI_ERRORS = [
     (b"{not json", 422, None, "the body is not valid JSON: "),
     (b"[1, 2]", 422, None, "the body must be a JSON object, got a list"),
-    ({"model": "m"}, 422, "input", "input: required (a string or a list of strings)"),
+    ({"model": "m"}, 422, "input", "input: required (a string, a list of strings, or token ids)"),
     ({"input": 5}, 422, "input", "input: must be a string or a list of strings, got a number"),
     ({"input": []}, 422, "input", "input: must not be an empty list"),
-    ({"input": ["a", [101, 102]]}, 422, "input", "input[1]: token ids are not supported; send the text as a string"),
+    (
+        {"input": ["a", [101, 102]]},
+        422,
+        "input",
+        "input[1]: token ids go in a list of ints (or a list of such lists), not mixed with text",
+    ),
     ({"input": ["a", None]}, 422, "input", "input[1]: must be a string, got null"),
     ({"input": ["a", "b\ud800c"]}, 422, "input", "input[1] holds a lone surrogate (\\ud800), which is not Unicode"),
     ({"input": "a", "encoding_format": "int8"}, 422, "encoding_format", "encoding_format: 'int8' is not one of float"),
@@ -328,13 +333,13 @@ def test_orjson_and_json_write_the_same_float32_values(
 ) -> None:
     import orjson
 
-    from bertlite.serve import app
+    from bertlite.serve import endpoint
 
     texts = ["alpha beta", "gamma delta epsilon", ""]
     bodies = {}
     with running(lambda: tiny_embedder) as (url, _):
         for name, writer in (("orjson", orjson), ("json", None)):
-            monkeypatch.setattr(app, "orjson", writer)
+            monkeypatch.setattr(endpoint, "orjson", writer)
             tei = httpx.post(f"{url}/embed", json={"inputs": texts})
             # dimensions slices the rows: the writer gets a non-contiguous view to copy.
             oa = httpx.post(f"{url}/v1/embeddings", json={"input": texts, "dimensions": 8})

@@ -28,6 +28,7 @@ class RecordingEmbedder:
 
     def __init__(self) -> None:
         self.batches: list[list[str]] = []
+        self.outputs: list[str | None] = []  # each batch's output_value
         self.gate = threading.Event()
         self.gate.set()
         self.entered = threading.Event()
@@ -35,10 +36,13 @@ class RecordingEmbedder:
     def tokenize(self, texts: Sequence[str]) -> list[str]:
         return list(texts)
 
-    def encode_tokenized(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
+    def encode_tokenized(
+        self, texts: Sequence[str], batch_size: int | None = None, output_value: str | None = None
+    ) -> np.ndarray:
         self.entered.set()
         assert self.gate.wait(TIMEOUT_S), "the test never opened the gate"
         self.batches.append(list(texts))
+        self.outputs.append(output_value)
         return np.array([[float(len(t))] for t in texts], dtype=np.float32)
 
 
@@ -127,3 +131,24 @@ def test_on_a_cpu_in_float32_a_batch_is_one_forward(
     vectors = embedder.encode_tokenized(embedder.tokenize(texts), batch_size=len(texts))
     assert np.abs(vectors - embedder.encode(texts)).max() <= 1e-6
     assert not _one_forward(Embedder.from_pretrained(folder, dtype="bfloat16"))  # its grid has tuned bf16 attention
+
+
+def test_a_batch_holds_only_requests_that_want_the_same_output(stopped: list[Batcher]) -> None:
+    batcher, embedder = batcher_with(max_gather_s=0.0)
+    stopped.append(batcher)
+
+    async def run() -> None:
+        embedder.gate.clear()
+        embedder.entered.clear()
+        first = asyncio.ensure_future(batcher.embed(["c0"], 1))
+        await asyncio.get_running_loop().run_in_executor(None, embedder.entered.wait, TIMEOUT_S)
+        # Queued while c0 runs: two that want vectors around one that wants token embeddings.
+        outputs = [None, "token_embeddings", None]
+        queued = [asyncio.ensure_future(batcher.embed([f"c{i}"], 1, out)) for i, out in enumerate(outputs, 1)]
+        await asyncio.sleep(0)
+        embedder.gate.set()
+        await asyncio.wait_for(asyncio.gather(first, *queued), TIMEOUT_S)
+
+    asyncio.run(run())
+    assert embedder.batches[1:] == [["c0"], ["c1"], ["c2"], ["c3"]]  # [0]: the warm-up
+    assert embedder.outputs[1:] == [None, None, "token_embeddings", None]

@@ -220,7 +220,7 @@ def test_requests_whose_clients_went_away_are_dropped_before_compute(
     gate, in_forward = threading.Event(), threading.Event()
     abandoned = 5
     with running(lambda: tiny_embedder) as (url, app):
-        served = app.state.service.embedder
+        served = app.state.service.job
         served_encode = served.encode_tokenized
 
         def held(encodings: list[Encoding], **kwargs: object) -> np.ndarray:

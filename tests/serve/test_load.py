@@ -143,7 +143,7 @@ def test_a_failing_request_fails_alone_and_the_server_stays_healthy(
     encode = tiny_embedder.encode
 
     with running(lambda: tiny_embedder) as (url, app):
-        served = app.state.service.embedder  # what the worker runs
+        served = app.state.service.job  # what the worker runs
         served_encode = served.encode_tokenized
 
         def flaky(encodings: list[Encoding], **kwargs: object) -> np.ndarray:
