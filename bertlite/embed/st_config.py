@@ -68,8 +68,7 @@ def read_sentence_transformers_settings(
 
     Returns:
         The settings: pooling modes, normalize (True with a Normalize module, False with modules.json
-        but none, None without modules.json), max_length (max_seq_length; None: not given or null),
-        include_prompt.
+        but none, None without modules.json), max_length (read_max_length), include_prompt.
 
     Raises:
         ValueError: malformed files, a pooling mode or module bertlite does not implement (supported:
@@ -77,8 +76,7 @@ def read_sentence_transformers_settings(
     """
     settings = SentenceTransformerSettings()
     modules = _read_json(name_or_path, "modules.json", hub_kwargs)
-    st_config = _read_json(name_or_path, "sentence_bert_config.json", hub_kwargs)
-    settings.max_length = _st_max_seq_length(st_config.get("max_seq_length"), name_or_path)
+    settings.max_length = read_max_length(name_or_path, hub_kwargs)
     if not modules:
         return settings
     settings.normalize = False
@@ -101,6 +99,32 @@ def read_sentence_transformers_settings(
                 "(supported: Transformer, Pooling, Normalize)"
             )
     return settings
+
+
+def read_max_length(name_or_path: str | os.PathLike, hub_kwargs: dict[str, Any]) -> int | None:
+    """The max length sentence-transformers truncates a folder's texts at: sentence_bert_config.json's
+    max_seq_length, else tokenizer_config.json's model_max_length (where sentence-transformers 5 and
+    later save it).
+
+    Args:
+        name_or_path: a local folder or a hub id.
+        hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file.
+
+    Returns:
+        The length; None: neither file says one (the model's max_position_embeddings applies).
+
+    Raises:
+        ValueError: an invalid max_seq_length.
+    """
+    st_config = _read_json(name_or_path, "sentence_bert_config.json", hub_kwargs)
+    length = _st_max_seq_length(st_config.get("max_seq_length"), name_or_path)
+    if length is not None:
+        return length
+    saved = _read_json(name_or_path, "tokenizer_config.json", hub_kwargs).get("model_max_length")
+    # transformers writes a huge number for "no limit"; the model's max_position_embeddings applies then
+    if isinstance(saved, int) and not isinstance(saved, bool) and 1 <= saved < 10**20:
+        return saved
+    return None
 
 
 def _st_max_seq_length(value: Any, name: str | os.PathLike) -> int | None:
@@ -209,12 +233,7 @@ def read_cross_encoder_settings(name_or_path: str | os.PathLike, **hub_kwargs: A
     """
     settings = CrossEncoderSettings()
     st_config = _read_json(name_or_path, "sentence_bert_config.json", hub_kwargs)
-    settings.max_length = _st_max_seq_length(st_config.get("max_seq_length"), name_or_path)
-    if settings.max_length is None:
-        saved = _read_json(name_or_path, "tokenizer_config.json", hub_kwargs).get("model_max_length")
-        # transformers writes a huge number for "no limit"; the model's max_position_embeddings applies then
-        if isinstance(saved, int) and not isinstance(saved, bool) and 1 <= saved < 10**20:
-            settings.max_length = saved
+    settings.max_length = read_max_length(name_or_path, hub_kwargs)
     modules = _read_json(name_or_path, "modules.json", hub_kwargs)
     if not modules:
         return settings

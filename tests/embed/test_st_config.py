@@ -72,3 +72,22 @@ def test_unsupported_pooling_names_and_prompt_exclusion_are_refused(real_model_p
     assert embedder.encode(["no prompt"]).shape == (1, 384)
     with pytest.raises(ValueError, match=r"prompt 'q: ': this model's pooling leaves the prompt's tokens out"):
         embedder.encode(["a query"], prompt_name="query")
+
+
+def test_a_folder_saved_by_sentence_transformers_6_keeps_its_max_length(real_model_path, tmp_path):
+    # sentence-transformers 5+ writes max_seq_length into tokenizer_config.json's model_max_length, not
+    # sentence_bert_config.json: read only there, long texts were cut at 512 tokens instead of 40.
+    from sentence_transformers import SentenceTransformer
+
+    from bertlite.embed.embedder import Embedder
+
+    st = SentenceTransformer(str(real_model_path), device="cpu")
+    st.max_seq_length = 40
+    st.save(str(tmp_path / "saved"))
+    assert "max_seq_length" not in json.loads((tmp_path / "saved" / "sentence_bert_config.json").read_text())
+    texts = ["a long text about lists and tuples " * 20, "short"]
+    ours = Embedder.from_pretrained(tmp_path / "saved", dtype="float32")
+    assert ours.max_length == 40
+    np.testing.assert_allclose(
+        ours.encode(texts), SentenceTransformer(str(tmp_path / "saved")).encode(texts), atol=1e-5
+    )
