@@ -223,12 +223,21 @@ def _read_dense(name_or_path: str | os.PathLike, path: str, hub_kwargs: dict) ->
     )
 
 
+# What sentence-transformers' MultiVectorEncoder reads for a module config without module_input_name.
+_UNSET_INPUT = {"Dense": "token_embeddings", "Normalize": "sentence_embedding"}
+
+
 def _check_token_level(name_or_path: str | os.PathLike, kind: str, config: dict) -> None:
-    # A Dense or Normalize on sentence embeddings belongs to an embedding model, not to ColBERT.
-    for key in ("module_input_name", "module_output_name"):
-        if config.get(key, "token_embeddings") != "token_embeddings":
+    # A Dense or Normalize on sentence embeddings belongs to an embedding model, not to ColBERT. Unset, a
+    # Dense maps token_embeddings (sentence-transformers' multi-vector default) and a Normalize sentence_embedding
+    # (which leaves the token vectors as they are); an unset output name follows the input's.
+    names = {"module_input_name": config.get("module_input_name", _UNSET_INPUT[kind])}
+    names["module_output_name"] = config.get("module_output_name", names["module_input_name"])
+    for key, name in names.items():
+        if name != "token_embeddings":
+            unset = "" if key in config else " (sentence-transformers' default when the config leaves it out)"
             raise ValueError(
-                f"{name_or_path}: the {kind} module's {key} is {config[key]!r}; a multi-vector model's modules "
+                f"{name_or_path}: the {kind} module's {key} is {name!r}{unset}; a multi-vector model's modules "
                 "map token_embeddings"
             )
 

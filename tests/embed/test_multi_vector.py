@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import string
 from pathlib import Path
 
@@ -139,6 +140,14 @@ def test_refuses_a_bare_transformers_folder_and_a_pylate_config(colbert: Path, t
     (pylate / "config_sentence_transformers.json").write_text(json.dumps({"model_type": "ColBERT"}))
     with pytest.raises(ValueError, match="PyLate.*save_pretrained"):
         MultiVectorEncoder.from_pretrained(pylate)
+
+
+def test_refuses_a_normalize_without_input_name(colbert: Path, tmp_path: Path) -> None:
+    """Unset, sentence-transformers' Normalize reads sentence_embedding: the tokens would go unnormalized."""
+    folder = shutil.copytree(colbert, tmp_path / "colbert")
+    (folder / "3_Normalize" / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"Normalize module's module_input_name is 'sentence_embedding' \(sentence-"):
+        MultiVectorEncoder.from_pretrained(folder)
 
 
 def test_bad_arguments_are_clear_errors(colbert: Path) -> None:
