@@ -329,14 +329,18 @@ def cross_encoder_folder(
     activation_fn: torch.nn.Module | None = None,
     save_with_st: bool = True,
     max_length: int | None = None,
+    id2label: dict[int, str] | None = None,
 ) -> Path:
     """A random transformers BertForSequenceClassification with the real tokenizer, saved with
-    sentence-transformers (or as transformers saves it, save_with_st=False)."""
+    sentence-transformers (or as transformers saves it, save_with_st=False); with save_with_st, the
+    transformers folder it was made from is folder-raw."""
     torch.manual_seed(seed)
+    labels = {"id2label": id2label} if id2label is not None else {}
     config = transformers.BertConfig(
         **{**TINY, "vocab_size": 30522, "max_position_embeddings": 512},
         num_labels=num_labels,
         problem_type=problem_type,
+        **labels,
     )
     model = transformers.BertForSequenceClassification(config)
     with torch.no_grad():
@@ -351,4 +355,93 @@ def cross_encoder_folder(
 
         st = STCrossEncoder(str(raw), device="cpu", max_length=max_length, activation_fn=activation_fn)
         st.save_pretrained(str(folder))
+    return folder
+
+
+def masked_lm_folder(real_model_path: Path, folder: Path, seed: int = 0) -> Path:
+    """A random 2-layer BertForMaskedLM (hidden 16) saved by transformers with the real tokenizer:
+    the base of splade_folder."""
+    torch.manual_seed(seed)
+    config = transformers.BertConfig(
+        vocab_size=30522,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=24,
+        max_position_embeddings=64,
+    )
+    model = transformers.BertForMaskedLM(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():  # far from init, LayerNorms and the head's bias included
+            p.normal_(0.0, 0.3)
+    model.save_pretrained(folder)
+    transformers.AutoTokenizer.from_pretrained(real_model_path).save_pretrained(folder)
+    return folder
+
+
+def splade_folder(
+    base: Path,
+    folder: Path,
+    *,
+    pooling: str = "max",
+    legacy_module: bool = False,
+    max_seq_length: int | None = None,
+    **st_kwargs: Any,
+) -> Path:
+    """sentence-transformers' SparseEncoder of the masked-LM folder `base` (masked_lm_folder): its MLM
+    Transformer (the older MLMTransformer module with legacy_module) and SpladePooling(pooling), with
+    `st_kwargs` (prompts, max_active_dims, ...), saved to `folder`."""
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
+
+    module = MLMTransformer if legacy_module else Transformer
+    task = {} if legacy_module else {"transformer_task": "fill-mask"}
+    transformer = module(str(base), max_seq_length=max_seq_length, **task)
+    SparseEncoder(modules=[transformer, SpladePooling(pooling)], device="cpu", **st_kwargs).save(str(folder))
+    return folder
+
+
+def colbert_folder(
+    real_model_path: Path,
+    folder: Path,
+    *,
+    transformer_kwargs: dict[str, Any] | None = None,
+    skiplist: list[str] | None = None,
+    dense_bias: bool = False,
+    dense_activation: torch.nn.Module | None = None,
+    prompts: dict[str, str] | None = None,
+    markers: bool = False,
+    seed: int = 3,
+) -> Path:
+    """A tiny random ColBERT model saved by sentence-transformers' MultiVectorEncoder to `folder`: a
+    BertModel (hidden 32, the real tokenizer, "[Q]" and "[D]" added as special tokens with markers),
+    Dense 32 -> 16 (`dense_bias`, `dense_activation`; None: identity), MultiVectorMask (`skiplist`
+    words dropped from documents) and Normalize. The transformers folder of its BertModel is folder-hf.
+
+    Args:
+        transformer_kwargs: the Transformer module's options (query_length, document_length, query_expansion).
+    """
+    from sentence_transformers import MultiVectorEncoder
+    from sentence_transformers.base.modules import Dense, Normalize, Transformer
+    from sentence_transformers.multi_vector_encoder.modules import MultiVectorMask
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(real_model_path))
+    if markers:
+        tokenizer.add_special_tokens({"additional_special_tokens": ["[Q]", "[D]"]})
+    base = folder.with_name(folder.name + "-hf")
+    make_hf_model(seed=seed, vocab_size=len(tokenizer), add_pooling_layer=False).save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    torch.manual_seed(seed + 1)
+    activation = dense_activation if dense_activation is not None else torch.nn.Identity()
+    dense = Dense(32, 16, bias=dense_bias, activation_function=activation, module_input_name="token_embeddings")
+    with torch.no_grad():
+        dense.linear.weight.normal_(0.0, 0.5)  # far from the init, so a wrong projection shows
+    modules = [
+        Transformer(str(base), **(transformer_kwargs or {})),
+        dense,
+        MultiVectorMask(skiplist_words=skiplist or []),
+        Normalize(module_input_name="token_embeddings"),
+    ]
+    MultiVectorEncoder(modules=modules, prompts=prompts, device="cpu").save_pretrained(str(folder))
     return folder

@@ -8,6 +8,8 @@ token budget and the unpadded forward are here, once.
 from __future__ import annotations
 
 import operator
+import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,12 +18,14 @@ import torch
 from tokenizers import Encoding, Tokenizer
 from torch import Tensor, nn
 
+from bertlite.config import BertConfig
 from bertlite.embed.io import SURROGATE
 from bertlite.embed.long_texts import TextCutter
 from bertlite.layers.onednn import optimize
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.bert import BertModel
 from bertlite.quant.int8 import count_int8_tokens, is_quantized
+from bertlite.utils.capabilities import resolve_dtype
 
 # Default batching of the unpadded path: a budget of batch size x longest text,
 # measured best here for fp32 and bf16 (small enough that activations stay in
@@ -29,6 +33,10 @@ from bertlite.quant.int8 import count_int8_tokens, is_quantized
 DEFAULT_MAX_TOKENS = 2048
 DEFAULT_BATCH_SIZE = 32
 MAX_BATCH_SIZE = 256
+# Texts tokenized and sorted together: large enough that sorting removes most
+# padding, small enough that memory stays flat however long the input (a chunk's
+# encodings, overflow included, are the largest thing a long encode holds).
+CHUNK_TEXTS = 2048
 
 Text = str | tuple[str, str]
 
@@ -153,6 +161,41 @@ class BaseEncoder:
         elif on_long != "truncate":
             raise ValueError(f"on_long={on_long!r} must be 'truncate' or 'error'")
         return encodings
+
+    def _set_prompts(self, prompts: dict[str, str] | None, default_prompt_name: str | None) -> None:
+        """Keep the named prompts and the default one's name.
+
+        Raises:
+            ValueError: a default_prompt_name not in prompts.
+        """
+        self.prompts = dict(prompts or {})
+        if default_prompt_name is not None and default_prompt_name not in self.prompts:
+            raise ValueError(
+                f"default_prompt_name={default_prompt_name!r} is not one of the prompts {prompt_names(self.prompts)}"
+            )
+        self.default_prompt_name = default_prompt_name
+
+    def resolve_prompt(self, prompt: str | None = None, prompt_name: str | None = None) -> str:
+        """Pick the text put before every input, as sentence-transformers picks it.
+
+        Args:
+            prompt: the text itself; wins over prompt_name.
+            prompt_name: a key of `prompts`; None: the default prompt, if any.
+
+        Returns:
+            prompt, else prompts[prompt_name], else the default prompt, else "".
+
+        Raises:
+            ValueError: an unknown prompt_name.
+        """
+        if prompt is not None:
+            return prompt
+        name = prompt_name if prompt_name is not None else self.default_prompt_name
+        if name is None:
+            return ""
+        if name not in self.prompts:
+            raise ValueError(f"prompt_name={name!r} is not one of the prompts {prompt_names(self.prompts)}")
+        return self.prompts[name]
 
     def count_tokens(self, text: str) -> int:
         """The tokens of a whole text, [CLS] and [SEP] included, without truncation; read a piece at a
@@ -311,6 +354,75 @@ def sorted_batches(
         yield batch
 
 
+def load_dtype(
+    dtype: torch.dtype | str | None,
+    int8: bool,
+    device: torch.device | None,
+    name_or_path: str | os.PathLike,
+    hub_kwargs: dict[str, Any],
+    config: BertConfig | None = None,
+) -> torch.dtype:
+    """The dtype a job's from_pretrained loads its model in (resolve_dtype's).
+
+    int8 loads float32 (its Linears are swapped after); "auto" on CPU is timed at the model's own sizes,
+    read from `config`, or from the checkpoint's config.json when config is None.
+    """
+    sizes = None
+    if dtype == "auto" and not int8 and (device is None or device.type == "cpu"):
+        config = config or BertConfig.from_pretrained(name_or_path, **hub_kwargs)
+        sizes = (config.hidden_size, config.intermediate_size)
+    return resolve_dtype(None if int8 else dtype, device, sizes)
+
+
+def check_device(device: torch.device | str | None) -> torch.device | None:
+    """Check that this machine can use a device.
+
+    Args:
+        device: a torch.device or its name; None passes through.
+
+    Returns:
+        `device` as a torch.device, or None.
+
+    Raises:
+        ValueError: `device` is not a torch device, or this machine cannot use it.
+    """
+    if device is None:
+        return None
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"device={device!r} is not a torch device (e.g. cpu, cuda, cuda:1, mps)") from e
+    try:
+        torch.empty(0, device=resolved)
+    except (AssertionError, RuntimeError, NotImplementedError) as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if len(reason) > 100:
+            reason = f"this torch build has no {resolved.type} backend"
+        raise ValueError(f"device={device!r} is not available on this machine ({reason}); use cpu") from e
+    return resolved
+
+
+def with_prompt(texts: Sequence[Text], prompt: str) -> Sequence[Text]:
+    """`prompt` put before every text (before the first text of a pair); texts unchanged for an empty prompt."""
+    if not prompt:
+        return texts
+    # Items that are not texts pass unchanged, for tokenize() to name them.
+    return [prompt + t if isinstance(t, str) else (prompt + t[0], *t[1:]) if _is_pair(t) else t for t in texts]
+
+
+def prompt_names(prompts: dict[str, str]) -> str:
+    """The prompts' names for an error message: "(document, query)", or "(none)"."""
+    return "(" + ", ".join(sorted(prompts)) + ")" if prompts else "(none)"
+
+
+def progress_bar(total: int, show: bool | None, initial: int = 0) -> Any:
+    """A tqdm bar on stderr counting texts; show=None: shown when stderr is a terminal."""
+    from tqdm import tqdm
+
+    disable = not (sys.stderr.isatty() if show is None else show)
+    return tqdm(total=total, initial=initial, unit="text", disable=disable, file=sys.stderr, dynamic_ncols=True)
+
+
 def check_count(name: str, value: object, none: str = "the default") -> None:
     """A count option: None (meaning `none`) or an int >= 1; never a float or a bool.
 
@@ -345,6 +457,10 @@ def check_text(text: object, index: int) -> None:
                 f"texts[{index}] holds a lone surrogate (\\u{ord(surrogate.group()):04x}), which is not Unicode "
                 "text; replace it (e.g. with U+FFFD)"
             )
+
+
+def _is_pair(text: object) -> bool:
+    return isinstance(text, tuple | list) and len(text) == 2 and isinstance(text[0], str)
 
 
 def _preview(value: object) -> str:

@@ -18,13 +18,19 @@ from tokenizers import Encoding, Tokenizer
 from torch import Tensor, nn
 
 from bertlite.config import BertConfig
-from bertlite.embed.base import BaseEncoder, EncodeStats, check_count
-from bertlite.embed.embedder import _progress, check_device
+from bertlite.embed.base import (
+    BaseEncoder,
+    EncodeStats,
+    check_count,
+    check_device,
+    load_dtype,
+    progress_bar,
+    with_prompt,
+)
 from bertlite.embed.st_config import read_cross_encoder_settings
 from bertlite.models.heads import BertForSequenceClassification
 from bertlite.quant.int8 import check_quantize, quantize_int8
 from bertlite.tokenization import load_tokenizer
-from bertlite.utils.capabilities import resolve_dtype
 from bertlite.utils.warn import warn_user
 
 __all__ = ["CrossEncoder", "resolve_activation"]
@@ -69,10 +75,7 @@ class CrossEncoder(BaseEncoder):
             raise TypeError(f"CrossEncoder runs a BertForSequenceClassification, got {type(model).__name__}")
         super().__init__(model, tokenizer, max_length=max_length, unpad=unpad, pack_weights=pack_weights)
         self.activation_fn = activation_fn if activation_fn is not None else default_activation(self.num_labels)
-        self.prompts = dict(prompts or {})
-        if default_prompt_name is not None and default_prompt_name not in self.prompts:
-            raise ValueError(f"default_prompt_name={default_prompt_name!r} is not one of the prompts {self.prompts}")
-        self.default_prompt_name = default_prompt_name
+        self._set_prompts(prompts, default_prompt_name)
 
     @classmethod
     def from_pretrained(
@@ -127,9 +130,7 @@ class CrossEncoder(BaseEncoder):
                 f"{name_or_path} is a {architectures[0]} checkpoint without a classifier, not a cross-encoder "
                 "(sequence-classification) model; for embeddings use bertlite.Embedder"
             )
-        sizes = (config.hidden_size, config.intermediate_size)
-        cpu = device is None or device.type == "cpu"
-        dtype = resolve_dtype(None if int8 else dtype, device, sizes if dtype == "auto" and cpu else None)
+        dtype = load_dtype(dtype, int8, device, name_or_path, hub_kwargs, config)
         model, info = BertForSequenceClassification.from_pretrained(
             name_or_path,
             dtype=dtype,
@@ -237,9 +238,7 @@ class CrossEncoder(BaseEncoder):
         single = isinstance(inputs, list | tuple) and len(inputs) > 0 and not isinstance(inputs[0], list | tuple)
         pairs = [inputs] if single else list(inputs)
         check_pairs(pairs)
-        prefix = self._resolve_prompt(prompt, prompt_name)
-        if prefix:
-            pairs = [(prefix + a, b) for a, b in pairs]
+        pairs = with_prompt(pairs, self.resolve_prompt(prompt, prompt_name))
         if not pairs:
             scores = torch.empty(0)  # sentence-transformers gives an empty 1-d result, whatever num_labels
         else:
@@ -314,17 +313,6 @@ class CrossEncoder(BaseEncoder):
         # sorted() is stable, so equal scores keep input order, as in sentence-transformers
         return sorted(results, key=lambda result: result["score"], reverse=True)[:top_k]
 
-    def _resolve_prompt(self, prompt: str | None, prompt_name: str | None) -> str:
-        """prompt, else prompts[prompt_name], else the default prompt, else ""."""
-        if prompt is not None:
-            return prompt
-        name = prompt_name if prompt_name is not None else self.default_prompt_name
-        if name is None:
-            return ""
-        if name not in self.prompts:
-            raise ValueError(f"prompt_name={name!r} is not one of the prompts {sorted(self.prompts)}")
-        return self.prompts[name]
-
     def _scores(self, logits: Tensor, activation_fn: Callable[[Tensor], Tensor] | None) -> Tensor:
         """Activation, then (n, 1) -> (n,), in sentence-transformers' order."""
         scores = (activation_fn or self.activation_fn)(logits)
@@ -349,7 +337,7 @@ class CrossEncoder(BaseEncoder):
             if copy_of[-1] == len(unique):
                 unique.append(e)
         logits = torch.empty(len(unique), self.num_labels, dtype=torch.float32)
-        progress = _progress(len(unique), show_progress_bar)
+        progress = progress_bar(len(unique), show_progress_bar)
         try:
             for rows, batch_logits in self._run_sorted(unique, batch_size, max_tokens, stats):
                 logits[rows] = batch_logits

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import sys
 from collections.abc import Iterable, Iterator, Sequence, Sized
 from typing import Any
 
@@ -18,21 +17,25 @@ import torch
 from tokenizers import Encoding, Tokenizer
 from torch import Tensor
 
-from bertlite.config import BertConfig
 from bertlite.embed.base import (
+    CHUNK_TEXTS,
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_TOKENS,
     MAX_BATCH_SIZE,
     BaseEncoder,
     EncodeStats,
     Text,
+    check_device,
+    load_dtype,
+    progress_bar,
     shape_tokens,
+    with_prompt,
 )
 from bertlite.embed.st_config import (
     DEFAULT_NORMALIZE,
     DEFAULT_POOLING,
     POOLING_MODES,
-    _check_pooling,
+    check_pooling,
     read_sentence_transformers_prompts,
     read_sentence_transformers_settings,
 )
@@ -40,7 +43,6 @@ from bertlite.layers.packing import PackedLayout
 from bertlite.models.bert import BertModel
 from bertlite.quant.int8 import check_quantize, quantize_int8
 from bertlite.tokenization import load_tokenizer
-from bertlite.utils.capabilities import resolve_dtype
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -54,11 +56,6 @@ __all__ = [
     "shape_tokens",
     "check_device",
 ]
-
-# Texts tokenized and sorted together: large enough that sorting removes most
-# padding, small enough that memory stays flat however long the input (a chunk's
-# encodings, overflow included, are the largest thing encode_chunks holds).
-CHUNK_TEXTS = 2048
 
 
 # --- pooling ----------------------------------------------------------------------
@@ -177,16 +174,11 @@ class Embedder(BaseEncoder):
         super().__init__(model, tokenizer, max_length=max_length, unpad=unpad, pack_weights=pack_weights)
         self.pooling = [pooling] if isinstance(pooling, str) else list(pooling)
         for mode in self.pooling:
-            _check_pooling(mode)
+            check_pooling(mode)
         if "pooler" in self.pooling and model.pooler is None:
             raise ValueError(POOLER_NEEDED)
         self.normalize = normalize
-        self.prompts = dict(prompts or {})
-        if default_prompt_name is not None and default_prompt_name not in self.prompts:
-            raise ValueError(
-                f"default_prompt_name={default_prompt_name!r} is not one of the prompts {_names(self.prompts)}"
-            )
-        self.default_prompt_name = default_prompt_name
+        self._set_prompts(prompts, default_prompt_name)
         # A folder whose pooling leaves the prompt out (include_prompt: false) sets this; see resolve_prompt.
         self.include_prompt = True
         self.truncate_dim = None
@@ -246,11 +238,7 @@ class Embedder(BaseEncoder):
         device = check_device(device)
         settings = read_sentence_transformers_settings(name_or_path, **hub_kwargs)
         saved_prompts, saved_default = read_sentence_transformers_prompts(name_or_path, **hub_kwargs)
-        sizes = None
-        if dtype == "auto" and not int8 and (device is None or device.type == "cpu"):
-            config = BertConfig.from_pretrained(name_or_path, **hub_kwargs)  # "auto" times the model's own sizes
-            sizes = (config.hidden_size, config.intermediate_size)
-        dtype = resolve_dtype(None if int8 else dtype, device, sizes)
+        dtype = load_dtype(dtype, int8, device, name_or_path, hub_kwargs)
         if normalize is None:
             normalize = settings.normalize if settings.normalize is not None else DEFAULT_NORMALIZE
         pooling = pooling or settings.pooling or DEFAULT_POOLING
@@ -309,11 +297,7 @@ class Embedder(BaseEncoder):
         """
         if prompt is not None and prompt_name is not None:
             raise ValueError("give prompt or prompt_name, not both")
-        if prompt is None:
-            name = prompt_name if prompt_name is not None else self.default_prompt_name
-            if name is not None and name not in self.prompts:
-                raise ValueError(f"prompt_name={name!r} is not one of the prompts {_names(self.prompts)}")
-            prompt = "" if name is None else self.prompts[name]
+        prompt = super().resolve_prompt(prompt, prompt_name)
         if prompt and not self.include_prompt:
             raise ValueError(
                 f"prompt {prompt!r}: this model's pooling leaves the prompt's tokens out (include_prompt: false), "
@@ -370,7 +354,7 @@ class Embedder(BaseEncoder):
         if output_value == "token_embeddings":
             if isinstance(texts, str):
                 raise TypeError("encode() takes a list of texts; wrap a single string in a list")
-            encodings = self.tokenize(_with_prompt(texts, self.resolve_prompt(prompt, prompt_name)), on_long)
+            encodings = self.tokenize(with_prompt(texts, self.resolve_prompt(prompt, prompt_name)), on_long)
             rows = self.encode_tokenized(encodings, batch_size, max_tokens=max_tokens, output_value=output_value)
             return [torch.from_numpy(r) for r in rows] if convert_to == "torch" else rows
         _check_output_value(output_value)
@@ -430,11 +414,11 @@ class Embedder(BaseEncoder):
         if total is None and isinstance(texts, Sized):
             total = first_row + len(texts)
         stats = self.last_stats = EncodeStats()
-        progress = _progress(total, show_progress_bar, initial=first_row)
+        progress = progress_bar(total, show_progress_bar, initial=first_row)
         rows, start = iter(texts), first_row
         try:
             while chunk := list(itertools.islice(rows, CHUNK_TEXTS)):
-                encodings = self.tokenize(_with_prompt(chunk, prefix), on_long, first_index=start)
+                encodings = self.tokenize(with_prompt(chunk, prefix), on_long, first_index=start)
                 stats.texts += len(chunk)
                 vectors = torch.empty(len(encodings), self.dimension, dtype=torch.float32)
                 rest = max(total - start - len(chunk), 0) if total is not None else 0
@@ -512,57 +496,7 @@ class Embedder(BaseEncoder):
         return pooled[:, : self.dimension].contiguous()
 
 
-def check_device(device: torch.device | str | None) -> torch.device | None:
-    """Check that this machine can use a device.
-
-    Args:
-        device: a torch.device or its name; None passes through.
-
-    Returns:
-        `device` as a torch.device, or None.
-
-    Raises:
-        ValueError: `device` is not a torch device, or this machine cannot use it.
-    """
-    if device is None:
-        return None
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError) as e:
-        raise ValueError(f"device={device!r} is not a torch device (e.g. cpu, cuda, cuda:1, mps)") from e
-    try:
-        torch.empty(0, device=resolved)
-    except (AssertionError, RuntimeError, NotImplementedError) as e:
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        if len(reason) > 100:
-            reason = f"this torch build has no {resolved.type} backend"
-        raise ValueError(f"device={device!r} is not available on this machine ({reason}); use cpu") from e
-    return resolved
-
-
 def _check_output_value(output_value: str) -> str:
     if output_value not in ("sentence_embedding", "token_embeddings"):
         raise ValueError(f"output_value={output_value!r} must be 'sentence_embedding' or 'token_embeddings'")
     return output_value
-
-
-def _with_prompt(texts: Sequence[Text], prompt: str) -> Sequence[Text]:
-    if not prompt:
-        return texts
-    # Items that are not texts pass unchanged, for tokenize() to name them.
-    return [prompt + t if isinstance(t, str) else (prompt + t[0], *t[1:]) if _is_pair(t) else t for t in texts]
-
-
-def _is_pair(text: object) -> bool:
-    return isinstance(text, tuple | list) and len(text) == 2 and isinstance(text[0], str)
-
-
-def _names(prompts: dict[str, str]) -> str:
-    return "(" + ", ".join(sorted(prompts)) + ")" if prompts else "(none)"
-
-
-def _progress(total: int, show: bool | None, initial: int = 0) -> Any:
-    from tqdm import tqdm
-
-    disable = not (sys.stderr.isatty() if show is None else show)
-    return tqdm(total=total, initial=initial, unit="text", disable=disable, file=sys.stderr, dynamic_ncols=True)

@@ -10,7 +10,7 @@ import importlib
 import os
 from typing import Any
 
-from bertlite.embed.st_config import _read_json
+from bertlite.embed.st_config import read_model_json
 
 # kind -> (module, class) of the job class that runs it; imported on use (each pulls in its own head).
 KINDS = {
@@ -53,7 +53,7 @@ def detect_kind(name_or_path: str | os.PathLike, **hub_kwargs: Any) -> str:
         ValueError: a model_type sentence-transformers does not know, or a metadata file that is not
             the JSON it should be.
     """
-    st_config = _read_json(name_or_path, "config_sentence_transformers.json", hub_kwargs)
+    st_config = read_model_json(name_or_path, "config_sentence_transformers.json", hub_kwargs)
     model_type = st_config.get("model_type")
     if model_type is not None:
         if model_type not in _ST_MODEL_TYPES:
@@ -62,11 +62,11 @@ def detect_kind(name_or_path: str | os.PathLike, **hub_kwargs: Any) -> str:
                 f"{name_or_path}: config_sentence_transformers.json has model_type {model_type!r}, not one of {known}"
             )
         return _ST_MODEL_TYPES[model_type]
-    for module in _read_json(name_or_path, "modules.json", hub_kwargs):
+    for module in read_model_json(name_or_path, "modules.json", hub_kwargs):
         for marker, kind in _MODULE_MARKERS:
             if marker in str(module.get("type", "")):
                 return kind
-    architectures = _read_json(name_or_path, "config.json", hub_kwargs).get("architectures") or []
+    architectures = read_model_json(name_or_path, "config.json", hub_kwargs).get("architectures") or []
     if any(str(name).endswith("ForSequenceClassification") for name in architectures):
         return "cross-encoder"
     return "embedding"

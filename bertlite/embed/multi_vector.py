@@ -19,9 +19,15 @@ from torch import Tensor, nn
 
 from bertlite.checkpoint.hub import resolve_file
 from bertlite.checkpoint.load import iter_tensors
-from bertlite.config import BertConfig
-from bertlite.embed.base import BaseEncoder, EncodeStats, check_count, check_text
-from bertlite.embed.embedder import _progress, check_device
+from bertlite.embed.base import (
+    BaseEncoder,
+    EncodeStats,
+    check_count,
+    check_device,
+    check_text,
+    load_dtype,
+    progress_bar,
+)
 from bertlite.embed.long_texts import TextCutter
 from bertlite.embed.multi_vector_config import (
     SIMILARITY_FN_NAMES,
@@ -32,7 +38,6 @@ from bertlite.errors import CheckpointError
 from bertlite.models.bert import BertModel
 from bertlite.quant.int8 import check_quantize, quantize_int8
 from bertlite.tokenization import load_tokenizer
-from bertlite.utils.capabilities import resolve_dtype
 
 __all__ = ["MultiVectorEncoder", "Dense", "Normalize", "maxsim", "maxsim_pairwise"]
 
@@ -149,12 +154,7 @@ class MultiVectorEncoder(BaseEncoder):
         ids = (self.tokenizer.token_to_id(word) for word in skiplist_words)
         self.skiplist_ids = {i for i in ids if i is not None}
         self.keep_only_token_ids = set(keep_only_token_ids) if keep_only_token_ids is not None else None
-        self.prompts = dict(prompts or {})
-        if default_prompt_name is not None and default_prompt_name not in self.prompts:
-            raise ValueError(
-                f"default_prompt_name={default_prompt_name!r} is not one of the prompts {sorted(self.prompts)}"
-            )
-        self.default_prompt_name = default_prompt_name
+        self._set_prompts(prompts, default_prompt_name)
         if similarity_fn_name not in SIMILARITY_FN_NAMES:
             raise ValueError(
                 f"similarity_fn_name={similarity_fn_name!r} must be one of {', '.join(SIMILARITY_FN_NAMES)}"
@@ -202,11 +202,7 @@ class MultiVectorEncoder(BaseEncoder):
         settings = read_multi_vector_settings(name_or_path, **hub_kwargs)
         int8 = check_quantize(quantize, dtype)
         device = check_device(device)
-        sizes = None
-        if dtype == "auto" and not int8 and (device is None or device.type == "cpu"):
-            config = BertConfig.from_pretrained(name_or_path, **hub_kwargs)
-            sizes = (config.hidden_size, config.intermediate_size)
-        dtype = resolve_dtype(None if int8 else dtype, device, sizes)
+        dtype = load_dtype(dtype, int8, device, name_or_path, hub_kwargs)
         model = BertModel.from_pretrained(
             name_or_path,
             dtype=dtype,
@@ -285,19 +281,6 @@ class MultiVectorEncoder(BaseEncoder):
             tokenizer.enable_truncation(length, strategy="longest_first")
             tokenizers[task] = (tokenizer, TextCutter(tokenizer, length))
         self._task_tokenizers = tokenizers
-
-    def resolve_prompt(self, prompt: str | None = None, prompt_name: str | None = None) -> str:
-        """The text put before every input: prompt, else prompts[prompt_name], else the default prompt, else "".
-
-        Raises:
-            ValueError: an unknown prompt_name.
-        """
-        if prompt is not None:
-            return prompt
-        name = prompt_name if prompt_name is not None else self.default_prompt_name
-        if name is not None and name not in self.prompts:
-            raise ValueError(f"prompt_name={name!r} is not one of the prompts {sorted(self.prompts)}")
-        return (self.prompts[name] or "") if name is not None else ""
 
     def _task_prompt_name(self, task: str | None) -> str | None:
         # encode_query uses the "query" prompt; encode_document the first of document / passage / corpus.
@@ -472,7 +455,7 @@ class MultiVectorEncoder(BaseEncoder):
         batch_size, max_tokens = self._batch_limits(batch_size, max_tokens)
         stats = self.last_stats = EncodeStats(texts=len(encodings))
         out: list[Tensor] = [torch.empty(0)] * len(encodings)
-        progress = _progress(len(encodings), show)
+        progress = progress_bar(len(encodings), show)
         try:
             for rows, vectors in self._run_sorted(encodings, batch_size, max_tokens, stats):
                 for row, v in zip(rows, vectors, strict=True):

@@ -14,7 +14,7 @@ from typing import Any
 
 from bertlite.checkpoint.hub import resolve_file
 from bertlite.config import read_json_object
-from bertlite.embed.st_config import _read_json, _st_max_seq_length, read_sentence_transformers_prompts
+from bertlite.embed.st_config import read_max_length, read_model_json, read_sentence_transformers_prompts
 
 # Activations a Dense config may name (sentence-transformers stores the class path); None: no activation.
 DENSE_ACTIVATIONS = {
@@ -79,8 +79,8 @@ def read_multi_vector_settings(name_or_path: str | os.PathLike, **hub_kwargs: An
             a bare transformers folder), a module or setting bertlite does not implement, or a
             malformed file; each names the folder.
     """
-    config = _read_json(name_or_path, "config_sentence_transformers.json", hub_kwargs)
-    modules = _read_json(name_or_path, "modules.json", hub_kwargs)
+    config = read_model_json(name_or_path, "config_sentence_transformers.json", hub_kwargs)
+    modules = read_model_json(name_or_path, "modules.json", hub_kwargs)
     kinds = [str(module.get("type", "")).rsplit(".", 1)[-1] for module in modules]
     _check_kind(name_or_path, config.get("model_type"), kinds, hub_kwargs)
     settings = MultiVectorSettings()
@@ -93,7 +93,7 @@ def read_multi_vector_settings(name_or_path: str | os.PathLike, **hub_kwargs: An
         elif kind == "Dense":
             settings.steps.append(_read_dense(name_or_path, path, hub_kwargs))
         elif kind == "Normalize":
-            normalized = _read_json(name_or_path, f"{path}/config.json".lstrip("/"), hub_kwargs)
+            normalized = read_model_json(name_or_path, f"{path}/config.json".lstrip("/"), hub_kwargs)
             _check_token_level(name_or_path, "Normalize", normalized)
             settings.steps.append("normalize")
         elif kind == "MultiVectorMask":
@@ -147,7 +147,7 @@ def _is_stanford_colbert(name_or_path: str | os.PathLike, hub_kwargs: dict) -> b
 
 
 def _read_transformer(name_or_path: str | os.PathLike, settings: MultiVectorSettings, hub_kwargs: dict) -> None:
-    st_config = _read_json(name_or_path, "sentence_bert_config.json", hub_kwargs)
+    st_config = read_model_json(name_or_path, "sentence_bert_config.json", hub_kwargs)
     task = st_config.get("transformer_task", "feature-extraction")
     if task != "feature-extraction":
         raise ValueError(f"{name_or_path}: transformer_task={task!r}; bertlite runs 'feature-extraction' only")
@@ -155,9 +155,7 @@ def _read_transformer(name_or_path: str | os.PathLike, settings: MultiVectorSett
         raise ValueError(f"{name_or_path}: sentence_bert_config.json processing_kwargs are not implemented")
     path = resolve_file(name_or_path, "tokenizer_config.json", **hub_kwargs)
     tokenizer_config = read_json_object(path) if path is not None else {}
-    settings.max_length = _st_max_seq_length(st_config.get("max_seq_length"), name_or_path)
-    if settings.max_length is None:
-        settings.max_length = _tokenizer_max_length(tokenizer_config)
+    settings.max_length = read_max_length(name_or_path, hub_kwargs)
     settings.query_length = _positive(st_config.get("query_length"), "query_length", name_or_path)
     settings.document_length = _positive(st_config.get("document_length"), "document_length", name_or_path)
     settings.query_expansion = _query_expansion(st_config.get("query_expansion"), name_or_path)
@@ -171,14 +169,6 @@ def _read_transformer(name_or_path: str | os.PathLike, settings: MultiVectorSett
             f"{name_or_path}: query_length={settings.query_length} is smaller than query_expansion's "
             f"length {expansion['length']}"
         )
-
-
-def _tokenizer_max_length(tokenizer_config: dict[str, Any]) -> int | None:
-    # sentence-transformers truncates at the tokenizer's model_max_length when max_seq_length is not given.
-    value = tokenizer_config.get("model_max_length")
-    if isinstance(value, int | float) and not isinstance(value, bool) and 1 <= value < _NO_LIMIT:
-        return int(value)
-    return None
 
 
 def _query_expansion(value: Any, name: str | os.PathLike) -> dict[str, Any] | None:
@@ -202,7 +192,7 @@ def _query_expansion(value: Any, name: str | os.PathLike) -> dict[str, Any] | No
 
 
 def _read_dense(name_or_path: str | os.PathLike, path: str, hub_kwargs: dict) -> DenseSettings:
-    config = _read_json(name_or_path, f"{path}/config.json".lstrip("/"), hub_kwargs)
+    config = read_model_json(name_or_path, f"{path}/config.json".lstrip("/"), hub_kwargs)
     _check_token_level(name_or_path, "Dense", config)
     activation = config.get("activation_function", "torch.nn.modules.activation.Tanh")
     if activation not in DENSE_ACTIVATIONS:
@@ -223,18 +213,27 @@ def _read_dense(name_or_path: str | os.PathLike, path: str, hub_kwargs: dict) ->
     )
 
 
+# What sentence-transformers' MultiVectorEncoder reads for a module config without module_input_name.
+_UNSET_INPUT = {"Dense": "token_embeddings", "Normalize": "sentence_embedding"}
+
+
 def _check_token_level(name_or_path: str | os.PathLike, kind: str, config: dict) -> None:
-    # A Dense or Normalize on sentence embeddings belongs to an embedding model, not to ColBERT.
-    for key in ("module_input_name", "module_output_name"):
-        if config.get(key, "token_embeddings") != "token_embeddings":
+    # A Dense or Normalize on sentence embeddings belongs to an embedding model, not to ColBERT. Unset, a
+    # Dense maps token_embeddings (sentence-transformers' multi-vector default) and a Normalize sentence_embedding
+    # (which leaves the token vectors as they are); an unset output name follows the input's.
+    names = {"module_input_name": config.get("module_input_name", _UNSET_INPUT[kind])}
+    names["module_output_name"] = config.get("module_output_name", names["module_input_name"])
+    for key, name in names.items():
+        if name != "token_embeddings":
+            unset = "" if key in config else " (sentence-transformers' default when the config leaves it out)"
             raise ValueError(
-                f"{name_or_path}: the {kind} module's {key} is {config[key]!r}; a multi-vector model's modules "
+                f"{name_or_path}: the {kind} module's {key} is {name!r}{unset}; a multi-vector model's modules "
                 "map token_embeddings"
             )
 
 
 def _read_mask(name_or_path: str | os.PathLike, path: str, settings: MultiVectorSettings, hub_kwargs: dict) -> None:
-    config = _read_json(name_or_path, f"{path}/config.json".lstrip("/"), hub_kwargs)
+    config = read_model_json(name_or_path, f"{path}/config.json".lstrip("/"), hub_kwargs)
     words = config.get("skiplist_words") or []
     tasks = config.get("skiplist_tasks")
     tasks = [tasks] if isinstance(tasks, str) else (tasks if tasks is not None else ["document"])

@@ -12,11 +12,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from bertlite.checkpoint.hub import resolve_file
-from bertlite.config import read_json_object
-from bertlite.embed.st_config import _read_json, _st_max_seq_length, read_sentence_transformers_prompts
+from bertlite.embed.st_config import read_max_length, read_model_json, read_sentence_transformers_prompts
 from bertlite.errors import CheckpointError
-from bertlite.tokenization import LARGE_INTEGER, TOKENIZER_CONFIG_FILE
 
 SPLADE_POOLING = ("max", "sum")
 SPLADE_ACTIVATIONS = ("relu", "log1p_relu")
@@ -61,8 +58,8 @@ def read_splade_settings(
         ValueError: malformed files or values.
     """
     settings = SpladeSettings()
-    modules = _read_json(name_or_path, "modules.json", hub_kwargs)
-    st_config = _read_json(name_or_path, "sentence_bert_config.json", hub_kwargs)
+    modules = read_model_json(name_or_path, "modules.json", hub_kwargs)
+    st_config = read_model_json(name_or_path, "sentence_bert_config.json", hub_kwargs)
     kinds = [str(module.get("type", "")).rsplit(".", 1)[-1] for module in modules]
     if not modules and not any(a.endswith("ForMaskedLM") for a in architectures):
         raise CheckpointError(
@@ -71,13 +68,11 @@ def read_splade_settings(
         )
     if modules:
         _check_modules(name_or_path, kinds, st_config.get("transformer_task"))
-        pooling = _read_json(name_or_path, f"{modules[1].get('path', '')}/config.json".lstrip("/"), hub_kwargs)
+        pooling = read_model_json(name_or_path, f"{modules[1].get('path', '')}/config.json".lstrip("/"), hub_kwargs)
         settings.pooling_strategy = _choice(name_or_path, pooling, "pooling_strategy", SPLADE_POOLING, "max")
         settings.activation_function = _choice(name_or_path, pooling, "activation_function", SPLADE_ACTIVATIONS, "relu")
-    settings.max_length = _st_max_seq_length(st_config.get("max_seq_length"), name_or_path)
-    if settings.max_length is None:
-        settings.max_length = _tokenizer_max_length(name_or_path, hub_kwargs)
-    config = _read_json(name_or_path, "config_sentence_transformers.json", hub_kwargs)
+    settings.max_length = read_max_length(name_or_path, hub_kwargs)
+    config = read_model_json(name_or_path, "config_sentence_transformers.json", hub_kwargs)
     settings.max_active_dims = check_max_active_dims(config.get("max_active_dims"), f"{name_or_path}: max_active_dims")
     similarity = config.get("similarity_fn_name")
     if similarity is not None and similarity not in SIMILARITY_FUNCTIONS:
@@ -128,12 +123,3 @@ def _choice(name: str | os.PathLike, config: dict[str, Any], key: str, allowed: 
     if value not in allowed:
         raise ValueError(f"{name}: SpladePooling {key}={value!r} must be one of {', '.join(allowed)}")
     return value
-
-
-def _tokenizer_max_length(name: str | os.PathLike, hub_kwargs: dict[str, Any]) -> int | None:
-    # sentence-transformers 5+ keeps max_seq_length as the tokenizer's model_max_length.
-    path = resolve_file(name, TOKENIZER_CONFIG_FILE, **hub_kwargs)
-    value = read_json_object(path).get("model_max_length") if path is not None else None
-    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < LARGE_INTEGER:
-        return value
-    return None

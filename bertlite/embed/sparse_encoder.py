@@ -19,8 +19,16 @@ from tokenizers import Encoding, Tokenizer
 from torch import Tensor
 
 from bertlite.config import BertConfig
-from bertlite.embed.base import BaseEncoder, EncodeStats, Text
-from bertlite.embed.embedder import CHUNK_TEXTS, _progress, _with_prompt, check_device
+from bertlite.embed.base import (
+    CHUNK_TEXTS,
+    BaseEncoder,
+    EncodeStats,
+    Text,
+    check_device,
+    load_dtype,
+    progress_bar,
+    with_prompt,
+)
 from bertlite.embed.sparse_config import (
     EMBEDDER_HINT,
     SIMILARITY_FUNCTIONS,
@@ -34,7 +42,6 @@ from bertlite.layers.onednn import fast_linear
 from bertlite.models.heads import BertForMaskedLM
 from bertlite.quant.int8 import check_quantize, quantize_int8
 from bertlite.tokenization import load_tokenizer
-from bertlite.utils.capabilities import resolve_dtype
 from bertlite.utils.warn import warn_user
 
 __all__ = ["SparseEncoder", "SparseRow"]
@@ -105,12 +112,7 @@ class SparseEncoder(BaseEncoder):
         self.activation_function = activation_function
         self.max_active_dims = check_max_active_dims(max_active_dims)
         self.similarity_fn_name = similarity_fn_name or "dot"
-        self.prompts = dict(prompts or {})
-        if default_prompt_name is not None and default_prompt_name not in self.prompts:
-            raise ValueError(
-                f"default_prompt_name={default_prompt_name!r} is not one of the prompts {_names(self.prompts)}"
-            )
-        self.default_prompt_name = default_prompt_name
+        self._set_prompts(prompts, default_prompt_name)
 
     @classmethod
     def from_pretrained(
@@ -161,8 +163,7 @@ class SparseEncoder(BaseEncoder):
         device = check_device(device)
         config = BertConfig.from_pretrained(name_or_path, **hub_kwargs)
         settings = read_splade_settings(name_or_path, list(getattr(config, "architectures", None) or []), **hub_kwargs)
-        sizes = (config.hidden_size, config.intermediate_size)
-        dtype = resolve_dtype(None if int8 else dtype, device, sizes if dtype == "auto" else None)
+        dtype = load_dtype(dtype, int8, device, name_or_path, hub_kwargs, config)
         model = _load_masked_lm(name_or_path, dtype, device, allow_nonfinite, hub_kwargs)
         tokenizer = load_tokenizer(name_or_path, **hub_kwargs)
         if int8:
@@ -192,26 +193,6 @@ class SparseEncoder(BaseEncoder):
     def dimension(self) -> int:
         """The vectors' length (vocab_size)."""
         return self.vocab_size
-
-    def resolve_prompt(self, prompt: str | None = None, prompt_name: str | None = None) -> str:
-        """The text put before every input, as sentence-transformers picks it.
-
-        Args:
-            prompt: the text itself; wins over prompt_name.
-            prompt_name: a key of `prompts`; None: the default prompt, if any.
-
-        Returns:
-            The prompt, "" for none.
-
-        Raises:
-            ValueError: an unknown prompt_name.
-        """
-        if prompt is not None:
-            return prompt
-        name = prompt_name if prompt_name is not None else self.default_prompt_name
-        if name is not None and name not in self.prompts:
-            raise ValueError(f"prompt_name={name!r} is not one of the prompts {_names(self.prompts)}")
-        return "" if name is None else self.prompts[name]
 
     # --- sentence-transformers' API -------------------------------------------------
 
@@ -257,11 +238,11 @@ class SparseEncoder(BaseEncoder):
         prefix = self.resolve_prompt(prompt, prompt_name)
         batch_size, max_tokens = self._batch_limits(batch_size, max_tokens)
         rows: list[Tensor] = []  # per text: dense (vocab,), or the (2, nnz) indices and values of its entries
-        progress = _progress(len(texts), show_progress_bar)
+        progress = progress_bar(len(texts), show_progress_bar)
         self.last_stats = stats = EncodeStats(texts=len(texts))
         try:
             for start in range(0, len(texts), CHUNK_TEXTS):
-                chunk = _with_prompt(texts[start : start + CHUNK_TEXTS], prefix)
+                chunk = with_prompt(texts[start : start + CHUNK_TEXTS], prefix)
                 encodings = self.tokenize(chunk, on_long, first_index=start)
                 results: list[Any] = [None] * len(encodings)
                 for batch_rows, pooled in self._run_sorted(encodings, batch_size, max_tokens, stats):
@@ -569,7 +550,3 @@ def _unit_rows(matrix: Tensor) -> Tensor:
     dense = matrix.to_dense() if matrix.is_sparse else matrix
     unit = torch.nn.functional.normalize(dense, p=2, dim=1)
     return unit.to_sparse() if matrix.is_sparse else unit
-
-
-def _names(prompts: dict[str, str]) -> str:
-    return "(" + ", ".join(sorted(prompts)) + ")" if prompts else "(none)"

@@ -14,6 +14,7 @@ from typing import Any
 
 from bertlite.checkpoint.hub import resolve_file
 from bertlite.config import read_json
+from bertlite.tokenization import LARGE_INTEGER
 
 POOLING_MODES = ("cls", "mean", "max", "pooler", "mean_sqrt_len")
 # sentence-transformers concatenates the modes a Pooling config turns on, in this order.
@@ -31,7 +32,20 @@ DEFAULT_POOLING = "mean"
 DEFAULT_NORMALIZE = False
 
 
-def _read_json(name_or_path: str | os.PathLike, filename: str, hub_kwargs: dict[str, Any]) -> dict[str, Any]:
+def read_model_json(name_or_path: str | os.PathLike, filename: str, hub_kwargs: dict[str, Any]) -> Any:
+    """One JSON file of a model folder or hub repo.
+
+    Args:
+        name_or_path: the folder or hub id.
+        filename: the file, relative to it.
+        hub_kwargs: resolve_file's hub arguments.
+
+    Returns:
+        The file's object (a list of objects for modules.json), or {} when the model has no such file.
+
+    Raises:
+        ValueError: a file that is not JSON, or not the expected object or list, naming it.
+    """
     path = resolve_file(name_or_path, filename, **hub_kwargs)
     if path is None:
         return {}
@@ -75,7 +89,7 @@ def read_sentence_transformers_settings(
             Transformer, Pooling, Normalize), or an invalid max_seq_length.
     """
     settings = SentenceTransformerSettings()
-    modules = _read_json(name_or_path, "modules.json", hub_kwargs)
+    modules = read_model_json(name_or_path, "modules.json", hub_kwargs)
     settings.max_length = read_max_length(name_or_path, hub_kwargs)
     if not modules:
         return settings
@@ -83,7 +97,7 @@ def read_sentence_transformers_settings(
     for module in modules:
         kind = str(module.get("type", "")).rsplit(".", 1)[-1]
         if kind == "Pooling":
-            pooling = _read_json(name_or_path, f"{module.get('path', '')}/config.json".lstrip("/"), hub_kwargs)
+            pooling = read_model_json(name_or_path, f"{module.get('path', '')}/config.json".lstrip("/"), hub_kwargs)
             settings.pooling = _st_pooling_modes(pooling, name_or_path)
             include_prompt = pooling.get("include_prompt", True)
             if not isinstance(include_prompt, bool):
@@ -116,19 +130,24 @@ def read_max_length(name_or_path: str | os.PathLike, hub_kwargs: dict[str, Any])
     Raises:
         ValueError: an invalid max_seq_length.
     """
-    st_config = _read_json(name_or_path, "sentence_bert_config.json", hub_kwargs)
-    length = _st_max_seq_length(st_config.get("max_seq_length"), name_or_path)
+    st_config = read_model_json(name_or_path, "sentence_bert_config.json", hub_kwargs)
+    length = check_max_seq_length(st_config.get("max_seq_length"), name_or_path)
     if length is not None:
         return length
-    saved = _read_json(name_or_path, "tokenizer_config.json", hub_kwargs).get("model_max_length")
+    saved = read_model_json(name_or_path, "tokenizer_config.json", hub_kwargs).get("model_max_length")
     # transformers writes a huge number for "no limit"; the model's max_position_embeddings applies then
-    if isinstance(saved, int) and not isinstance(saved, bool) and 1 <= saved < 10**20:
+    if isinstance(saved, int) and not isinstance(saved, bool) and 1 <= saved < LARGE_INTEGER:
         return saved
     return None
 
 
-def _st_max_seq_length(value: Any, name: str | os.PathLike) -> int | None:
-    # null means "the model's maximum", as in sentence-transformers; anything else must say a length.
+def check_max_seq_length(value: Any, name: str | os.PathLike) -> int | None:
+    """sentence_bert_config.json's max_seq_length: a positive int, or None for the model's maximum (as
+    sentence-transformers reads null).
+
+    Raises:
+        ValueError: any other value, naming the model `name` and the value.
+    """
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ValueError(
             f"{name}: sentence_bert_config.json has max_seq_length={value!r}; it must be a positive integer "
@@ -155,7 +174,7 @@ def read_sentence_transformers_prompts(
     Raises:
         ValueError: prompts that do not map names to strings, or a default_prompt_name not among them.
     """
-    config = _read_json(name_or_path, "config_sentence_transformers.json", hub_kwargs)
+    config = read_model_json(name_or_path, "config_sentence_transformers.json", hub_kwargs)
     saved = config.get("prompts") or {}
     if not isinstance(saved, dict) or not all(isinstance(v, str | None) for v in saved.values()):
         raise ValueError(f"{name_or_path}: config_sentence_transformers.json 'prompts' must map names to strings")
@@ -178,12 +197,17 @@ def _st_pooling_modes(config: dict[str, Any], name: str | os.PathLike) -> list[s
         names = [named] if isinstance(named, str) else named
         if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
             raise ValueError(f"{name}: pooling_mode must be a mode name or a list of them, got {named!r}")
-        return [_check_pooling(_ST_POOLING_NAMES.get(n, n)) for n in names]
+        return [check_pooling(_ST_POOLING_NAMES.get(n, n)) for n in names]
     modes = [mode for flag, mode in _ST_POOLING_FLAGS if config.get(flag)]
     return modes or [DEFAULT_POOLING]
 
 
-def _check_pooling(mode: str) -> str:
+def check_pooling(mode: str) -> str:
+    """`mode` if it is one of POOLING_MODES.
+
+    Raises:
+        ValueError: naming the mode and the known ones.
+    """
     if mode not in POOLING_MODES:
         raise ValueError(f"pooling={mode!r} is not one of {', '.join(POOLING_MODES)}")
     return mode
@@ -232,12 +256,12 @@ def read_cross_encoder_settings(name_or_path: str | os.PathLike, **hub_kwargs: A
             modules than one Transformer, another transformer_task, or malformed values.
     """
     settings = CrossEncoderSettings()
-    st_config = _read_json(name_or_path, "sentence_bert_config.json", hub_kwargs)
+    st_config = read_model_json(name_or_path, "sentence_bert_config.json", hub_kwargs)
     settings.max_length = read_max_length(name_or_path, hub_kwargs)
-    modules = _read_json(name_or_path, "modules.json", hub_kwargs)
+    modules = read_model_json(name_or_path, "modules.json", hub_kwargs)
     if not modules:
         return settings
-    config = _read_json(name_or_path, "config_sentence_transformers.json", hub_kwargs)
+    config = read_model_json(name_or_path, "config_sentence_transformers.json", hub_kwargs)
     # sentence-transformers takes a folder without model_type for a SentenceTransformer (older saves).
     model_type = config.get("model_type", "SentenceTransformer")
     if model_type != "CrossEncoder":

@@ -58,6 +58,12 @@ def st_models(folders: dict[str, Path]) -> dict[str, STCrossEncoder]:
     return {kind: STCrossEncoder(str(folder), device="cpu") for kind, folder in folders.items()}
 
 
+@pytest.fixture(scope="module")
+def st_scores(st_models: dict[str, STCrossEncoder]) -> dict[str, np.ndarray]:
+    """sentence-transformers' predict(PAIRS) of every kind, computed once: several tests compare with it."""
+    return {kind: st.predict(PAIRS) for kind, st in st_models.items()}
+
+
 def test_the_folders_are_what_sentence_transformers_writes(folders: dict[str, Path]) -> None:
     saved = json.loads((folders["identity-activation"] / "config_sentence_transformers.json").read_text())
     assert saved["model_type"] == "CrossEncoder"
@@ -68,14 +74,18 @@ def test_the_folders_are_what_sentence_transformers_writes(folders: dict[str, Pa
 @pytest.mark.parametrize("unpad", [True, False], ids=["packed", "padded"])
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_predict_equals_sentence_transformers(
-    kind: str, unpad: bool, folders: dict[str, Path], st_models: dict[str, STCrossEncoder]
+    kind: str,
+    unpad: bool,
+    folders: dict[str, Path],
+    st_models: dict[str, STCrossEncoder],
+    st_scores: dict[str, np.ndarray],
 ) -> None:
     st = st_models[kind]
     ours = CrossEncoder.from_pretrained(folders[kind], dtype="float32", unpad=unpad)
     assert ours.num_labels == st.num_labels
     expected_length = MAX_LENGTH if kind != "plain-transformers" else 512
     assert ours.max_length == st.max_seq_length == expected_length
-    expected = st.predict(PAIRS)
+    expected = st_scores[kind]
     scores = ours.predict(PAIRS)
     assert scores.shape == expected.shape and scores.dtype == np.float32
     np.testing.assert_allclose(scores, expected, atol=ATOL, rtol=0)
@@ -89,7 +99,7 @@ def test_predict_equals_sentence_transformers(
 
 
 def test_encode_tokenized_gives_the_raw_logits_of_transformers(
-    folders: dict[str, Path], st_models: dict[str, STCrossEncoder]
+    folders: dict[str, Path], st_scores: dict[str, np.ndarray]
 ) -> None:
     folder = folders["three-labels"]
     ours = CrossEncoder.from_pretrained(folder, dtype="float32")
@@ -106,7 +116,7 @@ def test_encode_tokenized_gives_the_raw_logits_of_transformers(
     # the one-label model's activation is sentence-transformers' Sigmoid
     one = CrossEncoder.from_pretrained(folders["one-label"], dtype="float32")
     activated = one.activation(one.encode_tokenized(one.tokenize(PAIRS)))
-    np.testing.assert_allclose(activated[:, 0], st_models["one-label"].predict(PAIRS), atol=ATOL, rtol=0)
+    np.testing.assert_allclose(activated[:, 0], st_scores["one-label"], atol=ATOL, rtol=0)
 
 
 def test_output_forms_equal_sentence_transformers(
@@ -152,6 +162,7 @@ def test_rank_equals_sentence_transformers(
     assert ours.rank(query, []) == st_models["one-label"].rank(query, []) == []
 
 
+@pytest.mark.slow  # two more folders, each loaded by sentence-transformers
 def test_old_activation_keys_in_config_json(real_model_path: Path, tmp_path: Path) -> None:
     """Folders of sentence-transformers before modules-based cross-encoders name the activation in config.json."""
     for key, value in [
@@ -168,13 +179,13 @@ def test_old_activation_keys_in_config_json(real_model_path: Path, tmp_path: Pat
         assert np.abs(ours.predict(PAIRS, activation_fn=torch.nn.Sigmoid()) - expected).min() > 0.01
 
 
-def test_int8_scores_rank_as_float32(folders: dict[str, Path], st_models: dict[str, STCrossEncoder]) -> None:
+def test_int8_scores_rank_as_float32(folders: dict[str, Path], st_scores: dict[str, np.ndarray]) -> None:
     """int8 moves the scores a little. The bar: every score within 30% of the spread of
     sentence-transformers' fp32 scores of its neighbour pairs (seen: 16%), the same best pair, and a
     Spearman rank correlation of at least 0.8 (seen: 1.0)."""
     ours = CrossEncoder.from_pretrained(folders["identity-activation"], quantize="int8")
     assert ours.precision == "int8"
-    expected = st_models["identity-activation"].predict(PAIRS)
+    expected = st_scores["identity-activation"]
     scores = ours.predict(PAIRS)
     assert np.abs(scores - expected).max() <= 0.3 * np.ptp(expected)
     assert np.argmax(scores) == np.argmax(expected)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import string
 from pathlib import Path
 
@@ -10,14 +11,9 @@ import numpy as np
 import pytest
 import torch
 from sentence_transformers import MultiVectorEncoder as STMultiVectorEncoder
-from sentence_transformers.base.modules import Normalize as STNormalize
-from sentence_transformers.base.modules import Transformer
-from sentence_transformers.base.modules.dense import Dense as STDense
-from sentence_transformers.multi_vector_encoder.modules import MultiVectorMask
-from transformers import AutoTokenizer
 
 from bertlite import MultiVectorEncoder
-from tests.helpers import make_hf_model
+from tests.helpers import colbert_folder
 
 TEXTS = [
     "What is the capital of France?",
@@ -27,53 +23,46 @@ TEXTS = [
     " ".join(f"word{i} with punctuation, again." for i in range(60)),  # past every max length
 ]
 
-# name -> (Transformer kwargs, skiplist, Dense kwargs, prompts, [Q]/[D] as added special tokens)
+# name -> colbert_folder's options
 CONFIGS = {
-    "colbert": (
-        {"document_length": 40, "query_expansion": {"strategy": "fixed", "attend": False, "length": 12}},
-        list(string.punctuation),
-        {"bias": False, "activation_function": torch.nn.Identity()},
-        {"query": "[Q] ", "document": "[D] "},
-        True,
+    "colbert": dict(
+        transformer_kwargs={
+            "document_length": 40,
+            "query_expansion": {"strategy": "fixed", "attend": False, "length": 12},
+        },
+        skiplist=list(string.punctuation),
+        prompts={"query": "[Q] ", "document": "[D] "},
+        markers=True,
     ),
-    "attend_min": (
-        {"query_length": 20, "query_expansion": {"strategy": "min", "attend": True, "length": 10}},
-        [],
-        {"bias": True, "activation_function": torch.nn.Tanh()},
-        {"query": "query: ", "document": "passage: "},
-        False,
+    "attend_min": dict(
+        transformer_kwargs={"query_length": 20, "query_expansion": {"strategy": "min", "attend": True, "length": 10}},
+        dense_bias=True,
+        dense_activation=torch.nn.Tanh(),
+        prompts={"query": "query: ", "document": "passage: "},
     ),
-    "plain": ({}, [",", "."], {"bias": False, "activation_function": torch.nn.Identity()}, None, False),
+    "plain": dict(skiplist=[",", "."]),
 }
 
 
-def build(name: str, real_model_path: Path, folder: Path) -> Path:
-    """Save a tiny random ColBERT model with sentence-transformers and return its folder."""
-    transformer_kwargs, skiplist, dense_kwargs, prompts, special = CONFIGS[name]
-    tokenizer = AutoTokenizer.from_pretrained(str(real_model_path))
-    if special:
-        tokenizer.add_special_tokens({"additional_special_tokens": ["[Q]", "[D]"]})
-    hf = make_hf_model(seed=3, vocab_size=len(tokenizer), add_pooling_layer=False)
-    base = folder / "hf"
-    hf.save_pretrained(base)
-    tokenizer.save_pretrained(base)
-    torch.manual_seed(4)
-    modules = [
-        Transformer(str(base), **transformer_kwargs),
-        STDense(32, 16, module_input_name="token_embeddings", **dense_kwargs),
-        MultiVectorMask(skiplist_words=skiplist),
-        STNormalize(module_input_name="token_embeddings"),
-    ]
-    with torch.no_grad():
-        modules[1].linear.weight.normal_(0.0, 0.5)
-    STMultiVectorEncoder(modules=modules, prompts=prompts, device="cpu").save_pretrained(str(folder / "st"))
-    return folder / "st"
+@pytest.fixture(scope="module")
+def folders(real_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("colbert")
+    return {name: colbert_folder(real_model_path, root / name, **options) for name, options in CONFIGS.items()}
 
 
 @pytest.fixture(scope="module", params=list(CONFIGS))
-def pair(request: pytest.FixtureRequest, real_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple:
-    folder = build(request.param, real_model_path, tmp_path_factory.mktemp(request.param))
-    return folder, STMultiVectorEncoder(str(folder), device="cpu")
+def pair(request: pytest.FixtureRequest, folders: dict[str, Path]) -> tuple[Path, STMultiVectorEncoder, dict]:
+    """A folder, sentence-transformers' model of it, and that model's queries, documents and plain encode() of
+    TEXTS (computed once: several tests compare with them)."""
+    folder = folders[request.param]
+    st = STMultiVectorEncoder(str(folder), device="cpu")
+    expected = {"query": st.encode_query(TEXTS), "document": st.encode_document(TEXTS), "plain": st.encode(TEXTS)}
+    return folder, st, expected
+
+
+@pytest.fixture(scope="module")
+def colbert(folders: dict[str, Path]) -> Path:
+    return folders["colbert"]
 
 
 def assert_same_tokens(ours: list, theirs: list) -> None:
@@ -87,13 +76,13 @@ def assert_same_tokens(ours: list, theirs: list) -> None:
 
 @pytest.mark.parametrize("unpad", [True, False], ids=["packed", "padded"])
 def test_queries_documents_and_scores_equal_sentence_transformers(pair: tuple, unpad: bool) -> None:
-    folder, st = pair
+    folder, st, expected = pair
     ours = MultiVectorEncoder.from_pretrained(folder, dtype=None, unpad=unpad)
     queries, documents = ours.encode_query(TEXTS), ours.encode_document(TEXTS)
-    st_queries, st_documents = st.encode_query(TEXTS), st.encode_document(TEXTS)
+    st_queries, st_documents = expected["query"], expected["document"]
     assert_same_tokens(queries, st_queries)
     assert_same_tokens(documents, st_documents)
-    assert_same_tokens(ours.encode(TEXTS, convert_to_numpy=True), st.encode(TEXTS))
+    assert_same_tokens(ours.encode(TEXTS, convert_to_numpy=True), expected["plain"])
     torch.testing.assert_close(
         ours.similarity(queries, documents), st.similarity(st_queries, st_documents), atol=1e-5, rtol=0
     )
@@ -106,32 +95,27 @@ def test_queries_documents_and_scores_equal_sentence_transformers(pair: tuple, u
 
 
 def test_encode_tokenized_equals_encode_query_and_document(pair: tuple) -> None:
-    folder, st = pair
+    folder, _, expected = pair
     ours = MultiVectorEncoder.from_pretrained(folder, dtype=None)
     # Batches of 2: texts of different kinds and lengths share a batch.
     queries = ours.encode_tokenized(ours.tokenize(TEXTS, is_query=True), batch_size=2)
     documents = ours.encode_tokenized(ours.tokenize(TEXTS), max_tokens=64)
-    assert_same_tokens(queries, st.encode_query(TEXTS))
-    assert_same_tokens(documents, st.encode_document(TEXTS))
+    assert_same_tokens(queries, expected["query"])
+    assert_same_tokens(documents, expected["document"])
 
 
 def test_options_equal_sentence_transformers(pair: tuple) -> None:
-    folder, st = pair
+    folder, st, expected = pair
     ours = MultiVectorEncoder.from_pretrained(folder, dtype=None)
     kwargs = {"truncate_dim": 8, "normalize_embeddings": True, "prompt": "search: "}
     assert_same_tokens(ours.encode_query(TEXTS, **kwargs), st.encode_query(TEXTS, **kwargs))
     single = ours.encode_document(TEXTS[0], convert_to_numpy=True)
     assert isinstance(single, np.ndarray)
-    assert_same_tokens([single], [st.encode_document(TEXTS[0])])
+    assert_same_tokens([single], expected["document"][:1])
 
 
-@pytest.fixture(scope="module")
-def colbert_folder(real_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build("colbert", real_model_path, tmp_path_factory.mktemp("colbert-only"))
-
-
-def test_markers_fixed_width_queries_and_punctuation_dropped(colbert_folder: Path) -> None:
-    ours = MultiVectorEncoder.from_pretrained(colbert_folder, dtype=None)
+def test_markers_fixed_width_queries_and_punctuation_dropped(colbert: Path) -> None:
+    ours = MultiVectorEncoder.from_pretrained(colbert, dtype=None)
     query, long_query = ours.tokenize(["hi", TEXTS[-1]], is_query=True)
     q_id, mask_id = ours.tokenizer.token_to_id("[Q]"), ours.tokenizer.token_to_id("[MASK]")
     assert query.ids[:2] == [ours.tokenizer.token_to_id("[CLS]"), q_id]
@@ -148,9 +132,9 @@ def test_refuses_an_embedding_model_naming_the_folder(real_model_path: Path) -> 
         MultiVectorEncoder.from_pretrained(real_model_path)
 
 
-def test_refuses_a_bare_transformers_folder_and_a_pylate_config(colbert_folder: Path, tmp_path: Path) -> None:
+def test_refuses_a_bare_transformers_folder_and_a_pylate_config(colbert: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"hf: not a multi-vector checkpoint \(no modules.json\)"):
-        MultiVectorEncoder.from_pretrained(colbert_folder.parent / "hf")
+        MultiVectorEncoder.from_pretrained(colbert.with_name("colbert-hf"))
     pylate = tmp_path / "pylate"
     pylate.mkdir()
     (pylate / "config_sentence_transformers.json").write_text(json.dumps({"model_type": "ColBERT"}))
@@ -158,8 +142,16 @@ def test_refuses_a_bare_transformers_folder_and_a_pylate_config(colbert_folder: 
         MultiVectorEncoder.from_pretrained(pylate)
 
 
-def test_bad_arguments_are_clear_errors(colbert_folder: Path) -> None:
-    ours = MultiVectorEncoder.from_pretrained(colbert_folder, dtype=None)
+def test_refuses_a_normalize_without_input_name(colbert: Path, tmp_path: Path) -> None:
+    """Unset, sentence-transformers' Normalize reads sentence_embedding: the tokens would go unnormalized."""
+    folder = shutil.copytree(colbert, tmp_path / "colbert")
+    (folder / "3_Normalize" / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"Normalize module's module_input_name is 'sentence_embedding' \(sentence-"):
+        MultiVectorEncoder.from_pretrained(folder)
+
+
+def test_bad_arguments_are_clear_errors(colbert: Path) -> None:
+    ours = MultiVectorEncoder.from_pretrained(colbert, dtype=None)
     with pytest.raises(ValueError, match=r"texts\[1\] is tuple"):
         ours.encode(["a", ("b", "c")])
     with pytest.raises(ValueError, match="output_value='sentence_embedding'"):

@@ -13,10 +13,9 @@ import pytest
 import torch
 import transformers
 from sentence_transformers import SparseEncoder as STSparseEncoder
-from sentence_transformers.base.modules import Transformer
-from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
 
 from bertlite import CheckpointError, SparseEncoder
+from tests.helpers import masked_lm_folder, splade_folder
 from tests.serve_helpers import one_torch_thread  # noqa: F401 (an autouse fixture)
 
 VOCAB = 30522  # the real tokenizer's; the rest of the model is tiny
@@ -34,37 +33,11 @@ TEXTS = [
 PROMPTS = {"query": "query: ", "document": "passage: "}
 
 
-def masked_lm_folder(real_model_path: Path, folder: Path, seed: int = 0) -> Path:
-    """A random 2-layer BertForMaskedLM (hidden 16) saved by transformers with the real tokenizer."""
-    torch.manual_seed(seed)
-    config = transformers.BertConfig(
-        vocab_size=VOCAB,
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=24,
-        max_position_embeddings=64,
+def st_splade(base: Path, folder: Path, pooling: str, **kwargs: object) -> STSparseEncoder:
+    """splade_folder's model (max length MAX_LENGTH), loaded back from its folder by sentence-transformers."""
+    return STSparseEncoder(
+        str(splade_folder(base, folder, pooling=pooling, max_seq_length=MAX_LENGTH, **kwargs)), device="cpu"
     )
-    model = transformers.BertForMaskedLM(config).eval()
-    with torch.no_grad():
-        for p in model.parameters():  # far from init, LayerNorms and the head's bias included
-            p.normal_(0.0, 0.3)
-    model.save_pretrained(folder)
-    transformers.AutoTokenizer.from_pretrained(real_model_path).save_pretrained(folder)
-    return folder
-
-
-def splade_folder(
-    base: Path, folder: Path, pooling: str, legacy_module: bool = False, **st_kwargs: object
-) -> STSparseEncoder:
-    """sentence-transformers' SparseEncoder of `base` (MLM Transformer + SpladePooling), saved to `folder`
-    and loaded back from it."""
-    module = MLMTransformer if legacy_module else Transformer
-    task = {} if legacy_module else {"transformer_task": "fill-mask"}
-    transformer = module(str(base), max_seq_length=MAX_LENGTH, **task)
-    model = STSparseEncoder(modules=[transformer, SpladePooling(pooling)], device="cpu", **st_kwargs)
-    model.save(str(folder))
-    return STSparseEncoder(str(folder), device="cpu")
 
 
 @pytest.fixture(scope="module")
@@ -75,15 +48,14 @@ def base(real_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 @pytest.fixture(scope="module", params=["max", "sum"])
 def pair(request: pytest.FixtureRequest, base: Path) -> tuple[Path, STSparseEncoder]:
     folder = base.parent / f"splade-{request.param}"
-    return folder, splade_folder(base, folder, request.param, legacy_module=request.param == "sum")
+    return folder, st_splade(base, folder, request.param, legacy_module=request.param == "sum")
 
 
 @pytest.fixture(scope="module")
 def plain(base: Path) -> Path:
     """A plain SPLADE folder (max pooling), for the tests of errors."""
     folder = base.parent / "splade-plain"
-    splade_folder(base, folder, "max")
-    return folder
+    return splade_folder(base, folder, max_seq_length=MAX_LENGTH)
 
 
 def assert_same_vectors(ours: torch.Tensor, theirs: torch.Tensor) -> None:
@@ -135,7 +107,7 @@ def test_encode_tokenized_rows(pair: tuple[Path, STSparseEncoder]) -> None:
 @pytest.mark.slow
 def test_max_active_dims_from_folder_and_call(base: Path) -> None:
     folder = base.parent / "splade-top"
-    st = splade_folder(base, folder, "max", max_active_dims=7)
+    st = st_splade(base, folder, "max", max_active_dims=7)
     ours = SparseEncoder.from_pretrained(folder, dtype="float32")
     assert ours.max_active_dims == 7
     expected = st.encode(TEXTS)
@@ -149,7 +121,7 @@ def test_max_active_dims_from_folder_and_call(base: Path) -> None:
 @pytest.mark.slow
 def test_query_and_document_prompts(base: Path) -> None:
     folder = base.parent / "splade-prompts"
-    st = splade_folder(base, folder, "max", prompts=PROMPTS)
+    st = st_splade(base, folder, "max", prompts=PROMPTS)
     ours = SparseEncoder.from_pretrained(folder, dtype="float32")
     assert_same_vectors(ours.encode_query(TEXTS), st.encode_query(TEXTS))
     assert_same_vectors(ours.encode_document(TEXTS), st.encode_document(TEXTS))
@@ -161,7 +133,7 @@ def test_query_and_document_prompts(base: Path) -> None:
 def test_legacy_folder_settings(base: Path) -> None:
     """Older sentence-transformers folders: max_seq_length in sentence_bert_config.json, word_embedding_dimension."""
     folder = base.parent / "splade-legacy"
-    splade_folder(base, folder, "sum", legacy_module=True)
+    splade_folder(base, folder, pooling="sum", legacy_module=True, max_seq_length=MAX_LENGTH)
     (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 10, "do_lower_case": False}))
     (folder / "1_SpladePooling" / "config.json").write_text(
         json.dumps({"pooling_strategy": "sum", "activation_function": "log1p_relu", "word_embedding_dimension": VOCAB})

@@ -5,7 +5,6 @@ model cannot serve answer 424 naming what it serves; kind detection and --task."
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,11 +13,6 @@ import httpx
 import numpy as np
 import openai
 import pytest
-import torch
-import transformers
-from sentence_transformers import CrossEncoder as STCrossEncoder
-from sentence_transformers import SparseEncoder as STSparseEncoder
-from sentence_transformers.multi_vector_encoder import MultiVectorEncoder as STMultiVectorEncoder
 
 from bertlite.embed.cross_encoder import CrossEncoder
 from bertlite.embed.embedder import Embedder
@@ -26,6 +20,7 @@ from bertlite.embed.kinds import detect_kind, kind_of, load_job
 from bertlite.embed.multi_vector import MultiVectorEncoder
 from bertlite.embed.sparse_encoder import SparseEncoder
 from bertlite.serve.app import Limits
+from tests.helpers import colbert_folder, cross_encoder_folder, masked_lm_folder, splade_folder
 from tests.serve_helpers import (
     one_torch_thread,  # noqa: F401 (an autouse fixture)
     running,
@@ -47,33 +42,16 @@ def auth() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def folders(real_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Tiny random checkpoints (hidden 32, 2 layers, the real tokenizer) of every kind, saved by
-    sentence-transformers as its users save them."""
+    """Tiny random checkpoints (the real tokenizer) of every kind, saved by sentence-transformers as its
+    users save them; cls1 is the reranker's plain transformers folder."""
     root = tmp_path_factory.mktemp("jobs")
-    tokenizer = transformers.AutoTokenizer.from_pretrained(real_model_path)
-    config = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37)
-    torch.manual_seed(0)
-    heads = {
-        "cls1": transformers.BertForSequenceClassification(transformers.BertConfig(**config, num_labels=1)),
-        "cls3": transformers.BertForSequenceClassification(transformers.BertConfig(**config, id2label=LABELS)),
-        "mlm": transformers.BertForMaskedLM(transformers.BertConfig(**config)),
-        "base": transformers.BertModel(transformers.BertConfig(**config)),
-    }
-    for name, model in heads.items():
-        with torch.no_grad():  # larger weights than the init's, so the scores differ visibly
-            for p in model.parameters():
-                p.normal_(0.0, 0.2)
-        model.save_pretrained(root / name)
-        tokenizer.save_pretrained(root / name)
-    STCrossEncoder(str(root / "cls1"), device="cpu").save(str(root / "reranker"))
-    STCrossEncoder(str(root / "cls3"), device="cpu").save(str(root / "classifier"))
-    STSparseEncoder(str(root / "mlm"), device="cpu").save(str(root / "splade"))
-    STMultiVectorEncoder(str(root / "base"), device="cpu").save(str(root / "colbert"))
-    # Prompts that tell queries from documents (the saved ones are empty).
-    st_config = root / "colbert" / "config_sentence_transformers.json"
-    st_config.write_text(json.dumps({**json.loads(st_config.read_text()), "prompts": PROMPTS}))
+    cross_encoder_folder(real_model_path, root / "reranker", num_labels=1)
+    cross_encoder_folder(real_model_path, root / "classifier", num_labels=3, seed=1, id2label=LABELS)
+    splade_folder(masked_lm_folder(real_model_path, root / "mlm"), root / "splade")
+    colbert_folder(real_model_path, root / "colbert", prompts=PROMPTS)  # prompts that tell queries from documents
     tiny_model_folder(real_model_path, root / "embedding")
-    return {name: root / name for name in ("reranker", "classifier", "splade", "colbert", "embedding", "cls1")}
+    folders = {name: root / name for name in ("reranker", "classifier", "splade", "colbert", "embedding")}
+    return {**folders, "cls1": root / "reranker-raw"}
 
 
 def test_detect_kind_reads_the_folders_sentence_transformers_saves(
