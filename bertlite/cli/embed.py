@@ -11,12 +11,14 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from bertlite.cli import embed_tasks
 from bertlite.cli.args import add_command, add_model_placement, one_line_dtype_warnings
 from bertlite.embed.st_config import DEFAULT_POOLING, POOLING_MODES
 
 if TYPE_CHECKING:  # the embedder imports torch, which --help and argument errors never need
     from bertlite.embed.embedder import Embedder
     from bertlite.embed.io import VectorWriter
+    from bertlite.embed.partial import InputDigest
 
 EMBED_HELP = """\
 Embed every text of a file with a BERT checkpoint: one vector per input row.
@@ -37,6 +39,15 @@ The input is read, embedded and written in chunks: memory does not grow with
 its length, and stdin may be endless. \n, \r\n and a lone \r each end a line.
 A run that is killed outright leaves its temporary file; the next run that
 completes the same output removes it, and --resume continues from its rows.
+
+--task picks the job (default auto: by the checkpoint's files). A SPLADE
+checkpoint gives sparse vectors, one jsonl line per row {"id": i, "indices":
+[...], "values": [...]} (indices ascending); a ColBERT (multi-vector) one gives
+{"id": i, "embedding": [[...], ...]}, one vector per kept token, as does
+--task token-embeddings with an embedding model (every token's last hidden
+state). These tasks write .jsonl only; --as-query encodes the rows as queries
+(sentence-transformers' encode_query) instead of documents. A cross-encoder is
+refused: score pairs with `bertlite rerank`.
 
 --engine ray (pip install 'bertlite[ray]') embeds many files on Ray Data with
 --replicas model copies: -i takes glob patterns ('data/*.jsonl', quoted) and may
@@ -111,6 +122,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="texts longer than the max length: truncate (counted in the summary) or stop",
     )
     _add_prompt_arguments(p)
+    embed_tasks.add_task_arguments(p)
     add_model_placement(p, extra_dtypes=("int8",))
     p.add_argument(
         "--overwrite",
@@ -173,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             return fail(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if args.engine != "ray" and args.task != "auto" and (message := embed_tasks.check_options(args, args.task)):
+        return fail(message)
     if args.engine == "ray":
         return _embed_ray(args, fail)
     given = [f"--{name.replace('_', '-')}" for name in RAY_ONLY if getattr(args, name) is not None]
@@ -197,11 +211,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
-    import errno
     import itertools
     import time
 
-    from bertlite.embed.io import VectorWriter, check_output_path, iter_texts, require_pyarrow
+    from bertlite.embed.io import check_output_path, iter_texts, require_pyarrow
     from bertlite.errors import InputError
 
     try:
@@ -222,40 +235,22 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
         rows = iter_texts(args.input, *reading)
         first = list(itertools.islice(rows, 1))  # stdin: an empty or bad first row is said now
         replacing = os.path.exists(args.output)
-        embedder = _load_embedder(args)
-        embedder.resolve_prompt(args.prompt, args.prompt_name)
+        task = embed_tasks.task_for(args)
+        if task == "embedding":
+            embedder = _load_embedder(args)
+            embedder.resolve_prompt(args.prompt, args.prompt_name)
     except (InputError, OSError, ValueError) as e:
         return fail(_for_cli(e))
+    if task != "embedding":
+        return embed_tasks.embed_task(args, task, itertools.chain(first, rows), total, replacing, fail)
     start = time.perf_counter()
-    writer: VectorWriter | None = None
-    try:
-        job = _job(args, embedder)
-        with VectorWriter(
-            args.output, None, embedder.dimension, overwrite=args.overwrite, job=job, resume=args.resume
-        ) as writer:
-            resumed = writer.written
-            _embed_rows(args, embedder, itertools.chain(first, rows), total, writer)
-            _Terminated.check()  # the last moment before the rename
-    except (KeyboardInterrupt, _Terminated):
-        _say_kept(writer)
-        raise
-    except _NonFinite as e:
-        print(
-            f"bertlite embed: error: {args.input}: row {e.row} (0-based) gave a vector with NaN or Inf "
-            f"(non-finite model weights, or an overflow in --dtype float16); no output written{_kept(writer)}",
-            file=sys.stderr,
-        )
-        return 1
-    except ValueError as e:  # bad input rows, --on-long error, a partial output --resume cannot continue
-        return fail(f"{e}{_kept(writer)}")
-    except OSError as e:
-        code = f" ({errno.errorcode[e.errno]})" if e.errno in errno.errorcode else ""
-        print(
-            f"bertlite embed: error: writing {args.output} failed: {e.strerror or e}{code}; no output written"
-            f"{_kept(writer)}",
-            file=sys.stderr,
-        )
-        return 1
+
+    def fill(writer: VectorWriter) -> None:
+        _embed_rows(args, embedder, itertools.chain(first, rows), total, writer)
+
+    code, resumed = _write_output(args, fail, embedder.dimension, _job(args, embedder), fill, "a vector")
+    if code is not None:
+        return code
     seconds = time.perf_counter() - start
     stats = embedder.last_stats
     precision = embedder.precision
@@ -277,24 +272,12 @@ def _embed_rows(
     args: argparse.Namespace, embedder: Embedder, rows: Iterator[str], total: int | None, writer: VectorWriter
 ) -> None:
     """Embed the rows into the writer, after the rows it resumes after (checked to be the same)."""
-    import itertools
-
     import numpy as np
 
-    from bertlite.embed.partial import InputDigest
-
-    digest, resumed = InputDigest(), writer.written
-    if resumed:
-        for text in itertools.islice(rows, resumed):
-            digest.add(text)
-        if digest.rows != resumed or digest.hexdigest() != writer.resumed_digest:
-            raise ValueError(
-                f"--resume: the first {resumed} rows of {args.input} are not those the kept rows were made "
-                "from; run without --resume to start again"
-            )
-        print(f"bertlite embed: resuming after the first {resumed} rows, kept by an earlier run", file=sys.stderr)
+    digest, rows = _resume_rows(args, rows, writer)
+    resumed = writer.written
     for first_row, vectors in embedder.encode_chunks(
-        digest.through(rows),
+        rows,
         args.batch_size,
         show_progress_bar=not args.quiet,
         max_tokens=args.max_tokens,
@@ -311,6 +294,91 @@ def _embed_rows(
         _Terminated.check()
         writer.write(array)
         writer.save_progress(digest.hexdigest())
+
+
+def _write_output(
+    args: argparse.Namespace,
+    fail: Callable[[str], int],
+    dimension: int | None,
+    job: dict[str, object],
+    fill: Callable[[VectorWriter], None],
+    made: str,
+) -> tuple[int | None, int]:
+    """Write args.output through a VectorWriter that `fill` writes the rows to; renamed into place when done.
+
+    Args:
+        args, fail: the command's arguments and its usage-error reporter.
+        dimension: the VectorWriter's (None: jsonl records).
+        job: the settings a resumed run must match (see _job).
+        fill: writes every row to the writer (resuming after writer.written); raises _NonFinite for a NaN row.
+        made: what a row gives, for the NaN message ("a vector").
+
+    Returns:
+        (None, rows resumed after) when the output is complete; (exit status, 0) after a failure,
+        reported on stderr.
+    """
+    import errno
+
+    from bertlite.embed.io import VectorWriter
+
+    writer: VectorWriter | None = None
+    try:
+        with VectorWriter(
+            args.output, None, dimension, overwrite=args.overwrite, job=job, resume=args.resume
+        ) as writer:
+            resumed = writer.written
+            fill(writer)
+            _Terminated.check()  # the last moment before the rename
+    except (KeyboardInterrupt, _Terminated):
+        _say_kept(writer)
+        raise
+    except _NonFinite as e:
+        print(
+            f"bertlite embed: error: {args.input}: row {e.row} (0-based) gave {made} with NaN or Inf "
+            f"(non-finite model weights, or an overflow in --dtype float16); no output written{_kept(writer)}",
+            file=sys.stderr,
+        )
+        return 1, 0
+    except ValueError as e:  # bad input rows, --on-long error, a partial output --resume cannot continue
+        return fail(f"{e}{_kept(writer)}"), 0
+    except OSError as e:
+        code = f" ({errno.errorcode[e.errno]})" if e.errno in errno.errorcode else ""
+        print(
+            f"bertlite embed: error: writing {args.output} failed: {e.strerror or e}{code}; no output written"
+            f"{_kept(writer)}",
+            file=sys.stderr,
+        )
+        return 1, 0
+    return None, resumed
+
+
+def _resume_rows(
+    args: argparse.Namespace, rows: Iterator[str], writer: VectorWriter
+) -> tuple[InputDigest, Iterator[str]]:
+    """Skip the rows the writer resumes after, checked to be those its kept rows were made from.
+
+    Returns:
+        (digest, rest): the running digest of the input rows (the skipped ones in it), and the rows
+        still to do, hashed into it as they are taken.
+
+    Raises:
+        ValueError: the first rows differ from those of the kept output.
+    """
+    import itertools
+
+    from bertlite.embed.partial import InputDigest
+
+    digest, resumed = InputDigest(), writer.written
+    if resumed:
+        for text in itertools.islice(rows, resumed):
+            digest.add(text)
+        if digest.rows != resumed or digest.hexdigest() != writer.resumed_digest:
+            raise ValueError(
+                f"--resume: the first {resumed} rows of {args.input} are not those the kept rows were made "
+                "from; run without --resume to start again"
+            )
+        print(f"bertlite embed: resuming after the first {resumed} rows, kept by an earlier run", file=sys.stderr)
+    return digest, digest.through(rows)
 
 
 def _job(args: argparse.Namespace, embedder: Embedder) -> dict[str, object]:
@@ -403,6 +471,12 @@ def _embed_ray(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
         return fail(f"{', '.join(given)}: not supported with --engine ray yet")
     if args.resume:
         return fail("--resume: for the single engine only")
+    try:
+        refusal = embed_tasks.ray_refusal(args)
+    except (OSError, ValueError) as e:
+        return fail(_for_cli(e))
+    if refusal:
+        return fail(refusal)
     try:
         result = embed_dataset(
             args.model,
