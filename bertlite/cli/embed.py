@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import signal
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from bertlite.cli import embed_tasks
 from bertlite.cli.args import add_command, add_model_placement, one_line_dtype_warnings
+from bertlite.cli.writing import (
+    NonFinite,
+    Terminated,
+    for_cli,
+    resume_rows,
+    sigterm_raises,
+    write_output,
+)
 from bertlite.embed.st_config import DEFAULT_POOLING, POOLING_MODES
 
 if TYPE_CHECKING:  # the embedder imports torch, which --help and argument errors never need
     from bertlite.embed.embedder import Embedder
     from bertlite.embed.io import VectorWriter
-    from bertlite.embed.partial import InputDigest
 
 EMBED_HELP = """\
 Embed every text of a file with a BERT checkpoint: one vector per input row.
@@ -36,7 +41,7 @@ written to a temporary file and renamed at the end: a failed or interrupted run
 leaves no partial file, and an existing OUTPUT is kept until the new one is
 complete (then replaced, keeping its permissions; --no-overwrite refuses).
 The input is read, embedded and written in chunks: memory does not grow with
-its length, and stdin may be endless. \n, \r\n and a lone \r each end a line.
+its length, and stdin may be endless. \\n, \\r\\n and a lone \\r each end a line.
 A run that is killed outright leaves its temporary file; the next run that
 completes the same output removes it, and --resume continues from its rows.
 
@@ -203,9 +208,9 @@ def run(args: argparse.Namespace) -> int:
         )
     args.input = inputs[0]
     try:
-        with _sigterm_raises():
+        with sigterm_raises():
             return _embed_single(args, fail)
-    except _Terminated:
+    except Terminated:
         print("bertlite embed: terminated (SIGTERM); no output written", file=sys.stderr)
         return 128 + signal.SIGTERM
 
@@ -240,7 +245,7 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
             embedder = _load_embedder(args)
             embedder.resolve_prompt(args.prompt, args.prompt_name)
     except (InputError, OSError, ValueError) as e:
-        return fail(_for_cli(e))
+        return fail(for_cli(e))
     if task != "embedding":
         return embed_tasks.embed_task(args, task, itertools.chain(first, rows), total, replacing, fail)
     start = time.perf_counter()
@@ -248,7 +253,7 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
     def fill(writer: VectorWriter) -> None:
         _embed_rows(args, embedder, itertools.chain(first, rows), total, writer)
 
-    code, resumed = _write_output(args, fail, embedder.dimension, _job(args, embedder), fill, "a vector")
+    code, resumed = write_output(args, fail, embedder.dimension, _job(args, embedder), fill, "a vector")
     if code is not None:
         return code
     seconds = time.perf_counter() - start
@@ -274,7 +279,7 @@ def _embed_rows(
     """Embed the rows into the writer, after the rows it resumes after (checked to be the same)."""
     import numpy as np
 
-    digest, rows = _resume_rows(args, rows, writer)
+    digest, rows = resume_rows(args, rows, writer)
     resumed = writer.written
     for first_row, vectors in embedder.encode_chunks(
         rows,
@@ -290,95 +295,10 @@ def _embed_rows(
         array = vectors.numpy()
         finite = np.isfinite(array).all(axis=1)
         if not finite.all():
-            raise _NonFinite(first_row + int(np.argmin(finite)))
-        _Terminated.check()
+            raise NonFinite(first_row + int(np.argmin(finite)))
+        Terminated.check()
         writer.write(array)
         writer.save_progress(digest.hexdigest())
-
-
-def _write_output(
-    args: argparse.Namespace,
-    fail: Callable[[str], int],
-    dimension: int | None,
-    job: dict[str, object],
-    fill: Callable[[VectorWriter], None],
-    made: str,
-) -> tuple[int | None, int]:
-    """Write args.output through a VectorWriter that `fill` writes the rows to; renamed into place when done.
-
-    Args:
-        args, fail: the command's arguments and its usage-error reporter.
-        dimension: the VectorWriter's (None: jsonl records).
-        job: the settings a resumed run must match (see _job).
-        fill: writes every row to the writer (resuming after writer.written); raises _NonFinite for a NaN row.
-        made: what a row gives, for the NaN message ("a vector").
-
-    Returns:
-        (None, rows resumed after) when the output is complete; (exit status, 0) after a failure,
-        reported on stderr.
-    """
-    import errno
-
-    from bertlite.embed.io import VectorWriter
-
-    writer: VectorWriter | None = None
-    try:
-        with VectorWriter(
-            args.output, None, dimension, overwrite=args.overwrite, job=job, resume=args.resume
-        ) as writer:
-            resumed = writer.written
-            fill(writer)
-            _Terminated.check()  # the last moment before the rename
-    except (KeyboardInterrupt, _Terminated):
-        _say_kept(writer)
-        raise
-    except _NonFinite as e:
-        print(
-            f"bertlite embed: error: {args.input}: row {e.row} (0-based) gave {made} with NaN or Inf "
-            f"(non-finite model weights, or an overflow in --dtype float16); no output written{_kept(writer)}",
-            file=sys.stderr,
-        )
-        return 1, 0
-    except ValueError as e:  # bad input rows, --on-long error, a partial output --resume cannot continue
-        return fail(f"{e}{_kept(writer)}"), 0
-    except OSError as e:
-        code = f" ({errno.errorcode[e.errno]})" if e.errno in errno.errorcode else ""
-        print(
-            f"bertlite embed: error: writing {args.output} failed: {e.strerror or e}{code}; no output written"
-            f"{_kept(writer)}",
-            file=sys.stderr,
-        )
-        return 1, 0
-    return None, resumed
-
-
-def _resume_rows(
-    args: argparse.Namespace, rows: Iterator[str], writer: VectorWriter
-) -> tuple[InputDigest, Iterator[str]]:
-    """Skip the rows the writer resumes after, checked to be those its kept rows were made from.
-
-    Returns:
-        (digest, rest): the running digest of the input rows (the skipped ones in it), and the rows
-        still to do, hashed into it as they are taken.
-
-    Raises:
-        ValueError: the first rows differ from those of the kept output.
-    """
-    import itertools
-
-    from bertlite.embed.partial import InputDigest
-
-    digest, resumed = InputDigest(), writer.written
-    if resumed:
-        for text in itertools.islice(rows, resumed):
-            digest.add(text)
-        if digest.rows != resumed or digest.hexdigest() != writer.resumed_digest:
-            raise ValueError(
-                f"--resume: the first {resumed} rows of {args.input} are not those the kept rows were made "
-                "from; run without --resume to start again"
-            )
-        print(f"bertlite embed: resuming after the first {resumed} rows, kept by an earlier run", file=sys.stderr)
-    return digest, digest.through(rows)
 
 
 def _job(args: argparse.Namespace, embedder: Embedder) -> dict[str, object]:
@@ -399,56 +319,6 @@ def _job(args: argparse.Namespace, embedder: Embedder) -> dict[str, object]:
         "prompt": embedder.resolve_prompt(args.prompt, args.prompt_name),
         "truncate_dim": args.truncate_dim,
     }
-
-
-def _kept(writer: VectorWriter | None) -> str:
-    """What a failed run says of the rows it kept for --resume ("" when none)."""
-    if writer is None or writer.kept is None:
-        return ""
-    return f"; the {writer.written} rows made so far are kept for a later --resume (in {writer.kept})"
-
-
-def _say_kept(writer: VectorWriter | None) -> None:
-    if writer is not None and writer.kept is not None:
-        print(f"bertlite embed: {_kept(writer).removeprefix('; the ')}", file=sys.stderr)
-
-
-class _NonFinite(Exception):
-    def __init__(self, row: int) -> None:
-        self.row = row
-
-
-class _Terminated(BaseException):
-    """SIGTERM, raised where the program is, so the temp file is removed as for Ctrl-C.
-
-    `seen` stays set after the signal: Python swallows an exception that a handler raises
-    inside a finalizer (__del__, a weakref callback), so the embed loop checks it too.
-    """
-
-    seen = False
-
-    @classmethod
-    def check(cls) -> None:
-        if cls.seen:
-            raise cls
-
-
-@contextlib.contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
-        yield
-        return
-
-    def terminate(signum: int, frame: object) -> None:
-        _Terminated.seen = True
-        raise _Terminated
-
-    _Terminated.seen = False
-    previous = signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 RAY_ONLY = ("ray_address", "replicas", "threads_per_replica", "keep_text")
@@ -474,7 +344,7 @@ def _embed_ray(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
     try:
         refusal = embed_tasks.ray_refusal(args)
     except (OSError, ValueError) as e:
-        return fail(_for_cli(e))
+        return fail(for_cli(e))
     if refusal:
         return fail(refusal)
     try:
@@ -510,17 +380,6 @@ def _embed_ray(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
         file=sys.stderr,
     )
     return 0
-
-
-def _for_cli(error: BaseException) -> str:
-    """A load error in one line, without advice that only the Python API can follow (strict=, allow_nonfinite=)."""
-    from bertlite.errors import one_line
-
-    return one_line(
-        error,
-        strict="(check that config.json is the config of these weights)",
-        nonfinite="its vectors would not be finite: use a checkpoint with finite weights",
-    )
 
 
 def _load_embedder(args: argparse.Namespace) -> Embedder:

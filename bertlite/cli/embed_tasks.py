@@ -129,21 +129,21 @@ def embed_task(
     Returns:
         The exit status.
     """
-    from bertlite.cli.embed import _for_cli, _write_output
+    from bertlite.cli.writing import for_cli, write_output
     from bertlite.errors import InputError
 
     try:
         model = _load(args, task)
         prompt = _prompt(args, task, model)
     except (InputError, OSError, ValueError) as e:
-        return fail(_for_cli(e))
+        return fail(for_cli(e))
     start = time.perf_counter()
     stats = _Stats()
 
     def fill(writer: Any) -> None:
         _write_rows(args, task, model, prompt, rows, total, writer, stats)
 
-    code, resumed = _write_output(args, fail, None, _job(args, task, model, prompt), fill, _MADE[task])
+    code, resumed = write_output(args, fail, None, _job(args, task, model, prompt), fill, _MADE[task])
     if code is not None:
         return code
     seconds = time.perf_counter() - start
@@ -207,10 +207,10 @@ def _write_rows(
     """Tokenize, run and write the rows a chunk at a time, after those the writer resumes after."""
     import numpy as np
 
-    from bertlite.cli.embed import _NonFinite, _resume_rows, _Terminated
+    from bertlite.cli.writing import NonFinite, Terminated, resume_rows
     from bertlite.embed.embedder import _progress, _with_prompt
 
-    digest, rows = _resume_rows(args, rows, writer)
+    digest, rows = resume_rows(args, rows, writer)
     start = writer.written
     progress = _progress(total, not args.quiet, initial=start)
     try:
@@ -230,12 +230,12 @@ def _write_rows(
             for i, result in enumerate(results):
                 arrays = result if task == "sparse" else (result,)
                 if not all(np.isfinite(a).all() for a in arrays):
-                    raise _NonFinite(start + i)
+                    raise NonFinite(start + i)
                 if task == "sparse":
                     records.append({"indices": result[0].tolist(), "values": result[1].tolist()})
                 else:
                     records.append({"embedding": result.tolist()})
-            _Terminated.check()
+            Terminated.check()
             writer.write_records(records)
             writer.save_progress(digest.hexdigest())
             progress.update(len(chunk))

@@ -27,6 +27,7 @@ from sentence_transformers.sparse_encoder.modules import SpladePooling
 import bertlite.cli.embed_tasks
 import bertlite.embed.partial
 from bertlite.cli import main
+from bertlite.embed.kinds import load_job
 from tests.helpers import cross_encoder_folder
 from tests.serve_helpers import one_torch_thread  # noqa: F401 (an autouse fixture)
 
@@ -205,6 +206,32 @@ def test_resume_continues_a_sparse_run_after_its_saved_chunks(
     code, err = run([*argv[:-1], "--as-query", "--resume"], capsys)
     assert code == 0, err
     assert "resuming" not in err
+
+
+@pytest.mark.parametrize(("model", "made"), [("splade", "a sparse vector"), ("colbert", "token vectors")])
+def test_non_finite_row_exits_1_naming_the_row(
+    model: str,
+    made: str,
+    folders: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    job = load_job("sparse" if model == "splade" else "multi-vector", folders[model], dtype="float32")
+    # One NaN weight, reached only by row 2, the one long enough to have a 9th token (not a word's
+    # embedding: SPLADE's vocabulary projection is tied to those, so every row would score it).
+    with torch.no_grad():
+        job.bert.embeddings.position_embeddings.weight[8] = float("nan")
+    monkeypatch.setattr(bertlite.cli.embed_tasks, "_load", lambda args, task: job)
+    source, out = tmp_path / "in.txt", tmp_path / "out.jsonl"
+    source.write_text("a cat\na dog\na zebra is a striped animal of africa\na bird\n")
+    out.write_bytes(b"earlier")
+    code, err = run([str(folders[model]), "-i", str(source), "-o", str(out)], capsys)
+    assert code == 1
+    assert len(err.strip().splitlines()) == 1
+    assert f"{source}: row 2 (0-based) gave {made} with NaN or Inf" in err
+    assert out.read_bytes() == b"earlier"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out.jsonl"]
 
 
 def test_a_cross_encoder_points_to_rerank(
