@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import signal
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from bertlite.cli import embed_tasks
 from bertlite.cli.args import add_command, add_model_placement, one_line_dtype_warnings
+from bertlite.cli.writing import (
+    NonFinite,
+    Terminated,
+    for_cli,
+    resume_rows,
+    sigterm_raises,
+    write_output,
+)
 from bertlite.embed.st_config import DEFAULT_POOLING, POOLING_MODES
 
 if TYPE_CHECKING:  # the embedder imports torch, which --help and argument errors never need
@@ -34,9 +41,18 @@ written to a temporary file and renamed at the end: a failed or interrupted run
 leaves no partial file, and an existing OUTPUT is kept until the new one is
 complete (then replaced, keeping its permissions; --no-overwrite refuses).
 The input is read, embedded and written in chunks: memory does not grow with
-its length, and stdin may be endless. \n, \r\n and a lone \r each end a line.
+its length, and stdin may be endless. \\n, \\r\\n and a lone \\r each end a line.
 A run that is killed outright leaves its temporary file; the next run that
 completes the same output removes it, and --resume continues from its rows.
+
+--task picks the job (default auto: by the checkpoint's files). A SPLADE
+checkpoint gives sparse vectors, one jsonl line per row {"id": i, "indices":
+[...], "values": [...]} (indices ascending); a ColBERT (multi-vector) one gives
+{"id": i, "embedding": [[...], ...]}, one vector per kept token, as does
+--task token-embeddings with an embedding model (every token's last hidden
+state). These tasks write .jsonl only; --as-query encodes the rows as queries
+(sentence-transformers' encode_query) instead of documents. A cross-encoder is
+refused: score pairs with `bertlite rerank`.
 
 --engine ray (pip install 'bertlite[ray]') embeds many files on Ray Data with
 --replicas model copies: -i takes glob patterns ('data/*.jsonl', quoted) and may
@@ -111,6 +127,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="texts longer than the max length: truncate (counted in the summary) or stop",
     )
     _add_prompt_arguments(p)
+    embed_tasks.add_task_arguments(p)
     add_model_placement(p, extra_dtypes=("int8",))
     p.add_argument(
         "--overwrite",
@@ -173,6 +190,8 @@ def run(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             return fail(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if args.engine != "ray" and args.task != "auto" and (message := embed_tasks.check_options(args, args.task)):
+        return fail(message)
     if args.engine == "ray":
         return _embed_ray(args, fail)
     given = [f"--{name.replace('_', '-')}" for name in RAY_ONLY if getattr(args, name) is not None]
@@ -189,19 +208,18 @@ def run(args: argparse.Namespace) -> int:
         )
     args.input = inputs[0]
     try:
-        with _sigterm_raises():
+        with sigterm_raises():
             return _embed_single(args, fail)
-    except _Terminated:
+    except Terminated:
         print("bertlite embed: terminated (SIGTERM); no output written", file=sys.stderr)
         return 128 + signal.SIGTERM
 
 
 def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
-    import errno
     import itertools
     import time
 
-    from bertlite.embed.io import VectorWriter, check_output_path, iter_texts, require_pyarrow
+    from bertlite.embed.io import check_output_path, iter_texts, require_pyarrow
     from bertlite.errors import InputError
 
     try:
@@ -222,40 +240,22 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
         rows = iter_texts(args.input, *reading)
         first = list(itertools.islice(rows, 1))  # stdin: an empty or bad first row is said now
         replacing = os.path.exists(args.output)
-        embedder = _load_embedder(args)
-        embedder.resolve_prompt(args.prompt, args.prompt_name)
+        task = embed_tasks.task_for(args)
+        if task == "embedding":
+            embedder = _load_embedder(args)
+            embedder.resolve_prompt(args.prompt, args.prompt_name)
     except (InputError, OSError, ValueError) as e:
-        return fail(_for_cli(e))
+        return fail(for_cli(e))
+    if task != "embedding":
+        return embed_tasks.embed_task(args, task, itertools.chain(first, rows), total, replacing, fail)
     start = time.perf_counter()
-    writer: VectorWriter | None = None
-    try:
-        job = _job(args, embedder)
-        with VectorWriter(
-            args.output, None, embedder.dimension, overwrite=args.overwrite, job=job, resume=args.resume
-        ) as writer:
-            resumed = writer.written
-            _embed_rows(args, embedder, itertools.chain(first, rows), total, writer)
-            _Terminated.check()  # the last moment before the rename
-    except (KeyboardInterrupt, _Terminated):
-        _say_kept(writer)
-        raise
-    except _NonFinite as e:
-        print(
-            f"bertlite embed: error: {args.input}: row {e.row} (0-based) gave a vector with NaN or Inf "
-            f"(non-finite model weights, or an overflow in --dtype float16); no output written{_kept(writer)}",
-            file=sys.stderr,
-        )
-        return 1
-    except ValueError as e:  # bad input rows, --on-long error, a partial output --resume cannot continue
-        return fail(f"{e}{_kept(writer)}")
-    except OSError as e:
-        code = f" ({errno.errorcode[e.errno]})" if e.errno in errno.errorcode else ""
-        print(
-            f"bertlite embed: error: writing {args.output} failed: {e.strerror or e}{code}; no output written"
-            f"{_kept(writer)}",
-            file=sys.stderr,
-        )
-        return 1
+
+    def fill(writer: VectorWriter) -> None:
+        _embed_rows(args, embedder, itertools.chain(first, rows), total, writer)
+
+    code, resumed = write_output(args, fail, embedder.dimension, _job(args, embedder), fill, "a vector")
+    if code is not None:
+        return code
     seconds = time.perf_counter() - start
     stats = embedder.last_stats
     precision = embedder.precision
@@ -277,24 +277,12 @@ def _embed_rows(
     args: argparse.Namespace, embedder: Embedder, rows: Iterator[str], total: int | None, writer: VectorWriter
 ) -> None:
     """Embed the rows into the writer, after the rows it resumes after (checked to be the same)."""
-    import itertools
-
     import numpy as np
 
-    from bertlite.embed.partial import InputDigest
-
-    digest, resumed = InputDigest(), writer.written
-    if resumed:
-        for text in itertools.islice(rows, resumed):
-            digest.add(text)
-        if digest.rows != resumed or digest.hexdigest() != writer.resumed_digest:
-            raise ValueError(
-                f"--resume: the first {resumed} rows of {args.input} are not those the kept rows were made "
-                "from; run without --resume to start again"
-            )
-        print(f"bertlite embed: resuming after the first {resumed} rows, kept by an earlier run", file=sys.stderr)
+    digest, rows = resume_rows(args, rows, writer)
+    resumed = writer.written
     for first_row, vectors in embedder.encode_chunks(
-        digest.through(rows),
+        rows,
         args.batch_size,
         show_progress_bar=not args.quiet,
         max_tokens=args.max_tokens,
@@ -307,8 +295,8 @@ def _embed_rows(
         array = vectors.numpy()
         finite = np.isfinite(array).all(axis=1)
         if not finite.all():
-            raise _NonFinite(first_row + int(np.argmin(finite)))
-        _Terminated.check()
+            raise NonFinite(first_row + int(np.argmin(finite)))
+        Terminated.check()
         writer.write(array)
         writer.save_progress(digest.hexdigest())
 
@@ -333,56 +321,6 @@ def _job(args: argparse.Namespace, embedder: Embedder) -> dict[str, object]:
     }
 
 
-def _kept(writer: VectorWriter | None) -> str:
-    """What a failed run says of the rows it kept for --resume ("" when none)."""
-    if writer is None or writer.kept is None:
-        return ""
-    return f"; the {writer.written} rows made so far are kept for a later --resume (in {writer.kept})"
-
-
-def _say_kept(writer: VectorWriter | None) -> None:
-    if writer is not None and writer.kept is not None:
-        print(f"bertlite embed: {_kept(writer).removeprefix('; the ')}", file=sys.stderr)
-
-
-class _NonFinite(Exception):
-    def __init__(self, row: int) -> None:
-        self.row = row
-
-
-class _Terminated(BaseException):
-    """SIGTERM, raised where the program is, so the temp file is removed as for Ctrl-C.
-
-    `seen` stays set after the signal: Python swallows an exception that a handler raises
-    inside a finalizer (__del__, a weakref callback), so the embed loop checks it too.
-    """
-
-    seen = False
-
-    @classmethod
-    def check(cls) -> None:
-        if cls.seen:
-            raise cls
-
-
-@contextlib.contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
-        yield
-        return
-
-    def terminate(signum: int, frame: object) -> None:
-        _Terminated.seen = True
-        raise _Terminated
-
-    _Terminated.seen = False
-    previous = signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 RAY_ONLY = ("ray_address", "replicas", "threads_per_replica", "keep_text")
 
 
@@ -403,6 +341,12 @@ def _embed_ray(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
         return fail(f"{', '.join(given)}: not supported with --engine ray yet")
     if args.resume:
         return fail("--resume: for the single engine only")
+    try:
+        refusal = embed_tasks.ray_refusal(args)
+    except (OSError, ValueError) as e:
+        return fail(for_cli(e))
+    if refusal:
+        return fail(refusal)
     try:
         result = embed_dataset(
             args.model,
@@ -436,17 +380,6 @@ def _embed_ray(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
         file=sys.stderr,
     )
     return 0
-
-
-def _for_cli(error: BaseException) -> str:
-    """A load error in one line, without advice that only the Python API can follow (strict=, allow_nonfinite=)."""
-    from bertlite.errors import one_line
-
-    return one_line(
-        error,
-        strict="(check that config.json is the config of these weights)",
-        nonfinite="its vectors would not be finite: use a checkpoint with finite weights",
-    )
 
 
 def _load_embedder(args: argparse.Namespace) -> Embedder:

@@ -95,9 +95,9 @@ def run(args: argparse.Namespace) -> int:
         first = list(itertools.islice(pairs, 1))  # a bad first row (a missing field) is said before the load
         model = _load(args)
     except (InputError, OSError, ValueError) as e:
-        from bertlite.cli.embed import _for_cli
+        from bertlite.cli.writing import for_cli
 
-        return fail(_for_cli(e))
+        return fail(for_cli(e))
     start = time.perf_counter()
     try:
         with VectorWriter(args.output, None, None, overwrite=args.overwrite, job={"model": args.model}) as writer:
