@@ -208,17 +208,17 @@ def _write_rows(
     import numpy as np
 
     from bertlite.cli.writing import NonFinite, Terminated, resume_rows
-    from bertlite.embed.embedder import _progress, _with_prompt
+    from bertlite.embed.base import progress_bar, with_prompt
 
     digest, rows = resume_rows(args, rows, writer)
     start = writer.written
-    progress = _progress(total, not args.quiet, initial=start)
+    progress = progress_bar(total, not args.quiet, initial=start)
     try:
         while chunk := list(itertools.islice(rows, CHUNK_ROWS)):
             if task == "multi-vector":
                 encodings = model.tokenize(chunk, args.as_query, args.on_long, start, prompt=prompt)
             else:
-                encodings = model.tokenize(_with_prompt(chunk, prompt), args.on_long, first_index=start)
+                encodings = model.tokenize(with_prompt(chunk, prompt), args.on_long, first_index=start)
             batch = {"max_tokens": args.max_tokens}
             if task == "token-embeddings":
                 batch["output_value"] = "token_embeddings"
