@@ -15,6 +15,7 @@ from bertlite.cli.writing import (
     NonFinite,
     Terminated,
     for_cli,
+    input_job,
     resume_rows,
     sigterm_raises,
     write_output,
@@ -303,15 +304,8 @@ def _embed_rows(
 
 def _job(args: argparse.Namespace, embedder: Embedder) -> dict[str, object]:
     """What makes this run's vectors, as a resumed run must match it (JSON values)."""
-    from bertlite.embed.io import input_format
-
     return {
-        "model": os.path.abspath(args.model) if os.path.isdir(args.model) else args.model,
-        "input": os.path.abspath(args.input) if args.input != "-" else "-",
-        "input_format": input_format(args.input, args.input_format),
-        "field": args.field,
-        "errors": args.errors,
-        "on_long": args.on_long,
+        **input_job(args),
         "precision": embedder.precision,
         "pooling": list(embedder.pooling),
         "normalize": embedder.normalize,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -246,17 +245,12 @@ def _write_rows(
 
 def _job(args: argparse.Namespace, task: str, model: Any, prompt: str | None) -> dict[str, object]:
     """What makes this run's rows, as a resumed run must match it (JSON values)."""
-    from bertlite.embed.io import input_format
+    from bertlite.cli.writing import input_job
 
     return {
         "task": task,
         "as_query": args.as_query,
-        "model": os.path.abspath(args.model) if os.path.isdir(args.model) else args.model,
-        "input": os.path.abspath(args.input) if args.input != "-" else "-",
-        "input_format": input_format(args.input, args.input_format),
-        "field": args.field,
-        "errors": args.errors,
-        "on_long": args.on_long,
+        **input_job(args),
         "precision": model.precision,
         "max_length": model.max_length,
         "prompt": prompt,

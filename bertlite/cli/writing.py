@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -101,6 +102,21 @@ def resume_rows(
             )
         print(f"bertlite embed: resuming after the first {resumed} rows, kept by an earlier run", file=sys.stderr)
     return digest, digest.through(rows)
+
+
+def input_job(args: argparse.Namespace) -> dict[str, object]:
+    """The settings of a run's input that its rows depend on (JSON values): a resumed run must have the
+    same (with the settings of what makes the rows, which each command adds)."""
+    from bertlite.embed.io import input_format
+
+    return {
+        "model": os.path.abspath(args.model) if os.path.isdir(args.model) else args.model,
+        "input": os.path.abspath(args.input) if args.input != "-" else "-",
+        "input_format": input_format(args.input, args.input_format),
+        "field": args.field,
+        "errors": args.errors,
+        "on_long": args.on_long,
+    }
 
 
 def kept_note(writer: VectorWriter | None) -> str:

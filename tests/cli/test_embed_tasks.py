@@ -14,21 +14,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-import transformers
 from sentence_transformers import MultiVectorEncoder as STMultiVectorEncoder
 from sentence_transformers import SentenceTransformer
 from sentence_transformers import SparseEncoder as STSparseEncoder
-from sentence_transformers.base.modules import Normalize as STNormalize
-from sentence_transformers.base.modules import Transformer
-from sentence_transformers.base.modules.dense import Dense as STDense
-from sentence_transformers.multi_vector_encoder.modules import MultiVectorMask
-from sentence_transformers.sparse_encoder.modules import SpladePooling
 
 import bertlite.cli.embed_tasks
 import bertlite.embed.partial
 from bertlite.cli import main
 from bertlite.embed.kinds import load_job
-from tests.helpers import cross_encoder_folder
+from tests.helpers import colbert_folder, cross_encoder_folder, masked_lm_folder, splade_folder
 from tests.serve_helpers import one_torch_thread  # noqa: F401 (an autouse fixture)
 
 TEXTS = [
@@ -40,51 +34,6 @@ TEXTS = [
     "",
 ]
 PROMPTS = {"query": "query: ", "document": "passage: "}
-TINY = {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 24}
-
-
-def _random_weights(model: torch.nn.Module, seed: int) -> None:
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():  # far from the init, so a step that ignores a weight shows
-            p.normal_(0.0, 0.3)
-
-
-def splade_folder(real_model_path: Path, folder: Path) -> Path:
-    """A random 2-layer BertForMaskedLM with the real tokenizer, saved as a SPLADE model (max pooling,
-    query/document prompts) by sentence-transformers."""
-    config = transformers.BertConfig(vocab_size=30522, max_position_embeddings=64, **TINY)
-    model = transformers.BertForMaskedLM(config)
-    _random_weights(model, 0)
-    base = folder.with_name(folder.name + "-mlm")
-    model.save_pretrained(base)
-    transformers.AutoTokenizer.from_pretrained(real_model_path).save_pretrained(base)
-    transformer = Transformer(str(base), max_seq_length=24, transformer_task="fill-mask")
-    STSparseEncoder(modules=[transformer, SpladePooling("max")], prompts=PROMPTS, device="cpu").save(str(folder))
-    return folder
-
-
-def colbert_folder(real_model_path: Path, folder: Path) -> Path:
-    """A random tiny ColBERT model ([Q]/[D] prompts, fixed [MASK] query expansion, a punctuation skiplist)
-    saved by sentence-transformers."""
-    tokenizer = transformers.AutoTokenizer.from_pretrained(real_model_path)
-    tokenizer.add_special_tokens({"additional_special_tokens": ["[Q]", "[D]"]})
-    config = transformers.BertConfig(vocab_size=len(tokenizer), max_position_embeddings=64, **TINY)
-    model = transformers.BertModel(config, add_pooling_layer=False)
-    _random_weights(model, 3)
-    base = folder.with_name(folder.name + "-bert")
-    model.save_pretrained(base)
-    tokenizer.save_pretrained(base)
-    torch.manual_seed(4)
-    transformer = Transformer(
-        str(base), document_length=40, query_expansion={"strategy": "fixed", "attend": False, "length": 12}
-    )
-    dense = STDense(16, 8, module_input_name="token_embeddings", bias=False, activation_function=torch.nn.Identity())
-    modules = [transformer, dense, MultiVectorMask(skiplist_words=list(string.punctuation))]
-    modules.append(STNormalize(module_input_name="token_embeddings"))
-    prompts = {"query": "[Q] ", "document": "[D] "}
-    STMultiVectorEncoder(modules=modules, prompts=prompts, device="cpu").save_pretrained(str(folder))
-    return folder
 
 
 @pytest.fixture(autouse=True)
@@ -96,8 +45,20 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
 def folders(real_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("embed-tasks")
     return {
-        "splade": splade_folder(real_model_path, root / "splade"),
-        "colbert": colbert_folder(real_model_path, root / "colbert"),
+        "splade": splade_folder(
+            masked_lm_folder(real_model_path, root / "mlm"), root / "splade", max_seq_length=24, prompts=PROMPTS
+        ),
+        "colbert": colbert_folder(
+            real_model_path,
+            root / "colbert",
+            transformer_kwargs={
+                "document_length": 40,
+                "query_expansion": {"strategy": "fixed", "attend": False, "length": 12},
+            },
+            skiplist=list(string.punctuation),
+            prompts={"query": "[Q] ", "document": "[D] "},
+            markers=True,
+        ),
     }
 
 
