@@ -158,6 +158,15 @@ def add_model_and_json_arguments(parser: Any) -> None:
     parser.add_argument("--json", type=Path, help="write every number here")
 
 
+def add_rounds_arguments(parser: Any, texts: int | None = None, rounds: int = 3) -> None:
+    """Add the flags of a job that times interleaved rounds: --rounds, --threads, and --texts when
+    `texts` (its default) is given."""
+    if texts is not None:
+        parser.add_argument("--texts", type=int, default=texts, help=f"first N corpus texts (default {texts})")
+    parser.add_argument("--rounds", type=int, default=rounds, help=f"interleaved rounds (default {rounds})")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+
+
 def write_json(path: Path | None, job: str, result: dict[str, Any], env: dict[str, Any]) -> None:
     """Write a job's result after its environment record, if a path is given.
 

@@ -19,6 +19,7 @@ import torch
 
 from bench.common import (
     add_model_and_json_arguments,
+    add_rounds_arguments,
     default_model_path,
     environment,
     per_round_ratio,
@@ -106,9 +107,7 @@ def format_int8(result: dict[str, Any]) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The int8 job's flags."""
-    parser.add_argument("--texts", type=int, default=300, help="first N corpus texts (default 300)")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    add_rounds_arguments(parser, texts=300)
     parser.add_argument(
         "--eager-quantization", action="store_true", help="int8 with the eager quantization ops, as a short job"
     )

@@ -25,6 +25,7 @@ import torch
 
 from bench.common import (
     add_model_and_json_arguments,
+    add_rounds_arguments,
     default_model_path,
     environment,
     per_round_ratio,
@@ -166,8 +167,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The rerank job's flags."""
     parser.add_argument("--pairs", type=int, default=1000, help="(query, passage) pairs (default 1000)")
     parser.add_argument("--per-query", type=int, default=20, help="passages per query (default 20)")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    add_rounds_arguments(parser)
     parser.add_argument("--pause", type=float, default=PAUSE_S, help=f"idle seconds per run (default {PAUSE_S})")
     parser.add_argument(
         "--cross-encoder",

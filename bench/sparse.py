@@ -22,6 +22,7 @@ import torch
 
 from bench.common import (
     add_model_and_json_arguments,
+    add_rounds_arguments,
     default_model_path,
     environment,
     per_round_ratio,
@@ -146,9 +147,7 @@ def format_sparse(result: dict[str, Any]) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The sparse job's flags."""
-    parser.add_argument("--texts", type=int, default=1000, help="first N corpus texts (default 1000)")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    add_rounds_arguments(parser, texts=1000)
     parser.add_argument(
         "--pause", type=float, default=PAUSE_S, help=f"idle seconds before each run (default {PAUSE_S})"
     )
