@@ -15,7 +15,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "(torch's vector ISA, native bf16/fp16 GEMMs, AVX-512 / VNNI / AMX flags from /proc/cpuinfo, and any ISA "
         "cap set in the environment, such as ONEDNN_MAX_CPU_ISA=AVX2, which makes this an emulated smaller CPU); "
         "the dtype that dtype='auto' (the default of Embedder and bertlite embed) resolves to, and the timing it "
-        "rests on; and the int8 kernel and integer ranges that dtype='int8' gets here (probed). "
+        "rests on; the int8 kernel and integer ranges that dtype='int8' gets here (probed); and whether GELU "
+        "runs inside the GEMM here (timed). "
         "Exit status 0; 2 when BERTLITE_AUTO_DTYPE is not float32 or bfloat16.",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
@@ -29,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     import tokenizers
     import torch
 
+    from bertlite.layers.onednn import activation_fusion_pays, fusion_seconds, linear_works
     from bertlite.quant.int8 import describe_int8
     from bertlite.utils.auto_dtype import auto_dtype
     from bertlite.utils.capabilities import detect, resolve_dtype
@@ -57,6 +59,13 @@ def run(args: argparse.Namespace) -> int:
         },
         "int8": describe_int8(),
     }
+    if linear_works(torch.float32):
+        # BERT-base's intermediate Linear; a model times its own sizes when it is optimized.
+        sizes = (torch.float32, 768, 3072)
+        report["gelu_fused_in_gemm"] = {
+            "fused": activation_fusion_pays("gelu", *sizes),
+            "seconds": fusion_seconds("gelu", *sizes),
+        }
     if report["cuda_available"]:
         report["auto_dtype"]["cuda"] = str(resolve_dtype("auto", "cuda")).removeprefix("torch.")
     if args.json:
@@ -70,4 +79,9 @@ def run(args: argparse.Namespace) -> int:
     timed = " (BERT-base's Linears; Embedder times the model's own)" if verdict.seconds else ""
     print(f"dtype='auto' on cpu: {verdict.reason}{timed}")
     print(f"dtype='int8' runs: {report['int8']['summary']}")
+    if "gelu_fused_in_gemm" in report:
+        fusion = report["gelu_fused_in_gemm"]
+        ratio = fusion["seconds"]["fused"] / fusion["seconds"]["separate"]
+        where = "inside oneDNN's GEMM" if fusion["fused"] else "after the GEMM"
+        print(f"float32 GELU runs {where} (fused ran {ratio:.2f}x as long as GEMM then GELU, BERT-base's sizes)")
     return 0

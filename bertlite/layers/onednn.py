@@ -4,7 +4,9 @@ torch.ops.mkldnn._linear_pointwise is the op torch.compile emits for CPU linears
 F.linear here, and it fuses the activation, or the residual add, into the GEMM's epilogue. It is a
 private op, so each form is probed once per dtype; `optimize` installs a module only where its form
 works. A float32 weight can also be kept in oneDNN's blocked layout (`pack_weight`), which spares the
-reorder oneDNN otherwise does on every call, for one more copy of the weights.
+reorder oneDNN otherwise does on every call, for one more copy of the weights. Whether the intermediate
+activation runs inside the GEMM is timed once per CPU (`activation_fusion_pays`): on some CPUs oneDNN's
+fused GELU costs more than torch's separate pass over the GEMM's output.
 
 The modules keep the Parameters of the Linears they replace, so state_dict() and saving see
 transformers' keys; `restore(model)` puts plain Linears back (the reference path).
@@ -20,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertlite.layers.activations import ACT2FN
+from bertlite.utils.measured import FASTER_BY, best_of, cached_or_timed, machine_key
 
 # Activations oneDNN fuses into the GEMM: name -> (attr, algorithm) of _linear_pointwise.
 FUSED_ACTIVATIONS = {"gelu": ("gelu", "none"), "gelu_pytorch_tanh": ("gelu", "tanh"), "relu": ("relu", "")}
@@ -28,7 +31,9 @@ PACKED_DTYPES = (torch.float32,)
 # The row count oneDNN is told to expect when it picks the packed layout: Embedder's batches hold
 # up to 2048 tokens; other row counts run on the same layout.
 PACK_ROWS = 2048
+FUSION_TOKENS = 256  # rows of the timed batch that decides activation fusion: a few ms at BERT-base's sizes
 _probed: dict[tuple[str, torch.dtype], bool] = {}
+_fusion_seconds: dict[str, dict[str, float]] = {}
 
 
 def _works(form: str, dtype: torch.dtype, probe: Callable[[], bool]) -> bool:
@@ -85,6 +90,68 @@ def packing_works(dtype: torch.dtype) -> bool:
 def pack_weight(weight: Tensor) -> Tensor:
     """weight (out, in) in oneDNN's blocked layout, for the modules' packed copies (packing_works first)."""
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_ROWS)
+
+
+def activation_fusion_pays(activation: str, dtype: torch.dtype, in_features: int, out_features: int) -> bool:
+    """Whether the intermediate Linear runs faster with `activation` inside oneDNN's GEMM than followed by
+    torch's activation, on this CPU: fused unless fusion_seconds() has the separate activation at least
+    FASTER_BY faster.
+
+    Args:
+        activation: a name in FUSED_ACTIVATIONS.
+        dtype: the Linear's dtype.
+        in_features, out_features: the Linear's sizes (hidden and intermediate size).
+
+    Returns:
+        True to fuse.
+    """
+    seconds = fusion_seconds(activation, dtype, in_features, out_features)
+    return seconds["fused"] < FASTER_BY * seconds["separate"]
+
+
+def fusion_seconds(activation: str, dtype: torch.dtype, in_features: int, out_features: int) -> dict[str, float]:
+    """time_fusion()'s seconds on this CPU: timed once at these sizes, then kept (bertlite.utils.measured).
+
+    Args:
+        activation, dtype, in_features, out_features: as activation_fusion_pays.
+
+    Returns:
+        {"fused": seconds, "separate": seconds}.
+    """
+    from bertlite.utils.capabilities import detect
+
+    key = machine_key(detect(), f"{activation} epilogue: {dtype} {in_features} -> {out_features}")
+    if key not in _fusion_seconds:
+        _fusion_seconds[key], _ = cached_or_timed(
+            key, ("fused", "separate"), lambda: time_fusion(activation, dtype, in_features, out_features)
+        )
+    return _fusion_seconds[key]
+
+
+def time_fusion(activation: str, dtype: torch.dtype, in_features: int, out_features: int) -> dict[str, float]:
+    """Time the Linear with `activation` fused into oneDNN's GEMM and followed by torch's, best of a few passes.
+
+    Args:
+        activation: a name in FUSED_ACTIVATIONS.
+        dtype: the Linear's dtype (one linear_works).
+        in_features, out_features: the Linear's sizes.
+
+    Returns:
+        {"fused": seconds, "separate": seconds}.
+    """
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(FUSION_TOKENS, in_features, generator=generator).to(dtype)
+    weight = (0.05 * torch.randn(out_features, in_features, generator=generator)).to(dtype)
+    bias = torch.randn(out_features, generator=generator).to(dtype)
+    weight = pack_weight(weight) if packing_works(dtype) else weight  # as the model keeps it
+    attr, algorithm = FUSED_ACTIVATIONS[activation]
+    separate = ACT2FN[activation]
+    return best_of(
+        {
+            "fused": lambda: torch.ops.mkldnn._linear_pointwise(x, weight, bias, attr, [], algorithm),
+            "separate": lambda: separate(torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")),
+        }
+    )
 
 
 def derived(owner: Any, slot: str, sources: Sequence[Tensor], build: Callable[[], Any]) -> Any:
@@ -172,11 +239,12 @@ class FusedQKV(_KeepsDerived, nn.Module):
         return (pack_weight(weight) if self.pack and weight.dtype in PACKED_DTYPES else weight), bias
 
 
-def optimize(model: nn.Module, pack_weights: bool = True) -> nn.Module:
+def optimize(model: nn.Module, pack_weights: bool = True, fuse_activation: bool | None = None) -> nn.Module:
     """Install the fast inference modules in a bertlite BERT model, in place, and return it.
 
     query/key/value run as one FusedQKV; each encoder dense runs as a OneDNNLinear with its activation
-    (intermediate) or residual add (attention.output, output) fused; attention "sdpa" becomes "auto"
+    (intermediate, where that pays on this CPU) or residual add (attention.output, output) fused; attention
+    "sdpa" becomes "auto"
     (bertlite.layers.attention). Only plain float32/bfloat16 Linears on the CPU are replaced (int8's
     modules, adapters and other devices are left as they are), and only with forms oneDNN runs here.
 
@@ -184,6 +252,8 @@ def optimize(model: nn.Module, pack_weights: bool = True) -> nn.Module:
         model: a BertModel or a head (its base model is optimized).
         pack_weights: keep float32 weights in oneDNN's blocked layout (faster, one more copy of the
             encoder's dense weights).
+        fuse_activation: run the intermediate activation inside the GEMM (True) or after it (False);
+            None: whichever activation_fusion_pays says on this CPU.
 
     Returns:
         The model.
@@ -204,7 +274,7 @@ def optimize(model: nn.Module, pack_weights: bool = True) -> nn.Module:
                 block.fuses_residual = True
         intermediate = layer.intermediate
         if _replaceable(intermediate.dense):
-            fused = intermediate.hidden_act if intermediate.hidden_act in FUSED_ACTIVATIONS else None
+            fused = _fused_activation(intermediate.hidden_act, intermediate.dense, fuse_activation)
             pack = _packs(intermediate.dense, pack_weights)
             intermediate.dense = OneDNNLinear(intermediate.dense, activation=fused, pack=pack)
             if fused is not None:
@@ -245,6 +315,16 @@ def is_optimized(model: nn.Module) -> bool:
 def _replaceable(module: nn.Module) -> bool:
     weight = getattr(module, "weight", None)
     return type(module) is nn.Linear and weight.device.type == "cpu" and linear_works(weight.dtype)
+
+
+def _fused_activation(activation: str, linear: nn.Linear, fuse: bool | None) -> str | None:
+    if activation not in FUSED_ACTIVATIONS or fuse is False:
+        return None
+    if fuse is None and not activation_fusion_pays(
+        activation, linear.weight.dtype, linear.in_features, linear.out_features
+    ):
+        return None
+    return activation
 
 
 def _packs(linear: nn.Linear, pack_weights: bool) -> bool:

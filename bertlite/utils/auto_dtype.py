@@ -5,35 +5,29 @@ kernels torch ships decide it together. So where bf16 is native (Capabilities.bf
 "auto" times one pass of a BERT layer's Linears (fused query|key|value, attention output,
 intermediate, output) at the model's sizes in float32 and in bfloat16, on oneDNN's linear as the
 model runs it, and picks bfloat16 when it is at least FASTER_BY faster. The verdict is cached per CPU,
-ISA caps, torch version, thread count and sizes, in the process and in a JSON file in the user cache
-folder, so later processes do not time again. float16 is never picked: its range (65,504) overflows
+ISA caps, torch version, thread count and sizes, in the process and in the user cache folder
+(bertlite.utils.measured), so later processes do not time again. float16 is never picked: its range (65,504) overflows
 on real checkpoints' activations, and a NaN vector would be a silently wrong number.
 
-BERTLITE_AUTO_DTYPE=float32|bfloat16 forces the verdict; BERTLITE_CACHE_DIR moves the cache folder.
+BERTLITE_AUTO_DTYPE=float32|bfloat16 forces the verdict.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from bertlite.utils.measured import FASTER_BY, best_of, cache_path, cached_or_timed, machine_key
 
 if TYPE_CHECKING:
     import torch
 
     from bertlite.utils.capabilities import Capabilities
 
-FASTER_BY = 1.10  # bf16 must beat float32 by this much: a smaller gain is within a machine's noise
 FORCE_VARIABLE = "BERTLITE_AUTO_DTYPE"
-CACHE_VARIABLE = "BERTLITE_CACHE_DIR"
-CACHE_FILE = "auto-dtype.json"
 TOKENS = 256  # rows of the timed batch: a packed batch of short texts, and a few tens of ms per pass
-REPEATS = 3  # timed passes per dtype, interleaved; the best counts
 DEFAULT_SIZES = (768, 3072)  # hidden and intermediate sizes of BERT-base, when no model is named
 CANDIDATES = ("float32", "bfloat16")
 
@@ -77,23 +71,17 @@ def auto_dtype(caps: Capabilities, sizes: tuple[int, int] | None = None) -> Verd
     if not caps.bf16_native:
         return Verdict("float32", "bfloat16 is not native on this CPU, so it is not timed")
     hidden, intermediate = sizes or DEFAULT_SIZES
-    key = _key(caps.model_name, caps.flags, caps.isa_limits, hidden, intermediate)
+    key = machine_key(caps, f"dtype auto: hidden {hidden} intermediate {intermediate}")
     if key not in _verdicts:
-        _verdicts[key] = _cached_or_timed(key, _shapes(hidden, intermediate))
+        seconds, cached = cached_or_timed(key, CANDIDATES, lambda: measure(_shapes(hidden, intermediate)))
+        _verdicts[key] = _verdict(
+            seconds, f"timed earlier on this CPU (cached in {cache_path()})" if cached else "timed on this CPU"
+        )
     return _verdicts[key]
 
 
-def cache_path() -> Path:
-    """The JSON file that keeps the verdicts: $BERTLITE_CACHE_DIR, else $XDG_CACHE_HOME/bertlite, else
-    ~/.cache/bertlite."""
-    folder = os.environ.get(CACHE_VARIABLE) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "bertlite"
-    )
-    return Path(folder) / CACHE_FILE
-
-
 def measure(shapes: Sequence[tuple[int, int]], dtypes: Sequence[str] = CANDIDATES) -> dict[str, float]:
-    """Time one pass of Linears of these shapes per dtype, interleaved, best of REPEATS.
+    """Time one pass of Linears of these shapes per dtype, interleaved, best of measured.REPEATS.
 
     Args:
         shapes: (out_features, in_features) of each Linear.
@@ -102,84 +90,17 @@ def measure(shapes: Sequence[tuple[int, int]], dtypes: Sequence[str] = CANDIDATE
     Returns:
         dtype name -> seconds of the best pass.
     """
-    passes = {name: linear_pass(name, shapes) for name in dtypes}
-    for run in passes.values():
-        run()  # oneDNN builds its kernels on the first call
-    best = dict.fromkeys(dtypes, float("inf"))
-    for _ in range(REPEATS):
-        for name, run in passes.items():
-            start = time.perf_counter()
-            run()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
+    return best_of({name: linear_pass(name, shapes) for name in dtypes})
 
 
 def _shapes(hidden: int, intermediate: int) -> list[tuple[int, int]]:
     return [(3 * hidden, hidden), (hidden, hidden), (intermediate, hidden), (hidden, intermediate)]
 
 
-def _key(model: str | None, flags: Any, isa_limits: Sequence[str], hidden: int, intermediate: int) -> str:
-    import torch
-
-    parts = [
-        model or "unknown CPU",
-        " ".join(flags or ()),
-        " ".join(isa_limits),
-        f"torch {torch.__version__}",
-        f"{torch.get_num_threads()} threads",
-        f"hidden {hidden} intermediate {intermediate}",
-    ]
-    return "; ".join(parts)
-
-
-def _cached_or_timed(key: str, shapes: list[tuple[int, int]]) -> Verdict:
-    path = cache_path()
-    entries = _read_cache(path)
-    seconds = entries.get(key)
-    if _valid(seconds):
-        return _verdict(seconds, f"timed earlier on this CPU (cached in {path})")
-    seconds = measure(shapes)
-    entries[key] = seconds
-    _write_cache(path, entries)
-    return _verdict(seconds, "timed on this CPU")
-
-
 def _verdict(seconds: dict[str, float], how: str) -> Verdict:
     ratio = seconds["float32"] / seconds["bfloat16"]
     dtype = "bfloat16" if ratio >= FASTER_BY else "float32"
     return Verdict(dtype, f"{how}: bfloat16 ran {ratio:.2f}x float32 (picked at >= {FASTER_BY:.2f}x)", seconds)
-
-
-def _valid(seconds: Any) -> bool:
-    return isinstance(seconds, dict) and all(
-        isinstance(seconds.get(name), (int, float)) and seconds[name] > 0 for name in CANDIDATES
-    )
-
-
-def _read_cache(path: Path) -> dict[str, Any]:
-    # A missing, unreadable or damaged cache only costs a new timing; it is rewritten whole.
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write_cache(path: Path, entries: dict[str, Any]) -> None:
-    # Written beside and renamed into place, so a reader never sees half a file; a read-only home
-    # only means the next process times again.
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(entries, f, indent=1, sort_keys=True)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError:
-        pass
 
 
 def linear_pass(name: str, shapes: Sequence[tuple[int, int]], tokens: int = TOKENS) -> Any:
@@ -208,8 +129,8 @@ def linear_pass(name: str, shapes: Sequence[tuple[int, int]], tokens: int = TOKE
 
 
 def _onednn_linear(dtype: torch.dtype, weights: list[torch.Tensor], tokens: int) -> Any:
-    """oneDNN's linear (bertlite.layers.onednn's kernel), float32 weights in its packed layout as the model
-    keeps them; None where this torch cannot run it."""
+    """oneDNN's linear (bertlite.layers.onednn's kernel, which utils, below layers, cannot import), float32
+    weights in its packed layout as the model keeps them; None where this torch cannot run it."""
     import torch
 
     try:

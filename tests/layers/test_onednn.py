@@ -2,6 +2,7 @@
 
 import copy
 import io
+import json
 import pickle
 
 import pytest
@@ -9,7 +10,9 @@ import torch
 
 import bertlite.layers.onednn
 from bertlite import Embedder
+from bertlite.cli import main
 from bertlite.layers.onednn import FusedQKV, OneDNNLinear, is_optimized, optimize, restore
+from bertlite.utils import measured
 from tests.helpers import make_hf_model, packed_inputs, random_batch, real_tokens, to_bertlite
 
 PACKING = bertlite.layers.onednn.packing_works(torch.float32)
@@ -28,13 +31,14 @@ def packed_copies(model: torch.nn.Module) -> list[torch.Tensor]:
 
 @pytest.mark.parametrize("hidden_act", ["gelu", "gelu_new", "relu"])
 @pytest.mark.parametrize("pack", [False, True])
-def test_optimized_model_matches_transformers_padded_and_packed(hidden_act, pack):
+@pytest.mark.parametrize("fuse", [False, True])
+def test_optimized_model_matches_transformers_padded_and_packed(hidden_act, pack, fuse):
     hf = make_hf_model(hidden_act=hidden_act)
-    ours = optimize(to_bertlite(hf, attn="sdpa"), pack_weights=pack)
+    ours = optimize(to_bertlite(hf, attn="sdpa"), pack_weights=pack, fuse_activation=fuse)
     layer = ours.encoder.layer[0]
     assert isinstance(layer.attention.self.qkv, FusedQKV) and isinstance(layer.output.dense, OneDNNLinear)
     assert layer.attention.self.attn_implementation == "auto" and layer.output.fuses_residual
-    assert layer.intermediate.dense.activation == (None if hidden_act == "gelu_new" else hidden_act)
+    assert layer.intermediate.dense.activation == (hidden_act if fuse and hidden_act != "gelu_new" else None)
     batch = random_batch(hf.config, batch=4, seq=13)
     with torch.no_grad():
         reference = hf(**batch).last_hidden_state
@@ -43,6 +47,57 @@ def test_optimized_model_matches_transformers_padded_and_packed(hidden_act, pack
     torch.testing.assert_close(packed, real_tokens(reference, batch), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(real_tokens(padded, batch), real_tokens(reference, batch), atol=1e-5, rtol=1e-5)
     assert len(packed_copies(ours)) == (4 * hf.config.num_hidden_layers if pack and PACKING else 0)
+
+
+@pytest.fixture
+def fusion_timing(monkeypatch: pytest.MonkeyPatch, tmp_path):
+    """fusion_timing(fused_x): the timing of activation fusion says the fused GEMM runs fused_x times as long
+    as GEMM-then-activation, with nothing timed or kept yet. Returns the list of timed (activation, sizes)."""
+    monkeypatch.setattr(bertlite.layers.onednn, "_fusion_seconds", {})
+    monkeypatch.setenv("BERTLITE_CACHE_DIR", str(tmp_path / "cache"))
+    timed: list[tuple] = []
+
+    def use(fused_x: float) -> list[tuple]:
+        def time_fusion(activation, dtype, in_features, out_features):
+            timed.append((activation, dtype, in_features, out_features))
+            return {"fused": 0.01 * fused_x, "separate": 0.01}
+
+        monkeypatch.setattr(bertlite.layers.onednn, "time_fusion", time_fusion)
+        return timed
+
+    return use
+
+
+@pytest.mark.parametrize(("fused_x", "fused"), [(1.3, False), (1.05, True), (0.8, True)])
+def test_the_activation_is_fused_only_where_that_is_not_measured_slower(fusion_timing, fused_x, fused):
+    timed = fusion_timing(fused_x)
+    hf = make_hf_model(hidden_act="gelu")
+    ours = optimize(to_bertlite(hf, attn="sdpa"))
+    config = hf.config
+    assert timed == [("gelu", torch.float32, config.hidden_size, config.intermediate_size)]  # once, not per layer
+    for layer in ours.encoder.layer:
+        assert layer.intermediate.dense.activation == ("gelu" if fused else None)
+    batch = random_batch(config, batch=4, seq=13)
+    with torch.no_grad():
+        hidden = ours(**packed_inputs(batch)).last_hidden_state
+        reference = real_tokens(hf(**batch).last_hidden_state, batch)
+    torch.testing.assert_close(hidden, reference, atol=1e-5, rtol=1e-5)
+
+
+def test_the_fusion_timing_is_kept_for_later_processes(fusion_timing):
+    timed = fusion_timing(1.3)
+    hf = make_hf_model(hidden_act="gelu")
+    optimize(to_bertlite(hf, attn="sdpa"))
+    bertlite.layers.onednn._fusion_seconds.clear()  # a new process: the file answers
+    again = optimize(to_bertlite(hf, attn="sdpa"))
+    assert len(timed) == 1 and again.encoder.layer[0].intermediate.dense.activation is None
+    (entry,) = json.loads(measured.cache_path().read_text()).items()
+    assert "gelu epilogue" in entry[0] and entry[1] == {"fused": 0.01 * 1.3, "separate": 0.01}
+
+
+def test_the_fusion_timing_runs_both_forms():
+    seconds = bertlite.layers.onednn.time_fusion("gelu", torch.float32, 16, 24)
+    assert set(seconds) == {"fused", "separate"} and all(0 < s < float("inf") for s in seconds.values())
 
 
 def test_packed_and_plain_weights_give_the_same_numbers():
@@ -182,3 +237,15 @@ def test_embedder_optimizes_and_packs_by_default(real_model_path, corpus_texts):
     assert packed_copies(plain.model) == []
     if PACKING:
         assert len(packed_copies(packing.model)) == 4 * packing.model.config.num_hidden_layers
+
+
+@pytest.mark.parametrize("fused_x", [1.3, 0.9])
+def test_env_shows_where_gelu_runs_and_its_timing(fusion_timing, fused_x, capsys):
+    timed = fusion_timing(fused_x)
+    assert main(["env", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["gelu_fused_in_gemm"]
+    assert report == {"fused": fused_x < 1.1, "seconds": {"fused": 0.01 * fused_x, "separate": 0.01}}
+    assert timed == [("gelu", torch.float32, 768, 3072)]
+    assert main(["env"]) == 0
+    where = "inside oneDNN's GEMM" if fused_x < 1.1 else "after the GEMM"
+    assert f"float32 GELU runs {where} (fused ran {fused_x:.2f}x as long as GEMM then GELU" in capsys.readouterr().out

@@ -16,7 +16,7 @@ from bertlite.cli import main
 from bertlite.embed.embedder import Embedder
 from bertlite.errors import SlowDtypeWarning
 from bertlite.quant import int8 as quantization
-from bertlite.utils import auto_dtype, capabilities
+from bertlite.utils import auto_dtype, capabilities, measured
 from bertlite.utils.capabilities import EMULATED_CPUS, ISA_VARIABLES, Capabilities, resolve_dtype
 from tests.helpers import run_fresh_without_isa_caps
 
@@ -61,7 +61,7 @@ def cpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 def _forget_verdicts() -> None:
     """As a new process with an empty cache would start."""
     auto_dtype._verdicts.clear()
-    auto_dtype.cache_path().unlink(missing_ok=True)
+    measured.cache_path().unlink(missing_ok=True)
 
 
 def _slow_warnings(fn) -> list[warnings.WarningMessage]:
@@ -114,10 +114,10 @@ def test_the_verdict_is_timed_once_then_read_from_the_process_and_the_cache_file
     assert (verdict.dtype, len(timed)) == ("bfloat16", 1)
     assert "timed earlier on this CPU (cached in" in verdict.reason
     assert verdict.ratios()["bfloat16"] == pytest.approx(1.3)
-    entries = json.loads(auto_dtype.cache_path().read_text())
+    entries = json.loads(measured.cache_path().read_text())
     [(key, seconds)] = entries.items()
     assert key.startswith("AMX test CPU; avx2 avx512f avx512_bf16 amx_bf16 amx_int8; ; torch ")
-    assert key.endswith(f"{torch.get_num_threads()} threads; hidden 768 intermediate 3072")
+    assert key.endswith(f"{torch.get_num_threads()} threads; dtype auto: hidden 768 intermediate 3072")
     assert seconds == {"float32": 0.02, "bfloat16": pytest.approx(0.02 / 1.3)}
     assert resolve_dtype("auto", "cpu", sizes=(384, 1536)) == torch.bfloat16  # other sizes: timed again
     assert len(timed) == 2 and timed[1][0] == (1152, 384)
@@ -130,16 +130,16 @@ def test_a_damaged_or_unwritable_cache_costs_a_timing_not_an_error(cpu, damage, 
         (tmp_path / "blocked").write_text("")
         monkeypatch.setenv("BERTLITE_CACHE_DIR", str(tmp_path / "blocked" / "cache"))
     else:
-        auto_dtype.cache_path().parent.mkdir(parents=True)
-        auto_dtype.cache_path().write_text(damage)
+        measured.cache_path().parent.mkdir(parents=True)
+        measured.cache_path().write_text(damage)
     assert resolve_dtype("auto", "cpu") == torch.bfloat16
     assert len(timed) == 1
     if damage is not None:  # rewritten, and now it answers
-        entries = json.loads(auto_dtype.cache_path().read_text())
+        entries = json.loads(measured.cache_path().read_text())
         assert [seconds for key, seconds in entries.items() if key.startswith("AMX test CPU")] == [
             {"float32": 0.02, "bfloat16": pytest.approx(0.02 / 1.3)}
         ]
-        assert not list(auto_dtype.cache_path().parent.glob("*.tmp"))
+        assert not list(measured.cache_path().parent.glob("*.tmp"))
 
 
 def test_bertlite_auto_dtype_forces_the_verdict(cpu, monkeypatch):
