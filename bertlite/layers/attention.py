@@ -163,6 +163,34 @@ def packed_sdpa_attention(
     return _gather_context(context.transpose(1, 2), layout), None
 
 
+def packed_first_token_attention(
+    qkv: Tensor, layout: PackedLayout, sequences: Tensor, heads: int, scaling: float, dropout_p: float
+) -> Tensor:
+    """The attention of only some sequences' first token ([CLS]), each over its own sequence's keys.
+
+    The last layer of a model whose head reads only [CLS] needs no other query: one SDPA call with one
+    query per row, on the keys and values scattered to the padded grid.
+
+    Args:
+        qkv: (N, 3H), each row query|key|value of one real token.
+        layout: the batch's PackedLayout.
+        sequences: (R,) the sequences whose first token to run (repeats allowed).
+        heads, scaling, dropout_p: as in packed_eager_attention.
+
+    Returns:
+        (R, H) context.
+    """
+    hidden = qkv.shape[1] // 3
+    batch, width, head_dim = layout.batch_size, layout.max_length, hidden // heads
+    kv = qkv[:, hidden:]
+    grid = kv if layout.attention_bias is None else layout.scatter_to_grid(kv)  # no padding: already the grid
+    key, value = grid.view(batch, width, 2, heads, head_dim).permute(2, 0, 3, 1, 4)[:, sequences]  # (R, nh, T, hs)
+    query = qkv[layout.starts[sequences], :hidden].view(-1, heads, 1, head_dim)  # (R, nh, 1, hs)
+    bias = None if layout.attention_bias is None else layout.attention_bias[sequences].to(qkv.dtype)
+    context = F.scaled_dot_product_attention(query, key, value, attn_mask=bias, dropout_p=dropout_p, scale=scaling)
+    return context.reshape(-1, hidden)  # (R, nh, 1, hs) -> (R, H)
+
+
 # A grid more than this many times the real tokens (mixed lengths, as a server's batches have) costs more
 # in padded attention than one SDPA call per sequence, Python loop included; length-sorted batches have
 # runs of equal lengths, one call each, and no grid at all.

@@ -31,6 +31,7 @@ from bertlite.layers.attention import (
     DEFAULT_ATTENTION,
     PACKED_ATTENTION,
     check_attn_implementation,
+    packed_first_token_attention,
     padded_attention,
 )
 from bertlite.layers.packing import PackedLayout
@@ -107,6 +108,21 @@ def check_forward_kwargs(owner: str, kwargs: dict[str, Any]) -> None:
 
 
 # --- outputs -----------------------------------------------------------------
+
+
+def check_first_token_of(first_token_of: Tensor, batch_size: int, output_attentions: bool) -> None:
+    """first_token_of is a 1-D tensor of sequence numbers of the batch, and no probabilities are asked for.
+
+    Raises:
+        ValueError: naming what is wrong.
+    """
+    if output_attentions:
+        raise ValueError("first_token_of runs no full attention in the last layer: not with output_attentions")
+    if first_token_of.dim() != 1 or first_token_of.dtype not in (torch.long, torch.int32, torch.int64):
+        raise ValueError(f"first_token_of must be a 1-D integer tensor, got {first_token_of.dtype} of shape "
+                         f"{tuple(first_token_of.shape)}")  # fmt: skip
+    if len(first_token_of) and not (0 <= int(first_token_of.min()) and int(first_token_of.max()) < batch_size):
+        raise ValueError(f"first_token_of holds a sequence number outside 0..{batch_size - 1}")
 
 
 class ModelOutput(OrderedDict):
@@ -263,8 +279,10 @@ class BertSelfAttention(nn.Module):
         attention_bias: Tensor | None = None,
         output_attentions: bool = False,
         layout: PackedLayout | None = None,
+        first_token_of: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """hidden_states: (B, T, H) with an additive attention_bias, or packed (N, H) rows with their layout."""
+        """hidden_states: (B, T, H) with an additive attention_bias, or packed (N, H) rows with their layout;
+        first_token_of (packed): only these sequences' first-token queries, (R, H) context."""
         # Probabilities exist only on the eager path, so asking for them selects it.
         name = "eager" if output_attentions else self.attn_implementation
         dropout_p = self.dropout.p if self.training else 0.0
@@ -272,6 +290,9 @@ class BertSelfAttention(nn.Module):
             if self.position_embedding_type in RELATIVE_POSITION_EMBEDDINGS:
                 raise ValueError("relative position embeddings need a padded batch (BertModel pads such models)")
             qkv = self.packed_qkv(hidden_states)  # (N, 3H)
+            if first_token_of is not None:
+                heads = self.num_attention_heads
+                return packed_first_token_attention(qkv, layout, first_token_of, heads, self.scaling, dropout_p), None
             return PACKED_ATTENTION[name](qkv, layout, self.num_attention_heads, self.scaling, dropout_p)
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, self.attention_head_size)
@@ -346,8 +367,11 @@ class BertAttention(nn.Module):
         attention_bias: Tensor | None = None,
         output_attentions: bool = False,
         layout: PackedLayout | None = None,
+        first_token_of: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        context, probs = self.self(hidden_states, attention_bias, output_attentions, layout)
+        context, probs = self.self(hidden_states, attention_bias, output_attentions, layout, first_token_of)
+        if first_token_of is not None:
+            hidden_states = hidden_states[layout.starts[first_token_of]]  # the residual of the rows kept
         return self.output(context, hidden_states), probs
 
 
@@ -380,8 +404,11 @@ class BertLayer(nn.Module):
         attention_bias: Tensor | None = None,
         output_attentions: bool = False,
         layout: PackedLayout | None = None,
+        first_token_of: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        attention_output, probs = self.attention(hidden_states, attention_bias, output_attentions, layout)
+        attention_output, probs = self.attention(
+            hidden_states, attention_bias, output_attentions, layout, first_token_of
+        )
         layer_output = self.output(self.intermediate(attention_output), attention_output)
         return layer_output, probs
 
@@ -403,18 +430,28 @@ class BertEncoder(nn.Module):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
         layout: PackedLayout | None = None,
+        first_token_of: Tensor | None = None,
     ) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
+        """first_token_of (packed): the last layer computes only these sequences' first-token rows."""
         all_hidden_states = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
+        last = len(self.layer) - 1
         for i, layer_module in enumerate(self.layer):
+            rows = first_token_of if i == last else None
             if self.gradient_checkpointing and self.training and i % self.checkpoint_every_n_layers == 0:
                 # Keep only each layer's input; backward re-runs the layer (with the same dropout masks).
                 with save_on_cpu(pin_memory=torch.cuda.is_available()) if self.checkpoint_offload else nullcontext():
                     hidden_states, probs = checkpoint(
-                        layer_module, hidden_states, attention_bias, output_attentions, layout, **self.checkpoint_kwargs
+                        layer_module,
+                        hidden_states,
+                        attention_bias,
+                        output_attentions,
+                        layout,
+                        rows,
+                        **self.checkpoint_kwargs,
                     )
             else:
-                hidden_states, probs = layer_module(hidden_states, attention_bias, output_attentions, layout)
+                hidden_states, probs = layer_module(hidden_states, attention_bias, output_attentions, layout, rows)
             if all_hidden_states is not None:
                 all_hidden_states.append(hidden_states)
             if all_attentions is not None:
@@ -921,6 +958,7 @@ class BertModel(BertPreTrainedModel):
         use_cache: bool | None = None,
         lengths: Tensor | None = None,
         layout: PackedLayout | None = None,
+        first_token_of: Tensor | None = None,
         **kwargs: Any,
     ) -> BaseModelOutputWithPooling | tuple[Tensor, ...]:
         """Run a padded batch, as in transformers, or a packed one; both run the same modules.
@@ -943,6 +981,9 @@ class BertModel(BertPreTrainedModel):
             use_cache: ignored by an encoder; True is refused for a decoder (no KV cache).
             lengths: (B,) lengths of a packed batch.
             layout: a PackedLayout of a packed batch, instead of lengths.
+            first_token_of: packed only: (R,) sequence numbers; the last layer then computes only these
+                sequences' first-token ([CLS]) rows, all a [CLS] or pooler head reads, so last_hidden_state
+                and pooler_output are (R, H), row r of sequence first_token_of[r]. None: every row.
             **kwargs: what transformers' forward also takes and bertlite ignores (tokenizer extras such
                 as special_tokens_mask, Trainer's num_items_in_batch; head_mask=None and other v4
                 keywords as None); anything else is a TypeError naming it.
@@ -973,8 +1014,10 @@ class BertModel(BertPreTrainedModel):
             if inputs_embeds is not None:
                 raise ValueError("a packed batch takes input_ids (total_tokens,), not inputs_embeds")
             out = self._forward_packed(
-                input_ids, token_type_ids, lengths, layout, output_attentions, output_hidden_states
+                input_ids, token_type_ids, lengths, layout, output_attentions, output_hidden_states, first_token_of
             )
+        elif first_token_of is not None:
+            raise ValueError("first_token_of takes a packed batch (lengths= or layout=)")
         else:
             inputs = (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
             out = self._forward_padded(*inputs, output_attentions, output_hidden_states)
@@ -1012,6 +1055,7 @@ class BertModel(BertPreTrainedModel):
         layout: PackedLayout | None,
         output_attentions: bool,
         output_hidden_states: bool,
+        first_token_of: Tensor | None = None,
     ) -> BaseModelOutputWithPooling:
         if input_ids is None:
             raise ValueError("a packed batch needs input_ids of shape (total_tokens,)")
@@ -1023,17 +1067,29 @@ class BertModel(BertPreTrainedModel):
             layout = PackedLayout.from_lengths(lengths, self.embeddings.word_embeddings.weight.dtype)
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
+        if first_token_of is not None:
+            check_first_token_of(first_token_of, layout.batch_size, output_attentions)
         if not supports_packed(self.config):
-            return self._forward_packed_as_padded(
+            out = self._forward_packed_as_padded(
                 input_ids, token_type_ids, layout, output_attentions, output_hidden_states
             )
+            if first_token_of is None:
+                return out
+            # The padded forward ran every row; keep those asked for.
+            pooled = out.pooler_output[first_token_of] if out.pooler_output is not None else None
+            sequence_output = out.last_hidden_state[layout.starts[first_token_of]]
+            return BaseModelOutputWithPooling(sequence_output, pooled, out.hidden_states, out.attentions)
         embedding_output = self.embeddings(
             input_ids=input_ids, token_type_ids=token_type_ids, position_ids=layout.positions
         )
         sequence_output, hidden_states, attentions = self.encoder(
-            embedding_output, None, output_attentions, output_hidden_states, layout
+            embedding_output, None, output_attentions, output_hidden_states, layout, first_token_of
         )
-        pooled_output = self.pooler(sequence_output, layout) if self.pooler is not None else None
+        pooled_output = None
+        if self.pooler is not None:
+            # With first_token_of the rows left are the first tokens: (R, 1, H) is their padded form.
+            first = sequence_output[:, None] if first_token_of is not None else sequence_output
+            pooled_output = self.pooler(first, None if first_token_of is not None else layout)
         return BaseModelOutputWithPooling(sequence_output, pooled_output, hidden_states, attentions)
 
     def _forward_packed_as_padded(
