@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from tokenizers import Encoding, Tokenizer
@@ -24,7 +24,8 @@ from bertlite.embed.long_texts import TextCutter
 from bertlite.layers.onednn import optimize
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.bert import BertModel
-from bertlite.quant.int8 import count_int8_tokens, is_quantized
+from bertlite.quant.int8 import check_quantize, count_int8_tokens, is_quantized, quantize_int8
+from bertlite.tokenization import load_tokenizer
 from bertlite.utils.capabilities import resolve_dtype
 
 # Default batching of the unpadded path: a budget of batch size x longest text,
@@ -39,6 +40,7 @@ MAX_BATCH_SIZE = 256
 CHUNK_TEXTS = 2048
 
 Text = str | tuple[str, str]
+M = TypeVar("M", bound=nn.Module)
 
 
 @dataclass
@@ -354,24 +356,88 @@ def sorted_batches(
         yield batch
 
 
-def load_dtype(
-    dtype: torch.dtype | str | None,
-    int8: bool,
-    device: torch.device | None,
-    name_or_path: str | os.PathLike,
-    hub_kwargs: dict[str, Any],
-    config: BertConfig | None = None,
-) -> torch.dtype:
-    """The dtype a job's from_pretrained loads its model in (resolve_dtype's).
+@dataclass
+class LoadOptions:
+    """A job's from_pretrained options for its model, checked (LoadOptions.check), and the load they ask for (load).
 
-    int8 loads float32 (its Linears are swapped after); "auto" on CPU is timed at the model's own sizes,
-    read from `config`, or from the checkpoint's config.json when config is None.
+    The sequence every job shares: check quantize and device; then, once the job has read what it
+    needs of the folder, resolve the dtype, load the model and the tokenizer, and quantize to int8.
     """
-    sizes = None
-    if dtype == "auto" and not int8 and (device is None or device.type == "cpu"):
-        config = config or BertConfig.from_pretrained(name_or_path, **hub_kwargs)
-        sizes = (config.hidden_size, config.intermediate_size)
-    return resolve_dtype(None if int8 else dtype, device, sizes)
+
+    dtype: torch.dtype | str | None  # as the job was given it; "int8" asks for int8 too
+    int8: bool
+    device: torch.device | None
+    allow_nonfinite: bool
+    hub_kwargs: dict[str, Any]
+
+    @classmethod
+    def check(
+        cls,
+        quantize: str | None,
+        dtype: torch.dtype | str | None,
+        device: torch.device | str | None,
+        allow_nonfinite: bool,
+        hub_kwargs: dict[str, Any],
+    ) -> LoadOptions:
+        """A job's from_pretrained arguments of the same names, checked.
+
+        Raises:
+            ValueError: an unknown quantize, quantize="int8" with a dtype other than float32 or "auto"
+                (check_quantize), a device this machine cannot use (check_device).
+        """
+        return cls(dtype, check_quantize(quantize, dtype), check_device(device), allow_nonfinite, hub_kwargs)
+
+    def load(
+        self,
+        loader: Callable[..., M],
+        name_or_path: str | os.PathLike,
+        config: BertConfig | None = None,
+        **model_kwargs: Any,
+    ) -> tuple[M, Tokenizer]:
+        """The model, loaded in the resolved dtype on the device, and its tokenizer; int8 quantizes it.
+
+        Call it from the job's from_pretrained itself: resolve_dtype's SlowDtypeWarning counts the
+        frames up to that method's caller.
+
+        Args:
+            loader: the model class's from_pretrained, or a function with its keywords that also checks the
+                loaded model (and returns it alone).
+            name_or_path: a local checkpoint folder or a hub id.
+            config: the checkpoint's config, when the job has read it; None: read here when "auto" on CPU
+                times the model's own sizes, else by `loader`. Either way `loader` is given it: config.json is
+                read once.
+            **model_kwargs: the model's constructor arguments (add_pooling_layer).
+
+        Returns:
+            (model, tokenizer); int8 loads float32, then bertlite.quant.int8.quantize_int8 swaps the
+            Linears, calibrated with the tokenizer.
+
+        Raises:
+            ValueError: an unknown dtype.
+            CheckpointError: config.json or the weights missing, corrupt or not fitting (from `loader`).
+            FileNotFoundError: no tokenizer files (load_tokenizer).
+        """
+        sizes = None
+        if self.dtype == "auto" and not self.int8 and (self.device is None or self.device.type == "cpu"):
+            if config is None:  # read as `loader` would (config.json's keys absorb model_kwargs), then given to it
+                config, model_kwargs = BertConfig.from_pretrained(
+                    name_or_path, return_unused_kwargs=True, **self.hub_kwargs, **model_kwargs
+                )
+            sizes = (config.hidden_size, config.intermediate_size)
+        dtype = resolve_dtype(None if self.int8 else self.dtype, self.device, sizes)
+        model = loader(
+            name_or_path,
+            config=config,
+            dtype=dtype,
+            device=self.device,
+            allow_nonfinite=self.allow_nonfinite,
+            **model_kwargs,
+            **self.hub_kwargs,
+        )
+        tokenizer = load_tokenizer(name_or_path, **self.hub_kwargs)
+        if self.int8:
+            quantize_int8(model, tokenizer)
+        return model, tokenizer
 
 
 def check_device(device: torch.device | str | None) -> torch.device | None:

@@ -21,16 +21,13 @@ from bertlite.config import BertConfig
 from bertlite.embed.base import (
     BaseEncoder,
     EncodeStats,
+    LoadOptions,
     check_count,
-    check_device,
-    load_dtype,
     progress_bar,
     with_prompt,
 )
 from bertlite.embed.st_config import read_cross_encoder_settings
 from bertlite.models.heads import BertForSequenceClassification
-from bertlite.quant.int8 import check_quantize, quantize_int8
-from bertlite.tokenization import load_tokenizer
 from bertlite.utils.warn import warn_user
 
 __all__ = ["CrossEncoder", "resolve_activation"]
@@ -120,8 +117,7 @@ class CrossEncoder(BaseEncoder):
             ValueError: a checkpoint that is not a sequence-classification model (an embedding model,
                 say), a device this machine cannot use, an unknown dtype or quantize.
         """
-        int8 = check_quantize(quantize, dtype)
-        device = check_device(device)
+        options = LoadOptions.check(quantize, dtype, device, allow_nonfinite, hub_kwargs)
         settings = read_cross_encoder_settings(name_or_path, **hub_kwargs)
         config = BertConfig.from_pretrained(name_or_path, **hub_kwargs)
         architectures = config.extra.get("architectures") or []
@@ -130,23 +126,7 @@ class CrossEncoder(BaseEncoder):
                 f"{name_or_path} is a {architectures[0]} checkpoint without a classifier, not a cross-encoder "
                 "(sequence-classification) model; for embeddings use bertlite.Embedder"
             )
-        dtype = load_dtype(dtype, int8, device, name_or_path, hub_kwargs, config)
-        model, info = BertForSequenceClassification.from_pretrained(
-            name_or_path,
-            dtype=dtype,
-            device=device,
-            allow_nonfinite=allow_nonfinite,
-            output_loading_info=True,
-            **hub_kwargs,
-        )
-        if any(key.startswith("classifier.") for key in info["missing_keys"]):
-            raise ValueError(
-                f"{name_or_path} has no classifier weights, so it is not a cross-encoder (sequence-classification) "
-                "model; for embeddings use bertlite.Embedder"
-            )
-        tokenizer = load_tokenizer(name_or_path, **hub_kwargs)
-        if int8:
-            quantize_int8(model, tokenizer)
+        model, tokenizer = options.load(_load_classifier, name_or_path, config)
         if activation_fn is None:
             activation_fn = folder_activation(name_or_path, settings.activation_fn, config.extra)
         return cls(
@@ -359,6 +339,18 @@ class CrossEncoder(BaseEncoder):
     def _classify(self, pooled: Tensor) -> Tensor:
         """BertForSequenceClassification's head on (B, H) pooler outputs: (B, num_labels) float32 on the CPU."""
         return self.model.classifier(self.model.dropout(pooled)).float().cpu()
+
+
+def _load_classifier(name_or_path: str | os.PathLike, **kwargs: Any) -> BertForSequenceClassification:
+    """BertForSequenceClassification.from_pretrained, refusing a checkpoint without classifier weights (which
+    it would initialise freshly)."""
+    model, info = BertForSequenceClassification.from_pretrained(name_or_path, output_loading_info=True, **kwargs)
+    if any(key.startswith("classifier.") for key in info["missing_keys"]):
+        raise ValueError(
+            f"{name_or_path} has no classifier weights, so it is not a cross-encoder (sequence-classification) "
+            "model; for embeddings use bertlite.Embedder"
+        )
+    return model
 
 
 def check_pairs(pairs: Sequence[object]) -> None:

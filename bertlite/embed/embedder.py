@@ -24,9 +24,9 @@ from bertlite.embed.base import (
     MAX_BATCH_SIZE,
     BaseEncoder,
     EncodeStats,
+    LoadOptions,
     Text,
     check_device,
-    load_dtype,
     progress_bar,
     shape_tokens,
     with_prompt,
@@ -41,8 +41,6 @@ from bertlite.embed.st_config import (
 )
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.bert import BertModel
-from bertlite.quant.int8 import check_quantize, quantize_int8
-from bertlite.tokenization import load_tokenizer
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -234,28 +232,16 @@ class Embedder(BaseEncoder):
             ValueError: a device this machine cannot use, an unknown dtype or quantize, or an argument
                 __init__ refuses.
         """
-        int8 = check_quantize(quantize, dtype)
-        device = check_device(device)
+        options = LoadOptions.check(quantize, dtype, device, allow_nonfinite, hub_kwargs)
         settings = read_sentence_transformers_settings(name_or_path, **hub_kwargs)
         saved_prompts, saved_default = read_sentence_transformers_prompts(name_or_path, **hub_kwargs)
-        dtype = load_dtype(dtype, int8, device, name_or_path, hub_kwargs)
         if normalize is None:
             normalize = settings.normalize if settings.normalize is not None else DEFAULT_NORMALIZE
         pooling = pooling or settings.pooling or DEFAULT_POOLING
         modes = [pooling] if isinstance(pooling, str) else list(pooling)
         # The pooler is loaded only when a pooling mode uses it: many sentence-embedding
         # checkpoints ship without one, and then it would be a missing key.
-        model = BertModel.from_pretrained(
-            name_or_path,
-            dtype=dtype,
-            device=device,
-            add_pooling_layer="pooler" in modes,
-            allow_nonfinite=allow_nonfinite,
-            **hub_kwargs,
-        )
-        tokenizer = load_tokenizer(name_or_path, **hub_kwargs)
-        if int8:
-            quantize_int8(model, tokenizer)
+        model, tokenizer = options.load(BertModel.from_pretrained, name_or_path, add_pooling_layer="pooler" in modes)
         embedder = cls(
             model,
             tokenizer,

@@ -22,10 +22,9 @@ from bertlite.checkpoint.load import iter_tensors
 from bertlite.embed.base import (
     BaseEncoder,
     EncodeStats,
+    LoadOptions,
     check_count,
-    check_device,
     check_text,
-    load_dtype,
     progress_bar,
 )
 from bertlite.embed.long_texts import TextCutter
@@ -36,8 +35,6 @@ from bertlite.embed.multi_vector_config import (
 )
 from bertlite.errors import CheckpointError
 from bertlite.models.bert import BertModel
-from bertlite.quant.int8 import check_quantize, quantize_int8
-from bertlite.tokenization import load_tokenizer
 
 __all__ = ["MultiVectorEncoder", "Dense", "Normalize", "maxsim", "maxsim_pairwise"]
 
@@ -200,20 +197,8 @@ class MultiVectorEncoder(BaseEncoder):
             CheckpointError: projection weights that do not fit their config.
         """
         settings = read_multi_vector_settings(name_or_path, **hub_kwargs)
-        int8 = check_quantize(quantize, dtype)
-        device = check_device(device)
-        dtype = load_dtype(dtype, int8, device, name_or_path, hub_kwargs)
-        model = BertModel.from_pretrained(
-            name_or_path,
-            dtype=dtype,
-            device=device,
-            add_pooling_layer=False,
-            allow_nonfinite=allow_nonfinite,
-            **hub_kwargs,
-        )
-        tokenizer = load_tokenizer(name_or_path, **hub_kwargs)
-        if int8:
-            quantize_int8(model, tokenizer)
+        options = LoadOptions.check(quantize, dtype, device, allow_nonfinite, hub_kwargs)
+        model, tokenizer = options.load(BertModel.from_pretrained, name_or_path, add_pooling_layer=False)
         hidden = model.config.hidden_size
         steps = [
             Normalize() if step == "normalize" else _load_dense(name_or_path, step, hidden, hub_kwargs)

@@ -23,9 +23,8 @@ from bertlite.embed.base import (
     CHUNK_TEXTS,
     BaseEncoder,
     EncodeStats,
+    LoadOptions,
     Text,
-    check_device,
-    load_dtype,
     progress_bar,
     with_prompt,
 )
@@ -40,8 +39,6 @@ from bertlite.embed.sparse_config import (
 from bertlite.errors import CheckpointError
 from bertlite.layers.onednn import fast_linear
 from bertlite.models.heads import BertForMaskedLM
-from bertlite.quant.int8 import check_quantize, quantize_int8
-from bertlite.tokenization import load_tokenizer
 from bertlite.utils.warn import warn_user
 
 __all__ = ["SparseEncoder", "SparseRow"]
@@ -159,15 +156,10 @@ class SparseEncoder(BaseEncoder):
             ValueError: a device this machine cannot use, an unknown dtype or quantize, bad metadata, or an
                 argument __init__ refuses.
         """
-        int8 = check_quantize(quantize, dtype)
-        device = check_device(device)
+        options = LoadOptions.check(quantize, dtype, device, allow_nonfinite, hub_kwargs)
         config = BertConfig.from_pretrained(name_or_path, **hub_kwargs)
         settings = read_splade_settings(name_or_path, list(getattr(config, "architectures", None) or []), **hub_kwargs)
-        dtype = load_dtype(dtype, int8, device, name_or_path, hub_kwargs, config)
-        model = _load_masked_lm(name_or_path, dtype, device, allow_nonfinite, hub_kwargs)
-        tokenizer = load_tokenizer(name_or_path, **hub_kwargs)
-        if int8:
-            quantize_int8(model, tokenizer)
+        model, tokenizer = options.load(_load_masked_lm, name_or_path, config)
         return cls(
             model,
             tokenizer,
@@ -452,25 +444,12 @@ class SparseEncoder(BaseEncoder):
         return logits.log1p_() if self.activation_function == "log1p_relu" else logits
 
 
-def _load_masked_lm(
-    name_or_path: str | os.PathLike,
-    dtype: torch.dtype,
-    device: torch.device | None,
-    allow_nonfinite: bool,
-    hub_kwargs: dict[str, Any],
-) -> BertForMaskedLM:
+def _load_masked_lm(name_or_path: str | os.PathLike, **kwargs: Any) -> BertForMaskedLM:
     """BertForMaskedLM.from_pretrained, refusing a checkpoint without MLM head weights (which it would
     initialise freshly, with a warning) before any warning is shown."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model, info = BertForMaskedLM.from_pretrained(
-            name_or_path,
-            dtype=dtype,
-            device=device,
-            allow_nonfinite=allow_nonfinite,
-            output_loading_info=True,
-            **hub_kwargs,
-        )
+        model, info = BertForMaskedLM.from_pretrained(name_or_path, output_loading_info=True, **kwargs)
     missing = sorted(k for k in info["missing_keys"] if k.startswith("cls.predictions."))
     if missing:
         raise CheckpointError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import warnings
 from dataclasses import replace
@@ -13,12 +14,15 @@ import tokenizers
 import torch
 
 from bertlite.cli import main
+from bertlite.embed.cross_encoder import CrossEncoder
 from bertlite.embed.embedder import Embedder
+from bertlite.embed.multi_vector import MultiVectorEncoder
+from bertlite.embed.sparse_encoder import SparseEncoder
 from bertlite.errors import SlowDtypeWarning
 from bertlite.quant import int8 as quantization
 from bertlite.utils import auto_dtype, capabilities, measured
 from bertlite.utils.capabilities import EMULATED_CPUS, ISA_VARIABLES, Capabilities, resolve_dtype
-from tests.helpers import run_fresh_without_isa_caps
+from tests.helpers import colbert_folder, cross_encoder_folder, masked_lm_folder, run_fresh_without_isa_caps
 
 AVX2_ONLY = Capabilities(
     cpu_capability="AVX2",
@@ -192,6 +196,25 @@ def test_explicit_bf16_warns_once_where_not_native(cpu, real_model_path):
     assert _slow_warnings(lambda: Embedder.from_pretrained(real_model_path, dtype="bfloat16")) == []
     fp16 = _slow_warnings(lambda: resolve_dtype("float16", "cpu"))  # once per dtype
     assert len(fp16) == 1 and "dtype=float16" in str(fp16[0].message)
+
+
+# Per job, a small checkpoint it loads (the real one, or a tiny random one with its tokenizer).
+JOB_FOLDERS = {
+    Embedder: lambda real, tmp: real,
+    CrossEncoder: lambda real, tmp: cross_encoder_folder(real, tmp / "cross", num_labels=1, save_with_st=False),
+    SparseEncoder: lambda real, tmp: masked_lm_folder(real, tmp / "mlm"),
+    MultiVectorEncoder: lambda real, tmp: colbert_folder(real, tmp / "colbert"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("job", list(JOB_FOLDERS), ids=lambda job: job.__name__)
+def test_every_job_points_the_warning_at_its_callers_line(cpu, real_model_path, tmp_path, job):
+    folder = JOB_FOLDERS[job](real_model_path, tmp_path)
+    cpu(AVX2_ONLY)
+    line = inspect.currentframe().f_lineno + 1
+    warned = _slow_warnings(lambda: job.from_pretrained(folder, dtype="bfloat16"))
+    assert [(Path(w.filename).name, w.lineno) for w in warned] == [("test_capabilities.py", line)]
 
 
 def test_no_warning_where_native_or_for_float32_or_auto(cpu):
