@@ -270,7 +270,9 @@ class BaseEncoder:
         """One padded batch's result; see forward_padded."""
         raise NotImplementedError
 
-    def forward_packed(self, encodings: list[Encoding], device: torch.device) -> tuple[Any, PackedLayout]:
+    def forward_packed(
+        self, encodings: list[Encoding], device: torch.device, first_tokens_only: bool = False
+    ) -> tuple[Any, PackedLayout]:
         """The base model on `encodings` packed into one row per token, real tokens only.
 
         Filler sequences of [PAD] bring the token count up to one of a few shapes (see shape_tokens);
@@ -280,6 +282,9 @@ class BaseEncoder:
         Args:
             encodings: the batch.
             device: where the model runs.
+            first_tokens_only: the last layer computes only each text's first token ([CLS]), all a
+                [CLS] or pooler head reads: last_hidden_state is then one row per text, then filler
+                rows up to a count on the same grid of shapes.
 
         Returns:
             (output, layout): the BertModel output (last_hidden_state (N, H), pooler_output) and the
@@ -293,7 +298,15 @@ class BaseEncoder:
         ids = torch.tensor([i for e in encodings for i in e.ids] + [self.pad_id] * filler, device=device)
         types = torch.tensor([t for e in encodings for t in e.type_ids] + [0] * filler, device=device)
         layout = PackedLayout.from_lengths(torch.tensor(lengths + fill, device=device), self.dtype)
-        return self.bert(input_ids=ids, token_type_ids=types, layout=layout, return_dict=True), layout
+        first_token_of = None
+        if first_tokens_only:
+            # Repeats of the first text fill the rows up to the grid, so the last layer's GEMMs meet few shapes.
+            first_token_of = torch.arange(shape_tokens(len(lengths)), device=device)
+            first_token_of[len(lengths) :] = 0
+        out = self.bert(
+            input_ids=ids, token_type_ids=types, layout=layout, first_token_of=first_token_of, return_dict=True
+        )
+        return out, layout
 
     def forward_padded(self, encodings: list[Encoding], device: torch.device) -> tuple[Any, Tensor]:
         """The base model on `encodings` right-padded to the longest.

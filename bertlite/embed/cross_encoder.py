@@ -328,7 +328,7 @@ class CrossEncoder(BaseEncoder):
 
     @torch.inference_mode()
     def _run_packed(self, encodings: list[Encoding], device: torch.device) -> Tensor:
-        out, _ = self.forward_packed(encodings, device)
+        out, _ = self.forward_packed(encodings, device, first_tokens_only=True)  # the pooler reads [CLS] only
         return self._classify(out.pooler_output[: len(encodings)])
 
     @torch.inference_mode()

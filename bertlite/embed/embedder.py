@@ -59,6 +59,7 @@ __all__ = [
 # --- pooling ----------------------------------------------------------------------
 
 
+FIRST_TOKEN_POOLING = {"cls", "pooler"}  # the pooling modes that read only the [CLS] row
 POOLER_NEEDED = "pooling='pooler' needs a model with a pooler (add_pooling_layer=True)"
 
 
@@ -454,6 +455,11 @@ class Embedder(BaseEncoder):
 
     @torch.inference_mode()
     def _run_packed(self, encodings: list[Encoding], device: torch.device) -> Tensor:
+        if set(self.pooling) <= FIRST_TOKEN_POOLING:
+            # These modes read only [CLS], so the last layer computes nothing else.
+            out, _ = self.forward_packed(encodings, device, first_tokens_only=True)
+            first = {"cls": out.last_hidden_state, "pooler": out.pooler_output}
+            return self._finish([first[mode][: len(encodings)].float() for mode in self.pooling])
         out, layout = self.forward_packed(encodings, device)
         hidden, pooled = out.last_hidden_state, out.pooler_output
         vectors = self._finish([pool_packed(hidden, layout, mode, pooled) for mode in self.pooling])

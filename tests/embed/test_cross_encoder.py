@@ -98,6 +98,24 @@ def test_predict_equals_sentence_transformers(
     np.testing.assert_allclose(ours.predict(PAIRS, batch_size=2), expected, atol=ATOL, rtol=0)
 
 
+def test_the_packed_path_computes_only_cls_in_the_last_layer(
+    folders: dict[str, Path], st_scores: dict[str, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bertlite.models.bert
+
+    calls: list[int] = []
+    first_token_attention = bertlite.models.bert.packed_first_token_attention
+
+    def spy(qkv, layout, sequences, *args):
+        calls.append(len(sequences))
+        return first_token_attention(qkv, layout, sequences, *args)
+
+    monkeypatch.setattr(bertlite.models.bert, "packed_first_token_attention", spy)
+    ours = CrossEncoder.from_pretrained(folders["one-label"], dtype="float32")
+    np.testing.assert_allclose(ours.predict(PAIRS), st_scores["one-label"], atol=ATOL, rtol=0)
+    assert calls and sum(calls) >= len(PAIRS)  # one [CLS] row per pair (and grid filler rows)
+
+
 def test_encode_tokenized_gives_the_raw_logits_of_transformers(
     folders: dict[str, Path], st_scores: dict[str, np.ndarray]
 ) -> None:

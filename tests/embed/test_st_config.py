@@ -39,8 +39,13 @@ def _with_pooling(real_model_path, folder, pooling: dict, prompts: dict | None =
 
 @pytest.mark.parametrize(
     "pooling",
-    [{"pooling_mode": ["cls", "mean"]}, {"pooling_mode": "max"}, {"pooling_mode": ["mean_sqrt_len_tokens", "max"]}],
-    ids=["cls+mean", "max", "mean_sqrt_len+max"],
+    [
+        {"pooling_mode": ["cls", "mean"]},
+        {"pooling_mode": "cls"},  # the last layer computes only [CLS]
+        {"pooling_mode": "max"},
+        {"pooling_mode": ["mean_sqrt_len_tokens", "max"]},
+    ],
+    ids=["cls+mean", "cls", "max", "mean_sqrt_len+max"],
 )
 def test_pooling_modes_by_name_give_sentence_transformers_vectors(pooling, real_model_path, corpus_texts, tmp_path):
     # sentence-transformers 6 writes pooling_mode as a name or a list; a list used to be read as plain mean.
