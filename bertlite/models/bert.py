@@ -35,7 +35,7 @@ from bertlite.layers.attention import (
     padded_attention,
 )
 from bertlite.layers.packing import PackedLayout
-from bertlite.models.inputs import check_inputs, check_packed_inputs, recording_graph
+from bertlite.models.inputs import check_first_token_of, check_inputs, check_packed_inputs, recording_graph
 
 # Relative position embeddings (transformers 4.x's position_embedding_type values).
 RELATIVE_POSITION_EMBEDDINGS = ("relative_key", "relative_key_query")
@@ -108,21 +108,6 @@ def check_forward_kwargs(owner: str, kwargs: dict[str, Any]) -> None:
 
 
 # --- outputs -----------------------------------------------------------------
-
-
-def check_first_token_of(first_token_of: Tensor, batch_size: int, output_attentions: bool) -> None:
-    """first_token_of is a 1-D tensor of sequence numbers of the batch, and no probabilities are asked for.
-
-    Raises:
-        ValueError: naming what is wrong.
-    """
-    if output_attentions:
-        raise ValueError("first_token_of runs no full attention in the last layer: not with output_attentions")
-    if first_token_of.dim() != 1 or first_token_of.dtype not in (torch.long, torch.int32, torch.int64):
-        raise ValueError(f"first_token_of must be a 1-D integer tensor, got {first_token_of.dtype} of shape "
-                         f"{tuple(first_token_of.shape)}")  # fmt: skip
-    if len(first_token_of) and not (0 <= int(first_token_of.min()) and int(first_token_of.max()) < batch_size):
-        raise ValueError(f"first_token_of holds a sequence number outside 0..{batch_size - 1}")
 
 
 class ModelOutput(OrderedDict):

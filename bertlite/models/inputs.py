@@ -120,3 +120,16 @@ def check_packed_inputs(config: BertConfig, input_ids: Tensor, lengths: Tensor, 
                 f"token_type_ids has shape {tuple(token_type_ids.shape)}, expected {tuple(input_ids.shape)}"
             )
         check_ids("token_type_ids", token_type_ids, config.type_vocab_size, "type_vocab_size")
+
+
+def check_first_token_of(first_token_of: Tensor, batch_size: int, output_attentions: bool) -> None:
+    """first_token_of must be a 1-D tensor of sequence numbers of the packed batch, without output_attentions.
+
+    Raises:
+        ValueError: naming what is wrong.
+    """
+    if output_attentions:
+        raise ValueError("first_token_of runs no full attention in the last layer: not with output_attentions")
+    if first_token_of.dim() != 1:
+        raise ValueError(f"first_token_of must be 1-D (sequence numbers), got shape {tuple(first_token_of.shape)}")
+    check_ids("first_token_of", first_token_of, batch_size, "the batch's sequences")

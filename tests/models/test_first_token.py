@@ -67,10 +67,16 @@ def test_int8_first_tokens_stay_close_to_the_full_int8_forward():
     [
         (dict(padded=True), r"^first_token_of takes a packed batch \(lengths= or layout=\)$"),
         (dict(output_attentions=True), "not with output_attentions"),
-        (dict(first_token_of=torch.tensor([0, 4])), r"sequence number outside 0\.\.3$"),
-        (dict(first_token_of=torch.tensor([-1])), r"sequence number outside 0\.\.3$"),
-        (dict(first_token_of=torch.zeros(2, 1, dtype=torch.long)), "1-D integer tensor, got torch.int64 of shape"),
-        (dict(first_token_of=torch.tensor([0.0])), "1-D integer tensor, got torch.float32"),
+        (
+            dict(first_token_of=torch.tensor([0, 4])),
+            r"contains 4, but the batch's sequences=4 \(valid ids are 0\.\.3\)$",
+        ),
+        (dict(first_token_of=torch.tensor([-1])), r"^first_token_of contains -1; ids must be >= 0$"),
+        (
+            dict(first_token_of=torch.zeros(2, 1, dtype=torch.long)),
+            r"must be 1-D \(sequence numbers\), got shape \(2, 1\)$",
+        ),
+        (dict(first_token_of=torch.tensor([0.0])), "must be an integer tensor of ids, got dtype torch.float32"),
     ],
 )
 def test_bad_first_token_of_is_named(change, message):
