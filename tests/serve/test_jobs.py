@@ -192,6 +192,14 @@ def test_info_tokenize_and_decode_on_a_reranker(rerank_server: str, reranker: Cr
     assert [t["id"] for t in tokens[0]] == ids
     assert tokens[0][0] == {"id": ids[0], "text": "[CLS]", "special": True, "start": None, "stop": None}
     assert tokens[0][1] == {"id": ids[1], "text": "Sort", "special": False, "start": 0, "stop": 4}
+    # As TEI, offsets count UTF-8 bytes: "é" is two.
+    accented = httpx.post(f"{rerank_server}/tokenize", json={"inputs": "café au lait"}, headers=auth()).json()
+    assert [(t["text"], t["start"], t["stop"]) for t in accented[0][1:-1]] == [
+        ("café", 0, 5),
+        ("au", 6, 8),
+        ("lai", 9, 12),
+        ("t", 12, 13),  # the word piece "##t"
+    ]
     decoded = httpx.post(f"{rerank_server}/decode", json={"ids": ids}, headers=auth()).json()
     assert decoded == ["sort it"]
     bad = httpx.post(f"{rerank_server}/decode", json={"ids": [[5], [1, 40000]]}, headers=auth())

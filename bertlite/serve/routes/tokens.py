@@ -4,6 +4,8 @@ model sees them) and `/decode` (token ids back to text)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
+from itertools import accumulate
 
 from bertlite.serve.endpoint import Handler
 from bertlite.serve.schemas import RequestError
@@ -14,7 +16,7 @@ from bertlite.serve.service import Service
 async def tei_tokenize(service: Service, req: TokenizeRequest) -> list[list[dict]]:
     """Per input, its tokens [{id, text, special, start, stop}], truncated at the max input length.
     A special token's text is the token and its start/stop null; another's text is its span of the
-    input (prompt included), start/stop its character offsets."""
+    input (prompt included), start/stop its UTF-8 byte offsets, as TEI gives them."""
     job = service.ready_job("/tokenize")
     service.check_inputs(req.texts, "inputs")
     texts = req.texts
@@ -29,17 +31,20 @@ async def tei_tokenize(service: Service, req: TokenizeRequest) -> list[list[dict
 
     def tokenize() -> list[list[dict]]:
         encodings = job.tokenizer.encode_batch(texts, add_special_tokens=req.add_special_tokens)
-        return [
-            [
-                {"id": i, "text": token, "special": True, "start": None, "stop": None}
-                if special
-                else {"id": i, "text": text[start:stop], "special": False, "start": start, "stop": stop}
-                for i, token, special, (start, stop) in zip(
-                    e.ids, e.tokens, e.special_tokens_mask, e.offsets, strict=True
-                )
-            ]
-            for text, e in zip(texts, encodings, strict=True)
-        ]
+        out = []
+        for text, e in zip(texts, encodings, strict=True):
+            at = byte_offsets(text)
+            out.append(
+                [
+                    {"id": i, "text": token, "special": True, "start": None, "stop": None}
+                    if special
+                    else {"id": i, "text": text[start:stop], "special": False, "start": at[start], "stop": at[stop]}
+                    for i, token, special, (start, stop) in zip(
+                        e.ids, e.tokens, e.special_tokens_mask, e.offsets, strict=True
+                    )
+                ]
+            )
+        return out
 
     return await asyncio.get_running_loop().run_in_executor(None, tokenize)
 
@@ -59,3 +64,11 @@ HANDLERS = (
     Handler("/tokenize", parse_tokenize, tei_tokenize),
     Handler("/decode", parse_decode, tei_decode),
 )
+
+
+def byte_offsets(text: str) -> Sequence[int]:
+    """The UTF-8 byte offset of each character index of `text`, its length included (tokenizers gives
+    Python character offsets; TEI's Rust tokenizer gives bytes)."""
+    if text.isascii():
+        return range(len(text) + 1)
+    return list(accumulate((len(c.encode("utf-8")) for c in text), initial=0))
