@@ -412,6 +412,7 @@ def colbert_folder(
     dense_activation: torch.nn.Module | None = None,
     prompts: dict[str, str] | None = None,
     markers: bool = False,
+    spread_tokens: bool = False,
     seed: int = 3,
 ) -> Path:
     """A tiny random ColBERT model saved by sentence-transformers' MultiVectorEncoder to `folder`: a
@@ -421,6 +422,9 @@ def colbert_folder(
 
     Args:
         transformer_kwargs: the Transformer module's options (query_length, document_length, query_expansion).
+        spread_tokens: draw the BertModel's weights at std 0.1, LayerNorm weights around 1: its token vectors
+            then differ (mean cosine about 0.4). make_hf_model's LayerNorm weights around 0 make every LayerNorm
+            output about its bias, so all tokens point one way (cosine above 0.99), which hides precision errors.
     """
     from sentence_transformers import MultiVectorEncoder
     from sentence_transformers.base.modules import Dense, Normalize, Transformer
@@ -430,7 +434,12 @@ def colbert_folder(
     if markers:
         tokenizer.add_special_tokens({"additional_special_tokens": ["[Q]", "[D]"]})
     base = folder.with_name(folder.name + "-hf")
-    make_hf_model(seed=seed, vocab_size=len(tokenizer), add_pooling_layer=False).save_pretrained(base)
+    bert = make_hf_model(seed=seed, vocab_size=len(tokenizer), add_pooling_layer=False)
+    if spread_tokens:
+        with torch.no_grad():
+            for name, p in bert.named_parameters():
+                p.normal_(1.0 if name.endswith("LayerNorm.weight") else 0.0, 0.1)
+    bert.save_pretrained(base)
     tokenizer.save_pretrained(base)
     torch.manual_seed(seed + 1)
     activation = dense_activation if dense_activation is not None else torch.nn.Identity()
