@@ -1071,10 +1071,10 @@ class BertModel(BertPreTrainedModel):
             embedding_output, None, output_attentions, output_hidden_states, layout, first_token_of
         )
         pooled_output = None
-        if self.pooler is not None:
-            # With first_token_of the rows left are the first tokens: (R, 1, H) is their padded form.
-            first = sequence_output[:, None] if first_token_of is not None else sequence_output
-            pooled_output = self.pooler(first, None if first_token_of is not None else layout)
+        if self.pooler is not None and first_token_of is not None:
+            pooled_output = self.pooler(sequence_output[:, None])  # the rows left are first tokens: (R, 1, H)
+        elif self.pooler is not None:
+            pooled_output = self.pooler(sequence_output, layout)
         return BaseModelOutputWithPooling(sequence_output, pooled_output, hidden_states, attentions)
 
     def _forward_packed_as_padded(
