@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import string
 import subprocess
 import sys
 from pathlib import Path
@@ -400,6 +401,19 @@ def splade_folder(
     transformer = module(str(base), max_seq_length=max_seq_length, **task)
     SparseEncoder(modules=[transformer, SpladePooling(pooling)], device="cpu", **st_kwargs).save(str(folder))
     return folder
+
+
+# colbert_folder's options for a ColBERT v2-style folder: fixed [MASK] query expansion (not attended),
+# a punctuation skiplist, [Q]/[D] prompts and markers.
+COLBERT_OPTIONS: dict[str, Any] = dict(
+    transformer_kwargs={
+        "document_length": 40,
+        "query_expansion": {"strategy": "fixed", "attend": False, "length": 12},
+    },
+    skiplist=list(string.punctuation),
+    prompts={"query": "[Q] ", "document": "[D] "},
+    markers=True,
+)
 
 
 def colbert_folder(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import string
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,7 +21,7 @@ import bertlite.cli.embed_tasks
 import bertlite.embed.partial
 from bertlite.cli import main
 from bertlite.embed.kinds import load_job
-from tests.helpers import colbert_folder, cross_encoder_folder, masked_lm_folder, splade_folder
+from tests.helpers import COLBERT_OPTIONS, colbert_folder, cross_encoder_folder, masked_lm_folder, splade_folder
 from tests.serve_helpers import one_torch_thread  # noqa: F401 (an autouse fixture)
 
 TEXTS = [
@@ -48,17 +47,7 @@ def folders(real_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> 
         "splade": splade_folder(
             masked_lm_folder(real_model_path, root / "mlm"), root / "splade", max_seq_length=24, prompts=PROMPTS
         ),
-        "colbert": colbert_folder(
-            real_model_path,
-            root / "colbert",
-            transformer_kwargs={
-                "document_length": 40,
-                "query_expansion": {"strategy": "fixed", "attend": False, "length": 12},
-            },
-            skiplist=list(string.punctuation),
-            prompts={"query": "[Q] ", "document": "[D] "},
-            markers=True,
-        ),
+        "colbert": colbert_folder(real_model_path, root / "colbert", **COLBERT_OPTIONS),
     }
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import string
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +12,7 @@ import torch
 from sentence_transformers import MultiVectorEncoder as STMultiVectorEncoder
 
 from bertlite import MultiVectorEncoder
-from tests.helpers import colbert_folder
+from tests.helpers import COLBERT_OPTIONS, colbert_folder
 
 TEXTS = [
     "What is the capital of France?",
@@ -25,15 +24,7 @@ TEXTS = [
 
 # name -> colbert_folder's options
 CONFIGS = {
-    "colbert": dict(
-        transformer_kwargs={
-            "document_length": 40,
-            "query_expansion": {"strategy": "fixed", "attend": False, "length": 12},
-        },
-        skiplist=list(string.punctuation),
-        prompts={"query": "[Q] ", "document": "[D] "},
-        markers=True,
-    ),
+    "colbert": COLBERT_OPTIONS,
     "attend_min": dict(
         transformer_kwargs={"query_length": 20, "query_expansion": {"strategy": "min", "attend": True, "length": 10}},
         dense_bias=True,
