@@ -169,7 +169,7 @@ def packed_first_token_attention(
     """The attention of only some sequences' first token ([CLS]), each over its own sequence's keys.
 
     The last layer of a model whose head reads only [CLS] needs no other query: one SDPA call with one
-    query per row, on the keys and values scattered to the padded grid.
+    query per sequence, on the keys and values scattered to the padded grid, then the rows asked for.
 
     Args:
         qkv: (N, 3H), each row query|key|value of one real token.
@@ -184,11 +184,11 @@ def packed_first_token_attention(
     batch, width, head_dim = layout.batch_size, layout.max_length, hidden // heads
     kv = qkv[:, hidden:]
     grid = kv if layout.attention_bias is None else layout.scatter_to_grid(kv)  # no padding: already the grid
-    key, value = grid.view(batch, width, 2, heads, head_dim).permute(2, 0, 3, 1, 4)[:, sequences]  # (R, nh, T, hs)
-    query = qkv[layout.starts[sequences], :hidden].view(-1, heads, 1, head_dim)  # (R, nh, 1, hs)
-    bias = None if layout.attention_bias is None else layout.attention_bias[sequences].to(qkv.dtype)
+    key, value = grid.view(batch, width, 2, heads, head_dim).permute(2, 0, 3, 1, 4)  # (B, nh, T, hs)
+    query = qkv[layout.starts, :hidden].view(batch, heads, 1, head_dim)  # (B, nh, 1, hs)
+    bias = None if layout.attention_bias is None else layout.attention_bias.to(qkv.dtype)
     context = F.scaled_dot_product_attention(query, key, value, attn_mask=bias, dropout_p=dropout_p, scale=scaling)
-    return context.reshape(-1, hidden)  # (R, nh, 1, hs) -> (R, H)
+    return context.reshape(batch, hidden)[sequences]  # (B, nh, 1, hs) -> (R, H)
 
 
 # A grid more than this many times the real tokens (mixed lengths, as a server's batches have) costs more
