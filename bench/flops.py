@@ -1,8 +1,10 @@
-"""Useful FLOPs of an encode (real tokens only) and the machine's GEMM peak on BERT-shaped matmuls."""
+"""FLOPs an encoder runs (real tokens, or padded widths) and the machine's GEMM peak on BERT-shaped matmuls."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,13 +26,32 @@ def useful_gflop(model_path: str, texts: list[str]) -> float:
     from bertlite import BertConfig
     from bertlite.tokenization import load_tokenizer
 
-    cfg = BertConfig.from_pretrained(model_path)
     tokenizer = load_tokenizer(model_path)
     tokenizer.enable_truncation(MAX_LENGTH)
-    lengths = np.array([len(e.ids) for e in tokenizer.encode_batch(texts)], dtype=np.float64)
-    h, i = cfg.hidden_size, cfg.intermediate_size
-    per_layer = 2 * lengths * (4 * h * h + 2 * h * i) + 4 * lengths**2 * h
-    return float(cfg.num_hidden_layers * per_layer.sum() / 1e9)
+    lengths = [len(e.ids) for e in tokenizer.encode_batch(texts)]
+    return encoder_gflop(BertConfig.from_pretrained(model_path), lengths)
+
+
+def encoder_gflop(config: Any, lengths: Sequence[int], first_token_last_layer: bool = False) -> float:
+    """GFLOPs an encoder runs over sequences of these lengths: the QKV/output/FFN GEMMs and the two
+    attention products (embeddings, LayerNorm and activations are left out: a few percent of the time).
+
+    Args:
+        config: the model's BertConfig (hidden, intermediate size, layers).
+        lengths: the rows each sequence runs: its real tokens, or the padded width of its batch.
+        first_token_last_layer: the last layer computes query, key and value for every row but attention,
+            output and FFN for the first row only (bertlite's CrossEncoder and [CLS]-pooled Embedder).
+
+    Returns:
+        The GFLOP count.
+    """
+    n = np.asarray(lengths, dtype=np.float64)
+    h, i = config.hidden_size, config.intermediate_size
+    full = 2 * n * (4 * h * h + 2 * h * i) + 4 * n**2 * h
+    if not first_token_last_layer:
+        return float(config.num_hidden_layers * full.sum() / 1e9)
+    last = 2 * n * 3 * h * h + 4 * n * h + 2 * (h * h + 2 * h * i)
+    return float(((config.num_hidden_layers - 1) * full + last).sum() / 1e9)
 
 
 def gemm_peak(dtype: torch.dtype, max_seconds: float = 2.0) -> float:
