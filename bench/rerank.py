@@ -232,14 +232,14 @@ def format_rerank(result: dict[str, Any]) -> str:
         f"{'library':<24}{'pairs/s':>10}{'x ST':>7}{'GFLOP/s':>9}  max |score diff|  same ranking  same top 1  tau",
     ]
     for name, r in result["libraries"].items():
-        ratio = f"{r['per_round_x_sentence_transformers']:.2f}" if "queries" in r else "1"
-        if "queries" in r:
-            agree = (
-                f"{r['max_abs_diff_scores']:>16.2e}{r['queries_same_order']:>11}/{r['queries']:<3}"
-                f"{r['queries_same_top1']:>8}/{r['queries']:<3}{r['mean_kendall_tau']:>6.3f}"
-            )
+        row = f"{name:<24}{r['pairs_per_s']:>10.1f}"
+        if "queries" not in r:  # sentence-transformers, the baseline
+            lines.append(f"{row}{'1':>7}{r['gflops']:>9.1f}")
+            continue
         lines.append(
-            f"{name:<24}{r['pairs_per_s']:>10.1f}{ratio:>7}{r['gflops']:>9.1f}  {agree if 'queries' in r else ''}"
+            f"{row}{r['per_round_x_sentence_transformers']:>7.2f}{r['gflops']:>9.1f}  {r['max_abs_diff_scores']:>16.2e}"
+            f"{r['queries_same_order']:>11}/{r['queries']:<3}{r['queries_same_top1']:>8}/{r['queries']:<3}"
+            f"{r['mean_kendall_tau']:>6.3f}"
         )
     lines.append(
         f"work: sentence-transformers {work['sentence_transformers_gflop']:.0f} GFLOP (pads "
