@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     import tokenizers
     import torch
 
-    from bertlite.layers.onednn import activation_fusion_pays, fusion_seconds, linear_works
+    from bertlite.layers.onednn import activation_fusion_pays, activation_fusion_works, fusion_seconds
     from bertlite.quant.int8 import describe_int8
     from bertlite.utils.auto_dtype import auto_dtype
     from bertlite.utils.capabilities import detect, resolve_dtype
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         },
         "int8": describe_int8(),
     }
-    if linear_works(torch.float32):
+    if activation_fusion_works("gelu", torch.float32):
         # BERT-base's intermediate Linear; a model times its own sizes when it is optimized.
         sizes = (torch.float32, 768, 3072)
         report["gelu_fused_in_gemm"] = {

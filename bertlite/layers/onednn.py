@@ -70,6 +70,20 @@ def linear_add_works(dtype: torch.dtype) -> bool:
     return linear_works(dtype) and _works("linear_add", dtype, probe)
 
 
+def activation_fusion_works(activation: str, dtype: torch.dtype) -> bool:
+    """Whether oneDNN's linear with `activation` (a name in FUSED_ACTIVATIONS) in its epilogue runs, and
+    gives torch's activation of the plain linear, for `dtype`."""
+    attr, algorithm = FUSED_ACTIVATIONS[activation]
+
+    def probe() -> bool:
+        x = torch.linspace(-3, 3, 6, dtype=dtype).view(2, 3)
+        weight = torch.eye(3, dtype=dtype)
+        out = torch.ops.mkldnn._linear_pointwise(x, weight, None, attr, [], algorithm)
+        return bool(torch.allclose(out.float(), ACT2FN[activation](x).float(), atol=1e-2))
+
+    return linear_works(dtype) and _works(f"linear_{activation}", dtype, probe)
+
+
 def packing_works(dtype: torch.dtype) -> bool:
     """Whether a weight in oneDNN's blocked layout gives the plain weight's numbers, for `dtype`."""
     if dtype not in PACKED_DTYPES:
@@ -318,7 +332,11 @@ def _replaceable(module: nn.Module) -> bool:
 
 
 def _fused_activation(activation: str, linear: nn.Linear, fuse: bool | None) -> str | None:
-    if activation not in FUSED_ACTIVATIONS or fuse is False:
+    if (
+        activation not in FUSED_ACTIVATIONS
+        or fuse is False
+        or not activation_fusion_works(activation, linear.weight.dtype)
+    ):
         return None
     if fuse is None and not activation_fusion_pays(
         activation, linear.weight.dtype, linear.in_features, linear.out_features

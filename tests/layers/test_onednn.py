@@ -199,6 +199,32 @@ def test_only_forms_onednn_runs_here_are_installed(works, monkeypatch):
     torch.testing.assert_close(hidden, reference, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("fuse", [None, True])
+def test_an_activation_onednn_cannot_fuse_here_runs_after_the_gemm_untimed(fuse, fusion_timing, monkeypatch):
+    timed = fusion_timing(0.8)  # the timing would say fuse
+    monkeypatch.setitem(bertlite.layers.onednn._probed, ("linear_gelu", torch.float32), False)
+    hf = make_hf_model(hidden_act="gelu")
+    ours = optimize(to_bertlite(hf, attn="sdpa"), fuse_activation=fuse)
+    assert timed == [] and is_optimized(ours)
+    assert all(layer.intermediate.dense.activation is None for layer in ours.encoder.layer)
+    batch = random_batch(hf.config, batch=4, seq=13)
+    with torch.no_grad():
+        hidden = ours(**packed_inputs(batch)).last_hidden_state
+        reference = real_tokens(hf(**batch).last_hidden_state, batch)
+    torch.testing.assert_close(hidden, reference, atol=1e-5, rtol=1e-5)
+
+
+def test_the_fused_activation_probe_compares_with_torchs_activation(monkeypatch):
+    monkeypatch.setattr(bertlite.layers.onednn, "_probed", {})
+    assert bertlite.layers.onednn.activation_fusion_works("gelu", torch.float32) == bertlite.layers.onednn.linear_works(
+        torch.float32
+    )
+    wrong = {"gelu": ("relu", "")}  # a fused form that gives other numbers than GELU's
+    monkeypatch.setattr(bertlite.layers.onednn, "FUSED_ACTIVATIONS", wrong)
+    monkeypatch.setattr(bertlite.layers.onednn, "_probed", {})
+    assert not bertlite.layers.onednn.activation_fusion_works("gelu", torch.float32)
+
+
 def test_adapters_and_int8_modules_are_left_alone():
     hf = make_hf_model()
     ours = to_bertlite(hf, attn="sdpa")
@@ -249,3 +275,12 @@ def test_env_shows_where_gelu_runs_and_its_timing(fusion_timing, fused_x, capsys
     assert main(["env"]) == 0
     where = "inside oneDNN's GEMM" if fused_x < 1.1 else "after the GEMM"
     assert f"float32 GELU runs {where} (fused ran {fused_x:.2f}x as long as GEMM then GELU" in capsys.readouterr().out
+
+
+def test_env_says_nothing_of_gelu_where_onednn_cannot_fuse_it(fusion_timing, monkeypatch, capsys):
+    timed = fusion_timing(0.8)
+    monkeypatch.setitem(bertlite.layers.onednn._probed, ("linear_gelu", torch.float32), False)
+    assert main(["env", "--json"]) == 0
+    assert "gelu_fused_in_gemm" not in json.loads(capsys.readouterr().out) and timed == []
+    assert main(["env"]) == 0
+    assert "GELU" not in capsys.readouterr().out
