@@ -266,8 +266,9 @@ def optimize(model: nn.Module, pack_weights: bool = True, fuse_activation: bool 
         model: a BertModel or a head (its base model is optimized).
         pack_weights: keep float32 weights in oneDNN's blocked layout (faster, one more copy of the
             encoder's dense weights).
-        fuse_activation: run the intermediate activation inside the GEMM (True) or after it (False);
-            None: whichever activation_fusion_pays says on this CPU.
+        fuse_activation: run the intermediate activation inside the GEMM (True, where oneDNN runs that
+            form for the dtype: activation_fusion_works) or after it (False); None: whichever
+            activation_fusion_pays says on this CPU.
 
     Returns:
         The model.
