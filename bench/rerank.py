@@ -7,8 +7,8 @@ with sentence-transformers' CrossEncoder, so both libraries load the same folder
 cross-encoder folder instead. sentence-transformers runs float32; bertlite float32 and, unless --no-int8,
 int8; all in rotated rounds after an idle pause. The median round counts, with the per-round ratio, the
 largest score difference and whether every query's ranking is the same. The GFLOPs each library runs
-(sentence-transformers its padded batches, bertlite real tokens) bound the float32 ratio: both run their
-GEMMs near the CPU's float32 peak.
+(sentence-transformers its padded batches, bertlite real tokens) bound the float32 ratio where both run
+their GEMMs at the same speed; the report gives each library's GFLOP/s.
 """
 
 from __future__ import annotations
