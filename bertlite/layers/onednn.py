@@ -147,7 +147,7 @@ def time_fusion(activation: str, dtype: torch.dtype, in_features: int, out_featu
 
     Args:
         activation: a name in FUSED_ACTIVATIONS.
-        dtype: the Linear's dtype (one linear_works).
+        dtype: the Linear's dtype (one activation_fusion_works).
         in_features, out_features: the Linear's sizes.
 
     Returns:

@@ -262,5 +262,5 @@ def _warn_if_emulated(dtype: torch.dtype) -> None:
         f"dtype={name}: this CPU ({where}) has no native {name} GEMMs, so torch emulates them "
         f"and it runs several times slower than float32 ({measured}); dtype='auto' picks float32 here",
         SlowDtypeWarning,
-        stacklevel=5,  # the caller of a job's from_pretrained (which resolves through embed.base.load_model)
+        stacklevel=5,  # the caller of a job's from_pretrained (which resolves through embed.base.LoadOptions.load)
     )
