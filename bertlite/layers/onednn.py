@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertlite.layers.activations import ACT2FN
-from bertlite.utils.measured import FASTER_BY, best_of, cached_or_timed, machine_key
+from bertlite.utils.measured import Choice, Rounds, choose, machine_key, time_rounds
 
 # Activations oneDNN fuses into the GEMM: name -> (attr, algorithm) of _linear_pointwise.
 FUSED_ACTIVATIONS = {"gelu": ("gelu", "none"), "gelu_pytorch_tanh": ("gelu", "tanh"), "relu": ("relu", "")}
@@ -33,7 +33,7 @@ PACKED_DTYPES = (torch.float32,)
 PACK_ROWS = 2048
 FUSION_TOKENS = 256  # rows of the timed batch that decides activation fusion: a few ms at BERT-base's sizes
 _probed: dict[tuple[str, torch.dtype], bool] = {}
-_fusion_seconds: dict[str, dict[str, float]] = {}
+_fusion_choices: dict[str, Choice] = {}
 
 
 def _works(form: str, dtype: torch.dtype, probe: Callable[[], bool]) -> bool:
@@ -108,8 +108,8 @@ def pack_weight(weight: Tensor) -> Tensor:
 
 def activation_fusion_pays(activation: str, dtype: torch.dtype, in_features: int, out_features: int) -> bool:
     """Whether the intermediate Linear runs faster with `activation` inside oneDNN's GEMM than followed by
-    torch's activation, on this CPU: fused unless fusion_seconds() has the separate activation at least
-    FASTER_BY faster.
+    torch's activation, on this CPU: fused unless the separate activation was timed faster in every round
+    (bertlite.utils.measured's rule).
 
     Args:
         activation: a name in FUSED_ACTIVATIONS.
@@ -119,12 +119,11 @@ def activation_fusion_pays(activation: str, dtype: torch.dtype, in_features: int
     Returns:
         True to fuse.
     """
-    seconds = fusion_seconds(activation, dtype, in_features, out_features)
-    return seconds["fused"] < FASTER_BY * seconds["separate"]
+    return fusion_choice(activation, dtype, in_features, out_features).picked == "fused"
 
 
 def fusion_seconds(activation: str, dtype: torch.dtype, in_features: int, out_features: int) -> dict[str, float]:
-    """time_fusion()'s seconds on this CPU: timed once at these sizes, then kept (bertlite.utils.measured).
+    """fusion_choice()'s median seconds per pass.
 
     Args:
         activation, dtype, in_features, out_features: as activation_fusion_pays.
@@ -132,18 +131,31 @@ def fusion_seconds(activation: str, dtype: torch.dtype, in_features: int, out_fe
     Returns:
         {"fused": seconds, "separate": seconds}.
     """
+    return fusion_choice(activation, dtype, in_features, out_features).seconds()
+
+
+def fusion_choice(activation: str, dtype: torch.dtype, in_features: int, out_features: int) -> Choice:
+    """time_fusion()'s verdict on this CPU: timed once at these sizes, kept where its rounds agree
+    (bertlite.utils.measured).
+
+    Args:
+        activation, dtype, in_features, out_features: as activation_fusion_pays.
+
+    Returns:
+        The Choice between "fused" (the default) and "separate".
+    """
     from bertlite.utils.capabilities import detect
 
     key = machine_key(detect(), f"{activation} epilogue: {dtype} {in_features} -> {out_features}")
-    if key not in _fusion_seconds:
-        _fusion_seconds[key], _ = cached_or_timed(
-            key, ("fused", "separate"), lambda: time_fusion(activation, dtype, in_features, out_features)
+    if key not in _fusion_choices:
+        _fusion_choices[key] = choose(
+            key, "fused", "separate", lambda: time_fusion(activation, dtype, in_features, out_features)
         )
-    return _fusion_seconds[key]
+    return _fusion_choices[key]
 
 
-def time_fusion(activation: str, dtype: torch.dtype, in_features: int, out_features: int) -> dict[str, float]:
-    """Time the Linear with `activation` fused into oneDNN's GEMM and followed by torch's, best of a few passes.
+def time_fusion(activation: str, dtype: torch.dtype, in_features: int, out_features: int) -> Rounds:
+    """Time the Linear with `activation` fused into oneDNN's GEMM and followed by torch's, in interleaved rounds.
 
     Args:
         activation: a name in FUSED_ACTIVATIONS.
@@ -151,7 +163,7 @@ def time_fusion(activation: str, dtype: torch.dtype, in_features: int, out_featu
         in_features, out_features: the Linear's sizes.
 
     Returns:
-        {"fused": seconds, "separate": seconds}.
+        The Rounds of "fused" and "separate" (bertlite.utils.measured.time_rounds).
     """
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(FUSION_TOKENS, in_features, generator=generator).to(dtype)
@@ -160,7 +172,7 @@ def time_fusion(activation: str, dtype: torch.dtype, in_features: int, out_featu
     weight = pack_weight(weight) if packing_works(dtype) else weight  # as the model keeps it
     attr, algorithm = FUSED_ACTIVATIONS[activation]
     separate = ACT2FN[activation]
-    return best_of(
+    return time_rounds(
         {
             "fused": lambda: torch.ops.mkldnn._linear_pointwise(x, weight, bias, attr, [], algorithm),
             "separate": lambda: separate(torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")),

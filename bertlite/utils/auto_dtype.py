@@ -2,12 +2,14 @@
 
 Which CPUs run bf16 fast is not a rule of flags: a CPU's bf16 dot products, its AMX tiles and the
 kernels torch ships decide it together. So where bf16 is native (Capabilities.bf16_native), the first
-"auto" times one pass of a BERT layer's Linears (fused query|key|value, attention output,
-intermediate, output) at the model's sizes in float32 and in bfloat16, on oneDNN's linear as the
-model runs it, and picks bfloat16 when it is at least FASTER_BY faster. The verdict is cached per CPU,
-ISA caps, torch version, thread count and sizes, in the process and in the user cache folder
-(bertlite.utils.measured), so later processes do not time again. float16 is never picked: its range (65,504) overflows
-on real checkpoints' activations, and a NaN vector would be a silently wrong number.
+"auto" times a pass of a BERT layer's Linears (fused query|key|value, attention output, intermediate,
+output) at the model's sizes in float32 and in bfloat16, on oneDNN's linear as the model runs it, in
+interleaved rounds, and picks bfloat16 only when it is at least measured.FASTER_BY faster in every round
+(bertlite.utils.measured has the rule). A verdict whose rounds agree is kept per CPU, ISA caps, torch
+version, thread count and sizes, in the process and in the user cache folder, so later processes do
+not time again; rounds that disagree (or too few, on a busy machine) give float32 and are not kept. float16
+is never picked: its range (65,504) overflows on real checkpoints' activations, and a NaN vector would be a
+silently wrong number.
 
 BERTLITE_AUTO_DTYPE=float32|bfloat16 forces the verdict.
 """
@@ -19,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bertlite.utils.measured import FASTER_BY, best_of, cache_path, cached_or_timed, machine_key
+from bertlite.utils.measured import Choice, Rounds, cache_path, choose, machine_key, time_rounds
 
 if TYPE_CHECKING:
     import torch
@@ -39,14 +41,17 @@ class Verdict:
     """What dtype="auto" picks on this CPU, and why."""
 
     dtype: str  # "float32" or "bfloat16"
-    reason: str  # one line for `bertlite env`
-    seconds: dict[str, float] = field(default_factory=dict)  # the timed pass per dtype; empty when not timed
+    reason: str  # one line for `bertlite env`, with the spread of the rounds
+    seconds: dict[str, float] = field(default_factory=dict)  # median seconds per pass per dtype; empty when not timed
+    spread: dict[str, float] = field(default_factory=dict)  # rounds counted and dropped; bf16's min/median/max x
+    kept: bool = False  # the rounds agreed, so later processes use this verdict without timing
 
     def ratios(self) -> dict[str, float]:
-        """How many times faster than float32 each timed dtype ran (empty when nothing was timed)."""
-        if "float32" not in self.seconds:
+        """How many times faster than float32 each timed dtype ran, the median over the rounds (empty when
+        nothing was timed)."""
+        if "median" not in self.spread:
             return {}
-        return {name: self.seconds["float32"] / s for name, s in self.seconds.items()}
+        return {"float32": 1.0, "bfloat16": self.spread["median"]}
 
 
 def auto_dtype(caps: Capabilities, sizes: tuple[int, int] | None = None) -> Verdict:
@@ -73,34 +78,30 @@ def auto_dtype(caps: Capabilities, sizes: tuple[int, int] | None = None) -> Verd
     hidden, intermediate = sizes or DEFAULT_SIZES
     key = machine_key(caps, f"dtype auto: hidden {hidden} intermediate {intermediate}")
     if key not in _verdicts:
-        seconds, cached = cached_or_timed(key, CANDIDATES, lambda: measure(_shapes(hidden, intermediate)))
-        _verdicts[key] = _verdict(
-            seconds, f"timed earlier on this CPU (cached in {cache_path()})" if cached else "timed on this CPU"
-        )
+        _verdicts[key] = _verdict(choose(key, *CANDIDATES, lambda: measure(_shapes(hidden, intermediate))))
     return _verdicts[key]
 
 
-def measure(shapes: Sequence[tuple[int, int]], dtypes: Sequence[str] = CANDIDATES) -> dict[str, float]:
-    """Time one pass of Linears of these shapes per dtype, interleaved, best of measured.REPEATS.
+def measure(shapes: Sequence[tuple[int, int]], dtypes: Sequence[str] = CANDIDATES) -> Rounds:
+    """Time a pass of Linears of these shapes per dtype in interleaved rounds (bertlite.utils.measured.time_rounds).
 
     Args:
         shapes: (out_features, in_features) of each Linear.
         dtypes: dtype names; the first is the baseline.
 
     Returns:
-        dtype name -> seconds of the best pass.
+        The Rounds: dtype name -> seconds per pass in each round that counted.
     """
-    return best_of({name: linear_pass(name, shapes) for name in dtypes})
+    return time_rounds({name: linear_pass(name, shapes) for name in dtypes})
 
 
 def _shapes(hidden: int, intermediate: int) -> list[tuple[int, int]]:
     return [(3 * hidden, hidden), (hidden, hidden), (intermediate, hidden), (hidden, intermediate)]
 
 
-def _verdict(seconds: dict[str, float], how: str) -> Verdict:
-    ratio = seconds["float32"] / seconds["bfloat16"]
-    dtype = "bfloat16" if ratio >= FASTER_BY else "float32"
-    return Verdict(dtype, f"{how}: bfloat16 ran {ratio:.2f}x float32 (picked at >= {FASTER_BY:.2f}x)", seconds)
+def _verdict(choice: Choice) -> Verdict:
+    how = f"timed earlier on this CPU (cached in {cache_path()})" if choice.cached else "timed on this CPU"
+    return Verdict(choice.picked, f"{how}: {choice.summary()}", choice.seconds(), choice.spread(), choice.decided)
 
 
 def linear_pass(name: str, shapes: Sequence[tuple[int, int]], tokens: int = TOKENS) -> Any:

@@ -53,14 +53,14 @@ def test_optimized_model_matches_transformers_padded_and_packed(hidden_act, pack
 def fusion_timing(monkeypatch: pytest.MonkeyPatch, tmp_path):
     """fusion_timing(fused_x): the timing of activation fusion says the fused GEMM runs fused_x times as long
     as GEMM-then-activation, with nothing timed or kept yet. Returns the list of timed (activation, sizes)."""
-    monkeypatch.setattr(bertlite.layers.onednn, "_fusion_seconds", {})
+    monkeypatch.setattr(bertlite.layers.onednn, "_fusion_choices", {})
     monkeypatch.setenv("BERTLITE_CACHE_DIR", str(tmp_path / "cache"))
     timed: list[tuple] = []
 
     def use(fused_x: float) -> list[tuple]:
         def time_fusion(activation, dtype, in_features, out_features):
             timed.append((activation, dtype, in_features, out_features))
-            return {"fused": 0.01 * fused_x, "separate": 0.01}
+            return measured.Rounds({"fused": [0.01 * fused_x] * measured.ROUNDS, "separate": [0.01] * measured.ROUNDS})
 
         monkeypatch.setattr(bertlite.layers.onednn, "time_fusion", time_fusion)
         return timed
@@ -88,16 +88,20 @@ def test_the_fusion_timing_is_kept_for_later_processes(fusion_timing):
     timed = fusion_timing(1.3)
     hf = make_hf_model(hidden_act="gelu")
     optimize(to_bertlite(hf, attn="sdpa"))
-    bertlite.layers.onednn._fusion_seconds.clear()  # a new process: the file answers
+    bertlite.layers.onednn._fusion_choices.clear()  # a new process: the file answers
     again = optimize(to_bertlite(hf, attn="sdpa"))
     assert len(timed) == 1 and again.encoder.layer[0].intermediate.dense.activation is None
     (entry,) = json.loads(measured.cache_path().read_text()).items()
-    assert "gelu epilogue" in entry[0] and entry[1] == {"fused": 0.01 * 1.3, "separate": 0.01}
+    assert "gelu epilogue" in entry[0]
+    assert entry[1] == {"rounds": {"fused": [0.01 * 1.3] * 5, "separate": [0.01] * 5}, "busy": 0}
 
 
-def test_the_fusion_timing_runs_both_forms():
-    seconds = bertlite.layers.onednn.time_fusion("gelu", torch.float32, 16, 24)
-    assert set(seconds) == {"fused", "separate"} and all(0 < s < float("inf") for s in seconds.values())
+def test_the_fusion_timing_runs_both_forms(monkeypatch):
+    monkeypatch.setattr(measured, "MIN_SHARE", 0.0)  # every round counts, however busy the machine ...
+    monkeypatch.setattr(measured, "BUDGET_SECONDS", float("inf"))  # ... and slow
+    rounds = bertlite.layers.onednn.time_fusion("gelu", torch.float32, 16, 24)
+    assert set(rounds.seconds) == {"fused", "separate"} and rounds.busy == 0
+    assert all(len(s) == measured.ROUNDS and all(0 < x < float("inf") for x in s) for s in rounds.seconds.values())
 
 
 def test_packed_and_plain_weights_give_the_same_numbers():

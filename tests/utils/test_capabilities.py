@@ -43,17 +43,20 @@ AMX = Capabilities(
 @pytest.fixture
 def cpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     """cpu(caps, bf16_x=1.3): make the probe report caps and the timing of "auto" say bf16 runs bf16_x times
-    float32, with no warning given, nothing timed yet and an empty cache. Returns the list of timed shapes."""
+    float32 in each of measured.ROUNDS rounds (or bf16_x[i] in round i, a list), with no warning given,
+    nothing timed yet and an empty cache. Returns the list of timed shapes."""
     monkeypatch.setattr(capabilities, "_warned", set())
     monkeypatch.setattr(auto_dtype, "_verdicts", {})
     monkeypatch.setenv("BERTLITE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("BERTLITE_AUTO_DTYPE", raising=False)
     timed: list[list[tuple[int, int]]] = []
 
-    def use(caps: Capabilities, bf16_x: float = 1.3) -> list[list[tuple[int, int]]]:
+    def use(caps: Capabilities, bf16_x: float | list[float] = 1.3) -> list[list[tuple[int, int]]]:
+        per_round = bf16_x if isinstance(bf16_x, list) else [bf16_x] * measured.ROUNDS
+
         def measure(shapes, dtypes=auto_dtype.CANDIDATES):
             timed.append(list(shapes))
-            return {"float32": 0.02, "bfloat16": 0.02 / bf16_x}
+            return measured.Rounds({"float32": [0.02] * len(per_round), "bfloat16": [0.02 / x for x in per_round]})
 
         monkeypatch.setattr(capabilities, "detect", lambda: caps)
         monkeypatch.setattr(auto_dtype, "measure", measure)
@@ -122,9 +125,31 @@ def test_the_verdict_is_timed_once_then_read_from_the_process_and_the_cache_file
     [(key, seconds)] = entries.items()
     assert key.startswith("AMX test CPU; avx2 avx512f avx512_bf16 amx_bf16 amx_int8; ; torch ")
     assert key.endswith(f"{torch.get_num_threads()} threads; dtype auto: hidden 768 intermediate 3072")
-    assert seconds == {"float32": 0.02, "bfloat16": pytest.approx(0.02 / 1.3)}
+    assert seconds == {"rounds": {"float32": [0.02] * 5, "bfloat16": [pytest.approx(0.02 / 1.3)] * 5}, "busy": 0}
     assert resolve_dtype("auto", "cpu", sizes=(384, 1536)) == torch.bfloat16  # other sizes: timed again
     assert len(timed) == 2 and timed[1][0] == (1152, 384)
+
+
+def test_auto_keeps_float32_and_times_again_when_the_rounds_disagree(cpu):
+    timed = cpu(AMX, [1.5, 0.8, 1.6, 1.4, 0.9])  # bfloat16 wins three rounds of five
+    verdict = auto_dtype.auto_dtype(AMX)
+    assert (verdict.dtype, verdict.kept) == ("float32", False)
+    assert verdict.spread == pytest.approx({"rounds": 5, "busy": 0, "min": 0.8, "median": 1.4, "max": 1.6})
+    auto_dtype._verdicts.clear()  # a new process: nothing was kept, so it times again
+    assert auto_dtype.auto_dtype(AMX).dtype == "float32" and len(timed) == 2
+    [entry] = json.loads(measured.cache_path().read_text()).values()
+    assert entry["undecided"] == 2
+
+
+def test_auto_times_again_over_a_verdict_cached_in_the_old_format(cpu):
+    timed = cpu(AMX, bf16_x=1.3)
+    key = measured.machine_key(AMX, "dtype auto: hidden 768 intermediate 3072")
+    measured.cache_path().parent.mkdir(parents=True)
+    measured.cache_path().write_text(json.dumps({key: {"float32": 0.02, "bfloat16": 0.01}}))  # one best pass each
+    verdict = auto_dtype.auto_dtype(AMX)
+    assert (verdict.dtype, verdict.kept, len(timed)) == ("bfloat16", True, 1)
+    assert verdict.reason.startswith("timed on this CPU: bfloat16 ran 1.30x float32 (1.30-1.30x over 5 rounds)")
+    assert json.loads(measured.cache_path().read_text())[key]["rounds"]["float32"] == [0.02] * 5
 
 
 @pytest.mark.parametrize("damage", ["{not json", "[1, 2]", '{"x": 1}', None])
@@ -141,7 +166,7 @@ def test_a_damaged_or_unwritable_cache_costs_a_timing_not_an_error(cpu, damage, 
     if damage is not None:  # rewritten, and now it answers
         entries = json.loads(measured.cache_path().read_text())
         assert [seconds for key, seconds in entries.items() if key.startswith("AMX test CPU")] == [
-            {"float32": 0.02, "bfloat16": pytest.approx(0.02 / 1.3)}
+            {"rounds": {"float32": [0.02] * 5, "bfloat16": [pytest.approx(0.02 / 1.3)] * 5}, "busy": 0}
         ]
         assert not list(measured.cache_path().parent.glob("*.tmp"))
 
@@ -160,10 +185,12 @@ def test_bertlite_auto_dtype_forces_the_verdict(cpu, monkeypatch):
         resolve_dtype("auto", "cpu")
 
 
-def test_the_timing_runs_both_dtypes_on_small_linears():
-    seconds = auto_dtype.measure([(8, 16), (16, 8)])
-    assert set(seconds) == {"float32", "bfloat16"}
-    assert all(0 < s < float("inf") for s in seconds.values())
+def test_the_timing_runs_both_dtypes_on_small_linears(monkeypatch):
+    monkeypatch.setattr(measured, "MIN_SHARE", 0.0)  # every round counts, however busy the machine ...
+    monkeypatch.setattr(measured, "BUDGET_SECONDS", float("inf"))  # ... and slow
+    rounds = auto_dtype.measure([(8, 16), (16, 8)])
+    assert set(rounds.seconds) == {"float32", "bfloat16"} and rounds.busy == 0
+    assert all(len(s) == measured.ROUNDS and all(0 < x < float("inf") for x in s) for s in rounds.seconds.values())
 
 
 def test_auto_keeps_float32_off_the_cpu(cpu):
@@ -264,7 +291,10 @@ def test_env_prints_versions_capabilities_and_the_auto_dtype(cpu, capsys):
     assert f"torch {torch.__version__}\n" in out and f"tokenizers {tokenizers.__version__}\n" in out
     assert "cpu: AMX test CPU; torch AVX512; bf16 native, fp16 native; flags avx2 avx512f" in out
     assert "dtype='auto' resolves to: bfloat16 on cpu" in out
-    assert "dtype='auto' on cpu: timed on this CPU: bfloat16 ran 1.30x float32 (picked at >= 1.10x)" in out
+    assert (
+        "dtype='auto' on cpu: timed on this CPU: bfloat16 ran 1.30x float32 (1.30-1.30x over 5 rounds): bfloat16 "
+        "(bfloat16 is picked at >= 1.10x in every round)"
+    ) in out
     cpu(AVX2_ONLY)
     assert main(["env", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
