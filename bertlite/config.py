@@ -9,6 +9,7 @@ import dataclasses
 import json
 import math
 import os
+import weakref
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,8 @@ CONFIG_NAME = "config.json"
 WEIGHTS_ONLY_FILES = ("model.safetensors", "pytorch_model.bin")
 # transformers' internal telemetry keywords (pipeline and the Auto classes pass them): meaningless here.
 TELEMETRY_KWARGS = ("_from_auto", "_from_pipeline", "_commit_hash", "trust_remote_code")
+# transformers' private attention keys, which it ignores in a config dict (a config.json may carry them).
+IGNORED_ATTENTION_KEYS = ("_attn_implementation", "_attn_implementation_internal")
 
 # Fields by JSON type, checked as transformers' strict BertConfig checks them: a bool is not an int (nor
 # "false" a bool, which would be truthy), and an int is a float (JSON writes 0.0 as 0). The string fields
@@ -117,6 +120,9 @@ class BertConfig:
     label2id: dict[str, int] | None = None
     problem_type: str | None = None  # None: BertForSequenceClassification infers it from the labels
     num_labels: InitVar[int | None] = None
+    # transformers' keyword (config.json may carry it too): becomes `_attn_implementation`, which is no field, so
+    # to_dict() and config.json leave it out, as there.
+    attn_implementation: InitVar[str | None] = None
     # forward() defaults, as in transformers' PreTrainedConfig.
     output_attentions: bool = False
     output_hidden_states: bool = False
@@ -125,7 +131,9 @@ class BertConfig:
     # transformers_version, id2label, ...): kept so to_dict() writes them back.
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    def __post_init__(self, num_labels: int | None) -> None:
+    def __post_init__(self, num_labels: int | None, attn_implementation: str | None) -> None:
+        if attn_implementation is not None:
+            self._attn_implementation = attn_implementation
         _check_types(self)
         self._init_labels(num_labels)
         _check_name(self, "model_type", BERT_MODEL_TYPES, f"is not a BERT config (expected one of {BERT_MODEL_TYPES})")
@@ -167,9 +175,9 @@ class BertConfig:
             The validated config.
         """
         config_dict = {**config_dict, **kwargs}
-        known = {f.name for f in dataclasses.fields(cls)} - {"extra"} | {"num_labels"}
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra"} | {"num_labels", "attn_implementation"}
         kwargs = {k: v for k, v in config_dict.items() if k in known}
-        extra = {k: v for k, v in config_dict.items() if k not in known}
+        extra = {k: v for k, v in config_dict.items() if k not in known and k not in IGNORED_ATTENTION_KEYS}
         if kwargs.get("position_embedding_type") is None:
             kwargs.pop("position_embedding_type", None)
         return cls(**kwargs, extra=extra)
@@ -234,6 +242,7 @@ class BertConfig:
                 extra.pop("torch_dtype", None)
                 extra["dtype"] = str(kwargs[key]).removeprefix("torch.")
         num_labels = kwargs.get("num_labels")
+        updated = None
         if fields or extra:
             values = {name: getattr(self, name) for name in names}
             if "id2label" in fields and "label2id" not in fields:
@@ -241,6 +250,10 @@ class BertConfig:
             updated = type(self)(**{**values, **fields}, extra={**self.extra, **extra})
             if updated.label2id is None and updated.id2label is not None:
                 updated.label2id = {name: i for i, name in updated.id2label.items()}
+        attention = [kwargs[key] for key in ("attn_implementation", "_attn_implementation") if key in kwargs]
+        if attention:
+            self._attn_implementation = attention[-1]  # before the fields change: a bound model checks the name
+        if updated is not None:
             self.__dict__.update(updated.__dict__)
         if num_labels is not None:
             self.num_labels = num_labels  # a new LABEL_0..LABEL_{n-1} map unless id2label already has n labels
@@ -251,7 +264,8 @@ class BertConfig:
             for key, value in kwargs.items()
             if key not in fields
             and key not in extra
-            and key not in ("num_labels", "name_or_path", "dtype", "torch_dtype")
+            and key not in ("num_labels", "name_or_path", "dtype", "torch_dtype", "attn_implementation")
+            and key not in IGNORED_ATTENTION_KEYS
         }
 
     # --- transformers' PreTrainedConfig members ---------------------------------------
@@ -266,6 +280,31 @@ class BertConfig:
     @name_or_path.setter
     def name_or_path(self, value: str | os.PathLike) -> None:
         self.__dict__["_name_or_path"] = os.fspath(value)
+
+    @property
+    def _attn_implementation(self) -> str | None:
+        """The attention implementation, as transformers' code reads it.
+
+        The name the model this config is bound to runs (bind_attention: the last model built from it or
+        switched with set_attn_implementation), else the one set here; None until either happens.
+        """
+        model = _bound_model(self)
+        return model.attn_implementation if model is not None else self.__dict__.get("_attn_implementation_internal")
+
+    @_attn_implementation.setter
+    def _attn_implementation(self, value: str | None) -> None:
+        # transformers' layers read this attribute at every forward; a bound bertlite model switches now instead.
+        model = _bound_model(self)
+        if model is not None:
+            model.set_attn_implementation(value)  # checks the name, and binds (stores it) again
+        else:
+            self.__dict__["_attn_implementation_internal"] = value  # checked when a model is built, as there
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A copy or a pickle keeps the name this config reads, not the weak reference to its model.
+        state = {key: value for key, value in self.__dict__.items() if key != "_attn_model"}
+        state["_attn_implementation_internal"] = self._attn_implementation
+        return state
 
     def get_text_config(self, decoder: bool | None = None, encoder: bool | None = None) -> BertConfig:
         """The config of the text model: this one (transformers' multimodal configs hold several)."""
@@ -348,6 +387,27 @@ class BertConfig:
             f.write("\n")
 
 
+def bind_attention(config: BertConfig, model: Any) -> None:
+    """Tie `config._attn_implementation` to `model`, as a transformers model reads its attention from its config.
+
+    The config then reads model.attn_implementation and switches the model with model.set_attn_implementation.
+    It stays tied to the last model bound, by a weak reference, so models sharing a config keep their own
+    attention (in transformers they would all run the last one set).
+
+    Args:
+        config: the model's config.
+        model: a bertlite model: attn_implementation and set_attn_implementation.
+    """
+    config.__dict__["_attn_model"] = weakref.ref(model)
+    config.__dict__["_attn_implementation_internal"] = model.attn_implementation
+
+
+def _bound_model(config: BertConfig) -> Any:
+    """The live model bind_attention tied `config` to, or None."""
+    ref = config.__dict__.get("_attn_model")
+    return None if ref is None else ref()
+
+
 def as_bert_config(config: Any) -> BertConfig:
     """A bertlite BertConfig for `config`: itself, or one made from another library's BERT config object
     (transformers' BertConfig, what its AutoConfig returns) through its to_dict().
@@ -371,6 +431,8 @@ def as_bert_config(config: Any) -> BertConfig:
         )
     data = dict(to_dict())
     name_or_path = data.pop("_name_or_path", None)  # transformers' private key, a property here
+    # Set before building a model, as transformers' code does; its to_dict() leaves it out.
+    data["attn_implementation"] = getattr(config, "_attn_implementation", None)
     converted = BertConfig.from_dict({key: value for key, value in data.items() if not key.startswith("_")})
     if name_or_path:
         converted.name_or_path = name_or_path
@@ -499,3 +561,5 @@ def _set_num_labels(self: BertConfig, num_labels: int) -> None:
 # always len(id2label) afterwards; it is attached here because a dataclass body
 # cannot hold both under one name.
 BertConfig.num_labels = property(_get_num_labels, _set_num_labels)  # type: ignore[assignment]
+# Likewise a constructor argument only: config.attn_implementation is no attribute, as in transformers.
+del BertConfig.attn_implementation
