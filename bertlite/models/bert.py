@@ -24,7 +24,7 @@ from torch.autograd.graph import save_on_cpu
 from torch.utils.checkpoint import checkpoint
 
 from bertlite.checkpoint import save as checkpoint_save
-from bertlite.config import BertConfig, as_bert_config
+from bertlite.config import BertConfig, as_bert_config, bind_attention
 from bertlite.layers import onednn
 from bertlite.layers.activations import ACT2FN
 from bertlite.layers.attention import (
@@ -877,7 +877,7 @@ class BertPreTrainedModel(nn.Module):
         return self.is_gradient_checkpointing
 
     def set_attn_implementation(self, name: str) -> None:
-        """Run attention through another implementation.
+        """Run attention through another implementation; model.config._attn_implementation reads it after.
 
         Args:
             name: a name of bertlite.layers.attention's registry. "eager" selects the reference path
@@ -892,6 +892,7 @@ class BertPreTrainedModel(nn.Module):
         for module in self.modules():
             if isinstance(module, BertSelfAttention):
                 module.attn_implementation = name
+        bind_attention(self.config, self)
 
 
 class BertModel(BertPreTrainedModel):
@@ -901,21 +902,35 @@ class BertModel(BertPreTrainedModel):
         self,
         config: BertConfig,
         add_pooling_layer: bool = True,
-        attn_implementation: str = DEFAULT_ATTENTION,
+        attn_implementation: str | None = None,
     ) -> None:
         """Build the model with freshly initialised weights (from_pretrained loads a checkpoint instead).
 
         Args:
-            config: the model's config.
+            config: the model's config; it stays bound to the model (config.bind_attention), so
+                config._attn_implementation reads and sets the model's attention, as in transformers.
             add_pooling_layer: build the BertPooler (pooler_output); False leaves it out (pooler is None).
-            attn_implementation: a name of bertlite.layers.attention's registry.
+            attn_implementation: a name of bertlite.layers.attention's registry; None: the config's
+                _attn_implementation (set before building, as transformers' code does), else "sdpa".
+
+        Raises:
+            ValueError: an unknown attention name.
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
+        if attn_implementation is None:
+            attn_implementation = config._attn_implementation or DEFAULT_ATTENTION
+        check_attn_implementation(attn_implementation)  # before any layer is built
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config, attn_implementation)
         self.pooler = BertPooler(config) if add_pooling_layer else None
         self.init_weights()
+        bind_attention(config, self)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        # A deep copy or an unpickled model has a copy of the config, which a weak reference does not reach.
+        bind_attention(self.config, self)
 
     @property
     def attn_implementation(self) -> str:

@@ -20,7 +20,6 @@ from torch import Tensor, nn
 from bertlite.config import BertConfig
 from bertlite.layers.activations import ACT2FN
 from bertlite.models.bert import (
-    DEFAULT_ATTENTION,
     BaseModelOutputWithPooling,
     BertModel,
     BertPreTrainedModel,
@@ -251,12 +250,13 @@ class _BertWithLMHead(_BertWithHead):
 
 
 class BertForPreTraining(_BertWithLMHead):
-    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
         """Build the model and its head with freshly initialised weights (from_pretrained loads them).
 
         Args:
             config: the model's config.
-            attn_implementation: a name of bertlite.layers.attention's registry.
+            attn_implementation: a name of bertlite.layers.attention's registry; None: the config's
+                _attn_implementation, else "sdpa".
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
@@ -306,12 +306,13 @@ class BertForPreTraining(_BertWithLMHead):
 
 
 class BertLMHeadModel(_BertWithLMHead):
-    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
         """Build the model and its head with freshly initialised weights (from_pretrained loads them).
 
         Args:
             config: the model's config.
-            attn_implementation: a name of bertlite.layers.attention's registry.
+            attn_implementation: a name of bertlite.layers.attention's registry; None: the config's
+                _attn_implementation, else "sdpa".
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
@@ -373,12 +374,13 @@ class BertLMHeadModel(_BertWithLMHead):
 
 
 class BertForMaskedLM(_BertWithLMHead):
-    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
         """Build the model and its head with freshly initialised weights (from_pretrained loads them).
 
         Args:
             config: the model's config.
-            attn_implementation: a name of bertlite.layers.attention's registry.
+            attn_implementation: a name of bertlite.layers.attention's registry; None: the config's
+                _attn_implementation, else "sdpa".
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
@@ -421,12 +423,13 @@ class BertForMaskedLM(_BertWithLMHead):
 
 
 class BertForNextSentencePrediction(_BertWithHead):
-    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
         """Build the model and its head with freshly initialised weights (from_pretrained loads them).
 
         Args:
             config: the model's config.
-            attn_implementation: a name of bertlite.layers.attention's registry.
+            attn_implementation: a name of bertlite.layers.attention's registry; None: the config's
+                _attn_implementation, else "sdpa".
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
@@ -470,12 +473,13 @@ def _classifier_dropout(config: BertConfig) -> nn.Dropout:
 
 
 class BertForSequenceClassification(_BertWithHead):
-    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
         """Build the model and its head with freshly initialised weights (from_pretrained loads them).
 
         Args:
             config: the model's config (num_labels: the classes).
-            attn_implementation: a name of bertlite.layers.attention's registry.
+            attn_implementation: a name of bertlite.layers.attention's registry; None: the config's
+                _attn_implementation, else "sdpa".
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
@@ -536,12 +540,13 @@ class BertForSequenceClassification(_BertWithHead):
 
 
 class BertForMultipleChoice(_BertWithHead):
-    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
         """Build the model and its head with freshly initialised weights (from_pretrained loads them).
 
         Args:
             config: the model's config.
-            attn_implementation: a name of bertlite.layers.attention's registry.
+            attn_implementation: a name of bertlite.layers.attention's registry; None: the config's
+                _attn_implementation, else "sdpa".
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
@@ -608,12 +613,13 @@ class BertForMultipleChoice(_BertWithHead):
 
 
 class BertForTokenClassification(_BertWithHead):
-    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
         """Build the model and its head with freshly initialised weights (from_pretrained loads them).
 
         Args:
             config: the model's config (num_labels: the classes).
-            attn_implementation: a name of bertlite.layers.attention's registry.
+            attn_implementation: a name of bertlite.layers.attention's registry; None: the config's
+                _attn_implementation, else "sdpa".
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
@@ -657,12 +663,13 @@ class BertForTokenClassification(_BertWithHead):
 
 
 class BertForQuestionAnswering(_BertWithHead):
-    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
         """Build the model and its head with freshly initialised weights (from_pretrained loads them).
 
         Args:
             config: the model's config (num_labels must be 2: start, end).
-            attn_implementation: a name of bertlite.layers.attention's registry.
+            attn_implementation: a name of bertlite.layers.attention's registry; None: the config's
+                _attn_implementation, else "sdpa".
 
         Raises:
             ValueError: config.num_labels is not 2.
