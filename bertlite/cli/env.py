@@ -15,8 +15,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "(torch's vector ISA, native bf16/fp16 GEMMs, AVX-512 / VNNI / AMX flags from /proc/cpuinfo, and any ISA "
         "cap set in the environment, such as ONEDNN_MAX_CPU_ISA=AVX2, which makes this an emulated smaller CPU); "
         "the dtype that dtype='auto' (the default of Embedder and bertlite embed) resolves to, and the timing it "
-        "rests on; the int8 kernel and integer ranges that dtype='int8' gets here (probed); and whether GELU "
-        "runs inside the GEMM here (timed). "
+        "rests on (bfloat16's speed-up over float32 per round: min, median and max, the rounds dropped because "
+        "other processes had the CPU, and whether the verdict was kept for later processes); the int8 kernel and "
+        "integer ranges that dtype='int8' gets here (probed); and whether GELU runs inside the GEMM here (timed). "
         "Exit status 0; 2 when BERTLITE_AUTO_DTYPE is not float32 or bfloat16.",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
@@ -56,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
             "reason": verdict.reason,
             "seconds": verdict.seconds,
             "x_float32": verdict.ratios(),
+            "spread": verdict.spread,
+            "kept": verdict.kept,
         },
         "int8": describe_int8(),
     }

@@ -312,7 +312,23 @@ def test_env_prints_versions_capabilities_and_the_auto_dtype(cpu, capsys):
         "reason": "bfloat16 is not native on this CPU, so it is not timed",
         "seconds": {},
         "x_float32": {},
+        "spread": {},
+        "kept": False,
     }
+
+
+def test_env_shows_the_spread_of_the_rounds_and_whether_the_verdict_was_kept(cpu, capsys):
+    cpu(AMX, [1.5, 0.8, 1.6, 1.4, 0.9])
+    assert main(["env"]) == 0
+    assert (
+        "dtype='auto' on cpu: timed on this CPU: bfloat16 ran 1.40x float32 (0.80-1.60x over 5 rounds): float32, "
+        "not kept: some rounds have bfloat16 at >= 1.10x, some not (try 1 of 3) (BERT-base's Linears;"
+    ) in capsys.readouterr().out
+    assert main(["env", "--json"]) == 0
+    timing = json.loads(capsys.readouterr().out)["auto_dtype_measurement"]
+    assert timing["spread"] == pytest.approx({"rounds": 5, "busy": 0, "min": 0.8, "median": 1.4, "max": 1.6})
+    assert timing["kept"] is False and timing["x_float32"] == pytest.approx({"float32": 1.0, "bfloat16": 1.4})
+    assert timing["seconds"] == pytest.approx({"float32": 0.02, "bfloat16": 0.02 / 1.4})
 
 
 def test_env_refuses_a_bad_forced_auto_dtype_in_one_line(cpu, monkeypatch, capsys):
@@ -468,6 +484,8 @@ def test_env_json_in_a_process_started_with_onednn_capped_to_avx2():
         "reason": "bfloat16 is not native on this CPU, so it is not timed",
         "seconds": {},
         "x_float32": {},
+        "spread": {},
+        "kept": False,
     }
 
 
