@@ -2,7 +2,10 @@
 
 Every grid of bertlite.quant.int8.INT8_GRIDS runs on the "dequantize" kernel (a float32 GEMM on the
 dequantized weight, exact for these integers up to float32 rounding), so any machine shows what a CPU
-gets from its own grid. Each grid runs with the inputs quantize_int8 would make asymmetric, and with all.
+gets from its own grid. Each grid runs with the inputs quantize_int8 would make asymmetric, and with all,
+on corpus texts and on texts of 2-3 tokens (mostly [CLS] and [SEP], where int8 loses most).
+
+JSON rows: grid, inputs, min_cosine / mean_cosine (corpus), short_min_cosine / short_mean_cosine.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ import torch
 from bench.common import add_model_and_json_arguments, default_model_path, environment, read_corpus, write_json
 from bertlite.embed.embedder import Embedder
 from bertlite.quant import int8 as quantization
+
+# Texts of 2-3 tokens, as a search box sends them ("" is [CLS] [SEP]).
+SHORT_TEXTS = ["", "\x00", "\u200b", "\ufeff", " ", "\t", ".", "?", "a", "hi", "[SEP]", "[CLS]"]
 
 
 def cosines(model_path: str, texts: list[str], reference: np.ndarray, asymmetric: tuple[str, ...] | None) -> np.ndarray:
@@ -48,8 +54,12 @@ def run(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     model_path, texts = args.model or default_model_path(), read_corpus(args.texts)
     env = environment(model_path)
-    reference = Embedder.from_pretrained(model_path, dtype="float32").encode(texts, show_progress_bar=False)
-    print(f"{len(texts)} corpus texts, min / mean cosine to bertlite fp32, exact int8 products (kernel 'dequantize')")
+    fp32 = Embedder.from_pretrained(model_path, dtype="float32")
+    reference = fp32.encode(texts + SHORT_TEXTS, show_progress_bar=False)
+    print(
+        f"min / mean cosine to bertlite fp32 on {len(texts)} corpus texts | on {len(SHORT_TEXTS)} texts of 2-3 tokens,"
+    )
+    print("exact int8 products (kernel 'dequantize')")
     warnings.simplefilter("ignore", quantization.Int8PrecisionWarning)  # the table says what it would
     rows = []
     for grid in quantization.INT8_GRIDS:
@@ -58,9 +68,18 @@ def run(args: argparse.Namespace) -> None:
             ("quantize_int8's inputs", None),
             ("every input asymmetric", quantization.LAYER_LINEARS),
         ):
-            cos = cosines(model_path, texts, reference, asymmetric)
+            cos = cosines(model_path, texts + SHORT_TEXTS, reference, asymmetric)
+            corpus, short = cos[: len(texts)], cos[len(texts) :]
             rows.append(
-                {"grid": str(grid), "inputs": label, "min_cosine": float(cos.min()), "mean_cosine": float(cos.mean())}
+                {
+                    "grid": str(grid),
+                    "inputs": label,
+                    "min_cosine": float(corpus.min()),
+                    "mean_cosine": float(corpus.mean()),
+                    "short_min_cosine": float(short.min()),
+                    "short_mean_cosine": float(short.mean()),
+                }
             )
-            print(f"{grid!s:<70} {label:<24} {cos.min():.5f} / {cos.mean():.5f}", flush=True)
+            numbers = f"{corpus.min():.5f} / {corpus.mean():.5f} | {short.min():.5f} / {short.mean():.5f}"
+            print(f"{grid!s:<70} {label:<24} {numbers}", flush=True)
     write_json(args.json, "grids", {"texts": len(texts), "rows": rows}, env)

@@ -53,8 +53,13 @@ LAYER_LINEARS = ("attention.self.qkv", "attention.output.dense", "intermediate.d
 # channels to move (measured on the corpus, all-MiniLM-L6-v2: min / mean cosine 0.99828 / 0.99929
 # without, 0.99819 / 0.99922 with), and its 1 / s would cost a pass over the widest activation.
 SMOOTHED_LINEARS = ("attention.self.qkv", "attention.output.dense", "intermediate.dense")
-# The Linears whose input is quantized over each token's [min, max]: the one-sided ones.
-ASYMMETRIC_LINEARS = ("intermediate.dense", "output.dense")
+# The Linears whose input is quantized over each token's [min, max], on every grid: the one-sided ones.
+# GELU's output is one-sided on every token; query|key|value's input (LayerNorm's output) on the [CLS]
+# and [SEP] rows, whose massive channel puts their max at 3-20x their |min|, so a symmetric range wastes
+# about half its levels on exactly the tokens that make a text of 2-3 tokens (all-MiniLM-L6-v2, full grid:
+# min / mean cosine 0.9964 / 0.9978 -> 0.9980 / 0.9986 on such texts, corpus unchanged). The attention's
+# context is two-sided: asymmetric there measured no better.
+ASYMMETRIC_LINEARS = ("attention.self.qkv", "intermediate.dense", "output.dense")
 # The Linears whose few outlier input channels stay float32. GELU's output in the first layers holds
 # "massive activations": one or two fixed channels at 13-25 on the [CLS] token (median channel max 1.5;
 # all-MiniLM-L6-v2, layers 0-3), so its per-token range is ~100x its other values, which then round to
@@ -176,15 +181,17 @@ FULL_GRID = Int8Grid(255, 127)
 #   widest pair instead of its largest weight (all-MiniLM-L6-v2's rows lose 0.35 bit on average);
 # - u8 up to 127 (32258; fbgemm's reduce_range);
 # - weights in [-63, 63] (32130).
-# Exact products, every input asymmetric, all-MiniLM-L6-v2, 1,000 corpus texts (python -m bench grids):
-# min / mean cosine 0.99847 / 0.99934 with bounded pairs, 0.99656 / 0.99878 with 7-bit activations,
-# 0.99600 / 0.99818 with 7-bit weights, against 0.99847 / 0.99945 on the full grid.
+# Exact products, all-MiniLM-L6-v2, min / mean cosine to float32 on 1,000 corpus texts | on texts of 2-3 tokens
+# (python -m bench grids): 0.99865 / 0.99945 | 0.99764 / 0.99838 with bounded pairs, 0.99725 / 0.99901 |
+# 0.99448 / 0.99602 with 7-bit activations, 0.99762 / 0.99881 | 0.99444 / 0.99660 with 7-bit weights,
+# against 0.99894 / 0.99958 | 0.99799 / 0.99858 on the full grid.
 INT8_GRIDS = (FULL_GRID, Int8Grid(255, 127, pair_limit=128), Int8Grid(127, 127), Int8Grid(255, 63))
 _grids: dict[str, Int8Grid | None] = {}
 REDUCED_GRID_NOTE = (
     "its int8 kernels are exact only with 7-bit activations or weights, and the vectors drift more from "
     "float32's: measured on all-MiniLM-L6-v2, 1,000 corpus texts, with 7-bit activations, min / mean cosine "
-    "0.9969 / 0.9988, vs 0.9982 / 0.9993 with 8 bits; kernel='dequantize' keeps 8 bits, at about float32's speed"
+    "0.9973 / 0.9990 (0.9945 / 0.9960 on texts of 2-3 tokens), vs 0.9989 / 0.9996 (0.9980 / 0.9986) with 8 bits; "
+    "kernel='dequantize' keeps 8 bits, at about float32's speed"
 )
 
 
@@ -767,9 +774,7 @@ def quantize_int8(
         keep_fp32: Linears to leave in fp32, by their path in one layer (LAYER_LINEARS) or in the
             model ("encoder.layer.3.output.dense").
         asymmetric: Linears, named the same way, whose input is quantized over each token's
-            [min, max]; None: ASYMMETRIC_LINEARS, the two around GELU (the others gain little for the
-            extra pass over their input), or on a grid other than the full one (INT8_GRIDS: no VNNI)
-            all of LAYER_LINEARS.
+            [min, max]; None: ASYMMETRIC_LINEARS, the one-sided ones.
         compile_quantization: quantize each Linear's input in one kernel compiled by torch.compile
             (bertlite.quant.compiled: the same numbers as the eager ops, faster, but seconds to build).
             None (default): built when an Embedder job will bring the process's int8 tokens to
@@ -794,9 +799,7 @@ def quantize_int8(
     keep = _check_names("keep_fp32", keep_fp32, len(encoder.layer))
     keep_freed_memory()  # see bertlite.quant.allocator: the int8 forwards' page faults cost a third of their time
     grid = int8_grid(kernel)
-    if asymmetric is None:  # off the full grid every input's resolution counts (measured: see INT8_GRIDS)
-        asymmetric = LAYER_LINEARS if grid != FULL_GRID else ASYMMETRIC_LINEARS
-    one_sided = _check_names("asymmetric", asymmetric, len(encoder.layer))
+    one_sided = _check_names("asymmetric", ASYMMETRIC_LINEARS if asymmetric is None else asymmetric, len(encoder.layer))
     if grid.reduced:
         warn_user(f"int8 on this CPU: {REDUCED_GRID_NOTE}", Int8PrecisionWarning)
     compiled = compile_quantization is not False and compiled_quant.enabled_by_environment()
