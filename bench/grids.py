@@ -19,13 +19,14 @@ import torch
 from bench.common import add_model_and_json_arguments, default_model_path, environment, read_corpus, write_json
 from bertlite.embed.embedder import Embedder
 from bertlite.quant import int8 as quantization
+from bertlite.quant import kernels
 
 # Texts of 2-3 tokens, as a search box sends them ("" is [CLS] [SEP]).
 SHORT_TEXTS = ["", "\x00", "\u200b", "\ufeff", " ", "\t", ".", "?", "a", "hi", "[SEP]", "[CLS]"]
 
 
 def cosines(model_path: str, texts: list[str], reference: np.ndarray, asymmetric: tuple[str, ...] | None) -> np.ndarray:
-    """Cosine of each text's int8 vector (kernel "dequantize", the grid set in quantization._grids) to reference.
+    """Cosine of each text's int8 vector (kernel "dequantize", the grid set in kernels._grids) to reference.
 
     Args:
         model_path: the checkpoint folder.
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> None:
     warnings.simplefilter("ignore", quantization.Int8PrecisionWarning)  # the table says what it would
     rows = []
     for grid in quantization.INT8_GRIDS:
-        quantization._grids["dequantize"] = grid
+        kernels._grids["dequantize"] = grid
         for label, asymmetric in (
             ("quantize_int8's inputs", None),
             ("every input asymmetric", quantization.LAYER_LINEARS),

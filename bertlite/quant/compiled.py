@@ -42,7 +42,7 @@ _lock = threading.Lock()
 
 
 def fusable_quantize_rows(x: Tensor, input_scale: Tensor, constants: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """bertlite.quant.int8.quantize_rows as functional ops inductor can fuse, one graph for every form
+    """bertlite.quant.rows.quantize_rows as functional ops inductor can fuse, one graph for every form
     (a form per graph would be a C++ build each): (M, K) float, (K,) input scale (ones: none; x * 1 is
     x), constants() -> (M, K) uint8 q, (M, 1) scale and (M, 1) row minimum (the asymmetric offset's base).
     Each form's own values come out bitwise: the other form's terms are exact zeros (x - 0, y + 0)."""

@@ -17,6 +17,7 @@ from torch import nn
 from bertlite.cli import main
 from bertlite.embed.embedder import Embedder
 from bertlite.quant import int8 as quantization
+from bertlite.quant import kernels, rows
 from bertlite.quant.int8 import (
     CALIBRATION_TEXTS,
     INT8_KERNELS,
@@ -83,7 +84,7 @@ def test_int8_linear_is_close_to_f_linear(kernel: str, asymmetric: bool) -> None
 def test_fused_and_fallback_kernels_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     needs(FUSED)
     # the fallback on the fused kernel's grid (bounded pairs on a CPU without VNNI), so only the kernels differ
-    monkeypatch.setitem(quantization._grids, "dequantize", quantization.int8_grid(FUSED))
+    monkeypatch.setitem(kernels._grids, "dequantize", quantization.int8_grid(FUSED))
     torch.manual_seed(1)
     linear = nn.Linear(64, 72)
     x = torch.randn(50, 64)
@@ -126,10 +127,10 @@ def test_smoothing_keeps_an_outlier_channel_from_costing_every_other() -> None:
 def test_quantize_input_rounds_to_nearest_and_leaves_the_input_alone(
     monkeypatch: pytest.MonkeyPatch, fused_round: bool, asymmetric: bool, smooth: bool
 ) -> None:
-    quantization._round_to_uint8(torch.zeros(1), 0)  # probes the one-pass rounding once
-    if fused_round and not quantization._fused_round["quantize_per_tensor"]:
+    rows._round_to_uint8(torch.zeros(1), 0)  # probes the one-pass rounding once
+    if fused_round and not rows._fused_round["quantize_per_tensor"]:
         pytest.skip("this torch has no quantize_per_tensor: only the fallback rounding runs here")
-    monkeypatch.setitem(quantization._fused_round, "quantize_per_tensor", fused_round)
+    monkeypatch.setitem(rows._fused_round, "quantize_per_tensor", fused_round)
     torch.manual_seed(4)
     x = torch.randn(20, 64) * 3
     x[3] = F.gelu(x[3])  # one one-sided row
@@ -211,8 +212,8 @@ def _linear_and_reference(wide_pair: bool = False) -> tuple[nn.Linear, torch.Ten
 
 
 def test_a_kernel_that_saturates_at_8_bits_gets_weights_whose_pairs_do_not(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(quantization._GEMMS, "int_mm", _saturating_gemm)
-    monkeypatch.setattr(quantization, "_grids", {})
+    monkeypatch.setitem(kernels._GEMMS, "int_mm", _saturating_gemm)
+    monkeypatch.setattr(kernels, "_grids", {})
     assert quantization.int8_grid("int_mm") == quantization.Int8Grid(255, 127, pair_limit=128)
     linear, x, expected = _linear_and_reference(wide_pair=True)
     for asymmetric in (False, True):
@@ -272,8 +273,8 @@ def _odd_pairs_saturating_gemm(
 
 
 def test_a_kernel_that_pairs_other_weights_gets_7_bit_activations(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(quantization._GEMMS, "int_mm", _odd_pairs_saturating_gemm)
-    monkeypatch.setattr(quantization, "_grids", {})
+    monkeypatch.setitem(kernels._GEMMS, "int_mm", _odd_pairs_saturating_gemm)
+    monkeypatch.setattr(kernels, "_grids", {})
     assert quantization.int8_grid("int_mm") == quantization.Int8Grid(127, 127)
     linear, x, expected = _linear_and_reference()
     for asymmetric in (False, True):
@@ -282,8 +283,8 @@ def test_a_kernel_that_pairs_other_weights_gets_7_bit_activations(monkeypatch: p
         assert int(qx.max()) <= 127 and int(q.weight.to(torch.int16).abs().max()) == 127
         assert relative_error(q(x), expected) < 0.03  # exact products, 7-bit activations
     # the same kernel, were it to saturate with 7-bit activations too: 7-bit weights instead
-    monkeypatch.setattr(quantization, "_grids", {})
-    monkeypatch.setattr(quantization, "INT8_GRIDS", (quantization.FULL_GRID, quantization.Int8Grid(255, 63)))
+    monkeypatch.setattr(kernels, "_grids", {})
+    monkeypatch.setattr(kernels, "INT8_GRIDS", (kernels.FULL_GRID, quantization.Int8Grid(255, 63)))
     assert quantization.int8_grid("int_mm") == quantization.Int8Grid(255, 63)
     with pytest.raises(ValueError, match=r"exact here for int8 weights in \[-63, 63\]; got torch.int8 up to 127"):
         Int8Linear(torch.full((4, 64), 127, dtype=torch.int8), torch.ones(4), None, kernel="int_mm")
@@ -293,7 +294,7 @@ def test_a_kernel_that_pairs_other_weights_gets_7_bit_activations(monkeypatch: p
 def test_quantize_int8_quantizes_the_same_inputs_asymmetric_on_every_grid_and_warns_on_7_bits(
     monkeypatch: pytest.MonkeyPatch, grid: quantization.Int8Grid
 ) -> None:
-    monkeypatch.setattr(quantization, "_grids", {"dequantize": grid})
+    monkeypatch.setattr(kernels, "_grids", {"dequantize": grid})
     model = to_bertlite(make_hf_model()).eval()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -379,7 +380,7 @@ def test_every_grid_meets_its_bars_through_the_exact_reference(
 ) -> None:
     # The "dequantize" kernel multiplies any grid's integers exactly (up to float32 rounding) on any CPU,
     # so every grid a CPU can get is held to its bars here, whatever CPU runs the suite.
-    monkeypatch.setitem(quantization._grids, "dequantize", grid)
+    monkeypatch.setitem(kernels._grids, "dequantize", grid)
     embedder = Embedder.from_pretrained(real_model_path, dtype="float32")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", quantization.Int8PrecisionWarning)  # 7-bit grids: tested above
@@ -408,7 +409,7 @@ def test_the_kernel_auto_picks_gives_its_grids_reference_vectors(
     grids = {m.grid for m in int8_embedder.model.modules() if isinstance(m, Int8Linear)}
     assert len(grids) == 1
     grid = grids.pop()
-    monkeypatch.setitem(quantization._grids, "dequantize", grid)
+    monkeypatch.setitem(kernels._grids, "dequantize", grid)
     reference = Embedder.from_pretrained(real_model_path, dtype="float32")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", quantization.Int8PrecisionWarning)

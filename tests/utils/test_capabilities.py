@@ -20,6 +20,7 @@ from bertlite.embed.multi_vector import MultiVectorEncoder
 from bertlite.embed.sparse_encoder import SparseEncoder
 from bertlite.errors import SlowDtypeWarning
 from bertlite.quant import int8 as quantization
+from bertlite.quant import kernels
 from bertlite.utils import auto_dtype, capabilities, measured
 from bertlite.utils.capabilities import EMULATED_CPUS, ISA_VARIABLES, Capabilities, resolve_dtype
 from tests.helpers import colbert_folder, cross_encoder_folder, masked_lm_folder, run_fresh_without_isa_caps
@@ -342,7 +343,7 @@ def test_env_refuses_a_bad_forced_auto_dtype_in_one_line(cpu, monkeypatch, capsy
 @pytest.mark.parametrize(
     ("grid", "expected"),
     [
-        (quantization.FULL_GRID, "kernel onednn, 8-bit activations and weights; inputs quantized"),
+        (kernels.FULL_GRID, "kernel onednn, 8-bit activations and weights; inputs quantized"),
         (
             quantization.Int8Grid(255, 127, pair_limit=128),
             "kernel onednn, 8-bit activations and weights, each row's weights k and k + 1 summing to at most 128",
@@ -352,7 +353,7 @@ def test_env_refuses_a_bad_forced_auto_dtype_in_one_line(cpu, monkeypatch, capsy
     ids=["full", "pairs", "7-bit"],
 )
 def test_env_says_which_int8_kernel_and_grid_run_here(monkeypatch, capsys, grid, expected):
-    monkeypatch.setattr(quantization, "_grids", {"onednn": grid})
+    monkeypatch.setattr(kernels, "_grids", {"onednn": grid})
     assert main(["env"]) == 0
     assert f"dtype='int8' runs: {expected}" in capsys.readouterr().out
     assert main(["env", "--json"]) == 0
