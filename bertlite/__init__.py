@@ -26,7 +26,7 @@ _LAZY = {
     "AutoModelForSequenceClassification": "bertlite.models.auto",
     "AutoModelForTokenClassification": "bertlite.models.auto",
     "AutoTokenizer": "bertlite.models.auto",
-    "BaseModelOutputWithPooling": "bertlite.models.bert",
+    "BaseModelOutputWithPooling": "bertlite.models.outputs",
     "BatchEncoding": "bertlite.tokenization",
     "BertAttention": "bertlite.models.bert",
     "BertEmbeddings": "bertlite.models.bert",
@@ -98,7 +98,6 @@ if TYPE_CHECKING:
         AutoTokenizer,
     )
     from bertlite.models.bert import (
-        BaseModelOutputWithPooling,
         BertAttention,
         BertEmbeddings,
         BertEncoder,
@@ -121,6 +120,7 @@ if TYPE_CHECKING:
         BertForTokenClassification,
         BertLMHeadModel,
     )
+    from bertlite.models.outputs import BaseModelOutputWithPooling
     from bertlite.quant.int8 import quantize_int8
     from bertlite.tokenization import BatchEncoding, BertTokenizer, BertTokenizerFast
 

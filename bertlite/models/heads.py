@@ -4,13 +4,16 @@ Each class is the transformers class of the same name: the base model is `bert`
 and the head modules (`cls`, `classifier`, `qa_outputs`) hold the same keys, so a
 transformers checkpoint of any head loads key for key, and a loss is computed with
 transformers' reductions (mean, ignore_index -100). The masked-LM decoder is the
-word-embedding matrix itself when config.tie_word_embeddings (the default).
+word-embedding matrix itself when config.tie_word_embeddings (the default). Their outputs are
+in models.outputs (and importable from here).
+
+Over 600 lines: the eight transformers head classes, each a short __init__ and forward, stay together in
+the module their callers import them from.
 """
 
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -19,77 +22,23 @@ from torch import Tensor, nn
 
 from bertlite.config import BertConfig
 from bertlite.layers.activations import ACT2FN
-from bertlite.models.bert import (
+from bertlite.models.bert import BertModel, BertPreTrainedModel
+from bertlite.models.inputs import check_forward_kwargs
+from bertlite.models.outputs import (
     BaseModelOutputWithPooling,
-    BertModel,
-    BertPreTrainedModel,
+    BertForPreTrainingOutput,
+    CausalLMOutput,
+    MaskedLMOutput,
     ModelOutput,
-    check_forward_kwargs,
+    MultipleChoiceModelOutput,
+    NextSentencePredictorOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
 )
 from bertlite.utils.warn import warn_user
 
 IGNORE_INDEX = -100  # label value that adds nothing to a loss, as in transformers
-
-# --- outputs -----------------------------------------------------------------
-# transformers' field names and order, so to_tuple() (return_dict=False) gives the
-# same tuple: loss first when there is one, then the logits.
-
-
-@dataclass
-class BertForPreTrainingOutput(ModelOutput):
-    loss: Tensor | None = None  # masked-LM + next-sentence loss, when both label sets are given
-    prediction_logits: Tensor | None = None  # (B, T, vocab)
-    seq_relationship_logits: Tensor | None = None  # (B, 2)
-    hidden_states: tuple[Tensor, ...] | None = None
-    attentions: tuple[Tensor, ...] | None = None
-
-
-@dataclass
-class _LogitsOutput(ModelOutput):
-    loss: Tensor | None = None
-    logits: Tensor | None = None
-    hidden_states: tuple[Tensor, ...] | None = None
-    attentions: tuple[Tensor, ...] | None = None
-
-
-@dataclass
-class MaskedLMOutput(_LogitsOutput):
-    """logits: (B, T, vocab)."""
-
-
-@dataclass
-class CausalLMOutput(_LogitsOutput):
-    """logits: (B, T, vocab); loss: next-token cross-entropy."""
-
-
-@dataclass
-class NextSentencePredictorOutput(_LogitsOutput):
-    """logits: (B, 2); index 0 means sentence B follows sentence A."""
-
-
-@dataclass
-class SequenceClassifierOutput(_LogitsOutput):
-    """logits: (B, num_labels)."""
-
-
-@dataclass
-class MultipleChoiceModelOutput(_LogitsOutput):
-    """logits: (B, num_choices)."""
-
-
-@dataclass
-class TokenClassifierOutput(_LogitsOutput):
-    """logits: (B, T, num_labels)."""
-
-
-@dataclass
-class QuestionAnsweringModelOutput(ModelOutput):
-    loss: Tensor | None = None  # mean of the start and end losses
-    start_logits: Tensor | None = None  # (B, T)
-    end_logits: Tensor | None = None  # (B, T)
-    hidden_states: tuple[Tensor, ...] | None = None
-    attentions: tuple[Tensor, ...] | None = None
-
 
 # --- head modules --------------------------------------------------------------
 

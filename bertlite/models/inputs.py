@@ -18,6 +18,8 @@ would be frozen (with a TracerWarning).
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -133,3 +135,52 @@ def check_first_token_of(first_token_of: Tensor, batch_size: int, output_attenti
     if first_token_of.dim() != 1:
         raise ValueError(f"first_token_of must be 1-D (sequence numbers), got shape {tuple(first_token_of.shape)}")
     check_ids("first_token_of", first_token_of, batch_size, "the batch's sequences")
+
+
+# --- forward keywords ----------------------------------------------------------
+# transformers' forward takes any keyword (into **kwargs) and ignores those it has no use for; bertlite
+# ignores only the ones that cannot change a result and names any other, so a typo is not silently dropped.
+# Keys of a tokenizer's output that are not model inputs (`model(**tokenizer(...))` passes them), and the
+# Trainer's token count, which only a causal-LM loss uses (BertLMHeadModel reads it).
+IGNORED_FORWARD_KWARGS = frozenset(
+    {
+        "special_tokens_mask",
+        "length",
+        "offset_mapping",
+        "overflow_to_sample_mapping",
+        "num_truncated_tokens",
+        "num_items_in_batch",
+    }
+)
+# Accepted as None (transformers v4 and v5 callers pass them so); any other value would change the result.
+NONE_ONLY_FORWARD_KWARGS = {
+    "head_mask": "head_mask was removed in transformers v5 and is not supported; zero a head's slice of "
+    "attention.self.value.weight and .bias for the same effect",
+    "cross_attn_head_mask": "head masks were removed in transformers v5 and are not supported",
+    "encoder_hidden_states": "encoder_hidden_states (cross-attention) is not supported by bertlite",
+    "encoder_attention_mask": "encoder_attention_mask (cross-attention) is not supported by bertlite",
+    "past_key_values": "past_key_values (a KV cache) is not supported by bertlite",
+    "cache": "cache (a KV cache) is not supported by bertlite",
+    "is_causal": "is_causal is not supported by bertlite; set config.is_decoder instead",
+}
+
+
+def check_forward_kwargs(owner: str, kwargs: dict[str, Any]) -> None:
+    """Raise for a keyword `owner`.forward() cannot honour; the rest are ignored, as transformers ignores them.
+
+    Args:
+        owner: the class name, for the message.
+        kwargs: forward()'s extra keywords.
+
+    Raises:
+        NotImplementedError: a keyword accepted only as None (head_mask, past_key_values...) given a value.
+        TypeError: a keyword transformers' forward would not ignore either.
+    """
+    for name, value in kwargs.items():
+        if name in IGNORED_FORWARD_KWARGS:
+            continue
+        if name in NONE_ONLY_FORWARD_KWARGS:
+            if value is not None:
+                raise NotImplementedError(f"{owner}.forward(): {NONE_ONLY_FORWARD_KWARGS[name]} (pass None)")
+            continue
+        raise TypeError(f"{owner}.forward() got an unexpected keyword argument {name!r}")
