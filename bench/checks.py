@@ -91,16 +91,16 @@ def bench_nonfinite_check(model_path: str, rounds: int = 31) -> dict[str, Any]:
         Median and min milliseconds of each, with the values checked and the CPU's capability.
     """
     import bertlite
-    import bertlite.checkpoint.load
+    import bertlite.checkpoint.safety
 
-    check = bertlite.checkpoint.load._all_finite
+    check = bertlite.checkpoint.safety.all_finite
     ids = torch.randint(1000, 2000, (1, 16))
     timings: dict[str, list[float]] = {"load_with_check": [], "load_without_check": [], "check_alone": []}
     timings |= {"load_forward_with_check": [], "load_forward_without_check": []}
     for i in range(rounds):
         runs = [("with_check", check), ("without_check", lambda tensor: True)]
         for name, fn in runs if i % 2 == 0 else runs[::-1]:
-            bertlite.checkpoint.load._all_finite = fn
+            bertlite.checkpoint.safety.all_finite = fn
             start = time.perf_counter()
             model = bertlite.BertModel.from_pretrained(model_path)
             loaded = time.perf_counter()
@@ -108,7 +108,7 @@ def bench_nonfinite_check(model_path: str, rounds: int = 31) -> dict[str, Any]:
                 model(input_ids=ids)
             timings[f"load_{name}"].append(loaded - start)
             timings[f"load_forward_{name}"].append(time.perf_counter() - start)
-        bertlite.checkpoint.load._all_finite = check
+        bertlite.checkpoint.safety.all_finite = check
         tensors = list(model.state_dict().values())
         start = time.perf_counter()
         assert all(check(t) for t in tensors)

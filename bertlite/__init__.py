@@ -62,13 +62,13 @@ _LAZY = {
     "SlowDtypeWarning": "bertlite.errors",
     "SparseEncoder": "bertlite.embed.sparse_encoder",
     "quantize_int8": "bertlite.quant.int8",
-    "remap_state_dict": "bertlite.checkpoint.load",
+    "remap_state_dict": "bertlite.checkpoint.remap",
 }
 
 __all__ = ["BertConfig", "__version__", *_LAZY]
 
 if TYPE_CHECKING:
-    from bertlite.checkpoint.load import remap_state_dict
+    from bertlite.checkpoint.remap import remap_state_dict
     from bertlite.embed.cross_encoder import CrossEncoder
     from bertlite.embed.embedder import Embedder
     from bertlite.embed.multi_vector import MultiVectorEncoder

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bertlite.checkpoint.load import LoadReport
+    from bertlite.checkpoint.plan import LoadReport
 
 # --- checkpoints ---------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ import torch
 from safetensors.torch import save_file
 from torch import Tensor
 
-from bertlite.checkpoint.load import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
+from bertlite.checkpoint.files import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
 from bertlite.config import CONFIG_NAME
 from bertlite.utils.files import write_temporaries
 

@@ -18,7 +18,7 @@ from safetensors.torch import save_file
 from torch.overrides import TorchFunctionMode
 
 import bertlite
-import bertlite.checkpoint.load
+import bertlite.checkpoint.safety
 import bertlite.models.bert
 from bertlite.errors import CheckpointError, CheckpointNotFoundError
 from tests.helpers import ROOT, TINY, make_hf_model, random_batch, write_folder
@@ -535,7 +535,7 @@ def test_non_finite_weights_are_named_and_loadable_on_request(tmp_path, hf, real
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_non_finite_value_in_a_later_chunk_of_the_file_is_found(tmp_path, hf, monkeypatch, dtype):
     # The check reads safetensors files a chunk at a time: a NaN past the first chunk must count too.
-    monkeypatch.setattr(bertlite.checkpoint.load, "_CHECK_CHUNK", 64)
+    monkeypatch.setattr(bertlite.checkpoint.safety, "_CHECK_CHUNK", 64)
 
     def edit(sd):
         for key in sd:

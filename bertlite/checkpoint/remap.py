@@ -1,0 +1,90 @@
+"""The weight map: how a checkpoint's keys become the model's, declaratively.
+
+Legacy TF-era names (LayerNorm gamma/beta) are renamed, the `bert.` prefix is added or stripped for the
+target class, transformers' derived buffers and other heads' keys are dropped (None), and tensors the
+model has no module for are named so the load can refuse them. As in litgpt's convert_hf_checkpoint and
+flash-attention's remap_state_dict, the map is tables and one pure function; the maps of further model
+families will join it here. No torch import: it maps names and never touches a tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypeVar
+
+# Top-level modules of the base model, and the heads' modules around it.
+BASE_MODULES = ("embeddings.", "encoder.", "pooler.")
+HEAD_MODULES = ("cls.", "classifier.", "qa_outputs.")
+# transformers' non-persistent buffers, saved by old versions: derived, never loaded.
+IGNORED_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
+# Tensors that would change the outputs but have no module in the model being
+# loaded. Dropping them would give silently wrong numbers, so they fail even with
+# strict=False. distance_embedding loads when the config asks for relative positions.
+UNSUPPORTED_TENSORS = {
+    "distance_embedding": "relative position embeddings, but config.json has no "
+    "position_embedding_type relative_key or relative_key_query",
+    "crossattention": "cross-attention layers (add_cross_attention=True)",
+}
+
+
+V = TypeVar("V")
+
+
+def rename_legacy_key(key: str) -> str:
+    """Rename a TF-era key: LayerNorm.gamma/beta -> weight/bias.
+
+    Args:
+        key: a checkpoint key.
+
+    Returns:
+        The key with a `.gamma` / `.beta` suffix renamed, any other key unchanged.
+    """
+    if key.endswith(".gamma"):
+        return key[: -len("gamma")] + "weight"
+    if key.endswith(".beta"):
+        return key[: -len("beta")] + "bias"
+    return key
+
+
+def remap_key(key: str, *, base_model_prefix: str = "bert", with_prefix: bool = False) -> str | None:
+    """Map a checkpoint key to its canonical name for the target model.
+
+    Unknown keys pass through so the strict check can report them.
+
+    Args:
+        key: a checkpoint key (legacy gamma/beta names are renamed).
+        base_model_prefix: the base model's attribute in a head class (default "bert").
+        with_prefix: False targets a BertModel: the `bert.` prefix is stripped and the heads' keys are
+            dropped. True targets a head class, whose base model lives under `bert.`.
+
+    Returns:
+        The canonical key, or None to drop it.
+    """
+    prefix = base_model_prefix + "."
+    key = rename_legacy_key(key)
+    bare = key[len(prefix) :] if key.startswith(prefix) else key
+    if bare in IGNORED_BUFFERS:
+        return None
+    if with_prefix:
+        return prefix + bare if bare.startswith(BASE_MODULES) else key
+    return None if key.startswith(HEAD_MODULES) else bare
+
+
+def remap_state_dict(
+    state_dict: Mapping[str, V], *, base_model_prefix: str = "bert", with_prefix: bool = False
+) -> dict[str, V]:
+    """Apply remap_key to a whole state_dict.
+
+    Args:
+        state_dict: checkpoint keys to values (tensors or anything else; values are not touched).
+        base_model_prefix, with_prefix: as in remap_key.
+
+    Returns:
+        A new dict with the canonical keys, the dropped keys left out.
+    """
+    out: dict[str, V] = {}
+    for key, value in state_dict.items():
+        new_key = remap_key(key, base_model_prefix=base_model_prefix, with_prefix=with_prefix)
+        if new_key is not None:
+            out[new_key] = value
+    return out
