@@ -161,6 +161,33 @@ def save_pretrained(
         ValueError: an int8-quantized model, a bad max_shard_size, or save_directory is a file.
         TypeError: an unknown keyword, or hub keywords without push_to_hub.
     """
+    _check_save_arguments(model, push_to_hub, hub_kwargs)
+    if not is_main_process:
+        return
+    max_bytes = parse_size(max_shard_size)
+    folder = Path(save_directory)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{folder} is a file, not a folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    files = _weight_files(tensors_to_save(model, state_dict), safe_serialization, max_bytes)
+    files[CONFIG_NAME] = _json_bytes(_config_dict(model))
+    _write_all(folder, files)
+    if push_to_hub:
+        push_folder(folder, token=token, default_repo_id=folder.resolve().name, **hub_kwargs)
+
+
+def _check_save_arguments(model: BertPreTrainedModel, push_to_hub: bool, hub_kwargs: dict[str, Any]) -> None:
+    """Refuse what save_pretrained cannot do, before anything is written.
+
+    Args:
+        model: the model to save.
+        push_to_hub: whether the hub keywords apply.
+        hub_kwargs: save_pretrained's other keywords.
+
+    Raises:
+        ValueError: an int8-quantized model.
+        TypeError: an unknown keyword, or hub keywords without push_to_hub.
+    """
     if any(getattr(module, "is_quantized", False) for module in model.modules()):
         raise ValueError(
             "save_pretrained: this model is int8-quantized, which bertlite does not save; save the float32 model "
@@ -171,14 +198,21 @@ def save_pretrained(
         raise TypeError(f"save_pretrained() got an unexpected keyword argument {unknown[0]!r}")
     if hub_kwargs and not push_to_hub:
         raise TypeError(f"save_pretrained(): {', '.join(sorted(hub_kwargs))} only apply with push_to_hub=True")
-    if not is_main_process:
-        return
-    max_bytes = parse_size(max_shard_size)
-    folder = Path(save_directory)
-    if folder.exists() and not folder.is_dir():
-        raise ValueError(f"{folder} is a file, not a folder")
-    folder.mkdir(parents=True, exist_ok=True)
-    state = tensors_to_save(model, state_dict)
+
+
+def _weight_files(
+    state: dict[str, Tensor], safe_serialization: bool, max_bytes: int
+) -> dict[str, bytes | dict[str, Tensor]]:
+    """Lay the tensors out in weight files: one file, or numbered shards and their index.
+
+    Args:
+        state: the tensors to save (tensors_to_save).
+        safe_serialization: safetensors names; False: pytorch_model*.bin names.
+        max_bytes: the most bytes of one shard.
+
+    Returns:
+        File name -> the tensors it holds (or an index's bytes), in the order they go into place.
+    """
     # Imported here, as in bertlite.checkpoint.hub: a load never needs it.
     from huggingface_hub import split_torch_state_dict_into_shards
 
@@ -200,10 +234,7 @@ def save_pretrained(
             "weight_map": dict(sorted(split.tensor_to_filename.items())),
         }
         files[index_name] = _json_bytes(index)
-    files[CONFIG_NAME] = _json_bytes(_config_dict(model))
-    _write_all(folder, files)
-    if push_to_hub:
-        push_folder(folder, token=token, default_repo_id=folder.resolve().name, **hub_kwargs)
+    return files
 
 
 def push_to_hub(
