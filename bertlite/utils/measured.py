@@ -11,7 +11,7 @@ activation into its GEMM) is timed, a default against one challenger, by one rul
   process got less than MIN_SHARE of its threads' CPU time is dropped, because it times the other
   processes, not the kernels; each round left gives one ratio: the default's seconds over the challenger's;
 - the challenger wins only if it is at least FASTER_BY faster in every one of ROUNDS rounds;
-- the choice is decided when ROUNDS rounds were taken within BUDGET_SECONDS, all on one side of
+- the choice is decided when ROUNDS rounds counted within BUDGET_SECONDS, all on one side of
   FASTER_BY, their ratios within SPREAD_LIMIT of each other. Otherwise the default is used and not
   kept: the next process times again, up to TRIES processes, after which the default is used without
   timing until the entry is removed from the cache file.
@@ -45,7 +45,7 @@ STABLE = 0.10  # warm once two passes in a row differ by at most this share
 WARMUP_PASSES = 10  # at most this many warm-up passes per candidate ...
 WARMUP_SECONDS = 0.25  # ... or this long
 MAX_PASSES = 1000  # a sample of tiny shapes need not reach SAMPLE_SECONDS
-BUDGET_SECONDS = 1.0  # no round starts after this; fewer than ROUNDS rounds decide nothing
+BUDGET_SECONDS = 1.0  # no round starts this long after the warm-up; fewer than ROUNDS rounds decide nothing
 TRIES = 3  # processes whose rounds did not decide before the default is used without timing
 CACHE_VARIABLE = "BERTLITE_CACHE_DIR"
 CACHE_FILE = "timings.json"
@@ -127,7 +127,7 @@ def judge(rounds: Rounds, default: str, challenger: str, cached: bool = False, t
     ratios = [d / c for d, c in zip(rounds.seconds[default], rounds.seconds[challenger], strict=True)]
     wins = bool(ratios) and min(ratios) >= FASTER_BY
     if len(ratios) < ROUNDS:
-        why = f"{len(ratios)} of {ROUNDS} rounds had the CPU"
+        why = f"{len(ratios)} of {ROUNDS} rounds counted in the time allowed"
     elif not wins and max(ratios) >= FASTER_BY:
         why = f"some rounds have {challenger} at >= {FASTER_BY:.2f}x, some not"
     elif max(ratios) > SPREAD_LIMIT * min(ratios):
@@ -173,10 +173,10 @@ def time_rounds(
         clock: seconds, for the budget (tests inject one).
 
     Returns:
-        The Rounds; fewer than `rounds` where BUDGET_SECONDS ran out.
+        The Rounds; fewer than `rounds` where BUDGET_SECONDS after the warm-up ran out.
     """
-    start = clock()
     passes = {name: _warm(run, clock) for name, run in runs.items()}
+    start = clock()
     names = list(runs)
     seconds: dict[str, list[float]] = {name: [] for name in names}
     busy = 0
@@ -221,13 +221,14 @@ def choose(key: str, default: str, challenger: str, measure: Callable[[], Rounds
     entries = _read_cache(path)
     entry = entries.get(key)
     rounds = _kept_rounds(entry, (default, challenger))
-    tries = 0
+    tries = entry.get("undecided", 0) if isinstance(entry, dict) else 0
+    tries = tries if isinstance(tries, int) and tries > 0 else 0
     if rounds is not None:
         kept = judge(rounds, default, challenger, cached=True)
-        tries = entry.get("undecided")
-        tries = tries if isinstance(tries, int) and tries > 0 else 0
-        if kept.decided or tries >= TRIES:
-            return kept if kept.decided else replace(kept, tries=tries)
+        if kept.decided:
+            return kept
+        if tries >= TRIES:
+            return replace(kept, tries=tries)
     choice = judge(measure(), default, challenger)
     if not choice.decided:
         choice = replace(choice, tries=tries + 1)

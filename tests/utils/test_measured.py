@@ -88,7 +88,7 @@ def test_rounds_that_spread_too_wide_decide_nothing_even_where_each_wins():
 def test_too_few_rounds_decide_nothing():
     choice = judge(rounds(*[1.5] * (ROUNDS - 1), busy=9), "default", "challenger")
     assert (choice.picked, choice.decided) == ("default", False)
-    assert choice.why == f"{ROUNDS - 1} of {ROUNDS} rounds had the CPU"
+    assert choice.why == f"{ROUNDS - 1} of {ROUNDS} rounds counted in the time allowed"
     assert "(1.50-1.50x over 4 rounds; 9 dropped: other processes had the CPU)" in choice.summary()
 
 
