@@ -23,9 +23,11 @@ from bertlite.embed.base import (
     EncodeStats,
     LoadOptions,
     check_count,
+    check_text,
     progress_bar,
     with_prompt,
 )
+from bertlite.embed.pairs import PairIds, QueryPairs
 from bertlite.embed.st_config import read_cross_encoder_settings
 from bertlite.models.heads import BertForSequenceClassification
 from bertlite.utils.warn import warn_user
@@ -73,6 +75,7 @@ class CrossEncoder(BaseEncoder):
         super().__init__(model, tokenizer, max_length=max_length, unpad=unpad, pack_weights=pack_weights)
         self.activation_fn = activation_fn if activation_fn is not None else default_activation(self.num_labels)
         self._set_prompts(prompts, default_prompt_name)
+        self._query_pairs: QueryPairs | None = None  # built on first use, again once max_length changes
 
     @classmethod
     def from_pretrained(
@@ -163,13 +166,38 @@ class CrossEncoder(BaseEncoder):
             return self.activation_fn(torch.from_numpy(logits).float()).numpy()
         return self.activation_fn(logits.float())
 
+    def tokenize_pairs(self, query: str, documents: Sequence[str], first_index: int = 0) -> list[PairIds]:
+        """The pairs (query, document) of each document, the query tokenized once: the same ids as
+        tokenize() gives each pair, read only as far as truncation at max_length needs.
+
+        Args:
+            query: the first text of every pair (prompt included, if any).
+            documents: the second texts.
+            first_index: index of documents[0] in the caller's input, for error messages.
+
+        Returns:
+            One encoding per document, in order, for encode_tokenized.
+
+        Raises:
+            ValueError: a query or document that is not a str, or holds a lone surrogate.
+        """
+        check_text(query, first_index)
+        for i, document in enumerate(documents):
+            if not isinstance(document, str):
+                raise ValueError(f"texts[{first_index + i}] is {type(document).__name__}; each document must be a str")
+            check_text(document, first_index + i)
+        pairs = self._query_pairs
+        if pairs is None or pairs.truncation != self.tokenizer.truncation:
+            pairs = self._query_pairs = QueryPairs(self.tokenizer, self._cutter)
+        return pairs.encode(query, documents)
+
     def encode_tokenized(
         self, encodings: Sequence[Encoding], batch_size: int | None = None, *, max_tokens: int | None = None
     ) -> np.ndarray:
         """The raw logits of pairs that tokenize() has already turned into encodings.
 
         Args:
-            encodings: tokenize()'s output for (query, document) pairs (prompt included).
+            encodings: tokenize()'s or tokenize_pairs()' output for (query, document) pairs (prompt included).
             batch_size, max_tokens: as in Embedder.encode: with neither, the packed path batches by a
                 token budget and the padded path by 32 pairs.
 
@@ -249,6 +277,7 @@ class CrossEncoder(BaseEncoder):
         prompt: str | None = None,
     ) -> list[dict[str, Any]]:
         """Rank documents by their score with the query, as sentence_transformers.CrossEncoder.rank.
+        The query is tokenized once (tokenize_pairs), not once per document.
 
         Args:
             query: the query.
@@ -276,16 +305,11 @@ class CrossEncoder(BaseEncoder):
         for i, document in enumerate(documents):
             if not isinstance(document, str) or not document:
                 raise ValueError(f"documents[{i}] must be a non-empty str, got {document!r:.40}")
-        scores = self.predict(
-            [(query, document) for document in documents],
-            batch_size,
-            show_progress_bar,
-            activation_fn,
-            convert_to_tensor=True,
-            max_tokens=max_tokens,
-            prompt_name=prompt_name,
-            prompt=prompt,
-        ).tolist()
+        if not documents:
+            return []
+        encodings = self.tokenize_pairs(self.resolve_prompt(prompt, prompt_name) + query, documents)
+        logits = self._logits(encodings, batch_size, max_tokens, show_progress_bar)
+        scores = self._scores(logits, activation_fn).tolist()
         results = [{"corpus_id": i, "score": score} for i, score in enumerate(scores)]
         if return_documents:
             for result in results:
