@@ -2,7 +2,7 @@
 
 Exit codes scripts can trust: 0 success (parity holds), 1 parity fails,
 2 usage or load error (one line on stderr), 130 interrupted (Ctrl-C), 143 terminated
-(SIGTERM, `bertlite embed`).
+(SIGTERM, `bertlite embed` and `bertlite rerank`).
 """
 
 from __future__ import annotations

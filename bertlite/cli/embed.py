@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
@@ -14,10 +13,10 @@ from bertlite.cli.args import add_command, add_model_placement, one_line_dtype_w
 from bertlite.cli.writing import (
     NonFinite,
     Terminated,
+    exit_on_sigterm,
     for_cli,
     input_job,
     resume_rows,
-    sigterm_raises,
     write_output,
 )
 from bertlite.embed.st_config import DEFAULT_POOLING, POOLING_MODES
@@ -208,12 +207,7 @@ def run(args: argparse.Namespace) -> int:
             "the single engine writes one output row per row of one input; use --engine ray for several files"
         )
     args.input = inputs[0]
-    try:
-        with sigterm_raises():
-            return _embed_single(args, fail)
-    except Terminated:
-        print("bertlite embed: terminated (SIGTERM); no output written", file=sys.stderr)
-        return 128 + signal.SIGTERM
+    return exit_on_sigterm("embed", lambda: _embed_single(args, fail))
 
 
 def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:

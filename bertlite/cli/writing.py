@@ -1,6 +1,7 @@
 """Writing a command's output file: the temp file renamed into place, --resume, NaN rows, SIGTERM.
 
-Shared by `bertlite embed`'s embedding path (embed.py) and its other tasks (embed_tasks.py).
+Shared by `bertlite embed`'s embedding path (embed.py) and its other tasks (embed_tasks.py); SIGTERM's
+handling (exit_on_sigterm) by every command that writes a file (embed, rerank).
 """
 
 from __future__ import annotations
@@ -171,6 +172,26 @@ def sigterm_raises() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def exit_on_sigterm(command: str, run: Callable[[], int]) -> int:
+    """run() with SIGTERM raising Terminated inside it, so the output's temp file goes as for Ctrl-C and
+    an earlier output stays as it was.
+
+    Args:
+        command: the command's name, for the message ("rerank").
+        run: the command's work; returns its exit status.
+
+    Returns:
+        run()'s exit status; after SIGTERM, 143 (128 + SIGTERM, as a shell reports it) once
+        "bertlite COMMAND: terminated (SIGTERM); no output written" is on stderr.
+    """
+    try:
+        with sigterm_raises():
+            return run()
+    except Terminated:
+        print(f"bertlite {command}: terminated (SIGTERM); no output written", file=sys.stderr)
+        return 128 + signal.SIGTERM
 
 
 def for_cli(error: BaseException) -> str:

@@ -1,9 +1,15 @@
-"""`bertlite rerank`: the scores of bertlite.CrossEncoder and of sentence-transformers, file in, jsonl out."""
+"""`bertlite rerank`: the scores of bertlite.CrossEncoder and of sentence-transformers, file in, jsonl out;
+SIGTERM as `bertlite embed` handles it."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +17,7 @@ import pytest
 from sentence_transformers import CrossEncoder as STCrossEncoder
 
 from bertlite.cli import main
-from tests.helpers import cross_encoder_folder
+from tests.helpers import ROOT, cross_encoder_folder
 
 DOCS = ["A list is a mutable sequence.", "Tuples are immutable.", "naïve café ✓ 日本語", "dictionaries " * 80, "x"]
 QUERY = "what is a list"
@@ -129,3 +135,36 @@ def test_an_embedding_model_is_refused_by_name(
     assert code == 2 and "Traceback" not in err
     assert "embedding model" in err and "Embedder" in err
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_sigterm_mid_run_exits_143_and_keeps_the_earlier_output(folders: dict[str, Path], tmp_path: Path) -> None:
+    # Before: killed at once (-15 to Python, 143 from a shell), no message, its temp file left beside the output.
+    (tmp_path / "docs.txt").write_text("".join(f"document {i} about lists and tuples\n" for i in range(300_000)))
+    (tmp_path / "scores.jsonl").write_text("the earlier output\n")
+    command = [sys.executable, "-m", "bertlite.cli", "rerank", str(folders["one"]), "--query", QUERY]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    log = tmp_path / "stderr.log"
+    with open(log, "wb") as stderr:
+        proc = subprocess.Popen(
+            [*command, "-i", "docs.txt", "-o", "scores.jsonl"], cwd=tmp_path, env=env, stderr=stderr
+        )
+    try:
+        deadline = time.monotonic() + 120
+        for _ in range(4000):  # until the temp file shows: scoring has begun, with something to clean up
+            if list(tmp_path.glob(".scores*.tmp")) or proc.poll() is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.03)
+        assert proc.poll() is None and list(tmp_path.glob(".scores*.tmp")), log.read_text()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = log.read_text()
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "bertlite rerank: terminated (SIGTERM); no output written", err
+    assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.txt", "scores.jsonl", "stderr.log"]
+    assert (tmp_path / "scores.jsonl").read_text() == "the earlier output\n"
