@@ -6,6 +6,13 @@ same output (an Embedder's vectors, or its token embeddings for /embed_all). The
 tokenize each request (they need its token count for the limits and the usage), and the
 worker runs those encodings, so no text is tokenized twice.
 
+Every batch is within max_batch_tokens (a single input over it runs alone), so memory is
+bounded by the budget, not by the request: a request bigger than the budget runs in several
+batches. Requests take turns: a batch takes rows from the requests in hand in turn order, and a
+request with rows left goes to the back, so a big request shares the worker with the requests
+that come meanwhile instead of holding it to the end. Each request gets its rows back in order,
+joined, once all have run.
+
 On a CPU in float32 the worker runs a whole batch (at most max_batch_tokens real
 tokens) as one forward with attention per sequence, as TEI does: no token is padded
 anywhere, so nothing is gained by splitting a batch by length, while every extra
@@ -38,6 +45,7 @@ import sys
 import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,14 +70,20 @@ class NotReadyError(RuntimeError):
     pass
 
 
-@dataclass
+@dataclass(eq=False)  # a job is itself: a key of the batch it has rows in
 class _Job:
+    """One request: its encodings, run a batch of rows at a time, and its results so far."""
+
     encodings: Sequence[Encoding]
-    tokens: int
+    lengths: Sequence[int]  # each encoding's tokens
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future
     output: str | None = None  # encode_tokenized's output_value; None: the job's default result
     enqueued: float = field(default_factory=time.perf_counter)
+    taken: int = 0  # rows handed to batches so far
+    parts: list[Any] = field(default_factory=list)  # the results of its rows so far, in order
+    computed: int = 0  # rows whose results are in parts
+    dropped: bool = False  # failed: its other rows are not run
 
 
 class Batcher:
@@ -103,6 +117,10 @@ class Batcher:
         self.ready = threading.Event()
         self.done = threading.Event()  # set when the worker has loaded (or failed to load)
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        # The worker's own (no lock): the requests in hand with rows to run, in turn order.
+        self._turns: deque[_Job] = deque()
+        self._served: list[_Job] = []  # the last batch's requests: to the back of the turns, after the newcomers
+        self._stopping = False  # stop() was called: finish the requests in hand, then end
         self._thread = threading.Thread(target=self._run, name="bertlite-serve-worker", daemon=True)
 
     def start(self) -> None:
@@ -126,21 +144,22 @@ class Batcher:
         if self.last_error is None:
             return
         if self._probe is None or self._probe.done():
-            self._probe = asyncio.ensure_future(self.embed(self.job.tokenize(HEALTH_TEXTS), len(HEALTH_TEXTS) * 2))
+            encodings = self.job.tokenize(HEALTH_TEXTS)
+            self._probe = asyncio.ensure_future(self.embed(encodings, [len(e.ids) for e in encodings]))
         await asyncio.shield(self._probe)  # a health call that gives up does not cancel the others' probe
 
-    async def embed(self, encodings: Sequence[Encoding], tokens: int, output: str | None = None) -> Any:
+    async def embed(self, encodings: Sequence[Encoding], lengths: Sequence[int], output: str | None = None) -> Any:
         """The job's results for texts it has tokenized (its tokenize, prompt included): one item per
         encoding (an array's rows, or a list's elements), as its encode_tokenized gives them.
 
         Args:
             encodings: the texts' encodings.
-            tokens: their token count, for the batches' token budget.
+            lengths: each encoding's token count, for the batches' token budget.
             output: encode_tokenized's output_value (e.g. "token_embeddings"); None: its default.
         """
         self.check_ready()
         loop = asyncio.get_running_loop()
-        job = _Job(encodings, tokens, loop, loop.create_future(), output)
+        job = _Job(encodings, lengths, loop, loop.create_future(), output)
         self.metrics.queue_depth.inc()
         self._queue.put(job)
         return await job.future
@@ -161,16 +180,17 @@ class Batcher:
         self.done.set()
         if self._on_loaded is not None:
             self._on_loaded(None)
-        carried: _Job | None = None
-        batch: list[_Job] = []
+        batch: dict[_Job, range] = {}
         expected, wait_s = 1, 0.0
         trimmed = time.perf_counter()
         try:
             while True:
-                job = carried or self._queue.get()
-                if job is None:
-                    return
-                batch, carried = self._gather(job, expected, wait_s)
+                if not self._turns:
+                    if self._stopping:
+                        return
+                    self._admit(self._queue.get())
+                    continue
+                batch = self._gather(expected, wait_s)
                 if batch:
                     start = time.perf_counter()
                     queued = self._forward(batch)
@@ -181,7 +201,7 @@ class Batcher:
                         trimmed = time.perf_counter()
         except Exception as e:  # a bug outside the forward: no request may wait for a worker that is gone
             traceback.print_exc(file=sys.stderr)
-            self._fail_all(f"the embedding worker stopped: {type(e).__name__}: {e}", [*batch, carried])
+            self._fail_all(f"the embedding worker stopped: {type(e).__name__}: {e}", [*self._turns, *batch])
 
     def _fail_all(self, message: str, jobs: list[_Job | None]) -> None:
         """Refuse new requests (embed() and /health say why) and fail every job that waits."""
@@ -196,69 +216,120 @@ class Batcher:
             if job is not None:
                 job.loop.call_soon_threadsafe(_set_exception, job.future, RuntimeError(message))
 
-    def _gather(self, first: _Job, expected: int, wait_s: float) -> tuple[list[_Job], _Job | None]:
-        """first plus whatever else waits, within max_batch_tokens (first alone may exceed it); while
-        fewer than `expected` requests are in hand, up to wait_s more for the next ones to arrive."""
-        batch: list[_Job] = []
+    def _admit(self, job: _Job | None) -> None:
+        """A request from the queue joins the turns (None: stop() was called)."""
+        if job is None:
+            self._stopping = True
+        else:
+            self._turns.append(job)
+
+    def _gather(self, expected: int, wait_s: float) -> dict[_Job, range]:
+        """The next batch: rows of the requests in turn order, within max_batch_tokens (a row over it runs
+        alone); while fewer than `expected` requests are in it, up to wait_s more for the next ones to
+        arrive. The requests that queued while the last batch ran come before those it served, which go
+        to the back of the turns (or out of them once all their rows are taken).
+
+        Returns:
+            The rows of each request in the batch (a range of its encodings), in batch order.
+        """
+        self._admit_queued()
+        for job in self._served:
+            self._turns.remove(job)
+            if job.taken < len(job.encodings):
+                self._turns.append(job)
+        batch: dict[_Job, range] = {}
         tokens = 0
         deadline = time.perf_counter() + wait_s
-        job: _Job | None = first
-        while job is not None:
-            if job.future.cancelled():  # the client went away while queued
-                self.metrics.queue_depth.dec()
-            elif batch and (tokens + job.tokens > self.max_batch_tokens or job.output != batch[0].output):
-                return batch, job
-            else:
-                self.metrics.queue_depth.dec()
-                self.metrics.queue_wait.observe(time.perf_counter() - job.enqueued)
-                batch.append(job)
-                tokens += job.tokens
+        while True:
+            tokens = self._fill(batch, tokens)
+            remaining = deadline - time.perf_counter()
+            if len(batch) >= expected or tokens >= self.max_batch_tokens or remaining <= 0 or self._stopping:
+                break
             try:
-                job = self._queue.get_nowait()
+                self._admit(self._queue.get(timeout=remaining))
             except queue.Empty:
-                remaining = deadline - time.perf_counter()
-                if len(batch) >= expected or tokens >= self.max_batch_tokens or remaining <= 0:
-                    return batch, None
-                try:
-                    job = self._queue.get(timeout=remaining)
-                except queue.Empty:
-                    return batch, None
-            if job is None:  # stop after this batch
-                self._queue.put(None)
-                return batch, None
-        return batch, None
+                break
+            self._admit_queued()
+        self._served = list(batch)
+        return batch
 
-    def _forward(self, batch: list[_Job]) -> int:
-        """Run the batch and hand each job its rows; how many requests queued while it ran, counted
-        before the results go out (a client answered may send its next request at once, and that one
-        did not wait for this batch)."""
+    def _admit_queued(self) -> None:
+        while True:
+            try:
+                self._admit(self._queue.get_nowait())
+            except queue.Empty:
+                return
+
+    def _fill(self, batch: dict[_Job, range], tokens: int) -> int:
+        """Add to batch the next rows of each request in turn, while they fit; returns the batch's tokens."""
+        for job in list(self._turns):
+            if tokens >= self.max_batch_tokens:
+                break
+            if job in batch or job.taken == len(job.encodings):  # it took what fitted, or all its rows
+                continue
+            if job.dropped or job.future.cancelled():  # failed, or the client went away
+                self._turns.remove(job)
+                self.metrics.queue_depth.dec()
+                continue
+            if batch and job.output != next(iter(batch)).output:
+                continue
+            start = stop = job.taken
+            # An empty batch takes a row over the budget too: it runs alone.
+            while stop < len(job.encodings) and (tokens == 0 or tokens + job.lengths[stop] <= self.max_batch_tokens):
+                tokens += job.lengths[stop]
+                stop += 1
+            if stop == start:
+                continue  # its next row does not fit: it goes first in the next batch
+            if start == 0:
+                self.metrics.queue_wait.observe(time.perf_counter() - job.enqueued)
+            batch[job] = range(start, stop)
+            job.taken = stop
+            if stop == len(job.encodings):
+                self.metrics.queue_depth.dec()  # nothing of it waits any more
+        return tokens
+
+    def _forward(self, batch: dict[_Job, range]) -> int:
+        """Run the batch and hand each request its rows (each request its results once all its rows have
+        run); how many requests queued while it ran, counted before the results go out (a client
+        answered may send its next request at once, and that one did not wait for this batch)."""
         start = time.perf_counter()
-        encodings = [e for job in batch for e in job.encodings]
+        encodings = [job.encodings[i] for job, rows in batch.items() for i in rows]
+        output_value = next(iter(batch)).output
         try:
             one_forward = len(encodings) if self._one_forward else None
-            output = {} if batch[0].output is None else {"output_value": batch[0].output}
+            output = {} if output_value is None else {"output_value": output_value}
             vectors = self.job.encode_tokenized(encodings, batch_size=one_forward, **output)
         except Exception as e:
             traceback.print_exc(file=sys.stderr)
-            if len(batch) > 1:  # run each request alone, so one bad request fails only itself
-                for job in batch:
-                    queued = self._forward([job])
+            if len(batch) > 1:  # run each request's rows alone, so one bad request fails only itself
+                for job, rows in batch.items():
+                    queued = self._forward({job: rows})
                 return queued
             queued = self._queue.qsize()
             self.last_error = f"the forward failed: {e}"
-            batch[0].loop.call_soon_threadsafe(_set_results, [(batch[0].future, RuntimeError(self.last_error))])
+            job = next(iter(batch))
+            job.dropped = True
+            job.loop.call_soon_threadsafe(_set_results, [(job.future, RuntimeError(self.last_error))])
             return queued
         self.metrics.batch_seconds.observe(time.perf_counter() - start)
-        self.metrics.batch_tokens.observe(sum(job.tokens for job in batch))
+        self.metrics.batch_tokens.observe(sum(job.lengths[i] for job, rows in batch.items() for i in rows))
         self.metrics.batch_requests.observe(len(batch))
         results: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, Any]]] = {}
         offset, self.last_error = 0, None
-        for job in batch:
-            rows = vectors[offset : offset + len(job.encodings)]
-            if error := _nonfinite(rows):
+        for job, rows in batch.items():
+            part = vectors[offset : offset + len(rows)]
+            offset += len(rows)
+            if job.dropped:
+                continue
+            if error := _nonfinite(part):
                 self.last_error = error
-            results.setdefault(job.loop, []).append((job.future, RuntimeError(error) if error else rows))
-            offset += len(job.encodings)
+                job.dropped = True
+                results.setdefault(job.loop, []).append((job.future, RuntimeError(error)))
+                continue
+            job.parts.append(part)
+            job.computed += len(rows)
+            if job.computed == len(job.encodings):
+                results.setdefault(job.loop, []).append((job.future, _joined(job.parts)))
         queued = self._queue.qsize()
         # One wake-up per event loop for the whole batch, not one per request.
         for loop, pairs in results.items():
@@ -296,6 +367,15 @@ def _arrays(item: Any) -> tuple[np.ndarray, ...]:
     """The float arrays of one input's result (a sparse vector's integer indices cannot be non-finite)."""
     items = item if isinstance(item, tuple | list) else (item,)
     return tuple(a for a in map(np.asarray, items) if a.dtype.kind in "fc")
+
+
+def _joined(parts: list[Any]) -> Any:
+    """A request's results from those of its batches: one array, or one list."""
+    if len(parts) == 1:
+        return parts[0]
+    if all(isinstance(part, np.ndarray) for part in parts):
+        return np.concatenate(parts)
+    return [item for part in parts for item in part]
 
 
 def _set_results(pairs: list[tuple[asyncio.Future, Any]]) -> None:

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 from tokenizers import Encoding
 
 from bertlite.embed.io import SURROGATE
@@ -163,8 +164,22 @@ class Service:
 
     async def run(self, encodings: Sequence[Encoding], output: str | None = None) -> tuple[Any, int]:
         """(results, tokens): the worker's results for encodings (one item per encoding) and their tokens,
-        counted in the metrics."""
+        counted in the metrics.
+
+        A repeated input runs once and its copies share the result: the worker may run a request in
+        several batches, and copies run in different ones could differ in their last bits and break a
+        tie (a rerank's equal documents keep their order, as CrossEncoder.rank's do).
+        """
+        unique: list[Encoding] = []
+        row_of: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+        copy_of = []  # input -> row of `unique`
+        for e in encodings:
+            copy_of.append(row_of.setdefault((tuple(e.ids), tuple(e.type_ids)), len(unique)))
+            if copy_of[-1] == len(unique):
+                unique.append(e)
+        results = await self.batcher.embed(unique, [len(e.ids) for e in unique], output)
+        if len(unique) < len(encodings):
+            results = results[copy_of] if isinstance(results, np.ndarray) else [results[i] for i in copy_of]
         tokens = sum(len(e.ids) for e in encodings)
-        results = await self.batcher.embed(encodings, tokens, output)
         self.metrics.tokens.inc(tokens)
         return results, tokens

@@ -1,6 +1,7 @@
 """The batcher's gather window, with a stand-in embedder that records every batch: requests the
 worker expects back are served in one batch with those already queued, and the wait is bounded;
-and one forward per batch on a CPU in float32."""
+one forward per batch on a CPU in float32; a request over the token budget runs in batches within
+it, taking turns with the requests that arrive meanwhile."""
 
 from __future__ import annotations
 
@@ -67,9 +68,9 @@ async def one_behind_three(batcher: Batcher, embedder: RecordingEmbedder) -> lis
     has four requests in flight to expect and holds three of them."""
     embedder.gate.clear()
     embedder.entered.clear()
-    first = asyncio.ensure_future(batcher.embed(["a1"], 1))
+    first = asyncio.ensure_future(batcher.embed(["a1"], [1]))
     await asyncio.get_running_loop().run_in_executor(None, embedder.entered.wait, TIMEOUT_S)
-    queued = [asyncio.ensure_future(batcher.embed([f"a{i}"], 1)) for i in (2, 3, 4)]
+    queued = [asyncio.ensure_future(batcher.embed([f"a{i}"], [1])) for i in (2, 3, 4)]
     await asyncio.sleep(0)  # one loop turn: each task runs up to its await, so its job is in the queue
     embedder.gate.set()
     assert (await asyncio.wait_for(first, TIMEOUT_S)).tolist() == [[2.0]]
@@ -82,7 +83,7 @@ def test_a_request_that_arrives_within_the_window_joins_the_queued_ones(stopped:
 
     async def run() -> list[np.ndarray]:
         queued = await one_behind_three(batcher, embedder)
-        late = asyncio.ensure_future(batcher.embed(["a5"], 1))
+        late = asyncio.ensure_future(batcher.embed(["a5"], [1]))
         return await asyncio.wait_for(asyncio.gather(*queued, late), TIMEOUT_S)
 
     vectors = asyncio.run(run())
@@ -112,7 +113,7 @@ def test_one_client_at_a_time_never_waits_for_the_window(stopped: list[Batcher])
 
     async def run() -> list[np.ndarray]:
         # Each request is all the worker expects, so it goes at once; a wait would run into the timeout.
-        return [await asyncio.wait_for(batcher.embed([f"b{i}"], 1), TIMEOUT_S) for i in range(5)]
+        return [await asyncio.wait_for(batcher.embed([f"b{i}"], [1]), TIMEOUT_S) for i in range(5)]
 
     vectors = asyncio.run(run())
     assert embedder.batches == [HEALTH_TEXTS] + [[f"b{i}"] for i in range(5)]
@@ -140,15 +141,84 @@ def test_a_batch_holds_only_requests_that_want_the_same_output(stopped: list[Bat
     async def run() -> None:
         embedder.gate.clear()
         embedder.entered.clear()
-        first = asyncio.ensure_future(batcher.embed(["c0"], 1))
+        first = asyncio.ensure_future(batcher.embed(["c0"], [1]))
         await asyncio.get_running_loop().run_in_executor(None, embedder.entered.wait, TIMEOUT_S)
         # Queued while c0 runs: two that want vectors around one that wants token embeddings.
         outputs = [None, "token_embeddings", None]
-        queued = [asyncio.ensure_future(batcher.embed([f"c{i}"], 1, out)) for i, out in enumerate(outputs, 1)]
+        queued = [asyncio.ensure_future(batcher.embed([f"c{i}"], [1], out)) for i, out in enumerate(outputs, 1)]
         await asyncio.sleep(0)
         embedder.gate.set()
         await asyncio.wait_for(asyncio.gather(first, *queued), TIMEOUT_S)
 
     asyncio.run(run())
-    assert embedder.batches[1:] == [["c0"], ["c1"], ["c2"], ["c3"]]  # [0]: the warm-up
-    assert embedder.outputs[1:] == [None, None, "token_embeddings", None]
+    # [0]: the warm-up. c3 joins c1's batch; c2, passed over, is first in the next one.
+    assert embedder.batches[1:] == [["c0"], ["c1", "c3"], ["c2"]]
+    assert embedder.outputs[1:] == [None, None, "token_embeddings"]
+
+
+def test_a_request_over_the_budget_runs_in_batches_within_it_and_gets_its_rows_in_order(
+    stopped: list[Batcher],
+) -> None:
+    embedder = RecordingEmbedder()
+    batcher = Batcher(lambda: embedder, 10, Metrics(), max_gather_s=0.0)
+    batcher.start()
+    stopped.append(batcher)
+    assert batcher.done.wait(TIMEOUT_S) and batcher.ready.is_set(), batcher.load_error
+    # Each text's tokens are its length; the 12-token one is over the budget and runs alone.
+    texts = ["x" * n for n in (1, 2, 3, 4, 5, 6, 12, 7)]
+
+    async def run() -> np.ndarray:
+        return await asyncio.wait_for(batcher.embed(texts, [len(t) for t in texts]), TIMEOUT_S)
+
+    rows = asyncio.run(run())
+    assert rows.tolist() == [[float(len(t))] for t in texts]
+    assert [[len(t) for t in batch] for batch in embedder.batches[1:]] == [[1, 2, 3, 4], [5], [6], [12], [7]]
+    metrics = batcher.metrics.render().decode()
+    assert "bertlite_batch_tokens_count 5.0" in metrics and "bertlite_batch_tokens_sum 40.0" in metrics
+
+
+def test_a_big_request_takes_turns_with_those_that_arrive_meanwhile(stopped: list[Batcher]) -> None:
+    embedder = RecordingEmbedder()
+    batcher = Batcher(lambda: embedder, 4, Metrics(), max_gather_s=0.0)
+    batcher.start()
+    stopped.append(batcher)
+    assert batcher.done.wait(TIMEOUT_S) and batcher.ready.is_set(), batcher.load_error
+    big = [f"b{i}" for i in range(10)]
+
+    async def run() -> list[np.ndarray]:
+        embedder.gate.clear()
+        embedder.entered.clear()
+        first = asyncio.ensure_future(batcher.embed(big, [1] * len(big)))
+        await asyncio.get_running_loop().run_in_executor(None, embedder.entered.wait, TIMEOUT_S)
+        small = asyncio.ensure_future(batcher.embed(["s0", "s1"], [1, 1]))  # queued while b0..b3 run
+        await asyncio.sleep(0)
+        embedder.gate.set()
+        return await asyncio.wait_for(asyncio.gather(first, small), TIMEOUT_S)
+
+    rows, small_rows = asyncio.run(run())
+    # The small request goes first in the next batch, not after the big one's last.
+    assert embedder.batches[1:] == [["b0", "b1", "b2", "b3"], ["s0", "s1", "b4", "b5"], ["b6", "b7", "b8", "b9"]]
+    assert rows.tolist() == [[2.0]] * 10 and small_rows.tolist() == [[2.0]] * 2
+
+
+def test_a_client_gone_mid_request_has_its_other_rows_dropped(stopped: list[Batcher]) -> None:
+    embedder = RecordingEmbedder()
+    batcher = Batcher(lambda: embedder, 2, Metrics(), max_gather_s=0.0)
+    batcher.start()
+    stopped.append(batcher)
+    assert batcher.done.wait(TIMEOUT_S) and batcher.ready.is_set(), batcher.load_error
+
+    async def run() -> np.ndarray:
+        embedder.gate.clear()
+        embedder.entered.clear()
+        gone = asyncio.ensure_future(batcher.embed([f"g{i}" for i in range(6)], [1] * 6))
+        await asyncio.get_running_loop().run_in_executor(None, embedder.entered.wait, TIMEOUT_S)
+        gone.cancel()  # what the endpoint does when the client disconnects
+        other = asyncio.ensure_future(batcher.embed(["o0"], [1]))
+        await asyncio.sleep(0)
+        embedder.gate.set()
+        return await asyncio.wait_for(other, TIMEOUT_S)
+
+    assert asyncio.run(run()).tolist() == [[2.0]]
+    assert embedder.batches[1:] == [["g0", "g1"], ["o0"]]
+    assert "bertlite_queue_depth 0.0" in batcher.metrics.render().decode()
