@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from bertlite.utils.capabilities import Capabilities
 
 FASTER_BY = 1.10  # a choice must beat the default by this much: a smaller gain is within a machine's noise
-SPREAD_LIMIT = 1.25  # the largest per-round ratio over the smallest, beyond which the rounds disagree
+SPREAD_LIMIT = 1.5  # the largest per-round ratio over the smallest, beyond which the rounds disagree
 ROUNDS = 5  # rounds that decide; the challenger must win every one
 MIN_SHARE = 0.8  # of its threads' CPU time the process must get in a round for the round to count
 SAMPLE_SECONDS = 0.03  # the work in one sample: several scheduler ticks, so one preemption moves it little

@@ -80,7 +80,7 @@ def test_a_win_must_hold_in_every_round(last):
 
 
 def test_rounds_that_spread_too_wide_decide_nothing_even_where_each_wins():
-    choice = judge(rounds(1.2, 1.9, 1.5, 1.4, 1.6), "default", "challenger")
+    choice = judge(rounds(1.2, 2.4, 1.5, 1.4, 1.6), "default", "challenger")
     assert (choice.picked, choice.decided) == ("default", False)
     assert choice.why == f"the rounds spread over more than {measured.SPREAD_LIMIT:.2f}x"
 
