@@ -27,13 +27,15 @@ from its files, or --task): an embedding model serves OpenAI-compatible POST
 the model cannot serve answers 424 naming the ones it does.
 
 Concurrent requests are queued and one worker packs them into token-budget
-batches (length-sorted, unpadded), so many small requests run as big batches.
+batches (unpadded), so many small requests run as big batches and a big one
+runs in several, each within --max-batch-tokens, taking turns with the others.
 More than --max-concurrent-requests in flight get 429 at once; more inputs than
---max-client-batch-size, a body over --max-body-bytes, an input over
---max-input-bytes or (with --no-auto-truncate) over the max input length get
-413; malformed requests get 422. Slow clients are cut off: headers by
---header-timeout (408), bodies by --body-timeout (408), idle connections by
---keep-alive-timeout; at most --max-connections are open (more get 503).
+--max-client-batch-size (documents than --max-rerank-documents), a body over
+--max-body-bytes, an input over --max-input-bytes or (with --no-auto-truncate)
+over the max input length get 413; malformed requests get 422. Slow clients
+are cut off: headers by --header-timeout (408), bodies by --body-timeout (408),
+idle connections by --keep-alive-timeout; at most --max-connections are open
+(more get 503).
 
 The server listens at once; /health answers 503 until the model is loaded and
 has run a forward. With an API key (env BERTLITE_API_KEY, --api-key-file or
@@ -81,6 +83,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--max-client-batch-size", type=int, default=32, metavar="N", help="inputs per request (default: 32)"
+    )
+    p.add_argument(
+        "--max-rerank-documents",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="documents per rerank request, as Cohere's API takes (default: 1000)",
     )
     p.add_argument(
         "--max-concurrent-requests",
@@ -309,6 +318,7 @@ def _limits(args: argparse.Namespace) -> tuple[Limits, ConnectionLimits]:
         limits = Limits(
             max_batch_tokens=args.max_batch_tokens,
             max_client_batch_size=args.max_client_batch_size,
+            max_rerank_documents=args.max_rerank_documents,
             max_concurrent_requests=args.max_concurrent_requests,
             max_input_length=args.max_input_length,
             auto_truncate=args.auto_truncate,

@@ -42,6 +42,7 @@ class Limits:
 
     max_batch_tokens: int = 16384  # tokens the worker gathers into one batch
     max_client_batch_size: int = 32  # inputs in one request
+    max_rerank_documents: int = 1000  # documents in one rerank request (Cohere's limit)
     max_concurrent_requests: int = 512  # requests whose body is in, waiting for their vectors; more get 429 at once
     max_input_length: int | None = None  # tokens per input; default: the job's max_length
     auto_truncate: bool = True  # longer inputs are truncated (else 413), unless a TEI request says otherwise
@@ -50,7 +51,13 @@ class Limits:
     body_timeout: float = 30.0  # seconds from a request's headers to the end of its body
 
     def __post_init__(self) -> None:
-        for name in ("max_batch_tokens", "max_client_batch_size", "max_concurrent_requests", "max_body_bytes"):
+        for name in (
+            "max_batch_tokens",
+            "max_client_batch_size",
+            "max_rerank_documents",
+            "max_concurrent_requests",
+            "max_body_bytes",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_input_bytes is not None and self.max_input_bytes < 1:

@@ -23,6 +23,7 @@ class RerankRequest:
     return_text: bool = False
     truncate: bool | None = None  # None: the server's --auto-truncate
     top_n: int | None = None  # Cohere's: the best top_n only (all when more than there are)
+    documents: list[dict[str, Any]] | None = None  # Cohere's: each document as returned, its fields kept
 
 
 @dataclass
@@ -46,7 +47,8 @@ def parse_rerank(body: bytes) -> RerankRequest:
 
 
 def parse_cohere_rerank(body: bytes) -> RerankRequest:
-    """Cohere's rerank (v1 and v2): documents are strings or objects with "text"."""
+    """Cohere's rerank (v1 and v2): documents are strings or objects with "text" (and any other fields,
+    which return_documents gives back)."""
     data = json_object(body, COHERE_FIELDS)
     optional(data, "model", str, "a string")
     if data.get("max_tokens_per_doc") is not None:
@@ -62,13 +64,16 @@ def parse_cohere_rerank(body: bytes) -> RerankRequest:
     if top_n is not None and (not is_int(top_n) or top_n < 1):
         raise invalid(f"top_n: must be an integer >= 1, got {json.dumps(top_n)}", "top_n")
     documents = data.get("documents")
-    if isinstance(documents, list):  # Cohere v1's and Jina's {"text": ...} objects
+    objects = None
+    if isinstance(documents, list):  # Cohere v1's and Jina's {"text": ...} objects, other fields kept
+        objects = [d if isinstance(d, dict) else {"text": d} for d in documents]
         documents = [_document_text(d, i) for i, d in enumerate(documents)]
     return RerankRequest(
         query=_query(data),
         texts=_documents({"documents": documents} if "documents" in data else {}, "documents"),
         return_text=bool(optional(data, "return_documents", bool, "true or false")),
         top_n=top_n,
+        documents=objects,
     )
 
 
@@ -137,8 +142,12 @@ def _documents(data: dict[str, Any], name: str) -> list[str]:
 
 
 def _document_text(document: Any, i: int) -> Any:
-    if isinstance(document, dict):
-        if set(document) != {"text"}:
-            raise invalid(f'documents[{i}]: an object must hold only "text", got {sorted(document)}', "documents")
-        return document["text"]
-    return document
+    """A document's text: the string, or an object's "text" (Cohere v1's objects may hold more fields)."""
+    if not isinstance(document, dict):
+        return document  # _documents names what is not a string
+    if "text" not in document:
+        fields = ", ".join(sorted(document)) or "none"
+        raise invalid(f'documents[{i}]: an object must hold "text" (a string); its fields: {fields}', "documents")
+    if not isinstance(document["text"], str):
+        raise invalid(f'documents[{i}]: "text" must be a string, got {kind_name(document["text"])}', "documents")
+    return document["text"]

@@ -94,15 +94,19 @@ class Service:
         self.check_route(path)
         return self.job
 
-    def check_inputs(self, texts: Sequence[str], field: str, count: int | None = None) -> None:
+    def check_inputs(
+        self, texts: Sequence[str], field: str, count: int | None = None, *, documents: bool = False
+    ) -> None:
         """413 for more inputs than --max-client-batch-size (count: how many the request holds, when not
-        len(texts)) or one over --max-input-bytes; 422 for a lone surrogate; each naming `field`."""
+        len(texts)) or one over --max-input-bytes; 422 for a lone surrogate; each naming `field`.
+        documents: a rerank request's documents, bounded by --max-rerank-documents instead."""
         limits = self.limits
         count = len(texts) if count is None else count
-        if count > limits.max_client_batch_size:
+        noun, limit = ("documents", "max_rerank_documents") if documents else ("inputs", "max_client_batch_size")
+        if count > getattr(limits, limit):
             raise RequestError(
                 413,
-                f"{count} inputs in one request, over --max-client-batch-size {limits.max_client_batch_size}",
+                f"{count} {noun} in one request, over --{limit.replace('_', '-')} {getattr(limits, limit)}",
                 field,
                 "too_many_inputs",
             )

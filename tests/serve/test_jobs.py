@@ -91,7 +91,8 @@ def reranker(folders: dict[str, Path]) -> CrossEncoder:
 
 @pytest.fixture(scope="module")
 def rerank_server(reranker: CrossEncoder) -> Iterator[str]:
-    with running(lambda: reranker, Limits(max_client_batch_size=8), model_name="rr", api_key=KEY) as (url, _):
+    limits = Limits(max_client_batch_size=8, max_rerank_documents=12)
+    with running(lambda: reranker, limits, model_name="rr", api_key=KEY) as (url, _):
         yield url
 
 
@@ -110,12 +111,14 @@ def test_cohere_client_rerank_equals_cross_encoder_rank(rerank_server: str, rera
 
 def test_v1_rerank_takes_document_objects_and_returns_them(rerank_server: str, reranker: CrossEncoder) -> None:
     expected = reranker.rank(QUERY, DOCUMENTS)
-    body = {"query": QUERY, "documents": [{"text": d} for d in DOCUMENTS], "return_documents": True}
+    # As Cohere's v1: an object's other fields travel with it and come back under return_documents.
+    documents = [{"text": d, "id": f"doc-{i}", "title": "t"} if i % 2 else {"text": d} for i, d in enumerate(DOCUMENTS)]
+    body = {"query": QUERY, "documents": documents, "return_documents": True}
     r = httpx.post(f"{rerank_server}/v1/rerank", json=body, headers=auth())
     assert r.status_code == 200, r.text
     results = r.json()["results"]
     assert [x["index"] for x in results] == [e["corpus_id"] for e in expected]
-    assert [x["document"]["text"] for x in results] == [DOCUMENTS[e["corpus_id"]] for e in expected]
+    assert [x["document"] for x in results] == [documents[e["corpus_id"]] for e in expected]
     tokens = sum(len(e.ids) for e in reranker.tokenize([(QUERY, d) for d in DOCUMENTS]))
     assert r.json()["usage"] == {"total_tokens": tokens}
 
@@ -160,7 +163,27 @@ def test_tei_rerank_and_predict_equal_predict(rerank_server: str, reranker: Cros
         ),
         (
             "/rerank",
-            {"query": QUERY, "texts": ["a"] * 9},
+            {"query": QUERY, "texts": ["a"] * 13},
+            413,
+            "13 documents in one request, over --max-rerank-documents 12",
+        ),
+        (
+            "/v2/rerank",
+            {"query": QUERY, "documents": ["a"] * 13},
+            413,
+            "13 documents in one request, over --max-rerank-documents 12",
+        ),
+        (
+            "/v1/rerank",
+            {"query": QUERY, "documents": [{"title": "t"}]},
+            422,
+            'documents[0]: an object must hold "text" (a string); its fields: title',
+        ),
+        ("/v1/rerank", {"query": QUERY, "documents": [{"text": 1}]}, 422, 'documents[0]: "text" must be a string'),
+        ("/v1/rerank", {"query": QUERY, "documents": [["a"]]}, 422, "documents[0]: must be a string, got a list"),
+        (
+            "/predict",
+            {"inputs": [["a", "b"]] * 9},
             413,
             "9 inputs in one request, over --max-client-batch-size 8",
         ),

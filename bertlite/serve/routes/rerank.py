@@ -25,8 +25,12 @@ async def _ranked(service: Service, req: RerankRequest, path: str) -> tuple[list
     job = service.ready_job(path)
     field = "texts" if path == "/rerank" else "documents"
     service.check_inputs([req.query], "query")
-    service.check_inputs(req.texts, field)
-    encodings = await service.tokenize([(req.query, text) for text in req.texts], req.truncate, field)
+    service.check_inputs(req.texts, field, documents=True)
+    pairs = [(req.query, text) for text in req.texts]
+    # The query is tokenized once and paired with each document's tokens, not read once per document.
+    encodings = await service.tokenize(
+        pairs, req.truncate, field, lambda pairs: job.tokenize_pairs(pairs[0][0], [d for _, d in pairs])
+    )
     logits, tokens = await service.run(encodings)
     scores = np.asarray(logits if req.raw_scores else job.activation(logits), dtype=np.float32).reshape(len(logits), -1)
     order = sorted(range(len(req.texts)), key=lambda i: -scores[i, 0])
@@ -43,15 +47,15 @@ async def tei_rerank(service: Service, req: RerankRequest) -> list[dict]:
 
 def cohere_rerank(path: str) -> Any:
     """Cohere's rerank at path: {id, model, results: [{index, relevance_score, document?}], meta, usage};
-    top_n over the number of documents returns them all, as Cohere does."""
+    top_n over the number of documents returns them all, as Cohere does; up to --max-rerank-documents."""
 
     async def run(service: Service, req: RerankRequest) -> dict:
         ranked, tokens = await _ranked(service, req, path)
         results = []
         for i, score in ranked[: req.top_n]:
             result: dict[str, Any] = {"index": i, "relevance_score": score}
-            if req.return_text:
-                result["document"] = {"text": req.texts[i]}
+            if req.return_text:  # as given: an object's other fields too, as Cohere returns them
+                result["document"] = req.documents[i] if req.documents is not None else {"text": req.texts[i]}
             results.append(result)
         return {
             "id": str(uuid.uuid4()),
