@@ -19,11 +19,11 @@ from __future__ import annotations
 import functools
 import os
 import platform
-import warnings
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from bertlite.errors import SlowDtypeWarning
+from bertlite.utils.warn import warn_user
 
 if TYPE_CHECKING:
     import torch
@@ -258,9 +258,8 @@ def _warn_if_emulated(dtype: torch.dtype) -> None:
         else f"not measured; bfloat16 without native support ran {BF16_EMULATED_SLOWDOWN}x slower than float32"
     )
     where = caps.cpu_capability + (f", ISA restricted by {' '.join(caps.isa_limits)}" if caps.isa_limits else "")
-    warnings.warn(
+    warn_user(
         f"dtype={name}: this CPU ({where}) has no native {name} GEMMs, so torch emulates them "
         f"and it runs several times slower than float32 ({measured}); dtype='auto' picks float32 here",
         SlowDtypeWarning,
-        stacklevel=5,  # the caller of a job's from_pretrained (which resolves through embed.base.LoadOptions.load)
     )
