@@ -8,7 +8,6 @@ round; the median round counts. bertlite int8 runs its compiled input quantizati
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -60,11 +59,9 @@ def bench_int8(model_path: str, texts: list[str], rounds: int, compiled: bool = 
     from bertlite.quant import compiled as compiled_quant
     from bertlite.quant.int8 import build_compiled_quantization
 
-    if not compiled:  # read by quantize_int8, so set before the models load
-        os.environ["BERTLITE_INT8_COMPILE"] = "0"
-    embedders = {name: make(model_path) for name, make in CONFIGS.items()}
-    if compiled:
+    if compiled:  # before the models are quantized, which then run it
         build_compiled_quantization()
+    embedders = {name: make(model_path) for name, make in CONFIGS.items()}
     for embedder in embedders.values():
         embedder.encode(texts[:64], show_progress_bar=False)
     seconds: dict[str, list[float]] = {name: [] for name in embedders}

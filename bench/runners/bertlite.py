@@ -8,8 +8,8 @@ from bench.runners import Runner
 
 
 def load_bertlite(model_path: str, dtype: str | None, **embedder_kwargs: Any) -> Any:
-    """Embedder.from_pretrained; int8 with its compiled quantization built, as a job past
-    compiled_quant.BUILD_AFTER_TOKENS runs it.
+    """Embedder.from_pretrained; int8 with its compiled quantization built first, as a long job runs it
+    (compiled_quant.BUILD_AFTER_TOKENS).
 
     Args:
         model_path: the checkpoint folder.
@@ -21,12 +21,11 @@ def load_bertlite(model_path: str, dtype: str | None, **embedder_kwargs: Any) ->
     """
     from bertlite import Embedder
 
-    embedder = Embedder.from_pretrained(model_path, dtype=dtype, **embedder_kwargs)
-    if dtype == "int8":
+    if dtype == "int8":  # before the model is quantized, which then runs it
         from bertlite.quant.int8 import build_compiled_quantization
 
         build_compiled_quantization()
-    return embedder
+    return Embedder.from_pretrained(model_path, dtype=dtype, **embedder_kwargs)
 
 
 def bertlite_runner(

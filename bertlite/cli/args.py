@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
 
@@ -51,3 +52,16 @@ def one_line_dtype_warnings(command: str) -> Iterator[None]:
             print(f"{command}: warning: {w.message}", file=sys.stderr)
         else:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
+def build_int8_kernel_for_input(args: argparse.Namespace) -> None:
+    """With --dtype int8 and an input file large enough to repay it (bertlite.quant.compiled.repays), build
+    int8's compiled input quantization now, before the job loads: its model then runs it on every token.
+    Stdin, a pipe or a short file keep the eager ops (the same vectors); so does a machine where it cannot build."""
+    if getattr(args, "dtype", None) != "int8" or args.input == "-" or not os.path.isfile(args.input):
+        return
+    from bertlite.quant import compiled as compiled_quant
+    from bertlite.quant.int8 import build_compiled_quantization
+
+    if compiled_quant.repays(os.path.getsize(args.input)):
+        build_compiled_quantization()

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from bertlite.cli import embed_tasks
-from bertlite.cli.args import add_command, add_model_placement, one_line_dtype_warnings
+from bertlite.cli.args import add_command, add_model_placement, build_int8_kernel_for_input, one_line_dtype_warnings
 from bertlite.cli.writing import (
     NonFinite,
     Terminated,
@@ -373,6 +373,7 @@ def _embed_ray(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
 def _load_embedder(args: argparse.Namespace) -> Embedder:
     from bertlite.embed.embedder import Embedder
 
+    build_int8_kernel_for_input(args)
     with one_line_dtype_warnings("bertlite embed"):
         return Embedder.from_pretrained(
             args.model,

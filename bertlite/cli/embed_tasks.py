@@ -160,10 +160,11 @@ class _Stats:
 
 
 def _load(args: argparse.Namespace, task: str) -> Any:
-    from bertlite.cli.args import one_line_dtype_warnings
+    from bertlite.cli.args import build_int8_kernel_for_input, one_line_dtype_warnings
     from bertlite.embed.kinds import load_job
 
     options: dict[str, Any] = {"truncate_dim": args.truncate_dim} if task == "multi-vector" else {}
+    build_int8_kernel_for_input(args)
     with one_line_dtype_warnings("bertlite embed"):
         return load_job(
             "embedding" if task == "token-embeddings" else task,

@@ -203,12 +203,11 @@ def load_embedder(args: argparse.Namespace) -> Any:
         if kind not in ("embedding", "multi-vector"):
             raise ValueError(f"--truncate-dim: the model is a {kind} model, whose outputs cannot be cut")
         options["truncate_dim"] = args.truncate_dim
-    embedder = load_job(kind, args.model, **options)
-    if args.dtype == "int8":
+    if args.dtype == "int8":  # before the model is quantized, which then runs it on every request
         from bertlite.quant.int8 import build_compiled_quantization
 
         build_compiled_quantization()
-    return embedder
+    return load_job(kind, args.model, **options)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,7 +24,7 @@ from bertlite.embed.long_texts import TextCutter
 from bertlite.layers.onednn import optimize
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.bert import BertModel
-from bertlite.quant.int8 import check_quantize, count_int8_tokens, is_quantized, quantize_int8
+from bertlite.quant.int8 import check_quantize, is_quantized, quantize_int8
 from bertlite.tokenization import load_tokenizer
 from bertlite.utils.capabilities import resolve_dtype
 
@@ -232,7 +232,6 @@ class BaseEncoder:
         batch_size: int,
         max_tokens: int | None,
         stats: EncodeStats,
-        texts_after: int = 0,
         run: Callable[[list[Encoding], torch.device], Any] | None = None,
     ) -> Iterator[tuple[list[int], Any]]:
         """Run `encodings` in batches of similar length, longest first.
@@ -241,7 +240,6 @@ class BaseEncoder:
             encodings: tokenize()'s output.
             batch_size, max_tokens: the limits of one batch (see _batch_limits).
             stats: counts added to.
-            texts_after: how many more texts the same job brings (int8's compile decision).
             run: what a batch's result is; None: _run_packed, or _run_padded with unpad=False.
 
         Yields:
@@ -251,8 +249,6 @@ class BaseEncoder:
         lengths = [len(e.ids) for e in encodings]
         tokens = sum(lengths)
         stats.tokens += tokens
-        # a long int8 job builds its compiled quantization first; the rest of it counted at this rate
-        count_int8_tokens(self.bert, tokens, texts_after * tokens // max(len(encodings), 1))
         stats.truncated += sum(bool(e.overflowing) for e in encodings)
         order = sorted(range(len(encodings)), key=lengths.__getitem__, reverse=True)
         device = self.device

@@ -408,8 +408,7 @@ class Embedder(BaseEncoder):
                 encodings = self.tokenize(with_prompt(chunk, prefix), on_long, first_index=start)
                 stats.texts += len(chunk)
                 vectors = torch.empty(len(encodings), self.dimension, dtype=torch.float32)
-                rest = max(total - start - len(chunk), 0) if total is not None else 0
-                batches = self._run_sorted(encodings, batch_size, max_tokens, stats, texts_after=rest)
+                batches = self._run_sorted(encodings, batch_size, max_tokens, stats)
                 for batch_rows, batch_vectors in batches:
                     vectors[batch_rows] = batch_vectors
                     progress.update(len(batch_rows))

@@ -8,14 +8,13 @@ before rounding as quantize_per_tensor does,
 so it gives bitwise the same uint8 values and scales: checked on a probe when it is built (a
 mismatch keeps the eager ops) and in tests. Whether it runs changes no vector.
 
-It needs a working torch.compile (inductor and a C++ compiler), and its build takes seconds (see
-BUILD_AFTER_TOKENS), so it is built once per process only for work that repays it: Embedder builds
-it before the chunk of a job with which the process's int8 tokens, those the job still brings
-included (estimated from its length), reach BUILD_AFTER_TOKENS (the eager ops run until then),
-quantize_int8(..., compile_quantization=True) at once. One graph serves the four forms Int8Linear
-uses (symmetric or not, smoothed or not), with dynamic shapes, so batches of any size reuse it.
-Without a compiler, or with BERTLITE_INT8_COMPILE=0, the eager ops run throughout; a failure at run
-time falls back to them too, with one warning.
+It needs a working torch.compile (inductor and a C++ compiler), and its build takes seconds, so it is
+built once per process only for work that repays it, before the model is quantized (quantize_int8 decides
+then, for every token the model will see): `bertlite serve` builds it at start, `bertlite embed` for an
+input of BUILD_AFTER_TOKENS or more (repays()), a caller with build() or compile_quantization=True.
+One graph serves the four forms Int8Linear uses (symmetric or not, smoothed or not), with dynamic
+shapes, so batches of any size reuse it. Without a compiler, or with BERTLITE_INT8_COMPILE=0, the eager
+ops run throughout; a failure at run time falls back to them too, with one warning.
 """
 
 from __future__ import annotations
@@ -31,13 +30,14 @@ from bertlite.errors import CompiledQuantizationWarning
 from bertlite.models.inputs import recording_graph
 from bertlite.utils.warn import warn_user
 
-# "kernel": the compiled function once built and checked (None if that failed); "reason": why it is not
-# used; "tokens": how many went through models that would use it
+# "kernel": the compiled function once built and checked (None if that failed); "reason": why it is not used
 _state: dict[str, object] = {}
 # Measured (docs/int8.md): the build takes about 4.5 s where inductor's cache has it (15 s the first time
 # on a machine), and the kernel saves 0.15-0.25 ms per corpus text (30 tokens) on AVX-512 and under AVX2
-# caps: it repays a warm build after about 1M tokens.
+# caps: it repays a warm build after about 1M tokens, so a job of this many builds it.
 BUILD_AFTER_TOKENS = 2_000_000
+# UTF-8 bytes per WordPiece token of English text (the corpus: 4.1); fewer would build for shorter jobs.
+BYTES_PER_TOKEN = 4
 _lock = threading.Lock()
 
 
@@ -100,14 +100,9 @@ def built() -> bool:
     return _state.get("kernel") is not None
 
 
-def count(tokens: int, reference: Reference, upcoming: int = 0) -> None:
-    """Count `tokens` about to go through a model whose Int8Linears use the kernel, and build it (here,
-    before they do) once the process's count, with the `upcoming` tokens the job expects after these,
-    reaches BUILD_AFTER_TOKENS: a job that size saves more than the build costs, so a long one builds
-    it at its start, and a short one never waits for it."""
-    _state["tokens"] = seen = _state.get("tokens", 0) + tokens  # type: ignore[operator]
-    if "kernel" not in _state and seen + upcoming >= BUILD_AFTER_TOKENS and enabled_by_environment():
-        build(reference)
+def repays(text_bytes: int) -> bool:
+    """Whether a job over this much text repays the build (at BYTES_PER_TOKEN, BUILD_AFTER_TOKENS or more)."""
+    return text_bytes // BYTES_PER_TOKEN >= BUILD_AFTER_TOKENS and enabled_by_environment()
 
 
 def describe() -> str:

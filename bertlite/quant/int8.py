@@ -145,10 +145,10 @@ def quantize_int8(
             [min, max]; None: ASYMMETRIC_LINEARS, the one-sided ones.
         compile_quantization: quantize each Linear's input in one kernel compiled by torch.compile
             (bertlite.quant.compiled: the same numbers as the eager ops, faster, but seconds to build).
-            None (default): built when an Embedder job will bring the process's int8 tokens to
-            compiled_quant.BUILD_AFTER_TOKENS (count_int8_tokens), the eager ops running until then,
-            where it cannot build, and with BERTLITE_INT8_COMPILE=0; True: built here, and a machine
-            where it cannot build is refused; False: the eager ops only.
+            Decided here, for every token this model will see. None (default): the compiled kernel
+            where this process has built it already (build_compiled_quantization: `bertlite serve` does
+            at start, `bertlite embed` for an input that repays the build), else the eager ops; True:
+            built here, and a machine where it cannot build is refused; False: the eager ops.
 
     Returns:
         The model, quantized in place.
@@ -170,9 +170,9 @@ def quantize_int8(
     one_sided = _check_names("asymmetric", ASYMMETRIC_LINEARS if asymmetric is None else asymmetric, len(encoder.layer))
     if grid.reduced:
         warn_user(f"int8 on this CPU: {REDUCED_GRID_NOTE}", Int8PrecisionWarning)
-    compiled = compile_quantization is not False and compiled_quant.enabled_by_environment()
     if compile_quantization and not build_compiled_quantization():
         raise ValueError(f"compile_quantization=True, but it does not work here: {compiled_quant.reason()}")
+    compiled = compile_quantization is not False and compiled_quant.built()
     ranges = {}
     if tokenizer is not None and alpha is not None:
         ranges = activation_ranges(
@@ -227,29 +227,12 @@ def quantize_int8(
 def build_compiled_quantization() -> bool:
     """Build the compiled input-quantization kernel now (once per process; seconds).
 
-    Rather than when a job reaches compiled_quant.BUILD_AFTER_TOKENS.
+    Models quantized after it (quantize_int8's compile_quantization=None) use it.
 
     Returns:
         Whether it works here (if not, compiled_quant.reason() says why).
     """
     return compiled_quant.build(_reference_rows)
-
-
-def count_int8_tokens(model: nn.Module, tokens: int, upcoming: int = 0) -> None:
-    """Count tokens towards building the compiled quantization kernel (compiled_quant.count).
-
-    Embedder calls this before tokens go through the model. They count only where the model's
-    Int8Linears use the compiled kernel and it is not built yet.
-
-    Args:
-        model: the model about to run.
-        tokens: the tokens about to go through it.
-        upcoming: how many more tokens the same job is expected to bring.
-    """
-    if compiled_quant.built():
-        return
-    if any(isinstance(m, Int8Linear) and m.compiled for m in model.modules()):
-        compiled_quant.count(tokens, _reference_rows, upcoming)
 
 
 def _check_model(model: nn.Module, encoder: nn.Module | None, alpha: float | None) -> None:

@@ -155,7 +155,10 @@ def describe_int8() -> dict[str, object]:
         bits += "(Int8PrecisionWarning)"
     if compiled_quant.enabled_by_environment():
         after = f"{compiled_quant.BUILD_AFTER_TOKENS:,}"
-        quantizing = f"inputs quantized by eager ops, by a torch.compile kernel after {after} tokens where it builds"
+        quantizing = (
+            "inputs quantized by eager ops, or by a torch.compile kernel where it builds: `bertlite serve`, "
+            f"`bertlite embed` of {after}+ tokens"
+        )
     else:
         quantizing = "inputs quantized by eager ops (BERTLITE_INT8_COMPILE=0)"
     summary = f"kernel {kernel}, {bits}; {quantizing}"

@@ -193,7 +193,7 @@ def test_a_run_time_failure_warns_once_and_falls_back_to_the_same_numbers(fresh_
 
 
 @pytest.mark.slow
-def test_embedder_builds_it_once_a_job_reaches_the_token_threshold(
+def test_the_input_quantization_is_chosen_when_the_model_is_built(
     monkeypatch, fresh_state, real_model_path: Path, corpus_texts: list[str]
 ) -> None:
     calls, builds = [], []
@@ -203,40 +203,21 @@ def test_embedder_builds_it_once_a_job_reaches_the_token_threshold(
         return fake_kernel(calls), None
 
     monkeypatch.setattr(compiled_quant, "_build", counted_build)
-    monkeypatch.setattr(compiled_quant, "BUILD_AFTER_TOKENS", 1000)
-    embedder = Embedder.from_pretrained(real_model_path, quantize="int8")
-    short = ["a short text", "another one"]
-    before = embedder.encode(short)  # a few tokens: no build, the eager ops
-    assert not builds and not calls and embedder.last_stats.tokens < 1000
-    embedder.encode(corpus_texts[:40])  # past 1,000 tokens: built before its first batch
-    assert builds == [1] and len(calls) >= 4 * embedder.model.config.num_hidden_layers
-    assert compiled_quant._state["tokens"] >= 1000
-    after = embedder.encode(short)
-    assert builds == [1] and (after == before).all()
+    monkeypatch.setattr(compiled_quant, "BUILD_AFTER_TOKENS", 10)  # a job this long would repay a build
+    eager = Embedder.from_pretrained(real_model_path, quantize="int8")  # nothing built: the eager ops
+    assert {m.compiled for m in eager.model.modules() if isinstance(m, Int8Linear)} == {False}
+    before = eager.encode(["a short text"])
+    eager.encode(corpus_texts[:60])  # thousands of tokens: the first and the last run the same ops
+    assert not builds and not calls
+    assert (eager.encode(["a short text"]) == before).all()
 
-
-@pytest.mark.slow
-def test_a_job_expected_to_reach_the_threshold_builds_it_before_its_first_chunk(
-    monkeypatch, fresh_state, real_model_path: Path, corpus_texts: list[str]
-) -> None:
-    from bertlite.embed import embedder as features
-
-    calls, builds = [], []
-
-    def counted_build(reference):
-        builds.append(len(calls))  # how many compiled calls ran before it: none may
-        return fake_kernel(calls), None
-
-    monkeypatch.setattr(compiled_quant, "_build", counted_build)
-    monkeypatch.setattr(features, "CHUNK_TEXTS", 4)  # 10 chunks of 4 texts, one batch each
-    embedder = Embedder.from_pretrained(real_model_path, quantize="int8")
-    texts = corpus_texts[:40]
-    first = sum(len(e.ids) for e in embedder.tokenize(texts[:4]))
-    # Past the first chunk alone, within the 10 x first tokens the job is expected to bring from it.
-    monkeypatch.setattr(compiled_quant, "BUILD_AFTER_TOKENS", 5 * first)
-    embedder.encode(texts)
-    linears = 4 * embedder.model.config.num_hidden_layers
-    assert builds == [0] and len(calls) == 10 * linears  # every chunk's batch ran the kernel
+    assert quantization.build_compiled_quantization() and builds == [1]  # built, then a model quantized
+    compiled = Embedder.from_pretrained(real_model_path, quantize="int8")
+    linears = sum(isinstance(m, Int8Linear) for m in compiled.model.modules())
+    compiled.encode(["a short text"])  # its first token already runs the kernel, every Linear of it
+    assert len(calls) == linears
+    eager.encode(["a short text"])  # the model built before it keeps the eager ops
+    assert len(calls) == linears and builds == [1]
 
 
 @pytest.mark.parametrize("long_job", [False, True])

@@ -363,7 +363,11 @@ def test_env_says_which_int8_kernel_and_grid_run_here(monkeypatch, capsys, grid,
 @pytest.mark.parametrize(
     ("setting", "expected"),
     [
-        ("1", "inputs quantized by eager ops, by a torch.compile kernel after 2,000,000 tokens where it builds"),
+        (
+            "1",
+            "inputs quantized by eager ops, or by a torch.compile kernel where it builds: `bertlite serve`, "
+            "`bertlite embed` of 2,000,000+ tokens",
+        ),
         ("0", "inputs quantized by eager ops (BERTLITE_INT8_COMPILE=0)"),
     ],
 )
