@@ -1,10 +1,12 @@
 """Reranking at the scale clients send, over real HTTP: the cohere client's 100 and 1,000 documents on
 a `bertlite serve` process with its default limits equal CrossEncoder.rank; the 1,000-document
 request runs in forwards within --max-batch-tokens (read from /metrics) and its peak memory stays
-bounded; a long query is tokenized once per request, however many documents it is paired with."""
+bounded; concurrent reranks, each run in several batches shared with the others, get their own
+rankings; a long query is tokenized once per request, however many documents it is paired with."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
@@ -19,6 +21,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from bertlite.embed.cross_encoder import CrossEncoder
+from bertlite.serve.app import Limits
 from tests.helpers import ROOT, cross_encoder_folder
 from tests.serve_helpers import (
     lines,
@@ -88,14 +91,18 @@ def batch_tokens(url: str) -> dict[str, float]:
     }
 
 
-def assert_ranked_as(results: Sequence[Any], expected: list[dict[str, Any]]) -> None:
-    """The server's ranking is CrossEncoder.rank's: every document once, each score within 1e-5 of rank's,
-    best first; two documents change places only where rank's scores are that close."""
+def assert_ranked_as(ranked: Sequence[tuple[int, float]], expected: list[dict[str, Any]]) -> None:
+    """The server's (index, score) ranking is CrossEncoder.rank's: every document once, each score within
+    1e-5 of rank's, best first; two documents change places only where rank's scores are that close."""
     scores = {e["corpus_id"]: e["score"] for e in expected}
-    assert sorted(r.index for r in results) == sorted(scores)
-    assert max(abs(r.relevance_score - scores[r.index]) for r in results) <= 1e-5
-    order = [scores[r.index] for r in results]
+    assert sorted(i for i, _ in ranked) == sorted(scores)
+    assert max(abs(score - scores[i]) for i, score in ranked) <= 1e-5
+    order = [scores[i] for i, _ in ranked]
     assert all(a >= b - 2e-5 for a, b in zip(order, order[1:], strict=False))
+
+
+def cohere_ranked(response: Any) -> list[tuple[int, float]]:
+    return [(r.index, r.relevance_score) for r in response.results]
 
 
 def test_the_cohere_client_reranks_100_and_1000_documents_as_cross_encoder_rank(
@@ -106,7 +113,7 @@ def test_the_cohere_client_reranks_100_and_1000_documents_as_cross_encoder_rank(
     query = "how to sort a list in python"
     documents = [f"document {i}: {words(12, i)}" for i in range(100)]
     got = client.rerank(model="m", query=query, documents=documents)
-    assert_ranked_as(got.results, reranker.rank(query, documents))
+    assert_ranked_as(cohere_ranked(got), reranker.rank(query, documents))
 
     # 1,000 pairs of 512 tokens each (a 600-word query, cut to fit): 512,000 tokens in one request.
     query, documents = words(600, 0), [f"short text {i}" for i in range(1000)]
@@ -114,7 +121,7 @@ def test_the_cohere_client_reranks_100_and_1000_documents_as_cross_encoder_rank(
     got = client.rerank(model="m", query=query, documents=documents)
     growth = peak_rss_mib(pid) - peak
     after = batch_tokens(url)
-    assert_ranked_as(got.results, reranker.rank(query, documents))
+    assert_ranked_as(cohere_ranked(got), reranker.rank(query, documents))
     tokens = got.meta.tokens.input_tokens
     assert tokens == 1000 * 512
     forwards = after["count"] - before["count"]
@@ -122,6 +129,29 @@ def test_the_cohere_client_reranks_100_and_1000_documents_as_cross_encoder_rank(
     assert forwards >= tokens / MAX_BATCH_TOKENS  # before: one forward of 512,000 tokens
     assert after["within"] - before["within"] == forwards  # each within --max-batch-tokens
     assert growth < PEAK_GROWTH_MIB, f"the request grew the server's peak RSS by {growth:.0f} MiB"
+
+
+def test_concurrent_reranks_in_shared_batches_get_their_own_rankings(reranker: CrossEncoder) -> None:
+    requests = [
+        (f"query {c}: {words(5, c)}", [f"doc {c}.{i} {words(3 + i % 9, i)}" for i in range(60)]) for c in range(32)
+    ]
+
+    async def rerank(http: httpx.AsyncClient, query: str, documents: list[str]) -> list[dict[str, Any]]:
+        r = await http.post("/rerank", json={"query": query, "texts": documents})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    async def load(url: str) -> list[list[dict[str, Any]]]:
+        async with httpx.AsyncClient(base_url=url, timeout=600) as http:
+            return await asyncio.gather(*(rerank(http, q, d) for q, d in requests))
+
+    # About 1,000 tokens a request: each runs in two or three batches, taking turns with the others.
+    with running(lambda: reranker, Limits(max_batch_tokens=512)) as (url, _):
+        answers = asyncio.run(load(url))
+        metrics = batch_tokens(url)
+    for (query, documents), answer in zip(requests, answers, strict=True):
+        assert_ranked_as([(a["index"], a["score"]) for a in answer], reranker.rank(query, documents))
+    assert metrics["count"] >= 2 * len(requests)
 
 
 class CountingTokenizer:
