@@ -139,7 +139,8 @@ def test_resume_continues_a_sparse_run_after_its_saved_chunks(
     long = "word " * 100  # refused by --on-long error: the run fails in its third chunk
     source, out = tmp_path / "in.txt", tmp_path / "out.jsonl"
     source.write_text("".join(t + "\n" for t in [*texts[:5], long, texts[6]]))
-    argv = [str(folders["splade"]), "-i", str(source), "-o", str(out), "--on-long", "error", "--resume"]
+    argv = [str(folders["splade"]), "-i", str(source), "-o", str(out), "--dtype", "float32", "--on-long", "error"]
+    argv.append("--resume")
     code, err = run(argv, capsys)
     assert code == 2 and "text 5 (0-based) is longer than" in err
     assert "the 4 rows made so far are kept for a later --resume" in err

@@ -47,7 +47,8 @@ def test_query_and_docs_file_give_sentence_transformers_scores(
     docs = tmp_path / "docs.jsonl"
     docs.write_text("".join(json.dumps({"text": d}) + "\n" for d in DOCS))
     out = tmp_path / "scores.jsonl"
-    code, err = run(["rerank", str(folders["one"]), "--query", QUERY, "-i", str(docs), "-o", str(out)], capsys)
+    argv = ["rerank", str(folders["one"]), "--query", QUERY, "-i", str(docs), "-o", str(out), "--dtype", "float32"]
+    code, err = run(argv, capsys)  # float32, as sentence-transformers runs, whatever "auto" picks on this CPU
     assert code == 0, err
     assert "scored 5 pairs" in err
     got = rows(out)
@@ -64,7 +65,7 @@ def test_pairs_file_top_k_and_raw_scores(
     source.write_text("q\tpassage\n" + "".join(f"{q}\t{d}\n" for q, d in pairs))
     out = tmp_path / "best.jsonl"
     argv = ["rerank", str(folders["one"]), "-i", str(source), "-o", str(out), "--query-field", "q"]
-    code, err = run([*argv, "--field", "passage", "--top-k", "2", "--raw-scores"], capsys)
+    code, err = run([*argv, "--field", "passage", "--top-k", "2", "--raw-scores", "--dtype", "float32"], capsys)
     assert code == 0, err
     st = STCrossEncoder(str(folders["one"]), device="cpu")
     logits = st.predict(pairs, activation_fn=lambda x: x)
@@ -80,7 +81,8 @@ def test_several_labels_give_scores_and_the_best_label(
     docs = tmp_path / "docs.txt"
     docs.write_text("\n".join(DOCS) + "\n")
     out = tmp_path / "labels.jsonl"
-    code, err = run(["rerank", str(folders["three"]), "--query", QUERY, "-i", str(docs), "-o", str(out)], capsys)
+    argv = ["rerank", str(folders["three"]), "--query", QUERY, "-i", str(docs), "-o", str(out), "--dtype", "float32"]
+    code, err = run(argv, capsys)
     assert code == 0, err
     expected = STCrossEncoder(str(folders["three"]), device="cpu").predict([(QUERY, d) for d in DOCS])
     got = rows(out)
