@@ -19,7 +19,7 @@ SENTENCE = "The first sentence of the day."
 def bertlite_model(path: str) -> tuple[float, float, Any]:
     """BertModel fp32 and an Embedder around it, as before Embedder.from_pretrained existed."""
     from bertlite import BertModel
-    from bertlite.embed.embedder import Embedder
+    from bertlite.jobs.embedder import Embedder
     from bertlite.tokenization import load_tokenizer
 
     t1 = time.perf_counter()

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from bench.common import add_model_and_json_arguments, default_model_path, environment, read_corpus, write_json
-from bertlite.embed.embedder import Embedder
+from bertlite.jobs.embedder import Embedder
 from bertlite.quant import int8 as quantization
 from bertlite.quant import kernels
 

@@ -51,16 +51,16 @@ _LAZY = {
     "BertTokenizerFast": "bertlite.tokenization",
     "CheckpointError": "bertlite.errors",
     "CheckpointNotFoundError": "bertlite.errors",
-    "CrossEncoder": "bertlite.embed.cross_encoder",
+    "CrossEncoder": "bertlite.jobs.cross_encoder",
     "DownloadError": "bertlite.errors",
-    "Embedder": "bertlite.embed.embedder",
+    "Embedder": "bertlite.jobs.embedder",
     "InputError": "bertlite.errors",
-    "MultiVectorEncoder": "bertlite.embed.multi_vector",
+    "MultiVectorEncoder": "bertlite.jobs.multi_vector",
     "Int8PrecisionWarning": "bertlite.errors",
     "NotCachedError": "bertlite.errors",
     "PackedLayout": "bertlite.layers.packing",
     "SlowDtypeWarning": "bertlite.errors",
-    "SparseEncoder": "bertlite.embed.sparse_encoder",
+    "SparseEncoder": "bertlite.jobs.sparse_encoder",
     "quantize_int8": "bertlite.quant.int8",
     "remap_state_dict": "bertlite.checkpoint.remap",
 }
@@ -69,10 +69,6 @@ __all__ = ["BertConfig", "__version__", *_LAZY]
 
 if TYPE_CHECKING:
     from bertlite.checkpoint.remap import remap_state_dict
-    from bertlite.embed.cross_encoder import CrossEncoder
-    from bertlite.embed.embedder import Embedder
-    from bertlite.embed.multi_vector import MultiVectorEncoder
-    from bertlite.embed.sparse_encoder import SparseEncoder
     from bertlite.errors import (
         AttentionUnavailableError,
         CheckpointError,
@@ -83,6 +79,10 @@ if TYPE_CHECKING:
         NotCachedError,
         SlowDtypeWarning,
     )
+    from bertlite.jobs.cross_encoder import CrossEncoder
+    from bertlite.jobs.embedder import Embedder
+    from bertlite.jobs.multi_vector import MultiVectorEncoder
+    from bertlite.jobs.sparse_encoder import SparseEncoder
     from bertlite.layers.packing import PackedLayout
     from bertlite.models.auto import (
         AutoConfig,

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from bertlite import BertConfig, BertModel
-from bertlite.embed.embedder import Embedder
+from bertlite.jobs.embedder import Embedder
 from bertlite.serve.app import Limits, create_app
 from bertlite.serve.server import ConnectionLimits, bind, make_server
 from tests.helpers import TINY

@@ -25,7 +25,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 # The `X as X` names are re-exported: they lived here before the package was split into its parts, and
-# users, tests and bertlite.embed.multi_vector (iter_tensors) import them from bertlite.checkpoint.load.
+# users, tests and bertlite.jobs.multi_vector (iter_tensors) import them from bertlite.checkpoint.load.
 from bertlite.checkpoint.files import SAFE_WEIGHTS_INDEX_NAME as SAFE_WEIGHTS_INDEX_NAME
 from bertlite.checkpoint.files import SAFE_WEIGHTS_NAME as SAFE_WEIGHTS_NAME
 from bertlite.checkpoint.files import WEIGHTS_CANDIDATES as WEIGHTS_CANDIDATES

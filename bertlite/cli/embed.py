@@ -19,11 +19,11 @@ from bertlite.cli.writing import (
     resume_rows,
     write_output,
 )
-from bertlite.embed.st_config import DEFAULT_POOLING, POOLING_MODES
+from bertlite.jobs.st_config import DEFAULT_POOLING, POOLING_MODES
 
 if TYPE_CHECKING:  # the embedder imports torch, which --help and argument errors never need
-    from bertlite.embed.embedder import Embedder
-    from bertlite.embed.io import VectorWriter
+    from bertlite.files.writers import VectorWriter
+    from bertlite.jobs.embedder import Embedder
 
 EMBED_HELP = """\
 Embed every text of a file with a BERT checkpoint: one vector per input row.
@@ -179,8 +179,8 @@ def _add_prompt_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertlite.embed.io import expand_inputs
     from bertlite.errors import InputError
+    from bertlite.files.readers import expand_inputs
 
     def fail(message: str) -> int:
         print(f"bertlite embed: error: {message}", file=sys.stderr)
@@ -214,8 +214,9 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
     import itertools
     import time
 
-    from bertlite.embed.io import check_output_path, iter_texts, require_pyarrow
     from bertlite.errors import InputError
+    from bertlite.files.readers import iter_texts
+    from bertlite.files.writers import check_output_path, require_pyarrow
 
     try:
         # Everything that can be refused is refused here, before the model loads or a row is embedded.
@@ -317,10 +318,10 @@ def _prompt_flags(args: argparse.Namespace) -> list[tuple[str, object]]:
 
 
 def _embed_ray(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
-    # bertlite.embed.ray imports ray only inside its functions: a missing Ray
+    # bertlite.files.ray imports ray only inside its functions: a missing Ray
     # shows as RayNotInstalledError here, with the install hint.
-    from bertlite.embed.ray import embed_dataset
     from bertlite.errors import InputError, RayNotInstalledError
+    from bertlite.files.ray import embed_dataset
 
     if args.device not in (None, "cpu"):
         return fail("--device applies to the single engine; Ray replicas run on CPU")
@@ -371,7 +372,7 @@ def _embed_ray(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
 
 
 def _load_embedder(args: argparse.Namespace) -> Embedder:
-    from bertlite.embed.embedder import Embedder
+    from bertlite.jobs.embedder import Embedder
 
     build_int8_kernel_for_input(args)
     with one_line_dtype_warnings("bertlite embed"):

@@ -55,8 +55,8 @@ def task_for(args: argparse.Namespace) -> str:
             not take (see check_options).
         ValueError, OSError: what reading the checkpoint's metadata raises.
     """
-    from bertlite.embed.kinds import detect_kind
     from bertlite.errors import InputError
+    from bertlite.jobs.kinds import detect_kind
 
     task = args.task
     if task == "auto":
@@ -97,7 +97,7 @@ def ray_refusal(args: argparse.Namespace) -> str | None:
     """
     task = args.task
     if task == "auto":
-        from bertlite.embed.kinds import detect_kind
+        from bertlite.jobs.kinds import detect_kind
 
         task = detect_kind(args.model)
     if task != "embedding":
@@ -161,7 +161,7 @@ class _Stats:
 
 def _load(args: argparse.Namespace, task: str) -> Any:
     from bertlite.cli.args import build_int8_kernel_for_input, one_line_dtype_warnings
-    from bertlite.embed.kinds import load_job
+    from bertlite.jobs.kinds import load_job
 
     options: dict[str, Any] = {"truncate_dim": args.truncate_dim} if task == "multi-vector" else {}
     build_int8_kernel_for_input(args)
@@ -208,7 +208,7 @@ def _write_rows(
     import numpy as np
 
     from bertlite.cli.writing import NonFinite, Terminated, resume_rows
-    from bertlite.embed.base import progress_bar, with_prompt
+    from bertlite.jobs.base import progress_bar, with_prompt
 
     digest, rows = resume_rows(args, rows, writer)
     start = writer.written

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from bertlite.cli.args import add_command, add_model_placement, one_line_dtype_warnings
 
 if TYPE_CHECKING:  # the cross-encoder imports torch, which --help and argument errors never need
-    from bertlite.embed.cross_encoder import CrossEncoder
+    from bertlite.jobs.cross_encoder import CrossEncoder
 
 RERANK_HELP = """\
 Score (query, text) pairs with a cross-encoder (reranker or classifier) checkpoint.
@@ -85,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _rerank(args: argparse.Namespace) -> int:
     from bertlite.cli.writing import Terminated
-    from bertlite.embed.io import VectorWriter, check_output_path
     from bertlite.errors import InputError
+    from bertlite.files.writers import VectorWriter, check_output_path
 
     def fail(message: str) -> int:
         print(f"bertlite rerank: error: {message}", file=sys.stderr)
@@ -143,8 +143,8 @@ def _pairs(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
     Raises:
         InputError: pairs that cannot come from this input (a .txt or stdin without --query).
     """
-    from bertlite.embed.io import input_format, iter_texts
     from bertlite.errors import InputError
+    from bertlite.files.readers import input_format, iter_texts
 
     fmt = input_format(args.input, args.input_format)
     if args.query is not None:
@@ -162,7 +162,7 @@ def _pairs(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
 
 
 def _load(args: argparse.Namespace) -> CrossEncoder:
-    from bertlite.embed.cross_encoder import CrossEncoder
+    from bertlite.jobs.cross_encoder import CrossEncoder
 
     with one_line_dtype_warnings("bertlite rerank"):
         return CrossEncoder.from_pretrained(
@@ -178,7 +178,7 @@ def _score(model: CrossEncoder, pairs: Iterator[tuple[str, str]], args: argparse
     """One record per pair, in input order, scored CHUNK_PAIRS at a time."""
     import numpy as np
 
-    from bertlite.embed.base import EncodeStats
+    from bertlite.jobs.base import EncodeStats
 
     labels = model.config.id2label or {}
     total, row = EncodeStats(), 0

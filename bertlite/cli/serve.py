@@ -47,7 +47,7 @@ Needs the serve extra: pip install 'bertlite[serve]'.
 
 exit status: 0 stopped by SIGTERM, 2 usage or load error, 130 interrupted."""
 
-KIND_NAMES = ("embedding", "cross-encoder", "sparse", "multi-vector")  # bertlite.embed.kinds.KINDS, not imported
+KIND_NAMES = ("embedding", "cross-encoder", "sparse", "multi-vector")  # bertlite.jobs.kinds.KINDS, not imported
 INSTALL_HINT = "bertlite serve needs starlette, uvicorn and prometheus_client: pip install 'bertlite[serve]'"
 
 
@@ -195,7 +195,7 @@ def load_embedder(args: argparse.Namespace) -> Any:
     Raises:
         ValueError: --truncate-dim for a kind without it, or what the job's from_pretrained raises.
     """
-    from bertlite.embed.kinds import detect_kind, load_job
+    from bertlite.jobs.kinds import detect_kind, load_job
 
     kind = detect_kind(args.model) if args.task == "auto" else args.task
     options: dict[str, Any] = {"device": args.device, "dtype": args.dtype, "pack_weights": args.pack_weights}

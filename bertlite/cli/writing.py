@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bertlite.embed.io import VectorWriter
-    from bertlite.embed.partial import InputDigest
+    from bertlite.files.partial import InputDigest
+    from bertlite.files.writers import VectorWriter
 
 
 def write_output(
@@ -43,7 +43,7 @@ def write_output(
     """
     import errno
 
-    from bertlite.embed.io import VectorWriter
+    from bertlite.files.writers import VectorWriter
 
     writer: VectorWriter | None = None
     try:
@@ -90,7 +90,7 @@ def resume_rows(
     """
     import itertools
 
-    from bertlite.embed.partial import InputDigest
+    from bertlite.files.partial import InputDigest
 
     digest, resumed = InputDigest(), writer.written
     if resumed:
@@ -108,7 +108,7 @@ def resume_rows(
 def input_job(args: argparse.Namespace) -> dict[str, object]:
     """The settings of a run's input that its rows depend on (JSON values): a resumed run must have the
     same (with the settings of what makes the rows, which each command adds)."""
-    from bertlite.embed.io import input_format
+    from bertlite.files.readers import input_format
 
     return {
         "model": os.path.abspath(args.model) if os.path.isdir(args.model) else args.model,

@@ -81,7 +81,7 @@ def create_app(
 
     Args:
         load: builds the job (an Embedder, CrossEncoder, SparseEncoder or MultiVectorEncoder: see
-            bertlite.embed.kinds.load_job), in the worker thread once the app starts (lifespan); until
+            bertlite.jobs.kinds.load_job), in the worker thread once the app starts (lifespan); until
             it is done, /health and the model's routes answer 503.
         limits: the server's limits; None: Limits()'s defaults. limits.max_input_length, when given,
             becomes that job's max_length (it may not exceed the model's max_position_embeddings).

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 from tokenizers import Encoding
 
-from bertlite.embed.io import SURROGATE
-from bertlite.embed.kinds import kind_of
+from bertlite.jobs.kinds import kind_of
 from bertlite.serve.batching import Batcher
 from bertlite.serve.schemas import RequestError
+from bertlite.utils.text import SURROGATE
 
 # The routes of each model type (a cross-encoder of one label is a reranker, of more a classifier).
 ROUTES = {

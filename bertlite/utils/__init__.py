@@ -1,1 +1,1 @@
-"""Helpers with no model in them: CPU capabilities, dtype names, user warnings."""
+"""Helpers with no model in them: CPU capabilities, dtype names, user warnings, text."""

@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 
 import bertlite.cli.embed
-import bertlite.embed.base
-import bertlite.embed.embedder
+import bertlite.jobs.base
+import bertlite.jobs.embedder
 from bertlite.cli import main
-from bertlite.embed.embedder import Embedder
+from bertlite.jobs.embedder import Embedder
 from bertlite.models.bert import BertPreTrainedModel
 from tests.helpers import DAMAGED_TOKENIZERS, ROOT, damaged_tokenizer_folder, hide_modules
 
@@ -370,8 +370,8 @@ def test_invalid_utf8_names_the_line_unless_replaced(
 
 
 def test_read_texts_api_strict_and_replace(tmp_path: Path) -> None:
-    from bertlite.embed.io import read_texts
     from bertlite.errors import InputError
+    from bertlite.files.readers import read_texts
 
     path = tmp_path / "in.jsonl"
     path.write_bytes(b'{"text": "ok"}\n{"text": "caf\xe9"}\n')  # Latin-1 e-acute: not UTF-8
@@ -404,7 +404,7 @@ def test_full_disk_exits_1_and_leaves_nothing(
     # The writer's temp file is a symlink to /dev/full, where every write fails with ENOSPC: a full disk,
     # for real writes. Unlinking the symlink never touches /dev/full; the guard below makes sure nothing
     # else does either (a chmod or rename that followed the link would change the device itself).
-    import bertlite.embed.io
+    import bertlite.files.writers
 
     def full_mkstemp(dir: str, prefix: str, suffix: str) -> tuple[int, str]:
         path = Path(dir, f"{prefix}full{suffix}")
@@ -418,7 +418,7 @@ def test_full_disk_exits_1_and_leaves_nothing(
 
         return call
 
-    monkeypatch.setattr(bertlite.embed.io.tempfile, "mkstemp", full_mkstemp)
+    monkeypatch.setattr(bertlite.files.writers.tempfile, "mkstemp", full_mkstemp)
     monkeypatch.setattr(os, "chmod", guarded(os.chmod))
     monkeypatch.setattr(os, "replace", guarded(os.replace))
     (tmp_path / "in.txt").write_text("one\ntwo\nthree\n")
@@ -508,13 +508,13 @@ def test_pack_weights_flag_reaches_the_model_and_keeps_the_vectors(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     seen: list[bool] = []
-    original = bertlite.embed.base.optimize
+    original = bertlite.jobs.base.optimize
 
     def recording(model: BertPreTrainedModel, pack_weights: bool = True) -> BertPreTrainedModel:
         seen.append(pack_weights)
         return original(model, pack_weights=pack_weights)
 
-    monkeypatch.setattr(bertlite.embed.base, "optimize", recording)
+    monkeypatch.setattr(bertlite.jobs.base, "optimize", recording)
     out = tmp_path / "out.npy"
     args = make_input("txt", tmp_path, texts, monkeypatch)
     code, err = run([str(real_model_path), *args, "-o", str(out), "--dtype", "float32", *flags], capsys)
@@ -596,13 +596,13 @@ def test_parquet_without_pyarrow_gives_install_hint(
 
 
 def test_writer_that_fails_to_open_leaves_no_temp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bertlite.embed.io
-    from bertlite.embed.io import VectorWriter
+    import bertlite.files.writers
+    from bertlite.files.writers import VectorWriter
 
     def no_space(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(bertlite.embed.io, "open", no_space, raising=False)
+    monkeypatch.setattr(bertlite.files.writers, "open", no_space, raising=False)
     with pytest.raises(OSError, match="No space left"):
         VectorWriter(str(tmp_path / "out.npy"), 10, 4)
     assert list(tmp_path.iterdir()) == []

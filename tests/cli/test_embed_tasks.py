@@ -18,9 +18,9 @@ from sentence_transformers import SentenceTransformer
 from sentence_transformers import SparseEncoder as STSparseEncoder
 
 import bertlite.cli.embed_tasks
-import bertlite.embed.partial
+import bertlite.files.partial
 from bertlite.cli import main
-from bertlite.embed.kinds import load_job
+from bertlite.jobs.kinds import load_job
 from tests.helpers import COLBERT_OPTIONS, colbert_folder, cross_encoder_folder, masked_lm_folder, splade_folder
 from tests.serve_helpers import one_torch_thread  # noqa: F401 (an autouse fixture)
 
@@ -146,7 +146,7 @@ def test_resume_continues_a_sparse_run_after_its_saved_chunks(
     assert "the 4 rows made so far are kept for a later --resume" in err
     assert not out.exists()
     # The kept rows belong to this process; a later run sees them as a dead run's, as after a crash.
-    monkeypatch.setattr(bertlite.embed.partial, "_alive", lambda pid: False)
+    monkeypatch.setattr(bertlite.files.partial, "_alive", lambda pid: False)
     source.write_text("".join(t + "\n" for t in texts))
     code, err = run(argv, capsys)
     assert code == 0, err

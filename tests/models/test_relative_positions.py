@@ -14,7 +14,7 @@ import transformers
 from safetensors.torch import save_file
 
 import bertlite
-from bertlite.embed.embedder import Embedder
+from bertlite.jobs.embedder import Embedder
 from bertlite.models.bert import supports_packed
 from bertlite.tokenization import load_tokenizer
 from tests.helpers import TINY, random_batch

@@ -5,7 +5,7 @@ import re
 import pytest
 import torch
 
-from bertlite.embed.embedder import Embedder
+from bertlite.jobs.embedder import Embedder
 from bertlite.tokenization import load_tokenizer
 from tests.helpers import make_hf_model, to_bertlite
 

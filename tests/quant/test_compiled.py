@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch._dynamo.utils import counters
 
-from bertlite.embed.embedder import Embedder
+from bertlite.jobs.embedder import Embedder
 from bertlite.quant import compiled as compiled_quant
 from bertlite.quant import int8 as quantization
 from bertlite.quant.int8 import Int8Linear, quantize_int8, quantize_rows

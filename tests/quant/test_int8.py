@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertlite.cli import main
-from bertlite.embed.embedder import Embedder
+from bertlite.jobs.embedder import Embedder
 from bertlite.quant import int8 as quantization
 from bertlite.quant import kernels, rows
 from bertlite.quant.int8 import (

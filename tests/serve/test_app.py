@@ -16,8 +16,8 @@ import pytest
 from sentence_transformers import SentenceTransformer
 from tokenizers import Tokenizer
 
-from bertlite.embed.embedder import Embedder
 from bertlite.errors import SlowDtypeWarning
+from bertlite.jobs.embedder import Embedder
 from bertlite.serve.app import MAX_BODY_BYTES, Limits, create_app
 from tests.serve_helpers import (
     one_torch_thread,  # noqa: F401 (an autouse fixture)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertlite.embed.embedder import Embedder
+from bertlite.jobs.embedder import Embedder
 from bertlite.serve.batching import HEALTH_TEXTS, Batcher, _one_forward
 from bertlite.serve.metrics import Metrics
 from tests.serve_helpers import tiny_model_folder

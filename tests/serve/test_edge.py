@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from tokenizers import Encoding
 
-from bertlite.embed.embedder import Embedder
+from bertlite.jobs.embedder import Embedder
 from bertlite.serve.app import Limits
 from bertlite.serve.server import ConnectionLimits
 from tests.helpers import ROOT

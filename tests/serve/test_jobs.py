@@ -14,11 +14,11 @@ import numpy as np
 import openai
 import pytest
 
-from bertlite.embed.cross_encoder import CrossEncoder
-from bertlite.embed.embedder import Embedder
-from bertlite.embed.kinds import detect_kind, kind_of, load_job
-from bertlite.embed.multi_vector import MultiVectorEncoder
-from bertlite.embed.sparse_encoder import SparseEncoder
+from bertlite.jobs.cross_encoder import CrossEncoder
+from bertlite.jobs.embedder import Embedder
+from bertlite.jobs.kinds import detect_kind, kind_of, load_job
+from bertlite.jobs.multi_vector import MultiVectorEncoder
+from bertlite.jobs.sparse_encoder import SparseEncoder
 from bertlite.serve.app import Limits
 from tests.helpers import colbert_folder, cross_encoder_folder, masked_lm_folder, splade_folder
 from tests.serve_helpers import (

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from tokenizers import Encoding
 
-from bertlite.embed.embedder import Embedder
+from bertlite.jobs.embedder import Embedder
 from bertlite.serve.app import Limits
 from tests.serve_helpers import (
     one_torch_thread,  # noqa: F401 (an autouse fixture)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from bertlite.cli import main
-from bertlite.embed.embedder import Embedder
+from bertlite.jobs.embedder import Embedder
 from tests.helpers import ROOT, damaged_tokenizer_folder, hide_modules, modules_after_embed
 from tests.serve_helpers import (
     lines,
@@ -36,7 +36,7 @@ SERVE_STACK = ("starlette", "uvicorn", "prometheus_client", "fastapi")
 HELD_SERVER = textwrap.dedent(
     """
     import sys
-    from bertlite.embed.embedder import Embedder
+    from bertlite.jobs.embedder import Embedder
 
     encode_tokenized = Embedder.encode_tokenized
 

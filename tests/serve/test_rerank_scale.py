@@ -20,7 +20,7 @@ import httpx
 import pytest
 from tokenizers import Tokenizer
 
-from bertlite.embed.cross_encoder import CrossEncoder
+from bertlite.jobs.cross_encoder import CrossEncoder
 from bertlite.serve.app import Limits
 from tests.helpers import ROOT, cross_encoder_folder
 from tests.serve_helpers import (

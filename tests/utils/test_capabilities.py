@@ -14,11 +14,11 @@ import tokenizers
 import torch
 
 from bertlite.cli import main
-from bertlite.embed.cross_encoder import CrossEncoder
-from bertlite.embed.embedder import Embedder
-from bertlite.embed.multi_vector import MultiVectorEncoder
-from bertlite.embed.sparse_encoder import SparseEncoder
 from bertlite.errors import SlowDtypeWarning
+from bertlite.jobs.cross_encoder import CrossEncoder
+from bertlite.jobs.embedder import Embedder
+from bertlite.jobs.multi_vector import MultiVectorEncoder
+from bertlite.jobs.sparse_encoder import SparseEncoder
 from bertlite.quant import int8 as quantization
 from bertlite.quant import kernels
 from bertlite.utils import auto_dtype, capabilities, measured

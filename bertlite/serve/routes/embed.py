@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 from tokenizers import Encoding
 
-from bertlite.embed.io import SURROGATE
 from bertlite.serve.endpoint import Handler, floats
 from bertlite.serve.schemas import EmbedRequest, RequestError, parse_openai, parse_tei, parse_tei_tokens
 from bertlite.serve.service import Service
+from bertlite.utils.text import SURROGATE
 
 
 async def openai_embeddings(service: Service, req: EmbedRequest) -> dict:

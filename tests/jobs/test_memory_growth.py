@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertlite.embed.embedder import shape_tokens
+from bertlite.jobs.embedder import shape_tokens
 from tests.helpers import run_fresh_without_isa_caps
 
 
@@ -20,7 +20,7 @@ def test_shape_grid_has_few_sizes_and_at_most_an_eighth_more() -> None:
 
 @pytest.mark.slow
 def test_forwards_run_on_the_grid_with_the_same_vectors(real_model_path: Path) -> None:
-    from bertlite.embed.embedder import Embedder
+    from bertlite.jobs.embedder import Embedder
 
     embedder = Embedder.from_pretrained(real_model_path, dtype="float32")
     rows: list[int] = []
@@ -40,7 +40,7 @@ def test_forwards_run_on_the_grid_with_the_same_vectors(real_model_path: Path) -
 _GROWTH_SCRIPT = """
 import random, sys
 import torch
-from bertlite.embed.embedder import Embedder, shape_tokens
+from bertlite.jobs.embedder import Embedder, shape_tokens
 
 def rss():
     with open("/proc/self/status") as f:

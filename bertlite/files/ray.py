@@ -1,7 +1,7 @@
 """`bertlite embed --engine ray`: embed many files on Ray Data, one Embedder per actor.
 
 Pipeline: one item per (file, part) -> a task reads the file, parses it with
-bertlite.embed.io.parse_texts (the function the single-process `bertlite embed`
+bertlite.files.readers.parse_texts (the function the single-process `bertlite embed`
 uses), numbers its rows and keeps its part's slice -> map_batches on an actor
 pool, each actor holding one Embedder -> write_parquet (columns source, line,
 embedding, and text with keep_text).
@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bertlite.embed.io import expand_inputs, input_format, parse_texts
 from bertlite.errors import InputError, RayNotInstalledError
+from bertlite.files.readers import expand_inputs, input_format, parse_texts
 
 RAY_INSTALL_HINT = "--engine ray needs Ray Data: pip install 'bertlite[ray]' (or 'ray[data]>=2.40')"
 # Texts per map_batches call. Each call is one Embedder.encode, which sorts its texts
@@ -167,7 +167,7 @@ class EmbedBatch:
         """
         import torch
 
-        from bertlite.embed.embedder import Embedder
+        from bertlite.jobs.embedder import Embedder
 
         # Ray reserves `threads` CPUs for this actor; more torch threads than that
         # would fight the other replicas on the node for the same cores.
@@ -223,7 +223,7 @@ def embed_dataset(
     """Embed every row of the input files with Ray actors into parquet files under `output_dir`.
 
     Output columns: source (the input file's absolute path), line (0-based row of that file as
-    bertlite.embed.io.read_texts counts it), embedding (fixed-size list of float32), and text when
+    bertlite.files.readers.read_texts counts it), embedding (fixed-size list of float32), and text when
     keep_text. Row order across files is not kept; join on (source, line).
 
     Args:
@@ -234,7 +234,7 @@ def embed_dataset(
             exist or be empty; it appears only when the job is complete.
         field: the JSON field or CSV/TSV column holding the text.
         input_format: one of INPUT_FORMATS; None: from each file's suffix.
-        errors: "strict" or "replace", as in bertlite.embed.io.read_texts.
+        errors: "strict" or "replace", as in bertlite.files.readers.read_texts.
         batch_size: rows per Ray batch (one Embedder.encode call, retried whole if its replica dies).
         num_replicas: Ray actors, each with its own Embedder.
         threads_per_replica: CPUs Ray reserves per actor, and its torch threads.

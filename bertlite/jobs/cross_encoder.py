@@ -18,7 +18,7 @@ from tokenizers import Encoding, Tokenizer
 from torch import Tensor, nn
 
 from bertlite.config import BertConfig
-from bertlite.embed.base import (
+from bertlite.jobs.base import (
     BaseEncoder,
     EncodeStats,
     LoadOptions,
@@ -27,8 +27,8 @@ from bertlite.embed.base import (
     progress_bar,
     with_prompt,
 )
-from bertlite.embed.pairs import PairIds, QueryPairs
-from bertlite.embed.st_config import read_cross_encoder_settings
+from bertlite.jobs.pairs import PairIds, QueryPairs
+from bertlite.jobs.st_config import read_cross_encoder_settings
 from bertlite.models.heads import BertForSequenceClassification
 from bertlite.utils.warn import warn_user
 

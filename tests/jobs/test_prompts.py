@@ -11,7 +11,7 @@ import pytest
 from sentence_transformers import SentenceTransformer
 
 from bertlite.cli import main
-from bertlite.embed.embedder import Embedder, read_sentence_transformers_prompts
+from bertlite.jobs.embedder import Embedder, read_sentence_transformers_prompts
 from tests.serve_helpers import (
     one_torch_thread,  # noqa: F401 (an autouse fixture)
     prompts_folder,

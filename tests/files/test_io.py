@@ -1,4 +1,4 @@
-"""bertlite.embed.io: rows read one at a time, the vector writer, and the output path checks."""
+"""bertlite.files.readers and .writers: rows read one at a time, the vector writer, and the output path checks."""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-import bertlite.embed.io
-from bertlite.embed import partial as partial_module
-from bertlite.embed.io import VectorWriter, check_output_path, iter_texts, parse_texts, read_texts
-from bertlite.embed.partial import InputDigest
+import bertlite.files.readers
 from bertlite.errors import InputError
+from bertlite.files import partial as partial_module
+from bertlite.files.partial import InputDigest
+from bertlite.files.readers import iter_texts, parse_texts, read_texts
+from bertlite.files.writers import VectorWriter, check_output_path
 from tests.helpers import ROOT
 
 # A BOM, CRLF line ends, an empty row, a quoted field over two lines, and no newline at the end.
@@ -103,7 +104,7 @@ def test_line_ends_cut_by_the_read_block_give_the_same_lines(block: int, monkeyp
     data = b'text\r\n"a\r\nb"\r\rc\n\r\n\rlast'
     lines = ["text", '"a', 'b"', "", "c", "", "", "last"]
     rows = ["a\r\nb", "c", "last"]  # csv skips blank lines; a quoted field keeps its line ends
-    monkeypatch.setattr(bertlite.embed.io, "READ_BLOCK", block)
+    monkeypatch.setattr(bertlite.files.readers, "READ_BLOCK", block)
     assert parse_texts(data, "in.txt", "txt") == lines
     assert parse_texts(data, "in.csv", "csv") == rows
 
@@ -200,8 +201,8 @@ def test_output_with_a_trailing_slash_is_refused(tmp_path: Path) -> None:
 _KILLED_WRITER = """
 import os, signal, sys
 import numpy as np
-from bertlite.embed.io import VectorWriter
-from bertlite.embed.partial import InputDigest
+from bertlite.files.writers import VectorWriter
+from bertlite.files.partial import InputDigest
 writer = VectorWriter(sys.argv[1], None, 3, job={"model": "m"})
 digest = InputDigest()
 for row in range(3):

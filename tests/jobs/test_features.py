@@ -9,8 +9,8 @@ import torch
 import transformers
 
 import bertlite
-import bertlite.embed.embedder
-from bertlite.embed.embedder import POOLING_MODES, Embedder
+import bertlite.jobs.embedder
+from bertlite.jobs.embedder import POOLING_MODES, Embedder
 from bertlite.layers.onednn import is_optimized
 from bertlite.tokenization import load_tokenizer
 
@@ -220,7 +220,7 @@ def test_max_tokens_budget_and_long_texts(embedder, corpus_texts, monkeypatch):
     assert embedder.last_stats.truncated == 1
     with pytest.raises(ValueError, match=r"text 0 \(0-based\) is longer than max_length=256"):
         embedder.encode([long_text], on_long="error")
-    monkeypatch.setattr(bertlite.embed.embedder, "CHUNK_TEXTS", 2)  # the index counts from the input, not the chunk
+    monkeypatch.setattr(bertlite.jobs.embedder, "CHUNK_TEXTS", 2)  # the index counts from the input, not the chunk
     with pytest.raises(ValueError, match=r"text 4 \(0-based\)"):
         embedder.encode(["a", "b", "c", "d", long_text], on_long="error")
 
@@ -318,7 +318,7 @@ def test_bad_max_seq_length_in_metadata_is_refused_by_name(real_model_path, tmp_
 
 def test_null_max_seq_length_means_the_model_maximum(real_model_path, tmp_path):
     folder = _metadata_folder(real_model_path, tmp_path / "st", sentence_bert_config={"max_seq_length": None})
-    assert bertlite.embed.embedder.read_sentence_transformers_settings(folder).max_length is None
+    assert bertlite.jobs.embedder.read_sentence_transformers_settings(folder).max_length is None
 
 
 def test_modules_json_that_is_not_a_list(real_model_path, tmp_path):
@@ -408,7 +408,7 @@ def test_numpy_integers_are_counts_too(tiny):
 def test_encode_chunks_streams_an_endless_iterator(tiny, monkeypatch):
     import itertools
 
-    monkeypatch.setattr(bertlite.embed.embedder, "CHUNK_TEXTS", 3)
+    monkeypatch.setattr(bertlite.jobs.embedder, "CHUNK_TEXTS", 3)
     endless = (f"text number {i}" for i in itertools.count())
     chunks = tiny.encode_chunks(endless, show_progress_bar=False)
     first_row, vectors = next(chunks)

@@ -1,7 +1,7 @@
 """Text to vectors: tokenizer, length-sorted batching, pooling. `Embedder.encode`.
 
 A sentence-transformers folder's settings (pooling, normalization, max length, prompts)
-come from bertlite.embed.st_config, so the vectors are those SentenceTransformer(...).encode
+come from bertlite.jobs.st_config, so the vectors are those SentenceTransformer(...).encode
 gives, without importing it or transformers.
 """
 
@@ -17,7 +17,7 @@ import torch
 from tokenizers import Encoding, Tokenizer
 from torch import Tensor
 
-from bertlite.embed.base import (
+from bertlite.jobs.base import (
     CHUNK_TEXTS,
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_TOKENS,
@@ -31,7 +31,7 @@ from bertlite.embed.base import (
     shape_tokens,
     with_prompt,
 )
-from bertlite.embed.st_config import (
+from bertlite.jobs.st_config import (
     DEFAULT_NORMALIZE,
     DEFAULT_POOLING,
     POOLING_MODES,

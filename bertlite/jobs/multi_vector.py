@@ -19,7 +19,8 @@ from torch import Tensor, nn
 
 from bertlite.checkpoint.hub import resolve_file
 from bertlite.checkpoint.load import iter_tensors
-from bertlite.embed.base import (
+from bertlite.errors import CheckpointError
+from bertlite.jobs.base import (
     BaseEncoder,
     EncodeStats,
     LoadOptions,
@@ -27,13 +28,12 @@ from bertlite.embed.base import (
     check_text,
     progress_bar,
 )
-from bertlite.embed.long_texts import TextCutter
-from bertlite.embed.multi_vector_config import (
+from bertlite.jobs.long_texts import TextCutter
+from bertlite.jobs.multi_vector_config import (
     SIMILARITY_FN_NAMES,
     DenseSettings,
     read_multi_vector_settings,
 )
-from bertlite.errors import CheckpointError
 from bertlite.models.bert import BertModel
 
 __all__ = ["MultiVectorEncoder", "Dense", "Normalize", "maxsim", "maxsim_pairwise"]

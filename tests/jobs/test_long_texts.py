@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, normalizers
 
-from bertlite.embed.long_texts import MIN_PIECE_CHARS, TextCutter
+from bertlite.jobs.long_texts import MIN_PIECE_CHARS, TextCutter
 from bertlite.tokenization import load_tokenizer
 from tests.helpers import run_fresh_without_isa_caps
 
@@ -119,7 +119,7 @@ def test_cut_pairs_give_the_whole_pairs_ids(real_model_path: Path, max_length: i
 
 @pytest.mark.slow
 def test_embedder_tokenizes_cut_texts_and_pairs_as_whole_ones(real_model_path: Path) -> None:
-    from bertlite.embed.embedder import Embedder
+    from bertlite.jobs.embedder import Embedder
 
     embedder = Embedder.from_pretrained(real_model_path, max_length=33)
     long_text = "many words, " * 400
@@ -145,7 +145,7 @@ def test_other_pipelines_are_read_whole(real_model_path: Path) -> None:
 # growth of its peak RSS (VmHWM, reset after loading) in MiB.
 _PEAK_SCRIPT = """
 import sys
-from bertlite.embed.embedder import Embedder
+from bertlite.jobs.embedder import Embedder
 
 def status(key):
     with open("/proc/self/status") as f:

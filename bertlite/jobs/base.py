@@ -19,14 +19,14 @@ from tokenizers import Encoding, Tokenizer
 from torch import Tensor, nn
 
 from bertlite.config import BertConfig
-from bertlite.embed.io import SURROGATE
-from bertlite.embed.long_texts import TextCutter
+from bertlite.jobs.long_texts import TextCutter
 from bertlite.layers.onednn import optimize
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.bert import BertModel
 from bertlite.quant.int8 import check_quantize, is_quantized, quantize_int8
 from bertlite.tokenization import load_tokenizer
 from bertlite.utils.capabilities import resolve_dtype
+from bertlite.utils.text import SURROGATE
 
 # Default batching of the unpadded path: a budget of batch size x longest text,
 # measured best here for fp32 and bf16 (small enough that activations stay in

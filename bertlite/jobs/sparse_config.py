@@ -12,8 +12,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from bertlite.embed.st_config import read_max_length, read_model_json, read_sentence_transformers_prompts
 from bertlite.errors import CheckpointError
+from bertlite.jobs.st_config import read_max_length, read_model_json, read_sentence_transformers_prompts
 
 SPLADE_POOLING = ("max", "sum")
 SPLADE_ACTIVATIONS = ("relu", "log1p_relu")

@@ -10,14 +10,14 @@ import importlib
 import os
 from typing import Any
 
-from bertlite.embed.st_config import read_model_json
+from bertlite.jobs.st_config import read_model_json
 
 # kind -> (module, class) of the job class that runs it; imported on use (each pulls in its own head).
 KINDS = {
-    "embedding": ("bertlite.embed.embedder", "Embedder"),
-    "cross-encoder": ("bertlite.embed.cross_encoder", "CrossEncoder"),
-    "sparse": ("bertlite.embed.sparse_encoder", "SparseEncoder"),
-    "multi-vector": ("bertlite.embed.multi_vector", "MultiVectorEncoder"),
+    "embedding": ("bertlite.jobs.embedder", "Embedder"),
+    "cross-encoder": ("bertlite.jobs.cross_encoder", "CrossEncoder"),
+    "sparse": ("bertlite.jobs.sparse_encoder", "SparseEncoder"),
+    "multi-vector": ("bertlite.jobs.multi_vector", "MultiVectorEncoder"),
 }
 # sentence-transformers 6's config_sentence_transformers.json "model_type" -> kind.
 _ST_MODEL_TYPES = {

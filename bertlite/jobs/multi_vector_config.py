@@ -14,7 +14,7 @@ from typing import Any
 
 from bertlite.checkpoint.hub import resolve_file
 from bertlite.config import read_json_object
-from bertlite.embed.st_config import read_max_length, read_model_json, read_sentence_transformers_prompts
+from bertlite.jobs.st_config import read_max_length, read_model_json, read_sentence_transformers_prompts
 
 # Activations a Dense config may name (sentence-transformers stores the class path); None: no activation.
 DENSE_ACTIVATIONS = {

@@ -1,4 +1,4 @@
-"""bertlite.embed.st_config: sentence-transformers folder metadata, read without torch."""
+"""bertlite.jobs.st_config: sentence-transformers folder metadata, read without torch."""
 
 import json
 import subprocess
@@ -7,13 +7,13 @@ import sys
 import numpy as np
 import pytest
 
-from bertlite.embed.st_config import read_sentence_transformers_settings
+from bertlite.jobs.st_config import read_sentence_transformers_settings
 
 
 def test_reads_the_metadata_without_importing_torch(real_model_path):
     code = (
         "import sys\n"
-        "from bertlite.embed.st_config import read_sentence_transformers_prompts, read_sentence_transformers_settings\n"
+        "from bertlite.jobs.st_config import read_sentence_transformers_prompts, read_sentence_transformers_settings\n"
         "s = read_sentence_transformers_settings(sys.argv[1])\n"
         "print(s.pooling, s.normalize, s.max_length, read_sentence_transformers_prompts(sys.argv[1]))\n"
         "heavy = ('torch', 'transformers', 'sentence_transformers')\n"
@@ -51,7 +51,7 @@ def test_pooling_modes_by_name_give_sentence_transformers_vectors(pooling, real_
     # sentence-transformers 6 writes pooling_mode as a name or a list; a list used to be read as plain mean.
     from sentence_transformers import SentenceTransformer
 
-    from bertlite.embed.embedder import Embedder
+    from bertlite.jobs.embedder import Embedder
 
     folder = _with_pooling(real_model_path, tmp_path / "model", pooling)
     texts = [t[:160] for t in corpus_texts[:6]]
@@ -64,7 +64,7 @@ def test_pooling_modes_by_name_give_sentence_transformers_vectors(pooling, real_
 
 
 def test_unsupported_pooling_names_and_prompt_exclusion_are_refused(real_model_path, tmp_path):
-    from bertlite.embed.embedder import Embedder
+    from bertlite.jobs.embedder import Embedder
 
     folder = _with_pooling(real_model_path, tmp_path / "weighted", {"pooling_mode": ["mean", "weightedmean"]})
     with pytest.raises(ValueError, match="pooling='weightedmean' is not one of"):
@@ -84,7 +84,7 @@ def test_a_folder_saved_by_sentence_transformers_6_keeps_its_max_length(real_mod
     # sentence_bert_config.json: read only there, long texts were cut at 512 tokens instead of 40.
     from sentence_transformers import SentenceTransformer
 
-    from bertlite.embed.embedder import Embedder
+    from bertlite.jobs.embedder import Embedder
 
     st = SentenceTransformer(str(real_model_path), device="cpu")
     st.max_seq_length = 40

@@ -1,4 +1,4 @@
-"""`bertlite embed --engine ray` (bertlite.embed.ray): same vectors as the single engine,
+"""`bertlite embed --engine ray` (bertlite.files.ray): same vectors as the single engine,
 every row once, a killed replica survived, and no Ray needed unless asked for."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from bertlite.cli import main
-from bertlite.embed import ray as distributed
-from bertlite.embed.embedder import Embedder
-from bertlite.embed.io import read_texts
+from bertlite.files import ray as distributed
+from bertlite.files.readers import read_texts
+from bertlite.jobs.embedder import Embedder
 from tests.helpers import DATA, hide_modules, modules_after_embed
 
 pytestmark = pytest.mark.slow  # a local Ray cluster in the test process
@@ -251,7 +251,7 @@ def test_ray_engine_without_ray_exits_2_with_install_hint(
 
 
 def test_default_engine_and_import_never_import_ray(real_model_path: Path, tmp_path: Path) -> None:
-    assert modules_after_embed(real_model_path, tmp_path, "bertlite, bertlite.embed.ray", ("ray",)) == []
+    assert modules_after_embed(real_model_path, tmp_path, "bertlite, bertlite.files.ray", ("ray",)) == []
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,8 @@ from tokenizers import Encoding, Tokenizer
 from torch import Tensor
 
 from bertlite.config import BertConfig
-from bertlite.embed.base import (
+from bertlite.errors import CheckpointError
+from bertlite.jobs.base import (
     CHUNK_TEXTS,
     BaseEncoder,
     EncodeStats,
@@ -28,7 +29,7 @@ from bertlite.embed.base import (
     progress_bar,
     with_prompt,
 )
-from bertlite.embed.sparse_config import (
+from bertlite.jobs.sparse_config import (
     EMBEDDER_HINT,
     SIMILARITY_FUNCTIONS,
     SPLADE_ACTIVATIONS,
@@ -36,7 +37,6 @@ from bertlite.embed.sparse_config import (
     check_max_active_dims,
     read_splade_settings,
 )
-from bertlite.errors import CheckpointError
 from bertlite.layers.onednn import fast_linear
 from bertlite.models.heads import BertForMaskedLM
 from bertlite.utils.warn import warn_user

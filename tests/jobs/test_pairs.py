@@ -1,4 +1,4 @@
-"""Pairs of one query built from each side's ids (bertlite.embed.pairs): the ids, type ids and
+"""Pairs of one query built from each side's ids (bertlite.jobs.pairs): the ids, type ids and
 truncation flag the `tokenizers` library gives each pair tokenized whole, on adversarial pairs
 (empty, unicode, added tokens, a long run without a word boundary, texts longer than the cutter's
 piece, both sides long), for every truncation strategy, both directions, odd and even budgets, and
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, processors
 
-from bertlite.embed.cross_encoder import CrossEncoder
-from bertlite.embed.long_texts import TextCutter
-from bertlite.embed.pairs import QueryPairs, kept_lengths
+from bertlite.jobs.cross_encoder import CrossEncoder
+from bertlite.jobs.long_texts import TextCutter
+from bertlite.jobs.pairs import QueryPairs, kept_lengths
 from tests.helpers import cross_encoder_folder
 
 WORDS = ["word", "naïve", "café", "日本語", "✓", "e\u0301", "🙂", "[MASK]", ",", "  ", "\n", "x" * 150, "Ünïcödé"]

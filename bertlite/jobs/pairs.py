@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from tokenizers import Tokenizer
 
-from bertlite.embed.long_texts import TextCutter
+from bertlite.jobs.long_texts import TextCutter
 
 TRUNCATION_STRATEGIES = ("longest_first", "only_first", "only_second")
 
