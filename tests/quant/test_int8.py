@@ -348,6 +348,10 @@ EIGHT_BIT_BARS = Bars(0.995, 0.999, 0.995, 0.998)
 SEVEN_BIT_BARS = Bars(0.995, 0.998, 0.993, 0.995)  # a 7-bit grid warns (Int8PrecisionWarning)
 
 
+def bars_of(grid: quantization.Int8Grid) -> Bars:
+    return SEVEN_BIT_BARS if grid.reduced else EIGHT_BIT_BARS
+
+
 @pytest.fixture(scope="module")
 def texts(corpus_texts: list[str]) -> list[str]:
     return corpus_texts[:500] + TINY_TEXTS
@@ -387,7 +391,7 @@ def test_every_grid_meets_its_bars_through_the_exact_reference(
         quantize_int8(embedder.model, embedder.tokenizer, kernel="dequantize")
     assert {m.grid for m in embedder.model.modules() if isinstance(m, Int8Linear)} == {grid}
     vectors = embedder.encode(texts, max_tokens=8192)
-    assert_meets_bars(vectors, fp32_vectors, SEVEN_BIT_BARS if grid.reduced else EIGHT_BIT_BARS)
+    assert_meets_bars(vectors, fp32_vectors, bars_of(grid))
     kept = [m.outlier_channels for m in embedder.model.modules() if isinstance(m, Int8Linear)]
     assert 0 < sum(len(c) for c in kept if c is not None) <= 12  # a few float32 channels, not a float32 layer
 
@@ -419,7 +423,7 @@ def test_the_kernel_auto_picks_gives_its_grids_reference_vectors(
     assert float((vectors * expected).sum(axis=1).min()) > 0.998  # wrong integers (a saturated sum) fall far below
     got, reference_cosine = (vectors * fp32_vectors).sum(axis=1), (expected * fp32_vectors).sum(axis=1)
     assert abs(float(got.mean() - reference_cosine.mean())) < 2e-4
-    assert_meets_bars(vectors, fp32_vectors, SEVEN_BIT_BARS if grid.reduced else EIGHT_BIT_BARS)
+    assert_meets_bars(vectors, fp32_vectors, bars_of(grid))
 
 
 @pytest.mark.slow
@@ -429,7 +433,7 @@ def test_the_fallback_kernel_on_padded_batches_meets_the_bars(
     embedder = Embedder.from_pretrained(real_model_path, dtype="float32", unpad=False)
     quantize_int8(embedder.model, embedder.tokenizer, kernel="dequantize")  # this CPU's own grid for it
     grid = quantization.int8_grid("dequantize")
-    assert_meets_bars(embedder.encode(texts), fp32_vectors, SEVEN_BIT_BARS if grid.reduced else EIGHT_BIT_BARS)
+    assert_meets_bars(embedder.encode(texts), fp32_vectors, bars_of(grid))
 
 
 @pytest.mark.slow
