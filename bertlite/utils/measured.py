@@ -78,8 +78,7 @@ class Choice:
 
     def ratios(self) -> list[float]:
         """Per round, how many times faster the challenger ran than the default."""
-        seconds = self.rounds.seconds
-        return [d / c for d, c in zip(seconds[self.default], seconds[self.challenger], strict=True)]
+        return _ratios(self.rounds, self.default, self.challenger)
 
     def spread(self) -> dict[str, float]:
         """The rounds that counted and were dropped, and the per-round ratios' min, median and max."""
@@ -110,6 +109,10 @@ class Choice:
         return f"{ran}: {self.default}, not kept: {self.why} (try {self.tries} of {TRIES})"
 
 
+def _ratios(rounds: Rounds, default: str, challenger: str) -> list[float]:
+    return [d / c for d, c in zip(rounds.seconds[default], rounds.seconds[challenger], strict=True)]
+
+
 def judge(rounds: Rounds, default: str, challenger: str, cached: bool = False, tries: int = 0) -> Choice:
     """Apply the rule to timed rounds: the challenger wins only in every round, and only agreeing rounds decide.
 
@@ -124,7 +127,7 @@ def judge(rounds: Rounds, default: str, challenger: str, cached: bool = False, t
         The Choice.
     """
     rounds = Rounds({name: list(rounds.seconds[name]) for name in (default, challenger)}, rounds.busy)
-    ratios = [d / c for d, c in zip(rounds.seconds[default], rounds.seconds[challenger], strict=True)]
+    ratios = _ratios(rounds, default, challenger)
     wins = bool(ratios) and min(ratios) >= FASTER_BY
     if len(ratios) < ROUNDS:
         why = f"{len(ratios)} of {ROUNDS} rounds counted in the time allowed"
