@@ -368,6 +368,34 @@ class BertPreTrainedModel(PreTrainedModel):
             module.bias.zero_()
 
 
+def _check_layout_kwargs(
+    packed: bool,
+    attention_mask: Tensor | None,
+    position_ids: Tensor | None,
+    inputs_embeds: Tensor | None,
+    first_token_of: Tensor | None,
+) -> None:
+    """Refuse the keywords of BertModel.forward that the other layout takes.
+
+    Args:
+        packed: whether the batch is packed (lengths= or layout= given).
+        attention_mask, position_ids, inputs_embeds: padded only; a packed batch's layout says them.
+        first_token_of: packed only.
+
+    Raises:
+        ValueError: naming the keyword that does not go with this layout.
+    """
+    if not packed:
+        if first_token_of is not None:
+            raise ValueError("first_token_of takes a packed batch (lengths= or layout=)")
+        return
+    for name, value in (("attention_mask", attention_mask), ("position_ids", position_ids)):
+        if value is not None:
+            raise ValueError(f"{name} is not taken with a packed batch: the layout (lengths=) says it")
+    if inputs_embeds is not None:
+        raise ValueError("a packed batch takes input_ids (total_tokens,), not inputs_embeds")
+
+
 class BertModel(BertPreTrainedModel):
     """The BERT encoder: embeddings, the layers and an optional pooler, with transformers' keys."""
 
@@ -441,16 +469,13 @@ class BertModel(BertPreTrainedModel):
 
         Args:
             input_ids: (B, T) token ids; packed: (N,).
-            attention_mask: (B, T), 1 for real tokens, 0 for padding; None: nothing masked. Not with a
-                packed batch.
+            attention_mask: (B, T), 1 for real tokens, 0 for padding; None: nothing masked. Not packed.
             token_type_ids: (B, T), or (N,) packed; None: all 0.
             position_ids: (B, T); None: 0..T-1. Not with a packed batch.
             inputs_embeds: (B, T, H) instead of input_ids (padded only).
             output_attentions: also return each layer's attention probabilities; None: the config's.
-            output_hidden_states: also return the embedding output and each layer's output; None: the
-                config's.
-            return_dict: return a BaseModelOutputWithPooling; False: a tuple of its non-None fields;
-                None: the config's.
+            output_hidden_states: also return the embedding output and each layer's; None: the config's.
+            return_dict: return a BaseModelOutputWithPooling; False: a tuple of its non-None fields; None: the config's.
             use_cache: ignored by an encoder; True is refused for a decoder (no KV cache).
             lengths: (B,) lengths of a packed batch.
             layout: a PackedLayout of a packed batch, instead of lengths.
@@ -468,33 +493,32 @@ class BertModel(BertPreTrainedModel):
             real token; pooler_output (B, H).
 
         Raises:
-            ValueError: inputs of the wrong shape or out of range, or a keyword a packed batch does
-                not take.
+            ValueError: inputs of the wrong shape or out of range, or a keyword a packed batch does not take.
             TypeError: an unknown keyword.
-            NotImplementedError: use_cache=True for a decoder, or a keyword accepted only as None given
-                a value.
+            NotImplementedError: use_cache=True for a decoder, or a keyword accepted only as None given a value.
         """
+        self._check_unsupported_kwargs(use_cache, kwargs)
+        packed = lengths is not None or layout is not None
+        _check_layout_kwargs(packed, attention_mask, position_ids, inputs_embeds, first_token_of)
+        flags = self._output_flags(output_attentions, output_hidden_states)
+        if packed:
+            out = self._forward_packed(input_ids, token_type_ids, lengths, layout, *flags, first_token_of)
+        else:
+            out = self._forward_padded(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, *flags)
+        return out if (self.config.return_dict if return_dict is None else return_dict) else out.to_tuple()
+
+    def _check_unsupported_kwargs(self, use_cache: bool | None, kwargs: dict[str, Any]) -> None:
+        """Refuse what transformers' forward takes and an encoder cannot run: see forward's Raises."""
         check_forward_kwargs(type(self).__name__, kwargs)
         if use_cache and self.config.is_decoder:
             raise NotImplementedError("use_cache=True (a KV cache for generation) is not supported by bertlite")
+
+    def _output_flags(self, output_attentions: bool | None, output_hidden_states: bool | None) -> tuple[bool, bool]:
+        """(output_attentions, output_hidden_states), each None replaced by the config's value."""
         cfg = self.config
         output_attentions = cfg.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
-        if lengths is not None or layout is not None:
-            for name, value in (("attention_mask", attention_mask), ("position_ids", position_ids)):
-                if value is not None:
-                    raise ValueError(f"{name} is not taken with a packed batch: the layout (lengths=) says it")
-            if inputs_embeds is not None:
-                raise ValueError("a packed batch takes input_ids (total_tokens,), not inputs_embeds")
-            out = self._forward_packed(
-                input_ids, token_type_ids, lengths, layout, output_attentions, output_hidden_states, first_token_of
-            )
-        elif first_token_of is not None:
-            raise ValueError("first_token_of takes a packed batch (lengths= or layout=)")
-        else:
-            inputs = (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-            out = self._forward_padded(*inputs, output_attentions, output_hidden_states)
-        return out if (cfg.return_dict if return_dict is None else return_dict) else out.to_tuple()
+        return output_attentions, output_hidden_states
 
     def _forward_padded(
         self,
