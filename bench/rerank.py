@@ -101,7 +101,7 @@ def bench_rerank(
         per_query: passages per query, for the ranking check.
         rounds: timed rounds (after one warm-up call each on 64 pairs).
         pause_s: seconds idle before each timed run.
-        int8: time bertlite with quantize="int8" too.
+        int8: time bertlite with dtype="int8" too.
 
     Returns:
         Per library its seconds per round, median, pairs/s and GFLOP/s; per bertlite run its per-round
@@ -119,7 +119,7 @@ def bench_rerank(
         "bertlite": lambda p: ours.predict(p),
     }
     if int8:
-        quantized = CrossEncoder.from_pretrained(folder, quantize="int8")
+        quantized = CrossEncoder.from_pretrained(folder, dtype="int8")
         runners["bertlite_int8"] = lambda p: quantized.predict(p)
     for run in runners.values():
         run(pairs[:64])

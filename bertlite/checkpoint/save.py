@@ -191,7 +191,7 @@ def _check_save_arguments(model: BertPreTrainedModel, push_to_hub: bool, hub_kwa
     if any(getattr(module, "is_quantized", False) for module in model.modules()):
         raise ValueError(
             "save_pretrained: this model is int8-quantized, which bertlite does not save; save the float32 model "
-            "and quantize at load (Embedder.from_pretrained(..., quantize='int8'))"
+            "and quantize at load (Embedder.from_pretrained(..., dtype='int8'))"
         )
     unknown = sorted(set(hub_kwargs) - set(PUSH_KWARGS))
     if unknown:

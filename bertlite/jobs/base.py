@@ -7,10 +7,11 @@ token budget and the unpadded forward are here, once.
 
 from __future__ import annotations
 
+import itertools
 import operator
-import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -18,14 +19,11 @@ import torch
 from tokenizers import Encoding, Tokenizer
 from torch import Tensor, nn
 
-from bertlite.config import BertConfig
 from bertlite.jobs.long_texts import TextCutter
-from bertlite.layers.onednn import optimize
+from bertlite.jobs.prepare import ready
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.bert import BertModel
-from bertlite.quant.int8 import check_quantize, is_quantized, quantize_int8
-from bertlite.tokenization import load_tokenizer
-from bertlite.utils.capabilities import resolve_dtype
+from bertlite.quant.int8 import is_quantized
 from bertlite.utils.text import SURROGATE
 
 # Default batching of the unpadded path: a budget of batch size x longest text,
@@ -38,6 +36,11 @@ MAX_BATCH_SIZE = 256
 # padding, small enough that memory stays flat however long the input (a chunk's
 # encodings, overflow included, are the largest thing a long encode holds).
 CHUNK_TEXTS = 2048
+# On a GPU: a forward's token budget (activations of a few hundred MB even for BERT-large at this size) and
+# texts per chunk large enough that a chunk is several such forwards, so the host's per-chunk work (sorting,
+# waiting for the results) is a small share; the next chunk is tokenized while this one runs.
+GPU_MAX_TOKENS = 65536
+GPU_CHUNK_TEXTS = 8192
 
 Text = str | tuple[str, str]
 M = TypeVar("M", bound=nn.Module)
@@ -71,8 +74,8 @@ class BaseEncoder:
     ) -> None:
         """Wrap a loaded model and tokenizer.
 
-        The model is put in eval mode and optimized for inference in place
-        (bertlite.layers.onednn.optimize) unless its attn_implementation is "eager", the reference.
+        The model is readied for inference in place (bertlite.jobs.prepare.ready: eval mode, its
+        device's fast modules) unless its attn_implementation is "eager", the reference.
 
         Args:
             model: a BertModel, or a head whose base model is `model.bert`.
@@ -81,12 +84,10 @@ class BaseEncoder:
             max_length: tokens per text, longer ones truncated; None: the model's
                 max_position_embeddings, and a larger value is clamped to it.
             unpad: run packed batches, real tokens only; False: padded batches, as transformers runs them.
-            pack_weights: optimize's pack_weights.
+            pack_weights: ready's pack_weights.
         """
-        self.model = model.eval()
+        self.model = ready(model, pack_weights=pack_weights)
         self.bert: BertModel = model if isinstance(model, BertModel) else model.bert
-        if self.bert.attn_implementation != "eager":
-            optimize(model, pack_weights=pack_weights)
         self.unpad = unpad
         # A copy of its own: truncation is set on the tokenizer (once, not per call, so threads can share
         # this encoder), and the caller's tokenizer, or another encoder's, must keep its own settings.
@@ -222,9 +223,82 @@ class BaseEncoder:
         """batch_size and max_tokens, checked, with the defaults filled in."""
         check_count("batch_size", batch_size)
         check_count("max_tokens", max_tokens)
+        on_gpu = self.device.type == "cuda"
         if batch_size is None and max_tokens is None:
+            if on_gpu:
+                return GPU_CHUNK_TEXTS, GPU_MAX_TOKENS
             return (MAX_BATCH_SIZE, DEFAULT_MAX_TOKENS) if self.unpad else (DEFAULT_BATCH_SIZE, None)
-        return batch_size or MAX_BATCH_SIZE, max_tokens
+        return batch_size or (GPU_CHUNK_TEXTS if on_gpu else MAX_BATCH_SIZE), max_tokens
+
+    @property
+    def chunk_texts(self) -> int:
+        """Texts tokenized and sorted together (CHUNK_TEXTS; GPU_CHUNK_TEXTS on a GPU)."""
+        return GPU_CHUNK_TEXTS if self.device.type == "cuda" else CHUNK_TEXTS
+
+    def tokenized_chunks(
+        self, texts: Iterator[Text], prefix: str, on_long: str, first_row: int = 0
+    ) -> Iterator[tuple[int, int, list[Encoding]]]:
+        """Read and tokenize `texts` a chunk at a time; on a GPU the next chunk is read and tokenized in a
+        thread while the caller runs this one (tokenizers releases the GIL), so the GPU does not wait for it.
+
+        Args:
+            texts: an iterator of texts, read chunk_texts at a time.
+            prefix: the prompt put before each text.
+            on_long: as in tokenize().
+            first_row: the row number of the first text, for error messages.
+
+        Yields:
+            (start, count, encodings): the chunk's first row number, its text count, tokenize()'s output.
+
+        Raises:
+            ValueError: as tokenize(), for the chunk it is yielding, in order.
+        """
+
+        def take(start: int) -> tuple[int, int, list[Encoding]]:
+            chunk = list(itertools.islice(texts, self.chunk_texts))
+            return start, len(chunk), self.tokenize(with_prompt(chunk, prefix), on_long, first_index=start)
+
+        if self.device.type != "cuda":
+            start = first_row
+            while (item := take(start))[1]:
+                yield item
+                start += item[1]
+            return
+        with ThreadPoolExecutor(1) as pool:
+            future = pool.submit(take, first_row)
+            while (item := future.result())[1]:
+                future = pool.submit(take, item[0] + item[1])
+                yield item
+
+    def run_to_host(
+        self,
+        encodings: list[Encoding],
+        batch_size: int,
+        max_tokens: int | None,
+        stats: EncodeStats,
+        on_batch: Callable[[int], Any] | None = None,
+    ) -> list[tuple[list[int], Tensor]]:
+        """_run_sorted for batches whose result is one tensor, gathered on the host.
+
+        On a GPU every batch is launched before any result is waited for: each result is copied to pinned
+        host memory as it is queued, and the host waits once, at the end, so it never holds the GPU up
+        between batches.
+
+        Args:
+            encodings, batch_size, max_tokens, stats: as in _run_sorted.
+            on_batch: called with each batch's text count as it is queued (a progress bar's update).
+
+        Returns:
+            (rows, result) per batch, the results on the CPU.
+        """
+        results = []
+        for rows, result in self._run_sorted(encodings, batch_size, max_tokens, stats):
+            results.append((rows, result.to("cpu", non_blocking=True)))
+            if on_batch is not None:
+                on_batch(len(rows))
+        if self.device.type == "cuda":
+            torch.cuda.current_stream(self.device).synchronize()
+        return results
 
     def _run_sorted(
         self,
@@ -288,17 +362,21 @@ class BaseEncoder:
         """
         lengths = [len(e.ids) for e in encodings]
         total = sum(lengths)
-        filler = shape_tokens(total) - total
+        # The grid of shapes is for oneDNN's per-shape caches on the CPU; a GPU's GEMMs need no filler.
+        on_grid = device.type == "cpu"
+        filler = shape_tokens(total) - total if on_grid else 0
         widest = max(lengths)
         fill = [widest] * (filler // widest) + ([filler % widest] if filler % widest else [])
-        ids = torch.tensor([i for e in encodings for i in e.ids] + [self.pad_id] * filler, device=device)
-        types = torch.tensor([t for e in encodings for t in e.type_ids] + [0] * filler, device=device)
-        layout = PackedLayout.from_lengths(torch.tensor(lengths + fill, device=device), self.dtype)
+        # Built on the host, then copied once (from pinned memory, without waiting, on a GPU).
+        ids = to_device(torch.tensor([i for e in encodings for i in e.ids] + [self.pad_id] * filler), device)
+        types = to_device(torch.tensor([t for e in encodings for t in e.type_ids] + [0] * filler), device)
+        layout = PackedLayout.from_lengths(torch.tensor(lengths + fill), self.dtype, device=device)
         first_token_of = None
         if first_tokens_only:
             # Repeats of the first text fill the rows up to the grid, so the last layer's GEMMs meet few shapes.
-            first_token_of = torch.arange(shape_tokens(len(lengths)), device=device)
-            first_token_of[len(lengths) :] = 0
+            first_token_of = torch.zeros(shape_tokens(len(lengths)) if on_grid else len(lengths), dtype=torch.long)
+            first_token_of[: len(lengths)] = torch.arange(len(lengths))
+            first_token_of = to_device(first_token_of, device)
         out = self.bert(
             input_ids=ids, token_type_ids=types, layout=layout, first_token_of=first_token_of, return_dict=True
         )
@@ -329,6 +407,14 @@ class BaseEncoder:
             "token_type_ids": types.to(device),
             "attention_mask": mask.to(device),
         }
+
+
+def to_device(tensor: Tensor, device: torch.device) -> Tensor:
+    """A host tensor on `device`: on CUDA copied from pinned memory without waiting, so the host goes on
+    to the next batch while the GPU runs this one."""
+    if device.type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
 
 
 def shape_tokens(tokens: int) -> int:
@@ -363,118 +449,6 @@ def sorted_batches(
         batch.append(i)
     if batch:
         yield batch
-
-
-@dataclass
-class LoadOptions:
-    """A job's from_pretrained options for its model, checked (LoadOptions.check), and the load they ask for (load).
-
-    The sequence every job shares: check quantize and device; then, once the job has read what it
-    needs of the folder, resolve the dtype, load the model and the tokenizer, and quantize to int8.
-    """
-
-    dtype: torch.dtype | str | None  # as the job was given it; "int8" asks for int8 too
-    int8: bool
-    device: torch.device | None
-    allow_nonfinite: bool
-    hub_kwargs: dict[str, Any]
-
-    @classmethod
-    def check(
-        cls,
-        quantize: str | None,
-        dtype: torch.dtype | str | None,
-        device: torch.device | str | None,
-        allow_nonfinite: bool,
-        hub_kwargs: dict[str, Any],
-    ) -> LoadOptions:
-        """A job's from_pretrained arguments of the same names, checked.
-
-        Raises:
-            ValueError: an unknown quantize, quantize="int8" with a dtype other than float32 or "auto"
-                (check_quantize), a device this machine cannot use (check_device).
-        """
-        return cls(dtype, check_quantize(quantize, dtype), check_device(device), allow_nonfinite, hub_kwargs)
-
-    def load(
-        self,
-        loader: Callable[..., M],
-        name_or_path: str | os.PathLike,
-        config: BertConfig | None = None,
-        **model_kwargs: Any,
-    ) -> tuple[M, Tokenizer]:
-        """The model, loaded in the resolved dtype on the device, and its tokenizer; int8 quantizes it.
-
-        Call it from the job's from_pretrained itself: resolve_dtype's SlowDtypeWarning counts the
-        frames up to that method's caller.
-
-        Args:
-            loader: the model class's from_pretrained, or a function with its keywords that also checks the
-                loaded model (and returns it alone).
-            name_or_path: a local checkpoint folder or a hub id.
-            config: the checkpoint's config, when the job has read it; None: read here when "auto" on CPU
-                times the model's own sizes, else by `loader`. Either way `loader` is given it: config.json is
-                read once.
-            **model_kwargs: the model's constructor arguments (add_pooling_layer).
-
-        Returns:
-            (model, tokenizer); int8 loads float32, then bertlite.quant.int8.quantize_int8 swaps the
-            Linears, calibrated with the tokenizer.
-
-        Raises:
-            ValueError: an unknown dtype.
-            CheckpointError: config.json or the weights missing, corrupt or not fitting (from `loader`).
-            FileNotFoundError: no tokenizer files (load_tokenizer).
-        """
-        sizes = None
-        if self.dtype == "auto" and not self.int8 and (self.device is None or self.device.type == "cpu"):
-            if config is None:  # read as `loader` would (config.json's keys absorb model_kwargs), then given to it
-                config, model_kwargs = BertConfig.from_pretrained(
-                    name_or_path, return_unused_kwargs=True, **self.hub_kwargs, **model_kwargs
-                )
-            sizes = (config.hidden_size, config.intermediate_size)
-        dtype = resolve_dtype(None if self.int8 else self.dtype, self.device, sizes)
-        model = loader(
-            name_or_path,
-            config=config,
-            dtype=dtype,
-            device=self.device,
-            allow_nonfinite=self.allow_nonfinite,
-            **model_kwargs,
-            **self.hub_kwargs,
-        )
-        tokenizer = load_tokenizer(name_or_path, **self.hub_kwargs)
-        if self.int8:
-            quantize_int8(model, tokenizer)
-        return model, tokenizer
-
-
-def check_device(device: torch.device | str | None) -> torch.device | None:
-    """Check that this machine can use a device.
-
-    Args:
-        device: a torch.device or its name; None passes through.
-
-    Returns:
-        `device` as a torch.device, or None.
-
-    Raises:
-        ValueError: `device` is not a torch device, or this machine cannot use it.
-    """
-    if device is None:
-        return None
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError) as e:
-        raise ValueError(f"device={device!r} is not a torch device (e.g. cpu, cuda, cuda:1, mps)") from e
-    try:
-        torch.empty(0, device=resolved)
-    except (AssertionError, RuntimeError, NotImplementedError) as e:
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        if len(reason) > 100:
-            reason = f"this torch build has no {resolved.type} backend"
-        raise ValueError(f"device={device!r} is not available on this machine ({reason}); use cpu") from e
-    return resolved
 
 
 def with_prompt(texts: Sequence[Text], prompt: str) -> Sequence[Text]:

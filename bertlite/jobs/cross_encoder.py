@@ -21,13 +21,13 @@ from bertlite.config import BertConfig
 from bertlite.jobs.base import (
     BaseEncoder,
     EncodeStats,
-    LoadOptions,
     check_count,
     check_text,
     progress_bar,
     with_prompt,
 )
 from bertlite.jobs.pairs import PairIds, QueryPairs
+from bertlite.jobs.prepare import LoadOptions
 from bertlite.jobs.st_config import read_cross_encoder_settings
 from bertlite.models.heads import BertForSequenceClassification
 from bertlite.utils.warn import warn_user

@@ -7,7 +7,6 @@ gives, without importing it or transformers.
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Iterable, Iterator, Sequence, Sized
 from typing import Any
@@ -24,13 +23,12 @@ from bertlite.jobs.base import (
     MAX_BATCH_SIZE,
     BaseEncoder,
     EncodeStats,
-    LoadOptions,
     Text,
-    check_device,
     progress_bar,
     shape_tokens,
     with_prompt,
 )
+from bertlite.jobs.prepare import LoadOptions, check_device
 from bertlite.jobs.st_config import (
     DEFAULT_NORMALIZE,
     DEFAULT_POOLING,
@@ -377,7 +375,7 @@ class Embedder(BaseEncoder):
 
         Args:
             texts: any iterable of strings or (text_a, text_b) pairs, an endless one too: it is read
-                CHUNK_TEXTS at a time, so memory does not grow with its length.
+                chunk_texts at a time, so memory does not grow with its length.
             batch_size, show_progress_bar, max_tokens, on_long, prompt_name, prompt, truncate_dim:
                 as in encode().
             total: the row count for the progress bar, when `texts` has no len(); None: its len(),
@@ -402,18 +400,15 @@ class Embedder(BaseEncoder):
             total = first_row + len(texts)
         stats = self.last_stats = EncodeStats()
         progress = progress_bar(total, show_progress_bar, initial=first_row)
-        rows, start = iter(texts), first_row
         try:
-            while chunk := list(itertools.islice(rows, CHUNK_TEXTS)):
-                encodings = self.tokenize(with_prompt(chunk, prefix), on_long, first_index=start)
-                stats.texts += len(chunk)
-                vectors = torch.empty(len(encodings), self.dimension, dtype=torch.float32)
-                batches = self._run_sorted(encodings, batch_size, max_tokens, stats)
-                for batch_rows, batch_vectors in batches:
+            for start, count, encodings in self.tokenized_chunks(iter(texts), prefix, on_long, first_row):
+                stats.texts += count
+                vectors = torch.empty(count, self.dimension, dtype=torch.float32)
+                for batch_rows, batch_vectors in self.run_to_host(
+                    encodings, batch_size, max_tokens, stats, on_batch=progress.update
+                ):
                     vectors[batch_rows] = batch_vectors
-                    progress.update(len(batch_rows))
                 yield start, vectors[:, :dimension].contiguous()
-                start += len(chunk)
         finally:
             progress.close()
 
@@ -448,7 +443,7 @@ class Embedder(BaseEncoder):
                     tokens[row] = rows_of_text.cpu().numpy()
             return tokens
         vectors = torch.empty(len(encodings), self.dimension, dtype=torch.float32)
-        for rows, batch_vectors in self._run_sorted(list(encodings), batch_size, max_tokens, stats):
+        for rows, batch_vectors in self.run_to_host(list(encodings), batch_size, max_tokens, stats):
             vectors[rows] = batch_vectors
         return vectors.numpy()
 

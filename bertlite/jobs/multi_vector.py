@@ -23,7 +23,6 @@ from bertlite.errors import CheckpointError
 from bertlite.jobs.base import (
     BaseEncoder,
     EncodeStats,
-    LoadOptions,
     check_count,
     check_text,
     progress_bar,
@@ -34,6 +33,7 @@ from bertlite.jobs.multi_vector_config import (
     DenseSettings,
     read_multi_vector_settings,
 )
+from bertlite.jobs.prepare import LoadOptions
 from bertlite.models.bert import BertModel
 
 __all__ = ["MultiVectorEncoder", "Dense", "Normalize", "maxsim", "maxsim_pairwise"]

@@ -24,11 +24,11 @@ from bertlite.jobs.base import (
     CHUNK_TEXTS,
     BaseEncoder,
     EncodeStats,
-    LoadOptions,
     Text,
     progress_bar,
     with_prompt,
 )
+from bertlite.jobs.prepare import LoadOptions
 from bertlite.jobs.sparse_config import (
     EMBEDDER_HINT,
     SIMILARITY_FUNCTIONS,
@@ -37,7 +37,6 @@ from bertlite.jobs.sparse_config import (
     check_max_active_dims,
     read_splade_settings,
 )
-from bertlite.layers.onednn import fast_linear
 from bertlite.models.heads import BertForMaskedLM
 from bertlite.utils.warn import warn_user
 
@@ -101,10 +100,6 @@ class SparseEncoder(BaseEncoder):
             raise ValueError(
                 f"similarity_fn_name={similarity_fn_name!r} must be one of {', '.join(SIMILARITY_FUNCTIONS)}"
             )
-        if self.bert.attn_implementation != "eager":
-            # The vocabulary projection costs as much as the whole encoder: oneDNN's Linear, as the encoder's.
-            predictions = model.cls.predictions
-            predictions.decoder = fast_linear(predictions.decoder, pack_weights)
         self.pooling_strategy = pooling_strategy
         self.activation_function = activation_function
         self.max_active_dims = check_max_active_dims(max_active_dims)

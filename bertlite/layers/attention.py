@@ -8,8 +8,10 @@ of the layout it is given:
   "eager" is its reference (the padded eager on a scattered grid); "sdpa" is one SDPA
   call on the padded grid; "per_sequence" one SDPA call per run of equal lengths, no grid;
   "half_bmm" two batched GEMMs on a head-major grid (bf16/fp16); "nested" torch's jagged
-  tensors; "auto" picks one of these per batch, by its shape and dtype (the fast default
-  that layers.onednn.optimize installs). On a padded batch "auto" is "sdpa".
+  tensors; "varlen" flash attention over the packed rows themselves (CUDA, bf16/fp16: the GPU's
+  packed default, which jobs.prepare installs where it runs); "auto" picks one of the CPU forms
+  per batch, by its shape and dtype (the default that layers.onednn.optimize installs). On a
+  padded batch "auto" and "varlen" are "sdpa".
 Attention is the only step that looks at sequence boundaries.
 """
 
@@ -25,6 +27,11 @@ from torch import Tensor
 
 from bertlite.errors import AttentionUnavailableError
 from bertlite.layers.packing import PackedLayout
+
+try:
+    from torch.nn.attention.varlen import varlen_attn
+except ImportError:  # torch before 2.9
+    varlen_attn = None
 
 # --- padded ----------------------------------------------------------------------
 # position_scores: unscaled (B, nh, T, T) terms added to q.k before scaling
@@ -100,8 +107,13 @@ def sdpa_attention(
     return context.transpose(1, 2).contiguous(), None  # (B, T, nh, hs)
 
 
-# "auto" on a padded batch: SDPA, the fastest padded implementation everywhere.
-PADDED_ATTENTION: dict[str, AttentionFn] = {"eager": eager_attention, "sdpa": sdpa_attention, "auto": sdpa_attention}
+# "auto" and "varlen" on a padded batch: SDPA, the fastest padded implementation everywhere.
+PADDED_ATTENTION: dict[str, AttentionFn] = {
+    "eager": eager_attention,
+    "sdpa": sdpa_attention,
+    "auto": sdpa_attention,
+    "varlen": sdpa_attention,
+}
 
 # --- packed ----------------------------------------------------------------------
 # qkv: (N, 3H), each row query|key|value of one real token; returns the (N, H) context
@@ -331,12 +343,53 @@ def packed_nested_attention(
     return context.transpose(1, 2).values().reshape(-1, hidden), None
 
 
+def packed_varlen_attention(
+    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
+) -> tuple[Tensor, None]:
+    """Flash attention on the packed rows as they are, each sequence found by layout.cu_seqlens: one call,
+    no grid, no padding (torch.nn.attention.varlen, the kernel flash-attention's unpadded BERT runs).
+
+    CUDA with bf16/fp16 only, inference only; jobs.prepare.packed_attention_for checks that it runs on
+    the model's device and dtype before installing it.
+
+    Args:
+        qkv, layout, heads, scaling, dropout_p: as in packed_eager_attention.
+
+    Returns:
+        ((N, H) context, None).
+
+    Raises:
+        ValueError: dropout_p is not 0, or qkv is not a CUDA float16/bfloat16 tensor.
+        AttentionUnavailableError: this torch has no varlen_attn.
+    """
+    if dropout_p:
+        raise ValueError("attn_implementation='varlen' runs inference only (no attention dropout)")
+    if qkv.device.type != "cuda" or qkv.dtype not in (torch.float16, torch.bfloat16):
+        raise ValueError(
+            f"attn_implementation='varlen' runs on CUDA in float16 or bfloat16, got {qkv.device.type} {qkv.dtype}; "
+            "use 'sdpa' or 'auto'"
+        )
+    if varlen_attn is None:
+        raise AttentionUnavailableError(
+            f"attn_implementation='varlen' needs torch >= 2.9 (torch.nn.attention.varlen); this is {torch.__version__}"
+        )
+    n, three_h = qkv.shape
+    head_size = three_h // 3 // heads
+    query, key, value = qkv.view(n, 3, heads, head_size).unbind(1)  # 3 x (N, nh, hs)
+    # BERT's scaling is head_size**-0.5, the kernel's default; scale= is passed only otherwise (older torch lacks it).
+    scale = {} if scaling == head_size**-0.5 else {"scale": scaling}
+    cu_seqlens, width = layout.cu_seqlens, layout.max_length
+    context = varlen_attn(query, key, value, cu_seqlens, cu_seqlens, width, width, **scale)  # (N, nh, hs)
+    return context.reshape(n, heads * head_size), None
+
+
 PACKED_ATTENTION: dict[str, PackedAttentionFn] = {
     "eager": packed_eager_attention,
     "sdpa": packed_sdpa_attention,
     "per_sequence": packed_per_sequence_attention,
     "half_bmm": packed_half_bmm_attention,
     "nested": packed_nested_attention,
+    "varlen": packed_varlen_attention,
     "auto": packed_auto_attention,
 }
 DEFAULT_ATTENTION = "sdpa"

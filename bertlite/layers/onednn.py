@@ -238,7 +238,8 @@ class OneDNNLinear(_KeepsDerived, nn.Linear):
 
 
 class FusedQKV(_KeepsDerived, nn.Module):
-    """query|key|value, (..., 3H), in one GEMM over their weights concatenated.
+    """query|key|value, (..., 3H), in one GEMM over their weights concatenated: oneDNN's on the CPU,
+    F.linear elsewhere (jobs.prepare installs it on a GPU model too).
 
     It holds no Parameters: it reads those of attention.self.query/key/value, which stay where they
     are (so state_dict() keeps transformers' keys), and keeps the concatenation (packed: in oneDNN's
@@ -251,10 +252,12 @@ class FusedQKV(_KeepsDerived, nn.Module):
         self.pack = pack
 
     def forward(self, x: Tensor) -> Tensor:
-        if not _runs_here(x):
+        if torch.is_grad_enabled():  # training runs the Parameters themselves
             return torch.cat([m(x) for m in self.projections], dim=-1)
         weight, bias = derived(self, "_derived_fused", self._sources(), self._fuse)
-        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+        if _runs_here(x):
+            return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+        return F.linear(x, weight, bias)  # a GPU's GEMM, or a dtype oneDNN does not take
 
     def _sources(self) -> list[Tensor]:
         return [t for m in self.projections for t in (m.weight, m.bias)]
@@ -262,7 +265,8 @@ class FusedQKV(_KeepsDerived, nn.Module):
     def _fuse(self) -> tuple[Tensor, Tensor]:
         weight = torch.cat([m.weight.detach() for m in self.projections])
         bias = torch.cat([m.bias.detach() for m in self.projections])
-        return (pack_weight(weight) if self.pack and weight.dtype in PACKED_DTYPES else weight), bias
+        packs = self.pack and weight.dtype in PACKED_DTYPES and weight.device.type == "cpu"
+        return (pack_weight(weight) if packs else weight), bias
 
 
 def optimize(model: nn.Module, pack_weights: bool = True, fuse_activation: bool | None = None) -> nn.Module:

@@ -8,7 +8,7 @@ of the same tokens: `scatter_to_grid` / `gather_from_grid` move between them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
 
 import torch
@@ -27,21 +27,29 @@ class PackedLayout:
     sequence_index: Tensor  # (N,) packed row -> sequence number
     positions: Tensor  # (N,) position of each packed row in its sequence: 0, 1, ...
     padding_index: Tensor  # rows of the (B * T) padded grid that hold no token
+    cu_seqlens: Tensor  # (B + 1,) int32: where each sequence starts, then the total (varlen attention's form)
 
     @classmethod
-    def from_lengths(cls, lengths: Tensor, dtype: torch.dtype = torch.float32) -> PackedLayout:
+    def from_lengths(
+        cls, lengths: Tensor, dtype: torch.dtype = torch.float32, device: torch.device | None = None
+    ) -> PackedLayout:
         """Build the layout of sequences of these lengths, packed one after another.
 
         Args:
             lengths: (B,) real tokens per sequence.
             dtype: the attention bias's dtype (the model's).
+            device: where the layout's tensors go; None: lengths' device. From CPU lengths to a GPU the
+                layout is built on the CPU and copied once, asynchronously: no step waits for the GPU.
 
         Returns:
             The PackedLayout.
         """
+        if device is not None and torch.device(device).type != lengths.device.type:
+            return cls.from_lengths(lengths.cpu(), dtype).to(device)
         lengths = lengths.to(torch.long)
         batch, width = len(lengths), int(lengths.max())
-        starts = torch.cumsum(lengths, 0) - lengths
+        ends = torch.cumsum(lengths, 0)
+        starts = ends - lengths
         sequence_index = torch.repeat_interleave(torch.arange(batch, device=lengths.device), lengths)
         offset_in_sequence = torch.arange(int(lengths.sum()), device=lengths.device) - starts[sequence_index]
         padded_index = sequence_index * width + offset_in_sequence
@@ -51,7 +59,23 @@ class PackedLayout:
         if len(padding_index):
             bias = torch.zeros(batch, 1, 1, width, dtype=dtype, device=lengths.device)
             bias.masked_fill_(~keep[:, None, None, :], torch.finfo(dtype).min)
-        return cls(lengths, starts, width, padded_index, bias, sequence_index, offset_in_sequence, padding_index)
+        cu_seqlens = torch.cat([ends.new_zeros(1), ends]).to(torch.int32)
+        return cls(
+            lengths, starts, width, padded_index, bias, sequence_index, offset_in_sequence, padding_index, cu_seqlens
+        )
+
+    def to(self, device: torch.device | str) -> PackedLayout:
+        """This layout on `device`, copied from pinned memory without waiting (`runs` kept, read on the host)."""
+        pinned = torch.device(device).type == "cuda"
+        moved = {}
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, Tensor):
+                value = (value.pin_memory() if pinned else value).to(device, non_blocking=pinned)
+            moved[field.name] = value
+        layout = type(self)(**moved)
+        layout.__dict__["runs"] = self.runs  # from the host's lengths: no device read later
+        return layout
 
     @classmethod
     def from_mask(cls, attention_mask: Tensor, dtype: torch.dtype = torch.float32) -> PackedLayout:

@@ -53,7 +53,6 @@ __all__ = [
     "Int8Linear",
     "Int8PrecisionWarning",
     "build_compiled_quantization",
-    "check_quantize",
     "describe_int8",
     "int8_grid",
     "int8_kernel_available",
@@ -90,26 +89,6 @@ OUTLIER_LINEARS = ("output.dense",)
 def is_quantized(model: nn.Module) -> bool:
     """Whether `model` holds any Int8Linear."""
     return any(isinstance(m, Int8Linear) for m in model.modules())
-
-
-def check_quantize(quantize: str | None, dtype: object) -> bool:
-    """Check Embedder's int8 options.
-
-    Args:
-        quantize: "int8" or None.
-        dtype: Embedder's dtype argument ("int8" also asks for int8).
-
-    Returns:
-        Whether the options ask for int8.
-
-    Raises:
-        ValueError: an unknown quantize, or quantize="int8" with a dtype other than float32 or "auto".
-    """
-    if quantize not in (None, "int8"):
-        raise ValueError(f"quantize={quantize!r} is not supported (use 'int8' or None)")
-    if quantize == "int8" and dtype not in (None, "auto", "int8", "float32", torch.float32):
-        raise ValueError(f"quantize='int8' quantizes the float32 weights; dtype={dtype!r} cannot go with it")
-    return quantize == "int8" or dtype == "int8"
 
 
 @torch.no_grad()

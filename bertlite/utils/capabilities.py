@@ -211,8 +211,8 @@ def resolve_dtype(
 
     Args:
         dtype: "auto": on CPU bfloat16 where bf16 is native and timed at least 1.1x faster than float32
-            at the model's sizes (bertlite.utils.auto_dtype), else float32; on any other device float32
-            (what Embedder always used). None: float32. A torch dtype or its name ("bfloat16",
+            at the model's sizes (bertlite.utils.auto_dtype), else float32; on CUDA bfloat16 or float16
+            (accelerator_dtype); on any other device float32. None: float32. A torch dtype or its name ("bfloat16",
             "torch.float16"...): as given; bfloat16 or float16 on a CPU without native support runs,
             with a SlowDtypeWarning once per process and dtype.
         device: the device the model will run on; None means CPU.
@@ -231,7 +231,7 @@ def resolve_dtype(
     on_cpu = device is None or torch.device(device).type == "cpu"
     if dtype == "auto":
         if not on_cpu:
-            return torch.float32
+            return accelerator_dtype(torch.device(device))
         from bertlite.utils.auto_dtype import auto_dtype
 
         picked = getattr(torch, auto_dtype(detect(), sizes).dtype)
@@ -241,6 +241,27 @@ def resolve_dtype(
     if on_cpu:
         _warn_if_emulated(resolved)
     return resolved
+
+
+# CUDA compute capability from which bf16 runs on the tensor cores (Ampere); older GPUs have fp16 ones only.
+BF16_CUDA_CAPABILITY = (8, 0)
+
+
+def accelerator_dtype(device: torch.device) -> torch.dtype:
+    """What dtype="auto" runs in on a device other than the CPU.
+
+    Args:
+        device: the device.
+
+    Returns:
+        On CUDA bfloat16 where the GPU computes in it natively (compute capability 8.0 and up), else float16;
+        float32 elsewhere (MPS and others, unmeasured).
+    """
+    import torch
+
+    if device.type != "cuda":
+        return torch.float32
+    return torch.bfloat16 if torch.cuda.get_device_capability(device) >= BF16_CUDA_CAPABILITY else torch.float16
 
 
 def _warn_if_emulated(dtype: torch.dtype) -> None:

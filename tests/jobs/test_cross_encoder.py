@@ -201,7 +201,7 @@ def test_int8_scores_rank_as_float32(folders: dict[str, Path], st_scores: dict[s
     """int8 moves the scores a little. The bar: every score within 30% of the spread of
     sentence-transformers' fp32 scores of its neighbour pairs (seen: 16%), the same best pair, and a
     Spearman rank correlation of at least 0.8 (seen: 1.0)."""
-    ours = CrossEncoder.from_pretrained(folders["identity-activation"], quantize="int8")
+    ours = CrossEncoder.from_pretrained(folders["identity-activation"], dtype="int8")
     assert ours.precision == "int8"
     expected = st_scores["identity-activation"]
     scores = ours.predict(PAIRS)

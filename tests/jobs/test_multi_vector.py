@@ -214,6 +214,6 @@ def test_bfloat16_close_to_float32(spread: tuple[Path, dict], unpad: bool) -> No
 @pytest.mark.filterwarnings("ignore::bertlite.Int8PrecisionWarning")
 @pytest.mark.parametrize("unpad", [True, False], ids=["packed", "padded"])
 def test_int8_close_to_float32_and_ranks_as_float32(spread: tuple[Path, dict], unpad: bool) -> None:
-    ours = MultiVectorEncoder.from_pretrained(spread[0], quantize="int8", unpad=unpad)
+    ours = MultiVectorEncoder.from_pretrained(spread[0], dtype="int8", unpad=unpad)
     assert ours.precision == "int8"
     assert_close_to_float32(ours, spread)

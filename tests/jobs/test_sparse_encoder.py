@@ -168,7 +168,7 @@ def test_decode_similarity_sparsity(pair: tuple[Path, STSparseEncoder]) -> None:
 def test_int8_close_to_float32(pair: tuple[Path, STSparseEncoder]) -> None:
     """int8 (the encoder's Linears; the head stays float32): every vector's cosine with the float32 one >= 0.99."""
     folder, st = pair
-    ours = SparseEncoder.from_pretrained(folder, quantize="int8")
+    ours = SparseEncoder.from_pretrained(folder, dtype="int8")
     assert ours.precision == "int8"
     mine, theirs = ours.encode(TEXTS, convert_to_sparse_tensor=False), st.encode(TEXTS, convert_to_sparse_tensor=False)
     cosine = torch.nn.functional.cosine_similarity(mine, theirs, dim=1)

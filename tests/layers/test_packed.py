@@ -17,9 +17,12 @@ from bertlite.layers.attention import (
 from bertlite.layers.packing import PackedLayout
 from tests.helpers import PARITY_CONFIGS, make_hf_model, packed_inputs, random_batch, real_tokens, to_bertlite
 
+# "varlen" runs on CUDA in half precision only: checked against eager there (tests/jobs/test_prepare.py).
+CPU_PACKED_ATTENTION = sorted(set(PACKED_ATTENTION) - {"varlen"})
+
 
 @pytest.mark.parametrize("name", sorted(PARITY_CONFIGS))
-@pytest.mark.parametrize("attn", sorted(PACKED_ATTENTION))
+@pytest.mark.parametrize("attn", CPU_PACKED_ATTENTION)
 def test_packed_matches_transformers_on_real_tokens(name, attn):
     hf = make_hf_model(attn="eager", **PARITY_CONFIGS[name])
     ours = to_bertlite(hf, attn=attn)

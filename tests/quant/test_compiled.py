@@ -66,7 +66,7 @@ def test_compiled_kernel_gives_the_eager_integers_bit_for_bit(built, rows, depth
 def test_int8_vectors_are_the_same_with_and_without_the_compiled_kernel(
     built, monkeypatch, real_model_path: Path, corpus_texts: list[str]
 ) -> None:
-    compiled = Embedder.from_pretrained(real_model_path, quantize="int8")
+    compiled = Embedder.from_pretrained(real_model_path, dtype="int8")
     eager = Embedder.from_pretrained(real_model_path, dtype="float32")
     quantize_int8(eager.model, eager.tokenizer, compile_quantization=False)
     flags = {
@@ -204,7 +204,7 @@ def test_the_input_quantization_is_chosen_when_the_model_is_built(
 
     monkeypatch.setattr(compiled_quant, "_build", counted_build)
     monkeypatch.setattr(compiled_quant, "BUILD_AFTER_TOKENS", 10)  # a job this long would repay a build
-    eager = Embedder.from_pretrained(real_model_path, quantize="int8")  # nothing built: the eager ops
+    eager = Embedder.from_pretrained(real_model_path, dtype="int8")  # nothing built: the eager ops
     assert {m.compiled for m in eager.model.modules() if isinstance(m, Int8Linear)} == {False}
     before = eager.encode(["a short text"])
     eager.encode(corpus_texts[:60])  # thousands of tokens: the first and the last run the same ops
@@ -212,7 +212,7 @@ def test_the_input_quantization_is_chosen_when_the_model_is_built(
     assert (eager.encode(["a short text"]) == before).all()
 
     assert quantization.build_compiled_quantization() and builds == [1]  # built, then a model quantized
-    compiled = Embedder.from_pretrained(real_model_path, quantize="int8")
+    compiled = Embedder.from_pretrained(real_model_path, dtype="int8")
     linears = sum(isinstance(m, Int8Linear) for m in compiled.model.modules())
     compiled.encode(["a short text"])  # its first token already runs the kernel, every Linear of it
     assert len(calls) == linears

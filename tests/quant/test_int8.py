@@ -319,7 +319,7 @@ def test_quantize_int8_quantizes_the_same_inputs_asymmetric_on_every_grid_and_wa
 
 @pytest.fixture(scope="module")
 def int8_embedder(real_model_path: Path) -> Embedder:
-    return Embedder.from_pretrained(real_model_path, quantize="int8")
+    return Embedder.from_pretrained(real_model_path, dtype="int8")
 
 
 def test_quantize_int8_replaces_every_encoder_linear_and_keeps_no_fp32_copy(int8_embedder: Embedder) -> None:
@@ -445,7 +445,7 @@ def test_cli_dtype_int8_gives_the_api_vectors(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     texts = [t for t in corpus_texts if "\n" not in t][:6]
-    expected = int8_embedder.encode(texts)  # quantize="int8"; the CLI passes dtype="int8"
+    expected = int8_embedder.encode(texts)
     source, out = tmp_path / "in.txt", tmp_path / "out.npy"
     source.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
     code = main(["embed", str(real_model_path), "-i", str(source), "-o", str(out), "--dtype", "int8", "--quiet"])
@@ -503,18 +503,6 @@ def test_quantizing_twice_or_a_bf16_model_is_refused() -> None:
         quantize_int8(model)
     with pytest.raises(ValueError, match="needs a float32 model on the CPU, got torch.bfloat16"):
         quantize_int8(to_bertlite(make_hf_model(attn="sdpa"), attn="sdpa").to(torch.bfloat16))
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"quantize": "int4"}, r"quantize='int4' is not supported \(use 'int8' or None\)"),
-        ({"quantize": "int8", "dtype": "bfloat16"}, r"dtype='bfloat16' cannot go with it"),
-    ],
-)
-def test_bad_embedder_options_are_named(real_model_path: Path, kwargs: dict, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        Embedder.from_pretrained(real_model_path, **kwargs)
 
 
 def test_no_tokens_give_an_empty_output() -> None:

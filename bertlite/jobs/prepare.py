@@ -1,0 +1,243 @@
+"""Readying a model for inference, in one place: its dtype, its device's kernels, int8.
+
+Every job goes through here twice. Its from_pretrained checks the options (LoadOptions.check) and
+loads through LoadOptions.load: the dtype resolved for the device, the model loaded in it, int8 swapped
+in. Its constructor calls `ready`: the device's fast modules installed once, when the job is built,
+so no call chooses a kernel by what came before it. `bertlite serve` and `bertlite embed` also build
+int8's compiled input quantization before loading (bertlite.quant.compiled), for the same reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import torch
+from tokenizers import Tokenizer
+from torch import nn
+
+from bertlite.config import BertConfig
+from bertlite.layers.attention import packed_per_sequence_attention, packed_varlen_attention
+from bertlite.layers.onednn import FusedQKV, fast_linear, optimize
+from bertlite.models.bert import BertModel
+from bertlite.quant.int8 import quantize_int8
+from bertlite.tokenization import load_tokenizer
+from bertlite.utils.capabilities import resolve_dtype
+from bertlite.utils.warn import warn_user
+
+__all__ = ["LoadOptions", "check_device", "check_precision", "packed_attention_for", "ready"]
+
+M = TypeVar("M", bound=nn.Module)
+
+
+def check_precision(dtype: torch.dtype | str | None, quantize: str | None) -> bool:
+    """Check a job's dtype, with the deprecated quantize= spelling of int8.
+
+    Args:
+        dtype: "auto", None, a float dtype or its name, or "int8".
+        quantize: None, or "int8" (deprecated: dtype="int8" is the one spelling; a FutureWarning).
+
+    Returns:
+        Whether the options ask for int8.
+
+    Raises:
+        ValueError: an unknown quantize, or quantize="int8" with a dtype other than float32 or "auto".
+    """
+    if quantize is None:
+        return dtype == "int8"
+    if quantize != "int8":
+        raise ValueError(f"quantize={quantize!r} is not supported; int8 is dtype='int8'")
+    if dtype not in (None, "auto", "int8", "float32", torch.float32):
+        raise ValueError(f"quantize='int8' quantizes the float32 weights; dtype={dtype!r} cannot go with it")
+    warn_user("quantize='int8' is deprecated and will be removed; use dtype='int8'", FutureWarning)
+    return True
+
+
+def check_device(device: torch.device | str | None) -> torch.device | None:
+    """Check that this machine can use a device.
+
+    Args:
+        device: a torch.device or its name; None passes through.
+
+    Returns:
+        `device` as a torch.device, or None.
+
+    Raises:
+        ValueError: `device` is not a torch device, or this machine cannot use it.
+    """
+    if device is None:
+        return None
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"device={device!r} is not a torch device (e.g. cpu, cuda, cuda:1, mps)") from e
+    try:
+        torch.empty(0, device=resolved)
+    except (AssertionError, RuntimeError, NotImplementedError) as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if len(reason) > 100:
+            reason = f"this torch build has no {resolved.type} backend"
+        raise ValueError(f"device={device!r} is not available on this machine ({reason}); use cpu") from e
+    return resolved
+
+
+@dataclass
+class LoadOptions:
+    """A job's from_pretrained options for its model, checked (LoadOptions.check), and the load they ask for (load).
+
+    The sequence every job shares: check the dtype and the device; then, once the job has read what it
+    needs of the folder, resolve the dtype, load the model and the tokenizer, and quantize to int8.
+    """
+
+    dtype: torch.dtype | str | None  # as the job was given it; "int8" asks for int8 too
+    int8: bool
+    device: torch.device | None
+    allow_nonfinite: bool
+    hub_kwargs: dict[str, Any]
+
+    @classmethod
+    def check(
+        cls,
+        quantize: str | None,
+        dtype: torch.dtype | str | None,
+        device: torch.device | str | None,
+        allow_nonfinite: bool,
+        hub_kwargs: dict[str, Any],
+    ) -> LoadOptions:
+        """A job's from_pretrained arguments of the same names, checked.
+
+        Raises:
+            ValueError: an unknown quantize, quantize="int8" with a dtype other than float32 or "auto"
+                (check_precision), a device this machine cannot use (check_device), int8 off the CPU.
+        """
+        int8 = check_precision(dtype, quantize)
+        resolved = check_device(device)
+        if int8 and resolved is not None and resolved.type != "cpu":
+            raise ValueError(
+                f"dtype='int8' runs on the CPU only (its kernels are oneDNN's); on device={device!r} use "
+                "dtype='auto' (bfloat16 or float16 there)"
+            )
+        return cls(dtype, int8, resolved, allow_nonfinite, hub_kwargs)
+
+    def load(
+        self,
+        loader: Callable[..., M],
+        name_or_path: str | os.PathLike,
+        config: BertConfig | None = None,
+        **model_kwargs: Any,
+    ) -> tuple[M, Tokenizer]:
+        """The model, loaded in the resolved dtype on the device, and its tokenizer; int8 quantizes it.
+
+        Args:
+            loader: the model class's from_pretrained, or a function with its keywords that also checks the
+                loaded model (and returns it alone).
+            name_or_path: a local checkpoint folder or a hub id.
+            config: the checkpoint's config, when the job has read it; None: read here when "auto" on CPU
+                times the model's own sizes, else by `loader`. Either way `loader` is given it: config.json is
+                read once.
+            **model_kwargs: the model's constructor arguments (add_pooling_layer).
+
+        Returns:
+            (model, tokenizer); int8 loads float32, then bertlite.quant.int8.quantize_int8 swaps the
+            Linears, calibrated with the tokenizer.
+
+        Raises:
+            ValueError: an unknown dtype.
+            CheckpointError: config.json or the weights missing, corrupt or not fitting (from `loader`).
+            FileNotFoundError: no tokenizer files (load_tokenizer).
+        """
+        sizes = None
+        if self.dtype == "auto" and not self.int8 and (self.device is None or self.device.type == "cpu"):
+            if config is None:  # read as `loader` would (config.json's keys absorb model_kwargs), then given to it
+                config, model_kwargs = BertConfig.from_pretrained(
+                    name_or_path, return_unused_kwargs=True, **self.hub_kwargs, **model_kwargs
+                )
+            sizes = (config.hidden_size, config.intermediate_size)
+        dtype = resolve_dtype(None if self.int8 else self.dtype, self.device, sizes)
+        model = loader(
+            name_or_path,
+            config=config,
+            dtype=dtype,
+            device=self.device,
+            allow_nonfinite=self.allow_nonfinite,
+            **model_kwargs,
+            **self.hub_kwargs,
+        )
+        tokenizer = load_tokenizer(name_or_path, **self.hub_kwargs)
+        if self.int8:
+            quantize_int8(model, tokenizer)
+        return model, tokenizer
+
+
+def ready(model: M, pack_weights: bool = True) -> M:
+    """Put a model in eval mode with its device's fast inference modules, in place, and return it.
+
+    On the CPU: oneDNN's Linears and attention "auto" (bertlite.layers.onednn.optimize), and oneDNN's
+    Linear for a masked-LM head's vocabulary projection, which costs as much as the whole encoder on every
+    token of a SPLADE model. Elsewhere (CUDA): query|key|value as one GEMM (FusedQKV) and, on CUDA,
+    attention "varlen" where it runs (packed_attention_for). A model whose attention is "eager", the
+    reference, is left as it is.
+
+    Args:
+        model: a BertModel, or a head whose base model is `model.bert`.
+        pack_weights: keep float32 CPU weights in oneDNN's blocked layout (faster, one more copy of them).
+
+    Returns:
+        The model.
+    """
+    model.eval()
+    bert: BertModel = model if isinstance(model, BertModel) else model.bert
+    if bert.attn_implementation == "eager":
+        return model
+    if bert.device.type == "cpu":
+        optimize(model, pack_weights=pack_weights)
+        predictions = getattr(getattr(model, "cls", None), "predictions", None)
+        if isinstance(getattr(predictions, "decoder", None), nn.Linear):
+            predictions.decoder = fast_linear(predictions.decoder, pack_weights)
+        return model
+    head_size = bert.config.hidden_size // bert.config.num_attention_heads
+    attention = packed_attention_for(bert.device, bert.dtype, head_size)
+    for layer in bert.encoder.layer:
+        self_attention = layer.attention.self
+        linears = (self_attention.query, self_attention.key, self_attention.value)
+        if self_attention.qkv is None and all(type(m) is nn.Linear and m.bias is not None for m in linears):
+            self_attention.qkv = FusedQKV(*linears)  # one GEMM, not three and a concatenation
+        if attention is not None:
+            self_attention.attn_implementation = attention
+    return model
+
+
+@functools.cache
+def packed_attention_for(device: torch.device, dtype: torch.dtype, head_size: int) -> str | None:
+    """The packed attention to install on a GPU: "varlen" where one call of it runs here, else None
+    (the model keeps its own, "sdpa" on a padded grid).
+
+    Tried once per device, dtype and head size: flash attention needs CUDA, bf16/fp16, a GPU it supports.
+
+    Args:
+        device: the model's device.
+        dtype: the model's dtype.
+        head_size: hidden_size // num_attention_heads.
+
+    Returns:
+        "varlen" or None.
+    """
+    if device.type != "cuda" or dtype not in (torch.bfloat16, torch.float16):
+        return None
+    from bertlite.layers.packing import PackedLayout
+
+    layout = PackedLayout.from_lengths(torch.tensor([3, 2]), dtype, device=device)
+    qkv = torch.randn(5, 3 * 2 * head_size, dtype=dtype, device=device)
+    try:
+        context, _ = packed_varlen_attention(qkv, layout, 2, head_size**-0.5, 0.0)
+    except (RuntimeError, ImportError, TypeError, ValueError) as e:
+        warn_user(f"varlen attention does not run here ({type(e).__name__}: {e}); using sdpa on a padded grid")
+        return None
+    expected, _ = packed_per_sequence_attention(qkv.float(), layout, 2, head_size**-0.5, 0.0)
+    if not torch.allclose(context.float(), expected, atol=2e-2, rtol=2e-2):
+        warn_user("varlen attention gave other numbers than sdpa here; using sdpa on a padded grid")
+        return None
+    return "varlen"
