@@ -12,7 +12,7 @@ import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tokenizers import AddedToken, Encoding, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 
@@ -212,6 +212,14 @@ def set_bert_pipeline(
     )
 
 
+class Strategies(NamedTuple):
+    """A call's padding and truncation, resolved (resolve_strategies); None = off."""
+
+    padding: str | None  # "longest" or "max_length"
+    truncation: str | None  # "longest_first", "only_first" or "only_second"
+    max_length: int | None
+
+
 def resolve_strategies(
     padding: bool | str,
     truncation: bool | str | None,
@@ -220,7 +228,7 @@ def resolve_strategies(
     verbose: bool,
     model_max_length: int,
     pad_token_id: int | None,
-) -> tuple[str | None, str | None, int | None]:
+) -> Strategies:
     """transformers' _get_padding_truncation_strategies: a call's padding and truncation arguments resolved.
 
     Args:
@@ -230,20 +238,13 @@ def resolve_strategies(
         pad_token_id: the tokenizer's; None refuses padding.
 
     Returns:
-        (padding strategy, truncation strategy, max_length); None = off.
+        Strategies(padding, truncation, max_length); None = off.
 
     Raises:
         ValueError: an unknown padding or truncation, a max_length that is not an integer, padding without
             a pad token, or a truncation length that is not a multiple of pad_to_multiple_of.
     """
-    if padding not in PADDING:
-        raise ValueError(f"padding={padding!r} is not one of True, False, 'longest', 'max_length', 'do_not_pad'")
-    if truncation not in (None, True, False, *TRUNCATION):
-        raise ValueError(
-            f"truncation={truncation!r} is not one of True, False, {', '.join(repr(t) for t in TRUNCATION)}"
-        )
-    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int)):
-        raise ValueError(f"max_length must be an integer, got {max_length!r}")
+    _check_strategy_arguments(padding, truncation, max_length)
     if max_length is not None and padding is False and truncation is None:
         truncation = "longest_first"  # transformers: max_length alone truncates
     if padding is True and verbose and max_length is not None and truncation in (None, False, "do_not_truncate"):
@@ -273,7 +274,19 @@ def resolve_strategies(
             f"truncation length ({max_length}) is not a multiple of pad_to_multiple_of ({pad_to_multiple_of}); "
             "change one of them"
         )
-    return padding_strategy, truncation_strategy, max_length
+    return Strategies(padding_strategy, truncation_strategy, max_length)
+
+
+def _check_strategy_arguments(padding: bool | str, truncation: bool | str | None, max_length: int | None) -> None:
+    """Refuse a padding, truncation or max_length that resolve_strategies does not know (see its Raises)."""
+    if padding not in PADDING:
+        raise ValueError(f"padding={padding!r} is not one of True, False, 'longest', 'max_length', 'do_not_pad'")
+    if truncation not in (None, True, False, *TRUNCATION):
+        raise ValueError(
+            f"truncation={truncation!r} is not one of True, False, {', '.join(repr(t) for t in TRUNCATION)}"
+        )
+    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int)):
+        raise ValueError(f"max_length must be an integer, got {max_length!r}")
 
 
 def pad_lists(

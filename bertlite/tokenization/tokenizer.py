@@ -32,6 +32,7 @@ from bertlite.tokenization.pipeline import (
     TOKENIZER_FILE,
     VERY_LARGE_INTEGER,
     VOCAB_FILE,
+    Strategies,
     batch_inputs,
     encoding_rows,
     pad_lists,
@@ -45,6 +46,16 @@ from bertlite.tokenization.pipeline import (
 TENSOR_TYPES = (None, "pt", "np")
 # Accepted for compatibility, with nothing to choose: bertlite has only the fast tokenizer and no remote code.
 IGNORED_KEYS = ("use_fast", "trust_remote_code")
+
+
+def _check_init_arguments(special_tokens: dict[str, str | None], padding_side: str, truncation_side: str) -> None:
+    """Refuse BertTokenizer's unknown keywords and sides (see BertTokenizer.__init__'s Raises)."""
+    unknown = sorted(set(special_tokens) - set(SPECIAL_TOKENS))
+    if unknown:
+        raise TypeError(f"BertTokenizer got unexpected keyword argument(s): {', '.join(unknown)}")
+    for side, value in (("padding_side", padding_side), ("truncation_side", truncation_side)):
+        if value not in ("right", "left"):
+            raise ValueError(f"{side} must be 'right' or 'left', got {value!r}")
 
 
 class BertTokenizer(TokenizerBase):
@@ -82,11 +93,9 @@ class BertTokenizer(TokenizerBase):
             do_lower_case: lowercase the text (BERT pipeline).
             strip_accents: strip accents; None: when lowercasing, as BertNormalizer does.
             tokenize_chinese_chars: split CJK characters into tokens of their own.
-            model_max_length: the length padding="max_length" pads to without max_length
-                (default: no limit).
+            model_max_length: the length padding="max_length" pads to without max_length (default: no limit).
             clean_up_tokenization_spaces: decode() removes spaces before punctuation and contractions.
-            padding_side: "right" or "left".
-            truncation_side: "right" or "left".
+            padding_side, truncation_side: "right" or "left".
             bert_pipeline: (transformers' BertTokenizer) the normalizer, pre-tokenizer, decoder and
                 template are rebuilt from the arguments, and missing special tokens get BERT's defaults;
                 False: the backend runs as it is.
@@ -102,12 +111,7 @@ class BertTokenizer(TokenizerBase):
             TypeError: an unknown keyword.
             ValueError: a padding_side or truncation_side other than "right" or "left".
         """
-        unknown = sorted(set(special_tokens) - set(SPECIAL_TOKENS))
-        if unknown:
-            raise TypeError(f"BertTokenizer got unexpected keyword argument(s): {', '.join(unknown)}")
-        for side, value in (("padding_side", padding_side), ("truncation_side", truncation_side)):
-            if value not in ("right", "left"):
-                raise ValueError(f"{side} must be 'right' or 'left', got {value!r}")
+        _check_init_arguments(special_tokens, padding_side, truncation_side)
         self._tokenizer = tokenizer
         self._lock = threading.Lock()  # padding and truncation are set on the backend for each call
         tokenizer.no_padding()
@@ -127,14 +131,18 @@ class BertTokenizer(TokenizerBase):
         self._set_special_tokens(special_tokens, extra_special_tokens, bert_pipeline)
         self.bert_pipeline = bert_pipeline
         if bert_pipeline:
-            set_bert_pipeline(
-                tokenizer,
-                do_lower_case=do_lower_case,
-                strip_accents=strip_accents,
-                tokenize_chinese_chars=tokenize_chinese_chars,
-                cls=(self.cls_token, self.cls_token_id),
-                sep=(self.sep_token, self.sep_token_id),
-            )
+            self._set_bert_pipeline()
+
+    def _set_bert_pipeline(self) -> None:
+        """Rebuild the backend's normalizer, pre-tokenizer, decoder and template from this tokenizer's settings."""
+        set_bert_pipeline(
+            self._tokenizer,
+            do_lower_case=self.do_lower_case,
+            strip_accents=self.strip_accents,
+            tokenize_chinese_chars=self.tokenize_chinese_chars,
+            cls=(self.cls_token, self.cls_token_id),
+            sep=(self.sep_token, self.sep_token_id),
+        )
 
     def _set_special_tokens(
         self, special_tokens: dict[str, str | None], extra_special_tokens: Sequence[str], bert_pipeline: bool
@@ -282,8 +290,7 @@ class BertTokenizer(TokenizerBase):
             text: a string, a batch of strings or (a, b) pairs, or with is_split_into_words word lists.
             text_pair: the second text (or batch of them) of pairs; None: single texts.
             add_special_tokens: add [CLS] and [SEP].
-            padding: False / "do_not_pad", True / "longest", "max_length" (to max_length, else
-                model_max_length).
+            padding: False / "do_not_pad", True / "longest", "max_length" (to max_length, else model_max_length).
             truncation: True / "longest_first", "only_first", "only_second", False / "do_not_truncate";
                 None with max_length turns on "longest_first".
             max_length: the length to truncate or pad to; None: model_max_length where needed.
@@ -292,8 +299,7 @@ class BertTokenizer(TokenizerBase):
             pad_to_multiple_of: round the padded length up to a multiple of this.
             padding_side: "right" or "left"; None: the tokenizer's.
             return_tensors: None (lists), "pt" (torch) or "np" (numpy int64).
-            return_token_type_ids: None: when the model takes them (model_input_names).
-            return_attention_mask: None: when the model takes it (model_input_names).
+            return_token_type_ids, return_attention_mask: None: when the model takes them (model_input_names).
             return_overflowing_tokens: every truncated window of a text becomes a row of its own, with
                 overflow_to_sample_mapping (row -> text).
             return_special_tokens_mask: add special_tokens_mask (1 for special tokens).
@@ -302,8 +308,7 @@ class BertTokenizer(TokenizerBase):
             verbose: warn where max_length is ignored (padding=True without truncation).
 
         Returns:
-            A BatchEncoding with input_ids and the keys asked for; for one text without tensors, the
-            lists of that text.
+            A BatchEncoding with input_ids and the keys asked for; for one text without tensors, its lists.
 
         Raises:
             ValueError: an unknown return_tensors, padding or truncation, no pad token for padding, or
@@ -312,76 +317,101 @@ class BertTokenizer(TokenizerBase):
         if return_tensors not in TENSOR_TYPES:
             raise ValueError(f"return_tensors={return_tensors!r} is not one of 'pt', 'np' or None")
         batched, inputs = batch_inputs(text, text_pair, is_split_into_words)
-        padding_strategy, truncation_strategy, max_length = resolve_strategies(
+        strategies = resolve_strategies(
             padding, truncation, max_length, pad_to_multiple_of, verbose, self.model_max_length, self.pad_token_id
         )
         encodings = self._encode(
-            inputs,
-            add_special_tokens,
-            is_split_into_words,
-            padding_strategy,
-            truncation_strategy,
-            max_length,
-            stride,
-            pad_to_multiple_of,
-            padding_side,
+            inputs, strategies, add_special_tokens, is_split_into_words, stride, pad_to_multiple_of, padding_side
         )
         wanted = {
-            "input_ids": True,
             "token_type_ids": return_token_type_ids,
             "attention_mask": return_attention_mask,
             "special_tokens_mask": return_special_tokens_mask,
             "offset_mapping": return_offsets_mapping,
             "length": return_length,
         }
-        for key in ("token_type_ids", "attention_mask"):  # None: those the model takes
-            if wanted[key] is None:
-                wanted[key] = key in self.model_input_names
-        flat, data = encoding_rows(encodings, [key for key, on in wanted.items() if on], return_overflowing_tokens)
-        if not batched and return_tensors is None and not return_overflowing_tokens:
-            data = {key: value[0] if value and isinstance(value[0], list) else value for key, value in data.items()}
-        return BatchEncoding(data, flat).convert_to_tensors(return_tensors)
+        return self._batch_encoding(encodings, wanted, batched, return_overflowing_tokens, return_tensors)
 
     def _encode(
         self,
         inputs: list[Any],
+        strategies: Strategies,
         add_special_tokens: bool,
         is_split_into_words: bool,
-        padding_strategy: str | None,
-        truncation_strategy: str | None,
-        max_length: int | None,
         stride: int,
         pad_to_multiple_of: int | None,
         padding_side: str | None,
     ) -> list[Encoding]:
+        """The backend's Encodings of `inputs`, padded and truncated as the call asks (see __call__).
+
+        Raises:
+            ValueError: the backend cannot truncate as asked.
+        """
         backend = self._tokenizer
         with self._lock:
             try:
-                if truncation_strategy is None:
-                    backend.no_truncation()
-                else:
-                    backend.enable_truncation(
-                        max_length, stride=stride, strategy=truncation_strategy, direction=self.truncation_side
-                    )
-                if padding_strategy is None:
-                    backend.no_padding()
-                else:
-                    backend.enable_padding(
-                        direction=padding_side or self.padding_side,
-                        pad_id=self.pad_token_id,
-                        pad_type_id=self.pad_token_type_id,
-                        pad_token=self.pad_token,
-                        length=max_length if padding_strategy == "max_length" else None,
-                        pad_to_multiple_of=pad_to_multiple_of,
-                    )
+                self._set_truncation_and_padding(strategies, stride, pad_to_multiple_of, padding_side)
                 return backend.encode_batch(
                     inputs, add_special_tokens=add_special_tokens, is_pretokenized=is_split_into_words
                 )
             except Exception as e:  # the Rust side raises plain Exceptions, e.g. for an impossible truncation
                 raise ValueError(
-                    f"cannot tokenize with truncation={truncation_strategy!r}, max_length={max_length}, "
+                    f"cannot tokenize with truncation={strategies.truncation!r}, max_length={strategies.max_length}, "
                     f"stride={stride}: {e}"
                 ) from e
+
+    def _set_truncation_and_padding(
+        self, strategies: Strategies, stride: int, pad_to_multiple_of: int | None, padding_side: str | None
+    ) -> None:
+        """Set one call's truncation and padding on the backend (the caller holds self._lock)."""
+        backend = self._tokenizer
+        if strategies.truncation is None:
+            backend.no_truncation()
+        else:
+            backend.enable_truncation(
+                strategies.max_length, stride=stride, strategy=strategies.truncation, direction=self.truncation_side
+            )
+        if strategies.padding is None:
+            backend.no_padding()
+        else:
+            backend.enable_padding(
+                direction=padding_side or self.padding_side,
+                pad_id=self.pad_token_id,
+                pad_type_id=self.pad_token_type_id,
+                pad_token=self.pad_token,
+                length=strategies.max_length if strategies.padding == "max_length" else None,
+                pad_to_multiple_of=pad_to_multiple_of,
+            )
+
+    def _batch_encoding(
+        self,
+        encodings: list[Encoding],
+        wanted: dict[str, bool | None],
+        batched: bool,
+        overflowing: bool,
+        return_tensors: str | None,
+    ) -> BatchEncoding:
+        """The BatchEncoding of a call's Encodings (see __call__).
+
+        Args:
+            encodings: the backend's Encodings, one per input.
+            wanted: the optional keys (of ROW_FIELDS) -> whether to return them; None for token_type_ids or
+                attention_mask: when the model takes it (model_input_names).
+            batched: the call was a batch; else, without tensors or overflowing rows, each key holds the one
+                text's list.
+            overflowing: every truncated window of a text is a row of its own (return_overflowing_tokens).
+            return_tensors: None (lists), "pt" or "np".
+
+        Returns:
+            The BatchEncoding, its rows' Encodings attached.
+        """
+        for key in ("token_type_ids", "attention_mask"):
+            if wanted[key] is None:
+                wanted[key] = key in self.model_input_names
+        flat, data = encoding_rows(encodings, ["input_ids", *(key for key, on in wanted.items() if on)], overflowing)
+        if not batched and return_tensors is None and not overflowing:
+            data = {key: value[0] if value and isinstance(value[0], list) else value for key, value in data.items()}
+        return BatchEncoding(data, flat).convert_to_tensors(return_tensors)
 
     def pad(
         self,
@@ -418,18 +448,7 @@ class BertTokenizer(TokenizerBase):
         """
         if return_tensors not in TENSOR_TYPES:
             raise ValueError(f"return_tensors={return_tensors!r} is not one of 'pt', 'np' or None")
-        if isinstance(encoded_inputs, (list, tuple)) and encoded_inputs and isinstance(encoded_inputs[0], Mapping):
-            encoded_inputs = {key: [example[key] for example in encoded_inputs] for key in encoded_inputs[0]}
-        if "input_ids" not in encoded_inputs:
-            raise ValueError(f"pad() needs input_ids among the inputs, got keys {list(encoded_inputs)}")
-        inputs = {key: _py(value) for key, value in encoded_inputs.items()}
-        if return_tensors is None:
-            first = encoded_inputs["input_ids"]
-            first = first[0] if isinstance(first, (list, tuple)) and first else first
-            return_tensors = (
-                "pt" if type(first).__module__ == "torch" else "np" if isinstance(first, np.ndarray) else None
-            )
-        inputs = {key: [_py(v) for v in value] if isinstance(value, list) else value for key, value in inputs.items()}
+        inputs, given_as = _as_lists(encoded_inputs)
         strategy, _, max_length = resolve_strategies(
             padding, None, max_length, pad_to_multiple_of, verbose, self.model_max_length, self.pad_token_id
         )
@@ -443,7 +462,7 @@ class BertTokenizer(TokenizerBase):
         }
         side = padding_side or self.padding_side
         data = pad_lists(inputs, strategy, max_length, pad_to_multiple_of, side, fill, return_attention_mask)
-        return BatchEncoding(data).convert_to_tensors(return_tensors)
+        return BatchEncoding(data).convert_to_tensors(given_as if return_tensors is None else return_tensors)
 
     def encode(self, text: str | Sequence[str], text_pair: str | Sequence[str] | None = None, **kwargs: Any) -> Any:
         """Encode one text (or pair) to its input ids, as transformers' encode().
@@ -566,6 +585,31 @@ class BertTokenizer(TokenizerBase):
 
 # transformers v5 names the fast tokenizer BertTokenizer and keeps BertTokenizerFast as an alias.
 BertTokenizerFast = BertTokenizer
+
+
+def _as_lists(encoded_inputs: dict[str, Any] | Sequence[dict[str, Any]]) -> tuple[dict[str, Any], str | None]:
+    """pad()'s inputs as one dict of Python lists, and the tensor type they came as.
+
+    Args:
+        encoded_inputs: as pad() takes them.
+
+    Returns:
+        (key -> one row's list or a list of rows, "pt" / "np" for torch / numpy input_ids, else None).
+
+    Raises:
+        ValueError: no input_ids.
+    """
+    if isinstance(encoded_inputs, (list, tuple)) and encoded_inputs and isinstance(encoded_inputs[0], Mapping):
+        encoded_inputs = {key: [example[key] for example in encoded_inputs] for key in encoded_inputs[0]}
+    if "input_ids" not in encoded_inputs:
+        raise ValueError(f"pad() needs input_ids among the inputs, got keys {list(encoded_inputs)}")
+    first = encoded_inputs["input_ids"]
+    first = first[0] if isinstance(first, (list, tuple)) and first else first
+    given_as = "pt" if type(first).__module__ == "torch" else "np" if isinstance(first, np.ndarray) else None
+    inputs = {key: _py(value) for key, value in encoded_inputs.items()}
+    return {
+        key: [_py(v) for v in value] if isinstance(value, list) else value for key, value in inputs.items()
+    }, given_as
 
 
 def _py(value: Any) -> Any:
