@@ -329,23 +329,16 @@ def from_pretrained(
         TypeError: a keyword that is none of the above, naming it.
         ValueError: dtype and torch_dtype disagree, or device and device_map are both given.
     """
-    hub_kwargs = pop_hub_kwargs(kwargs)
-    for key in (*NO_OP_LOAD_KWARGS, *TELEMETRY_KWARGS):
-        kwargs.pop(key, None)
+    hub_kwargs = _pop_loading_kwargs(kwargs)
     load_dtype = _load_dtype(dtype, torch_dtype)
     device = resolve_device(device, device_map)
     config, model_kwargs = _resolve_config(cls, name_or_path, config, kwargs, hub_kwargs)
-    config.name_or_path = name_or_path  # before the model is built, whose name_or_path it becomes
     files = resolve_weight_files(name_or_path, **hub_kwargs)
-    if load_dtype == "auto":
-        load_dtype = resolve_auto_dtype(config, files)
-    if attn_implementation is not None:
-        model_kwargs["attn_implementation"] = attn_implementation
+    load_dtype = resolve_auto_dtype(config, files) if load_dtype == "auto" else load_dtype
     what = f"{cls.__name__} from {name_or_path}"
     if strict:
         check_layer_count(config, files, what)
-    with empty_init():
-        model = cls(config, **model_kwargs)
+    model = _build_model(cls, config, model_kwargs, attn_implementation)
     report = load_checkpoint(
         model,
         files,
@@ -357,9 +350,41 @@ def from_pretrained(
         allow_nonfinite=allow_nonfinite,
     )
     model.eval()
-    if output_loading_info:
-        return model, report.loading_info()
-    return model
+    return (model, report.loading_info()) if output_loading_info else model
+
+
+def _pop_loading_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Take the hub options out of from_pretrained's keywords, and drop those that change nothing here.
+
+    Args:
+        kwargs: from_pretrained's other keywords, changed in place: the config fields and constructor
+            arguments are left.
+
+    Returns:
+        The hub options (bertlite.checkpoint.hub.pop_hub_kwargs).
+    """
+    hub_kwargs = pop_hub_kwargs(kwargs)
+    for key in (*NO_OP_LOAD_KWARGS, *TELEMETRY_KWARGS):
+        kwargs.pop(key, None)
+    return hub_kwargs
+
+
+def _build_model(cls: type[M], config: BertConfig, model_kwargs: dict[str, Any], attn_implementation: str | None) -> M:
+    """Build `cls` on the meta device, without initialising weights that the load then assigns.
+
+    Args:
+        cls: the model class.
+        config: its config.
+        model_kwargs: the constructor's keywords.
+        attn_implementation: from_pretrained's; None: the constructor's default (the config's).
+
+    Returns:
+        The model, its parameters on the meta device.
+    """
+    if attn_implementation is not None:
+        model_kwargs["attn_implementation"] = attn_implementation
+    with empty_init():
+        return cls(config, **model_kwargs)
 
 
 def _load_dtype(dtype: torch.dtype | str | None, torch_dtype: torch.dtype | str | None) -> torch.dtype | str | None:
@@ -397,7 +422,7 @@ def _resolve_config(
         hub_kwargs: the hub options, to find config.json.
 
     Returns:
-        (the config, the constructor's keywords).
+        (the config, its name_or_path set to `name_or_path`; the constructor's keywords).
 
     Raises:
         TypeError: config fields given together with a config object, or a keyword the constructor does
@@ -420,6 +445,7 @@ def _resolve_config(
             name_or_path if config is None else config, return_unused_kwargs=True, **hub_kwargs, **kwargs
         )
     _check_model_kwargs(cls, model_kwargs)
+    config.name_or_path = name_or_path  # before the model is built, whose name_or_path it becomes
     return config, model_kwargs
 
 
