@@ -220,7 +220,7 @@ def test_max_tokens_budget_and_long_texts(embedder, corpus_texts, monkeypatch):
     assert embedder.last_stats.truncated == 1
     with pytest.raises(ValueError, match=r"text 0 \(0-based\) is longer than max_length=256"):
         embedder.encode([long_text], on_long="error")
-    monkeypatch.setattr(bertlite.jobs.embedder, "CHUNK_TEXTS", 2)  # the index counts from the input, not the chunk
+    monkeypatch.setattr(bertlite.jobs.base, "CHUNK_TEXTS", 2)  # the index counts from the input, not the chunk
     with pytest.raises(ValueError, match=r"text 4 \(0-based\)"):
         embedder.encode(["a", "b", "c", "d", long_text], on_long="error")
 
@@ -408,7 +408,7 @@ def test_numpy_integers_are_counts_too(tiny):
 def test_encode_chunks_streams_an_endless_iterator(tiny, monkeypatch):
     import itertools
 
-    monkeypatch.setattr(bertlite.jobs.embedder, "CHUNK_TEXTS", 3)
+    monkeypatch.setattr(bertlite.jobs.base, "CHUNK_TEXTS", 3)
     endless = (f"text number {i}" for i in itertools.count())
     chunks = tiny.encode_chunks(endless, show_progress_bar=False)
     first_row, vectors = next(chunks)

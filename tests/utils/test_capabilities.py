@@ -194,9 +194,10 @@ def test_the_timing_runs_both_dtypes_on_small_linears(monkeypatch):
     assert all(len(s) == measured.ROUNDS and all(0 < x < float("inf") for x in s) for s in rounds.seconds.values())
 
 
-def test_auto_keeps_float32_off_the_cpu(cpu):
-    cpu(AMX)  # a CPU's bf16 says nothing about a GPU's: Embedder ran float32 there before "auto" too
-    assert resolve_dtype("auto", "cuda") == torch.float32
+def test_the_cpus_verdict_says_nothing_about_a_gpu(cpu, monkeypatch):
+    cpu(AMX)  # bf16 native and fast here; a GPU without bf16 tensor cores still gets float16
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 0))
+    assert resolve_dtype("auto", "cuda") == torch.float16
     assert resolve_dtype("auto", torch.device("meta")) == torch.float32
 
 
