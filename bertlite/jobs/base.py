@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import numpy as np
 import torch
 from tokenizers import Encoding, Tokenizer
 from torch import Tensor, nn
@@ -368,8 +369,8 @@ class BaseEncoder:
         widest = max(lengths)
         fill = [widest] * (filler // widest) + ([filler % widest] if filler % widest else [])
         # Built on the host, then copied once (from pinned memory, without waiting, on a GPU).
-        ids = to_device(torch.tensor([i for e in encodings for i in e.ids] + [self.pad_id] * filler), device)
-        types = to_device(torch.tensor([t for e in encodings for t in e.type_ids] + [0] * filler), device)
+        ids = to_device(_concatenated([e.ids for e in encodings], filler, self.pad_id), device)
+        types = to_device(_concatenated([e.type_ids for e in encodings], filler, 0), device)
         layout = PackedLayout.from_lengths(torch.tensor(lengths + fill), self.dtype, device=device)
         first_token_of = None
         if first_tokens_only:
@@ -407,6 +408,13 @@ class BaseEncoder:
             "token_type_ids": types.to(device),
             "attention_mask": mask.to(device),
         }
+
+
+def _concatenated(rows: list[list[int]], filler: int, fill: int) -> Tensor:
+    """The rows one after another, then `filler` copies of `fill`, as an int64 tensor (through numpy: a
+    Python list of every token costs several times as much on large batches)."""
+    parts = [np.asarray(row, dtype=np.int64) for row in rows]
+    return torch.from_numpy(np.concatenate([*parts, np.full(filler, fill, dtype=np.int64)]))
 
 
 def to_device(tensor: Tensor, device: torch.device) -> Tensor:
