@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 import bertlite.cli.embed
-import bertlite.jobs.base
 import bertlite.jobs.embedder
+import bertlite.jobs.prepare
 from bertlite.cli import main
 from bertlite.jobs.embedder import Embedder
 from bertlite.models.bert import BertPreTrainedModel
@@ -508,13 +508,13 @@ def test_pack_weights_flag_reaches_the_model_and_keeps_the_vectors(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     seen: list[bool] = []
-    original = bertlite.jobs.base.optimize
+    original = bertlite.jobs.prepare.optimize
 
     def recording(model: BertPreTrainedModel, pack_weights: bool = True) -> BertPreTrainedModel:
         seen.append(pack_weights)
         return original(model, pack_weights=pack_weights)
 
-    monkeypatch.setattr(bertlite.jobs.base, "optimize", recording)
+    monkeypatch.setattr(bertlite.jobs.prepare, "optimize", recording)
     out = tmp_path / "out.npy"
     args = make_input("txt", tmp_path, texts, monkeypatch)
     code, err = run([str(real_model_path), *args, "-o", str(out), "--dtype", "float32", *flags], capsys)
