@@ -92,6 +92,36 @@ def check(
     reference_name = os.fspath(reference) if reference is not None else name
     torch_dtype = _check_options(dtype, attn, batch_size, max_length, head, atol, rtol)
     texts = read_text_file(text_file) if text_file is not None else list(texts or BUILTIN_TEXTS)
+    report = _new_report(name, reference_name, torch_dtype, attn, atol, rtol, batch_size, max_length, head, revision)
+    hub_kwargs = dict(revision=revision, subfolder=subfolder, local_files_only=local_files_only)
+    heads, bases = _load(report, name, reference_name, torch_dtype, attn, head, hub_kwargs)
+    batches = _batches(report, texts, bases[0].config, batch_size, hub_kwargs)
+    _compare(report, heads, bases, batches, torch_dtype, atol, rtol)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _new_report(
+    name: str,
+    reference_name: str,
+    torch_dtype: torch.dtype,
+    attn: str,
+    atol: float,
+    rtol: float,
+    batch_size: int,
+    max_length: int,
+    head: str,
+    revision: str | None,
+) -> ParityReport:
+    """An empty ParityReport of `name`, holding check()'s options (the dtype by name).
+
+    Args:
+        name, reference_name: what bertlite and transformers load.
+        torch_dtype, attn, atol, rtol, batch_size, max_length, head, revision: check()'s, checked.
+
+    Returns:
+        The report, with no rows yet.
+    """
     options = dict(
         dtype=str(torch_dtype).removeprefix("torch."),
         attn=attn,
@@ -103,8 +133,33 @@ def check(
         revision=revision,
         reference=reference_name,
     )
-    report = ParityReport(model=name, options=options)
-    hub_kwargs = dict(revision=revision, subfolder=subfolder, local_files_only=local_files_only)
+    return ParityReport(model=name, options=options)
+
+
+def _load(
+    report: ParityReport,
+    name: str,
+    reference_name: str,
+    torch_dtype: torch.dtype,
+    attn: str,
+    head: str,
+    hub_kwargs: dict[str, Any],
+) -> tuple[tuple[nn.Module, nn.Module, nn.Module | None], tuple[nn.Module, ...]]:
+    """Load the three models (load_models), with the task head config.json names when head="auto" finds one.
+
+    Args:
+        report: the report; its head is set and its notes appended to.
+        name, reference_name: what bertlite and transformers load.
+        torch_dtype, attn, head: check()'s.
+        hub_kwargs: hub options for both.
+
+    Returns:
+        (the models as load_models gives them, the base model of each: the BertModel inside a head, or the
+        model itself without one).
+
+    Raises:
+        ParityLoadError: a model that cannot be loaded.
+    """
     architecture = head_architecture(name, head, hub_kwargs, report.notes)
     heads = load_models(name, reference_name, torch_dtype, attn, hub_kwargs, report.notes, architecture)
     # The base model's rows come from the BertModel inside a head, under the same names as without one.
@@ -115,10 +170,7 @@ def check(
             f"task head {architecture}: its weights and {', '.join(HEAD_LOGITS[architecture])} are compared "
             f"with transformers.{ARCHITECTURES[architecture]}"
         )
-    batches = _batches(report, texts, bases[0].config, batch_size, hub_kwargs)
-    _compare(report, heads, bases, batches, torch_dtype, atol, rtol)
-    report.seconds = time.perf_counter() - start
-    return report
+    return heads, bases
 
 
 def _batches(
