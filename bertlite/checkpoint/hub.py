@@ -62,6 +62,42 @@ def resolve_file(
         return path if path.is_file() else None
     if _looks_like_path(name):
         raise CheckpointNotFoundError(f"{name}: no such folder")
+    return _hub_download(
+        name,
+        filename,
+        revision=revision,
+        cache_dir=cache_dir,
+        token=token,
+        local_files_only=local_files_only,
+        force_download=force_download,
+        subfolder=subfolder,
+    )
+
+
+def _hub_download(
+    name: str,
+    filename: str,
+    *,
+    revision: str | None,
+    cache_dir: str | os.PathLike | None,
+    token: str | bool | None,
+    local_files_only: bool,
+    force_download: bool,
+    subfolder: str,
+) -> Path | None:
+    """resolve_file for a hub repo id: hf_hub_download, its errors in bertlite's words, the download verified.
+
+    Args:
+        name: the repo id.
+        filename, revision, cache_dir, token, local_files_only, force_download, subfolder: as resolve_file
+            takes them.
+
+    Returns:
+        The cached file's path, or None when the repo lacks the file.
+
+    Raises:
+        CheckpointNotFoundError: as resolve_file says.
+    """
     # Imported here: it costs ~0.2 s, which a folder load (and --help) never needs.
     from huggingface_hub import hf_hub_download
 
