@@ -24,7 +24,8 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -266,29 +267,9 @@ def embed_dataset(
     output = os.path.abspath(output_dir)
     _check_output_dir(output)
     ray = require_ray()
-    started = not ray.is_initialized()
-    if started:
-        # "local" rather than None: a new Ray for this job, never a cluster that
-        # RAY_ADDRESS or an earlier `ray start` points at (that takes ray_address="auto").
-        ray.init(address=ray_address or "local", include_dashboard=False, log_to_driver=False)
-    start = time.perf_counter()
-    # Written beside the target and renamed into place when complete, as VectorWriter
-    # does for one file: a failed job leaves no folder of partial results.
-    target = tempfile.mkdtemp(dir=os.path.dirname(output), prefix=f".{os.path.basename(output)}.", suffix=".tmp")
-    context = ray.data.DataContext.get_current()
-    saved = context.enable_progress_bars, getattr(context, "raise_original_map_exception", False)
-    try:
-        context.enable_progress_bars = show_progress
-        # A UDF's own exception (a bad input line), not Ray Data's UserCodeException
-        # that keeps only its text: _user_error turns it into the CLI's one-line exit 2.
-        context.raise_original_map_exception = True
-        # Reading and writing are scheduled without a CPU reservation: the replicas
-        # may hold every CPU (2 replicas on 2 cores), and a read or write task waiting
-        # for a free CPU would wait forever. They are light next to the model.
-        parts = _plan_parts(paths, num_replicas)
-        dataset = ray.data.from_items(parts, override_num_blocks=len(parts)).map_batches(
-            _parse_parts, fn_args=(input_format, field, errors), batch_size=1, batch_format="pyarrow", num_cpus=0
-        )
+    with _ray_running(ray, ray_address), _data_context(ray, show_progress):
+        start = time.perf_counter()
+        dataset = _read_parts(ray, paths, num_replicas, input_format, field, errors)
         # Fault tolerance is Ray Data's default for actor pools (max_restarts=-1,
         # max_task_retries=-1): a replica that dies is restarted and its batch is run
         # again; a Python exception in a batch is not retried and fails the job.
@@ -314,6 +295,88 @@ def embed_dataset(
             compute=ray.data.ActorPoolStrategy(size=num_replicas, max_tasks_in_flight_per_actor=1),
             num_cpus=threads_per_replica,
         )
+        names, rows = _write_parquet(embedded, output)
+    return EmbedDatasetResult(rows, [os.path.join(output, name) for name in names], time.perf_counter() - start)
+
+
+@contextmanager
+def _ray_running(ray: Any, ray_address: str | None) -> Iterator[None]:
+    """Run the block on the Ray that runs already, else on one started for it and shut down after it.
+
+    Args:
+        ray: the ray module.
+        ray_address: embed_dataset's: where a Ray started here connects.
+    """
+    started = not ray.is_initialized()
+    if started:
+        # "local" rather than None: a new Ray for this job, never a cluster that
+        # RAY_ADDRESS or an earlier `ray start` points at (that takes ray_address="auto").
+        ray.init(address=ray_address or "local", include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()
+
+
+@contextmanager
+def _data_context(ray: Any, show_progress: bool) -> Iterator[None]:
+    """Run the block with Ray Data's context set for embed_dataset, and restore it after.
+
+    Args:
+        ray: the ray module.
+        show_progress: Ray Data's progress bars.
+    """
+    context = ray.data.DataContext.get_current()
+    saved = context.enable_progress_bars, getattr(context, "raise_original_map_exception", False)
+    try:
+        context.enable_progress_bars = show_progress
+        # A UDF's own exception (a bad input line), not Ray Data's UserCodeException
+        # that keeps only its text: _user_error turns it into the CLI's one-line exit 2.
+        context.raise_original_map_exception = True
+        yield
+    finally:
+        context.enable_progress_bars, context.raise_original_map_exception = saved
+
+
+def _read_parts(ray: Any, paths: list[str], num_replicas: int, fmt: str | None, field: str, errors: str) -> Any:
+    """The dataset of the input rows (source, line, text), one block per part of a file (_plan_parts).
+
+    Args:
+        ray: the ray module.
+        paths: the input files.
+        num_replicas: the replicas the parts are planned for.
+        fmt, field, errors: embed_dataset's input_format, field and errors.
+
+    Returns:
+        The Ray dataset, not yet run.
+    """
+    # Reading and writing are scheduled without a CPU reservation: the replicas
+    # may hold every CPU (2 replicas on 2 cores), and a read or write task waiting
+    # for a free CPU would wait forever. They are light next to the model.
+    parts = _plan_parts(paths, num_replicas)
+    return ray.data.from_items(parts, override_num_blocks=len(parts)).map_batches(
+        _parse_parts, fn_args=(fmt, field, errors), batch_size=1, batch_format="pyarrow", num_cpus=0
+    )
+
+
+def _write_parquet(embedded: Any, output: str) -> tuple[list[str], int]:
+    """Run the dataset into parquet files in a new folder `output`, which appears only when all are written.
+
+    Args:
+        embedded: the dataset of the embedded rows.
+        output: the output folder: absent or empty.
+
+    Returns:
+        (the parquet files' names in `output`, the rows written).
+
+    Raises:
+        InputError, ValueError: a bad input row (_user_error), out of Ray's wrappers.
+    """
+    # Written beside the target and renamed into place when complete, as VectorWriter
+    # does for one file: a failed job leaves no folder of partial results.
+    target = tempfile.mkdtemp(dir=os.path.dirname(output), prefix=f".{os.path.basename(output)}.", suffix=".tmp")
+    try:
         try:
             embedded.write_parquet(target, ray_remote_args={"num_cpus": 0})
         except Exception as e:
@@ -327,11 +390,7 @@ def embed_dataset(
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
-    finally:
-        context.enable_progress_bars, context.raise_original_map_exception = saved
-        if started:
-            ray.shutdown()
-    return EmbedDatasetResult(rows, [os.path.join(output, name) for name in names], time.perf_counter() - start)
+    return names, rows
 
 
 def _check_output_dir(output: str) -> None:
