@@ -1,12 +1,9 @@
-"""argparse pieces the `bertlite` commands share (parity, embed, serve); torch-free, as the parsers are."""
+"""argparse pieces the `bertlite` commands share (parity, embed, rerank, serve); torch-free, as the parsers are.
+loading.py turns the flags they share into a loaded job."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import sys
-from collections.abc import Iterator
 
 from bertlite.utils.capabilities import DTYPE_CHOICES, DTYPE_HELP
 
@@ -34,34 +31,3 @@ def add_model_placement(p: argparse.ArgumentParser, extra_dtypes: tuple[str, ...
         help="keep float32 Linear weights in oneDNN's layout: faster, one more copy of the dense weights "
         "(default); --no-pack-weights saves the memory",
     )
-
-
-@contextlib.contextmanager
-def one_line_dtype_warnings(command: str) -> Iterator[None]:
-    """Each SlowDtypeWarning or Int8PrecisionWarning as one `COMMAND: warning: ...` line on stderr;
-    other warnings as usual."""
-    import warnings
-
-    from bertlite.errors import Int8PrecisionWarning, SlowDtypeWarning
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("default")
-        yield
-    for w in caught:
-        if issubclass(w.category, (SlowDtypeWarning, Int8PrecisionWarning)):
-            print(f"{command}: warning: {w.message}", file=sys.stderr)
-        else:
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-
-
-def build_int8_kernel_for_input(args: argparse.Namespace) -> None:
-    """With --dtype int8 and an input file large enough to repay it (bertlite.quant.compiled.repays), build
-    int8's compiled input quantization now, before the job loads: its model then runs it on every token.
-    Stdin, a pipe or a short file keep the eager ops (the same vectors); so does a machine where it cannot build."""
-    if getattr(args, "dtype", None) != "int8" or args.input == "-" or not os.path.isfile(args.input):
-        return
-    from bertlite.quant import compiled as compiled_quant
-    from bertlite.quant.int8 import build_compiled_quantization
-
-    if compiled_quant.repays(os.path.getsize(args.input)):
-        build_compiled_quantization()

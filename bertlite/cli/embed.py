@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from bertlite.cli import embed_tasks
-from bertlite.cli.args import add_command, add_model_placement, build_int8_kernel_for_input, one_line_dtype_warnings
+from bertlite.cli.args import add_command, add_model_placement
+from bertlite.cli.loading import load_job
 from bertlite.cli.writing import (
     NonFinite,
     Terminated,
@@ -238,7 +239,7 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
         replacing = os.path.exists(args.output)
         task = embed_tasks.task_for(args)
         if task == "embedding":
-            embedder = _load_embedder(args)
+            embedder = load_job(args, task)
             embedder.resolve_prompt(args.prompt, args.prompt_name)
     except (InputError, OSError, ValueError) as e:
         return fail(for_cli(e))
@@ -369,20 +370,3 @@ def _embed_ray(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
         file=sys.stderr,
     )
     return 0
-
-
-def _load_embedder(args: argparse.Namespace) -> Embedder:
-    from bertlite.jobs.embedder import Embedder
-
-    build_int8_kernel_for_input(args)
-    with one_line_dtype_warnings("bertlite embed"):
-        return Embedder.from_pretrained(
-            args.model,
-            device=args.device,
-            dtype=args.dtype,
-            pooling=args.pooling,
-            normalize=args.normalize,
-            max_length=args.max_length,
-            truncate_dim=args.truncate_dim,
-            pack_weights=args.pack_weights,
-        )

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from bertlite.cli.loading import load_job
+
 TASKS = ("auto", "embedding", "sparse", "multi-vector", "token-embeddings")
 # Rows tokenized, run and written together (and saved for --resume); memory stays flat however long the input.
 CHUNK_ROWS = 2048
@@ -132,7 +134,7 @@ def embed_task(
     from bertlite.errors import InputError
 
     try:
-        model = _load(args, task)
+        model = load_job(args, task)
         prompt = _prompt(args, task, model)
     except (InputError, OSError, ValueError) as e:
         return fail(for_cli(e))
@@ -157,24 +159,6 @@ def embed_task(
 
 class _Stats:
     texts = tokens = truncated = 0
-
-
-def _load(args: argparse.Namespace, task: str) -> Any:
-    from bertlite.cli.args import build_int8_kernel_for_input, one_line_dtype_warnings
-    from bertlite.jobs.kinds import load_job
-
-    options: dict[str, Any] = {"truncate_dim": args.truncate_dim} if task == "multi-vector" else {}
-    build_int8_kernel_for_input(args)
-    with one_line_dtype_warnings("bertlite embed"):
-        return load_job(
-            "embedding" if task == "token-embeddings" else task,
-            args.model,
-            device=args.device,
-            dtype=args.dtype,
-            max_length=args.max_length,
-            pack_weights=args.pack_weights,
-            **options,
-        )
 
 
 def _prompt(args: argparse.Namespace, task: str, model: Any) -> str | None:

@@ -9,7 +9,8 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from bertlite.cli.args import add_command, add_model_placement, one_line_dtype_warnings
+from bertlite.cli.args import add_command, add_model_placement
+from bertlite.cli.loading import load_job
 
 if TYPE_CHECKING:  # the cross-encoder imports torch, which --help and argument errors never need
     from bertlite.jobs.cross_encoder import CrossEncoder
@@ -102,7 +103,7 @@ def _rerank(args: argparse.Namespace) -> int:
             raise InputError(f"{args.output}: rerank writes .jsonl (one line of scores per input row)")
         pairs = _pairs(args)
         first = list(itertools.islice(pairs, 1))  # a bad first row (a missing field) is said before the load
-        model = _load(args)
+        model = load_job(args, "cross-encoder")
     except (InputError, OSError, ValueError) as e:
         from bertlite.cli.writing import for_cli
 
@@ -159,19 +160,6 @@ def _pairs(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
     # The file read twice in step, one field each: pairs stream without a second parser.
     queries = iter_texts(args.input, fmt, args.query_field, args.errors)
     return zip(queries, iter_texts(args.input, fmt, args.field, args.errors), strict=True)
-
-
-def _load(args: argparse.Namespace) -> CrossEncoder:
-    from bertlite.jobs.cross_encoder import CrossEncoder
-
-    with one_line_dtype_warnings("bertlite rerank"):
-        return CrossEncoder.from_pretrained(
-            args.model,
-            device=args.device,
-            dtype=args.dtype,
-            max_length=args.max_length,
-            pack_weights=args.pack_weights,
-        )
 
 
 def _score(model: CrossEncoder, pairs: Iterator[tuple[str, str]], args: argparse.Namespace) -> Iterator[dict]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bertlite.cli.args import add_command, add_model_placement
+from bertlite.cli.loading import load_job
 
 if TYPE_CHECKING:  # the server stack is imported on use
     from bertlite.serve.app import Limits
@@ -186,30 +187,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
 
 
-def load_embedder(args: argparse.Namespace) -> Any:
-    """The model as the server runs it: the job of its kind (--task, else detected from its files).
-    int8 also builds its compiled input quantization here, before /health says ready: a server is the
-    long job that repays it (bertlite.quant.compiled), and no request waits for it; where it cannot
-    build, the eager ops serve the same vectors.
-
-    Raises:
-        ValueError: --truncate-dim for a kind without it, or what the job's from_pretrained raises.
-    """
-    from bertlite.jobs.kinds import detect_kind, load_job
-
-    kind = detect_kind(args.model) if args.task == "auto" else args.task
-    options: dict[str, Any] = {"device": args.device, "dtype": args.dtype, "pack_weights": args.pack_weights}
-    if args.truncate_dim is not None:
-        if kind not in ("embedding", "multi-vector"):
-            raise ValueError(f"--truncate-dim: the model is a {kind} model, whose outputs cannot be cut")
-        options["truncate_dim"] = args.truncate_dim
-    if args.dtype == "int8":  # before the model is quantized, which then runs it on every request
-        from bertlite.quant.int8 import build_compiled_quantization
-
-        build_compiled_quantization()
-    return load_job(kind, args.model, **options)
-
-
 def run(args: argparse.Namespace) -> int:
     def fail(message: str) -> int:
         print(f"bertlite serve: error: {message}", file=sys.stderr, flush=True)
@@ -241,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
             import torch
 
             torch.set_num_threads(args.threads)
-        return load_embedder(args)
+        return load_job(args)
 
     def on_loaded(error: str | None) -> None:
         if error is None:

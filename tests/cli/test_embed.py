@@ -648,10 +648,10 @@ def no_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """For runs that must be refused before any work: loading the model fails the test."""
     import bertlite.cli
 
-    def load(args: object) -> None:
+    def load(args: object, kind: str | None = None) -> None:
         pytest.fail("the model was loaded: the run was not refused up front")
 
-    monkeypatch.setattr(bertlite.cli.embed, "_load_embedder", load)
+    monkeypatch.setattr(bertlite.cli.embed, "load_job", load)
 
 
 def cli_env(**extra: str) -> dict[str, str]:
@@ -873,7 +873,7 @@ def test_non_finite_vector_exits_1_naming_the_row(
     embedder = Embedder.from_pretrained(tiny_model)
     with torch.no_grad():  # one NaN weight, reached only by the token "zebra" (row 2)
         embedder.model.embeddings.word_embeddings.weight[embedder.tokenizer.token_to_id("zebra")] = float("nan")
-    monkeypatch.setattr(bertlite.cli.embed, "_load_embedder", lambda args: embedder)
+    monkeypatch.setattr(bertlite.cli.embed, "load_job", lambda args, kind=None: embedder)
     source = tmp_path / "in.txt"
     source.write_text("a cat\na dog\na zebra\na bird\n")
     out = tmp_path / f"out.{out_format}"

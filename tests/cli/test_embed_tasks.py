@@ -173,7 +173,7 @@ def test_non_finite_row_exits_1_naming_the_row(
     # embedding: SPLADE's vocabulary projection is tied to those, so every row would score it).
     with torch.no_grad():
         job.bert.embeddings.position_embeddings.weight[8] = float("nan")
-    monkeypatch.setattr(bertlite.cli.embed_tasks, "_load", lambda args, task: job)
+    monkeypatch.setattr(bertlite.cli.embed_tasks, "load_job", lambda args, kind=None: job)
     source, out = tmp_path / "in.txt", tmp_path / "out.jsonl"
     source.write_text("a cat\na dog\na zebra is a striped animal of africa\na bird\n")
     out.write_bytes(b"earlier")

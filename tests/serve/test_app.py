@@ -396,12 +396,12 @@ def test_serve_dtype_int8_builds_the_compiled_quantization_and_serves_the_int8_v
     real_folder: Path, texts: list[str]
 ) -> None:
     from bertlite.cli import build_parser
-    from bertlite.cli.serve import load_embedder
+    from bertlite.cli.loading import load_job
     from bertlite.quant import compiled as compiled_quant
     from bertlite.quant.int8 import Int8Linear
 
     args = build_parser().parse_args(["serve", str(real_folder), "--dtype", "int8"])
-    embedder = load_embedder(args)
+    embedder = load_job(args)
     assert embedder.precision == "int8" and compiled_quant.built(), compiled_quant.reason()
     assert all(m.compiled for m in embedder.model.modules() if isinstance(m, Int8Linear))
     expected = embedder.encode(texts)

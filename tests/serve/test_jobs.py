@@ -70,10 +70,10 @@ def test_detect_kind_reads_the_folders_sentence_transformers_saves(
 
 def test_serve_detects_the_kind_and_task_forces_it(folders: dict[str, Path]) -> None:
     from bertlite.cli import build_parser
-    from bertlite.cli.serve import load_embedder
+    from bertlite.cli.loading import load_job
 
     def load(*argv: str) -> object:
-        return load_embedder(build_parser().parse_args(["serve", *argv, "--dtype", "float32"]))
+        return load_job(build_parser().parse_args(["serve", *argv, "--dtype", "float32"]))
 
     assert isinstance(load(str(folders["reranker"])), CrossEncoder)
     assert isinstance(load(str(folders["colbert"])), MultiVectorEncoder)

@@ -1,0 +1,107 @@
+"""The one place a `bertlite` command loads its job (embed, its other tasks, rerank, serve): its flags mapped
+to the job class's from_pretrained, and int8's compiled input quantization built first where it repays.
+
+Torch-free at import, as the parsers are: the job classes are imported when a job loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+# --task names of `bertlite embed` that are not a kind: the kind whose job runs them.
+_TASK_KINDS = {"token-embeddings": "embedding"}
+# The kinds whose vectors --truncate-dim can cut (the job classes that take truncate_dim).
+_TRUNCATABLE = ("embedding", "multi-vector")
+
+
+def load_job(args: argparse.Namespace, kind: str | None = None) -> Any:
+    """The job a command's arguments name, loaded once from args.model.
+
+    Maps the flags the commands share (--dtype, int8 included, --device, --pack-weights, --max-length,
+    --truncate-dim, and embed's --pooling and --normalize) to from_pretrained's keywords; a flag a
+    command does not have, or did not get, leaves the job's default. With --dtype int8 it first builds
+    the compiled input quantization where the command repays it (build_int8_kernel). Except in
+    serve, a SlowDtypeWarning or Int8PrecisionWarning is one `bertlite COMMAND: warning: ...` line.
+
+    Args:
+        args: the parsed arguments of `bertlite embed`, `rerank` or `serve` (args.command names it).
+        kind: the kind to load (a --task name of embed: "token-embeddings" runs on an Embedder);
+            None: args.task, where "auto" is detected from the checkpoint's files.
+
+    Returns:
+        The loaded job: an Embedder, CrossEncoder, SparseEncoder or MultiVectorEncoder.
+
+    Raises:
+        ValueError: --truncate-dim for a kind whose outputs cannot be cut, or what detect_kind or the
+            job's from_pretrained raises.
+        OSError: what reading the checkpoint raises.
+    """
+    from bertlite.jobs import kinds
+
+    kind = kind or args.task
+    kind = kinds.detect_kind(args.model) if kind == "auto" else _TASK_KINDS.get(kind, kind)
+    options = job_options(args, kind)
+    build_int8_kernel(args)
+    if args.command == "serve":  # loaded in the worker thread: catching warnings there would catch other threads'
+        return kinds.load_job(kind, args.model, **options)
+    with one_line_dtype_warnings(f"bertlite {args.command}"):
+        return kinds.load_job(kind, args.model, **options)
+
+
+def job_options(args: argparse.Namespace, kind: str) -> dict[str, Any]:
+    """from_pretrained's keywords from the command's flags, for a job of `kind`.
+
+    Raises:
+        ValueError: --truncate-dim for a kind not in _TRUNCATABLE.
+    """
+    options: dict[str, Any] = {"device": args.device, "dtype": args.dtype, "pack_weights": args.pack_weights}
+    for name in ("max_length", "truncate_dim", "pooling", "normalize"):
+        if getattr(args, name, None) is not None:
+            options[name] = getattr(args, name)
+    if "truncate_dim" in options and kind not in _TRUNCATABLE:
+        raise ValueError(f"--truncate-dim: the model is a {kind} model, whose outputs cannot be cut")
+    return options
+
+
+def build_int8_kernel(args: argparse.Namespace) -> None:
+    """With --dtype int8, build int8's compiled input quantization before the job loads, so its model
+    runs it on every token: in `serve` always (a server is the long job that repays it, and no request
+    waits for it), in `embed` when its input is a file large enough to repay it
+    (bertlite.quant.compiled.repays). Stdin, a pipe, a short file and `rerank` keep the eager ops (the
+    same vectors); so does a machine where it cannot build."""
+    if args.dtype != "int8" or not (args.command == "serve" or (args.command == "embed" and _input_repays(args))):
+        return
+    from bertlite.quant.int8 import build_compiled_quantization
+
+    build_compiled_quantization()
+
+
+def _input_repays(args: argparse.Namespace) -> bool:
+    if args.input == "-" or not os.path.isfile(args.input):
+        return False
+    from bertlite.quant import compiled as compiled_quant
+
+    return compiled_quant.repays(os.path.getsize(args.input))
+
+
+@contextlib.contextmanager
+def one_line_dtype_warnings(command: str) -> Iterator[None]:
+    """Each SlowDtypeWarning or Int8PrecisionWarning as one `COMMAND: warning: ...` line on stderr;
+    other warnings as usual."""
+    import warnings
+
+    from bertlite.errors import Int8PrecisionWarning, SlowDtypeWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        yield
+    for w in caught:
+        if issubclass(w.category, (SlowDtypeWarning, Int8PrecisionWarning)):
+            print(f"{command}: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)

@@ -1,0 +1,113 @@
+"""cli/loading.load_job: each command's flags become the same from_pretrained keywords, once, and int8's
+compiled quantization is built where the command repays it (recorded here, nothing is loaded)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import bertlite.jobs.kinds
+import bertlite.quant.compiled
+import bertlite.quant.int8
+from bertlite.cli import build_parser
+from bertlite.cli.loading import load_job
+from bertlite.errors import SlowDtypeWarning
+
+
+@pytest.fixture
+def loads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, dict[str, Any]]]:
+    """Each (kind, model, keywords) load_job hands bertlite.jobs.kinds.load_job, which loads nothing."""
+    seen: list[tuple[str, str, dict[str, Any]]] = []
+
+    def record(kind: str, name_or_path: str, **kwargs: Any) -> str:
+        seen.append((kind, name_or_path, kwargs))
+        return "job"
+
+    monkeypatch.setattr(bertlite.jobs.kinds, "load_job", record)
+    monkeypatch.setattr(bertlite.jobs.kinds, "detect_kind", lambda name_or_path: "sparse")
+    return seen
+
+
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry per build of int8's compiled quantization; every input of 1,000 bytes or more repays it."""
+    seen: list[int] = []
+    monkeypatch.setattr(bertlite.quant.int8, "build_compiled_quantization", lambda: seen.append(1))
+    monkeypatch.setattr(bertlite.quant.compiled, "repays", lambda text_bytes: text_bytes >= 1000)
+    return seen
+
+
+def parse(*argv: str) -> Any:
+    """The arguments as the command's run() hands them to load_job (embed: its one input expanded)."""
+    args = build_parser().parse_args(list(argv))
+    if args.command == "embed":
+        args.input = args.input[0]
+    return args
+
+
+PLACEMENT = {"device": None, "dtype": "int8", "pack_weights": False}
+
+
+def test_every_command_maps_its_flags_to_the_same_keywords(loads: list, builds: list[int]) -> None:
+    common = ("--dtype", "int8", "--no-pack-weights")
+    load_job(
+        parse("embed", "m", "-i", "-", "-o", "o.npy", *common, "--max-length", "64", "--pooling", "cls"), "embedding"
+    )
+    load_job(parse("embed", "m", "-i", "-", "-o", "o.jsonl", *common, "--truncate-dim", "8"), "multi-vector")
+    load_job(parse("embed", "m", "-i", "-", "-o", "o.jsonl", *common), "token-embeddings")
+    load_job(parse("rerank", "m", "-i", "-", "-o", "o.jsonl", *common, "--max-length", "32"), "cross-encoder")
+    load_job(parse("serve", "m", *common))
+    load_job(parse("serve", "m", *common, "--task", "cross-encoder", "--device", "cpu"))
+    assert loads == [
+        ("embedding", "m", {**PLACEMENT, "max_length": 64, "pooling": "cls"}),
+        ("multi-vector", "m", {**PLACEMENT, "truncate_dim": 8}),
+        ("embedding", "m", PLACEMENT),  # token embeddings are an Embedder's
+        ("cross-encoder", "m", {**PLACEMENT, "max_length": 32}),
+        ("sparse", "m", PLACEMENT),  # --task auto: detected
+        ("cross-encoder", "m", {**PLACEMENT, "device": "cpu"}),
+    ]
+    assert all("quantize" not in keywords for _, _, keywords in loads)  # int8 is one spelling: dtype="int8"
+
+
+def test_truncate_dim_for_a_kind_that_cannot_cut_is_refused_before_loading(loads: list, builds: list[int]) -> None:
+    with pytest.raises(ValueError, match="--truncate-dim: the model is a sparse model, whose outputs cannot be cut"):
+        load_job(parse("serve", "m", "--dtype", "int8", "--truncate-dim", "8"))
+    assert loads == [] and builds == []
+
+
+def test_int8_builds_the_compiled_quantization_where_the_command_repays_it(
+    loads: list, builds: list[int], tmp_path: Path
+) -> None:
+    big, small = tmp_path / "big.txt", tmp_path / "small.txt"
+    big.write_text("a text\n" * 200)
+    small.write_text("a text\n")
+    load_job(parse("serve", "m", "--dtype", "int8"))
+    assert builds == [1]  # a server always: it is the long job
+    load_job(parse("embed", "m", "-i", str(big), "-o", "o.npy", "--dtype", "int8"), "embedding")
+    assert builds == [1, 1]
+    for argv in (
+        ("embed", "m", "-i", str(small), "-o", "o.npy", "--dtype", "int8"),  # too short to repay it
+        ("embed", "m", "-i", "-", "-o", "o.npy", "--dtype", "int8"),  # stdin: its length is not known
+        ("embed", "m", "-i", str(big), "-o", "o.npy", "--dtype", "float32"),
+        ("rerank", "m", "-i", str(big), "-o", "o.jsonl", "--dtype", "int8"),  # keeps the eager ops
+    ):
+        load_job(parse(*argv), "embedding")
+    assert builds == [1, 1]
+
+
+def test_dtype_warnings_are_one_line_on_stderr_except_in_serve(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def slow(kind: str, name_or_path: str, **kwargs: Any) -> str:
+        warnings.warn("bfloat16 is slow here", SlowDtypeWarning, stacklevel=2)
+        return "job"
+
+    monkeypatch.setattr(bertlite.jobs.kinds, "load_job", slow)
+    load_job(parse("rerank", "m", "-i", "-", "-o", "o.jsonl", "--dtype", "bfloat16"), "cross-encoder")
+    assert capsys.readouterr().err == "bertlite rerank: warning: bfloat16 is slow here\n"
+    # serve loads in its worker thread, where catching warnings would catch the other threads' too
+    with pytest.warns(SlowDtypeWarning, match="bfloat16 is slow here"):
+        load_job(parse("serve", "m", "--dtype", "bfloat16", "--task", "embedding"))
