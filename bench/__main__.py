@@ -21,6 +21,7 @@ JOBS = {
     "memory": "memory",
     "rerank": "rerank",
     "sparse": "sparse",
+    "gpu": "gpu",
 }
 
 
