@@ -20,7 +20,7 @@ from bertlite.serve.batching import Batcher, NotReadyError
 from bertlite.serve.endpoint import endpoint, http_error, keyed
 from bertlite.serve.metrics import CONTENT_TYPE, Metrics
 from bertlite.serve.routes import embed, rerank, tokens
-from bertlite.serve.service import Service
+from bertlite.serve.service import Service, labels
 
 MAX_BODY_BYTES = 2 * 1024 * 1024  # as TEI's default payload limit
 MAX_SECONDS = 86400.0  # the longest timeout or grace period accepted: a day
@@ -177,8 +177,8 @@ def _model_type(service: Service) -> dict[str, Any]:
         return {"embedding": {"pooling": "splade"}}
     if kind == "multi-vector":
         return {"multi_vector": {}}
-    labels = rerank.labels(service.job, service.job.num_labels)
-    return {kind: {"id2label": dict(enumerate(labels)), "label2id": {name: i for i, name in enumerate(labels)}}}
+    names = labels(service.job, service.job.num_labels)
+    return {kind: {"id2label": dict(enumerate(names)), "label2id": {name: i for i, name in enumerate(names)}}}
 
 
 def _metrics(service: Service) -> Response:
