@@ -32,7 +32,7 @@ def test_embed_on_cuda_gives_the_cpus_vectors(real_model_path: Path, corpus_text
     expected = Embedder.from_pretrained(real_model_path, dtype="float32").encode(texts)
     source, out = tmp_path / "in.txt", tmp_path / "out.npy"
     source.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
-    assert main(["embed", str(real_model_path), str(source), str(out), "--device", "cuda"]) == 0
+    assert main(["embed", str(real_model_path), "-i", str(source), "-o", str(out), "--quiet", "--device", "cuda"]) == 0
     assert _min_cosine(np.load(out), expected) >= 0.9999
 
 
