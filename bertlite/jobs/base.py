@@ -41,7 +41,7 @@ CHUNK_TEXTS = 2048
 # texts per chunk large enough that a chunk is several such forwards, so the host's per-chunk work (sorting,
 # waiting for the results) is a small share; the next chunk is tokenized while this one runs.
 GPU_MAX_TOKENS = 65536
-GPU_CHUNK_TEXTS = 8192
+GPU_CHUNK_TEXTS = 16384
 
 Text = str | tuple[str, str]
 M = TypeVar("M", bound=nn.Module)
@@ -96,6 +96,9 @@ class BaseEncoder:
         self.tokenizer = Tokenizer.from_str(tokenizer.to_str())
         self.tokenizer.no_padding()
         self.max_length = max_length
+        # Whether a single text's token types are all 0 (BERT's template), so packed batches of single texts
+        # need not read them.
+        self._single_types_zero = not any(self.tokenizer.encode("").type_ids)
         self.pad_id = self.tokenizer.token_to_id("[PAD]")
         if self.pad_id is None:
             self.pad_id = self.bert.config.pad_token_id or 0
@@ -370,7 +373,10 @@ class BaseEncoder:
         fill = [widest] * (filler // widest) + ([filler % widest] if filler % widest else [])
         # Built on the host, then copied once (from pinned memory, without waiting, on a GPU).
         ids = to_device(_concatenated([e.ids for e in encodings], filler, self.pad_id), device)
-        types = to_device(_concatenated([e.type_ids for e in encodings], filler, 0), device)
+        if self._single_types_zero and all(e.n_sequences == 1 for e in encodings):
+            types = torch.zeros_like(ids)  # single texts: all type 0, as the tokenizer was seen to give
+        else:
+            types = to_device(_concatenated([e.type_ids for e in encodings], filler, 0), device)
         layout = PackedLayout.from_lengths(torch.tensor(lengths + fill), self.dtype, device=device)
         first_token_of = None
         if first_tokens_only:

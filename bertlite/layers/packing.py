@@ -8,7 +8,7 @@ of the same tokens: `scatter_to_grid` / `gather_from_grid` move between them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from functools import cached_property
 
 import torch
@@ -17,65 +17,55 @@ from torch import Tensor
 
 @dataclass
 class PackedLayout:
-    """Where each sequence's tokens sit in the packed matrix and in a padded (B, T) grid."""
+    """Where each sequence's tokens sit in the packed matrix and in a padded (B, T) grid.
+
+    What the packed path reads on every layer is built at once; what only the padded grid needs
+    (padded_index, padding_index, attention_bias) is built on first use, so a GPU batch whose attention
+    needs no grid ("varlen") never builds it.
+    """
 
     lengths: Tensor  # (B,) real tokens per sequence
     starts: Tensor  # (B,) offset of each sequence in the packed matrix
     max_length: int  # T
-    padded_index: Tensor  # (N,) packed row -> row of the (B * T) padded grid
-    attention_bias: Tensor | None  # (B, 1, 1, T): 0 / dtype-min for padded keys; None if no padding
     sequence_index: Tensor  # (N,) packed row -> sequence number
     positions: Tensor  # (N,) position of each packed row in its sequence: 0, 1, ...
-    padding_index: Tensor  # rows of the (B * T) padded grid that hold no token
     cu_seqlens: Tensor  # (B + 1,) int32: where each sequence starts, then the total (varlen attention's form)
+    padded: bool  # whether the grid holds padding (the lengths differ)
+    bias_dtype: torch.dtype = torch.float32  # attention_bias's dtype (the model's)
+    host_lengths: list[int] | None = None  # the lengths on the host, when they were there: runs reads them
 
     @classmethod
     def from_lengths(
-        cls, lengths: Tensor, dtype: torch.dtype = torch.float32, device: torch.device | None = None
+        cls, lengths: Tensor, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None
     ) -> PackedLayout:
         """Build the layout of sequences of these lengths, packed one after another.
 
         Args:
             lengths: (B,) real tokens per sequence.
             dtype: the attention bias's dtype (the model's).
-            device: where the layout's tensors go; None: lengths' device. From CPU lengths to a GPU the
-                layout is built on the CPU and copied once, asynchronously: no step waits for the GPU.
+            device: where the layout's tensors go; None: lengths' device. From host lengths to a GPU, the
+                lengths are copied once (from pinned memory, without waiting) and the rest is computed
+                there, its sizes known on the host: no step waits for the GPU.
 
         Returns:
             The PackedLayout.
         """
-        if device is not None and torch.device(device).type != lengths.device.type:
-            return cls.from_lengths(lengths.cpu(), dtype).to(device)
         lengths = lengths.to(torch.long)
-        batch, width = len(lengths), int(lengths.max())
+        host = lengths.tolist() if lengths.device.type == "cpu" else None
+        if host is not None:
+            width, total, padded = max(host), sum(host), min(host) != max(host)
+        else:  # lengths already on the device: three reads of it
+            width, total, padded = int(lengths.max()), int(lengths.sum()), bool(lengths.min() != lengths.max())
+        if device is not None and torch.device(device) != lengths.device:
+            pinned = torch.device(device).type == "cuda"
+            lengths = (lengths.pin_memory() if pinned else lengths).to(device, non_blocking=pinned)
         ends = torch.cumsum(lengths, 0)
         starts = ends - lengths
-        sequence_index = torch.repeat_interleave(torch.arange(batch, device=lengths.device), lengths)
-        offset_in_sequence = torch.arange(int(lengths.sum()), device=lengths.device) - starts[sequence_index]
-        padded_index = sequence_index * width + offset_in_sequence
-        keep = torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]  # (B, T)
-        padding_index = (~keep).view(-1).nonzero().view(-1)
-        bias = None
-        if len(padding_index):
-            bias = torch.zeros(batch, 1, 1, width, dtype=dtype, device=lengths.device)
-            bias.masked_fill_(~keep[:, None, None, :], torch.finfo(dtype).min)
         cu_seqlens = torch.cat([ends.new_zeros(1), ends]).to(torch.int32)
-        return cls(
-            lengths, starts, width, padded_index, bias, sequence_index, offset_in_sequence, padding_index, cu_seqlens
-        )
-
-    def to(self, device: torch.device | str) -> PackedLayout:
-        """This layout on `device`, copied from pinned memory without waiting (`runs` kept, read on the host)."""
-        pinned = torch.device(device).type == "cuda"
-        moved = {}
-        for field in fields(self):
-            value = getattr(self, field.name)
-            if isinstance(value, Tensor):
-                value = (value.pin_memory() if pinned else value).to(device, non_blocking=pinned)
-            moved[field.name] = value
-        layout = type(self)(**moved)
-        layout.__dict__["runs"] = self.runs  # from the host's lengths: no device read later
-        return layout
+        sequences = torch.arange(len(lengths), device=lengths.device)
+        sequence_index = torch.repeat_interleave(sequences, lengths, output_size=total)
+        positions = torch.arange(total, device=lengths.device) - starts[sequence_index]
+        return cls(lengths, starts, width, sequence_index, positions, cu_seqlens, padded, dtype, host)
 
     @classmethod
     def from_mask(cls, attention_mask: Tensor, dtype: torch.dtype = torch.float32) -> PackedLayout:
@@ -96,6 +86,24 @@ class PackedLayout:
         return len(self.lengths)
 
     @cached_property
+    def padded_index(self) -> Tensor:
+        """(N,) packed row -> row of the (B * T) padded grid."""
+        return self.sequence_index * self.max_length + self.positions
+
+    @cached_property
+    def padding_index(self) -> Tensor:
+        """The rows of the (B * T) padded grid that hold no token."""
+        return (~self.key_mask).view(-1).nonzero().view(-1)
+
+    @cached_property
+    def attention_bias(self) -> Tensor | None:
+        """(B, 1, 1, T): 0 for real keys, the dtype's min for padded ones; None when there is no padding."""
+        if not self.padded:
+            return None
+        bias = torch.zeros(self.batch_size, 1, 1, self.max_length, dtype=self.bias_dtype, device=self.lengths.device)
+        return bias.masked_fill_(~self.key_mask[:, None, None, :], torch.finfo(self.bias_dtype).min)
+
+    @cached_property
     def runs(self) -> list[tuple[int, int, int]]:
         """Runs of consecutive sequences of equal length, as (first row, sequences, length).
 
@@ -103,7 +111,7 @@ class PackedLayout:
         """
         runs: list[tuple[int, int, int]] = []
         row = 0
-        for length in self.lengths.tolist():
+        for length in self.host_lengths if self.host_lengths is not None else self.lengths.tolist():
             if runs and runs[-1][2] == length:
                 start, count, _ = runs[-1]
                 runs[-1] = (start, count + 1, length)

@@ -433,3 +433,29 @@ def test_encode_tokenized_gives_encode_s_vectors_from_tokenize_s_encodings(tiny,
     assert tiny.encode_tokenized([]).shape == (0, 32)
     with pytest.raises(ValueError, match=r"batch_size must be an integer >= 1"):
         tiny.encode_tokenized(encodings, batch_size=0)
+
+
+def test_single_texts_keep_the_token_types_their_tokenizer_gives(embedder, hf_model):
+    # A template that marks a single text as type 1: a packed batch must read the types, not assume BERT's 0.
+    from tokenizers import Tokenizer
+    from tokenizers.processors import TemplateProcessing
+
+    tokenizer = Tokenizer.from_str(embedder.tokenizer.to_str())
+    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = TemplateProcessing(
+        single="[CLS]:1 $A:1 [SEP]:1",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
+    typed = Embedder(embedder.model, tokenizer, pooling="mean", normalize=True)
+    texts = ["the first text", "a second, longer text than the first"]
+    encodings = tokenizer.encode_batch(texts)
+    expected = []
+    with torch.no_grad():
+        for e in encodings:
+            ids, types = torch.tensor([e.ids]), torch.tensor([e.type_ids])
+            assert types.all()
+            hidden = hf_model(input_ids=ids, token_type_ids=types).last_hidden_state[0]
+            expected.append(torch.nn.functional.normalize(hidden.mean(0), dim=0))
+    np.testing.assert_allclose(typed.encode(texts), torch.stack(expected).numpy(), atol=1e-5, rtol=0)
+    assert np.abs(typed.encode(texts) - embedder.encode(texts)).max() > 1e-3  # the types changed the vectors
