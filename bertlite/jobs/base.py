@@ -21,7 +21,7 @@ from tokenizers import Encoding, Tokenizer
 from torch import Tensor, nn
 
 from bertlite.jobs.long_texts import TextCutter
-from bertlite.jobs.prepare import ready
+from bertlite.jobs.prepare import LoadOptions, check_device, ready  # noqa: F401 (LoadOptions, check_device: their old home)
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.bert import BertModel
 from bertlite.quant.int8 import is_quantized
