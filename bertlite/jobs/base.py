@@ -373,7 +373,8 @@ class BaseEncoder:
         fill = [widest] * (filler // widest) + ([filler % widest] if filler % widest else [])
         # Built on the host, then copied once (from pinned memory, without waiting, on a GPU).
         ids = to_device(_concatenated([e.ids for e in encodings], filler, self.pad_id), device)
-        if self._single_types_zero and all(e.n_sequences == 1 for e in encodings):
+        # Encodings of other kinds (a pair's PairIds, a request's token ids) are read as they are.
+        if self._single_types_zero and all(getattr(e, "n_sequences", 0) == 1 for e in encodings):
             types = torch.zeros_like(ids)  # single texts: all type 0, as the tokenizer was seen to give
         else:
             types = to_device(_concatenated([e.type_ids for e in encodings], filler, 0), device)

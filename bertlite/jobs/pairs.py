@@ -30,7 +30,6 @@ class PairIds:
     ids: list[int]
     type_ids: list[int]
     overflowing: bool  # truncation cut tokens (an Encoding's overflowing list, read as a truth value)
-    n_sequences: int = 2  # as an Encoding's: a pair's type ids are read, never assumed
 
 
 @dataclass(frozen=True)
