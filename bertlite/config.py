@@ -12,7 +12,7 @@ import os
 import weakref
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from bertlite.checkpoint.hub import HUB_KWARGS as HUB_KWARGS  # re-exported: auto.py and tokenization.py read it here
 from bertlite.checkpoint.hub import pop_hub_kwargs, resolve_file
@@ -131,12 +131,18 @@ class BertConfig:
     # transformers_version, id2label, ...): kept so to_dict() writes them back.
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
+    # The model_type values this class reads (a family's config class overrides it).
+    model_types: ClassVar[tuple[str, ...]] = BERT_MODEL_TYPES
+
     def __post_init__(self, num_labels: int | None, attn_implementation: str | None) -> None:
         if attn_implementation is not None:
             self._attn_implementation = attn_implementation
         _check_types(self)
         self._init_labels(num_labels)
-        _check_name(self, "model_type", BERT_MODEL_TYPES, f"is not a BERT config (expected one of {BERT_MODEL_TYPES})")
+        family = "BERT" if type(self) is BertConfig else type(self).__name__.removesuffix("Config")
+        _check_name(
+            self, "model_type", self.model_types, f"is not a {family} config (expected one of {self.model_types})"
+        )
         _check_sizes(self)
         for name, supported in (
             ("hidden_act", SUPPORTED_ACTIVATIONS),
@@ -321,9 +327,9 @@ class BertConfig:
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
     def to_diff_dict(self) -> dict[str, Any]:
-        """to_dict() without the values equal to a default BertConfig's (model_type is always kept), as
+        """to_dict() without the values equal to a default config's of its class (model_type is always kept), as
         transformers' to_diff_dict."""
-        defaults = BertConfig().to_dict()
+        defaults = type(self)().to_dict()
         return {k: v for k, v in self.to_dict().items() if k == "model_type" or k not in defaults or defaults[k] != v}
 
     def update(self, config_dict: dict[str, Any]) -> None:
@@ -408,12 +414,13 @@ def _bound_model(config: BertConfig) -> Any:
     return None if ref is None else ref()
 
 
-def as_bert_config(config: Any) -> BertConfig:
+def as_bert_config(config: Any, config_class: type[BertConfig] | None = None) -> BertConfig:
     """A bertlite BertConfig for `config`: itself, or one made from another library's BERT config object
     (transformers' BertConfig, what its AutoConfig returns) through its to_dict().
 
     Args:
         config: a bertlite.BertConfig or an object with to_dict().
+        config_class: the family's config class (RobertaConfig, ...); None: BertConfig.
 
     Returns:
         `config` itself when it is a bertlite.BertConfig, else a new one with its values.
@@ -422,7 +429,8 @@ def as_bert_config(config: Any) -> BertConfig:
         TypeError: `config` is neither.
         ValueError: its values are not a BERT config bertlite runs (naming the field).
     """
-    if isinstance(config, BertConfig):
+    config_class = config_class or BertConfig
+    if isinstance(config, config_class):
         return config
     to_dict = getattr(config, "to_dict", None)
     if not callable(to_dict):
@@ -433,7 +441,7 @@ def as_bert_config(config: Any) -> BertConfig:
     name_or_path = data.pop("_name_or_path", None)  # transformers' private key, a property here
     # Set before building a model, as transformers' code does; its to_dict() leaves it out.
     data["attn_implementation"] = getattr(config, "_attn_implementation", None)
-    converted = BertConfig.from_dict({key: value for key, value in data.items() if not key.startswith("_")})
+    converted = config_class.from_dict({key: value for key, value in data.items() if not key.startswith("_")})
     if name_or_path:
         converted.name_or_path = name_or_path
     return converted
@@ -563,3 +571,43 @@ def _set_num_labels(self: BertConfig, num_labels: int) -> None:
 BertConfig.num_labels = property(_get_num_labels, _set_num_labels)  # type: ignore[assignment]
 # Likewise a constructor argument only: config.attn_implementation is no attribute, as in transformers.
 del BertConfig.attn_implementation
+
+
+@dataclass
+class RobertaConfig(BertConfig):
+    """RoBERTa's config: BERT's fields, RoBERTa's defaults (transformers' RobertaConfig). The model differs
+    from BERT only in its positions, counted from pad_token_id + 1 (bertlite.models.roberta)."""
+
+    model_types: ClassVar[tuple[str, ...]] = ("roberta",)
+    vocab_size: int = 50265
+    pad_token_id: int | None = 1
+    bos_token_id: int | None = 0
+    eos_token_id: int | list[int] | None = 2
+    model_type: str = "roberta"
+
+
+@dataclass
+class XLMRobertaConfig(RobertaConfig):
+    """XLM-RoBERTa's config (transformers' XLMRobertaConfig): RoBERTa's, another default vocabulary size."""
+
+    model_types: ClassVar[tuple[str, ...]] = ("xlm-roberta",)
+    vocab_size: int = 30522
+    model_type: str = "xlm-roberta"
+
+
+@dataclass
+class CamembertConfig(RobertaConfig):
+    """CamemBERT's config (transformers' CamembertConfig): RoBERTa's, another default vocabulary size."""
+
+    model_types: ClassVar[tuple[str, ...]] = ("camembert",)
+    vocab_size: int = 30522
+    model_type: str = "camembert"
+
+
+# model_type -> its config class, for AutoConfig and the jobs.
+CONFIG_CLASSES: dict[str, type[BertConfig]] = {
+    "bert": BertConfig,
+    "roberta": RobertaConfig,
+    "xlm-roberta": XLMRobertaConfig,
+    "camembert": CamembertConfig,
+}

@@ -428,8 +428,9 @@ def _resolve_config(
         TypeError: config fields given together with a config object, or a keyword the constructor does
             not take.
     """
+    config_class = getattr(cls, "config_class", None) or BertConfig
     if config is not None and not isinstance(config, (BertConfig, str, os.PathLike)):
-        config = as_bert_config(config)  # e.g. a transformers.BertConfig
+        config = as_bert_config(config, config_class)  # e.g. a transformers.BertConfig
     if isinstance(config, BertConfig):
         # transformers uses a given config as it is, and passes the keywords to the model's constructor.
         config = copy.deepcopy(config)
@@ -441,7 +442,7 @@ def _resolve_config(
             )
         model_kwargs = kwargs
     else:
-        config, model_kwargs = BertConfig.from_pretrained(
+        config, model_kwargs = config_class.from_pretrained(
             name_or_path if config is None else config, return_unused_kwargs=True, **hub_kwargs, **kwargs
         )
     _check_model_kwargs(cls, model_kwargs)

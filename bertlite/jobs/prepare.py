@@ -19,9 +19,10 @@ import torch
 from tokenizers import Tokenizer
 from torch import nn
 
-from bertlite.config import BertConfig
+from bertlite.config import CONFIG_CLASSES, BertConfig
 from bertlite.layers.attention import packed_per_sequence_attention, packed_varlen_attention
 from bertlite.layers.onednn import FusedQKV, fast_linear, optimize
+from bertlite.models.auto import BASE_MODELS, AutoModel, checkpoint_model_type
 from bertlite.models.bert import BertModel
 from bertlite.quant.int8 import quantize_int8
 from bertlite.tokenization import load_tokenizer
@@ -131,6 +132,9 @@ class LoadOptions:
     ) -> tuple[M, Tokenizer]:
         """The model, loaded in the resolved dtype on the device, and its tokenizer; int8 quantizes it.
 
+        A job that loads a BertModel gets its family's base model for a RoBERTa, XLM-RoBERTa or CamemBERT
+        checkpoint (bertlite.models.roberta), by config.json's model_type.
+
         Args:
             loader: the model class's from_pretrained, or a function with its keywords that also checks the
                 loaded model (and returns it alone).
@@ -149,10 +153,13 @@ class LoadOptions:
             CheckpointError: config.json or the weights missing, corrupt or not fitting (from `loader`).
             FileNotFoundError: no tokenizer files (load_tokenizer).
         """
+        model_type = config.model_type if config is not None else _model_type(name_or_path, self.hub_kwargs)
+        if getattr(loader, "__self__", None) is BertModel and model_type in BASE_MODELS and model_type != "bert":
+            loader = AutoModel.model_class(model_type).from_pretrained  # the family's base model
         sizes = None
         if self.dtype == "auto" and not self.int8 and (self.device is None or self.device.type == "cpu"):
             if config is None:  # read as `loader` would (config.json's keys absorb model_kwargs), then given to it
-                config, model_kwargs = BertConfig.from_pretrained(
+                config, model_kwargs = CONFIG_CLASSES.get(model_type, BertConfig).from_pretrained(
                     name_or_path, return_unused_kwargs=True, **self.hub_kwargs, **model_kwargs
                 )
             sizes = (config.hidden_size, config.intermediate_size)
@@ -170,6 +177,15 @@ class LoadOptions:
         if self.int8:
             quantize_int8(model, tokenizer)
         return model, tokenizer
+
+
+def _model_type(name_or_path: str | os.PathLike, hub_kwargs: dict[str, Any]) -> str:
+    """config.json's model_type ("bert" without one); a config that says nothing bertlite runs is left to
+    the loader, whose error names it."""
+    try:
+        return checkpoint_model_type(name_or_path, "from_pretrained", tuple(BASE_MODELS), **hub_kwargs)[0]
+    except ValueError:
+        return "bert"
 
 
 def ready(model: M, pack_weights: bool = True) -> M:

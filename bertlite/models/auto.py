@@ -13,7 +13,14 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from bertlite.checkpoint.hub import pop_hub_kwargs, resolve_file
-from bertlite.config import BERT_MODEL_TYPES, CONFIG_NAME, BertConfig, as_bert_config, read_json_object
+from bertlite.config import (
+    BERT_MODEL_TYPES,
+    CONFIG_CLASSES,
+    CONFIG_NAME,
+    BertConfig,
+    as_bert_config,
+    read_json_object,
+)
 
 if TYPE_CHECKING:
     from bertlite.models.bert import BertPreTrainedModel
@@ -35,6 +42,62 @@ ARCHITECTURES = {
 }
 
 
+# model_type -> the bertlite class of each family's base model (the task heads are BERT's only so far).
+BASE_MODELS = {
+    "bert": "BertModel",
+    "roberta": "RobertaModel",
+    "xlm-roberta": "XLMRobertaModel",
+    "camembert": "CamembertModel",
+}
+
+
+def checkpoint_model_type(
+    name_or_path: str | os.PathLike, what: str, model_types: tuple[str, ...], **hub_kwargs: Any
+) -> tuple[str, list[str]]:
+    """The model_type of a checkpoint's config.json, refused by name when `what` does not load it.
+
+    A missing config.json is left to the loader, whose error names what to check.
+
+    Args:
+        name_or_path: a checkpoint folder, a hub id, or a path to config.json itself.
+        what: the Auto class's name, for the message.
+        model_types: the model_type values `what` loads.
+        **hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file (revision, subfolder, ...).
+
+    Returns:
+        (model_type, architectures): "bert" for a config.json without model_type (or none), and the
+        config's architectures (maybe empty).
+
+    Raises:
+        ValueError: a model_type not in model_types, or no model_type and non-BERT architectures.
+    """
+    path = name_or_path if os.path.isfile(name_or_path) else resolve_file(name_or_path, CONFIG_NAME, **hub_kwargs)
+    if path is None:
+        return "bert", []
+    data = read_json_object(path)
+    architectures = data.get("architectures") or []
+    if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
+        raise ValueError(f"{path}: architectures must be a list of class names, got {architectures!r}")
+    model_type = data.get("model_type")
+    if model_type is None:
+        others = [a for a in architectures if not a.startswith("Bert")]
+        if others:
+            raise ValueError(
+                f"{path}: no model_type, and architectures={others!r} is not a BERT model; "
+                f"bertlite.{what} loads BERT checkpoints only"
+            )
+        return "bert", architectures
+    if model_type not in model_types:
+        family = "is not a BERT checkpoint"
+        if model_type in BASE_MODELS:
+            family = "has its base model in bertlite (bertlite.AutoModel), not this class yet"
+        raise ValueError(
+            f"{path}: model_type={model_type!r} {family}; bertlite.{what} loads model_type "
+            f"{' or '.join(repr(t) for t in model_types)} only"
+        )
+    return model_type, architectures
+
+
 def check_bert_checkpoint(name_or_path: str | os.PathLike, what: str, **hub_kwargs: Any) -> list[str]:
     """Refuse a config.json of another model by name.
 
@@ -51,28 +114,20 @@ def check_bert_checkpoint(name_or_path: str | os.PathLike, what: str, **hub_kwar
     Raises:
         ValueError: a model_type that is not BERT's, or no model_type and non-BERT architectures.
     """
-    # A path to config.json itself is a config too, as BertConfig.from_pretrained takes it.
-    path = name_or_path if os.path.isfile(name_or_path) else resolve_file(name_or_path, CONFIG_NAME, **hub_kwargs)
-    if path is None:
-        return []
-    data = read_json_object(path)
-    architectures = data.get("architectures") or []
-    if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
-        raise ValueError(f"{path}: architectures must be a list of class names, got {architectures!r}")
-    model_type = data.get("model_type")
-    if model_type is None:
-        others = [a for a in architectures if not a.startswith("Bert")]
-        if others:
-            raise ValueError(
-                f"{path}: no model_type, and architectures={others!r} is not a BERT model; "
-                f"bertlite.{what} loads BERT checkpoints only"
-            )
-    elif model_type not in BERT_MODEL_TYPES:
-        raise ValueError(
-            f"{path}: model_type={model_type!r} is not a BERT checkpoint; bertlite.{what} loads model_type "
-            f"{' or '.join(repr(t) for t in BERT_MODEL_TYPES)} only"
-        )
-    return architectures
+    return checkpoint_model_type(name_or_path, what, BERT_MODEL_TYPES, **hub_kwargs)[1]
+
+
+def as_family_config(config: Any) -> BertConfig:
+    """A bertlite config of its family for `config`: itself, or one made from another library's config object
+    by its model_type (a transformers RobertaConfig becomes a bertlite RobertaConfig).
+
+    Raises:
+        TypeError: neither a bertlite config nor an object with to_dict().
+        ValueError: its values are not a config bertlite runs (naming the field).
+    """
+    if isinstance(config, BertConfig):
+        return config
+    return as_bert_config(config, CONFIG_CLASSES.get(getattr(config, "model_type", "bert"), BertConfig))
 
 
 class _Auto:
@@ -88,46 +143,60 @@ class _Auto:
 class AutoConfig(_Auto):
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, **kwargs: Any) -> Any:
-        """Load a BertConfig, after refusing a non-BERT config.json.
+        """Load the config of its model_type's family (BertConfig, RobertaConfig, ...), refusing another's by name.
 
         Args:
             name_or_path: a checkpoint folder, a hub id, or a path to config.json.
             **kwargs: as BertConfig.from_pretrained's (field overrides, hub options).
 
         Returns:
-            BertConfig.from_pretrained(name_or_path, **kwargs).
+            <family config>.from_pretrained(name_or_path, **kwargs).
 
         Raises:
-            ValueError: the config is not a BERT model's.
+            ValueError: the config is not a model bertlite has.
         """
-        check_bert_checkpoint(name_or_path, cls.__name__, **pop_hub_kwargs(dict(kwargs)))
-        return BertConfig.from_pretrained(name_or_path, **kwargs)
+        model_type, _ = checkpoint_model_type(
+            name_or_path, cls.__name__, tuple(BASE_MODELS), **pop_hub_kwargs(dict(kwargs))
+        )
+        return CONFIG_CLASSES[model_type].from_pretrained(name_or_path, **kwargs)
 
     @classmethod
     def for_model(cls, model_type: str, **kwargs: Any) -> BertConfig:
         """Build a new config, as transformers' AutoConfig.for_model.
 
         Args:
-            model_type: "bert" (any of BERT_MODEL_TYPES).
-            **kwargs: BertConfig fields.
+            model_type: a key of bertlite.config.CONFIG_CLASSES ("bert", "roberta", "xlm-roberta", "camembert").
+            **kwargs: the config's fields.
 
         Returns:
-            BertConfig(**kwargs).
+            The family's config class (**kwargs).
 
         Raises:
             ValueError: another model_type.
         """
-        if model_type not in BERT_MODEL_TYPES:
-            raise ValueError(f"model_type={model_type!r} is not a BERT model; bertlite.AutoConfig builds 'bert' only")
-        return BertConfig(**kwargs)
+        if model_type not in CONFIG_CLASSES:
+            raise ValueError(
+                f"model_type={model_type!r} is not a model bertlite has; bertlite.AutoConfig builds "
+                f"{', '.join(repr(t) for t in CONFIG_CLASSES)}"
+            )
+        return CONFIG_CLASSES[model_type](**kwargs)
 
 
 class _AutoModel(_Auto):
     _model_class = "BertModel"
 
     @classmethod
-    def model_class(cls) -> type[BertPreTrainedModel]:
-        """The bertlite class this Auto class builds."""
+    def model_types(cls) -> tuple[str, ...]:
+        """The model_type values this Auto class loads: every family's for AutoModel, BERT's for a task head."""
+        return tuple(BASE_MODELS) if cls._model_class == "BertModel" else BERT_MODEL_TYPES
+
+    @classmethod
+    def model_class(cls, model_type: str = "bert") -> type[BertPreTrainedModel]:
+        """The bertlite class this Auto class builds for a model_type."""
+        if model_type != "bert":
+            from bertlite.models import roberta
+
+            return getattr(roberta, BASE_MODELS[model_type])
         from bertlite.models.heads import MODEL_CLASSES
 
         return MODEL_CLASSES[cls._model_class]
@@ -149,12 +218,14 @@ class _AutoModel(_Auto):
             ValueError: the checkpoint is not a BERT model's.
             TypeError: config= is not a bertlite.BertConfig.
         """
-        config = kwargs.get("config")
+        config, model_type = kwargs.get("config"), "bert"
         if config is None:
-            check_bert_checkpoint(name_or_path, cls.__name__, **pop_hub_kwargs(dict(kwargs)))
+            hub_kwargs = pop_hub_kwargs(dict(kwargs))
+            model_type, _ = checkpoint_model_type(name_or_path, cls.__name__, cls.model_types(), **hub_kwargs)
         elif not isinstance(config, (str, os.PathLike)):
-            kwargs["config"] = as_bert_config(config)  # transformers' config objects too
-        return cls.model_class().from_pretrained(name_or_path, *model_args, **kwargs)
+            kwargs["config"] = config = as_family_config(config)  # transformers' config objects too
+            model_type = config.model_type
+        return cls.model_class(model_type).from_pretrained(name_or_path, *model_args, **kwargs)
 
     @classmethod
     def from_config(
@@ -179,7 +250,13 @@ class _AutoModel(_Auto):
         Raises:
             TypeError: config is not a bertlite.BertConfig.
         """
-        return cls.model_class().from_config(as_bert_config(config), dtype=dtype, torch_dtype=torch_dtype, **kwargs)
+        config = as_family_config(config)
+        if config.model_type not in cls.model_types():
+            raise ValueError(
+                f"model_type={config.model_type!r} has its base model in bertlite (bertlite.AutoModel), "
+                f"not bertlite.{cls.__name__} yet"
+            )
+        return cls.model_class(config.model_type).from_config(config, dtype=dtype, torch_dtype=torch_dtype, **kwargs)
 
 
 class AutoModel(_AutoModel):

@@ -77,6 +77,8 @@ class BertEmbeddings(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         # With relative positions the table exists (checkpoints carry it) but is not added, as in transformers 4.x.
         self.position_embedding_type = config.position_embedding_type
+        # The position id of each sequence's first token on a packed batch (a family counts from elsewhere).
+        self.first_position = 0
         # transformers keeps position_ids/token_type_ids as non-persistent buffers;
         # they are made on the fly here so a meta-device build has nothing to re-fill.
 
@@ -399,6 +401,8 @@ def _check_layout_kwargs(
 class BertModel(BertPreTrainedModel):
     """The BERT encoder: embeddings, the layers and an optional pooler, with transformers' keys."""
 
+    embeddings_class: type[nn.Module] = BertEmbeddings  # a family's embeddings (bertlite.models.roberta)
+
     def __init__(
         self,
         config: BertConfig,
@@ -422,7 +426,7 @@ class BertModel(BertPreTrainedModel):
         if attn_implementation is None:
             attn_implementation = config._attn_implementation or DEFAULT_ATTENTION
         check_attn_implementation(attn_implementation)  # before any layer is built
-        self.embeddings = BertEmbeddings(config)
+        self.embeddings = self.embeddings_class(config)
         self.encoder = BertEncoder(config, attn_implementation)
         self.pooler = BertPooler(config) if add_pooling_layer else None
         self.init_weights()
@@ -576,9 +580,10 @@ class BertModel(BertPreTrainedModel):
             pooled = out.pooler_output[first_token_of] if out.pooler_output is not None else None
             sequence_output = out.last_hidden_state[layout.starts[first_token_of]]
             return BaseModelOutputWithPooling(sequence_output, pooled, out.hidden_states, out.attentions)
-        embedding_output = self.embeddings(
-            input_ids=input_ids, token_type_ids=token_type_ids, position_ids=layout.positions
+        positions = (
+            layout.positions + self.embeddings.first_position if self.embeddings.first_position else layout.positions
         )
+        embedding_output = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids, position_ids=positions)
         sequence_output, hidden_states, attentions = self.encoder(
             embedding_output, None, output_attentions, output_hidden_states, layout, first_token_of
         )

@@ -1,0 +1,170 @@
+"""RoBERTa, XLM-RoBERTa and CamemBERT base models against transformers in the same run: BERT's tree with
+RoBERTa's positions, padded and packed, through from_pretrained, the Auto classes and Embedder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+import bertlite
+from bertlite.config import CamembertConfig, RobertaConfig, XLMRobertaConfig
+from bertlite.jobs.prepare import ready
+from bertlite.models.roberta import CamembertModel, RobertaModel, XLMRobertaModel
+
+FAMILIES = {
+    "roberta": (transformers.RobertaModel, transformers.RobertaConfig, RobertaModel, RobertaConfig),
+    "xlm-roberta": (transformers.XLMRobertaModel, transformers.XLMRobertaConfig, XLMRobertaModel, XLMRobertaConfig),
+    "camembert": (transformers.CamembertModel, transformers.CamembertConfig, CamembertModel, CamembertConfig),
+}
+# A RoBERTa checkpoint's shape: one token type, positions 0 and 1 unused (padding_idx 1), LayerNorm eps 1e-5.
+TINY_ROBERTA = dict(
+    vocab_size=99,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=37,
+    max_position_embeddings=42,
+    type_vocab_size=1,
+    layer_norm_eps=1e-5,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+)
+
+
+def make_family_model(family: str, attn: str = "eager", seed: int = 0) -> transformers.PreTrainedModel:
+    hf_class, config_class, _, _ = FAMILIES[family]
+    torch.manual_seed(seed)
+    model = hf_class(config_class(**TINY_ROBERTA, attn_implementation=attn))
+    with torch.no_grad():
+        for p in model.parameters():  # far from the init, so a wrongly loaded tensor shows
+            p.normal_(0.0, 0.3)
+    return model.eval()
+
+
+def batch_with_padding() -> dict[str, torch.Tensor]:
+    """Three texts, two right-padded with RoBERTa's pad id 1 (positions must skip them)."""
+    torch.manual_seed(1)
+    ids = torch.randint(3, 99, (3, 11))
+    mask = torch.ones_like(ids)
+    for row, length in ((1, 7), (2, 9)):
+        ids[row, length:], mask[row, length:] = 1, 0
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def family_folder(request, tmp_path_factory) -> tuple[str, Path]:
+    folder = tmp_path_factory.mktemp(request.param)
+    make_family_model(request.param).save_pretrained(folder)
+    return request.param, folder
+
+
+def test_the_family_loads_key_for_key_and_equals_transformers_bitwise(family_folder) -> None:
+    family, folder = family_folder
+    _, _, ours_class, config_class = FAMILIES[family]
+    hf = make_family_model(family)
+    ours = ours_class.from_pretrained(folder, attn_implementation="eager")
+    assert type(ours.config) is config_class and ours.config.model_type == family
+    assert list(ours.state_dict()) == list(hf.state_dict())
+    batch = batch_with_padding()
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        expected = hf(**batch)
+        padded = ours(**batch)
+        packed = ours(input_ids=batch["input_ids"][real], lengths=real.sum(1))
+        embeds = ours(inputs_embeds=ours.embeddings.word_embeddings(batch["input_ids"][:1]))
+        expected_embeds = hf(inputs_embeds=hf.embeddings.word_embeddings(batch["input_ids"][:1]))
+    assert torch.equal(padded.last_hidden_state[real], expected.last_hidden_state[real])
+    assert torch.equal(padded.pooler_output, expected.pooler_output)
+    torch.testing.assert_close(packed.last_hidden_state, expected.last_hidden_state[real], atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(packed.pooler_output, expected.pooler_output, atol=1e-6, rtol=1e-6)
+    assert torch.equal(embeds.last_hidden_state, expected_embeds.last_hidden_state)
+
+
+def test_sdpa_and_the_fast_path_match_transformers_sdpa(family_folder) -> None:
+    family, folder = family_folder
+    hf = make_family_model(family, attn="sdpa")
+    ours = ready(FAMILIES[family][2].from_pretrained(folder, attn_implementation="sdpa"))
+    batch = batch_with_padding()
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        expected = hf(**batch).last_hidden_state[real]
+        packed = ours(input_ids=batch["input_ids"][real], lengths=real.sum(1)).last_hidden_state
+    torch.testing.assert_close(packed, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_auto_classes_dispatch_on_model_type(family_folder, tmp_path) -> None:
+    family, folder = family_folder
+    _, hf_config_class, ours_class, config_class = FAMILIES[family]
+    assert type(bertlite.AutoConfig.from_pretrained(folder)) is config_class
+    assert type(bertlite.AutoModel.from_pretrained(folder)) is ours_class
+    assert type(bertlite.AutoConfig.for_model(family, **TINY_ROBERTA)) is config_class
+    assert type(bertlite.AutoModel.from_config(hf_config_class(**TINY_ROBERTA))) is ours_class  # transformers' config
+    with pytest.raises(
+        ValueError, match=rf"model_type='{family}' has its base model in bertlite \(bertlite.AutoModel\)"
+    ):
+        bertlite.AutoModelForMaskedLM.from_pretrained(folder)
+    with pytest.raises(ValueError, match="model_type='bert' is not a"):
+        ours_class.from_pretrained(folder, config=bertlite.BertConfig(**{**TINY_ROBERTA, "type_vocab_size": 2}))
+
+
+def test_saved_by_bertlite_loads_in_transformers_with_the_same_outputs(family_folder, tmp_path) -> None:
+    family, folder = family_folder
+    ours = FAMILIES[family][2].from_pretrained(folder, attn_implementation="eager")
+    ours.save_pretrained(tmp_path / "saved")
+    assert json.loads((tmp_path / "saved" / "config.json").read_text())["model_type"] == family
+    theirs = transformers.AutoModel.from_pretrained(tmp_path / "saved", attn_implementation="eager").eval()
+    assert type(theirs) is FAMILIES[family][0]
+    batch = batch_with_padding()
+    with torch.no_grad():
+        assert torch.equal(theirs(**batch).last_hidden_state, ours(**batch).last_hidden_state)
+
+
+def unigram_tokenizer(folder: Path) -> None:
+    """A small SentencePiece-style unigram tokenizer with XLM-RoBERTa's special tokens, saved as transformers
+    saves one (tokenizer.json and its config)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+
+    specials = ["<s>", "<pad>", "</s>", "<unk>"]
+    words = "the a of to in is list sort dict value returns new items json writes sequence mutable key".split()
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    pieces = [(t, 0.0) for t in specials] + [(f"▁{w}", -2.0) for w in words]
+    pieces += [(f"▁{c}", -6.0) for c in letters] + [(c, -8.0) for c in letters] + [("▁", -9.0), ("<mask>", 0.0)]
+    tokenizer = Tokenizer(models.Unigram(pieces, unk_id=3))
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.decoder = decoders.Metaspace()
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", 0), ("</s>", 2)]
+    )
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token="<s>",
+        eos_token="</s>",
+        cls_token="<s>",
+        sep_token="</s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        mask_token="<mask>",
+    )
+    fast.save_pretrained(folder)
+    assert len(fast) <= TINY_ROBERTA["vocab_size"]
+
+
+def test_embedder_on_an_xlm_roberta_sentence_transformer_gives_its_vectors(tmp_path) -> None:
+    from sentence_transformers import SentenceTransformer, models
+
+    base = tmp_path / "xlmr"
+    make_family_model("xlm-roberta").save_pretrained(base)
+    unigram_tokenizer(base)
+    transformer = models.Transformer(str(base), max_seq_length=24)
+    st = SentenceTransformer(modules=[transformer, models.Pooling(32, "mean"), models.Normalize()], device="cpu")
+    st.save(str(tmp_path / "st"))
+    texts = ["the list of items", "sort a dict by value", "json writes a new sequence", "zebra", "a " * 40]
+    expected = st.encode(texts, convert_to_numpy=True)
+    embedder = bertlite.Embedder.from_pretrained(tmp_path / "st", dtype="float32")
+    assert type(embedder.model) is XLMRobertaModel and embedder.max_length == 24
+    np.testing.assert_allclose(embedder.encode(texts), expected, atol=1e-5, rtol=0)
