@@ -79,7 +79,7 @@ class BaseEncoder:
         device's fast modules) unless its attn_implementation is "eager", the reference.
 
         Args:
-            model: a BertModel, or a head whose base model is `model.bert`.
+            model: a BertModel, or a head whose base model is `model.base_model` (`bert`, `roberta`, ...).
             tokenizer: its tokenizer; a copy is kept (truncation set, padding off), so the caller's
                 keeps its settings.
             max_length: tokens per text, longer ones truncated; None: the model's
@@ -88,7 +88,7 @@ class BaseEncoder:
             pack_weights: ready's pack_weights.
         """
         self.model = ready(model, pack_weights=pack_weights)
-        self.bert: BertModel = model if isinstance(model, BertModel) else model.bert
+        self.bert: BertModel = model if isinstance(model, BertModel) else model.base_model
         self.unpad = unpad
         # A copy of its own: truncation is set on the tokenizer (once, not per call, so threads can share
         # this encoder), and the caller's tokenizer, or another encoder's, must keep its own settings.

@@ -198,14 +198,14 @@ def ready(model: M, pack_weights: bool = True) -> M:
     reference, is left as it is.
 
     Args:
-        model: a BertModel, or a head whose base model is `model.bert`.
+        model: a BertModel, or a head whose base model is `model.base_model`.
         pack_weights: keep float32 CPU weights in oneDNN's blocked layout (faster, one more copy of them).
 
     Returns:
         The model.
     """
     model.eval()
-    bert: BertModel = model if isinstance(model, BertModel) else model.bert
+    bert: BertModel = model if isinstance(model, BertModel) else model.base_model
     if bert.attn_implementation == "eager":
         return model
     if bert.device.type == "cpu":

@@ -42,7 +42,9 @@ ARCHITECTURES = {
 }
 
 
-# model_type -> the bertlite class of each family's base model (the task heads are BERT's only so far).
+# The classes of the RoBERTa family (bertlite.models.roberta) after their prefix: the base model and these heads.
+FAMILY_HEADS = ("Model", "ForSequenceClassification", "ForMaskedLM", "ForTokenClassification", "ForQuestionAnswering")
+# model_type -> the bertlite class of each family's base model.
 BASE_MODELS = {
     "bert": "BertModel",
     "roberta": "RobertaModel",
@@ -187,16 +189,19 @@ class _AutoModel(_Auto):
 
     @classmethod
     def model_types(cls) -> tuple[str, ...]:
-        """The model_type values this Auto class loads: every family's for AutoModel, BERT's for a task head."""
-        return tuple(BASE_MODELS) if cls._model_class == "BertModel" else BERT_MODEL_TYPES
+        """The model_type values this Auto class loads: BERT's, and each family that has this head."""
+        suffix = cls._model_class.removeprefix("Bert")
+        return tuple(t for t in BASE_MODELS if t == "bert" or suffix in FAMILY_HEADS)
 
     @classmethod
     def model_class(cls, model_type: str = "bert") -> type[BertPreTrainedModel]:
-        """The bertlite class this Auto class builds for a model_type."""
+        """The bertlite class this Auto class builds for a model_type (BertForMaskedLM, XLMRobertaForMaskedLM...)."""
         if model_type != "bert":
             from bertlite.models import roberta
 
-            return getattr(roberta, BASE_MODELS[model_type])
+            return getattr(
+                roberta, BASE_MODELS[model_type].removesuffix("Model") + cls._model_class.removeprefix("Bert")
+            )
         from bertlite.models.heads import MODEL_CLASSES
 
         return MODEL_CLASSES[cls._model_class]

@@ -115,6 +115,17 @@ class _BertWithHead(BertPreTrainedModel):
     heads take them in **kwargs.
     """
 
+    base_model_class: type[BertModel] = BertModel  # a family's base model (bertlite.models.roberta)
+
+    def _add_base_model(
+        self, config: BertConfig, attn_implementation: str | None, add_pooling_layer: bool = True
+    ) -> None:
+        """Build the base model under its prefix (`bert`; a family's, e.g. `roberta`), as transformers names it."""
+        base = self.base_model_class(
+            config, add_pooling_layer=add_pooling_layer, attn_implementation=attn_implementation
+        )
+        setattr(self, self.base_model_prefix, base)
+
     def post_init(self) -> None:
         # BertModel initialised itself; the head modules are the other children. On the
         # meta device (from_pretrained) there is nothing to fill. Tying comes last, so
@@ -134,15 +145,15 @@ class _BertWithHead(BertPreTrainedModel):
     @property
     def attn_implementation(self) -> str:
         """The attention implementation the base model's layers run."""
-        return self.bert.attn_implementation
+        return self.base_model.attn_implementation
 
     def get_input_embeddings(self) -> nn.Embedding:
         """The base model's word embeddings."""
-        return self.bert.get_input_embeddings()
+        return self.base_model.get_input_embeddings()
 
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         """Replace the base model's word embeddings with `value`."""
-        self.bert.set_input_embeddings(value)
+        self.base_model.set_input_embeddings(value)
 
     def _encode(
         self,
@@ -163,7 +174,7 @@ class _BertWithHead(BertPreTrainedModel):
         encoder_inputs.pop("return_dict", None)
         unnamed = {k: v for k, v in encoder_inputs.items() if k not in _BERT_MODEL_KEYWORDS}
         check_forward_kwargs(type(self).__name__, unnamed)
-        return self.bert(
+        return self.base_model(
             input_ids=input_ids,
             attention_mask=attention_mask,
             token_type_ids=token_type_ids,
@@ -209,7 +220,7 @@ class BertForPreTraining(_BertWithLMHead):
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
-        self.bert = BertModel(config, attn_implementation=attn_implementation)
+        self._add_base_model(config, attn_implementation)
         self.cls = BertPreTrainingHeads(config)
         self.post_init()
 
@@ -267,7 +278,7 @@ class BertLMHeadModel(_BertWithLMHead):
         config = self.config  # a bertlite.BertConfig, also when given transformers'
         if not config.is_decoder:
             warn_user("BertLMHeadModel without is_decoder=True attends both ways; set is_decoder=True")
-        self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
+        self._add_base_model(config, attn_implementation, add_pooling_layer=False)
         self.cls = BertOnlyMLMHead(config)
         self.post_init()
 
@@ -335,7 +346,7 @@ class BertForMaskedLM(_BertWithLMHead):
         config = self.config  # a bertlite.BertConfig, also when given transformers'
         if config.is_decoder:
             warn_user("BertForMaskedLM with is_decoder=True attends only to the left")
-        self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
+        self._add_base_model(config, attn_implementation, add_pooling_layer=False)
         self.cls = BertOnlyMLMHead(config)
         self.post_init()
 
@@ -382,7 +393,7 @@ class BertForNextSentencePrediction(_BertWithHead):
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
-        self.bert = BertModel(config, attn_implementation=attn_implementation)
+        self._add_base_model(config, attn_implementation)
         self.cls = BertOnlyNSPHead(config)
         self.post_init()
 
@@ -433,7 +444,7 @@ class BertForSequenceClassification(_BertWithHead):
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
         self.num_labels = config.num_labels
-        self.bert = BertModel(config, attn_implementation=attn_implementation)
+        self._add_base_model(config, attn_implementation)
         self.dropout = _classifier_dropout(config)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
@@ -465,7 +476,7 @@ class BertForSequenceClassification(_BertWithHead):
             BertModel.forward's; with return_dict=False the tuple of its non-None fields.
         """
         outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        logits = self.classifier(self.dropout(outputs.pooler_output))  # (B, num_labels)
+        logits = self._classify(outputs, kwargs)  # (B, num_labels)
         loss = None
         if labels is not None:
             if self.config.problem_type is None:
@@ -487,6 +498,10 @@ class BertForSequenceClassification(_BertWithHead):
         output = SequenceClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions)
         return self._finish(output, kwargs)
 
+    def _classify(self, outputs: BaseModelOutputWithPooling, forward_kwargs: dict[str, Any]) -> Tensor:
+        """(B, num_labels) logits from the base model's outputs: BERT classifies the pooler output."""
+        return self.classifier(self.dropout(outputs.pooler_output))
+
 
 class BertForMultipleChoice(_BertWithHead):
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
@@ -499,7 +514,7 @@ class BertForMultipleChoice(_BertWithHead):
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
-        self.bert = BertModel(config, attn_implementation=attn_implementation)
+        self._add_base_model(config, attn_implementation)
         self.dropout = _classifier_dropout(config)
         self.classifier = nn.Linear(config.hidden_size, 1)  # one score per choice
         self.post_init()
@@ -573,7 +588,7 @@ class BertForTokenClassification(_BertWithHead):
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
         self.num_labels = config.num_labels
-        self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
+        self._add_base_model(config, attn_implementation, add_pooling_layer=False)
         self.dropout = _classifier_dropout(config)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
@@ -629,7 +644,7 @@ class BertForQuestionAnswering(_BertWithHead):
             # transformers would fail later, unpacking the logits; the two outputs are start and end.
             raise ValueError(f"BertForQuestionAnswering needs num_labels=2 (start, end), got {config.num_labels}")
         self.num_labels = config.num_labels
-        self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
+        self._add_base_model(config, attn_implementation, add_pooling_layer=False)
         self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 

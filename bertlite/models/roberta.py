@@ -3,7 +3,10 @@
 The three share transformers' RobertaModel architecture: the same embeddings, layers and pooler as BERT
 (the same state_dict keys under the base model prefix "roberta"), and positions counted from
 pad_token_id + 1, padding keeping pad_token_id's row. That one difference is RobertaEmbeddings; the rest is
-BertModel's, packed path included (a packed batch's positions start at `first_position`).
+BertModel's, packed path included (a packed batch's positions start at `first_position`). The heads are
+BERT's where transformers' are the same modules (token classification, question answering), and their own
+where they differ: the sequence classifier reads the first token through a dense + tanh layer (no pooler),
+the masked-LM head is `lm_head` (dense, GELU, layer_norm, decoder).
 """
 
 from __future__ import annotations
@@ -11,12 +14,19 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertlite.config import BertConfig, CamembertConfig, RobertaConfig, XLMRobertaConfig, as_bert_config
 from bertlite.models.bert import BertEmbeddings, BertModel
-
-__all__ = ["CamembertModel", "RobertaEmbeddings", "RobertaModel", "XLMRobertaModel"]
+from bertlite.models.heads import (
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    _BertWithHead,
+    _classifier_dropout,
+)
+from bertlite.models.outputs import BaseModelOutputWithPooling, MaskedLMOutput
 
 
 class RobertaEmbeddings(BertEmbeddings):
@@ -67,6 +77,134 @@ class RobertaModel(BertModel):
     _as_config = _family_config(RobertaConfig)
 
 
+class RobertaClassificationHead(nn.Module):
+    """transformers' RobertaClassificationHead: the first token through dropout, dense, tanh, dropout, out_proj."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout = _classifier_dropout(config)
+        self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
+
+    def forward(self, features: Tensor) -> Tensor:
+        """(B, T, H) hidden states -> (B, num_labels) logits, from each sequence's first token."""
+        x = self.dropout(features[:, 0, :])
+        x = self.dropout(torch.tanh(self.dense(x)))
+        return self.out_proj(x)
+
+
+class RobertaLMHead(nn.Module):
+    """transformers' RobertaLMHead: dense, GELU (always, whatever hidden_act), layer_norm, decoder (+ bias)."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, features: Tensor) -> Tensor:
+        return self.decoder(self.layer_norm(F.gelu(self.dense(features))))
+
+
+class _RobertaHead:
+    """What the RoBERTa heads set on a BERT head: the base model, its prefix and the config class."""
+
+    config_class = RobertaConfig
+    base_model_prefix = "roberta"
+    base_model_class = RobertaModel
+    _as_config = _family_config(RobertaConfig)
+
+
+def first_tokens(hidden: Tensor, forward_kwargs: dict[str, Any]) -> Tensor:
+    """Each sequence's first token as (B, 1, H): from (B, T, H), or from a packed batch's (N, H) rows."""
+    if hidden.dim() == 3:
+        return hidden[:, :1]
+    layout = forward_kwargs.get("layout")
+    lengths = layout.lengths if layout is not None else torch.as_tensor(forward_kwargs["lengths"], device=hidden.device)
+    return hidden[torch.cumsum(lengths, 0) - lengths][:, None]  # (B, 1, H)
+
+
+class RobertaForSequenceClassification(_RobertaHead, BertForSequenceClassification):
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its head (no pooler: the classifier reads the first token).
+
+        Args:
+            config: the model's config (num_labels: the classes).
+            attn_implementation: as BertForSequenceClassification's.
+        """
+        _BertWithHead.__init__(self, config)
+        config = self.config
+        self.num_labels = config.num_labels
+        self._add_base_model(config, attn_implementation, add_pooling_layer=False)
+        self.classifier = RobertaClassificationHead(config)
+        self.post_init()
+
+    def _classify(self, outputs: BaseModelOutputWithPooling, forward_kwargs: dict[str, Any]) -> Tensor:
+        return self.classifier(first_tokens(outputs.last_hidden_state, forward_kwargs))
+
+
+class RobertaForMaskedLM(_RobertaHead, _BertWithHead):
+    _tied_weights_keys = {
+        "lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
+        "lm_head.decoder.bias": "lm_head.bias",
+    }
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its masked-LM head, the decoder tied to the word embeddings.
+
+        Args:
+            config: the model's config.
+            attn_implementation: as BertForMaskedLM's.
+        """
+        super().__init__(config)
+        self._add_base_model(self.config, attn_implementation, add_pooling_layer=False)
+        self.lm_head = RobertaLMHead(self.config)
+        self.post_init()
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, RobertaLMHead):
+            module.bias.zero_()  # a bare Parameter, which the per-layer scheme does not reach
+
+    def get_output_embeddings(self) -> nn.Linear:
+        """The language-model decoder, lm_head.decoder."""
+        return self.lm_head.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        """Replace the decoder (and the bias it uses) with `new_embeddings`."""
+        self.lm_head.decoder = new_embeddings
+        self.lm_head.bias = new_embeddings.bias
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        **kwargs: Any,
+    ) -> MaskedLMOutput | tuple[Tensor, ...]:
+        """Vocabulary logits for every token, and the masked-LM loss when labels are given; as BertForMaskedLM's."""
+        outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        logits = self.lm_head(outputs.last_hidden_state)  # (B, T, vocab)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.view(-1, self.config.vocab_size), labels.view(-1))
+        return self._finish(MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+
+
+class RobertaForTokenClassification(_RobertaHead, BertForTokenClassification):
+    """transformers' RobertaForTokenClassification: BERT's head on RobertaModel."""
+
+
+class RobertaForQuestionAnswering(_RobertaHead, BertForQuestionAnswering):
+    """transformers' RobertaForQuestionAnswering: BERT's head on RobertaModel."""
+
+
 class XLMRobertaModel(RobertaModel):
     """transformers' XLMRobertaModel: RobertaModel on XLM-RoBERTa's config."""
 
@@ -74,8 +212,52 @@ class XLMRobertaModel(RobertaModel):
     _as_config = _family_config(XLMRobertaConfig)
 
 
+class _XLMRobertaHead:
+    config_class = XLMRobertaConfig
+    base_model_class = XLMRobertaModel
+    _as_config = _family_config(XLMRobertaConfig)
+
+
+class XLMRobertaForSequenceClassification(_XLMRobertaHead, RobertaForSequenceClassification):
+    """transformers' XLMRobertaForSequenceClassification: RobertaForSequenceClassification on XLM-RoBERTa's config."""
+
+
+class XLMRobertaForMaskedLM(_XLMRobertaHead, RobertaForMaskedLM):
+    """transformers' XLMRobertaForMaskedLM: RobertaForMaskedLM on XLM-RoBERTa's config."""
+
+
+class XLMRobertaForTokenClassification(_XLMRobertaHead, RobertaForTokenClassification):
+    """transformers' XLMRobertaForTokenClassification: RobertaForTokenClassification on XLM-RoBERTa's config."""
+
+
+class XLMRobertaForQuestionAnswering(_XLMRobertaHead, RobertaForQuestionAnswering):
+    """transformers' XLMRobertaForQuestionAnswering: RobertaForQuestionAnswering on XLM-RoBERTa's config."""
+
+
 class CamembertModel(RobertaModel):
     """transformers' CamembertModel: RobertaModel on CamemBERT's config."""
 
     config_class = CamembertConfig
     _as_config = _family_config(CamembertConfig)
+
+
+class _CamembertHead:
+    config_class = CamembertConfig
+    base_model_class = CamembertModel
+    _as_config = _family_config(CamembertConfig)
+
+
+class CamembertForSequenceClassification(_CamembertHead, RobertaForSequenceClassification):
+    """transformers' CamembertForSequenceClassification: RobertaForSequenceClassification on CamemBERT's config."""
+
+
+class CamembertForMaskedLM(_CamembertHead, RobertaForMaskedLM):
+    """transformers' CamembertForMaskedLM: RobertaForMaskedLM on CamemBERT's config."""
+
+
+class CamembertForTokenClassification(_CamembertHead, RobertaForTokenClassification):
+    """transformers' CamembertForTokenClassification: RobertaForTokenClassification on CamemBERT's config."""
+
+
+class CamembertForQuestionAnswering(_CamembertHead, RobertaForQuestionAnswering):
+    """transformers' CamembertForQuestionAnswering: RobertaForQuestionAnswering on CamemBERT's config."""

@@ -14,6 +14,7 @@ import transformers
 import bertlite
 from bertlite.config import CamembertConfig, RobertaConfig, XLMRobertaConfig
 from bertlite.jobs.prepare import ready
+from bertlite.models import roberta
 from bertlite.models.roberta import CamembertModel, RobertaModel, XLMRobertaModel
 
 FAMILIES = {
@@ -107,7 +108,7 @@ def test_auto_classes_dispatch_on_model_type(family_folder, tmp_path) -> None:
     with pytest.raises(
         ValueError, match=rf"model_type='{family}' has its base model in bertlite \(bertlite.AutoModel\)"
     ):
-        bertlite.AutoModelForMaskedLM.from_pretrained(folder)
+        bertlite.AutoModelForCausalLM.from_pretrained(folder)  # no RoBERTa causal LM in bertlite
     with pytest.raises(ValueError, match="model_type='bert' is not a"):
         ours_class.from_pretrained(folder, config=bertlite.BertConfig(**{**TINY_ROBERTA, "type_vocab_size": 2}))
 
@@ -168,3 +169,45 @@ def test_embedder_on_an_xlm_roberta_sentence_transformer_gives_its_vectors(tmp_p
     embedder = bertlite.Embedder.from_pretrained(tmp_path / "st", dtype="float32")
     assert type(embedder.model) is XLMRobertaModel and embedder.max_length == 24
     np.testing.assert_allclose(embedder.encode(texts), expected, atol=1e-5, rtol=0)
+
+
+HEADS = ("ForSequenceClassification", "ForMaskedLM", "ForTokenClassification", "ForQuestionAnswering")
+PREFIXES = {"roberta": "Roberta", "xlm-roberta": "XLMRoberta", "camembert": "Camembert"}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("head", HEADS)
+def test_every_head_loads_and_equals_transformers(family, head, tmp_path) -> None:
+    name = PREFIXES[family] + head
+    config_class = FAMILIES[family][1]
+    torch.manual_seed(0)
+    labels = 2 if head == "ForQuestionAnswering" else 3
+    hf = getattr(transformers, name)(config_class(**TINY_ROBERTA, num_labels=labels, attn_implementation="eager"))
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.normal_(0.0, 0.3)
+    hf.eval().save_pretrained(tmp_path)
+    ours = getattr(roberta, name).from_pretrained(tmp_path, attn_implementation="eager")
+    auto = {
+        "ForSequenceClassification": bertlite.AutoModelForSequenceClassification,
+        "ForMaskedLM": bertlite.AutoModelForMaskedLM,
+        "ForTokenClassification": bertlite.AutoModelForTokenClassification,
+        "ForQuestionAnswering": bertlite.AutoModelForQuestionAnswering,
+    }[head]
+    assert type(auto.from_pretrained(tmp_path)) is type(ours)
+    assert sorted(ours.state_dict()) == sorted(hf.state_dict())
+    batch = batch_with_padding()
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        expected, got = hf(**batch), ours(**batch)
+    fields = ("start_logits", "end_logits") if head == "ForQuestionAnswering" else ("logits",)
+    for field in fields:
+        theirs, mine = getattr(expected, field), getattr(got, field)
+        if head == "ForSequenceClassification":
+            assert torch.equal(mine, theirs)
+        else:
+            assert torch.equal(mine[real], theirs[real])
+    if head == "ForSequenceClassification":  # the first token of a packed batch too
+        with torch.no_grad():
+            packed = ours(input_ids=batch["input_ids"][real], lengths=real.sum(1)).logits
+        torch.testing.assert_close(packed, expected.logits, atol=1e-6, rtol=1e-6)
