@@ -67,6 +67,11 @@ exit status: 0 done, 1 failed while embedding or writing (a full disk, a NaN vec
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
+    """Add the `embed` command and its options, in the order --help lists them.
+
+    Args:
+        commands: the `bertlite` parser's subcommands.
+    """
     p = add_command(
         commands,
         "embed",
@@ -74,6 +79,21 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         description=EMBED_HELP,
         model_help="a folder or a hub id",
     )
+    _add_file_arguments(p)
+    _add_encoding_arguments(p)
+    _add_prompt_arguments(p)
+    embed_tasks.add_task_arguments(p)
+    add_model_placement(p, extra_dtypes=("int8",))
+    _add_run_arguments(p)
+    _add_ray_arguments(p)
+
+
+def _add_file_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the input and output files and how the input is read: -i, -o, --field, --input-format, --errors.
+
+    Args:
+        p: the `embed` parser.
+    """
     p.add_argument(
         "-i",
         "--input",
@@ -97,6 +117,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         default="strict",
         help="invalid UTF-8 in the input: strict = stop with the line number, replace = use U+FFFD",
     )
+
+
+def _add_encoding_arguments(p: argparse.ArgumentParser) -> None:
+    """Add how texts are batched, truncated and pooled: --batch-size, --max-tokens, --pooling, --normalize,
+    --max-length, --on-long.
+
+    Args:
+        p: the `embed` parser.
+    """
     p.add_argument(
         "--batch-size",
         type=int,
@@ -127,9 +156,38 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         default="truncate",
         help="texts longer than the max length: truncate (counted in the summary) or stop",
     )
-    _add_prompt_arguments(p)
-    embed_tasks.add_task_arguments(p)
-    add_model_placement(p, extra_dtypes=("int8",))
+
+
+def _add_prompt_arguments(p: argparse.ArgumentParser) -> None:
+    """Add what goes before each text and how much of each vector is kept: --prompt-name or --prompt,
+    and --truncate-dim.
+
+    Args:
+        p: the `embed` parser.
+    """
+    prompt = p.add_mutually_exclusive_group()
+    prompt.add_argument(
+        "--prompt-name",
+        metavar="NAME",
+        help="put the checkpoint's prompt NAME (config_sentence_transformers.json 'prompts') before every text "
+        "(default: its default_prompt_name, if any)",
+    )
+    prompt.add_argument("--prompt", metavar="TEXT", help="put TEXT before every text, e.g. 'query: '")
+    p.add_argument(
+        "--truncate-dim",
+        type=int,
+        metavar="N",
+        help="keep the first N dimensions of each vector (Matryoshka models; as sentence-transformers' truncate_dim)",
+    )
+
+
+def _add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """Add what the run does with an existing or half-written output, and its progress bar: --overwrite,
+    --resume, --quiet.
+
+    Args:
+        p: the `embed` parser.
+    """
     p.add_argument(
         "--overwrite",
         action=argparse.BooleanOptionalAction,
@@ -143,6 +201,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "and if this run fails, keep its rows for the next --resume",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _add_ray_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the "distributed (--engine ray)" group: --engine, --ray-address, --replicas, --threads-per-replica,
+    --keep-text.
+
+    Args:
+        p: the `embed` parser.
+    """
     ray = p.add_argument_group("distributed (--engine ray)")
     ray.add_argument(
         "--engine",
@@ -160,23 +227,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="torch threads per replica, and CPUs Ray reserves for it (default 1)",
     )
     ray.add_argument("--keep-text", action="store_true", default=None, help="also write each row's text")
-
-
-def _add_prompt_arguments(p: argparse.ArgumentParser) -> None:
-    prompt = p.add_mutually_exclusive_group()
-    prompt.add_argument(
-        "--prompt-name",
-        metavar="NAME",
-        help="put the checkpoint's prompt NAME (config_sentence_transformers.json 'prompts') before every text "
-        "(default: its default_prompt_name, if any)",
-    )
-    prompt.add_argument("--prompt", metavar="TEXT", help="put TEXT before every text, e.g. 'query: '")
-    p.add_argument(
-        "--truncate-dim",
-        type=int,
-        metavar="N",
-        help="keep the first N dimensions of each vector (Matryoshka models; as sentence-transformers' truncate_dim)",
-    )
 
 
 def run(args: argparse.Namespace) -> int:

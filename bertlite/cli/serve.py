@@ -53,6 +53,11 @@ INSTALL_HINT = "bertlite serve needs starlette, uvicorn and prometheus_client: p
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
+    """Add the `serve` command and its options, in the order --help lists them.
+
+    Args:
+        commands: the `bertlite` parser's subcommands.
+    """
     p = add_command(
         commands,
         "serve",
@@ -68,6 +73,37 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, this machine only)")
     p.add_argument("--port", type=int, default=8080, help="port to bind; 0 picks a free one (default: 8080)")
+    _add_model_arguments(p)
+    _add_request_limit_arguments(p)
+    _add_connection_arguments(p)
+    p.add_argument(
+        "--truncate-dim",
+        type=int,
+        metavar="N",
+        help="serve the first N dimensions of each vector (as sentence-transformers' truncate_dim)",
+    )
+    _add_auth_arguments(p)
+    p.add_argument(
+        "--model-name",
+        "--served-model-name",
+        metavar="NAME",
+        help="model name in responses and /info (default: MODEL's hub id, or a folder's own name without its path)",
+    )
+    p.add_argument(
+        "--grace-period",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds SIGTERM waits for requests in flight (default: 30)",
+    )
+
+
+def _add_model_arguments(p: argparse.ArgumentParser) -> None:
+    """Add how the model runs: add_model_placement's --dtype (int8 too), --device and --pack-weights, and --threads.
+
+    Args:
+        p: the `serve` parser.
+    """
     add_model_placement(p, extra_dtypes=("int8",))
     p.add_argument(
         "--threads",
@@ -75,6 +111,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         metavar="N",
         help="torch threads for the model (default: torch's, one per core); fewer when the cores are shared",
     )
+
+
+def _add_request_limit_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the limits on batches and requests, the fields of bertlite.serve.app.Limits but --body-timeout.
+
+    Args:
+        p: the `serve` parser.
+    """
     p.add_argument(
         "--max-batch-tokens",
         type=int,
@@ -124,6 +168,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         metavar="N",
         help="UTF-8 bytes in one input; more get 413 naming the input (default: only --max-body-bytes bounds it)",
     )
+
+
+def _add_connection_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the limits that cut off slow clients and too many connections: --body-timeout and the fields of
+    bertlite.serve.server.ConnectionLimits.
+
+    Args:
+        p: the `serve` parser.
+    """
     p.add_argument(
         "--body-timeout",
         type=float,
@@ -159,31 +212,20 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         metavar="N",
         help="open connections; more get 503 and a log line (default: 1024, fewer to keep 128 of `ulimit -n` free)",
     )
-    p.add_argument(
-        "--truncate-dim",
-        type=int,
-        metavar="N",
-        help="serve the first N dimensions of each vector (as sentence-transformers' truncate_dim)",
-    )
+
+
+def _add_auth_arguments(p: argparse.ArgumentParser) -> None:
+    """Add --api-key and --api-key-file, one or the other (_api_key reads them, or env BERTLITE_API_KEY).
+
+    Args:
+        p: the `serve` parser.
+    """
     key = p.add_mutually_exclusive_group()
     key.add_argument(
         "--api-key", metavar="KEY", help="require 'Authorization: Bearer KEY' (default: env BERTLITE_API_KEY)"
     )
     key.add_argument(
         "--api-key-file", metavar="PATH", help="read the key from a file (surrounding whitespace is stripped)"
-    )
-    p.add_argument(
-        "--model-name",
-        "--served-model-name",
-        metavar="NAME",
-        help="model name in responses and /info (default: MODEL's hub id, or a folder's own name without its path)",
-    )
-    p.add_argument(
-        "--grace-period",
-        type=float,
-        default=30.0,
-        metavar="S",
-        help="seconds SIGTERM waits for requests in flight (default: 30)",
     )
 
 
