@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Any
 
 from bertlite import __version__
+
+if TYPE_CHECKING:  # run imports them on use, as `bertlite --help` needs none of them
+    from bertlite.utils.auto_dtype import Verdict
+    from bertlite.utils.capabilities import Capabilities
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -24,17 +29,19 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Print the report, as text or (--json) one JSON object.
+
+    Args:
+        args: `bertlite env`'s arguments.
+
+    Returns:
+        The exit status: 0, or 2 when BERTLITE_AUTO_DTYPE is not float32 or bfloat16.
+    """
     import json
-    import platform
     import sys
 
-    import tokenizers
-    import torch
-
-    from bertlite.layers.onednn import activation_fusion_pays, activation_fusion_works, fusion_seconds
-    from bertlite.quant.int8 import describe_int8
     from bertlite.utils.auto_dtype import auto_dtype
-    from bertlite.utils.capabilities import detect, resolve_dtype
+    from bertlite.utils.capabilities import detect
 
     caps = detect()
     try:
@@ -42,6 +49,34 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:  # a bad BERTLITE_AUTO_DTYPE
         print(f"bertlite env: error: {e}", file=sys.stderr)
         return 2
+    report = _report(caps, verdict)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    _print_report(report, caps, verdict)
+    return 0
+
+
+def _report(caps: Capabilities, verdict: Verdict) -> dict[str, Any]:
+    """Gather what `bertlite env` shows, JSON-ready; times GELU's fusion where it works.
+
+    Args:
+        caps: this CPU's capabilities (detect()).
+        verdict: what dtype='auto' picks on the CPU, and why (auto_dtype(caps)).
+
+    Returns:
+        The report --json prints: versions, capabilities, threads, cuda_available, auto_dtype (per device),
+        auto_dtype_measurement, int8, and gelu_fused_in_gemm where float32 GELU can run inside the GEMM.
+    """
+    import platform
+
+    import tokenizers
+    import torch
+
+    from bertlite.layers.onednn import activation_fusion_pays, activation_fusion_works, fusion_seconds
+    from bertlite.quant.int8 import describe_int8
+    from bertlite.utils.capabilities import resolve_dtype
+
     report = {
         "versions": {
             "bertlite": __version__,
@@ -71,9 +106,17 @@ def run(args: argparse.Namespace) -> int:
         }
     if report["cuda_available"]:
         report["auto_dtype"]["cuda"] = str(resolve_dtype("auto", "cuda")).removeprefix("torch.")
-    if args.json:
-        print(json.dumps(report, indent=2))
-        return 0
+    return report
+
+
+def _print_report(report: dict[str, Any], caps: Capabilities, verdict: Verdict) -> None:
+    """Print the report as text, one line per topic.
+
+    Args:
+        report: what _report gathered.
+        caps: this CPU's capabilities, for their one-line summary.
+        verdict: what dtype='auto' picks on the CPU, for its reason and whether it was timed.
+    """
     for name, version in report["versions"].items():
         print(f"{name} {version}")
     print(f"cpu: {caps.summary()}")
@@ -90,4 +133,3 @@ def run(args: argparse.Namespace) -> int:
             timed = f"fused ran {seconds['fused'] / seconds['separate']:.2f}x as long as GEMM then GELU"
         where = "inside oneDNN's GEMM" if fusion["fused"] else "after the GEMM"
         print(f"float32 GELU runs {where} ({timed}, BERT-base's sizes)")
-    return 0
