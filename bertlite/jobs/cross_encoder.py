@@ -8,9 +8,12 @@ unless the folder names another), without importing sentence-transformers or tra
 from __future__ import annotations
 
 import importlib
+import inspect
+import json
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, Self
 
 import numpy as np
 import torch
@@ -27,23 +30,260 @@ from bertlite.jobs.base import (
     with_prompt,
 )
 from bertlite.jobs.pairs import PairIds, QueryPairs
-from bertlite.jobs.prepare import LoadOptions
+from bertlite.jobs.prepare import LoadOptions, check_device, ready
+from bertlite.jobs.st_compat import CROSS_ENCODER_ORGANIZATION, resolve_model_name, st_load_kwargs
 from bertlite.jobs.st_config import read_cross_encoder_settings
+from bertlite.layers.onednn import restore
 from bertlite.models.heads import BertForSequenceClassification
+from bertlite.quant.int8 import is_quantized
+from bertlite.tokenization import BertTokenizer
 from bertlite.utils.warn import warn_user
 
-__all__ = ["CrossEncoder", "resolve_activation"]
+__all__ = ["CrossEncoder", "STSurface", "resolve_activation"]
 
 Pair = tuple[str, str] | list[str]
+# Keywords sentence-transformers' CrossEncoder.rank accepts and ignores (deprecated there).
+IGNORED_RANK_KWARGS = ("convert_to_numpy", "convert_to_tensor", "apply_softmax", "num_workers")
+# The special tokens a saved tokenizer names, when its vocabulary has them (padding needs [PAD]).
+SPECIAL_TOKENS = {
+    "cls_token": "[CLS]",
+    "sep_token": "[SEP]",
+    "pad_token": "[PAD]",
+    "unk_token": "[UNK]",
+    "mask_token": "[MASK]",
+}
+TRANSFORMER_MODULE = "sentence_transformers.base.modules.transformer.Transformer"
 
 
-class CrossEncoder(BaseEncoder):
+class STSurface:
+    """sentence-transformers' members that every job shares: max_seq_length, to, save / save_pretrained.
+
+    Mixed into CrossEncoder, SparseEncoder and MultiVectorEncoder, before BaseEncoder (it reads its
+    model, bert, tokenizer, max_length, prompts and pack_weights).
+    """
+
+    model: Any
+    bert: Any
+    tokenizer: Tokenizer
+    max_length: int
+    prompts: dict[str, str]
+    default_prompt_name: str | None
+    pack_weights: bool
+
+    @classmethod
+    def _load(cls, name_or_path: str | os.PathLike, **kwargs: Any) -> tuple[nn.Module, Tokenizer, dict[str, Any]]:
+        """from_pretrained's loading: the model, its tokenizer and the folder's settings for __init__."""
+        raise NotImplementedError
+
+    def _load_by_name(
+        self,
+        model_name_or_path: str | os.PathLike,
+        tokenizer: Tokenizer | None,
+        organization: str | None,
+        st_kwargs: dict[str, Any],
+    ) -> tuple[nn.Module, Tokenizer, dict[str, Any]]:
+        """The constructor given a name: resolved as sentence-transformers resolves it (a bare name under
+        `organization`), its keywords mapped (st_load_kwargs), loaded as from_pretrained loads it.
+
+        Raises:
+            TypeError: a tokenizer given with a name, or a name that is not a str or path.
+            ValueError: what st_load_kwargs and the loading refuse.
+        """
+        name = type(self).__name__
+        if not isinstance(model_name_or_path, str | os.PathLike):
+            raise TypeError(
+                f"{name} takes a model name or path (sentence-transformers' way), or a model and its tokenizer; "
+                f"got {type(model_name_or_path).__name__}"
+            )
+        if tokenizer is not None:
+            raise TypeError(f"{name}({model_name_or_path!r}, tokenizer): the folder's tokenizer is loaded with it")
+        resolved = resolve_model_name(model_name_or_path, organization)
+        return self._load(resolved, **st_load_kwargs(**st_kwargs))
+
+    @property
+    def max_seq_length(self) -> int:
+        """sentence-transformers' name for max_length: tokens per input, longer inputs truncated."""
+        return self.max_length
+
+    @max_seq_length.setter
+    def max_seq_length(self, value: int | None) -> None:
+        self.max_length = value
+
+    def get_max_seq_length(self) -> int:
+        """max_seq_length, as sentence-transformers' (deprecated there) method gives it."""
+        return self.max_length
+
+    def to(self, *args: Any, **kwargs: Any) -> Self:
+        """Move the model to a device and/or cast it to a dtype, as torch.nn.Module.to, and ready it there.
+
+        The device's fast modules are chosen again (bertlite.jobs.prepare.ready): the plain modules are
+        put back (bertlite.layers.onednn.restore), moved, then readied for the new device and dtype.
+
+        Args:
+            *args, **kwargs: what torch.nn.Module.to takes (a device, a dtype, or both).
+
+        Returns:
+            This encoder.
+
+        Raises:
+            ValueError: a device this machine cannot use, or an int8 model moved off the CPU or cast.
+        """
+        device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
+        device = check_device(device)
+        if (device is None or device == self.device) and (dtype is None or dtype == self.bert.dtype):
+            return self
+        if is_quantized(self.bert):
+            raise ValueError(
+                "this model is int8-quantized, which runs on the CPU in int8 only; load it again with the "
+                "device and dtype you want (from_pretrained(device=..., dtype=...))"
+            )
+        restore(self.model)
+        for layer in self.bert.encoder.layer:
+            if layer.attention.self.attn_implementation in ("auto", "varlen"):  # set by ready for a device
+                layer.attention.self.attn_implementation = "sdpa"
+        self.model.to(*args, **kwargs)
+        self._moved(*args, **kwargs)
+        ready(self.model, pack_weights=self.pack_weights)
+        return self
+
+    def _one_device(self, device: str | torch.device | list | None, pool: Any, chunk_size: int | None) -> None:
+        """A call's device (predict, rank, encode): moved there (to()); a device list, pool or chunk_size refused."""
+        if pool is not None or isinstance(device, list | tuple) or chunk_size is not None:
+            raise ValueError(
+                f"bertlite's {type(self).__name__} runs in this process (pool=, chunk_size= and a list of devices are "
+                "sentence-transformers' multi-process pool, not implemented); give one device or None"
+            )
+        if device is not None:
+            self.to(device)
+
+    def _moved(self, *args: Any, **kwargs: Any) -> None:
+        """Move what the job keeps beside its model (MultiVectorEncoder's projection)."""
+
+    def save(
+        self,
+        path: str,
+        model_name: str | None = None,
+        create_model_card: bool = True,
+        train_datasets: list[str] | None = None,
+        safe_serialization: bool = True,
+    ) -> None:
+        """Write a folder that sentence-transformers' class of the same name loads with the same outputs,
+        and that this class's from_pretrained loads back.
+
+        Args:
+            path: the folder, created if needed.
+            model_name, create_model_card, train_datasets: sentence-transformers' model-card options; no
+                model card (README.md) is written.
+            safe_serialization: model.safetensors; False: pytorch_model.bin.
+
+        Raises:
+            ValueError: an int8-quantized model (bertlite does not save int8), or path is a file.
+        """
+        if is_quantized(self.bert):
+            raise ValueError(
+                "this model is int8-quantized, which bertlite does not save; load the float32 model to save it "
+                "and quantize at load (dtype='int8')"
+            )
+        folder = Path(path)
+        self.model.save_pretrained(folder, safe_serialization=safe_serialization)
+        self._save_tokenizer(folder)
+        modules = [{"idx": 0, "name": "0", "path": "", "type": TRANSFORMER_MODULE}]
+        for idx, (name, kind, config, weights) in enumerate(self._st_modules(), start=1):
+            subfolder = folder / f"{idx}_{name}"
+            subfolder.mkdir(exist_ok=True)
+            _write_json(subfolder / "config.json", config)
+            if weights is not None:
+                _save_weights(weights, subfolder, safe_serialization)
+            modules.append({"idx": idx, "name": str(idx), "path": subfolder.name, "type": kind})
+        _write_json(folder / "modules.json", modules)
+        _write_json(folder / "sentence_bert_config.json", self._transformer_config())
+        _write_json(folder / "config_sentence_transformers.json", self._st_config())
+
+    def save_pretrained(
+        self,
+        path: str,
+        model_name: str | None = None,
+        create_model_card: bool = True,
+        train_datasets: list[str] | None = None,
+        safe_serialization: bool = True,
+    ) -> None:
+        """The same as save()."""
+        self.save(path, model_name, create_model_card, train_datasets, safe_serialization)
+
+    def _save_tokenizer(self, folder: Path) -> None:
+        """tokenizer.json as this encoder runs it (no truncation or padding stored), and tokenizer_config.json
+        with max_length as model_max_length, which sentence-transformers reads as max_seq_length."""
+        specials = {
+            name: token for name, token in SPECIAL_TOKENS.items() if self.tokenizer.token_to_id(token) is not None
+        }
+        BertTokenizer(
+            Tokenizer.from_str(self.tokenizer.to_str()),
+            bert_pipeline=False,  # the backend as it is: its normalizer, pre-tokenizer and template
+            model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+            model_max_length=self.max_length,
+            **specials,
+        ).save_pretrained(folder)
+
+    def _st_modules(self) -> list[tuple[str, str, dict[str, Any], torch.nn.Module | None]]:
+        """The modules after the Transformer: (folder name, class path, config, module with weights or None)."""
+        return []
+
+    def _transformer_config(self) -> dict[str, Any]:
+        """sentence_bert_config.json: the Transformer module's settings."""
+        raise NotImplementedError
+
+    def _st_config(self) -> dict[str, Any]:
+        """config_sentence_transformers.json: the model type, prompts and the job's settings."""
+        import bertlite
+
+        return {
+            "__version__": {"bertlite": bertlite.__version__, "pytorch": torch.__version__},
+            "model_type": type(self).__name__,
+            "prompts": self.prompts,
+            "default_prompt_name": self.default_prompt_name,
+        }
+
+
+def check_wrapped(tokenizer: Tokenizer | None, st_kwargs: dict[str, Any]) -> None:
+    """A job's constructor given a model: its tokenizer is required, and of the loading options only
+    `device` applies (the model is moved there).
+
+    Raises:
+        TypeError: no tokenizer, or a loading option other than device.
+    """
+    if tokenizer is None:
+        raise TypeError("a model needs its tokenizer: pass (model, tokenizer), or a model name or path")
+    defaults = inspect.signature(st_load_kwargs).parameters
+    given = sorted(key for key, value in st_kwargs.items() if key != "device" and value != defaults[key].default)
+    if given:
+        raise TypeError(
+            f"{', '.join(given)} load a checkpoint by name; with a model object they do not apply "
+            "(load by name, or use from_pretrained)"
+        )
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _save_weights(module: torch.nn.Module, folder: Path, safe_serialization: bool) -> None:
+    """A module's float tensors as model.safetensors (or pytorch_model.bin), the keys of its state_dict."""
+    state = {key: value.detach().contiguous().cpu() for key, value in module.state_dict().items()}
+    if safe_serialization:
+        from safetensors.torch import save_file
+
+        save_file(state, str(folder / "model.safetensors"))
+    else:
+        torch.save(state, folder / "pytorch_model.bin")
+
+
+class CrossEncoder(STSurface, BaseEncoder):
     """A BertForSequenceClassification and its tokenizer: (query, document) pairs in, scores out."""
 
     def __init__(
         self,
-        model: BertForSequenceClassification,
-        tokenizer: Tokenizer,
+        model_name_or_path: str | os.PathLike | BertForSequenceClassification,
+        tokenizer: Tokenizer | None = None,
         *,
         max_length: int | None = None,
         unpad: bool = True,
@@ -51,31 +291,95 @@ class CrossEncoder(BaseEncoder):
         prompts: dict[str, str] | None = None,
         default_prompt_name: str | None = None,
         pack_weights: bool = True,
+        num_labels: int | None = None,
+        device: torch.device | str | None = None,
+        cache_folder: str | None = None,
+        trust_remote_code: bool = False,
+        revision: str | None = None,
+        local_files_only: bool = False,
+        token: bool | str | None = None,
+        model_kwargs: dict[str, Any] | None = None,
+        processor_kwargs: dict[str, Any] | None = None,
+        config_kwargs: dict[str, Any] | None = None,
+        use_kernels: bool = False,
+        kernel_config: Any = None,
+        backend: str = "torch",
     ) -> None:
-        """Wrap a loaded model and tokenizer; CrossEncoder.from_pretrained builds both from a folder.
+        """Load a cross-encoder by name or path, as sentence_transformers.CrossEncoder(...) does, or wrap a
+        loaded model and tokenizer.
+
+        CrossEncoder("cross-encoder/ms-marco-MiniLM-L6-v2", device=..., model_kwargs={"dtype": ...}) reads
+        the folder as from_pretrained does (a bare name is looked up under cross-encoder/, as
+        sentence-transformers does); explicit max_length, activation_fn and default_prompt_name win over the
+        folder's, and prompts are added to the folder's.
 
         Args:
-            model: the BertForSequenceClassification to run (its pooler and classifier give the logits).
-            tokenizer: its tokenizer; a copy is kept, as in BaseEncoder.
-            max_length: tokens per pair, longer pairs truncated longest text first; None: the model's
-                max_position_embeddings.
+            model_name_or_path: a folder, hub id or bare name; or the BertForSequenceClassification to run
+                (its pooler and classifier give the logits), with its tokenizer.
+            tokenizer: the model's tokenizer (a copy is kept, as in BaseEncoder); None when loading by name.
+            max_length: tokens per pair, longer pairs truncated longest text first; None: the folder's,
+                else the model's max_position_embeddings.
             unpad: run packed batches (real tokens only); False: padded batches, as transformers runs them.
-            activation_fn: applied to the logits by predict() and rank(); None: Sigmoid for one label,
-                else Identity (sentence-transformers' default).
-            prompts: text put before the first text of every pair, by name; None: none.
+            activation_fn: applied to the logits by predict() and rank(); None: the folder's, else Sigmoid
+                for one label, else Identity (sentence-transformers' default).
+            prompts: text put before the first text of every pair, by name; None: none (the folder's).
             default_prompt_name: the prompt that applies unless predict() is given prompt or prompt_name.
             pack_weights: see BaseEncoder.
+            num_labels: the labels the checkpoint must have (bertlite does not build a fresh classifier);
+                None: its own.
+            device: where the model runs; None: the CPU. With a model: moved there (to()).
+            cache_folder, trust_remote_code, revision, local_files_only, token, model_kwargs,
+                processor_kwargs, config_kwargs, use_kernels, kernel_config, backend: sentence-transformers'
+                loading options, mapped by bertlite.jobs.st_compat.st_load_kwargs (model_kwargs' dtype is
+                from_pretrained's dtype; trust_remote_code=True and the options bertlite lacks are refused).
 
         Raises:
-            TypeError: a model without a classifier on the pooler output.
-            ValueError: a default_prompt_name not in prompts.
+            TypeError: a model without a classifier on the pooler output; a tokenizer missing with a model,
+                or given with a name; loading options given with a model.
+            ValueError: a default_prompt_name not in prompts; num_labels other than the checkpoint's; what
+                st_load_kwargs and from_pretrained refuse.
         """
+        st_kwargs = {
+            "device": device,
+            "cache_folder": cache_folder,
+            "trust_remote_code": trust_remote_code,
+            "revision": revision,
+            "local_files_only": local_files_only,
+            "token": token,
+            "model_kwargs": model_kwargs,
+            "processor_kwargs": processor_kwargs,
+            "config_kwargs": config_kwargs,
+            "use_kernels": use_kernels,
+            "kernel_config": kernel_config,
+            "backend": backend,
+        }
+        if isinstance(model_name_or_path, nn.Module):
+            model = model_name_or_path
+            check_wrapped(tokenizer, st_kwargs)
+        else:
+            model, tokenizer, folder = self._load_by_name(
+                model_name_or_path, tokenizer, CROSS_ENCODER_ORGANIZATION, st_kwargs
+            )
+            max_length = max_length if max_length is not None else folder["max_length"]
+            activation_fn = activation_fn if activation_fn is not None else folder["activation_fn"]
+            prompts = {**folder["prompts"], **(prompts or {})}
+            default_prompt_name = (
+                default_prompt_name if default_prompt_name is not None else folder["default_prompt_name"]
+            )
         if not isinstance(model, BertForSequenceClassification):
             raise TypeError(f"CrossEncoder runs a BertForSequenceClassification, got {type(model).__name__}")
+        if num_labels is not None and num_labels != model.config.num_labels:
+            raise ValueError(
+                f"num_labels={num_labels}: the checkpoint's classifier has {model.config.num_labels} labels, and "
+                "bertlite does not build a fresh classifier; leave num_labels unset"
+            )
         super().__init__(model, tokenizer, max_length=max_length, unpad=unpad, pack_weights=pack_weights)
+        self.pack_weights = pack_weights
         self.activation_fn = activation_fn if activation_fn is not None else default_activation(self.num_labels)
         self._set_prompts(prompts, default_prompt_name)
         self._query_pairs: QueryPairs | None = None  # built on first use, again once max_length changes
+        if device is not None and isinstance(model_name_or_path, nn.Module):
+            self.to(device)
 
     @classmethod
     def from_pretrained(
@@ -120,6 +424,33 @@ class CrossEncoder(BaseEncoder):
             ValueError: a checkpoint that is not a sequence-classification model (an embedding model,
                 say), a device this machine cannot use, an unknown dtype or quantize.
         """
+        model, tokenizer, folder = cls._load(
+            name_or_path, device=device, dtype=dtype, quantize=quantize, allow_nonfinite=allow_nonfinite, **hub_kwargs
+        )
+        return cls(
+            model,
+            tokenizer,
+            max_length=max_length if max_length is not None else folder["max_length"],
+            unpad=unpad,
+            activation_fn=activation_fn if activation_fn is not None else folder["activation_fn"],
+            prompts=folder["prompts"],
+            default_prompt_name=folder["default_prompt_name"],
+            pack_weights=pack_weights,
+        )
+
+    @classmethod
+    def _load(
+        cls,
+        name_or_path: str | os.PathLike,
+        *,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | str | None = "auto",
+        quantize: str | None = None,
+        allow_nonfinite: bool = False,
+        **hub_kwargs: Any,
+    ) -> tuple[BertForSequenceClassification, Tokenizer, dict[str, Any]]:
+        """from_pretrained's loading: the model, its tokenizer and the folder's settings (max_length,
+        activation_fn, prompts, default_prompt_name), None where the folder says nothing."""
         options = LoadOptions.check(quantize, dtype, device, allow_nonfinite, hub_kwargs)
         settings = read_cross_encoder_settings(name_or_path, **hub_kwargs)
         config = BertConfig.from_pretrained(name_or_path, **hub_kwargs)
@@ -130,18 +461,13 @@ class CrossEncoder(BaseEncoder):
                 "(sequence-classification) model; for embeddings use bertlite.Embedder"
             )
         model, tokenizer = options.load(_load_classifier, name_or_path, config)
-        if activation_fn is None:
-            activation_fn = folder_activation(name_or_path, settings.activation_fn, config.extra)
-        return cls(
-            model,
-            tokenizer,
-            max_length=max_length if max_length is not None else settings.max_length,
-            unpad=unpad,
-            activation_fn=activation_fn,
-            prompts=settings.prompts,
-            default_prompt_name=settings.default_prompt_name,
-            pack_weights=pack_weights,
-        )
+        folder = {
+            "max_length": settings.max_length,
+            "activation_fn": folder_activation(name_or_path, settings.activation_fn, config.extra),
+            "prompts": settings.prompts,
+            "default_prompt_name": settings.default_prompt_name,
+        }
+        return model, tokenizer, folder
 
     @property
     def config(self) -> BertConfig:
@@ -152,6 +478,26 @@ class CrossEncoder(BaseEncoder):
     def num_labels(self) -> int:
         """Scores per pair: 1 for a reranker, the classes for a classifier (3 for NLI, say)."""
         return self.model.config.num_labels
+
+    def _transformer_config(self) -> dict[str, Any]:
+        return {
+            "transformer_task": "sequence-classification",
+            "modality_config": {"text": {"method": "forward", "method_output_name": "logits"}},
+            "module_output_name": "scores",
+        }
+
+    def _st_config(self) -> dict[str, Any]:
+        """The activation by its class path, as sentence-transformers saves it; a plain function (which no path
+        restores) is left out with a warning, so a load gets the default activation."""
+        fn = self.activation_fn
+        path = None
+        if isinstance(fn, nn.Module):
+            path = f"{type(fn).__module__}.{type(fn).__qualname__}"
+        else:
+            warn_user(
+                f"activation_fn {fn!r} is not a torch.nn.Module, which a saved folder cannot name; saved without it"
+            )
+        return {**super()._st_config(), "activation_fn": path}
 
     def activation(self, logits: np.ndarray | Tensor) -> np.ndarray | Tensor:
         """The checkpoint's activation_fn on raw logits, as sentence-transformers' predict applies it.
@@ -209,21 +555,26 @@ class CrossEncoder(BaseEncoder):
     def predict(
         self,
         inputs: Sequence[Pair] | Pair,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
         batch_size: int | None = None,
         show_progress_bar: bool | None = None,
         activation_fn: Callable[[Tensor], Tensor] | None = None,
-        apply_softmax: bool = False,
+        apply_softmax: bool | None = False,
         convert_to_numpy: bool = True,
         convert_to_tensor: bool = False,
+        device: str | torch.device | None = None,
+        pool: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
         *,
         max_tokens: int | None = None,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
     ) -> np.ndarray | Tensor | list[Tensor] | np.float32:
-        """Score (query, document) pairs, as sentence_transformers.CrossEncoder.predict.
+        """Score (query, document) pairs, as sentence_transformers.CrossEncoder.predict (its arguments in its order).
 
         Args:
             inputs: pairs of str (tuples or lists), or one pair, which gives one score.
+            prompt_name, prompt: text put before each pair's first text, as sentence-transformers;
+                None: the default prompt, if any.
             batch_size: caps pairs per batch; None: the token budget of encode_tokenized (the scores
                 do not depend on it).
             show_progress_bar: a tqdm bar on stderr; None: shown when stderr is a terminal.
@@ -231,9 +582,10 @@ class CrossEncoder(BaseEncoder):
             apply_softmax: softmax over the labels of each pair (only with num_labels > 1).
             convert_to_numpy: a numpy array; False: a list of tensors.
             convert_to_tensor: one tensor (wins over convert_to_numpy).
+            device: one device: the model is moved there first (to()), as sentence-transformers moves it;
+                None: where it is.
+            pool, chunk_size: sentence-transformers' multi-process pool; not implemented (None only).
             max_tokens: caps batch size x longest pair.
-            prompt_name, prompt: text put before each pair's first text, as sentence-transformers;
-                None: the default prompt, if any.
 
         Returns:
             float32 scores: (n,) for one label, (n, num_labels) for more; for one pair, its score (a
@@ -241,14 +593,15 @@ class CrossEncoder(BaseEncoder):
 
         Raises:
             ValueError: a pair that is not two str, a pair with an empty text (naming its index), a bad
-                batch_size or max_tokens, an unknown prompt_name.
+                batch_size or max_tokens, an unknown prompt_name, a device list or a pool.
         """
+        self._one_device(device, pool, chunk_size)
         single = isinstance(inputs, list | tuple) and len(inputs) > 0 and not isinstance(inputs[0], list | tuple)
         pairs = [inputs] if single else list(inputs)
         check_pairs(pairs)
         pairs = with_prompt(pairs, self.resolve_prompt(prompt, prompt_name))
         if not pairs:
-            scores = torch.empty(0)  # sentence-transformers gives an empty 1-d result, whatever num_labels
+            scores = torch.empty(0)
         else:
             encodings = self.tokenize(pairs)
             scores = self._scores(self._logits(encodings, batch_size, max_tokens, show_progress_bar), activation_fn)
@@ -257,7 +610,8 @@ class CrossEncoder(BaseEncoder):
         if convert_to_tensor:
             result: Any = scores
         elif convert_to_numpy:
-            result = scores.numpy()
+            # sentence-transformers gives np.array([]) (float64) for no pairs, whatever num_labels
+            result = scores.numpy() if len(scores) else np.array([])
         else:
             result = list(scores)
         return result[0] if single else result
@@ -268,13 +622,17 @@ class CrossEncoder(BaseEncoder):
         documents: Sequence[str],
         top_k: int | None = None,
         return_documents: bool = False,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
         batch_size: int | None = None,
         show_progress_bar: bool | None = None,
         activation_fn: Callable[[Tensor], Tensor] | None = None,
+        device: str | torch.device | None = None,
+        pool: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
         *,
         max_tokens: int | None = None,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
+        **deprecated: Any,
     ) -> list[dict[str, Any]]:
         """Rank documents by their score with the query, as sentence_transformers.CrossEncoder.rank.
         The query is tokenized once (tokenize_pairs), not once per document.
@@ -284,7 +642,10 @@ class CrossEncoder(BaseEncoder):
             documents: the documents.
             top_k: keep the best top_k (more than there are keeps all); None: all.
             return_documents: add each document's text under "text".
-            batch_size, show_progress_bar, activation_fn, max_tokens, prompt_name, prompt: as in predict().
+            prompt_name, prompt, batch_size, show_progress_bar, activation_fn, device, pool, chunk_size,
+                max_tokens: as in predict().
+            **deprecated: what sentence-transformers' rank accepts and ignores (convert_to_numpy,
+                convert_to_tensor, apply_softmax, num_workers); ignored here too.
 
         Returns:
             {"corpus_id": index into documents, "score": float[, "text": str]} per document, best first;
@@ -293,7 +654,12 @@ class CrossEncoder(BaseEncoder):
         Raises:
             ValueError: a model with more than one label, top_k below 1, an empty query or document
                 (naming its index), or what predict() refuses.
+            TypeError: a keyword neither rank() nor sentence-transformers' rank takes.
         """
+        unknown = sorted(set(deprecated) - set(IGNORED_RANK_KWARGS))
+        if unknown:
+            raise TypeError(f"rank() got an unexpected keyword argument {unknown[0]!r}")
+        self._one_device(device, pool, chunk_size)
         if self.num_labels != 1:
             raise ValueError(
                 f"rank() needs a model with num_labels=1, this one has {self.num_labels}; use predict() on the pairs"

@@ -27,8 +27,10 @@ from bertlite.jobs.base import (
     check_text,
     progress_bar,
 )
+from bertlite.jobs.cross_encoder import STSurface, check_wrapped
 from bertlite.jobs.long_texts import TextCutter
 from bertlite.jobs.multi_vector_config import (
+    DENSE_ACTIVATIONS,
     SIMILARITY_FN_NAMES,
     DenseSettings,
     read_multi_vector_settings,
@@ -43,6 +45,11 @@ EMPTY_DOCUMENT_SCORE = -1e9
 # The attribute tokenize() sets on each Encoding: "query", "document" or None (encode's task).
 TASK_ATTRIBUTE = "multi_vector_task"
 _ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "gelu": nn.functional.gelu, "sigmoid": torch.sigmoid}
+# What save() writes for each module after the Transformer: sentence-transformers' classes.
+DENSE_MODULE = "sentence_transformers.base.modules.dense.Dense"
+MASK_MODULE = "sentence_transformers.multi_vector_encoder.modules.multi_vector_mask.MultiVectorMask"
+NORMALIZE_MODULE = "sentence_transformers.base.modules.normalize.Normalize"
+TOKEN_VECTORS = {"module_input_name": "token_embeddings", "module_output_name": "token_embeddings"}
 
 
 class Dense(nn.Module):
@@ -86,58 +93,135 @@ class Normalize(nn.Module):
         return nn.functional.normalize(x, p=2, dim=-1)
 
 
-class MultiVectorEncoder(BaseEncoder):
+class MultiVectorEncoder(STSurface, BaseEncoder):
     """A BertModel, its tokenizer and a projection: texts in, one vector per kept token out."""
 
     def __init__(
         self,
-        model: BertModel,
-        tokenizer: Tokenizer,
-        projection: nn.Module,
+        model_name_or_path: str | os.PathLike | BertModel,
+        tokenizer: Tokenizer | None = None,
+        projection: nn.Module | None = None,
         *,
         max_length: int | None = None,
         query_length: int | None = None,
         document_length: int | None = None,
         query_expansion: dict[str, Any] | None = None,
-        skiplist_words: Sequence[str] = (),
-        skiplist_tasks: Sequence[str] = ("document",),
+        skiplist_words: Sequence[str] | None = None,
+        skiplist_tasks: Sequence[str] | None = None,
         keep_only_token_ids: Sequence[int] | None = None,
         prompts: dict[str, str] | None = None,
         default_prompt_name: str | None = None,
-        similarity_fn_name: str = "maxsim",
+        similarity_fn_name: str | None = None,
         truncate_dim: int | None = None,
         unpad: bool = True,
         pack_weights: bool = True,
+        token_pooling: None = None,
+        device: torch.device | str | None = None,
+        cache_folder: str | None = None,
+        trust_remote_code: bool = False,
+        revision: str | None = None,
+        local_files_only: bool = False,
+        token: bool | str | None = None,
+        model_kwargs: dict[str, Any] | None = None,
+        processor_kwargs: dict[str, Any] | None = None,
+        config_kwargs: dict[str, Any] | None = None,
+        use_kernels: bool = False,
+        kernel_config: Any = None,
+        backend: str = "torch",
     ) -> None:
-        """Wrap a loaded model, tokenizer and projection; MultiVectorEncoder.from_pretrained builds them from a folder.
+        """Load a multi-vector (ColBERT) model by name or path, as sentence-transformers' MultiVectorEncoder(...)
+        does, or wrap a loaded model, tokenizer and projection.
+
+        MultiVectorEncoder(path, device=..., model_kwargs={"dtype": ...}) reads the folder as from_pretrained
+        does (a bare name stays bare, as in sentence-transformers); the arguments below that are given win
+        over the folder's, and prompts are added to the folder's.
 
         Args:
-            model: the BertModel to run.
-            tokenizer: its tokenizer (a copy is kept).
+            model_name_or_path: a folder or hub id; or the BertModel to run, with its tokenizer and projection.
+            tokenizer: its tokenizer (a copy is kept); None when loading by name.
             projection: maps the model's (N, H) float32 token rows to (N, dim) token vectors
-                (e.g. nn.Sequential(Dense(H, 128, bias=False), Normalize())).
+                (e.g. nn.Sequential(Dense(H, 128, bias=False), Normalize())); None when loading by name.
             max_length: tokens per text when no task length applies; None: the model's maximum.
             query_length, document_length: tokens per query / document; None: max_length.
             query_expansion: {"strategy": "fixed" | "min", "attend": bool, "token": str, "length": int}:
                 queries padded with `token` (e.g. "[MASK]") up to `length` tokens, which are scored;
                 "fixed" also truncates them to `length`; attend: whether the encoder attends to
                 them. None: no expansion.
-            skiplist_words: tokens (e.g. punctuation) dropped from the output for skiplist_tasks.
+            skiplist_words: tokens (e.g. punctuation) dropped from the output for skiplist_tasks; None: none.
             skiplist_tasks: the tasks ("query", "document") the skiplist applies to; a text encoded
-                without a task counts as a document.
+                without a task counts as a document. None: documents.
             keep_only_token_ids: when set, documents keep only these token ids.
             prompts: text put before inputs, by name ("query", "document").
             default_prompt_name: the prompt encode() uses when given none.
-            similarity_fn_name: "maxsim" or "meanmaxsim" (MaxSim divided by the query's token count).
+            similarity_fn_name: "maxsim" (None) or "meanmaxsim" (MaxSim divided by the query's token count).
             truncate_dim: keep the first truncate_dim dimensions of every token vector (then
                 re-normalized); None: all.
             unpad, pack_weights: as in BaseEncoder.
+            token_pooling: None (sentence-transformers' token pooling is not implemented).
+            device: where the model runs; None: the CPU. With a model: moved there (to()).
+            cache_folder, trust_remote_code, revision, local_files_only, token, model_kwargs,
+                processor_kwargs, config_kwargs, use_kernels, kernel_config, backend: sentence-transformers'
+                loading options, mapped by bertlite.jobs.st_compat.st_load_kwargs (model_kwargs' dtype is
+                from_pretrained's dtype; trust_remote_code=True and the options bertlite lacks are refused).
 
         Raises:
-            ValueError: a bad length, expansion, similarity_fn_name, default_prompt_name or truncate_dim.
+            TypeError: a tokenizer or projection missing with a model, or given with a name; loading
+                options given with a model.
+            ValueError: a bad length, expansion, similarity_fn_name, default_prompt_name or truncate_dim,
+                a token_pooling, what st_load_kwargs and from_pretrained refuse.
         """
+        if token_pooling is not None:
+            raise ValueError("token_pooling is not implemented in bertlite's MultiVectorEncoder; leave it None")
+        st_kwargs = {
+            "device": device,
+            "cache_folder": cache_folder,
+            "trust_remote_code": trust_remote_code,
+            "revision": revision,
+            "local_files_only": local_files_only,
+            "token": token,
+            "model_kwargs": model_kwargs,
+            "processor_kwargs": processor_kwargs,
+            "config_kwargs": config_kwargs,
+            "use_kernels": use_kernels,
+            "kernel_config": kernel_config,
+            "backend": backend,
+        }
+        if isinstance(model_name_or_path, nn.Module):
+            model = model_name_or_path
+            check_wrapped(tokenizer, st_kwargs)
+            if projection is None:
+                raise TypeError("a model needs its projection: pass (model, tokenizer, projection)")
+        else:
+            if projection is not None:
+                raise TypeError(f"MultiVectorEncoder({model_name_or_path!r}, ...): the folder's projection is loaded")
+            model, tokenizer, folder = self._load_by_name(model_name_or_path, tokenizer, None, st_kwargs)
+            given = {
+                "projection": None,
+                "max_length": max_length,
+                "query_length": query_length,
+                "document_length": document_length,
+                "query_expansion": query_expansion,
+                "skiplist_words": skiplist_words,
+                "skiplist_tasks": skiplist_tasks,
+                "keep_only_token_ids": keep_only_token_ids,
+                "default_prompt_name": default_prompt_name,
+                "similarity_fn_name": similarity_fn_name,
+                "truncate_dim": truncate_dim,
+            }
+            settings = {key: value if value is not None else folder[key] for key, value in given.items()}
+            projection, max_length = settings["projection"], settings["max_length"]
+            query_length, document_length = settings["query_length"], settings["document_length"]
+            query_expansion, skiplist_words = settings["query_expansion"], settings["skiplist_words"]
+            skiplist_tasks, keep_only_token_ids = settings["skiplist_tasks"], settings["keep_only_token_ids"]
+            default_prompt_name, similarity_fn_name = settings["default_prompt_name"], settings["similarity_fn_name"]
+            truncate_dim = settings["truncate_dim"]
+            prompts = {**folder["prompts"], **(prompts or {})}
+        similarity_fn_name = "maxsim" if similarity_fn_name is None else similarity_fn_name
+        skiplist_words = () if skiplist_words is None else skiplist_words
+        skiplist_tasks = ("document",) if skiplist_tasks is None else skiplist_tasks
         self._task_tokenizers: dict[str | None, tuple[Tokenizer, TextCutter]] = {}
         super().__init__(model, tokenizer, max_length=max_length, unpad=unpad, pack_weights=pack_weights)
+        self.pack_weights = pack_weights
         self.projection = projection.to(self.device).eval()
         with torch.inference_mode():
             probe = torch.zeros(1, model.config.hidden_size, device=self.device)
@@ -159,6 +243,8 @@ class MultiVectorEncoder(BaseEncoder):
         self.similarity_fn_name = similarity_fn_name
         self.truncate_dim = self._check_truncate_dim(truncate_dim)
         self._build_task_tokenizers()
+        if device is not None and isinstance(model_name_or_path, nn.Module):
+            self.to(device)
 
     @classmethod
     def from_pretrained(
@@ -196,6 +282,40 @@ class MultiVectorEncoder(BaseEncoder):
                 dtype or quantize.
             CheckpointError: projection weights that do not fit their config.
         """
+        model, tokenizer, folder = cls._load(
+            name_or_path, device=device, dtype=dtype, quantize=quantize, allow_nonfinite=allow_nonfinite, **hub_kwargs
+        )
+        return cls(
+            model,
+            tokenizer,
+            folder["projection"],
+            max_length=max_length if max_length is not None else folder["max_length"],
+            query_length=folder["query_length"],
+            document_length=folder["document_length"],
+            query_expansion=folder["query_expansion"],
+            skiplist_words=folder["skiplist_words"],
+            skiplist_tasks=folder["skiplist_tasks"],
+            keep_only_token_ids=folder["keep_only_token_ids"],
+            prompts=folder["prompts"],
+            default_prompt_name=folder["default_prompt_name"],
+            similarity_fn_name=folder["similarity_fn_name"],
+            truncate_dim=truncate_dim if truncate_dim is not None else folder["truncate_dim"],
+            unpad=unpad,
+            pack_weights=pack_weights,
+        )
+
+    @classmethod
+    def _load(
+        cls,
+        name_or_path: str | os.PathLike,
+        *,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | str | None = "auto",
+        quantize: str | None = None,
+        allow_nonfinite: bool = False,
+        **hub_kwargs: Any,
+    ) -> tuple[BertModel, Tokenizer, dict[str, Any]]:
+        """from_pretrained's loading: the model, its tokenizer and the folder's projection and settings."""
         settings = read_multi_vector_settings(name_or_path, **hub_kwargs)
         options = LoadOptions.check(quantize, dtype, device, allow_nonfinite, hub_kwargs)
         model, tokenizer = options.load(BertModel.from_pretrained, name_or_path, add_pooling_layer=False)
@@ -204,24 +324,21 @@ class MultiVectorEncoder(BaseEncoder):
             Normalize() if step == "normalize" else _load_dense(name_or_path, step, hidden, hub_kwargs)
             for step in settings.steps
         ]
-        return cls(
-            model,
-            tokenizer,
-            nn.Sequential(*steps),
-            max_length=max_length if max_length is not None else settings.max_length,
-            query_length=settings.query_length,
-            document_length=settings.document_length,
-            query_expansion=settings.query_expansion,
-            skiplist_words=settings.skiplist_words,
-            skiplist_tasks=settings.skiplist_tasks,
-            keep_only_token_ids=settings.keep_only_token_ids,
-            prompts=settings.prompts,
-            default_prompt_name=settings.default_prompt_name,
-            similarity_fn_name=settings.similarity_fn_name,
-            truncate_dim=truncate_dim if truncate_dim is not None else settings.truncate_dim,
-            unpad=unpad,
-            pack_weights=pack_weights,
-        )
+        folder = {
+            "projection": nn.Sequential(*steps),
+            "max_length": settings.max_length,
+            "query_length": settings.query_length,
+            "document_length": settings.document_length,
+            "query_expansion": settings.query_expansion,
+            "skiplist_words": settings.skiplist_words,
+            "skiplist_tasks": settings.skiplist_tasks,
+            "keep_only_token_ids": settings.keep_only_token_ids,
+            "prompts": settings.prompts,
+            "default_prompt_name": settings.default_prompt_name,
+            "similarity_fn_name": settings.similarity_fn_name,
+            "truncate_dim": settings.truncate_dim,
+        }
+        return model, tokenizer, folder
 
     # --- settings -----------------------------------------------------------------------
 
@@ -240,6 +357,61 @@ class MultiVectorEncoder(BaseEncoder):
     def get_embedding_dimension(self) -> int:
         """sentence-transformers' name for `dimension`."""
         return self.dimension
+
+    def _moved(self, *args: Any, **kwargs: Any) -> None:
+        device, _, _, _ = torch._C._nn._parse_to(*args, **kwargs)
+        if device is not None:  # the projection runs in float32 on the model's float32 output
+            self.projection.to(device)
+
+    def _transformer_config(self) -> dict[str, Any]:
+        lengths = {"query_length": self.query_length, "document_length": self.document_length}
+        return {
+            "transformer_task": "feature-extraction",
+            "modality_config": {"text": {"method": "forward", "method_output_name": "last_hidden_state"}},
+            "module_output_name": "token_embeddings",
+            **{key: value for key, value in lengths.items() if value is not None},
+            **({"query_expansion": self.query_expansion} if self.query_expansion else {}),
+        }
+
+    def _st_modules(self) -> list[tuple[str, str, dict[str, Any], nn.Module | None]]:
+        """The projection's Dense and Normalize steps, the mask (MultiVectorMask) before a final Normalize.
+
+        Raises:
+            ValueError: a projection step other than Dense or Normalize, which no sentence-transformers
+                module names.
+        """
+        paths = {name: path for path, name in DENSE_ACTIVATIONS.items()}
+        steps: list[tuple[str, str, dict[str, Any], nn.Module | None]] = []
+        for step in self.projection if isinstance(self.projection, nn.Sequential) else [self.projection]:
+            if isinstance(step, Dense):
+                config = {
+                    "in_features": step.linear.in_features,
+                    "out_features": step.linear.out_features,
+                    "bias": step.linear.bias is not None,
+                    "activation_function": paths[step.activation],
+                    "use_residual": step.use_residual,
+                    **TOKEN_VECTORS,
+                }
+                steps.append(("Dense", DENSE_MODULE, config, step))
+            elif isinstance(step, Normalize):
+                steps.append(("Normalize", NORMALIZE_MODULE, dict(TOKEN_VECTORS), None))
+            else:
+                raise ValueError(
+                    f"save: the projection step {type(step).__name__} is not a Dense or Normalize, which "
+                    "sentence-transformers' modules name"
+                )
+        mask = {
+            "skiplist_words": [self.tokenizer.id_to_token(i) for i in sorted(self.skiplist_ids)],
+            "skiplist_tasks": self.skiplist_tasks,
+            "keep_only_token_ids": sorted(self.keep_only_token_ids) if self.keep_only_token_ids is not None else None,
+        }
+        at = len(steps) - 1 if steps and steps[-1][0] == "Normalize" else len(steps)
+        steps.insert(at, ("MultiVectorMask", MASK_MODULE, mask, None))
+        return steps
+
+    def _st_config(self) -> dict[str, Any]:
+        truncate = {"truncate_dim": self.truncate_dim} if self.truncate_dim is not None else {}
+        return {**super()._st_config(), "similarity_fn_name": self.similarity_fn_name, **truncate}
 
     def _check_truncate_dim(self, truncate_dim: int | None) -> int | None:
         if truncate_dim is not None and not 1 <= truncate_dim <= self.dimension_full:
@@ -360,6 +532,8 @@ class MultiVectorEncoder(BaseEncoder):
         normalize_embeddings: bool = False,
         token_pooling: None = None,
         truncate_dim: int | None = None,
+        pool: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
         task: str | None = None,
         *,
         max_tokens: int | None = None,
@@ -376,10 +550,12 @@ class MultiVectorEncoder(BaseEncoder):
             show_progress_bar: a tqdm bar on stderr; None: shown when stderr is a terminal.
             output_value: "token_embeddings" (the only value implemented).
             convert_to_numpy: numpy arrays instead of tensors.
-            device: None or the model's device (the model is not moved per call).
+            device: one device: the model is moved there first (to()), as sentence-transformers moves it;
+                None: where it is.
             normalize_embeddings: L2-normalize each token vector again.
             token_pooling: None (token pooling is not implemented).
             truncate_dim: for this call, as in __init__; None: the encoder's.
+            pool, chunk_size: sentence-transformers' multi-process pool; not implemented (None only).
             task: "query", "document" or None: which length, expansion and skiplist apply.
             max_tokens: caps batch size x longest text.
             on_long: "truncate" (default) or "error".
@@ -395,10 +571,7 @@ class MultiVectorEncoder(BaseEncoder):
             raise ValueError(f"output_value={output_value!r}: bertlite's MultiVectorEncoder returns 'token_embeddings'")
         if token_pooling is not None:
             raise ValueError("token_pooling is not implemented in bertlite's MultiVectorEncoder")
-        if device is not None and torch.device(device) != self.device:
-            raise ValueError(
-                f"device={device!r}: the model runs on {self.device}; load it there with from_pretrained(device=...)"
-            )
+        self._one_device(device, pool, chunk_size)
         dimension = self._check_truncate_dim(truncate_dim) or self.truncate_dim
         single = isinstance(inputs, str)
         texts = [inputs] if single else list(inputs)

@@ -28,6 +28,7 @@ from bertlite.jobs.base import (
     progress_bar,
     with_prompt,
 )
+from bertlite.jobs.cross_encoder import STSurface, check_wrapped
 from bertlite.jobs.prepare import LoadOptions
 from bertlite.jobs.sparse_config import (
     EMBEDDER_HINT,
@@ -37,6 +38,7 @@ from bertlite.jobs.sparse_config import (
     check_max_active_dims,
     read_splade_settings,
 )
+from bertlite.jobs.st_compat import SPARSE_ENCODER_ORGANIZATION
 from bertlite.models.heads import BertForMaskedLM
 from bertlite.utils.warn import warn_user
 
@@ -45,20 +47,21 @@ __all__ = ["SparseEncoder", "SparseRow"]
 # Token rows the MLM head scores at once: its (rows, vocab) logits are the largest tensor of a batch
 # (120 MB for BERT's vocabulary), and this many rows keep the vocabulary GEMM efficient.
 HEAD_ROWS = 1024
+SPLADE_POOLING_MODULE = "sentence_transformers.sparse_encoder.modules.splade_pooling.SpladePooling"
 
 SparseRow = tuple[np.ndarray, np.ndarray]  # (indices int64 ascending, values float32) of one vector
 
 
-class SparseEncoder(BaseEncoder):
+class SparseEncoder(STSurface, BaseEncoder):
     """A BertForMaskedLM and its tokenizer: texts in, one sparse vocabulary-sized (SPLADE) vector per text out."""
 
     def __init__(
         self,
-        model: BertForMaskedLM,
-        tokenizer: Tokenizer,
+        model_name_or_path: str | os.PathLike | BertForMaskedLM,
+        tokenizer: Tokenizer | None = None,
         *,
-        pooling_strategy: str = "max",
-        activation_function: str = "relu",
+        pooling_strategy: str | None = None,
+        activation_function: str | None = None,
         max_active_dims: int | None = None,
         max_length: int | None = None,
         unpad: bool = True,
@@ -66,30 +69,96 @@ class SparseEncoder(BaseEncoder):
         default_prompt_name: str | None = None,
         similarity_fn_name: str | None = None,
         pack_weights: bool = True,
+        device: torch.device | str | None = None,
+        cache_folder: str | None = None,
+        trust_remote_code: bool = False,
+        revision: str | None = None,
+        local_files_only: bool = False,
+        token: bool | str | None = None,
+        model_kwargs: dict[str, Any] | None = None,
+        processor_kwargs: dict[str, Any] | None = None,
+        config_kwargs: dict[str, Any] | None = None,
+        use_kernels: bool = False,
+        kernel_config: Any = None,
+        backend: str = "torch",
     ) -> None:
-        """Wrap a loaded masked-LM model and its tokenizer; SparseEncoder.from_pretrained builds both from a folder.
+        """Load a SPLADE model by name or path, as sentence_transformers.SparseEncoder(...) does, or wrap a
+        loaded masked-LM model and its tokenizer.
+
+        SparseEncoder("naver/splade-v3", device=..., model_kwargs={"dtype": ...}) reads the folder as
+        from_pretrained does (a bare name is looked up under sparse-encoder/, as sentence-transformers does);
+        the arguments below that are given win over the folder's, and prompts are added to the folder's.
 
         Args:
-            model: a bertlite BertForMaskedLM (its `cls` head scores the vocabulary).
-            tokenizer: its tokenizer; a copy is kept (see BaseEncoder).
-            pooling_strategy: "max" (SPLADE v2 and later) or "sum", over each text's tokens.
-            activation_function: "relu" (log(1 + relu(x))) or "log1p_relu" (one more log1p), as SpladePooling's.
-            max_active_dims: keep the largest max_active_dims values of every vector; None: all.
-            max_length: tokens per text, longer ones truncated; None: the model's max_position_embeddings.
+            model_name_or_path: a folder, hub id or bare name; or a bertlite BertForMaskedLM (its `cls` head
+                scores the vocabulary), with its tokenizer.
+            tokenizer: the model's tokenizer (a copy is kept, see BaseEncoder); None when loading by name.
+            pooling_strategy: "max" (SPLADE v2 and later) or "sum", over each text's tokens; None: the
+                folder's, else "max".
+            activation_function: "relu" (log(1 + relu(x))) or "log1p_relu" (one more log1p), as
+                SpladePooling's; None: the folder's, else "relu".
+            max_active_dims: keep the largest max_active_dims values of every vector; None: the folder's,
+                else all.
+            max_length: tokens per text, longer ones truncated; None: the folder's, else the model's
+                max_position_embeddings.
             unpad: packed batches (real tokens only); False: padded batches, as transformers runs them.
-            prompts: text put before every input, by name; None: none.
+            prompts: text put before every input, by name; None: none (the folder's).
             default_prompt_name: the prompt that applies unless encode() is given prompt or prompt_name.
-            similarity_fn_name: "dot" (None: the default) or "cosine", for similarity().
+            similarity_fn_name: "dot" (None: the folder's, else dot) or "cosine", for similarity().
             pack_weights: see BaseEncoder.
+            device: where the model runs; None: the CPU. With a model: moved there (to()).
+            cache_folder, trust_remote_code, revision, local_files_only, token, model_kwargs,
+                processor_kwargs, config_kwargs, use_kernels, kernel_config, backend: sentence-transformers'
+                loading options, mapped by bertlite.jobs.st_compat.st_load_kwargs (model_kwargs' dtype is
+                from_pretrained's dtype; trust_remote_code=True and the options bertlite lacks are refused).
 
         Raises:
-            TypeError: a model without a masked-LM head.
+            TypeError: a model without a masked-LM head; a tokenizer missing with a model, or given with a
+                name; loading options given with a model.
             ValueError: an unknown pooling_strategy, activation_function or similarity_fn_name, a bad
-                max_active_dims, or a default_prompt_name not in prompts.
+                max_active_dims, a default_prompt_name not in prompts, what st_load_kwargs refuses.
+            CheckpointError: not a SPLADE checkpoint (see from_pretrained).
         """
+        st_kwargs = {
+            "device": device,
+            "cache_folder": cache_folder,
+            "trust_remote_code": trust_remote_code,
+            "revision": revision,
+            "local_files_only": local_files_only,
+            "token": token,
+            "model_kwargs": model_kwargs,
+            "processor_kwargs": processor_kwargs,
+            "config_kwargs": config_kwargs,
+            "use_kernels": use_kernels,
+            "kernel_config": kernel_config,
+            "backend": backend,
+        }
+        if isinstance(model_name_or_path, torch.nn.Module):
+            model = model_name_or_path
+            check_wrapped(tokenizer, st_kwargs)
+        else:
+            model, tokenizer, folder = self._load_by_name(
+                model_name_or_path, tokenizer, SPARSE_ENCODER_ORGANIZATION, st_kwargs
+            )
+            given = {
+                "pooling_strategy": pooling_strategy,
+                "activation_function": activation_function,
+                "max_active_dims": max_active_dims,
+                "max_length": max_length,
+                "default_prompt_name": default_prompt_name,
+                "similarity_fn_name": similarity_fn_name,
+            }
+            settings = {key: value if value is not None else folder[key] for key, value in given.items()}
+            pooling_strategy, activation_function = settings["pooling_strategy"], settings["activation_function"]
+            max_active_dims, max_length = settings["max_active_dims"], settings["max_length"]
+            default_prompt_name, similarity_fn_name = settings["default_prompt_name"], settings["similarity_fn_name"]
+            prompts = {**folder["prompts"], **(prompts or {})}
         if not isinstance(getattr(getattr(model, "cls", None), "predictions", None), torch.nn.Module):
             raise TypeError(f"SparseEncoder needs a BertForMaskedLM (a masked-LM head), got {type(model).__name__}")
         super().__init__(model, tokenizer, max_length=max_length, unpad=unpad, pack_weights=pack_weights)
+        self.pack_weights = pack_weights
+        pooling_strategy = "max" if pooling_strategy is None else pooling_strategy
+        activation_function = "relu" if activation_function is None else activation_function
         if pooling_strategy not in SPLADE_POOLING:
             raise ValueError(f"pooling_strategy={pooling_strategy!r} must be one of {', '.join(SPLADE_POOLING)}")
         if activation_function not in SPLADE_ACTIVATIONS:
@@ -105,6 +174,8 @@ class SparseEncoder(BaseEncoder):
         self.max_active_dims = check_max_active_dims(max_active_dims)
         self.similarity_fn_name = similarity_fn_name or "dot"
         self._set_prompts(prompts, default_prompt_name)
+        if device is not None and isinstance(model_name_or_path, torch.nn.Module):
+            self.to(device)
 
     @classmethod
     def from_pretrained(
@@ -151,25 +222,51 @@ class SparseEncoder(BaseEncoder):
             ValueError: a device this machine cannot use, an unknown dtype or quantize, bad metadata, or an
                 argument __init__ refuses.
         """
+        model, tokenizer, folder = cls._load(
+            name_or_path, device=device, dtype=dtype, quantize=quantize, allow_nonfinite=allow_nonfinite, **hub_kwargs
+        )
+        return cls(
+            model,
+            tokenizer,
+            pooling_strategy=folder["pooling_strategy"],
+            activation_function=folder["activation_function"],
+            max_active_dims=max_active_dims if max_active_dims is not None else folder["max_active_dims"],
+            max_length=max_length if max_length is not None else folder["max_length"],
+            unpad=unpad,
+            prompts={**folder["prompts"], **(prompts or {})},
+            default_prompt_name=default_prompt_name
+            if default_prompt_name is not None
+            else folder["default_prompt_name"],
+            similarity_fn_name=folder["similarity_fn_name"],
+            pack_weights=pack_weights,
+        )
+
+    @classmethod
+    def _load(
+        cls,
+        name_or_path: str | os.PathLike,
+        *,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | str | None = "auto",
+        quantize: str | None = None,
+        allow_nonfinite: bool = False,
+        **hub_kwargs: Any,
+    ) -> tuple[BertForMaskedLM, Tokenizer, dict[str, Any]]:
+        """from_pretrained's loading: the model, its tokenizer and the folder's settings for __init__."""
         options = LoadOptions.check(quantize, dtype, device, allow_nonfinite, hub_kwargs)
         config = BertConfig.from_pretrained(name_or_path, **hub_kwargs)
         settings = read_splade_settings(name_or_path, list(getattr(config, "architectures", None) or []), **hub_kwargs)
         model, tokenizer = options.load(_load_masked_lm, name_or_path, config)
-        return cls(
-            model,
-            tokenizer,
-            pooling_strategy=settings.pooling_strategy,
-            activation_function=settings.activation_function,
-            max_active_dims=max_active_dims if max_active_dims is not None else settings.max_active_dims,
-            max_length=max_length if max_length is not None else settings.max_length,
-            unpad=unpad,
-            prompts={**settings.prompts, **(prompts or {})},
-            default_prompt_name=default_prompt_name
-            if default_prompt_name is not None
-            else settings.default_prompt_name,
-            similarity_fn_name=settings.similarity_fn_name,
-            pack_weights=pack_weights,
-        )
+        folder = {
+            "pooling_strategy": settings.pooling_strategy,
+            "activation_function": settings.activation_function,
+            "max_active_dims": settings.max_active_dims,
+            "max_length": settings.max_length,
+            "prompts": settings.prompts,
+            "default_prompt_name": settings.default_prompt_name,
+            "similarity_fn_name": settings.similarity_fn_name,
+        }
+        return model, tokenizer, folder
 
     @property
     def vocab_size(self) -> int:
@@ -180,6 +277,36 @@ class SparseEncoder(BaseEncoder):
     def dimension(self) -> int:
         """The vectors' length (vocab_size)."""
         return self.vocab_size
+
+    def get_embedding_dimension(self) -> int:
+        """sentence-transformers' name for `dimension`."""
+        return self.vocab_size
+
+    def get_sentence_embedding_dimension(self) -> int:
+        """sentence-transformers' older name for `dimension`."""
+        return self.vocab_size
+
+    def _transformer_config(self) -> dict[str, Any]:
+        return {
+            "transformer_task": "fill-mask",
+            "modality_config": {"text": {"method": "forward", "method_output_name": "logits"}},
+            "module_output_name": "token_embeddings",
+        }
+
+    def _st_modules(self) -> list[tuple[str, str, dict[str, Any], torch.nn.Module | None]]:
+        config = {
+            "pooling_strategy": self.pooling_strategy,
+            "activation_function": self.activation_function,
+            "embedding_dimension": None,  # as sentence-transformers saves it: the vocabulary's size, read at load
+        }
+        return [("SpladePooling", SPLADE_POOLING_MODULE, config, None)]
+
+    def _st_config(self) -> dict[str, Any]:
+        return {
+            **super()._st_config(),
+            "similarity_fn_name": self.similarity_fn_name,
+            **({"max_active_dims": self.max_active_dims} if self.max_active_dims is not None else {}),
+        }
 
     # --- sentence-transformers' API -------------------------------------------------
 
@@ -193,7 +320,10 @@ class SparseEncoder(BaseEncoder):
         convert_to_tensor: bool = True,
         convert_to_sparse_tensor: bool = True,
         save_to_cpu: bool = False,
+        device: str | torch.device | None = None,
         max_active_dims: int | None = None,
+        pool: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
         *,
         max_tokens: int | None = None,
         on_long: str = "truncate",
@@ -208,7 +338,10 @@ class SparseEncoder(BaseEncoder):
             convert_to_tensor: one (n, vocab_size) tensor (default); False: a list of (vocab_size,) tensors.
             convert_to_sparse_tensor: sparse COO tensors (default); False: dense float32.
             save_to_cpu: the result on the CPU (it is on the model's device otherwise).
+            device: one device: the model is moved there first (to()), as sentence-transformers moves it;
+                None: where it is.
             max_active_dims: keep the largest max_active_dims values of each vector; None: the encoder's.
+            pool, chunk_size: sentence-transformers' multi-process pool; not implemented (None only).
             max_tokens: also caps batch size x longest text; None: no cap.
             on_long: "truncate" (default) or "error", as in tokenize().
 
@@ -217,8 +350,10 @@ class SparseEncoder(BaseEncoder):
             text; a list of vectors with convert_to_tensor=False.
 
         Raises:
-            ValueError: a text tokenize() refuses, a bad batch_size, max_tokens, max_active_dims or prompt.
+            ValueError: a text tokenize() refuses, a bad batch_size, max_tokens, max_active_dims or prompt,
+                a device list or a pool.
         """
+        self._one_device(device, pool, chunk_size)
         single = isinstance(inputs, str)
         texts = [inputs] if single else list(inputs)
         top_k = self._top_k(max_active_dims)
@@ -360,6 +495,22 @@ class SparseEncoder(BaseEncoder):
             # torch multiplies two sparse matrices through CSR, and says once that CSR is "in beta"
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
             return torch.mm(a, b.t()).to_dense()
+
+    def similarity_pairwise(self, embeddings1: Tensor | np.ndarray, embeddings2: Tensor | np.ndarray) -> Tensor:
+        """Scores of vector i of embeddings1 with vector i of embeddings2, by similarity_fn_name (dot or cosine).
+
+        Args:
+            embeddings1, embeddings2: (n, vocab_size) or (vocab_size,) tensors (sparse or dense) or arrays.
+
+        Returns:
+            A dense (n,) float32 tensor; for two single vectors, a 0-d one.
+        """
+        single = getattr(embeddings1, "ndim", 2) == 1 and getattr(embeddings2, "ndim", 2) == 1
+        a, b = _as_batch(embeddings1), _as_batch(embeddings2)
+        if self.similarity_fn_name == "cosine":
+            a, b = _unit_rows(a), _unit_rows(b)
+        scores = (a * b).sum(dim=-1).to_dense()
+        return scores[0] if single else scores
 
     @staticmethod
     def sparsity(embeddings: Tensor) -> dict[str, float]:
