@@ -145,61 +145,11 @@ def quantize_int8(
     restore(model)  # quantize the plain Linears (and calibrate on them), not layers.onednn's modules
     keep = _check_names("keep_fp32", keep_fp32, len(encoder.layer))
     keep_freed_memory()  # see bertlite.quant.allocator: the int8 forwards' page faults cost a third of their time
-    grid = int8_grid(kernel)
     one_sided = _check_names("asymmetric", ASYMMETRIC_LINEARS if asymmetric is None else asymmetric, len(encoder.layer))
-    if grid.reduced:
-        warn_user(f"int8 on this CPU: {REDUCED_GRID_NOTE}", Int8PrecisionWarning)
-    if compile_quantization and not build_compiled_quantization():
-        raise ValueError(f"compile_quantization=True, but it does not work here: {compiled_quant.reason()}")
-    compiled = compile_quantization is not False and compiled_quant.built()
-    ranges = {}
-    if tokenizer is not None and alpha is not None:
-        ranges = activation_ranges(
-            model, tokenizer, CALIBRATION_TEXTS if calibration_texts is None else calibration_texts
-        )
+    compiled = _compiled_inputs(kernel, compile_quantization)
+    ranges = _calibrate(model, tokenizer, alpha, calibration_texts)
     for i, layer in enumerate(encoder.layer):
-        attention = layer.attention.self
-        targets = {
-            "attention.self.qkv": [attention.query, attention.key, attention.value],
-            "attention.output.dense": [layer.attention.output.dense],
-            "intermediate.dense": [layer.intermediate.dense],
-            "output.dense": [layer.output.dense],
-        }
-        chosen = [name for name in targets if name not in keep and f"encoder.layer.{i}.{name}" not in keep]
-        smooth = {
-            name: smoothing_factors(ranges[targets[name][0]], targets[name], alpha)
-            for name in chosen
-            if ranges and name in SMOOTHED_LINEARS
-        }
-        # The attention's context is probs @ value, so dividing value's output channels by s divides the
-        # context's: attention.output.dense's smoothing then costs nothing at run time.
-        fold = "attention.self.qkv" in chosen and "attention.output.dense" in smooth
-        if fold:
-            targets["attention.self.qkv"][2] = _divided_rows(attention.value, smooth["attention.output.dense"])
-        for name in chosen:
-            linears = targets[name]
-            asym = name in one_sided or f"encoder.layer.{i}.{name}" in one_sided
-            folded = fold and name == "attention.output.dense"
-            outliers = outlier_channels(ranges[linears[0]]) if ranges and name in OUTLIER_LINEARS else None
-            quantized = Int8Linear.from_linear(
-                linears,
-                smooth.get(name),
-                kernel,
-                asym,
-                smooth_folded=folded,
-                compiled=compiled,
-                outlier_channels=outliers,
-            )
-            if name == "attention.self.qkv":
-                attention.qkv = quantized
-                for part in ("query", "key", "value"):
-                    setattr(attention, part, FusedIntoQKV(f"encoder.layer.{i}.attention.self.{part}"))
-            else:
-                owner, _, attr = name.rpartition(".")
-                block = layer.get_submodule(owner)
-                setattr(block, attr, quantized)
-                if hasattr(block, "fuses_residual"):  # attention.output, output: the residual add goes in
-                    block.fuses_residual = True
+        _quantize_layer(layer, i, ranges, alpha, keep, one_sided, kernel=kernel, compiled=compiled)
     return model
 
 
@@ -212,6 +162,124 @@ def build_compiled_quantization() -> bool:
         Whether it works here (if not, compiled_quant.reason() says why).
     """
     return compiled_quant.build(_reference_rows)
+
+
+def _compiled_inputs(kernel: str, compile_quantization: bool | None) -> bool:
+    """Warn when the kernel's grid is reduced here, and decide how the Linears quantize their inputs.
+
+    Args:
+        kernel: the resolved kernel (resolve_kernel).
+        compile_quantization: quantize_int8's: None the compiled kernel where built, True build it, False not.
+
+    Returns:
+        Whether the Int8Linears quantize their inputs with the compiled kernel.
+
+    Raises:
+        ValueError: compile_quantization=True where the compiled kernel cannot build.
+    """
+    if int8_grid(kernel).reduced:
+        warn_user(f"int8 on this CPU: {REDUCED_GRID_NOTE}", Int8PrecisionWarning)
+    if compile_quantization and not build_compiled_quantization():
+        raise ValueError(f"compile_quantization=True, but it does not work here: {compiled_quant.reason()}")
+    return compile_quantization is not False and compiled_quant.built()
+
+
+def _calibrate(
+    model: BertPreTrainedModel, tokenizer: Tokenizer | None, alpha: float | None, texts: Sequence[str] | None
+) -> dict[nn.Linear, Tensor]:
+    """Measure the activation ranges SmoothQuant and the float32 outlier channels need, when smoothing.
+
+    Args:
+        model: the float32 model, its plain Linears in place.
+        tokenizer: runs the texts through the model; None: no calibration.
+        alpha: SmoothQuant's migration strength; None: no calibration.
+        texts: the calibration texts; None: CALIBRATION_TEXTS.
+
+    Returns:
+        Each encoder nn.Linear -> (in_features,) max |input| (activation_ranges); empty without calibration.
+    """
+    if tokenizer is None or alpha is None:
+        return {}
+    return activation_ranges(model, tokenizer, CALIBRATION_TEXTS if texts is None else texts)
+
+
+def _quantize_layer(
+    layer: nn.Module,
+    i: int,
+    ranges: dict[nn.Linear, Tensor],
+    alpha: float | None,
+    keep: set[str],
+    one_sided: set[str],
+    *,
+    kernel: str,
+    compiled: bool,
+) -> None:
+    """Swap one BertLayer's Linears, all but the kept ones, for Int8Linear, in place.
+
+    Args:
+        layer: encoder.layer[i].
+        i: its index, for the names in keep and one_sided.
+        ranges: the calibration's activation ranges (_calibrate); empty: no smoothing, no float32 channels.
+        alpha: SmoothQuant's migration strength.
+        keep, one_sided: quantize_int8's checked keep_fp32 and asymmetric names.
+        kernel: the resolved int8 kernel.
+        compiled: quantize the inputs with the compiled kernel (_compiled_inputs).
+    """
+    attention = layer.attention.self
+    targets = {
+        "attention.self.qkv": [attention.query, attention.key, attention.value],
+        "attention.output.dense": [layer.attention.output.dense],
+        "intermediate.dense": [layer.intermediate.dense],
+        "output.dense": [layer.output.dense],
+    }
+    chosen = [name for name in targets if name not in keep and f"encoder.layer.{i}.{name}" not in keep]
+    smooth = {
+        name: smoothing_factors(ranges[targets[name][0]], targets[name], alpha)
+        for name in chosen
+        if ranges and name in SMOOTHED_LINEARS
+    }
+    # The attention's context is probs @ value, so dividing value's output channels by s divides the
+    # context's: attention.output.dense's smoothing then costs nothing at run time.
+    fold = "attention.self.qkv" in chosen and "attention.output.dense" in smooth
+    if fold:
+        targets["attention.self.qkv"][2] = _divided_rows(attention.value, smooth["attention.output.dense"])
+    for name in chosen:
+        linears = targets[name]
+        asym = name in one_sided or f"encoder.layer.{i}.{name}" in one_sided
+        folded = fold and name == "attention.output.dense"
+        outliers = outlier_channels(ranges[linears[0]]) if ranges and name in OUTLIER_LINEARS else None
+        quantized = Int8Linear.from_linear(
+            linears,
+            smooth.get(name),
+            kernel,
+            asym,
+            smooth_folded=folded,
+            compiled=compiled,
+            outlier_channels=outliers,
+        )
+        _install(layer, i, name, quantized)
+
+
+def _install(layer: nn.Module, i: int, name: str, quantized: Int8Linear) -> None:
+    """Put an Int8Linear in its place in one BertLayer; for q|k|v, FusedIntoQKV where query / key / value were.
+
+    Args:
+        layer: encoder.layer[i].
+        i: its index, for FusedIntoQKV's message.
+        name: the Linear's path in the layer (LAYER_LINEARS).
+        quantized: its Int8Linear.
+    """
+    if name == "attention.self.qkv":
+        attention = layer.attention.self
+        attention.qkv = quantized
+        for part in ("query", "key", "value"):
+            setattr(attention, part, FusedIntoQKV(f"encoder.layer.{i}.attention.self.{part}"))
+    else:
+        owner, _, attr = name.rpartition(".")
+        block = layer.get_submodule(owner)
+        setattr(block, attr, quantized)
+        if hasattr(block, "fuses_residual"):  # attention.output, output: the residual add goes in
+            block.fuses_residual = True
 
 
 def _check_model(model: nn.Module, encoder: nn.Module | None, alpha: float | None) -> None:
