@@ -62,19 +62,7 @@ class Int8Linear(nn.Module):
         self.kernel = resolve_kernel(kernel)
         self.out_features, self.in_features = weight.shape
         self.grid = int8_grid(self.kernel)
-        limit = self.grid.weight_limit
-        largest = int(weight.to(torch.int16).abs().max()) if weight.numel() else 0
-        if weight.dtype != torch.int8 or largest > limit:
-            raise ValueError(
-                f"the {self.kernel!r} int8 kernel is exact here for int8 weights in [-{limit}, {limit}]; "
-                f"got {weight.dtype} up to {largest} (use Int8Linear.from_linear)"
-            )
-        pair_limit = self.grid.pair_limit
-        if pair_limit is not None and weight.numel() and (widest := int(widest_pairs(weight).max())) > pair_limit:
-            raise ValueError(
-                f"the {self.kernel!r} int8 kernel is exact here for int8 weights whose pairs (k, k + 1) sum to "
-                f"at most {pair_limit} per sign; got a pair summing to {widest} (use Int8Linear.from_linear)"
-            )
+        self._check_weight(weight)
         # The plain int8 weight is kept only where the kernel reads it; oneDNN's packed copy replaces it.
         self.register_buffer("weight", weight if self.kernel != "onednn" else None)
         self.packed_weight = _pack(self.kernel, weight)
@@ -92,6 +80,30 @@ class Int8Linear(nn.Module):
         channels, outlier_weight = outliers if outliers is not None else (None, None)
         self.register_buffer("outlier_channels", channels)
         self.register_buffer("outlier_weight", None if outlier_weight is None else outlier_weight.to(torch.float32))
+
+    def _check_weight(self, weight: Tensor) -> None:
+        """Refuse a weight that self.kernel would not multiply exactly on this machine's grid (self.grid).
+
+        Args:
+            weight: (out_features, in_features), as __init__ takes it.
+
+        Raises:
+            ValueError: a weight that is not int8, beyond the grid's weight limit, or with a pair (k, k + 1)
+                wider than its pair limit.
+        """
+        limit = self.grid.weight_limit
+        largest = int(weight.to(torch.int16).abs().max()) if weight.numel() else 0
+        if weight.dtype != torch.int8 or largest > limit:
+            raise ValueError(
+                f"the {self.kernel!r} int8 kernel is exact here for int8 weights in [-{limit}, {limit}]; "
+                f"got {weight.dtype} up to {largest} (use Int8Linear.from_linear)"
+            )
+        pair_limit = self.grid.pair_limit
+        if pair_limit is not None and weight.numel() and (widest := int(widest_pairs(weight).max())) > pair_limit:
+            raise ValueError(
+                f"the {self.kernel!r} int8 kernel is exact here for int8 weights whose pairs (k, k + 1) sum to "
+                f"at most {pair_limit} per sign; got a pair summing to {widest} (use Int8Linear.from_linear)"
+            )
 
     def check_apply(self, fn: Callable[[Tensor], Tensor]) -> None:
         """Refuse a .to() / .half() / .cuda() that would move this layer off float32 on the CPU.
@@ -230,20 +242,50 @@ class Int8Linear(nn.Module):
             out = x.new_zeros(*leading, self.out_features, dtype=torch.float32)
             return out if residual is None else out + residual
         rows = x.reshape(-1, self.in_features)
+        qx, scale, offset, kept = self._quantize_around_outliers(rows)
+        out = self._dequantize(self.gemm(qx), scale, offset, residual, kept)
+        return out.view(*leading, self.out_features)
+
+    def _quantize_around_outliers(self, rows: Tensor) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+        """Quantize the input per token, the float32 channels (self.outlier_channels) left out of its range.
+
+        Args:
+            rows: (M, in_features) float; without grad, its float32 channels are zeroed in place while it is
+                quantized, then put back.
+
+        Returns:
+            quantize_input's (q, scale, offset), and the float32 channels' values (M, k); None where every
+            channel is quantized.
+        """
         channels = self.outlier_channels
         if channels is None:
-            qx, scale, offset = self.quantize_input(rows)
-        else:
-            kept = rows.index_select(1, channels)  # (M, k)
-            if rows.requires_grad:
-                qx, scale, offset = self.quantize_input(rows.index_fill(1, channels, 0.0))
-            else:  # zeroed in place and put back: touches M x k values, not the whole input
-                rows.index_fill_(1, channels, 0.0)
-                try:
-                    qx, scale, offset = self.quantize_input(rows)
-                finally:
-                    rows.index_copy_(1, channels, kept)
-        out = self.gemm(qx)
+            return (*self.quantize_input(rows), None)
+        kept = rows.index_select(1, channels)  # (M, k)
+        if rows.requires_grad:
+            qx, scale, offset = self.quantize_input(rows.index_fill(1, channels, 0.0))
+        else:  # zeroed in place and put back: touches M x k values, not the whole input
+            rows.index_fill_(1, channels, 0.0)
+            try:
+                qx, scale, offset = self.quantize_input(rows)
+            finally:
+                rows.index_copy_(1, channels, kept)
+        return qx, scale, offset, kept
+
+    def _dequantize(
+        self, out: Tensor, scale: Tensor, offset: Tensor | None, residual: Tensor | None, kept: Tensor | None
+    ) -> Tensor:
+        """Turn the GEMM's products into the output, in place where autograd allows.
+
+        Args:
+            out: (M, out_features) float32 products (gemm's).
+            scale, offset: (M, 1) per token, as quantize_input gives them.
+            residual: forward's, or None.
+            kept: (M, k) the float32 channels' input values (_quantize_around_outliers'), or None.
+
+        Returns:
+            (M, out_features) float32: products x token scale, + offset x row sums, + residual, + bias, + the
+            float32 channels' products.
+        """
         # products x token scale, plus the residual or else the bias, in one pass
         addend = residual.reshape(-1, self.out_features) if residual is not None else self.bias
         if addend is None:
@@ -258,14 +300,14 @@ class Int8Linear(nn.Module):
             out.addcmul_(offset, self.row_sums)
         if residual is not None and self.bias is not None:
             out.add_(self.bias)
-        if channels is not None:  # the float32 channels' products
+        if kept is not None:  # the float32 channels' products
             kept = kept.to(torch.float32)
             out = (
                 torch.addmm(out, kept, self.outlier_weight.T)
                 if out.requires_grad
                 else out.addmm_(kept, self.outlier_weight.T)
             )
-        return out.view(*leading, self.out_features)
+        return out
 
     def extra_repr(self) -> str:
         return (
