@@ -583,28 +583,98 @@ class MultiVectorEncoder(STSurface, BaseEncoder):
         return result[0] if single else result
 
     def encode_query(
-        self, inputs: Sequence[str] | str, prompt_name: str | None = None, prompt: str | None = None, **kwargs: Any
+        self,
+        inputs: Sequence[str] | str,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int | None = None,
+        show_progress_bar: bool | None = None,
+        output_value: str = "token_embeddings",
+        convert_to_numpy: bool = False,
+        device: torch.device | str | None = None,
+        normalize_embeddings: bool = False,
+        token_pooling: None = None,
+        truncate_dim: int | None = None,
+        pool: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
+        *,
+        max_tokens: int | None = None,
+        on_long: str = "truncate",
     ) -> list[Tensor] | list[np.ndarray] | Tensor | np.ndarray:
         """encode() of queries: the "query" prompt (unless prompt or prompt_name is given), task="query".
 
         Args:
-            inputs, prompt_name, prompt, **kwargs: as in encode().
+            inputs, prompt_name, prompt, batch_size, show_progress_bar, output_value, convert_to_numpy, device,
+                normalize_embeddings, token_pooling, truncate_dim, pool, chunk_size, max_tokens, on_long: as in
+                encode().
         """
         if prompt_name is None and prompt is None:
             prompt_name = self._task_prompt_name("query")
-        return self.encode(inputs, prompt_name, prompt, task="query", **kwargs)
+        return self.encode(
+            inputs,
+            prompt_name,
+            prompt,
+            batch_size,
+            show_progress_bar,
+            output_value,
+            convert_to_numpy,
+            device,
+            normalize_embeddings,
+            token_pooling,
+            truncate_dim,
+            pool,
+            chunk_size,
+            task="query",
+            max_tokens=max_tokens,
+            on_long=on_long,
+        )
 
     def encode_document(
-        self, inputs: Sequence[str] | str, prompt_name: str | None = None, prompt: str | None = None, **kwargs: Any
+        self,
+        inputs: Sequence[str] | str,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int | None = None,
+        show_progress_bar: bool | None = None,
+        output_value: str = "token_embeddings",
+        convert_to_numpy: bool = False,
+        device: torch.device | str | None = None,
+        normalize_embeddings: bool = False,
+        token_pooling: None = None,
+        truncate_dim: int | None = None,
+        pool: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
+        *,
+        max_tokens: int | None = None,
+        on_long: str = "truncate",
     ) -> list[Tensor] | list[np.ndarray] | Tensor | np.ndarray:
         """encode() of documents: the first of the "document", "passage", "corpus" prompts, task="document".
 
         Args:
-            inputs, prompt_name, prompt, **kwargs: as in encode().
+            inputs, prompt_name, prompt, batch_size, show_progress_bar, output_value, convert_to_numpy, device,
+                normalize_embeddings, token_pooling, truncate_dim, pool, chunk_size, max_tokens, on_long: as in
+                encode().
         """
         if prompt_name is None and prompt is None:
             prompt_name = self._task_prompt_name("document")
-        return self.encode(inputs, prompt_name, prompt, task="document", **kwargs)
+        return self.encode(
+            inputs,
+            prompt_name,
+            prompt,
+            batch_size,
+            show_progress_bar,
+            output_value,
+            convert_to_numpy,
+            device,
+            normalize_embeddings,
+            token_pooling,
+            truncate_dim,
+            pool,
+            chunk_size,
+            task="document",
+            max_tokens=max_tokens,
+            on_long=on_long,
+        )
 
     def _encode_rows(
         self, encodings: list[Encoding], batch_size: int | None, max_tokens: int | None, show: bool | None

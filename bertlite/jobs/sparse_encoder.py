@@ -380,35 +380,99 @@ class SparseEncoder(STSurface, BaseEncoder):
         return _assemble(rows, self.vocab_size, device, convert_to_tensor, convert_to_sparse_tensor, single)
 
     def encode_query(
-        self, inputs: str | Sequence[Text], prompt_name: str | None = None, prompt: str | None = None, **kwargs: Any
+        self,
+        inputs: str | Sequence[Text],
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        convert_to_tensor: bool = True,
+        convert_to_sparse_tensor: bool = True,
+        save_to_cpu: bool = False,
+        device: str | torch.device | None = None,
+        max_active_dims: int | None = None,
+        pool: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
+        *,
+        max_tokens: int | None = None,
+        on_long: str = "truncate",
     ) -> Tensor | list[Tensor]:
         """encode() with the "query" prompt unless prompt or prompt_name is given (sentence-transformers' rule).
 
         Args:
-            inputs, prompt_name, prompt, **kwargs: as encode().
+            inputs, prompt_name, prompt, batch_size, show_progress_bar, convert_to_tensor,
+                convert_to_sparse_tensor, save_to_cpu, device, max_active_dims, pool, chunk_size, max_tokens,
+                on_long: as encode().
 
         Returns:
             As encode().
         """
         if prompt_name is None and prompt is None and "query" in self.prompts:
             prompt_name = "query"
-        return self.encode(inputs, prompt_name, prompt, **kwargs)
+        return self.encode(
+            inputs,
+            prompt_name,
+            prompt,
+            batch_size,
+            show_progress_bar,
+            convert_to_tensor,
+            convert_to_sparse_tensor,
+            save_to_cpu,
+            device,
+            max_active_dims,
+            pool,
+            chunk_size,
+            max_tokens=max_tokens,
+            on_long=on_long,
+        )
 
     def encode_document(
-        self, inputs: str | Sequence[Text], prompt_name: str | None = None, prompt: str | None = None, **kwargs: Any
+        self,
+        inputs: str | Sequence[Text],
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        convert_to_tensor: bool = True,
+        convert_to_sparse_tensor: bool = True,
+        save_to_cpu: bool = False,
+        device: str | torch.device | None = None,
+        max_active_dims: int | None = None,
+        pool: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
+        *,
+        max_tokens: int | None = None,
+        on_long: str = "truncate",
     ) -> Tensor | list[Tensor]:
         """encode() with the first of the "document", "passage", "corpus" prompts the model has, unless prompt or
         prompt_name is given (sentence-transformers' rule).
 
         Args:
-            inputs, prompt_name, prompt, **kwargs: as encode().
+            inputs, prompt_name, prompt, batch_size, show_progress_bar, convert_to_tensor,
+                convert_to_sparse_tensor, save_to_cpu, device, max_active_dims, pool, chunk_size, max_tokens,
+                on_long: as encode().
 
         Returns:
             As encode().
         """
         if prompt_name is None and prompt is None:
             prompt_name = next((name for name in ("document", "passage", "corpus") if name in self.prompts), None)
-        return self.encode(inputs, prompt_name, prompt, **kwargs)
+        return self.encode(
+            inputs,
+            prompt_name,
+            prompt,
+            batch_size,
+            show_progress_bar,
+            convert_to_tensor,
+            convert_to_sparse_tensor,
+            save_to_cpu,
+            device,
+            max_active_dims,
+            pool,
+            chunk_size,
+            max_tokens=max_tokens,
+            on_long=on_long,
+        )
 
     def encode_tokenized(
         self,

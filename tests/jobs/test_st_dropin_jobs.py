@@ -13,6 +13,7 @@ everything discrete (types, shapes, dtypes, layouts, orders, tokens) identical.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import textwrap
 from pathlib import Path
@@ -20,8 +21,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+import sentence_transformers
 import torch
 
+import bertlite
 from tests.helpers import COLBERT_OPTIONS, colbert_folder, cross_encoder_folder, masked_lm_folder, splade_folder
 from tests.serve_helpers import one_torch_thread  # noqa: F401 (an autouse fixture)
 
@@ -333,3 +336,255 @@ MODEL_NAMES = {
 def test_docs_snippet_runs_unchanged(snippet: str, folders: dict[str, Path]) -> None:
     source, folder, outputs = SNIPPETS[snippet]
     assert_snippet(source, {name: str(folders[folder]) for name in MODEL_NAMES[folder]}, outputs)
+
+
+# --- the surface: the same methods, arguments and defaults ------------------------------------------
+
+SURFACE = {
+    "CrossEncoder": ["__init__", "predict", "rank", "save", "save_pretrained", "to", "get_max_seq_length"],
+    "SparseEncoder": [
+        "__init__",
+        "encode",
+        "encode_query",
+        "encode_document",
+        "similarity",
+        "similarity_pairwise",
+        "decode",
+        "sparsity",
+        "get_embedding_dimension",
+        "get_sentence_embedding_dimension",
+        "save",
+        "save_pretrained",
+        "to",
+        "get_max_seq_length",
+    ],
+    "MultiVectorEncoder": [
+        "__init__",
+        "encode",
+        "encode_query",
+        "encode_document",
+        "similarity",
+        "similarity_pairwise",
+        "get_embedding_dimension",
+        "save",
+        "save_pretrained",
+        "to",
+        "get_max_seq_length",
+    ],
+}
+PROPERTIES = ["device", "max_seq_length"]
+_ST_INIT = ["__init__: model_name_or_path has no default", "__init__: no modules", "__init__: no model_card_data"]
+_NO_POOL_KWARGS = ["no **kwargs"]
+# Where bertlite's signatures differ from sentence-transformers 6's, on purpose (docs/migration.md lists them):
+# batch_size=None batches by a token budget (the outputs do not depend on it); **kwargs (forwarded to
+# sentence-transformers' modules) has no counterpart; `modules` and `model_card_data` build or describe
+# sentence-transformers' module lists; keep_in_fp32_modules is its experimental fp32 override.
+KNOWN_DIFFERENCES = {
+    "CrossEncoder": {
+        *_ST_INIT,
+        "__init__: no keep_in_fp32_modules",
+        "predict: batch_size default 32 -> None",
+        "predict: no **kwargs",
+        "rank: batch_size default 32 -> None",
+    },
+    "SparseEncoder": {
+        *_ST_INIT,
+        "encode: no **kwargs",
+        "encode_query: no **kwargs",
+        "encode_document: no **kwargs",
+    },
+    "MultiVectorEncoder": {
+        *_ST_INIT,
+        *(
+            f"{method}: {what}"
+            for method in ("encode", "encode_query", "encode_document")
+            for what in (
+                "batch_size default 32 -> None",
+                "no **kwargs",
+            )
+        ),
+        "similarity: no **kwargs",
+        "similarity_pairwise: no **kwargs",
+    },
+}
+
+
+def signature_differences(name: str, method: str, theirs: inspect.Signature, ours: inspect.Signature) -> set[str]:
+    """What a caller of sentence-transformers' method could pass that bertlite's takes otherwise: a positional
+    parameter at another place, a keyword missing or with another default, **kwargs missing."""
+    found = set()
+    positional = [p.name for p in theirs.parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
+    ours_positional = [p.name for p in ours.parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
+    if ours_positional[: len(positional)] != positional:
+        found.add(f"{method}: positional order {ours_positional} != {positional}")
+    for parameter in theirs.parameters.values():
+        if parameter.kind is parameter.VAR_KEYWORD:
+            if not any(p.kind is p.VAR_KEYWORD for p in ours.parameters.values()):
+                found.add(f"{method}: no **kwargs")
+            continue
+        if parameter.name not in ours.parameters:
+            found.add(f"{method}: no {parameter.name}")
+            continue
+        default = ours.parameters[parameter.name].default
+        if default != parameter.default:
+            found.add(
+                f"{method}: {parameter.name} "
+                + (
+                    "has no default"
+                    if default is inspect.Parameter.empty
+                    else f"default {parameter.default} -> {default}"
+                )
+            )
+    return found
+
+
+@pytest.mark.parametrize("name", list(SURFACE))
+def test_signatures_match_sentence_transformers(name: str) -> None:
+    theirs_class, ours_class = getattr(sentence_transformers, name), getattr(bertlite, name)
+    found = set()
+    for method in SURFACE[name]:
+        assert callable(getattr(ours_class, method, None)), f"{name}.{method} is missing"
+        found |= signature_differences(
+            name,
+            method,
+            inspect.signature(getattr(theirs_class, method)),
+            inspect.signature(getattr(ours_class, method)),
+        )
+    assert found == KNOWN_DIFFERENCES[name]
+    for attribute in PROPERTIES:  # properties of both
+        assert isinstance(inspect.getattr_static(ours_class, attribute), property), attribute
+
+
+# --- the constructor, save, to -------------------------------------------------------------------
+
+PAIRS = [("How many people live in Berlin?", "Berlin had a population of 3,520,031 in 2019."), ("a", "b c")]
+TEXTS = ["The weather is lovely today.", "It's so sunny outside, isn't it?"]
+F32 = {"model_kwargs": {"dtype": torch.float32}}
+
+
+def outputs(model: Any) -> list[Any]:
+    """What a model of either library gives for the inputs above, by its kind."""
+    if not hasattr(model, "predict"):
+        return [model.encode_query(TEXTS), model.encode_document(TEXTS)]
+    if model.num_labels > 1:
+        return [model.predict(PAIRS), model.predict(PAIRS, apply_softmax=True)]
+    return [model.predict(PAIRS), model.rank(PAIRS[0][0], [d for _, d in PAIRS])]
+
+
+@pytest.mark.parametrize(
+    ("name", "folder"),
+    [
+        ("CrossEncoder", "reranker"),
+        ("CrossEncoder", "nli"),
+        ("SparseEncoder", "splade"),
+        ("MultiVectorEncoder", "colbert"),
+    ],
+)
+def test_save_gives_a_folder_sentence_transformers_loads(
+    name: str, folder: str, folders: dict[str, Path], tmp_path: Path
+) -> None:
+    theirs_class, ours_class = getattr(sentence_transformers, name), getattr(bertlite, name)
+    expected = outputs(theirs_class(str(folders[folder]), device="cpu"))
+    ours = ours_class(str(folders[folder]), **F32)
+    assert_same(outputs(ours), expected)
+    ours.save(str(tmp_path / "saved"))
+    assert_same(outputs(theirs_class(str(tmp_path / "saved"), device="cpu")), expected)
+    assert_same(outputs(ours_class(str(tmp_path / "saved"), **F32)), expected)
+    ours.save_pretrained(str(tmp_path / "again"))
+    assert (tmp_path / "again" / "modules.json").read_bytes() == (tmp_path / "saved" / "modules.json").read_bytes()
+
+
+def test_cross_encoder_keywords_as_sentence_transformers(folders: dict[str, Path]) -> None:
+    path = str(folders["reranker"])
+    st = sentence_transformers.CrossEncoder(
+        path, device="cpu", max_length=8, activation_fn=torch.nn.Identity(), prompts={"q": "query: "}
+    )
+    ours = bertlite.CrossEncoder(path, max_length=8, activation_fn=torch.nn.Identity(), prompts={"q": "query: "}, **F32)
+    assert ours.max_seq_length == st.max_seq_length == 8
+    assert_same(ours.predict(PAIRS, prompt_name="q"), st.predict(PAIRS, prompt_name="q"))
+    ours.max_seq_length = 12
+    assert ours.max_length == 12
+
+
+def test_sparse_and_multi_vector_keywords_as_sentence_transformers(folders: dict[str, Path]) -> None:
+    splade, colbert = str(folders["splade"]), str(folders["colbert"])
+    kwargs = {"similarity_fn_name": "cosine", "max_active_dims": 16, "prompts": {"query": "q: "}}
+    st = sentence_transformers.SparseEncoder(splade, device="cpu", **kwargs)
+    ours = bertlite.SparseEncoder(splade, **kwargs, **F32)
+    assert (ours.similarity_fn_name, ours.max_active_dims, ours.prompts) == (
+        st.similarity_fn_name,
+        st.max_active_dims,
+        st.prompts,
+    )
+    a, b = ours.encode_query(TEXTS), st.encode_query(TEXTS)
+    assert_same(a, b)
+    assert_same(ours.similarity(a, a), st.similarity(b, b))
+    st_mv = sentence_transformers.MultiVectorEncoder(colbert, device="cpu", truncate_dim=8)
+    ours_mv = bertlite.MultiVectorEncoder(colbert, truncate_dim=8, **F32)
+    assert ours_mv.get_embedding_dimension() == st_mv.get_embedding_dimension() == 8
+    assert_same(ours_mv.encode_document(TEXTS), st_mv.encode_document(TEXTS))
+
+
+@pytest.mark.parametrize("name", list(SURFACE))
+def test_what_bertlite_cannot_do_is_refused_by_name(name: str, folders: dict[str, Path]) -> None:
+    cls = getattr(bertlite, name)
+    path = str(folders[{"CrossEncoder": "reranker", "SparseEncoder": "splade"}.get(name, "colbert")])
+    with pytest.raises(ValueError, match="trust_remote_code=True"):
+        cls(path, trust_remote_code=True)
+    with pytest.raises(ValueError, match="backend='onnx'"):
+        cls(path, backend="onnx")
+    model = cls(path, **F32)
+    with pytest.raises(ValueError, match="multi-process pool"):
+        (model.predict(PAIRS, pool={}) if name == "CrossEncoder" else model.encode(TEXTS, device=["cpu", "cpu"]))
+    wrapped = (model.model, model.tokenizer) + ((model.projection,) if name == "MultiVectorEncoder" else ())
+    with pytest.raises(TypeError, match="revision load a checkpoint by name"):
+        cls(*wrapped, revision="main")
+    with pytest.raises(TypeError, match="the folder's tokenizer is loaded"):
+        cls(path, model.tokenizer)
+    assert cls(*wrapped, device="cpu").device == torch.device("cpu")
+
+
+@pytest.mark.parametrize(
+    ("name", "bare", "resolved"),
+    [
+        ("CrossEncoder", "ms-marco-MiniLM-L6-v2", "cross-encoder/ms-marco-MiniLM-L6-v2"),
+        ("SparseEncoder", "splade-tiny", "sparse-encoder/splade-tiny"),
+        ("MultiVectorEncoder", "colbert-tiny", "colbert-tiny"),
+        ("CrossEncoder", "bert-base-uncased", "bert-base-uncased"),
+    ],
+)
+def test_a_bare_name_is_looked_up_where_sentence_transformers_looks(
+    name: str, bare: str, resolved: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cls = getattr(bertlite, name)
+    seen = {}
+
+    def load(name_or_path: str, **kwargs: Any) -> Any:
+        seen.update(name=name_or_path, **kwargs)
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(cls, "_load", staticmethod(load))
+    with pytest.raises(RuntimeError, match="stop"):
+        cls(bare, revision="v1", cache_folder="/cache", token="t", local_files_only=True, **F32)
+    assert seen == {
+        "name": resolved,
+        "device": None,
+        "revision": "v1",
+        "cache_dir": "/cache",
+        "token": "t",
+        "local_files_only": True,
+        "dtype": torch.float32,
+    }
+
+
+def test_to_moves_casts_and_readies_again(folders: dict[str, Path]) -> None:
+    model = bertlite.CrossEncoder(str(folders["reranker"]), **F32)
+    expected = model.predict(PAIRS)
+    assert model.to("cpu") is model
+    assert model.to(torch.bfloat16).dtype == torch.bfloat16
+    np.testing.assert_allclose(model.predict(PAIRS), expected, atol=2e-2)
+    quantized = bertlite.CrossEncoder.from_pretrained(str(folders["reranker"]), dtype="int8")
+    with pytest.raises(ValueError, match="int8"):
+        quantized.to(torch.float16)
+    with pytest.raises(ValueError, match="int8"):
+        quantized.save("unused")
