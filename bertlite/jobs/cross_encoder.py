@@ -20,7 +20,7 @@ import torch
 from tokenizers import Encoding, Tokenizer
 from torch import Tensor, nn
 
-from bertlite.config import BertConfig
+from bertlite.config import CONFIG_CLASSES, BertConfig
 from bertlite.jobs.base import (
     BaseEncoder,
     EncodeStats,
@@ -30,10 +30,11 @@ from bertlite.jobs.base import (
     with_prompt,
 )
 from bertlite.jobs.pairs import PairIds, QueryPairs
-from bertlite.jobs.prepare import LoadOptions, check_device, ready
+from bertlite.jobs.prepare import LoadOptions, check_device, read_model_type, ready
 from bertlite.jobs.st_compat import CROSS_ENCODER_ORGANIZATION, resolve_model_name, st_load_kwargs
 from bertlite.jobs.st_config import read_cross_encoder_settings
 from bertlite.layers.onednn import restore
+from bertlite.models.auto import AutoModelForSequenceClassification
 from bertlite.models.heads import BertForSequenceClassification
 from bertlite.quant.int8 import is_quantized
 from bertlite.tokenization import BertTokenizer
@@ -453,7 +454,9 @@ class CrossEncoder(STSurface, BaseEncoder):
         activation_fn, prompts, default_prompt_name), None where the folder says nothing."""
         options = LoadOptions.check(quantize, dtype, device, allow_nonfinite, hub_kwargs)
         settings = read_cross_encoder_settings(name_or_path, **hub_kwargs)
-        config = BertConfig.from_pretrained(name_or_path, **hub_kwargs)
+        config = CONFIG_CLASSES.get(read_model_type(name_or_path, hub_kwargs), BertConfig).from_pretrained(
+            name_or_path, **hub_kwargs
+        )
         architectures = config.extra.get("architectures") or []
         if architectures and not str(architectures[0]).endswith("ForSequenceClassification"):
             raise ValueError(
@@ -718,23 +721,26 @@ class CrossEncoder(STSurface, BaseEncoder):
 
     @torch.inference_mode()
     def _run_packed(self, encodings: list[Encoding], device: torch.device) -> Tensor:
-        out, _ = self.forward_packed(encodings, device, first_tokens_only=True)  # the pooler reads [CLS] only
-        return self._classify(out.pooler_output[: len(encodings)])
+        out, _ = self.forward_packed(encodings, device, first_tokens_only=True)  # the heads read [CLS] only
+        n = len(encodings)
+        pooled = out.pooler_output[:n] if out.pooler_output is not None else None
+        return self._classify(out.last_hidden_state[:n], pooled)
 
     @torch.inference_mode()
     def _run_padded(self, encodings: list[Encoding], device: torch.device) -> Tensor:
         out, _ = self.forward_padded(encodings, device)
-        return self._classify(out.pooler_output)
+        return self._classify(out.last_hidden_state[:, 0], out.pooler_output)
 
-    def _classify(self, pooled: Tensor) -> Tensor:
-        """BertForSequenceClassification's head on (B, H) pooler outputs: (B, num_labels) float32 on the CPU."""
-        return self.model.classifier(self.model.dropout(pooled)).float().cpu()
+    def _classify(self, first_tokens: Tensor, pooled: Tensor | None) -> Tensor:
+        """The model's head (its classify) on (B, H) first tokens or pooler outputs: (B, num_labels) float32, CPU."""
+        return self.model.classify(first_tokens, pooled).float().cpu()
 
 
 def _load_classifier(name_or_path: str | os.PathLike, **kwargs: Any) -> BertForSequenceClassification:
-    """BertForSequenceClassification.from_pretrained, refusing a checkpoint without classifier weights (which
-    it would initialise freshly)."""
-    model, info = BertForSequenceClassification.from_pretrained(name_or_path, output_loading_info=True, **kwargs)
+    """The config's family's ForSequenceClassification.from_pretrained (BERT's, RoBERTa's, ...), refusing a
+    checkpoint without classifier weights (which it would initialise freshly)."""
+    model_class = AutoModelForSequenceClassification.model_class(kwargs["config"].model_type)
+    model, info = model_class.from_pretrained(name_or_path, output_loading_info=True, **kwargs)
     if any(key.startswith("classifier.") for key in info["missing_keys"]):
         raise ValueError(
             f"{name_or_path} has no classifier weights, so it is not a cross-encoder (sequence-classification) "

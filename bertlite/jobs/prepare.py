@@ -29,7 +29,7 @@ from bertlite.tokenization import load_tokenizer
 from bertlite.utils.capabilities import resolve_dtype
 from bertlite.utils.warn import warn_user
 
-__all__ = ["LoadOptions", "check_device", "check_precision", "packed_attention_for", "ready"]
+__all__ = ["LoadOptions", "check_device", "check_precision", "packed_attention_for", "read_model_type", "ready"]
 
 M = TypeVar("M", bound=nn.Module)
 
@@ -153,7 +153,7 @@ class LoadOptions:
             CheckpointError: config.json or the weights missing, corrupt or not fitting (from `loader`).
             FileNotFoundError: no tokenizer files (load_tokenizer).
         """
-        model_type = config.model_type if config is not None else _model_type(name_or_path, self.hub_kwargs)
+        model_type = config.model_type if config is not None else read_model_type(name_or_path, self.hub_kwargs)
         if getattr(loader, "__self__", None) is BertModel and model_type in BASE_MODELS and model_type != "bert":
             loader = AutoModel.model_class(model_type).from_pretrained  # the family's base model
         sizes = None
@@ -179,7 +179,7 @@ class LoadOptions:
         return model, tokenizer
 
 
-def _model_type(name_or_path: str | os.PathLike, hub_kwargs: dict[str, Any]) -> str:
+def read_model_type(name_or_path: str | os.PathLike, hub_kwargs: dict[str, Any]) -> str:
     """config.json's model_type ("bert" without one); a config that says nothing bertlite runs is left to
     the loader, whose error names it."""
     try:

@@ -500,7 +500,19 @@ class BertForSequenceClassification(_BertWithHead):
 
     def _classify(self, outputs: BaseModelOutputWithPooling, forward_kwargs: dict[str, Any]) -> Tensor:
         """(B, num_labels) logits from the base model's outputs: BERT classifies the pooler output."""
-        return self.classifier(self.dropout(outputs.pooler_output))
+        return self.classify(None, outputs.pooler_output)
+
+    def classify(self, first_tokens: Tensor | None, pooled: Tensor | None) -> Tensor:
+        """The head alone, for a caller that ran the base model itself (bertlite's CrossEncoder).
+
+        Args:
+            first_tokens: (B, H) each sequence's first-token hidden state (a family whose head reads it).
+            pooled: (B, H) the pooler output, which BERT's head reads.
+
+        Returns:
+            (B, num_labels) logits.
+        """
+        return self.classifier(self.dropout(pooled))
 
 
 class BertForMultipleChoice(_BertWithHead):

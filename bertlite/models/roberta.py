@@ -143,6 +143,10 @@ class RobertaForSequenceClassification(_RobertaHead, BertForSequenceClassificati
     def _classify(self, outputs: BaseModelOutputWithPooling, forward_kwargs: dict[str, Any]) -> Tensor:
         return self.classifier(first_tokens(outputs.last_hidden_state, forward_kwargs))
 
+    def classify(self, first_tokens: Tensor | None, pooled: Tensor | None) -> Tensor:
+        """BertForSequenceClassification.classify: RoBERTa's head reads the first tokens (B, H)."""
+        return self.classifier(first_tokens[:, None])
+
 
 class RobertaForMaskedLM(_RobertaHead, _BertWithHead):
     _tied_weights_keys = {

@@ -211,3 +211,23 @@ def test_every_head_loads_and_equals_transformers(family, head, tmp_path) -> Non
         with torch.no_grad():
             packed = ours(input_ids=batch["input_ids"][real], lengths=real.sum(1)).logits
         torch.testing.assert_close(packed, expected.logits, atol=1e-6, rtol=1e-6)
+
+
+def test_cross_encoder_on_an_xlm_roberta_reranker_gives_sentence_transformers_scores(tmp_path) -> None:
+    from sentence_transformers import CrossEncoder as STCrossEncoder
+
+    torch.manual_seed(0)
+    config = transformers.XLMRobertaConfig(**TINY_ROBERTA, num_labels=1)
+    model = transformers.XLMRobertaForSequenceClassification(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.3)
+    model.save_pretrained(tmp_path / "reranker")
+    unigram_tokenizer(tmp_path / "reranker")
+    pairs = [("sort a dict", "sorted returns a new list"), ("json", "json writes a sequence"), ("a", "the " * 30)]
+    expected = STCrossEncoder(str(tmp_path / "reranker"), device="cpu", max_length=32).predict(pairs)
+    ours = bertlite.CrossEncoder.from_pretrained(tmp_path / "reranker", dtype="float32", max_length=32)
+    assert type(ours.model) is roberta.XLMRobertaForSequenceClassification
+    np.testing.assert_allclose(ours.predict(pairs), expected, atol=1e-6, rtol=0)
+    padded = bertlite.CrossEncoder.from_pretrained(tmp_path / "reranker", dtype="float32", max_length=32, unpad=False)
+    np.testing.assert_allclose(padded.predict(pairs), expected, atol=1e-6, rtol=0)
