@@ -87,6 +87,12 @@ def test_a_masked_lm_decoder_runs_on_onednn_and_eager_stays_the_reference() -> N
     assert isinstance(head.cls.predictions.decoder, OneDNNLinear)
     eager = prepare.ready(to_ours(make_hf_head("BertForMaskedLM")))
     assert not any(isinstance(m, (FusedQKV, OneDNNLinear)) for m in eager.modules())
+    from bertlite.models.roberta import RobertaConfig, RobertaForMaskedLM
+
+    sizes = dict(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=20)
+    roberta = prepare.ready(RobertaForMaskedLM(RobertaConfig(**sizes, max_position_embeddings=20, type_vocab_size=1)))
+    assert isinstance(roberta.lm_head.decoder, OneDNNLinear)  # RoBERTa's head is lm_head
+    assert roberta.lm_head.decoder.weight is roberta.roberta.embeddings.word_embeddings.weight  # still tied
 
 
 def test_no_varlen_attention_off_cuda_or_in_float32() -> None:
