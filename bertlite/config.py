@@ -169,6 +169,11 @@ class BertConfig:
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
 
+    @property
+    def max_sequence_length(self) -> int:
+        """The most tokens a sequence can have: the position table's rows (a family that skips some, less those)."""
+        return self.max_position_embeddings
+
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> BertConfig:
         """Build from a transformers-style dict; unknown keys are kept in `extra`.
@@ -584,6 +589,11 @@ class RobertaConfig(BertConfig):
     bos_token_id: int | None = 0
     eos_token_id: int | list[int] | None = 2
     model_type: str = "roberta"
+
+    @property
+    def max_sequence_length(self) -> int:
+        """max_position_embeddings less the rows up to pad_token_id, which no token's position uses (514 -> 512)."""
+        return self.max_position_embeddings - (self.pad_token_id or 0) - 1
 
 
 @dataclass

@@ -116,7 +116,7 @@ class BaseEncoder:
     def max_length(self, value: int | None) -> None:
         """None: the model's max_position_embeddings; a larger value is clamped to it."""
         check_count("max_length", value, none="the model's max_position_embeddings")
-        limit = self.bert.config.max_position_embeddings
+        limit = self.bert.config.max_sequence_length  # max_position_embeddings (RoBERTa's: less 2)
         # Set on this encoder's own tokenizer here, not per call: encode() may run in several threads at once.
         self._max_length = limit if value is None else min(value, limit)
         self.tokenizer.enable_truncation(self._max_length, strategy="longest_first")

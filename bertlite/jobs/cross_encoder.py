@@ -30,11 +30,11 @@ from bertlite.jobs.base import (
     with_prompt,
 )
 from bertlite.jobs.pairs import PairIds, QueryPairs
-from bertlite.jobs.prepare import LoadOptions, check_device, read_model_type, ready
+from bertlite.jobs.prepare import LoadOptions, check_device, ready
 from bertlite.jobs.st_compat import CROSS_ENCODER_ORGANIZATION, resolve_model_name, st_load_kwargs
 from bertlite.jobs.st_config import read_cross_encoder_settings
 from bertlite.layers.onednn import restore
-from bertlite.models.auto import AutoModelForSequenceClassification
+from bertlite.models.auto import AutoModelForSequenceClassification, read_model_type
 from bertlite.models.heads import BertForSequenceClassification
 from bertlite.quant.int8 import is_quantized
 from bertlite.tokenization import BertTokenizer

@@ -22,14 +22,14 @@ from torch import nn
 from bertlite.config import CONFIG_CLASSES, BertConfig
 from bertlite.layers.attention import packed_per_sequence_attention, packed_varlen_attention
 from bertlite.layers.onednn import FusedQKV, fast_linear, optimize
-from bertlite.models.auto import BASE_MODELS, AutoModel, checkpoint_model_type
+from bertlite.models.auto import BASE_MODELS, AutoModel, read_model_type
 from bertlite.models.bert import BertModel
 from bertlite.quant.int8 import quantize_int8
 from bertlite.tokenization import load_tokenizer
 from bertlite.utils.capabilities import resolve_dtype
 from bertlite.utils.warn import warn_user
 
-__all__ = ["LoadOptions", "check_device", "check_precision", "packed_attention_for", "read_model_type", "ready"]
+__all__ = ["LoadOptions", "check_device", "check_precision", "packed_attention_for", "ready"]
 
 M = TypeVar("M", bound=nn.Module)
 
@@ -177,15 +177,6 @@ class LoadOptions:
         if self.int8:
             quantize_int8(model, tokenizer)
         return model, tokenizer
-
-
-def read_model_type(name_or_path: str | os.PathLike, hub_kwargs: dict[str, Any]) -> str:
-    """config.json's model_type ("bert" without one); a config that says nothing bertlite runs is left to
-    the loader, whose error names it."""
-    try:
-        return checkpoint_model_type(name_or_path, "from_pretrained", tuple(BASE_MODELS), **hub_kwargs)[0]
-    except ValueError:
-        return "bert"
 
 
 def ready(model: M, pack_weights: bool = True) -> M:

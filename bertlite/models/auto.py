@@ -100,6 +100,24 @@ def checkpoint_model_type(
     return model_type, architectures
 
 
+def read_model_type(name_or_path: str | os.PathLike, hub_kwargs: dict[str, Any]) -> str:
+    """config.json's model_type ("bert" without one, or for a model bertlite does not have: the loader's
+    error then names it).
+
+    Args:
+        name_or_path: a checkpoint folder or hub id.
+        hub_kwargs: hub options; None values are left out.
+
+    Returns:
+        The model_type.
+    """
+    given = {k: v for k, v in hub_kwargs.items() if v is not None}
+    try:
+        return checkpoint_model_type(name_or_path, "from_pretrained", tuple(BASE_MODELS), **given)[0]
+    except ValueError:
+        return "bert"
+
+
 def check_bert_checkpoint(name_or_path: str | os.PathLike, what: str, **hub_kwargs: Any) -> list[str]:
     """Refuse a config.json of another model by name.
 

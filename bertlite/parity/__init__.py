@@ -163,7 +163,7 @@ def _load(
     architecture = head_architecture(name, head, hub_kwargs, report.notes)
     heads = load_models(name, reference_name, torch_dtype, attn, hub_kwargs, report.notes, architecture)
     # The base model's rows come from the BertModel inside a head, under the same names as without one.
-    bases = tuple(m.bert if architecture and m is not None else m for m in heads)
+    bases = tuple(m.base_model if architecture and m is not None else m for m in heads)
     if architecture:
         report.head = architecture
         report.notes.append(
@@ -193,10 +193,10 @@ def _batches(
         make_batches()'s batches.
     """
     max_length = report.options["max_length"]
-    if max_length > config.max_position_embeddings:
+    if max_length > config.max_sequence_length:
         # The default (256) is longer than small models take: compare at the model's maximum.
-        max_length = report.options["max_length"] = config.max_position_embeddings
-        report.notes.append(f"texts truncated to max_position_embeddings={max_length} tokens")
+        max_length = report.options["max_length"] = config.max_sequence_length
+        report.notes.append(f"texts truncated to the model's maximum of {max_length} tokens")
     batches = make_batches(report.model, texts, config, batch_size, max_length, hub_kwargs, report.notes)
     report.texts = len(texts)
     report.tokens = int(sum(b["attention_mask"].sum() for b in batches))

@@ -11,9 +11,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from bertlite.config import SIZE_FIELDS, BertConfig
+from bertlite.config import CONFIG_CLASSES, SIZE_FIELDS, BertConfig
 from bertlite.errors import CheckpointError, ParityLoadError, one_line
-from bertlite.models.auto import ARCHITECTURES
+from bertlite.models.auto import ARCHITECTURES, AutoModel, read_model_type
 from bertlite.models.bert import BertModel
 from bertlite.models.heads import MODEL_CLASSES
 from bertlite.parity.compare import HEAD_LOGITS
@@ -36,7 +36,7 @@ def head_architecture(name_or_path: str, head: str, hub_kwargs: dict[str, Any], 
         ParityLoadError: the config cannot be loaded.
     """
     try:
-        config = BertConfig.from_pretrained(name_or_path, **hub_kwargs)
+        config = _config_class(name_or_path, hub_kwargs).from_pretrained(name_or_path, **hub_kwargs)
     except (OSError, ValueError) as e:
         raise ParityLoadError(f"cannot load {name_or_path} with bertlite: {e}") from e
     architectures = config.extra.get("architectures") or []
@@ -50,6 +50,15 @@ def head_architecture(name_or_path: str, head: str, hub_kwargs: dict[str, Any], 
             f"no task head bertlite implements in config.json's architectures {architectures}: base model only"
         )
     return found
+
+
+def _config_class(name_or_path: str, hub_kwargs: dict[str, Any]) -> type[BertConfig]:
+    """The config class of the checkpoint's family (BertConfig, RobertaConfig, ...), by config.json's model_type."""
+    from bertlite.jobs.prepare import read_model_type
+
+    return CONFIG_CLASSES.get(
+        read_model_type(name_or_path, {k: v for k, v in hub_kwargs.items() if v is not None}), BertConfig
+    )
 
 
 def _check_reference_version(config: BertConfig, name_or_path: str, version: str) -> None:
@@ -112,7 +121,8 @@ def load_models(
 def _load_base(
     name_or_path: str, dtype: torch.dtype, attn: str, hub_kwargs: dict[str, Any], notes: list[str]
 ) -> tuple[BertModel, bool]:
-    """Load bertlite's BertModel; without a pooler when the checkpoint has no pooler weights (noted).
+    """Load bertlite's base model of the checkpoint's family (BertModel, XLMRobertaModel, ...); without a pooler
+    when the checkpoint has no pooler weights (noted).
 
     Args:
         name_or_path, dtype, attn, hub_kwargs, notes: as in load_models.
@@ -124,9 +134,10 @@ def _load_base(
         ParityLoadError: bertlite cannot load the checkpoint.
     """
     pooler = True
+    model_class = AutoModel.model_class(read_model_type(name_or_path, hub_kwargs))  # the family's base model
     try:
         try:
-            ours = BertModel.from_pretrained(name_or_path, dtype=dtype, attn_implementation=attn, **hub_kwargs)
+            ours = model_class.from_pretrained(name_or_path, dtype=dtype, attn_implementation=attn, **hub_kwargs)
         except CheckpointError as e:
             # Sentence-embedding checkpoints often ship without a pooler: compare
             # both sides without one rather than fail on two missing keys.
@@ -134,7 +145,7 @@ def _load_base(
                 raise
             pooler = False
             notes.append("the checkpoint has no pooler weights: both models are built without a pooler")
-            ours = BertModel.from_pretrained(
+            ours = model_class.from_pretrained(
                 name_or_path, dtype=dtype, attn_implementation=attn, add_pooling_layer=False, **hub_kwargs
             )
     except (OSError, ValueError) as e:

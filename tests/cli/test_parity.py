@@ -292,7 +292,7 @@ def test_default_max_length_is_clamped_to_a_small_model(tiny_folder, tmp_path, c
     # Before: "sequence length 256 exceeds max_position_embeddings=64", a traceback and exit 1.
     out = tmp_path / "report.json"
     assert main(["parity", str(tiny_folder), "--json", str(out)]) == 0
-    assert "note: texts truncated to max_position_embeddings=64 tokens" in capsys.readouterr().out
+    assert "note: texts truncated to the model's maximum of 64 tokens" in capsys.readouterr().out
     report = json.loads(out.read_text())
     assert report["ok"] and report["options"]["max_length"] == 64
     assert report["tokens"] > 64 * 4  # the long texts ran, cut at 64

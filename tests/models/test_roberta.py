@@ -231,3 +231,30 @@ def test_cross_encoder_on_an_xlm_roberta_reranker_gives_sentence_transformers_sc
     np.testing.assert_allclose(ours.predict(pairs), expected, atol=1e-6, rtol=0)
     padded = bertlite.CrossEncoder.from_pretrained(tmp_path / "reranker", dtype="float32", max_length=32, unpad=False)
     np.testing.assert_allclose(padded.predict(pairs), expected, atol=1e-6, rtol=0)
+
+
+def test_parity_compares_a_family_checkpoint_with_transformers(family_folder, tmp_path) -> None:
+    from bertlite.parity import check
+
+    family, folder = family_folder
+    unigram_tokenizer(tmp_path / "tokenizer")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (folder / name).write_bytes((tmp_path / "tokenizer" / name).read_bytes())
+    report = check(folder, texts=["the list of items", "sort a dict by value " * 20])
+    assert report.ok and len(report.rows) > 20
+    # positions start at pad_token_id + 1: 42 rows hold 40 tokens, and the texts are cut there
+    assert report.options["max_length"] == TINY_ROBERTA["max_position_embeddings"] - 2
+
+
+def test_jobs_take_at_most_the_tokens_the_position_table_holds(family_folder) -> None:
+    family, folder = family_folder
+    model = FAMILIES[family][2].from_pretrained(folder)
+    assert model.config.max_sequence_length == TINY_ROBERTA["max_position_embeddings"] - 2
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tokenizer = Tokenizer(models.WordLevel({"<pad>": 1, "<unk>": 3, "w": 5}, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    embedder = bertlite.Embedder(model, tokenizer, max_length=None)
+    assert embedder.max_length == 40
+    vectors = embedder.encode(["w " * 100])  # truncated to 40 tokens, the last position the table has
+    assert vectors.shape == (1, 32) and np.isfinite(vectors).all()
