@@ -45,13 +45,14 @@ __all__ = ["CrossEncoder", "STSurface", "resolve_activation"]
 Pair = tuple[str, str] | list[str]
 # Keywords sentence-transformers' CrossEncoder.rank accepts and ignores (deprecated there).
 IGNORED_RANK_KWARGS = ("convert_to_numpy", "convert_to_tensor", "apply_softmax", "num_workers")
-# The special tokens a saved tokenizer names, when its vocabulary has them (padding needs [PAD]).
+# The special tokens a saved tokenizer names: the first of each that its vocabulary has (BERT's, then
+# RoBERTa's); padding needs the pad token.
 SPECIAL_TOKENS = {
-    "cls_token": "[CLS]",
-    "sep_token": "[SEP]",
-    "pad_token": "[PAD]",
-    "unk_token": "[UNK]",
-    "mask_token": "[MASK]",
+    "cls_token": ("[CLS]", "<s>"),
+    "sep_token": ("[SEP]", "</s>"),
+    "pad_token": ("[PAD]", "<pad>"),
+    "unk_token": ("[UNK]", "<unk>"),
+    "mask_token": ("[MASK]", "<mask>"),
 }
 TRANSFORMER_MODULE = "sentence_transformers.base.modules.transformer.Transformer"
 
@@ -214,9 +215,11 @@ class STSurface:
     def _save_tokenizer(self, folder: Path) -> None:
         """tokenizer.json as this encoder runs it (no truncation or padding stored), and tokenizer_config.json
         with max_length as model_max_length, which sentence-transformers reads as max_seq_length."""
-        specials = {
-            name: token for name, token in SPECIAL_TOKENS.items() if self.tokenizer.token_to_id(token) is not None
-        }
+        specials = {}
+        for name, candidates in SPECIAL_TOKENS.items():
+            found = [token for token in candidates if self.tokenizer.token_to_id(token) is not None]
+            if found:
+                specials[name] = found[0]
         BertTokenizer(
             Tokenizer.from_str(self.tokenizer.to_str()),
             bert_pipeline=False,  # the backend as it is: its normalizer, pre-tokenizer and template
@@ -235,10 +238,10 @@ class STSurface:
 
     def _st_config(self) -> dict[str, Any]:
         """config_sentence_transformers.json: the model type, prompts and the job's settings."""
-        import bertlite
+        from bertlite import __version__  # the package's own name, not its lazy table: no import cycle
 
         return {
-            "__version__": {"bertlite": bertlite.__version__, "pytorch": torch.__version__},
+            "__version__": {"bertlite": __version__, "pytorch": torch.__version__},
             "model_type": type(self).__name__,
             "prompts": self.prompts,
             "default_prompt_name": self.default_prompt_name,
