@@ -60,6 +60,8 @@ _LAZY = {
     "NotCachedError": "bertlite.errors",
     "PackedLayout": "bertlite.layers.packing",
     "SlowDtypeWarning": "bertlite.errors",
+    "SentenceTransformer": "bertlite.jobs.st_compat",
+    "SimilarityFunction": "bertlite.util",
     "SparseEncoder": "bertlite.jobs.sparse_encoder",
     "quantize_int8": "bertlite.quant.int8",
     "remap_state_dict": "bertlite.checkpoint.remap",
@@ -83,6 +85,7 @@ if TYPE_CHECKING:
     from bertlite.jobs.embedder import Embedder
     from bertlite.jobs.multi_vector import MultiVectorEncoder
     from bertlite.jobs.sparse_encoder import SparseEncoder
+    from bertlite.jobs.st_compat import SentenceTransformer
     from bertlite.layers.packing import PackedLayout
     from bertlite.models.auto import (
         AutoConfig,
@@ -123,6 +126,7 @@ if TYPE_CHECKING:
     from bertlite.models.outputs import BaseModelOutputWithPooling
     from bertlite.quant.int8 import quantize_int8
     from bertlite.tokenization import BatchEncoding, BertTokenizer, BertTokenizerFast
+    from bertlite.util import SimilarityFunction
 
 
 def __getattr__(name: str) -> Any:

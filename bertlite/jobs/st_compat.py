@@ -3,19 +3,31 @@
 `SentenceTransformer("all-MiniLM-L6-v2", device=..., model_kwargs={"dtype": ...})` and the same call on
 CrossEncoder, SparseEncoder and MultiVectorEncoder load through the jobs' from_pretrained: the name is
 resolved as sentence-transformers 6 resolves it (resolve_model_name), its keywords become bertlite's
-(st_load_kwargs). No sentence-transformers import; no torch import.
+(st_load_kwargs). SentenceTransformer is the Embedder under sentence-transformers' constructor and encode
+conventions. No sentence-transformers import.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+
+import numpy as np
+import torch
+
+from bertlite.jobs.base import DEFAULT_MAX_TOKENS, GPU_MAX_TOKENS, Text
+from bertlite.jobs.embedder import Embedder
+from bertlite.util import quantize_embeddings
 
 __all__ = [
     "CROSS_ENCODER_ORGANIZATION",
     "ORIGINAL_TRANSFORMER_MODELS",
     "SENTENCE_TRANSFORMERS_ORGANIZATION",
     "SPARSE_ENCODER_ORGANIZATION",
+    "SentenceTransformer",
+    "default_device",
     "resolve_model_name",
     "st_load_kwargs",
 ]
@@ -231,3 +243,326 @@ def _refuse_unsupported(trust_remote_code: bool, backend: str, kernels: bool) ->
         raise ValueError(f"backend={backend!r}: bertlite runs on torch only; use backend='torch'")
     if kernels:
         raise ValueError("use_kernels/kernel_config: bertlite chooses its own kernels; leave them unset")
+
+
+# --- SentenceTransformer: the Embedder under sentence-transformers' calling conventions ---------------
+
+# encode()'s precisions (quantize_embeddings's).
+PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
+# encode() keywords sentence-transformers' Router models read; accepted and unused here (no Router).
+IGNORED_ENCODE_KWARGS = ("task",)
+
+
+def default_device() -> str:
+    """The device sentence-transformers picks when given none: CUDA, else Apple's MPS, else the CPU."""
+    if torch.cuda.is_available():
+        return "cuda"
+    if torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+class SentenceTransformer(Embedder):
+    """bertlite's Embedder, built and called as sentence-transformers' SentenceTransformer.
+
+    `SentenceTransformer("all-MiniLM-L6-v2")` loads through Embedder.from_pretrained; encode takes
+    sentence-transformers' arguments in its order and returns its types (one vector for one string,
+    numpy by default, tensors or a list of tensors on request, quantized codes for a precision). Every
+    other member is the Embedder's. docs/migration.md lists what differs.
+    """
+
+    def __init__(
+        self,
+        model_name_or_path: str | Path | None = None,
+        *,
+        modules: list[Any] | None = None,
+        device: str | None = None,
+        prompts: dict[str, str] | None = None,
+        default_prompt_name: str | None = None,
+        cache_folder: str | None = None,
+        trust_remote_code: bool = False,
+        revision: str | None = None,
+        local_files_only: bool = False,
+        token: bool | str | None = None,
+        use_auth_token: bool | str | None = None,
+        model_kwargs: dict[str, Any] | None = None,
+        processor_kwargs: dict[str, Any] | None = None,
+        config_kwargs: dict[str, Any] | None = None,
+        use_kernels: bool = False,
+        kernel_config: Any = None,
+        model_card_data: Any = None,
+        backend: str = "torch",
+        similarity_fn_name: Any = None,
+        truncate_dim: int | None = None,
+    ) -> None:
+        """Load a sentence-transformers folder or hub model, as sentence-transformers' constructor does.
+
+        Args:
+            model_name_or_path: a local folder, a hub id, or a bare name resolved as sentence-transformers
+                resolves it ("all-MiniLM-L6-v2" -> "sentence-transformers/all-MiniLM-L6-v2").
+            modules: sentence-transformers' custom module lists; not supported (None only).
+            device: where the model runs; None: CUDA if available, else MPS, else the CPU.
+            prompts: added to the folder's prompts (these win on a shared name).
+            default_prompt_name: the prompt used when encode gets none; None: the folder's.
+            cache_folder, revision, local_files_only, token: hub options (st_load_kwargs).
+            use_auth_token: the deprecated spelling of token.
+            trust_remote_code, model_kwargs, processor_kwargs, config_kwargs, use_kernels, kernel_config,
+                backend: as st_load_kwargs maps or refuses them; model_kwargs={"dtype": ...} picks the dtype
+                (default: bertlite's "auto").
+            model_card_data: sentence-transformers' model-card data; unused (no model card is written).
+            similarity_fn_name: "cosine", "dot", "euclidean" or "manhattan"; None: the folder's, else cosine.
+            truncate_dim: keep the first truncate_dim dimensions of every vector; None: all.
+
+        Raises:
+            ValueError: no model_name_or_path, or modules; what st_load_kwargs and Embedder.from_pretrained
+                refuse.
+            NotADirectoryError, FileNotFoundError: as resolve_model_name.
+        """
+        if model_name_or_path is None or modules is not None:
+            raise ValueError(
+                "bertlite's SentenceTransformer loads a saved model: give model_name_or_path (a folder or hub id); "
+                "building one from modules= is not supported"
+            )
+        kwargs = st_load_kwargs(
+            device=device,
+            trust_remote_code=trust_remote_code,
+            cache_folder=cache_folder,
+            revision=revision,
+            local_files_only=local_files_only,
+            token=token if token is not None else use_auth_token,
+            model_kwargs=model_kwargs,
+            processor_kwargs=processor_kwargs,
+            config_kwargs=config_kwargs,
+            use_kernels=use_kernels,
+            kernel_config=kernel_config,
+            backend=backend,
+        )
+        self._load(
+            resolve_model_name(model_name_or_path),
+            device=kwargs.pop("device") or default_device(),
+            dtype=kwargs.pop("dtype", "auto"),
+            pooling=None,
+            normalize=None,
+            max_length=None,
+            unpad=True,
+            prompts=prompts,
+            default_prompt_name=default_prompt_name,
+            truncate_dim=truncate_dim,
+            quantize=None,
+            allow_nonfinite=False,
+            pack_weights=True,
+            similarity_fn_name=getattr(similarity_fn_name, "value", similarity_fn_name),
+            hub_kwargs=kwargs,
+        )
+
+    def encode(  # type: ignore[override]
+        self,
+        inputs: Sequence[Text] | Text,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        output_value: str | None = "sentence_embedding",
+        precision: str = "float32",
+        convert_to_numpy: bool = True,
+        convert_to_tensor: bool = False,
+        device: str | list[str | Any] | None = None,
+        normalize_embeddings: bool = False,
+        truncate_dim: int | None = None,
+        pool: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
+        *,
+        max_tokens: int | None = None,
+        on_long: str = "truncate",
+        **kwargs: Any,
+    ) -> Any:
+        """Embed texts, with sentence-transformers' arguments and return types.
+
+        Args:
+            inputs: a string, or a list (or tuple) of strings or (text_a, text_b) pairs.
+            prompt_name, prompt: the prompt put before every text; prompt wins over prompt_name; neither:
+                the default prompt, if any.
+            batch_size: texts per batch at most; a token budget (DEFAULT_MAX_TOKENS, on a GPU
+                GPU_MAX_TOKENS) applies too unless max_tokens is given.
+            show_progress_bar: a tqdm bar on stderr; None: shown when stderr is a terminal.
+            output_value: "sentence_embedding", or "token_embeddings" (a list of (tokens, hidden) tensors,
+                the base model's last hidden state at each text's tokens). None (every output as dicts) is
+                not supported.
+            precision: "float32", or "int8", "uint8", "binary", "ubinary" as bertlite.util.quantize_embeddings
+                computes them (int8 / uint8 ranges from these embeddings).
+            convert_to_numpy: a numpy array (the default); False: a list of tensors.
+            convert_to_tensor: one tensor (wins over convert_to_numpy).
+            device: one device: the model is moved there first (to()); None: where it is. A list of
+                devices is sentence-transformers' multi-process encoding, not supported.
+            normalize_embeddings: scale every vector to length 1 (after truncation).
+            truncate_dim: keep the first truncate_dim dimensions; None: the model's truncate_dim.
+            pool, chunk_size: sentence-transformers' multi-process pool; not supported (None only).
+            max_tokens, on_long: bertlite's, as Embedder.encode's.
+            **kwargs: "task" (sentence-transformers' Router models'), accepted and unused.
+
+        Returns:
+            (n, dim) vectors as numpy float32 (int8 / uint8 codes for a precision), a tensor, or a list of
+            tensors; one string in: its one vector. token_embeddings: a list of tensors.
+
+        Raises:
+            ValueError: an unknown precision or output_value, a pool or device list, an unused keyword, or
+                what Embedder.encode refuses.
+        """
+        if unused := sorted(set(kwargs) - set(IGNORED_ENCODE_KWARGS)):
+            raise ValueError(
+                f"{type(self).__name__}.encode() has been called with additional keyword arguments that this model "
+                f"does not use: {unused}"
+            )
+        if precision not in PRECISIONS:
+            raise ValueError(f"Precision {precision!r} is not supported, must be one of {list(PRECISIONS)}")
+        if output_value not in ("sentence_embedding", "token_embeddings"):
+            raise ValueError(
+                f"output_value={output_value!r}: bertlite returns 'sentence_embedding' or 'token_embeddings'"
+            )
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size}.")
+        self._one_device(device, pool, chunk_size)
+        single = isinstance(inputs, str)
+        texts = [inputs] if single else list(inputs)
+        if prompt is None:  # a given prompt wins over prompt_name, as in sentence-transformers
+            prompt = self.resolve_prompt(None, prompt_name)
+        if max_tokens is None and (self.unpad or self.device.type == "cuda"):
+            max_tokens = GPU_MAX_TOKENS if self.device.type == "cuda" else DEFAULT_MAX_TOKENS
+        embeddings = Embedder.encode(
+            self,
+            texts,
+            batch_size,
+            show_progress_bar,
+            "torch",
+            max_tokens=max_tokens,
+            on_long=on_long,
+            prompt=prompt,
+            truncate_dim=truncate_dim,
+            output_value=output_value,
+        )
+        result = self._st_convert(
+            embeddings, output_value, precision, convert_to_numpy, convert_to_tensor, normalize_embeddings
+        )
+        return result[0] if single else result
+
+    def _st_convert(
+        self,
+        embeddings: Any,
+        output_value: str,
+        precision: str,
+        convert_to_numpy: bool,
+        convert_to_tensor: bool,
+        normalize_embeddings: bool,
+    ) -> Any:
+        """Embedder.encode's float32 CPU tensor (or list of them) as sentence-transformers returns it."""
+        on_device = self.device.type != "cpu"
+        if output_value == "token_embeddings":
+            if on_device:
+                embeddings = [e.to(self.device) for e in embeddings]
+            return quantize_embeddings(embeddings, precision) if embeddings and precision != "float32" else embeddings
+        if normalize_embeddings:
+            embeddings = torch.nn.functional.normalize(embeddings, p=2, dim=1)
+        if convert_to_tensor:
+            convert_to_numpy = False
+        if len(embeddings) and precision != "float32":
+            embeddings = quantize_embeddings(embeddings, precision)
+        if convert_to_tensor:
+            if not len(embeddings):
+                return torch.tensor([], device=self.device)
+            return (
+                torch.as_tensor(embeddings).to(self.device)
+                if on_device and precision == "float32"
+                else torch.as_tensor(embeddings)
+            )
+        if convert_to_numpy:
+            if not len(embeddings):
+                return np.array([])
+            return embeddings if isinstance(embeddings, np.ndarray) else embeddings.numpy()
+        if isinstance(embeddings, np.ndarray):
+            return list(torch.from_numpy(embeddings))
+        return list(embeddings.to(self.device) if on_device else embeddings)
+
+    def _one_device(self, device: Any, pool: Any, chunk_size: int | None) -> None:
+        """encode's device: moved there (to()); a device list, a pool or chunk_size refused."""
+        if pool is not None or isinstance(device, list | tuple) or chunk_size is not None:
+            raise ValueError(
+                "bertlite's SentenceTransformer encodes in this process (pool=, chunk_size= and a list of devices "
+                "are sentence-transformers' multi-process encoding, not implemented); give one device or None"
+            )
+        if device is not None:
+            self.to(device)
+
+    def encode_query(  # type: ignore[override]
+        self,
+        inputs: Sequence[Text] | Text,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        output_value: str | None = "sentence_embedding",
+        precision: str = "float32",
+        convert_to_numpy: bool = True,
+        convert_to_tensor: bool = False,
+        device: str | list[str | Any] | None = None,
+        normalize_embeddings: bool = False,
+        truncate_dim: int | None = None,
+        pool: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """encode() for search queries: with the model's "query" prompt unless one is given (see encode)."""
+        return self.encode(
+            inputs,
+            self.query_prompt_name(prompt_name, prompt),
+            prompt,
+            batch_size,
+            show_progress_bar,
+            output_value,
+            precision,
+            convert_to_numpy,
+            convert_to_tensor,
+            device,
+            normalize_embeddings,
+            truncate_dim,
+            pool,
+            chunk_size,
+            **kwargs,
+        )
+
+    def encode_document(  # type: ignore[override]
+        self,
+        inputs: Sequence[Text] | Text,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        output_value: str | None = "sentence_embedding",
+        precision: str = "float32",
+        convert_to_numpy: bool = True,
+        convert_to_tensor: bool = False,
+        device: str | list[str | Any] | None = None,
+        normalize_embeddings: bool = False,
+        truncate_dim: int | None = None,
+        pool: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """encode() for searched documents: with the model's "document" (or "passage", "corpus") prompt unless
+        one is given (see encode)."""
+        return self.encode(
+            inputs,
+            self.document_prompt_name(prompt_name, prompt),
+            prompt,
+            batch_size,
+            show_progress_bar,
+            output_value,
+            precision,
+            convert_to_numpy,
+            convert_to_tensor,
+            device,
+            normalize_embeddings,
+            truncate_dim,
+            pool,
+            chunk_size,
+            **kwargs,
+        )
