@@ -49,12 +49,15 @@ def folders(real_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     }
 
 
-def run_snippet(source: str, library_import: str, names: dict[str, str]) -> dict[str, Any]:
+def run_snippet(source: str, library_import: str, names: dict[str, str], save_dir: Path) -> dict[str, Any]:
     """Run a docs snippet with its import line pointing at `library_import`, the model names replaced by
-    folders; return its variables (stdout is swallowed: the snippets print)."""
+    folders, SAVE_DIR by `save_dir` (a load from it pinned as the model names are); return its variables
+    (stdout is swallowed: the snippets print)."""
     code = textwrap.dedent(source).replace(ST_IMPORT, library_import)
     for name, path in names.items():
         code = code.replace(f'"{name}"', f'"{path}", {PINNED}')
+    code = code.replace("Encoder(SAVE_DIR)", f"Encoder({str(save_dir)!r}, {PINNED})")
+    code = code.replace("SAVE_DIR", repr(str(save_dir)))
     namespace: dict[str, Any] = {"torch": torch}
     with contextlib.redirect_stdout(io.StringIO()):
         exec(compile(code, "<snippet>", "exec"), namespace)
@@ -92,9 +95,9 @@ def assert_same(ours: Any, theirs: Any, where: str = "") -> None:
         assert ours == theirs, f"{where}: {ours!r} != {theirs!r}"
 
 
-def assert_snippet(source: str, names: dict[str, str], outputs: list[str]) -> None:
-    theirs = run_snippet(source, ST_IMPORT, names)
-    ours = run_snippet(source, OURS_IMPORT, names)
+def assert_snippet(source: str, names: dict[str, str], outputs: list[str], tmp_path: Path) -> None:
+    theirs = run_snippet(source, ST_IMPORT, names, tmp_path / "sentence-transformers")
+    ours = run_snippet(source, OURS_IMPORT, names, tmp_path / "bertlite")
     assert type(ours["model"]).__module__.startswith("bertlite.")  # the swapped import took
     for output in outputs:
         assert_same(ours[output], theirs[output], output)
@@ -287,6 +290,40 @@ SPARSE_QUERY_DOCUMENT = """
     dimension = model.get_embedding_dimension()
 """
 
+SPARSE_SIMILARITY_DOCSTRING = """
+    from sentence_transformers import SparseEncoder
+
+    model = SparseEncoder("naver/splade-cocondenser-ensembledistil")
+    sentences = [
+        "The weather is so nice!",
+        "It's so sunny outside.",
+        "He's driving to the movie theater.",
+        "She's going to the cinema.",
+    ]
+    embeddings = model.encode(sentences)
+    dot = model.similarity(embeddings, embeddings)
+    name_before = model.similarity_fn_name
+    model.similarity_fn_name = "cosine"
+    cosine = model.similarity(embeddings, embeddings)
+
+    model.similarity_fn_name = "dot"
+    dense = model.encode(sentences, convert_to_sparse_tensor=False)
+    pairwise_dot = model.similarity_pairwise(dense[::2], dense[1::2])
+    model.similarity_fn_name = "cosine"
+    pairwise_cosine = model.similarity_pairwise(dense[::2], dense[1::2])
+"""
+
+CROSS_ENCODER_SAVE_LOAD = """
+    from sentence_transformers import CrossEncoder
+
+    model = CrossEncoder("cross-encoder/ms-marco-MiniLM-L6-v2")
+    model.max_seq_length = 24
+    model.save_pretrained(SAVE_DIR)
+    loaded = CrossEncoder(SAVE_DIR)
+    scores = loaded.predict([("How many people live in Berlin?", "Berlin is well known for its museums.")])
+    max_seq_length = loaded.max_seq_length
+"""
+
 MULTI_VECTOR_QUERY_DOCUMENT = """
     from sentence_transformers import MultiVectorEncoder
 
@@ -318,6 +355,12 @@ SNIPPETS = {
         "splade",
         ["query_embeddings", "document_embeddings", "similarities", "pairwise", "one_query", "dimension"],
     ),
+    "sparse similarity docstring": (
+        SPARSE_SIMILARITY_DOCSTRING,
+        "splade",
+        ["dot", "name_before", "cosine", "pairwise_dot", "pairwise_cosine"],
+    ),
+    "cross-encoder save and load": (CROSS_ENCODER_SAVE_LOAD, "reranker", ["scores", "max_seq_length"]),
     "multi-vector query-document": (
         MULTI_VECTOR_QUERY_DOCUMENT,
         "colbert",
@@ -333,9 +376,9 @@ MODEL_NAMES = {
 
 
 @pytest.mark.parametrize("snippet", list(SNIPPETS))
-def test_docs_snippet_runs_unchanged(snippet: str, folders: dict[str, Path]) -> None:
+def test_docs_snippet_runs_unchanged(snippet: str, folders: dict[str, Path], tmp_path: Path) -> None:
     source, folder, outputs = SNIPPETS[snippet]
-    assert_snippet(source, {name: str(folders[folder]) for name in MODEL_NAMES[folder]}, outputs)
+    assert_snippet(source, {name: str(folders[folder]) for name in MODEL_NAMES[folder]}, outputs, tmp_path)
 
 
 # --- the surface: the same methods, arguments and defaults ------------------------------------------
