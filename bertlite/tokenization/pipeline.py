@@ -38,7 +38,13 @@ BERT_DEFAULTS = {
 }
 # tokenizer_class values that mean the BERT pipeline; a plain fast tokenizer runs its tokenizer.json as it is.
 BERT_TOKENIZER_CLASSES = ("BertTokenizer", "BertTokenizerFast")
-PLAIN_TOKENIZER_CLASSES = ("PreTrainedTokenizerFast", "TokenizersBackend")
+# The RoBERTa family's: their tokenizer.json holds the whole pipeline (SentencePiece or byte-level BPE, the
+# template), which is run as it is.
+FAMILY_TOKENIZER_CLASSES = tuple(
+    f"{family}Tokenizer{fast}" for family in ("Roberta", "XLMRoberta", "Camembert") for fast in ("", "Fast")
+)
+FAMILY_MODEL_TYPES = ("roberta", "xlm-roberta", "camembert")
+PLAIN_TOKENIZER_CLASSES = ("PreTrainedTokenizerFast", "TokenizersBackend", *FAMILY_TOKENIZER_CLASSES)
 PADDING = {True: "longest", False: None, "longest": "longest", "max_length": "max_length", "do_not_pad": None}
 TRUNCATION = ("longest_first", "only_first", "only_second", "do_not_truncate")
 # from_pretrained keywords that change the tokenizer (tokenizer_config.json keys), as transformers takes them.
@@ -148,7 +154,7 @@ def read_settings(
     special_map = read_json_file(name, SPECIAL_TOKENS_MAP_FILE, hub_kwargs)
     tokenizer_class = config.get("tokenizer_class")
     if tokenizer_class is None:
-        check_model_type(name, hub_kwargs)
+        tokenizer_class = "TokenizersBackend" if check_model_type(name, hub_kwargs) != "bert" else None
     elif tokenizer_class not in BERT_TOKENIZER_CLASSES + PLAIN_TOKENIZER_CLASSES:
         raise ValueError(
             f"{name}: {TOKENIZER_CONFIG_FILE} has tokenizer_class={tokenizer_class!r}, which is not a BERT "
@@ -443,23 +449,27 @@ def read_json_file(name: str, filename: str, hub_kwargs: dict[str, Any]) -> dict
     return {} if path is None else read_json_object(path)
 
 
-def check_model_type(name: str, hub_kwargs: dict[str, Any]) -> None:
-    """Refuse a checkpoint whose config.json is not BERT's: without a tokenizer_class, transformers picks the
-    tokenizer by model_type.
+def check_model_type(name: str, hub_kwargs: dict[str, Any]) -> str:
+    """Refuse a checkpoint whose config.json is not BERT's or a RoBERTa family's: without a tokenizer_class,
+    transformers picks the tokenizer by model_type.
 
     Args:
         name: a local folder or a hub id.
         hub_kwargs: the hub options.
 
+    Returns:
+        The model_type ("bert" without a config.json).
+
     Raises:
-        ValueError: a model_type other than "bert".
+        ValueError: a model_type bertlite has no tokenizer for.
     """
     model_type = read_json_file(name, "config.json", hub_kwargs).get("model_type", "bert")
-    if model_type != "bert":
+    if model_type not in ("bert", *FAMILY_MODEL_TYPES):
         raise ValueError(
             f"{resolve_file(name, 'config.json', **hub_kwargs)}: model_type={model_type!r} is not a BERT "
             "checkpoint, so bertlite has no tokenizer for it"
         )
+    return model_type
 
 
 def write_files(folder: Path, files: dict[str, str]) -> None:

@@ -258,3 +258,25 @@ def test_jobs_take_at_most_the_tokens_the_position_table_holds(family_folder) ->
     assert embedder.max_length == 40
     vectors = embedder.encode(["w " * 100])  # truncated to 40 tokens, the last position the table has
     assert vectors.shape == (1, 32) and np.isfinite(vectors).all()
+
+
+@pytest.mark.parametrize("tokenizer_class", ["XLMRobertaTokenizer", None])
+def test_auto_tokenizer_runs_the_familys_tokenizer_json_as_transformers(tmp_path, tokenizer_class) -> None:
+    unigram_tokenizer(tmp_path)
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    config.pop("tokenizer_class")
+    if tokenizer_class is not None:
+        config["tokenizer_class"] = tokenizer_class
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "xlm-roberta"}))
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    ours = bertlite.AutoTokenizer.from_pretrained(tmp_path)
+    texts = ["the list of items", "sort a dict by its value", "zebra"]
+    for kwargs in ({}, {"padding": True}, {"padding": True, "truncation": True, "max_length": 5}):
+        assert ours(texts, **kwargs) == dict(theirs(texts, **kwargs))
+    assert ours(texts[0], texts[1]) == dict(theirs(texts[0], texts[1]))
+    expected = theirs(texts, padding=True, return_tensors="pt")
+    got = ours(texts, padding=True, return_tensors="pt")
+    assert list(got) == list(expected) and all(torch.equal(got[k], expected[k]) for k in expected)
+    ids = theirs(texts[1])["input_ids"]
+    assert ours.decode(ids, skip_special_tokens=True) == theirs.decode(ids, skip_special_tokens=True)
