@@ -836,3 +836,93 @@ def test_members_not_implemented_are_the_listed_ones() -> None:
     public = {n for n in dir(sentence_transformers.SentenceTransformer) if not n.startswith("_")}
     assert all(n in public for n in NOT_IMPLEMENTED)
     assert not any(hasattr(bertlite.SentenceTransformer, n) for n in NOT_IMPLEMENTED)
+
+
+# --- SentenceTransformer's own behaviour -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def st_model(real_model_path: Path) -> bertlite.SentenceTransformer:
+    return bertlite.SentenceTransformer(str(real_model_path), model_kwargs={"dtype": torch.float32}, device="cpu")
+
+
+def test_sentence_transformer_is_an_embedder(st_model: bertlite.SentenceTransformer, real_model_path: Path) -> None:
+    assert isinstance(st_model, bertlite.Embedder)
+    assert (st_model.device.type, st_model.dtype) == ("cpu", torch.float32)
+    assert (st_model.max_seq_length, st_model.pooling, st_model.normalize) == (256, ["mean"], True)
+    plain = bertlite.Embedder.from_pretrained(real_model_path, dtype="float32")
+    assert type(plain) is bertlite.Embedder
+    assert type(bertlite.SentenceTransformer.from_pretrained(real_model_path, dtype="float32")) is (
+        bertlite.SentenceTransformer
+    )
+    texts = ["a first text", "and a second one"]
+    np.testing.assert_allclose(st_model.encode(texts), plain.encode(texts), rtol=0, atol=1e-6)
+
+
+def test_embedder_has_the_prompt_rules_of_encode_query_and_document(real_model_path: Path) -> None:
+    embedder = bertlite.Embedder.from_pretrained(
+        real_model_path, dtype="float32", prompts={"query": "q: ", "passage": "p: ", "other": "o: "}
+    )
+    texts = ["what is bertlite"]
+    np.testing.assert_array_equal(embedder.encode_query(texts), embedder.encode(texts, prompt="q: "))
+    # "document" is an empty prompt the folder has (sentence-transformers' default), and it comes first
+    np.testing.assert_array_equal(embedder.encode_document(texts), embedder.encode(texts))
+    np.testing.assert_array_equal(
+        embedder.encode_query(texts, prompt_name="other"), embedder.encode(texts, prompt="o: ")
+    )
+
+
+def test_similarity_fn_name_is_saved_and_read(st_model: bertlite.SentenceTransformer, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="only supports similarity_fn_name in"):
+        st_model.similarity_fn_name = "maxsim"
+    st_model.similarity_fn_name = bertlite.SimilarityFunction.DOT_PRODUCT
+    try:
+        st_model.save(str(tmp_path / "saved"))
+    finally:
+        st_model.similarity_fn_name = None
+    assert st_model.similarity_fn_name == "cosine"
+    assert bertlite.Embedder.from_pretrained(tmp_path / "saved", dtype="float32").similarity_fn_name == "dot"
+    theirs = sentence_transformers.SentenceTransformer(str(tmp_path / "saved"), device="cpu")
+    assert theirs.similarity_fn_name == "dot"
+
+
+def test_to_moves_and_casts(real_model_path: Path) -> None:
+    model = bertlite.SentenceTransformer(str(real_model_path), model_kwargs={"dtype": "float32"}, device="cpu")
+    texts = ["The weather is lovely today.", "He drove to the stadium."]
+    expected = model.encode(texts)
+    assert model.to(torch.bfloat16) is model and model.dtype == torch.bfloat16
+    assert np.abs(model.encode(texts) - expected).max() < 2e-2
+    np.testing.assert_allclose(model.encode(texts, device="cpu"), model.encode(texts), rtol=0, atol=0)
+    model.to("cpu", torch.float32)  # the bfloat16-rounded weights, in float32 again
+    assert model.dtype == torch.float32 and np.abs(model.encode(texts) - expected).max() < 2e-2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"pool": {}}, "multi-process encoding, not implemented"),
+        ({"device": ["cpu", "cpu"]}, "multi-process encoding, not implemented"),
+        ({"output_value": None}, "'sentence_embedding' or 'token_embeddings'"),
+        ({"precision": "int4"}, "Precision 'int4' is not supported"),
+        ({"batch_size": 0}, "batch_size must be a positive integer"),
+        ({"processing_kwargs": {}}, "additional keyword arguments that this model does not use"),
+    ],
+)
+def test_encode_refuses_what_it_cannot_do(st_model: bertlite.SentenceTransformer, kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        st_model.encode(["text"], **kwargs)
+
+
+def test_constructor_refuses_what_it_cannot_do(real_model_path: Path) -> None:
+    with pytest.raises(ValueError, match="give model_name_or_path"):
+        bertlite.SentenceTransformer()
+    with pytest.raises(ValueError, match="building one from modules= is not supported"):
+        bertlite.SentenceTransformer(str(real_model_path), modules=[])
+    with pytest.raises(ValueError, match="bertlite runs no code from a checkpoint"):
+        bertlite.SentenceTransformer(str(real_model_path), trust_remote_code=True)
+
+
+def test_save_refuses_the_pooler_mode(real_model_path: Path, tmp_path: Path) -> None:
+    embedder = bertlite.Embedder.from_pretrained(real_model_path, dtype="float32", pooling="pooler")
+    with pytest.raises(ValueError, match="no sentence-transformers Pooling mode"):
+        embedder.save(str(tmp_path))
