@@ -216,7 +216,6 @@ class MultiVectorEncoder(STSurface, BaseEncoder):
             default_prompt_name, similarity_fn_name = settings["default_prompt_name"], settings["similarity_fn_name"]
             truncate_dim = settings["truncate_dim"]
             prompts = {**folder["prompts"], **(prompts or {})}
-        similarity_fn_name = "maxsim" if similarity_fn_name is None else similarity_fn_name
         skiplist_words = () if skiplist_words is None else skiplist_words
         skiplist_tasks = ("document",) if skiplist_tasks is None else skiplist_tasks
         self._task_tokenizers: dict[str | None, tuple[Tokenizer, TextCutter]] = {}
@@ -236,10 +235,6 @@ class MultiVectorEncoder(STSurface, BaseEncoder):
         self.skiplist_ids = {i for i in ids if i is not None}
         self.keep_only_token_ids = set(keep_only_token_ids) if keep_only_token_ids is not None else None
         self._set_prompts(prompts, default_prompt_name)
-        if similarity_fn_name not in SIMILARITY_FN_NAMES:
-            raise ValueError(
-                f"similarity_fn_name={similarity_fn_name!r} must be one of {', '.join(SIMILARITY_FN_NAMES)}"
-            )
         self.similarity_fn_name = similarity_fn_name
         self.truncate_dim = self._check_truncate_dim(truncate_dim)
         self._build_task_tokenizers()
@@ -348,6 +343,24 @@ class MultiVectorEncoder(STSurface, BaseEncoder):
         BaseEncoder.max_length.fset(self, value)
         if self._task_tokenizers:
             self._build_task_tokenizers()
+
+    @property
+    def similarity_fn_name(self) -> str:
+        """What similarity() and similarity_pairwise() compute: "maxsim" or "meanmaxsim"; settable, as in
+        sentence-transformers."""
+        return self._similarity_fn_name
+
+    @similarity_fn_name.setter
+    def similarity_fn_name(self, value: str | None) -> None:
+        """None: "maxsim".
+
+        Raises:
+            ValueError: a name other than "maxsim" or "meanmaxsim".
+        """
+        value = getattr(value, "value", value)
+        if value not in (None, *SIMILARITY_FN_NAMES):
+            raise ValueError(f"similarity_fn_name={value!r} must be one of {', '.join(SIMILARITY_FN_NAMES)}")
+        self._similarity_fn_name = value or "maxsim"
 
     @property
     def dimension(self) -> int:

@@ -165,14 +165,10 @@ class SparseEncoder(STSurface, BaseEncoder):
             raise ValueError(
                 f"activation_function={activation_function!r} must be one of {', '.join(SPLADE_ACTIVATIONS)}"
             )
-        if similarity_fn_name not in (None, *SIMILARITY_FUNCTIONS):
-            raise ValueError(
-                f"similarity_fn_name={similarity_fn_name!r} must be one of {', '.join(SIMILARITY_FUNCTIONS)}"
-            )
         self.pooling_strategy = pooling_strategy
         self.activation_function = activation_function
         self.max_active_dims = check_max_active_dims(max_active_dims)
-        self.similarity_fn_name = similarity_fn_name or "dot"
+        self.similarity_fn_name = similarity_fn_name
         self._set_prompts(prompts, default_prompt_name)
         if device is not None and isinstance(model_name_or_path, torch.nn.Module):
             self.to(device)
@@ -277,6 +273,24 @@ class SparseEncoder(STSurface, BaseEncoder):
     def dimension(self) -> int:
         """The vectors' length (vocab_size)."""
         return self.vocab_size
+
+    @property
+    def similarity_fn_name(self) -> str:
+        """What similarity() and similarity_pairwise() compute: "dot" (SPLADE's) or "cosine"; settable, as in
+        sentence-transformers."""
+        return self._similarity_fn_name
+
+    @similarity_fn_name.setter
+    def similarity_fn_name(self, value: str | None) -> None:
+        """None: "dot"; sentence-transformers' SimilarityFunction members by their value.
+
+        Raises:
+            ValueError: a name other than "dot" or "cosine".
+        """
+        value = getattr(value, "value", value)
+        if value not in (None, *SIMILARITY_FUNCTIONS):
+            raise ValueError(f"similarity_fn_name={value!r} must be one of {', '.join(SIMILARITY_FUNCTIONS)}")
+        self._similarity_fn_name = value or "dot"
 
     def get_embedding_dimension(self) -> int:
         """sentence-transformers' name for `dimension`."""

@@ -415,7 +415,7 @@ SURFACE = {
         "get_max_seq_length",
     ],
 }
-PROPERTIES = ["device", "max_seq_length"]
+PROPERTIES = ["device", "max_seq_length", "similarity_fn_name"]
 _ST_INIT = ["__init__: model_name_or_path has no default", "__init__: no modules", "__init__: no model_card_data"]
 _NO_POOL_KWARGS = ["no **kwargs"]
 # Where bertlite's signatures differ from sentence-transformers 6's, on purpose (docs/migration.md lists them):
@@ -494,8 +494,9 @@ def test_signatures_match_sentence_transformers(name: str) -> None:
             inspect.signature(getattr(ours_class, method)),
         )
     assert found == KNOWN_DIFFERENCES[name]
-    for attribute in PROPERTIES:  # properties of both
-        assert isinstance(inspect.getattr_static(ours_class, attribute), property), attribute
+    for attribute in PROPERTIES:  # properties (settable ones too) where sentence-transformers has them
+        if isinstance(inspect.getattr_static(theirs_class, attribute, None), property):
+            assert isinstance(inspect.getattr_static(ours_class, attribute), property), attribute
 
 
 # --- the constructor, save, to -------------------------------------------------------------------
@@ -562,6 +563,8 @@ def test_sparse_and_multi_vector_keywords_as_sentence_transformers(folders: dict
     a, b = ours.encode_query(TEXTS), st.encode_query(TEXTS)
     assert_same(a, b)
     assert_same(ours.similarity(a, a), st.similarity(b, b))
+    with pytest.raises(ValueError, match="similarity_fn_name='maxsim' must be one of"):
+        ours.similarity_fn_name = "maxsim"
     st_mv = sentence_transformers.MultiVectorEncoder(colbert, device="cpu", truncate_dim=8)
     ours_mv = bertlite.MultiVectorEncoder(colbert, truncate_dim=8, **F32)
     assert ours_mv.get_embedding_dimension() == st_mv.get_embedding_dimension() == 8
