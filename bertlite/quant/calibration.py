@@ -71,10 +71,11 @@ def activation_ranges(model: nn.Module, tokenizer: Tokenizer, texts: Sequence[st
     """
     if not texts or not all(isinstance(t, str) for t in texts):
         raise ValueError("calibration_texts must be a non-empty list of str")
-    limit = model.config.max_position_embeddings
+    limit = model.config.max_sequence_length
     encodings = [e.ids[:limit] for e in tokenizer.encode_batch(list(texts))]
     width = max(len(ids) for ids in encodings)
-    ids = torch.zeros(len(encodings), width, dtype=torch.long)
+    # Padded with the pad id: a RoBERTa-family model counts positions from the ids that are not padding.
+    ids = torch.full((len(encodings), width), model.config.pad_token_id or 0, dtype=torch.long)
     mask = torch.zeros(len(encodings), width, dtype=torch.bool)
     for row, tokens in enumerate(encodings):
         ids[row, : len(tokens)] = torch.tensor(tokens)

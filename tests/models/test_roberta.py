@@ -169,6 +169,10 @@ def test_embedder_on_an_xlm_roberta_sentence_transformer_gives_its_vectors(tmp_p
     embedder = bertlite.Embedder.from_pretrained(tmp_path / "st", dtype="float32")
     assert type(embedder.model) is XLMRobertaModel and embedder.max_length == 24
     np.testing.assert_allclose(embedder.encode(texts), expected, atol=1e-5, rtol=0)
+    for dtype in ("int8", "bfloat16"):  # int8 calibrates on long texts: padded with the pad id, cut to 40
+        low = bertlite.Embedder.from_pretrained(tmp_path / "st", dtype=dtype)
+        assert low.precision == dtype
+        assert (low.encode(texts) * expected).sum(axis=1).min() >= 0.99
 
 
 HEADS = ("ForSequenceClassification", "ForMaskedLM", "ForTokenClassification", "ForQuestionAnswering")
