@@ -48,11 +48,12 @@ def check_ids(name: str, ids: Tensor, limit: int, limit_name: str) -> None:
 
 
 def check_length(seq_length: int, config: BertConfig) -> None:
-    if seq_length > config.max_position_embeddings:
+    limit = config.max_sequence_length  # max_position_embeddings, less the rows a RoBERTa family skips
+    if seq_length > limit:
+        table = "" if limit == config.max_position_embeddings else f" ({limit} tokens)"
         raise ValueError(
-            f"sequence length {seq_length} exceeds max_position_embeddings={config.max_position_embeddings}; "
-            f"truncate the input to at most {config.max_position_embeddings} tokens "
-            f"(tokenizer: truncation=True, max_length={config.max_position_embeddings})"
+            f"sequence length {seq_length} exceeds max_position_embeddings={config.max_position_embeddings}{table}; "
+            f"truncate the input to at most {limit} tokens (tokenizer: truncation=True, max_length={limit})"
         )
 
 

@@ -58,12 +58,12 @@ class Service:
     def prepare(self, job: Any) -> Any:
         """Apply the limits to a freshly loaded job and learn its routes (in the worker thread, before it
         is ready)."""
-        limit = job.bert.config.max_position_embeddings
+        limit = job.bert.config.max_sequence_length
         if self.limits.max_input_length is not None:
             if self.limits.max_input_length > limit:
                 raise ValueError(
-                    f"max_input_length={self.limits.max_input_length} exceeds the model's "
-                    f"max_position_embeddings={limit}"
+                    f"max_input_length={self.limits.max_input_length} exceeds the model's maximum of {limit} tokens "
+                    f"(max_position_embeddings={job.bert.config.max_position_embeddings})"
                 )
             job.max_length = self.limits.max_input_length
         self.limits.max_input_length = job.max_length

@@ -284,3 +284,11 @@ def test_auto_tokenizer_runs_the_familys_tokenizer_json_as_transformers(tmp_path
     assert list(got) == list(expected) and all(torch.equal(got[k], expected[k]) for k in expected)
     ids = theirs(texts[1])["input_ids"]
     assert ours.decode(ids, skip_special_tokens=True) == theirs.decode(ids, skip_special_tokens=True)
+
+
+def test_a_sequence_past_the_position_table_is_refused_by_name(family_folder) -> None:
+    family, folder = family_folder
+    model = FAMILIES[family][2].from_pretrained(folder)
+    with pytest.raises(ValueError, match=r"sequence length 41 exceeds max_position_embeddings=42 \(40 tokens\)"):
+        model(input_ids=torch.full((1, 41), 5))
+    assert model(input_ids=torch.full((1, 40), 5)).last_hidden_state.shape == (1, 40, 32)
