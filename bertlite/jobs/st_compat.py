@@ -10,6 +10,7 @@ conventions. No sentence-transformers import.
 from __future__ import annotations
 
 import os
+import queue
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -393,10 +394,11 @@ class SentenceTransformer(Embedder):
             convert_to_numpy: a numpy array (the default); False: a list of tensors.
             convert_to_tensor: one tensor (wins over convert_to_numpy).
             device: one device: the model is moved there first (to()); None: where it is. A list of
-                devices is sentence-transformers' multi-process encoding, not supported.
+                devices: a pool of processes on them for this call (start_multi_process_pool).
             normalize_embeddings: scale every vector to length 1 (after truncation).
             truncate_dim: keep the first truncate_dim dimensions; None: the model's truncate_dim.
-            pool, chunk_size: sentence-transformers' multi-process pool; not supported (None only).
+            pool: a pool of start_multi_process_pool's to encode in.
+            chunk_size: texts per task sent to a pool's process; None: about 10 tasks per process.
             max_tokens, on_long: bertlite's, as Embedder.encode's.
             **kwargs: "task" (sentence-transformers' Router models'), accepted and unused.
 
@@ -405,8 +407,9 @@ class SentenceTransformer(Embedder):
             tensors; one string in: its one vector. token_embeddings: a list of tensors.
 
         Raises:
-            ValueError: an unknown precision or output_value, a pool or device list, an unused keyword, or
-                what Embedder.encode refuses.
+            ValueError: an unknown precision or output_value, an unused keyword, a chunk_size below 1, or
+                what Embedder.encode refuses (raised from a pool's process too).
+            RuntimeError: a pool's process exited.
         """
         if unused := sorted(set(kwargs) - set(IGNORED_ENCODE_KWARGS)):
             raise ValueError(
@@ -421,25 +424,18 @@ class SentenceTransformer(Embedder):
             )
         if batch_size <= 0:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size}.")
-        self._one_device(device, pool, chunk_size)
         single = isinstance(inputs, str)
         texts = [inputs] if single else list(inputs)
         if prompt is None:  # a given prompt wins over prompt_name, as in sentence-transformers
             prompt = self.resolve_prompt(None, prompt_name)
-        if max_tokens is None and (self.unpad or self.device.type == "cuda"):
-            max_tokens = GPU_MAX_TOKENS if self.device.type == "cuda" else DEFAULT_MAX_TOKENS
-        embeddings = Embedder.encode(
-            self,
-            texts,
-            batch_size,
-            show_progress_bar,
-            "torch",
-            max_tokens=max_tokens,
-            on_long=on_long,
-            prompt=prompt,
-            truncate_dim=truncate_dim,
-            output_value=output_value,
-        )
+        options = {"max_tokens": max_tokens, "on_long": on_long, "prompt": prompt, "truncate_dim": truncate_dim}
+        options["output_value"] = output_value
+        if pool is not None or (isinstance(device, list | tuple) and device):
+            embeddings = self._encode_in_pool(texts, batch_size, pool, device, chunk_size, options)
+        else:
+            if device is not None:
+                self.to(device)
+            embeddings = self._embed(texts, batch_size, show_progress_bar, options)
         result = self._st_convert(
             embeddings, output_value, precision, convert_to_numpy, convert_to_tensor, normalize_embeddings
         )
@@ -482,15 +478,96 @@ class SentenceTransformer(Embedder):
             return list(torch.from_numpy(embeddings))
         return list(embeddings.to(self.device) if on_device else embeddings)
 
-    def _one_device(self, device: Any, pool: Any, chunk_size: int | None) -> None:
-        """encode's device: moved there (to()); a device list, a pool or chunk_size refused."""
-        if pool is not None or isinstance(device, list | tuple) or chunk_size is not None:
-            raise ValueError(
-                "bertlite's SentenceTransformer encodes in this process (pool=, chunk_size= and a list of devices "
-                "are sentence-transformers' multi-process encoding, not implemented); give one device or None"
-            )
-        if device is not None:
-            self.to(device)
+    def _embed(
+        self, texts: list[Text], batch_size: int, show_progress_bar: bool | None, options: dict[str, Any]
+    ) -> Any:
+        """Embedder.encode as torch tensors: batch_size caps texts per batch, within the token budget."""
+        if options["max_tokens"] is None and (self.unpad or self.device.type == "cuda"):
+            options = {**options, "max_tokens": GPU_MAX_TOKENS if self.device.type == "cuda" else DEFAULT_MAX_TOKENS}
+        return Embedder.encode(self, texts, batch_size, show_progress_bar, "torch", **options)
+
+    def start_multi_process_pool(self, target_devices: list[str] | None = None) -> dict[str, Any]:
+        """Start processes that encode with a copy of this model each, for encode(pool=...).
+
+        The model is moved to the CPU first (as sentence-transformers moves it) and copied into every
+        process; CPU processes share the machine's cores: each runs os.cpu_count() // (CPU processes)
+        torch threads.
+
+        Args:
+            target_devices: one process per entry ("cuda:0", "cpu", ...); None: every CUDA device, else
+                min(4, os.cpu_count()) CPU processes.
+
+        Returns:
+            The pool: {"input": queue, "output": queue, "processes": [...]}; stop it with
+            stop_multi_process_pool.
+        """
+        if target_devices is None:
+            cuda = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            target_devices = [f"cuda:{i}" for i in range(cuda)] or ["cpu"] * min(4, os.cpu_count() or 1)
+        cpu_processes = sum(torch.device(device).type == "cpu" for device in target_devices)
+        threads = max(1, (os.cpu_count() or 1) // max(1, cpu_processes))
+        self.to("cpu")
+        context = torch.multiprocessing.get_context("spawn")
+        pool: dict[str, Any] = {"input": context.Queue(), "output": context.Queue(), "processes": []}
+        try:
+            for device in target_devices:
+                process = context.Process(
+                    target=_pool_worker, args=(str(device), threads, self, pool["input"], pool["output"]), daemon=True
+                )
+                process.start()
+                pool["processes"].append(process)
+        except BaseException:
+            self.stop_multi_process_pool(pool)
+            raise
+        return pool
+
+    @staticmethod
+    def stop_multi_process_pool(pool: dict[str, Any]) -> None:
+        """Stop the processes of a pool start_multi_process_pool started, and close its queues."""
+        for process in pool["processes"]:
+            process.terminate()
+        for process in pool["processes"]:
+            process.join()
+            process.close()
+        pool["input"].close()
+        pool["output"].close()
+
+    def _encode_in_pool(
+        self,
+        texts: list[Text],
+        batch_size: int,
+        pool: dict[str, Any] | None,
+        devices: list[Any] | None,
+        chunk_size: int | None,
+        options: dict[str, Any],
+    ) -> Any:
+        """encode's texts in chunks of chunk_size over a pool's processes (a pool started for `devices` and
+        stopped after, when no pool is given), gathered in input order."""
+        if chunk_size is not None and chunk_size <= 0:
+            raise ValueError(f"chunk_size must be a positive integer, got {chunk_size}.")
+        if not texts:
+            return self._embed(texts, batch_size, False, options)
+        started = pool is None
+        if pool is None:
+            pool = self.start_multi_process_pool([str(device) for device in devices or []])
+        try:
+            if chunk_size is None:  # sentence-transformers' default: about 10 chunks per process
+                chunk_size = max(1, min(-(-len(texts) // len(pool["processes"]) // 10), 5000))
+            starts = range(0, len(texts), chunk_size)
+            for chunk_id, start in enumerate(starts):
+                pool["input"].put((chunk_id, texts[start : start + chunk_size], batch_size, options))
+            results: list[Any] = [None] * len(starts)
+            for _ in starts:
+                chunk_id, result = _pool_result(pool)
+                results[chunk_id] = result
+        finally:
+            if started:
+                self.stop_multi_process_pool(pool)
+        if error := next((r for r in results if isinstance(r, BaseException)), None):
+            raise error
+        if options["output_value"] == "token_embeddings":
+            return [tokens for result in results for tokens in result]
+        return torch.cat(results)
 
     def encode_query(  # type: ignore[override]
         self,
@@ -566,3 +643,36 @@ class SentenceTransformer(Embedder):
             chunk_size,
             **kwargs,
         )
+
+
+def _pool_worker(device: str, threads: int, model: SentenceTransformer, inputs: Any, outputs: Any) -> None:
+    """A pool process: encode the chunks of `inputs` on `device`, put (chunk id, result or exception) on
+    `outputs`, until stop_multi_process_pool terminates it."""
+    torch.set_num_threads(threads)
+    if device != "cpu":
+        model.to(device)
+    while True:
+        chunk_id, texts, batch_size, options = inputs.get()
+        try:
+            result = model._embed(texts, batch_size, False, options)
+        except Exception as e:  # sent back, raised in the caller
+            result = e
+        outputs.put((chunk_id, result))
+
+
+def _pool_result(pool: dict[str, Any]) -> tuple[int, Any]:
+    """The next (chunk id, result) of a pool's processes.
+
+    Raises:
+        RuntimeError: one of them exited (killed, out of memory) while results were due.
+    """
+    while True:
+        try:
+            return pool["output"].get(timeout=1.0)
+        except queue.Empty:
+            for process in pool["processes"]:
+                if not process.is_alive():
+                    raise RuntimeError(
+                        f"a multi-process pool's process exited (exit code {process.exitcode}); stop the pool "
+                        "with stop_multi_process_pool and start another"
+                    ) from None

@@ -547,8 +547,6 @@ EDITS = {
     "quantization_int8_calibrated": 'load_dataset("nq_open", split="train[:1000]")["question"] -> 200 texts of tests/data',
     "matryoshka_truncate_dim": "trust_remote_code=True dropped (nomic-embed needs its code; the bundled BERT does not)",
 }
-# Snippets bertlite does not run: the reason, in what it raises.
-NOT_SUPPORTED = {"multi_process_pool": "start_multi_process_pool"}
 
 
 def prepared(source: str, library: str, model_path: Path, save_path: Path) -> str:
@@ -634,12 +632,7 @@ def test_docs_snippet_gives_sentence_transformers_outputs(
     theirs = run_snippet(
         prepared(SNIPPETS[name], "sentence_transformers", real_model_path, tmp_path / "st"), calibration_texts
     )
-    ours_code = prepared(SNIPPETS[name], "bertlite", real_model_path, tmp_path / "bertlite")
-    if name in NOT_SUPPORTED:
-        with pytest.raises(AttributeError, match=NOT_SUPPORTED[name]):
-            run_snippet(ours_code, calibration_texts)
-        return
-    ours = run_snippet(ours_code, calibration_texts)
+    ours = run_snippet(prepared(SNIPPETS[name], "bertlite", real_model_path, tmp_path / "bertlite"), calibration_texts)
     expected = outputs(theirs)
     assert expected, "the snippet left no outputs to compare"
     assert sorted(outputs(ours)) == sorted(expected)
@@ -780,6 +773,8 @@ SENTENCE_TRANSFORMER_MEMBERS = [
     "save_pretrained",
     "to",
     "tokenize",
+    "start_multi_process_pool",
+    "stop_multi_process_pool",
 ]
 UTIL_FUNCTIONS = [
     "cos_sim",
@@ -797,7 +792,7 @@ UTIL_FUNCTIONS = [
     "paraphrase_mining_embeddings",
     "quantize_embeddings",
 ]
-NOT_IMPLEMENTED = ["start_multi_process_pool", "stop_multi_process_pool", "encode_multi_process", "preprocess"]
+NOT_IMPLEMENTED = ["encode_multi_process", "preprocess"]  # the first deprecated there, the second tokenize's heir
 
 
 def parameters(function: Any) -> list[tuple[str, Any, str]]:
@@ -900,8 +895,6 @@ def test_to_moves_and_casts(real_model_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"pool": {}}, "multi-process encoding, not implemented"),
-        ({"device": ["cpu", "cpu"]}, "multi-process encoding, not implemented"),
         ({"output_value": None}, "'sentence_embedding' or 'token_embeddings'"),
         ({"precision": "int4"}, "Precision 'int4' is not supported"),
         ({"batch_size": 0}, "batch_size must be a positive integer"),
@@ -926,3 +919,20 @@ def test_save_refuses_the_pooler_mode(real_model_path: Path, tmp_path: Path) -> 
     embedder = bertlite.Embedder.from_pretrained(real_model_path, dtype="float32", pooling="pooler")
     with pytest.raises(ValueError, match="no sentence-transformers Pooling mode"):
         embedder.save(str(tmp_path))
+
+
+def test_a_pool_of_processes_gives_the_same_vectors(st_model: bertlite.SentenceTransformer) -> None:
+    texts = [f"text number {i} of a pool's input" for i in range(23)] + ["a long text " * 100]
+    expected = st_model.encode(texts)
+    pool = st_model.start_multi_process_pool(["cpu", "cpu"])
+    try:
+        np.testing.assert_allclose(st_model.encode(texts, pool=pool, chunk_size=5), expected, rtol=0, atol=1e-6)
+        tokens = st_model.encode(texts[:3], pool=pool, output_value="token_embeddings")
+        assert_same(st_model.encode(texts[:3], output_value="token_embeddings"), tokens, "token_embeddings")
+        with pytest.raises(ValueError, match="longer than max_length=256 tokens"):
+            st_model.encode(texts, pool=pool, on_long="error")  # raised in a process, raised here
+        assert st_model.encode([], pool=pool).shape == (0,)
+    finally:
+        st_model.stop_multi_process_pool(pool)
+    one = st_model.encode(texts[0], device=["cpu"], convert_to_tensor=True)  # a pool for this call only
+    torch.testing.assert_close(one, torch.from_numpy(expected[0]), rtol=0, atol=1e-6)
