@@ -44,7 +44,7 @@ from bertlite.layers.onednn import restore
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.bert import BertModel
 from bertlite.quant.int8 import is_quantized
-from bertlite.tokenization import BertTokenizer
+from bertlite.tokenization import BatchEncoding, BertTokenizer
 from bertlite.util import SIMILARITY_FUNCTIONS
 
 __all__ = [
@@ -441,6 +441,29 @@ class Embedder(BaseEncoder):
             What encode() returns.
         """
         return self.encode(texts, prompt_name=self.document_prompt_name(prompt_name, prompt), prompt=prompt, **kwargs)
+
+    def preprocess(self, inputs: Sequence[Text], prompt: str | None = None, **kwargs: Any) -> BatchEncoding:
+        """The model's inputs for texts, right-padded, as sentence-transformers' preprocess gives them.
+
+        Args:
+            inputs: strings, or (text_a, text_b) pairs.
+            prompt: text put before each input (before the first text of a pair); None: none.
+            **kwargs: sentence-transformers' processing options; none is supported.
+
+        Returns:
+            A BatchEncoding (a dict): input_ids, token_type_ids and attention_mask as (B, T) int64 tensors on
+            the CPU, "modality": "text", and with a prompt "prompt_length": its tokens, [CLS] included.
+
+        Raises:
+            ValueError: a keyword argument, or a text tokenize() refuses.
+        """
+        if kwargs:
+            raise ValueError(f"preprocess() takes no processing options here; got {sorted(kwargs)}")
+        encodings = self.tokenize(with_prompt(list(inputs), prompt or ""))
+        features: dict[str, Any] = {**self.collate(encodings, torch.device("cpu")), "modality": "text"}
+        if prompt:
+            features["prompt_length"] = len(self.tokenizer.encode(prompt).ids) - 1  # less the closing [SEP]
+        return BatchEncoding(features, encodings)
 
     def to(self, *args: Any, **kwargs: Any) -> Self:
         """Move the model to a device and/or cast it to a dtype, as torch.nn.Module.to, and ready it there.

@@ -775,6 +775,7 @@ SENTENCE_TRANSFORMER_MEMBERS = [
     "tokenize",
     "start_multi_process_pool",
     "stop_multi_process_pool",
+    "preprocess",
 ]
 UTIL_FUNCTIONS = [
     "cos_sim",
@@ -792,7 +793,7 @@ UTIL_FUNCTIONS = [
     "paraphrase_mining_embeddings",
     "quantize_embeddings",
 ]
-NOT_IMPLEMENTED = ["encode_multi_process", "preprocess"]  # the first deprecated there, the second tokenize's heir
+NOT_IMPLEMENTED = ["encode_multi_process"]  # deprecated there
 
 
 def parameters(function: Any) -> list[tuple[str, Any, str]]:
@@ -936,3 +937,21 @@ def test_a_pool_of_processes_gives_the_same_vectors(st_model: bertlite.SentenceT
         st_model.stop_multi_process_pool(pool)
     one = st_model.encode(texts[0], device=["cpu"], convert_to_tensor=True)  # a pool for this call only
     torch.testing.assert_close(one, torch.from_numpy(expected[0]), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (["hello world", "a longer text here, and more"],),
+        (["hello world", "a longer text here, and more"], "query: "),
+        ([("a question", "an answer to it")],),
+        (["word " * 400],),
+    ],
+)
+def test_preprocess_gives_sentence_transformers_features(
+    args: tuple, st_model: bertlite.SentenceTransformer, real_model_path: Path
+) -> None:
+    theirs = sentence_transformers.SentenceTransformer(str(real_model_path), device="cpu")
+    ours = st_model.preprocess(*args)
+    assert isinstance(ours, bertlite.BatchEncoding)  # transformers' BatchEncoding there: a dict as well
+    assert_same(dict(theirs.preprocess(*args)), dict(ours), "features")
