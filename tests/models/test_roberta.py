@@ -292,3 +292,18 @@ def test_a_sequence_past_the_position_table_is_refused_by_name(family_folder) ->
     with pytest.raises(ValueError, match=r"sequence length 41 exceeds max_position_embeddings=42 \(40 tokens\)"):
         model(input_ids=torch.full((1, 41), 5))
     assert model(input_ids=torch.full((1, 40), 5)).last_hidden_state.shape == (1, 40, 32)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_family_model_on_cuda_runs_varlen_with_its_positions(family_folder) -> None:
+    family, folder = family_folder
+    hf = make_family_model(family)
+    ours = ready(FAMILIES[family][2].from_pretrained(folder, dtype="bfloat16", device="cuda"))
+    assert {layer.attention.self.attn_implementation for layer in ours.encoder.layer} == {"varlen"}
+    batch = batch_with_padding()
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        expected = hf(**batch).last_hidden_state[real]
+        packed = ours(input_ids=batch["input_ids"][real].cuda(), lengths=real.sum(1).cuda()).last_hidden_state
+    cosine = torch.nn.functional.cosine_similarity(packed.float().cpu(), expected, dim=-1)
+    assert cosine.min() >= 0.99
