@@ -8,12 +8,9 @@ unless the folder names another), without importing sentence-transformers or tra
 from __future__ import annotations
 
 import importlib
-import inspect
-import json
 import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 import numpy as np
 import torch
@@ -30,14 +27,12 @@ from bertlite.jobs.base import (
     with_prompt,
 )
 from bertlite.jobs.pairs import PairIds, QueryPairs
-from bertlite.jobs.prepare import LoadOptions, check_device, ready
-from bertlite.jobs.st_compat import CROSS_ENCODER_ORGANIZATION, resolve_model_name, st_load_kwargs
+from bertlite.jobs.prepare import LoadOptions
+from bertlite.jobs.st_compat import CROSS_ENCODER_ORGANIZATION
 from bertlite.jobs.st_config import read_cross_encoder_settings
-from bertlite.layers.onednn import restore
+from bertlite.jobs.st_surface import STSurface, check_wrapped
 from bertlite.models.auto import AutoModelForSequenceClassification, read_model_type
 from bertlite.models.heads import BertForSequenceClassification
-from bertlite.quant.int8 import is_quantized
-from bertlite.tokenization import BertTokenizer
 from bertlite.utils.warn import warn_user
 
 __all__ = ["CrossEncoder", "STSurface", "resolve_activation"]
@@ -45,240 +40,6 @@ __all__ = ["CrossEncoder", "STSurface", "resolve_activation"]
 Pair = tuple[str, str] | list[str]
 # Keywords sentence-transformers' CrossEncoder.rank accepts and ignores (deprecated there).
 IGNORED_RANK_KWARGS = ("convert_to_numpy", "convert_to_tensor", "apply_softmax", "num_workers")
-# The special tokens a saved tokenizer names: the first of each that its vocabulary has (BERT's, then
-# RoBERTa's); padding needs the pad token.
-SPECIAL_TOKENS = {
-    "cls_token": ("[CLS]", "<s>"),
-    "sep_token": ("[SEP]", "</s>"),
-    "pad_token": ("[PAD]", "<pad>"),
-    "unk_token": ("[UNK]", "<unk>"),
-    "mask_token": ("[MASK]", "<mask>"),
-}
-TRANSFORMER_MODULE = "sentence_transformers.base.modules.transformer.Transformer"
-
-
-class STSurface:
-    """sentence-transformers' members that every job shares: max_seq_length, to, save / save_pretrained.
-
-    Mixed into CrossEncoder, SparseEncoder and MultiVectorEncoder, before BaseEncoder (it reads its
-    model, bert, tokenizer, max_length, prompts and pack_weights).
-    """
-
-    model: Any
-    bert: Any
-    tokenizer: Tokenizer
-    max_length: int
-    prompts: dict[str, str]
-    default_prompt_name: str | None
-    pack_weights: bool
-
-    @classmethod
-    def _load(cls, name_or_path: str | os.PathLike, **kwargs: Any) -> tuple[nn.Module, Tokenizer, dict[str, Any]]:
-        """from_pretrained's loading: the model, its tokenizer and the folder's settings for __init__."""
-        raise NotImplementedError
-
-    def _load_by_name(
-        self,
-        model_name_or_path: str | os.PathLike,
-        tokenizer: Tokenizer | None,
-        organization: str | None,
-        st_kwargs: dict[str, Any],
-    ) -> tuple[nn.Module, Tokenizer, dict[str, Any]]:
-        """The constructor given a name: resolved as sentence-transformers resolves it (a bare name under
-        `organization`), its keywords mapped (st_load_kwargs), loaded as from_pretrained loads it.
-
-        Raises:
-            TypeError: a tokenizer given with a name, or a name that is not a str or path.
-            ValueError: what st_load_kwargs and the loading refuse.
-        """
-        name = type(self).__name__
-        if not isinstance(model_name_or_path, str | os.PathLike):
-            raise TypeError(
-                f"{name} takes a model name or path (sentence-transformers' way), or a model and its tokenizer; "
-                f"got {type(model_name_or_path).__name__}"
-            )
-        if tokenizer is not None:
-            raise TypeError(f"{name}({model_name_or_path!r}, tokenizer): the folder's tokenizer is loaded with it")
-        resolved = resolve_model_name(model_name_or_path, organization)
-        return self._load(resolved, **st_load_kwargs(**st_kwargs))
-
-    @property
-    def max_seq_length(self) -> int:
-        """sentence-transformers' name for max_length: tokens per input, longer inputs truncated."""
-        return self.max_length
-
-    @max_seq_length.setter
-    def max_seq_length(self, value: int | None) -> None:
-        self.max_length = value
-
-    def get_max_seq_length(self) -> int:
-        """max_seq_length, as sentence-transformers' (deprecated there) method gives it."""
-        return self.max_length
-
-    def to(self, *args: Any, **kwargs: Any) -> Self:
-        """Move the model to a device and/or cast it to a dtype, as torch.nn.Module.to, and ready it there.
-
-        The device's fast modules are chosen again (bertlite.jobs.prepare.ready): the plain modules are
-        put back (bertlite.layers.onednn.restore), moved, then readied for the new device and dtype.
-
-        Args:
-            *args, **kwargs: what torch.nn.Module.to takes (a device, a dtype, or both).
-
-        Returns:
-            This encoder.
-
-        Raises:
-            ValueError: a device this machine cannot use, or an int8 model moved off the CPU or cast.
-        """
-        device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
-        device = check_device(device)
-        if (device is None or device == self.device) and (dtype is None or dtype == self.bert.dtype):
-            return self
-        if is_quantized(self.bert):
-            raise ValueError(
-                "this model is int8-quantized, which runs on the CPU in int8 only; load it again with the "
-                "device and dtype you want (from_pretrained(device=..., dtype=...))"
-            )
-        restore(self.model)
-        for layer in self.bert.encoder.layer:
-            if layer.attention.self.attn_implementation in ("auto", "varlen"):  # set by ready for a device
-                layer.attention.self.attn_implementation = "sdpa"
-        self.model.to(*args, **kwargs)
-        self._moved(*args, **kwargs)
-        ready(self.model, pack_weights=self.pack_weights)
-        return self
-
-    def _one_device(self, device: str | torch.device | list | None, pool: Any, chunk_size: int | None) -> None:
-        """A call's device (predict, rank, encode): moved there (to()); a device list, pool or chunk_size refused."""
-        if pool is not None or isinstance(device, list | tuple) or chunk_size is not None:
-            raise ValueError(
-                f"bertlite's {type(self).__name__} runs in this process (pool=, chunk_size= and a list of devices are "
-                "sentence-transformers' multi-process pool, not implemented); give one device or None"
-            )
-        if device is not None:
-            self.to(device)
-
-    def _moved(self, *args: Any, **kwargs: Any) -> None:
-        """Move what the job keeps beside its model (MultiVectorEncoder's projection)."""
-
-    def save(
-        self,
-        path: str,
-        model_name: str | None = None,
-        create_model_card: bool = True,
-        train_datasets: list[str] | None = None,
-        safe_serialization: bool = True,
-    ) -> None:
-        """Write a folder that sentence-transformers' class of the same name loads with the same outputs,
-        and that this class's from_pretrained loads back.
-
-        Args:
-            path: the folder, created if needed.
-            model_name, create_model_card, train_datasets: sentence-transformers' model-card options; no
-                model card (README.md) is written.
-            safe_serialization: model.safetensors; False: pytorch_model.bin.
-
-        Raises:
-            ValueError: an int8-quantized model (bertlite does not save int8), or path is a file.
-        """
-        if is_quantized(self.bert):
-            raise ValueError(
-                "this model is int8-quantized, which bertlite does not save; load the float32 model to save it "
-                "and quantize at load (dtype='int8')"
-            )
-        folder = Path(path)
-        self.model.save_pretrained(folder, safe_serialization=safe_serialization)
-        self._save_tokenizer(folder)
-        modules = [{"idx": 0, "name": "0", "path": "", "type": TRANSFORMER_MODULE}]
-        for idx, (name, kind, config, weights) in enumerate(self._st_modules(), start=1):
-            subfolder = folder / f"{idx}_{name}"
-            subfolder.mkdir(exist_ok=True)
-            _write_json(subfolder / "config.json", config)
-            if weights is not None:
-                _save_weights(weights, subfolder, safe_serialization)
-            modules.append({"idx": idx, "name": str(idx), "path": subfolder.name, "type": kind})
-        _write_json(folder / "modules.json", modules)
-        _write_json(folder / "sentence_bert_config.json", self._transformer_config())
-        _write_json(folder / "config_sentence_transformers.json", self._st_config())
-
-    def save_pretrained(
-        self,
-        path: str,
-        model_name: str | None = None,
-        create_model_card: bool = True,
-        train_datasets: list[str] | None = None,
-        safe_serialization: bool = True,
-    ) -> None:
-        """The same as save()."""
-        self.save(path, model_name, create_model_card, train_datasets, safe_serialization)
-
-    def _save_tokenizer(self, folder: Path) -> None:
-        """tokenizer.json as this encoder runs it (no truncation or padding stored), and tokenizer_config.json
-        with max_length as model_max_length, which sentence-transformers reads as max_seq_length."""
-        specials = {}
-        for name, candidates in SPECIAL_TOKENS.items():
-            found = [token for token in candidates if self.tokenizer.token_to_id(token) is not None]
-            if found:
-                specials[name] = found[0]
-        BertTokenizer(
-            Tokenizer.from_str(self.tokenizer.to_str()),
-            bert_pipeline=False,  # the backend as it is: its normalizer, pre-tokenizer and template
-            model_input_names=["input_ids", "token_type_ids", "attention_mask"],
-            model_max_length=self.max_length,
-            **specials,
-        ).save_pretrained(folder)
-
-    def _st_modules(self) -> list[tuple[str, str, dict[str, Any], torch.nn.Module | None]]:
-        """The modules after the Transformer: (folder name, class path, config, module with weights or None)."""
-        return []
-
-    def _transformer_config(self) -> dict[str, Any]:
-        """sentence_bert_config.json: the Transformer module's settings."""
-        raise NotImplementedError
-
-    def _st_config(self) -> dict[str, Any]:
-        """config_sentence_transformers.json: the model type, prompts and the job's settings."""
-        from bertlite import __version__  # the package's own name, not its lazy table: no import cycle
-
-        return {
-            "__version__": {"bertlite": __version__, "pytorch": torch.__version__},
-            "model_type": type(self).__name__,
-            "prompts": self.prompts,
-            "default_prompt_name": self.default_prompt_name,
-        }
-
-
-def check_wrapped(tokenizer: Tokenizer | None, st_kwargs: dict[str, Any]) -> None:
-    """A job's constructor given a model: its tokenizer is required, and of the loading options only
-    `device` applies (the model is moved there).
-
-    Raises:
-        TypeError: no tokenizer, or a loading option other than device.
-    """
-    if tokenizer is None:
-        raise TypeError("a model needs its tokenizer: pass (model, tokenizer), or a model name or path")
-    defaults = inspect.signature(st_load_kwargs).parameters
-    given = sorted(key for key, value in st_kwargs.items() if key != "device" and value != defaults[key].default)
-    if given:
-        raise TypeError(
-            f"{', '.join(given)} load a checkpoint by name; with a model object they do not apply "
-            "(load by name, or use from_pretrained)"
-        )
-
-
-def _write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-
-
-def _save_weights(module: torch.nn.Module, folder: Path, safe_serialization: bool) -> None:
-    """A module's float tensors as model.safetensors (or pytorch_model.bin), the keys of its state_dict."""
-    state = {key: value.detach().contiguous().cpu() for key, value in module.state_dict().items()}
-    if safe_serialization:
-        from safetensors.torch import save_file
-
-        save_file(state, str(folder / "model.safetensors"))
-    else:
-        torch.save(state, folder / "pytorch_model.bin")
 
 
 class CrossEncoder(STSurface, BaseEncoder):

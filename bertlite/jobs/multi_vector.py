@@ -27,7 +27,6 @@ from bertlite.jobs.base import (
     check_text,
     progress_bar,
 )
-from bertlite.jobs.cross_encoder import STSurface, check_wrapped
 from bertlite.jobs.long_texts import TextCutter
 from bertlite.jobs.multi_vector_config import (
     DENSE_ACTIVATIONS,
@@ -36,6 +35,7 @@ from bertlite.jobs.multi_vector_config import (
     read_multi_vector_settings,
 )
 from bertlite.jobs.prepare import LoadOptions
+from bertlite.jobs.st_surface import STSurface, check_wrapped
 from bertlite.models.bert import BertModel
 
 __all__ = ["MultiVectorEncoder", "Dense", "Normalize", "maxsim", "maxsim_pairwise"]

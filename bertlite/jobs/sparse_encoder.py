@@ -28,7 +28,6 @@ from bertlite.jobs.base import (
     progress_bar,
     with_prompt,
 )
-from bertlite.jobs.cross_encoder import STSurface, check_wrapped
 from bertlite.jobs.prepare import LoadOptions
 from bertlite.jobs.sparse_config import (
     EMBEDDER_HINT,
@@ -39,6 +38,7 @@ from bertlite.jobs.sparse_config import (
     read_splade_settings,
 )
 from bertlite.jobs.st_compat import SPARSE_ENCODER_ORGANIZATION
+from bertlite.jobs.st_surface import STSurface, check_wrapped
 from bertlite.models.heads import BertForMaskedLM
 from bertlite.utils.warn import warn_user
 
