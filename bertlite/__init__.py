@@ -60,7 +60,7 @@ _LAZY = {
     "NotCachedError": "bertlite.errors",
     "PackedLayout": "bertlite.layers.packing",
     "SlowDtypeWarning": "bertlite.errors",
-    "SentenceTransformer": "bertlite.jobs.st_compat",
+    "SentenceTransformer": "bertlite.jobs.sentence_transformer",
     "SimilarityFunction": "bertlite.util",
     "SparseEncoder": "bertlite.jobs.sparse_encoder",
     "quantize_int8": "bertlite.quant.int8",
@@ -84,8 +84,8 @@ if TYPE_CHECKING:
     from bertlite.jobs.cross_encoder import CrossEncoder
     from bertlite.jobs.embedder import Embedder
     from bertlite.jobs.multi_vector import MultiVectorEncoder
+    from bertlite.jobs.sentence_transformer import SentenceTransformer
     from bertlite.jobs.sparse_encoder import SparseEncoder
-    from bertlite.jobs.st_compat import SentenceTransformer
     from bertlite.layers.packing import PackedLayout
     from bertlite.models.auto import (
         AutoConfig,

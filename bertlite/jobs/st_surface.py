@@ -18,6 +18,7 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from bertlite.jobs.prepare import check_device, ready
+from bertlite.jobs.st_compat import resolve_model_name, st_load_kwargs
 from bertlite.layers.onednn import restore
 from bertlite.quant.int8 import is_quantized
 from bertlite.tokenization import BertTokenizer
@@ -69,7 +70,6 @@ class STSurface:
             TypeError: a tokenizer given with a name, or a name that is not a str or path.
             ValueError: what st_load_kwargs and the loading refuse.
         """
-        from bertlite.jobs.st_compat import resolve_model_name, st_load_kwargs  # st_compat imports Embedder
 
         name = type(self).__name__
         if not isinstance(model_name_or_path, str | os.PathLike):
@@ -235,7 +235,6 @@ def check_wrapped(tokenizer: Tokenizer | None, st_kwargs: dict[str, Any]) -> Non
     Raises:
         TypeError: no tokenizer, or a loading option other than device.
     """
-    from bertlite.jobs.st_compat import st_load_kwargs  # st_compat imports Embedder
 
     if tokenizer is None:
         raise TypeError("a model needs its tokenizer: pass (model, tokenizer), or a model name or path")

@@ -1,0 +1,453 @@
+"""`bertlite.SentenceTransformer`: the Embedder built and called as sentence-transformers' SentenceTransformer.
+
+The constructor resolves the name and maps sentence-transformers' keywords through bertlite.jobs.st_compat;
+encode takes sentence-transformers' arguments in its order and returns its types; a multi-process pool
+splits the CPU's cores between its processes.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bertlite.jobs.base import DEFAULT_MAX_TOKENS, GPU_MAX_TOKENS, Text
+from bertlite.jobs.embedder import Embedder
+from bertlite.jobs.st_compat import resolve_model_name, st_load_kwargs
+from bertlite.util import quantize_embeddings
+
+__all__ = ["SentenceTransformer", "default_device"]
+
+# encode()'s precisions (quantize_embeddings's).
+PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
+# encode() keywords sentence-transformers' Router models read; accepted and unused here (no Router).
+IGNORED_ENCODE_KWARGS = ("task",)
+
+
+def default_device() -> str:
+    """The device sentence-transformers picks when given none: CUDA, else Apple's MPS, else the CPU."""
+    if torch.cuda.is_available():
+        return "cuda"
+    if torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+class SentenceTransformer(Embedder):
+    """bertlite's Embedder, built and called as sentence-transformers' SentenceTransformer.
+
+    `SentenceTransformer("all-MiniLM-L6-v2")` loads through Embedder.from_pretrained; encode takes
+    sentence-transformers' arguments in its order and returns its types (one vector for one string,
+    numpy by default, tensors or a list of tensors on request, quantized codes for a precision). Every
+    other member is the Embedder's. docs/migration.md lists what differs.
+    """
+
+    def __init__(
+        self,
+        model_name_or_path: str | Path | None = None,
+        *,
+        modules: list[Any] | None = None,
+        device: str | None = None,
+        prompts: dict[str, str] | None = None,
+        default_prompt_name: str | None = None,
+        cache_folder: str | None = None,
+        trust_remote_code: bool = False,
+        revision: str | None = None,
+        local_files_only: bool = False,
+        token: bool | str | None = None,
+        use_auth_token: bool | str | None = None,
+        model_kwargs: dict[str, Any] | None = None,
+        processor_kwargs: dict[str, Any] | None = None,
+        config_kwargs: dict[str, Any] | None = None,
+        use_kernels: bool = False,
+        kernel_config: Any = None,
+        model_card_data: Any = None,
+        backend: str = "torch",
+        similarity_fn_name: Any = None,
+        truncate_dim: int | None = None,
+    ) -> None:
+        """Load a sentence-transformers folder or hub model, as sentence-transformers' constructor does.
+
+        Args:
+            model_name_or_path: a local folder, a hub id, or a bare name resolved as sentence-transformers
+                resolves it ("all-MiniLM-L6-v2" -> "sentence-transformers/all-MiniLM-L6-v2").
+            modules: sentence-transformers' custom module lists; not supported (None only).
+            device: where the model runs; None: CUDA if available, else MPS, else the CPU.
+            prompts: added to the folder's prompts (these win on a shared name).
+            default_prompt_name: the prompt used when encode gets none; None: the folder's.
+            cache_folder, revision, local_files_only, token: hub options (st_load_kwargs).
+            use_auth_token: the deprecated spelling of token.
+            trust_remote_code, model_kwargs, processor_kwargs, config_kwargs, use_kernels, kernel_config,
+                backend: as st_load_kwargs maps or refuses them; model_kwargs={"dtype": ...} picks the dtype
+                (default: bertlite's "auto").
+            model_card_data: sentence-transformers' model-card data; unused (no model card is written).
+            similarity_fn_name: "cosine", "dot", "euclidean" or "manhattan"; None: the folder's, else cosine.
+            truncate_dim: keep the first truncate_dim dimensions of every vector; None: all.
+
+        Raises:
+            ValueError: no model_name_or_path, or modules; what st_load_kwargs and Embedder.from_pretrained
+                refuse.
+            NotADirectoryError, FileNotFoundError: as resolve_model_name.
+        """
+        if model_name_or_path is None or modules is not None:
+            raise ValueError(
+                "bertlite's SentenceTransformer loads a saved model: give model_name_or_path (a folder or hub id); "
+                "building one from modules= is not supported"
+            )
+        kwargs = st_load_kwargs(
+            device=device,
+            trust_remote_code=trust_remote_code,
+            cache_folder=cache_folder,
+            revision=revision,
+            local_files_only=local_files_only,
+            token=token if token is not None else use_auth_token,
+            model_kwargs=model_kwargs,
+            processor_kwargs=processor_kwargs,
+            config_kwargs=config_kwargs,
+            use_kernels=use_kernels,
+            kernel_config=kernel_config,
+            backend=backend,
+        )
+        self._load(
+            resolve_model_name(model_name_or_path),
+            device=kwargs.pop("device") or default_device(),
+            dtype=kwargs.pop("dtype", "auto"),
+            pooling=None,
+            normalize=None,
+            max_length=None,
+            unpad=True,
+            prompts=prompts,
+            default_prompt_name=default_prompt_name,
+            truncate_dim=truncate_dim,
+            quantize=None,
+            allow_nonfinite=False,
+            pack_weights=True,
+            similarity_fn_name=getattr(similarity_fn_name, "value", similarity_fn_name),
+            hub_kwargs=kwargs,
+        )
+
+    def encode(  # type: ignore[override]
+        self,
+        inputs: Sequence[Text] | Text,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        output_value: str | None = "sentence_embedding",
+        precision: str = "float32",
+        convert_to_numpy: bool = True,
+        convert_to_tensor: bool = False,
+        device: str | list[str | Any] | None = None,
+        normalize_embeddings: bool = False,
+        truncate_dim: int | None = None,
+        pool: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
+        *,
+        max_tokens: int | None = None,
+        on_long: str = "truncate",
+        **kwargs: Any,
+    ) -> Any:
+        """Embed texts, with sentence-transformers' arguments and return types.
+
+        Args:
+            inputs: a string, or a list (or tuple) of strings or (text_a, text_b) pairs.
+            prompt_name, prompt: the prompt put before every text; prompt wins over prompt_name; neither:
+                the default prompt, if any.
+            batch_size: texts per batch at most; a token budget (DEFAULT_MAX_TOKENS, on a GPU
+                GPU_MAX_TOKENS) applies too unless max_tokens is given.
+            show_progress_bar: a tqdm bar on stderr; None: shown when stderr is a terminal.
+            output_value: "sentence_embedding", or "token_embeddings" (a list of (tokens, hidden) tensors,
+                the base model's last hidden state at each text's tokens). None (every output as dicts) is
+                not supported.
+            precision: "float32", or "int8", "uint8", "binary", "ubinary" as bertlite.util.quantize_embeddings
+                computes them (int8 / uint8 ranges from these embeddings).
+            convert_to_numpy: a numpy array (the default); False: a list of tensors.
+            convert_to_tensor: one tensor (wins over convert_to_numpy).
+            device: one device: the model is moved there first (to()); None: where it is. A list of
+                devices: a pool of processes on them for this call (start_multi_process_pool).
+            normalize_embeddings: scale every vector to length 1 (after truncation).
+            truncate_dim: keep the first truncate_dim dimensions; None: the model's truncate_dim.
+            pool: a pool of start_multi_process_pool's to encode in.
+            chunk_size: texts per task sent to a pool's process; None: about 10 tasks per process.
+            max_tokens, on_long: bertlite's, as Embedder.encode's.
+            **kwargs: "task" (sentence-transformers' Router models'), accepted and unused.
+
+        Returns:
+            (n, dim) vectors as numpy float32 (int8 / uint8 codes for a precision), a tensor, or a list of
+            tensors; one string in: its one vector. token_embeddings: a list of tensors.
+
+        Raises:
+            ValueError: an unknown precision or output_value, an unused keyword, a chunk_size below 1, or
+                what Embedder.encode refuses (raised from a pool's process too).
+            RuntimeError: a pool's process exited.
+        """
+        if unused := sorted(set(kwargs) - set(IGNORED_ENCODE_KWARGS)):
+            raise ValueError(
+                f"{type(self).__name__}.encode() has been called with additional keyword arguments that this model "
+                f"does not use: {unused}"
+            )
+        if precision not in PRECISIONS:
+            raise ValueError(f"Precision {precision!r} is not supported, must be one of {list(PRECISIONS)}")
+        if output_value not in ("sentence_embedding", "token_embeddings"):
+            raise ValueError(
+                f"output_value={output_value!r}: bertlite returns 'sentence_embedding' or 'token_embeddings'"
+            )
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size}.")
+        single = isinstance(inputs, str)
+        texts = [inputs] if single else list(inputs)
+        if prompt is None:  # a given prompt wins over prompt_name, as in sentence-transformers
+            prompt = self.resolve_prompt(None, prompt_name)
+        options = {"max_tokens": max_tokens, "on_long": on_long, "prompt": prompt, "truncate_dim": truncate_dim}
+        options["output_value"] = output_value
+        if pool is not None or (isinstance(device, list | tuple) and device):
+            embeddings = self._encode_in_pool(texts, batch_size, pool, device, chunk_size, options)
+        else:
+            if device is not None:
+                self.to(device)
+            embeddings = self._embed(texts, batch_size, show_progress_bar, options)
+        result = self._st_convert(
+            embeddings, output_value, precision, convert_to_numpy, convert_to_tensor, normalize_embeddings
+        )
+        return result[0] if single else result
+
+    def _st_convert(
+        self,
+        embeddings: Any,
+        output_value: str,
+        precision: str,
+        convert_to_numpy: bool,
+        convert_to_tensor: bool,
+        normalize_embeddings: bool,
+    ) -> Any:
+        """Embedder.encode's float32 CPU tensor (or list of them) as sentence-transformers returns it."""
+        on_device = self.device.type != "cpu"
+        if output_value == "token_embeddings":
+            if on_device:
+                embeddings = [e.to(self.device) for e in embeddings]
+            return quantize_embeddings(embeddings, precision) if embeddings and precision != "float32" else embeddings
+        if normalize_embeddings:
+            embeddings = torch.nn.functional.normalize(embeddings, p=2, dim=1)
+        if convert_to_tensor:
+            convert_to_numpy = False
+        if len(embeddings) and precision != "float32":
+            embeddings = quantize_embeddings(embeddings, precision)
+        if convert_to_tensor:
+            if not len(embeddings):
+                return torch.tensor([], device=self.device)
+            return (
+                torch.as_tensor(embeddings).to(self.device)
+                if on_device and precision == "float32"
+                else torch.as_tensor(embeddings)
+            )
+        if convert_to_numpy:
+            if not len(embeddings):
+                return np.array([])
+            return embeddings if isinstance(embeddings, np.ndarray) else embeddings.numpy()
+        if isinstance(embeddings, np.ndarray):
+            return list(torch.from_numpy(embeddings))
+        return list(embeddings.to(self.device) if on_device else embeddings)
+
+    def _embed(
+        self, texts: list[Text], batch_size: int, show_progress_bar: bool | None, options: dict[str, Any]
+    ) -> Any:
+        """Embedder.encode as torch tensors: batch_size caps texts per batch, within the token budget."""
+        if options["max_tokens"] is None and (self.unpad or self.device.type == "cuda"):
+            options = {**options, "max_tokens": GPU_MAX_TOKENS if self.device.type == "cuda" else DEFAULT_MAX_TOKENS}
+        return Embedder.encode(self, texts, batch_size, show_progress_bar, "torch", **options)
+
+    def start_multi_process_pool(self, target_devices: list[str] | None = None) -> dict[str, Any]:
+        """Start processes that encode with a copy of this model each, for encode(pool=...).
+
+        The model is moved to the CPU first (as sentence-transformers moves it) and copied into every
+        process; CPU processes share the machine's cores: each runs os.cpu_count() // (CPU processes)
+        torch threads.
+
+        Args:
+            target_devices: one process per entry ("cuda:0", "cpu", ...); None: every CUDA device, else
+                min(4, os.cpu_count()) CPU processes.
+
+        Returns:
+            The pool: {"input": queue, "output": queue, "processes": [...]}; stop it with
+            stop_multi_process_pool.
+        """
+        if target_devices is None:
+            cuda = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            target_devices = [f"cuda:{i}" for i in range(cuda)] or ["cpu"] * min(4, os.cpu_count() or 1)
+        cpu_processes = sum(torch.device(device).type == "cpu" for device in target_devices)
+        threads = max(1, (os.cpu_count() or 1) // max(1, cpu_processes))
+        self.to("cpu")
+        context = torch.multiprocessing.get_context("spawn")
+        pool: dict[str, Any] = {"input": context.Queue(), "output": context.Queue(), "processes": []}
+        try:
+            for device in target_devices:
+                process = context.Process(
+                    target=_pool_worker, args=(str(device), threads, self, pool["input"], pool["output"]), daemon=True
+                )
+                process.start()
+                pool["processes"].append(process)
+        except BaseException:
+            self.stop_multi_process_pool(pool)
+            raise
+        return pool
+
+    @staticmethod
+    def stop_multi_process_pool(pool: dict[str, Any]) -> None:
+        """Stop the processes of a pool start_multi_process_pool started, and close its queues."""
+        for process in pool["processes"]:
+            process.terminate()
+        for process in pool["processes"]:
+            process.join()
+            process.close()
+        pool["input"].close()
+        pool["output"].close()
+
+    def _encode_in_pool(
+        self,
+        texts: list[Text],
+        batch_size: int,
+        pool: dict[str, Any] | None,
+        devices: list[Any] | None,
+        chunk_size: int | None,
+        options: dict[str, Any],
+    ) -> Any:
+        """encode's texts in chunks of chunk_size over a pool's processes (a pool started for `devices` and
+        stopped after, when no pool is given), gathered in input order."""
+        if chunk_size is not None and chunk_size <= 0:
+            raise ValueError(f"chunk_size must be a positive integer, got {chunk_size}.")
+        if not texts:
+            return self._embed(texts, batch_size, False, options)
+        started = pool is None
+        if pool is None:
+            pool = self.start_multi_process_pool([str(device) for device in devices or []])
+        try:
+            if chunk_size is None:  # sentence-transformers' default: about 10 chunks per process
+                chunk_size = max(1, min(-(-len(texts) // len(pool["processes"]) // 10), 5000))
+            starts = range(0, len(texts), chunk_size)
+            for chunk_id, start in enumerate(starts):
+                pool["input"].put((chunk_id, texts[start : start + chunk_size], batch_size, options))
+            results: list[Any] = [None] * len(starts)
+            for _ in starts:
+                chunk_id, result = _pool_result(pool)
+                results[chunk_id] = result
+        finally:
+            if started:
+                self.stop_multi_process_pool(pool)
+        if error := next((r for r in results if isinstance(r, BaseException)), None):
+            raise error
+        if options["output_value"] == "token_embeddings":
+            return [tokens for result in results for tokens in result]
+        return torch.cat(results)
+
+    def encode_query(  # type: ignore[override]
+        self,
+        inputs: Sequence[Text] | Text,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        output_value: str | None = "sentence_embedding",
+        precision: str = "float32",
+        convert_to_numpy: bool = True,
+        convert_to_tensor: bool = False,
+        device: str | list[str | Any] | None = None,
+        normalize_embeddings: bool = False,
+        truncate_dim: int | None = None,
+        pool: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """encode() for search queries: with the model's "query" prompt unless one is given (see encode)."""
+        return self.encode(
+            inputs,
+            self.query_prompt_name(prompt_name, prompt),
+            prompt,
+            batch_size,
+            show_progress_bar,
+            output_value,
+            precision,
+            convert_to_numpy,
+            convert_to_tensor,
+            device,
+            normalize_embeddings,
+            truncate_dim,
+            pool,
+            chunk_size,
+            **kwargs,
+        )
+
+    def encode_document(  # type: ignore[override]
+        self,
+        inputs: Sequence[Text] | Text,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        output_value: str | None = "sentence_embedding",
+        precision: str = "float32",
+        convert_to_numpy: bool = True,
+        convert_to_tensor: bool = False,
+        device: str | list[str | Any] | None = None,
+        normalize_embeddings: bool = False,
+        truncate_dim: int | None = None,
+        pool: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """encode() for searched documents: with the model's "document" (or "passage", "corpus") prompt unless
+        one is given (see encode)."""
+        return self.encode(
+            inputs,
+            self.document_prompt_name(prompt_name, prompt),
+            prompt,
+            batch_size,
+            show_progress_bar,
+            output_value,
+            precision,
+            convert_to_numpy,
+            convert_to_tensor,
+            device,
+            normalize_embeddings,
+            truncate_dim,
+            pool,
+            chunk_size,
+            **kwargs,
+        )
+
+
+def _pool_worker(device: str, threads: int, model: SentenceTransformer, inputs: Any, outputs: Any) -> None:
+    """A pool process: encode the chunks of `inputs` on `device`, put (chunk id, result or exception) on
+    `outputs`, until stop_multi_process_pool terminates it."""
+    torch.set_num_threads(threads)
+    if device != "cpu":
+        model.to(device)
+    while True:
+        chunk_id, texts, batch_size, options = inputs.get()
+        try:
+            result = model._embed(texts, batch_size, False, options)
+        except Exception as e:  # sent back, raised in the caller
+            result = e
+        outputs.put((chunk_id, result))
+
+
+def _pool_result(pool: dict[str, Any]) -> tuple[int, Any]:
+    """The next (chunk id, result) of a pool's processes.
+
+    Raises:
+        RuntimeError: one of them exited (killed, out of memory) while results were due.
+    """
+    while True:
+        try:
+            return pool["output"].get(timeout=1.0)
+        except queue.Empty:
+            for process in pool["processes"]:
+                if not process.is_alive():
+                    raise RuntimeError(
+                        f"a multi-process pool's process exited (exit code {process.exitcode}); stop the pool "
+                        "with stop_multi_process_pool and start another"
+                    ) from None
