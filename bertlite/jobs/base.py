@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import torch
@@ -21,11 +21,15 @@ from tokenizers import Encoding, Tokenizer
 from torch import Tensor, nn
 
 from bertlite.jobs.long_texts import TextCutter
-from bertlite.jobs.prepare import LoadOptions, check_device, ready  # noqa: F401 (LoadOptions, check_device: their old home)
+from bertlite.jobs.prepare import LoadOptions, check_device, ready  # noqa: F401 (LoadOptions: its old home)
+from bertlite.layers.onednn import restore
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.bert import BertModel
 from bertlite.quant.int8 import is_quantized
 from bertlite.utils.text import SURROGATE
+
+if TYPE_CHECKING:
+    from typing import Self  # Python 3.11; annotations only (they are strings here)
 
 # Default batching of the unpadded path: a budget of batch size x longest text,
 # measured best here for fp32 and bf16 (small enough that activations stay in
@@ -88,6 +92,7 @@ class BaseEncoder:
             pack_weights: ready's pack_weights.
         """
         self.model = ready(model, pack_weights=pack_weights)
+        self.pack_weights = pack_weights  # to() readies the model again with it
         self.bert: BertModel = model if isinstance(model, BertModel) else model.base_model
         self.unpad = unpad
         # A copy of its own: truncation is set on the tokenizer (once, not per call, so threads can share
@@ -121,6 +126,55 @@ class BaseEncoder:
         self._max_length = limit if value is None else min(value, limit)
         self.tokenizer.enable_truncation(self._max_length, strategy="longest_first")
         self._cutter = TextCutter(self.tokenizer, self._max_length)
+
+    @property
+    def max_seq_length(self) -> int:
+        """sentence-transformers' name for max_length: tokens per input, longer inputs truncated."""
+        return self.max_length
+
+    @max_seq_length.setter
+    def max_seq_length(self, value: int | None) -> None:
+        self.max_length = value
+
+    def get_max_seq_length(self) -> int:
+        """max_seq_length, as sentence-transformers' method gives it."""
+        return self.max_length
+
+    def to(self, *args: Any, **kwargs: Any) -> Self:
+        """Move the model to a device and/or cast it to a dtype, as torch.nn.Module.to, and ready it there.
+
+        The device's fast modules are chosen again (bertlite.jobs.prepare.ready): the plain modules are
+        put back (bertlite.layers.onednn.restore), moved, then readied for the new device and dtype.
+
+        Args:
+            *args, **kwargs: what torch.nn.Module.to takes (a device, a dtype, or both).
+
+        Returns:
+            This encoder.
+
+        Raises:
+            ValueError: a device this machine cannot use, or an int8 model moved off the CPU or cast.
+        """
+        device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
+        device = check_device(device)
+        if (device is None or device == self.device) and (dtype is None or dtype == self.dtype):
+            return self
+        if is_quantized(self.bert):
+            raise ValueError(
+                "this model is int8-quantized, which runs on the CPU in int8 only; load it again with the "
+                "device and dtype you want (from_pretrained(device=..., dtype=...))"
+            )
+        restore(self.model)
+        for layer in self.bert.encoder.layer:
+            if layer.attention.self.attn_implementation in ("auto", "varlen"):  # set by ready for a device
+                layer.attention.self.attn_implementation = "sdpa"
+        self.model.to(*args, **kwargs)
+        self._moved(*args, **kwargs)
+        ready(self.model, pack_weights=self.pack_weights)
+        return self
+
+    def _moved(self, *args: Any, **kwargs: Any) -> None:
+        """Move what the job keeps beside its model (MultiVectorEncoder's projection)."""
 
     @property
     def dtype(self) -> torch.dtype:

@@ -139,7 +139,6 @@ class CrossEncoder(STSurface, BaseEncoder):
                 "bertlite does not build a fresh classifier; leave num_labels unset"
             )
         super().__init__(model, tokenizer, max_length=max_length, unpad=unpad, pack_weights=pack_weights)
-        self.pack_weights = pack_weights
         self.activation_fn = activation_fn if activation_fn is not None else default_activation(self.num_labels)
         self._set_prompts(prompts, default_prompt_name)
         self._query_pairs: QueryPairs | None = None  # built on first use, again once max_length changes

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Sequence, Sized
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -41,6 +41,9 @@ from bertlite.jobs.st_config import (
     read_sentence_transformers_settings,
 )
 from bertlite.models.bert import BertModel
+
+if TYPE_CHECKING:
+    from typing import Self  # Python 3.11; annotations only (they are strings here)
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -112,7 +115,6 @@ class Embedder(SentenceTransformerMembers, BaseEncoder):
                 in prompts, truncate_dim outside 1..dimension, or an unknown similarity_fn_name.
         """
         super().__init__(model, tokenizer, max_length=max_length, unpad=unpad, pack_weights=pack_weights)
-        self.pack_weights = pack_weights
         self.similarity_fn_name = similarity_fn_name
         self.pooling = [pooling] if isinstance(pooling, str) else list(pooling)
         for mode in self.pooling:

@@ -8,15 +8,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer
 from torch import Tensor
 
 from bertlite.jobs.base import Text, with_prompt
-from bertlite.jobs.prepare import check_device, ready
-from bertlite.layers.onednn import restore
 from bertlite.quant.int8 import is_quantized
 from bertlite.tokenization import BatchEncoding, BertTokenizer
 from bertlite.util import SIMILARITY_FUNCTIONS
@@ -77,19 +75,6 @@ class SentenceTransformerMembers:
     def similarity_pairwise(self, embeddings1: Any, embeddings2: Any) -> Tensor:
         """embeddings1[i] against embeddings2[i], by similarity_fn_name: an (n,) float tensor."""
         return SIMILARITY_FUNCTIONS[self.similarity_fn_name][1](embeddings1, embeddings2)
-
-    @property
-    def max_seq_length(self) -> int:
-        """sentence-transformers' name for max_length: tokens per text, longer texts truncated."""
-        return self.max_length
-
-    @max_seq_length.setter
-    def max_seq_length(self, value: int | None) -> None:
-        self.max_length = value
-
-    def get_max_seq_length(self) -> int:
-        """max_seq_length, as sentence-transformers' method gives it."""
-        return self.max_length
 
     def get_sentence_embedding_dimension(self) -> int:
         """The length of the vectors encode() returns (truncate_dim when set): `dimension`."""
@@ -162,39 +147,6 @@ class SentenceTransformerMembers:
         if prompt:
             features["prompt_length"] = len(self.tokenizer.encode(prompt).ids) - 1  # less the closing [SEP]
         return BatchEncoding(features, encodings)
-
-    def to(self, *args: Any, **kwargs: Any) -> Self:
-        """Move the model to a device and/or cast it to a dtype, as torch.nn.Module.to, and ready it there.
-
-        The device's fast modules are chosen again: the plain modules are put back
-        (bertlite.layers.onednn.restore), moved, then readied for the new device and dtype
-        (bertlite.jobs.prepare.ready).
-
-        Args:
-            *args, **kwargs: what torch.nn.Module.to takes (a device, a dtype, or both).
-
-        Returns:
-            This embedder.
-
-        Raises:
-            ValueError: a device this machine cannot use, or an int8 model moved or cast.
-        """
-        device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
-        device = check_device(device)
-        if (device is None or device == self.device) and (dtype is None or dtype == self.dtype):
-            return self
-        if is_quantized(self.bert):
-            raise ValueError(
-                "this model is int8-quantized, which runs on the CPU in int8 only; load it again with the device "
-                "and dtype you want (from_pretrained(device=..., dtype=...))"
-            )
-        restore(self.model)
-        for layer in self.bert.encoder.layer:
-            if layer.attention.self.attn_implementation in ("auto", "varlen"):  # chosen by ready for a device
-                layer.attention.self.attn_implementation = "sdpa"
-        self.model.to(*args, **kwargs)
-        ready(self.model, pack_weights=self.pack_weights)
-        return self
 
     def save(
         self,

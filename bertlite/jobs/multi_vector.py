@@ -220,7 +220,6 @@ class MultiVectorEncoder(STSurface, BaseEncoder):
         skiplist_tasks = ("document",) if skiplist_tasks is None else skiplist_tasks
         self._task_tokenizers: dict[str | None, tuple[Tokenizer, TextCutter]] = {}
         super().__init__(model, tokenizer, max_length=max_length, unpad=unpad, pack_weights=pack_weights)
-        self.pack_weights = pack_weights
         self.projection = projection.to(self.device).eval()
         with torch.inference_mode():
             probe = torch.zeros(1, model.config.hidden_size, device=self.device)

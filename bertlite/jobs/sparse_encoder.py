@@ -156,7 +156,6 @@ class SparseEncoder(STSurface, BaseEncoder):
         if not isinstance(getattr(getattr(model, "cls", None), "predictions", None), torch.nn.Module):
             raise TypeError(f"SparseEncoder needs a BertForMaskedLM (a masked-LM head), got {type(model).__name__}")
         super().__init__(model, tokenizer, max_length=max_length, unpad=unpad, pack_weights=pack_weights)
-        self.pack_weights = pack_weights
         pooling_strategy = "max" if pooling_strategy is None else pooling_strategy
         activation_function = "relu" if activation_function is None else activation_function
         if pooling_strategy not in SPLADE_POOLING:

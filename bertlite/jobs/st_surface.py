@@ -11,15 +11,13 @@ import inspect
 import json
 import os
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer
 from torch import nn
 
-from bertlite.jobs.prepare import check_device, ready
 from bertlite.jobs.st_compat import resolve_model_name, st_load_kwargs
-from bertlite.layers.onednn import restore
 from bertlite.quant.int8 import is_quantized
 from bertlite.tokenization import BertTokenizer
 
@@ -82,52 +80,6 @@ class STSurface:
         resolved = resolve_model_name(model_name_or_path, organization)
         return self._load(resolved, **st_load_kwargs(**st_kwargs))
 
-    @property
-    def max_seq_length(self) -> int:
-        """sentence-transformers' name for max_length: tokens per input, longer inputs truncated."""
-        return self.max_length
-
-    @max_seq_length.setter
-    def max_seq_length(self, value: int | None) -> None:
-        self.max_length = value
-
-    def get_max_seq_length(self) -> int:
-        """max_seq_length, as sentence-transformers' (deprecated there) method gives it."""
-        return self.max_length
-
-    def to(self, *args: Any, **kwargs: Any) -> Self:
-        """Move the model to a device and/or cast it to a dtype, as torch.nn.Module.to, and ready it there.
-
-        The device's fast modules are chosen again (bertlite.jobs.prepare.ready): the plain modules are
-        put back (bertlite.layers.onednn.restore), moved, then readied for the new device and dtype.
-
-        Args:
-            *args, **kwargs: what torch.nn.Module.to takes (a device, a dtype, or both).
-
-        Returns:
-            This encoder.
-
-        Raises:
-            ValueError: a device this machine cannot use, or an int8 model moved off the CPU or cast.
-        """
-        device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
-        device = check_device(device)
-        if (device is None or device == self.device) and (dtype is None or dtype == self.bert.dtype):
-            return self
-        if is_quantized(self.bert):
-            raise ValueError(
-                "this model is int8-quantized, which runs on the CPU in int8 only; load it again with the "
-                "device and dtype you want (from_pretrained(device=..., dtype=...))"
-            )
-        restore(self.model)
-        for layer in self.bert.encoder.layer:
-            if layer.attention.self.attn_implementation in ("auto", "varlen"):  # set by ready for a device
-                layer.attention.self.attn_implementation = "sdpa"
-        self.model.to(*args, **kwargs)
-        self._moved(*args, **kwargs)
-        ready(self.model, pack_weights=self.pack_weights)
-        return self
-
     def _one_device(self, device: str | torch.device | list | None, pool: Any, chunk_size: int | None) -> None:
         """A call's device (predict, rank, encode): moved there (to()); a device list, pool or chunk_size refused."""
         if pool is not None or isinstance(device, list | tuple) or chunk_size is not None:
@@ -137,9 +89,6 @@ class STSurface:
             )
         if device is not None:
             self.to(device)
-
-    def _moved(self, *args: Any, **kwargs: Any) -> None:
-        """Move what the job keeps beside its model (MultiVectorEncoder's projection)."""
 
     def save(
         self,
