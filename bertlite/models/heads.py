@@ -375,11 +375,15 @@ class BertForMaskedLM(_BertWithLMHead):
             BertModel.forward's; with return_dict=False the tuple of its non-None fields.
         """
         outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        logits = self.cls(outputs.last_hidden_state)  # (B, T, vocab)
+        logits = self._prediction_scores(outputs.last_hidden_state)  # (B, T, vocab)
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits.view(-1, self.config.vocab_size), labels.view(-1))
         return self._finish(MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+
+    def _prediction_scores(self, sequence_output: Tensor) -> Tensor:
+        """(B, T, vocab) logits from the last hidden state: BERT's head is cls.predictions."""
+        return self.cls(sequence_output)
 
 
 class BertForNextSentencePrediction(_BertWithHead):

@@ -20,13 +20,14 @@ from torch import Tensor, nn
 from bertlite.config import BertConfig, CamembertConfig, RobertaConfig, XLMRobertaConfig, as_bert_config
 from bertlite.models.bert import BertEmbeddings, BertModel
 from bertlite.models.heads import (
+    BertForMaskedLM,
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
     _BertWithHead,
     _classifier_dropout,
 )
-from bertlite.models.outputs import BaseModelOutputWithPooling, MaskedLMOutput
+from bertlite.models.outputs import BaseModelOutputWithPooling
 
 
 class RobertaEmbeddings(BertEmbeddings):
@@ -148,7 +149,7 @@ class RobertaForSequenceClassification(_RobertaHead, BertForSequenceClassificati
         return self.classifier(first_tokens[:, None])
 
 
-class RobertaForMaskedLM(_RobertaHead, _BertWithHead):
+class RobertaForMaskedLM(_RobertaHead, BertForMaskedLM):
     _tied_weights_keys = {
         "lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
         "lm_head.decoder.bias": "lm_head.bias",
@@ -161,7 +162,7 @@ class RobertaForMaskedLM(_RobertaHead, _BertWithHead):
             config: the model's config.
             attn_implementation: as BertForMaskedLM's.
         """
-        super().__init__(config)
+        _BertWithHead.__init__(self, config)
         self._add_base_model(self.config, attn_implementation, add_pooling_layer=False)
         self.lm_head = RobertaLMHead(self.config)
         self.post_init()
@@ -181,24 +182,8 @@ class RobertaForMaskedLM(_RobertaHead, _BertWithHead):
         self.lm_head.decoder = new_embeddings
         self.lm_head.bias = new_embeddings.bias
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        *,
-        labels: Tensor | None = None,
-        **kwargs: Any,
-    ) -> MaskedLMOutput | tuple[Tensor, ...]:
-        """Vocabulary logits for every token, and the masked-LM loss when labels are given; as BertForMaskedLM's."""
-        outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        logits = self.lm_head(outputs.last_hidden_state)  # (B, T, vocab)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.view(-1, self.config.vocab_size), labels.view(-1))
-        return self._finish(MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+    def _prediction_scores(self, sequence_output: Tensor) -> Tensor:
+        return self.lm_head(sequence_output)
 
 
 class RobertaForTokenClassification(_RobertaHead, BertForTokenClassification):
