@@ -7,85 +7,30 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import weakref
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from bertlite.checkpoint.hub import HUB_KWARGS as HUB_KWARGS  # re-exported: auto.py and tokenization.py read it here
 from bertlite.checkpoint.hub import pop_hub_kwargs, resolve_file
+from bertlite.config.checks import (
+    BERT_MODEL_TYPES,
+    CONFIG_NAME,
+    IGNORED_ATTENTION_KEYS,
+    SUPPORTED_ACTIVATIONS,
+    SUPPORTED_POSITION_EMBEDDINGS,
+    TELEMETRY_KWARGS,
+    WEIGHTS_ONLY_FILES,
+    check_head_fields,
+    check_name,
+    check_ranges,
+    check_sizes,
+    check_types,
+    read_json_object,
+)
 from bertlite.errors import CheckpointNotFoundError
 from bertlite.utils.warn import warn_user
-
-# Names understood by bertlite.layers.activations.ACT2FN. Kept here (not derived from the
-# torch module) so that validating a config never imports torch; a test checks
-# the two lists agree.
-SUPPORTED_ACTIVATIONS = (
-    "gelu",
-    "gelu_10",
-    "gelu_accurate",
-    "gelu_fast",
-    "gelu_new",
-    "gelu_python",
-    "gelu_python_tanh",
-    "gelu_pytorch_tanh",
-    "hardswish",
-    "laplace",
-    "leaky_relu",
-    "linear",
-    "mish",
-    "quick_gelu",
-    "relu",
-    "relu2",
-    "relu6",
-    "sigmoid",
-    "silu",
-    "sqrtsoftplus",
-    "swish",
-    "tanh",
-)
-# relative_key*: transformers 4.x only (v5 removed them and ignores the tensors).
-SUPPORTED_POSITION_EMBEDDINGS = ("absolute", "relative_key", "relative_key_query")
-BERT_MODEL_TYPES = ("bert",)
-PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
-
-CONFIG_NAME = "config.json"
-# Weight files a folder holds without config.json when transformers.Trainer saved a model it does not know.
-WEIGHTS_ONLY_FILES = ("model.safetensors", "pytorch_model.bin")
-# transformers' internal telemetry keywords (pipeline and the Auto classes pass them): meaningless here.
-TELEMETRY_KWARGS = ("_from_auto", "_from_pipeline", "_commit_hash", "trust_remote_code")
-# transformers' private attention keys, which it ignores in a config dict (a config.json may carry them).
-IGNORED_ATTENTION_KEYS = ("_attn_implementation", "_attn_implementation_internal")
-
-# Fields by JSON type, checked as transformers' strict BertConfig checks them: a bool is not an int (nor
-# "false" a bool, which would be truthy), and an int is a float (JSON writes 0.0 as 0). The string fields
-# are checked against their lists of names. Floats must also be finite: json reads NaN and Infinity.
-BOOL_FIELDS = (
-    "use_cache",
-    "is_decoder",
-    "add_cross_attention",
-    "tie_word_embeddings",
-    "output_attentions",
-    "output_hidden_states",
-    "return_dict",
-)
-FLOAT_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range", "layer_norm_eps")
-OPTIONAL_FLOAT_FIELDS = ("classifier_dropout",)
-OPTIONAL_INT_FIELDS = ("pad_token_id", "bos_token_id")
-
-
-# The sizes every tensor's shape is made of.
-SIZE_FIELDS = (
-    "vocab_size",
-    "hidden_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "intermediate_size",
-    "max_position_embeddings",
-    "type_vocab_size",
-)
 
 
 @dataclass
@@ -137,20 +82,20 @@ class BertConfig:
     def __post_init__(self, num_labels: int | None, attn_implementation: str | None) -> None:
         if attn_implementation is not None:
             self._attn_implementation = attn_implementation
-        _check_types(self)
+        check_types(self)
         self._init_labels(num_labels)
         family = "BERT" if type(self) is BertConfig else type(self).__name__.removesuffix("Config")
-        _check_name(
+        check_name(
             self, "model_type", self.model_types, f"is not a {family} config (expected one of {self.model_types})"
         )
-        _check_sizes(self)
+        check_sizes(self)
         for name, supported in (
             ("hidden_act", SUPPORTED_ACTIVATIONS),
             ("position_embedding_type", SUPPORTED_POSITION_EMBEDDINGS),
         ):
-            _check_name(self, name, supported, f"is not implemented (supported: {', '.join(supported)})")
-        _check_ranges(self)
-        _check_head_fields(self)
+            check_name(self, name, supported, f"is not implemented (supported: {', '.join(supported)})")
+        check_ranges(self)
+        check_head_fields(self)
 
     def _init_labels(self, num_labels: int | None) -> None:
         if self.id2label is None:
@@ -452,112 +397,6 @@ def as_bert_config(config: Any, config_class: type[BertConfig] | None = None) ->
     return converted
 
 
-def read_json(path: str | os.PathLike) -> Any:
-    """A JSON file's value; a ValueError naming the file for what is not JSON, UTF-8, or readable."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from e
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8") from e
-    except RecursionError as e:
-        # json recurses once per level: "[[[[..." thousands deep exhausts the stack.
-        raise ValueError(f"{path}: its JSON is nested too deeply to read") from e
-
-
-def read_json_object(path: str | os.PathLike) -> dict[str, Any]:
-    data = read_json(path)
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _check_types(config: BertConfig) -> None:
-    """Refuse a field of the wrong JSON type by name, before any value check compares or indexes with it."""
-    for name in BOOL_FIELDS:
-        value = getattr(config, name)
-        if not isinstance(value, bool):
-            raise ValueError(f"{name} must be true or false (a JSON boolean), got {value!r}")
-    for name in FLOAT_FIELDS + OPTIONAL_FLOAT_FIELDS:
-        value = getattr(config, name)
-        if value is None and name in OPTIONAL_FLOAT_FIELDS:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(
-                f"{name} must be a number{' or null' if name in OPTIONAL_FLOAT_FIELDS else ''}, got {value!r}"
-            )
-        if not math.isfinite(value):
-            raise ValueError(f"{name} must be a finite number, got {value!r}")
-    for name in OPTIONAL_INT_FIELDS:
-        value = getattr(config, name)
-        if value is not None and not _is_int(value):
-            raise ValueError(f"{name} must be an integer or null, got {value!r}")
-    eos = config.eos_token_id
-    if not (eos is None or _is_int(eos) or isinstance(eos, list) and all(_is_int(i) for i in eos)):
-        raise ValueError(f"eos_token_id must be an integer, a list of integers or null, got {eos!r}")
-    label2id = config.label2id
-    if label2id is not None and not (
-        isinstance(label2id, dict) and all(isinstance(k, str) and _is_int(v) for k, v in label2id.items())
-    ):
-        raise ValueError(f"label2id must map label names to ids (ints), got {label2id!r}")
-
-
-def _check_name(config: BertConfig, name: str, choices: tuple[str, ...], problem: str) -> None:
-    """A field that names one of `choices`; `problem` ends the error."""
-    value = getattr(config, name)
-    if value not in choices:
-        raise ValueError(f"{name}={value!r} {problem}")
-
-
-def _check_sizes(config: BertConfig) -> None:
-    for name in SIZE_FIELDS:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if config.hidden_size % config.num_attention_heads != 0:
-        raise ValueError(
-            f"hidden_size={config.hidden_size} is not divisible by num_attention_heads={config.num_attention_heads}"
-        )
-
-
-# (field, whether a value is allowed, what the error says it must be), checked in this order.
-VALUE_RANGES = (
-    ("hidden_dropout_prob", lambda value: 0.0 <= value <= 1.0, "must be in [0, 1]"),
-    ("attention_probs_dropout_prob", lambda value: 0.0 <= value <= 1.0, "must be in [0, 1]"),
-    ("layer_norm_eps", lambda value: value > 0, "must be positive"),
-    ("initializer_range", lambda value: value >= 0, "must be >= 0 (the std of initial weights)"),
-)
-
-
-def _check_ranges(config: BertConfig) -> None:
-    for name, allowed, requirement in VALUE_RANGES:
-        value = getattr(config, name)
-        if not allowed(value):
-            raise ValueError(f"{name} {requirement}, got {value!r}")
-    if config.pad_token_id is not None and not 0 <= config.pad_token_id < config.vocab_size:
-        raise ValueError(
-            f"pad_token_id={config.pad_token_id} is outside the vocabulary (vocab_size={config.vocab_size})"
-        )
-
-
-def _check_head_fields(config: BertConfig) -> None:
-    """The fields only the task heads read: problem_type (with the number of labels) and classifier_dropout."""
-    if config.problem_type is not None:
-        _check_name(config, "problem_type", PROBLEM_TYPES, f"is not one of {PROBLEM_TYPES}")
-    if config.problem_type == "single_label_classification" and len(config.id2label) == 1:
-        raise ValueError(
-            "problem_type='single_label_classification' needs num_labels > 1 "
-            "(use num_labels=2 for binary classification, or problem_type='regression')"
-        )
-    if config.classifier_dropout is not None and not 0.0 <= config.classifier_dropout <= 1.0:
-        raise ValueError(f"classifier_dropout must be in [0, 1] or None, got {config.classifier_dropout!r}")
-
-
 def _get_num_labels(self: BertConfig) -> int:
     return len(self.id2label)
 
@@ -576,48 +415,3 @@ def _set_num_labels(self: BertConfig, num_labels: int) -> None:
 BertConfig.num_labels = property(_get_num_labels, _set_num_labels)  # type: ignore[assignment]
 # Likewise a constructor argument only: config.attn_implementation is no attribute, as in transformers.
 del BertConfig.attn_implementation
-
-
-@dataclass
-class RobertaConfig(BertConfig):
-    """RoBERTa's config: BERT's fields, RoBERTa's defaults (transformers' RobertaConfig). The model differs
-    from BERT only in its positions, counted from pad_token_id + 1 (bertlite.models.roberta)."""
-
-    model_types: ClassVar[tuple[str, ...]] = ("roberta",)
-    vocab_size: int = 50265
-    pad_token_id: int | None = 1
-    bos_token_id: int | None = 0
-    eos_token_id: int | list[int] | None = 2
-    model_type: str = "roberta"
-
-    @property
-    def max_sequence_length(self) -> int:
-        """max_position_embeddings less the rows up to pad_token_id, which no token's position uses (514 -> 512)."""
-        return self.max_position_embeddings - (self.pad_token_id or 0) - 1
-
-
-@dataclass
-class XLMRobertaConfig(RobertaConfig):
-    """XLM-RoBERTa's config (transformers' XLMRobertaConfig): RoBERTa's, another default vocabulary size."""
-
-    model_types: ClassVar[tuple[str, ...]] = ("xlm-roberta",)
-    vocab_size: int = 30522
-    model_type: str = "xlm-roberta"
-
-
-@dataclass
-class CamembertConfig(RobertaConfig):
-    """CamemBERT's config (transformers' CamembertConfig): RoBERTa's, another default vocabulary size."""
-
-    model_types: ClassVar[tuple[str, ...]] = ("camembert",)
-    vocab_size: int = 30522
-    model_type: str = "camembert"
-
-
-# model_type -> its config class, for AutoConfig and the jobs.
-CONFIG_CLASSES: dict[str, type[BertConfig]] = {
-    "bert": BertConfig,
-    "roberta": RobertaConfig,
-    "xlm-roberta": XLMRobertaConfig,
-    "camembert": CamembertConfig,
-}

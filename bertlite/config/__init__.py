@@ -1,0 +1,40 @@
+"""The configs: BertConfig (config.bert), what makes one valid (config.checks), and the family's config
+classes with CONFIG_CLASSES, by model_type (config.families).
+
+Importable without torch, so tools can read and check a config cheaply.
+"""
+
+from bertlite.checkpoint.hub import HUB_KWARGS as HUB_KWARGS  # re-exported: auto.py and tokenization read it here
+from bertlite.config.bert import BertConfig, as_bert_config, bind_attention
+from bertlite.config.checks import (
+    BERT_MODEL_TYPES,
+    CONFIG_NAME,
+    PROBLEM_TYPES,
+    SIZE_FIELDS,
+    SUPPORTED_ACTIVATIONS,
+    SUPPORTED_POSITION_EMBEDDINGS,
+    TELEMETRY_KWARGS,
+    read_json,
+    read_json_object,
+)
+from bertlite.config.families import CONFIG_CLASSES, CamembertConfig, RobertaConfig, XLMRobertaConfig
+
+__all__ = [
+    "BERT_MODEL_TYPES",
+    "CONFIG_CLASSES",
+    "CONFIG_NAME",
+    "HUB_KWARGS",
+    "PROBLEM_TYPES",
+    "SIZE_FIELDS",
+    "SUPPORTED_ACTIVATIONS",
+    "SUPPORTED_POSITION_EMBEDDINGS",
+    "TELEMETRY_KWARGS",
+    "BertConfig",
+    "CamembertConfig",
+    "RobertaConfig",
+    "XLMRobertaConfig",
+    "as_bert_config",
+    "bind_attention",
+    "read_json",
+    "read_json_object",
+]
