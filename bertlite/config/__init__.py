@@ -17,12 +17,22 @@ from bertlite.config.checks import (
     read_json,
     read_json_object,
 )
-from bertlite.config.families import CONFIG_CLASSES, CamembertConfig, RobertaConfig, XLMRobertaConfig
+from bertlite.config.families import (
+    CONFIG_CLASSES,
+    FAMILIES,
+    FAMILY_HEADS,
+    CamembertConfig,
+    Family,
+    RobertaConfig,
+    XLMRobertaConfig,
+)
 
 __all__ = [
     "BERT_MODEL_TYPES",
     "CONFIG_CLASSES",
     "CONFIG_NAME",
+    "FAMILIES",
+    "FAMILY_HEADS",
     "HUB_KWARGS",
     "PROBLEM_TYPES",
     "SIZE_FIELDS",
@@ -31,6 +41,7 @@ __all__ = [
     "TELEMETRY_KWARGS",
     "BertConfig",
     "CamembertConfig",
+    "Family",
     "RobertaConfig",
     "XLMRobertaConfig",
     "as_bert_config",

@@ -1,5 +1,7 @@
-"""The config classes of BERT's family: each a BertConfig with its family's defaults, and CONFIG_CLASSES,
-which maps a config.json's model_type to its class.
+"""BERT's family: each member's config class (a BertConfig with its family's defaults) and its entry in
+FAMILIES, the one table that says, by config.json's model_type, where a family's config, model classes and
+tokenizer are. AutoConfig, the Auto models, AutoTokenizer and the jobs all read it; a new family adds its
+config class here, its model module under bertlite/models/, and one Family row.
 """
 
 from __future__ import annotations
@@ -46,10 +48,45 @@ class CamembertConfig(RobertaConfig):
     model_type: str = "camembert"
 
 
-# model_type -> its config class, for AutoConfig and the jobs.
-CONFIG_CLASSES: dict[str, type[BertConfig]] = {
-    "bert": BertConfig,
-    "roberta": RobertaConfig,
-    "xlm-roberta": XLMRobertaConfig,
-    "camembert": CamembertConfig,
+# The heads every family has beside its base model, after the family's class prefix (RobertaForMaskedLM, ...).
+FAMILY_HEADS = ("Model", "ForSequenceClassification", "ForMaskedLM", "ForTokenClassification", "ForQuestionAnswering")
+
+
+@dataclass(frozen=True)
+class Family:
+    """Where one model_type's parts are.
+
+    Attributes:
+        config_class: its config class.
+        module: the module of its model classes (bertlite.models.bert holds BERT's through heads.MODEL_CLASSES).
+        prefix: its class names' prefix: prefix + "Model", prefix + "ForMaskedLM", ...
+        heads: its classes after the prefix, the base model ("Model") included.
+        tokenizer_classes: tokenizer_config.json's tokenizer_class values that mean this family's tokenizer,
+            whose tokenizer.json holds the whole pipeline and runs as it is.
+    """
+
+    config_class: type[BertConfig]
+    module: str
+    prefix: str
+    heads: tuple[str, ...] = FAMILY_HEADS
+    tokenizer_classes: tuple[str, ...] = ()
+
+
+def _tokenizers(name: str) -> tuple[str, ...]:
+    """transformers' slow and fast tokenizer class names for a family's `name`."""
+    return (f"{name}Tokenizer", f"{name}TokenizerFast")
+
+
+# model_type -> its family. BERT's heads are more than FAMILY_HEADS: the Auto classes take each class it has.
+FAMILIES: dict[str, Family] = {
+    "bert": Family(BertConfig, "bertlite.models.heads", "Bert", heads=()),
+    "roberta": Family(RobertaConfig, "bertlite.models.roberta", "Roberta", tokenizer_classes=_tokenizers("Roberta")),
+    "xlm-roberta": Family(
+        XLMRobertaConfig, "bertlite.models.roberta", "XLMRoberta", tokenizer_classes=_tokenizers("XLMRoberta")
+    ),
+    "camembert": Family(
+        CamembertConfig, "bertlite.models.roberta", "Camembert", tokenizer_classes=_tokenizers("Camembert")
+    ),
 }
+# model_type -> its config class, for AutoConfig and the jobs.
+CONFIG_CLASSES: dict[str, type[BertConfig]] = {model_type: f.config_class for model_type, f in FAMILIES.items()}

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from bertlite.config import FAMILIES
+
 __all__ = [
     "CROSS_ENCODER_ORGANIZATION",
     "ORIGINAL_TRANSFORMER_MODELS",
@@ -225,7 +227,7 @@ def _refuse_unsupported(trust_remote_code: bool, backend: str, kernels: bool) ->
     if trust_remote_code:
         raise ValueError(
             "trust_remote_code=True: bertlite runs no code from a checkpoint, only the BERT-family models it "
-            "implements (bert, roberta, xlm-roberta, camembert); leave trust_remote_code=False, or use "
+            f"implements ({', '.join(FAMILIES)}); leave trust_remote_code=False, or use "
             "sentence-transformers for this model"
         )
     if backend != "torch":

@@ -9,6 +9,7 @@ No torch import here until a model is built, no tokenizers import until a tokeni
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from bertlite.config import (
     BERT_MODEL_TYPES,
     CONFIG_CLASSES,
     CONFIG_NAME,
+    FAMILIES,
     BertConfig,
     as_bert_config,
     read_json_object,
@@ -42,15 +44,8 @@ ARCHITECTURES = {
 }
 
 
-# The classes of the RoBERTa family (bertlite.models.roberta) after their prefix: the base model and these heads.
-FAMILY_HEADS = ("Model", "ForSequenceClassification", "ForMaskedLM", "ForTokenClassification", "ForQuestionAnswering")
 # model_type -> the bertlite class of each family's base model.
-BASE_MODELS = {
-    "bert": "BertModel",
-    "roberta": "RobertaModel",
-    "xlm-roberta": "XLMRobertaModel",
-    "camembert": "CamembertModel",
-}
+BASE_MODELS = {model_type: f"{family.prefix}Model" for model_type, family in FAMILIES.items()}
 
 
 def checkpoint_model_type(
@@ -209,17 +204,15 @@ class _AutoModel(_Auto):
     def model_types(cls) -> tuple[str, ...]:
         """The model_type values this Auto class loads: BERT's, and each family that has this head."""
         suffix = cls._model_class.removeprefix("Bert")
-        return tuple(t for t in BASE_MODELS if t == "bert" or suffix in FAMILY_HEADS)
+        return tuple(t for t, family in FAMILIES.items() if t == "bert" or suffix in family.heads)
 
     @classmethod
     def model_class(cls, model_type: str = "bert") -> type[BertPreTrainedModel]:
         """The bertlite class this Auto class builds for a model_type (BertForMaskedLM, XLMRobertaForMaskedLM...)."""
         if model_type != "bert":
-            from bertlite.models import roberta
-
-            return getattr(
-                roberta, BASE_MODELS[model_type].removesuffix("Model") + cls._model_class.removeprefix("Bert")
-            )
+            family = FAMILIES[model_type]
+            module = importlib.import_module(family.module)
+            return getattr(module, family.prefix + cls._model_class.removeprefix("Bert"))
         from bertlite.models.heads import MODEL_CLASSES
 
         return MODEL_CLASSES[cls._model_class]

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from tokenizers import AddedToken, Encoding, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 
 from bertlite.checkpoint.hub import resolve_file
-from bertlite.config import read_json_object
+from bertlite.config import FAMILIES, read_json_object
 from bertlite.errors import CheckpointError
 from bertlite.utils.files import write_temporaries
 from bertlite.utils.warn import warn_user
@@ -38,12 +38,9 @@ BERT_DEFAULTS = {
 }
 # tokenizer_class values that mean the BERT pipeline; a plain fast tokenizer runs its tokenizer.json as it is.
 BERT_TOKENIZER_CLASSES = ("BertTokenizer", "BertTokenizerFast")
-# The RoBERTa family's: their tokenizer.json holds the whole pipeline (SentencePiece or byte-level BPE, the
-# template), which is run as it is.
-FAMILY_TOKENIZER_CLASSES = tuple(
-    f"{family}Tokenizer{fast}" for family in ("Roberta", "XLMRoberta", "Camembert") for fast in ("", "Fast")
-)
-FAMILY_MODEL_TYPES = ("roberta", "xlm-roberta", "camembert")
+# The other families' (config.FAMILIES): their tokenizer.json holds the whole pipeline (SentencePiece or byte-level
+# BPE, the template), which is run as it is.
+FAMILY_TOKENIZER_CLASSES = tuple(name for family in FAMILIES.values() for name in family.tokenizer_classes)
 PLAIN_TOKENIZER_CLASSES = ("PreTrainedTokenizerFast", "TokenizersBackend", *FAMILY_TOKENIZER_CLASSES)
 PADDING = {True: "longest", False: None, "longest": "longest", "max_length": "max_length", "do_not_pad": None}
 TRUNCATION = ("longest_first", "only_first", "only_second", "do_not_truncate")
@@ -464,7 +461,7 @@ def check_model_type(name: str, hub_kwargs: dict[str, Any]) -> str:
         ValueError: a model_type bertlite has no tokenizer for.
     """
     model_type = read_json_file(name, "config.json", hub_kwargs).get("model_type", "bert")
-    if model_type not in ("bert", *FAMILY_MODEL_TYPES):
+    if model_type not in FAMILIES:
         raise ValueError(
             f"{resolve_file(name, 'config.json', **hub_kwargs)}: model_type={model_type!r} is not a BERT "
             "checkpoint, so bertlite has no tokenizer for it"
