@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from bertlite.config import BertConfig
+from bertlite.config import FAMILIES, BertConfig
 
 __version__ = "0.1.0"
 
@@ -66,6 +66,10 @@ _LAZY = {
     "quantize_int8": "bertlite.quant.int8",
     "remap_state_dict": "bertlite.checkpoint.remap",
 }
+
+# Each family's classes under transformers' names (RobertaModel, XLMRobertaForMaskedLM, ...) and its config.
+_LAZY |= {f"{f.prefix}{head}": f.module for f in FAMILIES.values() if f.prefix != "Bert" for head in f.heads}
+_LAZY |= {f.config_class.__name__: "bertlite.config" for f in FAMILIES.values() if f.prefix != "Bert"}
 
 __all__ = ["BertConfig", "__version__", *_LAZY]
 
