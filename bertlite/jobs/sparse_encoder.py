@@ -7,18 +7,16 @@ sequences at a time, so no (batch, seq, vocab) tensor is built.
 
 from __future__ import annotations
 
-import itertools
 import os
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 from tokenizers import Encoding, Tokenizer
 from torch import Tensor
 
-from bertlite.config import BertConfig
+from bertlite.config import CONFIG_CLASSES, BertConfig
 from bertlite.errors import CheckpointError
 from bertlite.jobs.base import (
     CHUNK_TEXTS,
@@ -31,14 +29,16 @@ from bertlite.jobs.base import (
 from bertlite.jobs.prepare import LoadOptions
 from bertlite.jobs.sparse_config import (
     EMBEDDER_HINT,
-    SIMILARITY_FUNCTIONS,
     SPLADE_ACTIVATIONS,
     SPLADE_POOLING,
     check_max_active_dims,
     read_splade_settings,
 )
+from bertlite.jobs.sparse_encoder_st import SparseEncoderMembers
+from bertlite.jobs.sparse_vectors import SparseRow, assemble, keep_top, sparse_parts
 from bertlite.jobs.st_compat import SPARSE_ENCODER_ORGANIZATION
 from bertlite.jobs.st_surface import STSurface, check_wrapped
+from bertlite.models.auto import AutoModelForMaskedLM, read_model_type
 from bertlite.models.heads import BertForMaskedLM
 from bertlite.utils.warn import warn_user
 
@@ -47,12 +47,9 @@ __all__ = ["SparseEncoder", "SparseRow"]
 # Token rows the MLM head scores at once: its (rows, vocab) logits are the largest tensor of a batch
 # (120 MB for BERT's vocabulary), and this many rows keep the vocabulary GEMM efficient.
 HEAD_ROWS = 1024
-SPLADE_POOLING_MODULE = "sentence_transformers.sparse_encoder.modules.splade_pooling.SpladePooling"
-
-SparseRow = tuple[np.ndarray, np.ndarray]  # (indices int64 ascending, values float32) of one vector
 
 
-class SparseEncoder(STSurface, BaseEncoder):
+class SparseEncoder(SparseEncoderMembers, STSurface, BaseEncoder):
     """A BertForMaskedLM and its tokenizer: texts in, one sparse vocabulary-sized (SPLADE) vector per text out."""
 
     def __init__(
@@ -90,8 +87,8 @@ class SparseEncoder(STSurface, BaseEncoder):
         the arguments below that are given win over the folder's, and prompts are added to the folder's.
 
         Args:
-            model_name_or_path: a folder, hub id or bare name; or a bertlite BertForMaskedLM (its `cls` head
-                scores the vocabulary), with its tokenizer.
+            model_name_or_path: a folder, hub id or bare name; or a bertlite ...ForMaskedLM of any family (its
+                masked-LM head scores the vocabulary), with its tokenizer.
             tokenizer: the model's tokenizer (a copy is kept, see BaseEncoder); None when loading by name.
             pooling_strategy: "max" (SPLADE v2 and later) or "sum", over each text's tokens; None: the
                 folder's, else "max".
@@ -153,8 +150,8 @@ class SparseEncoder(STSurface, BaseEncoder):
             max_active_dims, max_length = settings["max_active_dims"], settings["max_length"]
             default_prompt_name, similarity_fn_name = settings["default_prompt_name"], settings["similarity_fn_name"]
             prompts = {**folder["prompts"], **(prompts or {})}
-        if not isinstance(getattr(getattr(model, "cls", None), "predictions", None), torch.nn.Module):
-            raise TypeError(f"SparseEncoder needs a BertForMaskedLM (a masked-LM head), got {type(model).__name__}")
+        if not callable(getattr(model, "_prediction_scores", None)):
+            raise TypeError(f"SparseEncoder needs a ...ForMaskedLM (a masked-LM head), got {type(model).__name__}")
         super().__init__(model, tokenizer, max_length=max_length, unpad=unpad, pack_weights=pack_weights)
         pooling_strategy = "max" if pooling_strategy is None else pooling_strategy
         activation_function = "relu" if activation_function is None else activation_function
@@ -249,7 +246,9 @@ class SparseEncoder(STSurface, BaseEncoder):
     ) -> tuple[BertForMaskedLM, Tokenizer, dict[str, Any]]:
         """from_pretrained's loading: the model, its tokenizer and the folder's settings for __init__."""
         options = LoadOptions.check(quantize, dtype, device, allow_nonfinite, hub_kwargs)
-        config = BertConfig.from_pretrained(name_or_path, **hub_kwargs)
+        config = CONFIG_CLASSES.get(read_model_type(name_or_path, hub_kwargs), BertConfig).from_pretrained(
+            name_or_path, **hub_kwargs
+        )
         settings = read_splade_settings(name_or_path, list(getattr(config, "architectures", None) or []), **hub_kwargs)
         model, tokenizer = options.load(_load_masked_lm, name_or_path, config)
         folder = {
@@ -272,54 +271,6 @@ class SparseEncoder(STSurface, BaseEncoder):
     def dimension(self) -> int:
         """The vectors' length (vocab_size)."""
         return self.vocab_size
-
-    @property
-    def similarity_fn_name(self) -> str:
-        """What similarity() and similarity_pairwise() compute: "dot" (SPLADE's) or "cosine"; settable, as in
-        sentence-transformers."""
-        return self._similarity_fn_name
-
-    @similarity_fn_name.setter
-    def similarity_fn_name(self, value: str | None) -> None:
-        """None: "dot"; sentence-transformers' SimilarityFunction members by their value.
-
-        Raises:
-            ValueError: a name other than "dot" or "cosine".
-        """
-        value = getattr(value, "value", value)
-        if value not in (None, *SIMILARITY_FUNCTIONS):
-            raise ValueError(f"similarity_fn_name={value!r} must be one of {', '.join(SIMILARITY_FUNCTIONS)}")
-        self._similarity_fn_name = value or "dot"
-
-    def get_embedding_dimension(self) -> int:
-        """sentence-transformers' name for `dimension`."""
-        return self.vocab_size
-
-    def get_sentence_embedding_dimension(self) -> int:
-        """sentence-transformers' older name for `dimension`."""
-        return self.vocab_size
-
-    def _transformer_config(self) -> dict[str, Any]:
-        return {
-            "transformer_task": "fill-mask",
-            "modality_config": {"text": {"method": "forward", "method_output_name": "logits"}},
-            "module_output_name": "token_embeddings",
-        }
-
-    def _st_modules(self) -> list[tuple[str, str, dict[str, Any], torch.nn.Module | None]]:
-        config = {
-            "pooling_strategy": self.pooling_strategy,
-            "activation_function": self.activation_function,
-            "embedding_dimension": None,  # as sentence-transformers saves it: the vocabulary's size, read at load
-        }
-        return [("SpladePooling", SPLADE_POOLING_MODULE, config, None)]
-
-    def _st_config(self) -> dict[str, Any]:
-        return {
-            **super()._st_config(),
-            "similarity_fn_name": self.similarity_fn_name,
-            **({"max_active_dims": self.max_active_dims} if self.max_active_dims is not None else {}),
-        }
 
     # --- sentence-transformers' API -------------------------------------------------
 
@@ -381,8 +332,8 @@ class SparseEncoder(STSurface, BaseEncoder):
                 encodings = self.tokenize(chunk, on_long, first_index=start)
                 results: list[Any] = [None] * len(encodings)
                 for batch_rows, pooled in self._run_sorted(encodings, batch_size, max_tokens, stats):
-                    pooled = _keep_top(pooled, top_k)
-                    parts = pooled if not convert_to_sparse_tensor else _sparse_parts(pooled)
+                    pooled = keep_top(pooled, top_k)
+                    parts = pooled if not convert_to_sparse_tensor else sparse_parts(pooled)
                     for row, part in zip(batch_rows, parts, strict=True):
                         results[row] = part
                     progress.update(len(batch_rows))
@@ -390,102 +341,7 @@ class SparseEncoder(STSurface, BaseEncoder):
         finally:
             progress.close()
         device = torch.device("cpu") if save_to_cpu else self.device
-        return _assemble(rows, self.vocab_size, device, convert_to_tensor, convert_to_sparse_tensor, single)
-
-    def encode_query(
-        self,
-        inputs: str | Sequence[Text],
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        batch_size: int = 32,
-        show_progress_bar: bool | None = None,
-        convert_to_tensor: bool = True,
-        convert_to_sparse_tensor: bool = True,
-        save_to_cpu: bool = False,
-        device: str | torch.device | None = None,
-        max_active_dims: int | None = None,
-        pool: dict[str, Any] | None = None,
-        chunk_size: int | None = None,
-        *,
-        max_tokens: int | None = None,
-        on_long: str = "truncate",
-    ) -> Tensor | list[Tensor]:
-        """encode() with the "query" prompt unless prompt or prompt_name is given (sentence-transformers' rule).
-
-        Args:
-            inputs, prompt_name, prompt, batch_size, show_progress_bar, convert_to_tensor,
-                convert_to_sparse_tensor, save_to_cpu, device, max_active_dims, pool, chunk_size, max_tokens,
-                on_long: as encode().
-
-        Returns:
-            As encode().
-        """
-        if prompt_name is None and prompt is None and "query" in self.prompts:
-            prompt_name = "query"
-        return self.encode(
-            inputs,
-            prompt_name,
-            prompt,
-            batch_size,
-            show_progress_bar,
-            convert_to_tensor,
-            convert_to_sparse_tensor,
-            save_to_cpu,
-            device,
-            max_active_dims,
-            pool,
-            chunk_size,
-            max_tokens=max_tokens,
-            on_long=on_long,
-        )
-
-    def encode_document(
-        self,
-        inputs: str | Sequence[Text],
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        batch_size: int = 32,
-        show_progress_bar: bool | None = None,
-        convert_to_tensor: bool = True,
-        convert_to_sparse_tensor: bool = True,
-        save_to_cpu: bool = False,
-        device: str | torch.device | None = None,
-        max_active_dims: int | None = None,
-        pool: dict[str, Any] | None = None,
-        chunk_size: int | None = None,
-        *,
-        max_tokens: int | None = None,
-        on_long: str = "truncate",
-    ) -> Tensor | list[Tensor]:
-        """encode() with the first of the "document", "passage", "corpus" prompts the model has, unless prompt or
-        prompt_name is given (sentence-transformers' rule).
-
-        Args:
-            inputs, prompt_name, prompt, batch_size, show_progress_bar, convert_to_tensor,
-                convert_to_sparse_tensor, save_to_cpu, device, max_active_dims, pool, chunk_size, max_tokens,
-                on_long: as encode().
-
-        Returns:
-            As encode().
-        """
-        if prompt_name is None and prompt is None:
-            prompt_name = next((name for name in ("document", "passage", "corpus") if name in self.prompts), None)
-        return self.encode(
-            inputs,
-            prompt_name,
-            prompt,
-            batch_size,
-            show_progress_bar,
-            convert_to_tensor,
-            convert_to_sparse_tensor,
-            save_to_cpu,
-            device,
-            max_active_dims,
-            pool,
-            chunk_size,
-            max_tokens=max_tokens,
-            on_long=on_long,
-        )
+        return assemble(rows, self.vocab_size, device, convert_to_tensor, convert_to_sparse_tensor, single)
 
     def encode_tokenized(
         self,
@@ -512,110 +368,9 @@ class SparseEncoder(STSurface, BaseEncoder):
         stats = self.last_stats = EncodeStats(texts=len(encodings))
         out: list[Any] = [None] * len(encodings)
         for rows, pooled in self._run_sorted(list(encodings), batch_size, max_tokens, stats):
-            for row, (indices, values) in zip(rows, _sparse_parts(_keep_top(pooled, top_k)), strict=True):
+            for row, (indices, values) in zip(rows, sparse_parts(keep_top(pooled, top_k)), strict=True):
                 out[row] = (indices.cpu().numpy(), values.cpu().numpy())
         return out
-
-    def decode(
-        self, embeddings: Tensor | SparseRow, top_k: int | None = None
-    ) -> list[tuple[str, float]] | list[list[tuple[str, float]]]:
-        """A sparse vector's (token, weight) pairs, largest weight first, as sentence-transformers' decode.
-
-        Args:
-            embeddings: a (vocab_size,) or (n, vocab_size) tensor, sparse or dense; or one (indices, values)
-                row of encode_tokenized().
-            top_k: at most this many pairs per vector; None: all non-zero entries.
-
-        Returns:
-            For one vector a list of (token, weight); for n vectors a list of n such lists.
-
-        Raises:
-            ValueError: top_k < 1, or a tensor that is not 1-D or 2-D.
-            TypeError: something else than a tensor or an (indices, values) pair.
-        """
-        if top_k is not None and top_k < 1:
-            raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
-        if isinstance(embeddings, tuple) and len(embeddings) == 2:
-            indices, values = (torch.as_tensor(np.asarray(part)) for part in embeddings)
-            return self._decode_row(indices, values, top_k)
-        if not isinstance(embeddings, Tensor):
-            raise TypeError(f"decode takes a tensor or an (indices, values) pair, got {type(embeddings).__name__}")
-        if embeddings.ndim not in (1, 2):
-            raise ValueError(f"decode takes a 1-D or 2-D tensor, got {embeddings.ndim}-D")
-        batch = (embeddings if embeddings.ndim == 2 else embeddings.unsqueeze(0)).to_sparse().coalesce()
-        indices, values = batch.indices(), batch.values()
-        counts = torch.bincount(indices[0], minlength=batch.shape[0]).tolist()
-        bounds = [0, *itertools.accumulate(counts)]
-        decoded = [self._decode_row(indices[1, a:b], values[a:b], top_k) for a, b in itertools.pairwise(bounds)]
-        return decoded[0] if embeddings.ndim == 1 else decoded
-
-    def _decode_row(self, indices: Tensor, values: Tensor, top_k: int | None) -> list[tuple[str, float]]:
-        order = torch.argsort(values, descending=True, stable=True)[:top_k]
-        return [
-            (self.tokenizer.id_to_token(int(i)), float(v)) for i, v in zip(indices[order], values[order], strict=True)
-        ]
-
-    def similarity(self, embeddings1: Tensor | np.ndarray, embeddings2: Tensor | np.ndarray) -> Tensor:
-        """Scores of every vector of embeddings1 against every vector of embeddings2: the dot product
-        (SPLADE's), or cosine when the model's similarity_fn_name says so.
-
-        Args:
-            embeddings1, embeddings2: (n, vocab_size) or (vocab_size,) tensors (sparse or dense) or arrays.
-
-        Returns:
-            A dense (n1, n2) float32 tensor.
-        """
-        a, b = _as_batch(embeddings1), _as_batch(embeddings2)
-        if self.similarity_fn_name == "cosine":
-            a, b = _unit_rows(a), _unit_rows(b)
-        with warnings.catch_warnings():
-            # torch multiplies two sparse matrices through CSR, and says once that CSR is "in beta"
-            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-            return torch.mm(a, b.t()).to_dense()
-
-    def similarity_pairwise(self, embeddings1: Tensor | np.ndarray, embeddings2: Tensor | np.ndarray) -> Tensor:
-        """Scores of vector i of embeddings1 with vector i of embeddings2, by similarity_fn_name (dot or cosine).
-
-        Args:
-            embeddings1, embeddings2: (n, vocab_size) or (vocab_size,) tensors (sparse or dense) or arrays.
-
-        Returns:
-            A dense (n,) float32 tensor; for two single vectors, a 0-d one.
-        """
-        single = getattr(embeddings1, "ndim", 2) == 1 and getattr(embeddings2, "ndim", 2) == 1
-        a, b = _as_batch(embeddings1), _as_batch(embeddings2)
-        if self.similarity_fn_name == "cosine":
-            a, b = _unit_rows(a), _unit_rows(b)
-        scores = (a * b).sum(dim=-1).to_dense()
-        return scores[0] if single else scores
-
-    @staticmethod
-    def sparsity(embeddings: Tensor) -> dict[str, float]:
-        """The mean number of non-zero dimensions of the vectors and the mean share of zeros.
-
-        Args:
-            embeddings: a (vocab_size,) or (n, vocab_size) tensor, sparse or dense.
-
-        Returns:
-            {"active_dims": mean non-zeros per vector, "sparsity_ratio": 1 - active_dims / vocab_size}.
-
-        Raises:
-            TypeError, ValueError: not a tensor, or not 1-D or 2-D.
-        """
-        if not isinstance(embeddings, Tensor):
-            raise TypeError(f"sparsity takes a tensor, got {type(embeddings).__name__}")
-        if embeddings.ndim not in (1, 2):
-            raise ValueError(f"sparsity takes a 1-D or 2-D tensor, got {embeddings.ndim}-D")
-        batch = embeddings if embeddings.ndim == 2 else embeddings.unsqueeze(0)
-        if batch.shape[0] == 0 or batch.shape[1] == 0:
-            return {"active_dims": 0.0, "sparsity_ratio": 1.0}
-        if batch.is_sparse:  # counted from the stored entries: a dense copy would be (n, vocab_size)
-            batch = batch.coalesce()
-            rows = batch.indices()[0][batch.values() != 0]
-            active = float(torch.bincount(rows, minlength=batch.shape[0]).float().mean())
-        else:
-            active = float((batch != 0).sum(dim=1).float().mean())
-        return {"active_dims": active, "sparsity_ratio": 1.0 - active / batch.shape[1]}
 
     # --- the computation --------------------------------------------------------------
 
@@ -645,7 +400,7 @@ class SparseEncoder(STSurface, BaseEncoder):
         """
         pooled = torch.empty(len(lengths), self.vocab_size, dtype=torch.float32, device=hidden.device)
         for first, last, start, stop in _head_groups(lengths, HEAD_ROWS):
-            logits = self.model.cls(hidden[start:stop])  # (rows, vocab)
+            logits = self.model._prediction_scores(hidden[start:stop])  # (rows, vocab): the family's MLM head
             owner = torch.repeat_interleave(
                 torch.arange(last - first, device=hidden.device),
                 torch.tensor(lengths[first:last], device=hidden.device),
@@ -668,12 +423,14 @@ class SparseEncoder(STSurface, BaseEncoder):
 
 
 def _load_masked_lm(name_or_path: str | os.PathLike, **kwargs: Any) -> BertForMaskedLM:
-    """BertForMaskedLM.from_pretrained, refusing a checkpoint without MLM head weights (which it would
-    initialise freshly, with a warning) before any warning is shown."""
+    """The config's family's ForMaskedLM.from_pretrained (BERT's, RoBERTa's, ...), refusing a checkpoint
+    without MLM head weights (which it would initialise freshly, with a warning) before any warning is shown."""
+    model_class = AutoModelForMaskedLM.model_class(kwargs["config"].model_type)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model, info = BertForMaskedLM.from_pretrained(name_or_path, output_loading_info=True, **kwargs)
-    missing = sorted(k for k in info["missing_keys"] if k.startswith("cls.predictions."))
+        model, info = model_class.from_pretrained(name_or_path, output_loading_info=True, **kwargs)
+    base = f"{model.base_model_prefix}."
+    missing = sorted(k for k in info["missing_keys"] if not k.startswith(base))
     if missing:
         raise CheckpointError(
             f"{name_or_path} is not a SPLADE checkpoint: its weights have no MLM head ({', '.join(missing)} "
@@ -695,60 +452,3 @@ def _head_groups(lengths: list[int], rows: int) -> Iterator[tuple[int, int, int,
             last += 1
         yield first, last, start, stop
         first, start = last, stop
-
-
-def _keep_top(pooled: Tensor, top_k: int | None) -> Tensor:
-    """The largest top_k values of each row, the rest zero (sentence-transformers' select_max_active_dims)."""
-    if top_k is None or top_k >= pooled.shape[1]:
-        return pooled
-    values, indices = torch.topk(pooled, top_k, dim=1)  # the values are >= 0: their absolute values
-    return torch.zeros_like(pooled).scatter_(1, indices, values)
-
-
-def _sparse_parts(pooled: Tensor) -> list[tuple[Tensor, Tensor]]:
-    """Per row: ((nnz,) column indices ascending, (nnz,) values) of its non-zero entries."""
-    rows, columns = pooled.nonzero(as_tuple=True)  # row-major order: each row's columns ascending
-    values = pooled[rows, columns]
-    counts = torch.bincount(rows, minlength=pooled.shape[0]).tolist()
-    return list(zip(columns.split(counts), values.split(counts), strict=True)) if counts else []
-
-
-def _assemble(
-    rows: list[Any], vocab_size: int, device: torch.device, as_tensor: bool, sparse: bool, single: bool
-) -> Tensor | list[Tensor]:
-    """encode()'s result from its per-row parts, in sentence-transformers' forms."""
-    if not sparse:
-        vectors = [row.to(device) for row in rows]
-        if not as_tensor:
-            return vectors[0] if single else vectors
-        stacked = torch.stack(vectors) if vectors else torch.tensor([], device=device)
-        return stacked[0] if single else stacked
-    if not as_tensor:
-        vectors = [
-            torch.sparse_coo_tensor(c[None], v, (vocab_size,), device=device, check_invariants=False).coalesce()
-            for c, v in rows
-        ]
-        return vectors[0] if single else vectors
-    if not rows:
-        return torch.tensor([], device=device).to_sparse()
-    row_ids = torch.repeat_interleave(torch.arange(len(rows)), torch.tensor([len(v) for _, v in rows]))
-    indices = torch.stack([row_ids.to(device), torch.cat([c.to(device) for c, _ in rows])])
-    values = torch.cat([v.to(device) for _, v in rows])
-    stacked = torch.sparse_coo_tensor(
-        indices, values, (len(rows), vocab_size), is_coalesced=True, check_invariants=False
-    )
-    return stacked[0] if single else stacked
-
-
-def _as_batch(embeddings: Tensor | np.ndarray | list[Tensor]) -> Tensor:
-    if isinstance(embeddings, list):
-        embeddings = torch.stack([e.coalesce() if e.is_sparse else e for e in embeddings])
-    tensor = torch.as_tensor(embeddings) if not isinstance(embeddings, Tensor) else embeddings
-    tensor = tensor.float()
-    return tensor.unsqueeze(0) if tensor.ndim == 1 else tensor
-
-
-def _unit_rows(matrix: Tensor) -> Tensor:
-    dense = matrix.to_dense() if matrix.is_sparse else matrix
-    unit = torch.nn.functional.normalize(dense, p=2, dim=1)
-    return unit.to_sparse() if matrix.is_sparse else unit

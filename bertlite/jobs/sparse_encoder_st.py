@@ -1,0 +1,269 @@
+"""The SparseEncoder's members under sentence-transformers' names: encode_query and encode_document,
+similarity, decode, sparsity, the embedding dimension, and what save() writes. A mixin of SparseEncoder, kept
+apart from the encoding path so each file holds one job.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from bertlite.jobs.base import Text
+from bertlite.jobs.sparse_config import SIMILARITY_FUNCTIONS
+from bertlite.jobs.sparse_vectors import SparseRow, as_batch, unit_rows
+
+SPLADE_POOLING_MODULE = "sentence_transformers.sparse_encoder.modules.splade_pooling.SpladePooling"
+
+
+class SparseEncoderMembers:
+    """What SparseEncoder answers under sentence-transformers' names."""
+
+    @property
+    def similarity_fn_name(self) -> str:
+        """What similarity() and similarity_pairwise() compute: "dot" (SPLADE's) or "cosine"; settable, as in
+        sentence-transformers."""
+        return self._similarity_fn_name
+
+    @similarity_fn_name.setter
+    def similarity_fn_name(self, value: str | None) -> None:
+        """None: "dot"; sentence-transformers' SimilarityFunction members by their value.
+
+        Raises:
+            ValueError: a name other than "dot" or "cosine".
+        """
+        value = getattr(value, "value", value)
+        if value not in (None, *SIMILARITY_FUNCTIONS):
+            raise ValueError(f"similarity_fn_name={value!r} must be one of {', '.join(SIMILARITY_FUNCTIONS)}")
+        self._similarity_fn_name = value or "dot"
+
+    def get_embedding_dimension(self) -> int:
+        """sentence-transformers' name for `dimension`."""
+        return self.vocab_size
+
+    def get_sentence_embedding_dimension(self) -> int:
+        """sentence-transformers' older name for `dimension`."""
+        return self.vocab_size
+
+    def _transformer_config(self) -> dict[str, Any]:
+        return {
+            "transformer_task": "fill-mask",
+            "modality_config": {"text": {"method": "forward", "method_output_name": "logits"}},
+            "module_output_name": "token_embeddings",
+        }
+
+    def _st_modules(self) -> list[tuple[str, str, dict[str, Any], torch.nn.Module | None]]:
+        config = {
+            "pooling_strategy": self.pooling_strategy,
+            "activation_function": self.activation_function,
+            "embedding_dimension": None,  # as sentence-transformers saves it: the vocabulary's size, read at load
+        }
+        return [("SpladePooling", SPLADE_POOLING_MODULE, config, None)]
+
+    def _st_config(self) -> dict[str, Any]:
+        return {
+            **super()._st_config(),
+            "similarity_fn_name": self.similarity_fn_name,
+            **({"max_active_dims": self.max_active_dims} if self.max_active_dims is not None else {}),
+        }
+
+    def encode_query(
+        self,
+        inputs: str | Sequence[Text],
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        convert_to_tensor: bool = True,
+        convert_to_sparse_tensor: bool = True,
+        save_to_cpu: bool = False,
+        device: str | torch.device | None = None,
+        max_active_dims: int | None = None,
+        pool: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
+        *,
+        max_tokens: int | None = None,
+        on_long: str = "truncate",
+    ) -> Tensor | list[Tensor]:
+        """encode() with the "query" prompt unless prompt or prompt_name is given (sentence-transformers' rule).
+
+        Args:
+            inputs, prompt_name, prompt, batch_size, show_progress_bar, convert_to_tensor,
+                convert_to_sparse_tensor, save_to_cpu, device, max_active_dims, pool, chunk_size, max_tokens,
+                on_long: as encode().
+
+        Returns:
+            As encode().
+        """
+        if prompt_name is None and prompt is None and "query" in self.prompts:
+            prompt_name = "query"
+        return self.encode(
+            inputs,
+            prompt_name,
+            prompt,
+            batch_size,
+            show_progress_bar,
+            convert_to_tensor,
+            convert_to_sparse_tensor,
+            save_to_cpu,
+            device,
+            max_active_dims,
+            pool,
+            chunk_size,
+            max_tokens=max_tokens,
+            on_long=on_long,
+        )
+
+    def encode_document(
+        self,
+        inputs: str | Sequence[Text],
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        convert_to_tensor: bool = True,
+        convert_to_sparse_tensor: bool = True,
+        save_to_cpu: bool = False,
+        device: str | torch.device | None = None,
+        max_active_dims: int | None = None,
+        pool: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
+        *,
+        max_tokens: int | None = None,
+        on_long: str = "truncate",
+    ) -> Tensor | list[Tensor]:
+        """encode() with the first of the "document", "passage", "corpus" prompts the model has, unless prompt or
+        prompt_name is given (sentence-transformers' rule).
+
+        Args:
+            inputs, prompt_name, prompt, batch_size, show_progress_bar, convert_to_tensor,
+                convert_to_sparse_tensor, save_to_cpu, device, max_active_dims, pool, chunk_size, max_tokens,
+                on_long: as encode().
+
+        Returns:
+            As encode().
+        """
+        if prompt_name is None and prompt is None:
+            prompt_name = next((name for name in ("document", "passage", "corpus") if name in self.prompts), None)
+        return self.encode(
+            inputs,
+            prompt_name,
+            prompt,
+            batch_size,
+            show_progress_bar,
+            convert_to_tensor,
+            convert_to_sparse_tensor,
+            save_to_cpu,
+            device,
+            max_active_dims,
+            pool,
+            chunk_size,
+            max_tokens=max_tokens,
+            on_long=on_long,
+        )
+
+    def decode(
+        self, embeddings: Tensor | SparseRow, top_k: int | None = None
+    ) -> list[tuple[str, float]] | list[list[tuple[str, float]]]:
+        """A sparse vector's (token, weight) pairs, largest weight first, as sentence-transformers' decode.
+
+        Args:
+            embeddings: a (vocab_size,) or (n, vocab_size) tensor, sparse or dense; or one (indices, values)
+                row of encode_tokenized().
+            top_k: at most this many pairs per vector; None: all non-zero entries.
+
+        Returns:
+            For one vector a list of (token, weight); for n vectors a list of n such lists.
+
+        Raises:
+            ValueError: top_k < 1, or a tensor that is not 1-D or 2-D.
+            TypeError: something else than a tensor or an (indices, values) pair.
+        """
+        if top_k is not None and top_k < 1:
+            raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
+        if isinstance(embeddings, tuple) and len(embeddings) == 2:
+            indices, values = (torch.as_tensor(np.asarray(part)) for part in embeddings)
+            return self._decode_row(indices, values, top_k)
+        if not isinstance(embeddings, Tensor):
+            raise TypeError(f"decode takes a tensor or an (indices, values) pair, got {type(embeddings).__name__}")
+        if embeddings.ndim not in (1, 2):
+            raise ValueError(f"decode takes a 1-D or 2-D tensor, got {embeddings.ndim}-D")
+        batch = (embeddings if embeddings.ndim == 2 else embeddings.unsqueeze(0)).to_sparse().coalesce()
+        indices, values = batch.indices(), batch.values()
+        counts = torch.bincount(indices[0], minlength=batch.shape[0]).tolist()
+        bounds = [0, *itertools.accumulate(counts)]
+        decoded = [self._decode_row(indices[1, a:b], values[a:b], top_k) for a, b in itertools.pairwise(bounds)]
+        return decoded[0] if embeddings.ndim == 1 else decoded
+
+    def _decode_row(self, indices: Tensor, values: Tensor, top_k: int | None) -> list[tuple[str, float]]:
+        order = torch.argsort(values, descending=True, stable=True)[:top_k]
+        return [
+            (self.tokenizer.id_to_token(int(i)), float(v)) for i, v in zip(indices[order], values[order], strict=True)
+        ]
+
+    def similarity(self, embeddings1: Tensor | np.ndarray, embeddings2: Tensor | np.ndarray) -> Tensor:
+        """Scores of every vector of embeddings1 against every vector of embeddings2: the dot product
+        (SPLADE's), or cosine when the model's similarity_fn_name says so.
+
+        Args:
+            embeddings1, embeddings2: (n, vocab_size) or (vocab_size,) tensors (sparse or dense) or arrays.
+
+        Returns:
+            A dense (n1, n2) float32 tensor.
+        """
+        a, b = as_batch(embeddings1), as_batch(embeddings2)
+        if self.similarity_fn_name == "cosine":
+            a, b = unit_rows(a), unit_rows(b)
+        with warnings.catch_warnings():
+            # torch multiplies two sparse matrices through CSR, and says once that CSR is "in beta"
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            return torch.mm(a, b.t()).to_dense()
+
+    def similarity_pairwise(self, embeddings1: Tensor | np.ndarray, embeddings2: Tensor | np.ndarray) -> Tensor:
+        """Scores of vector i of embeddings1 with vector i of embeddings2, by similarity_fn_name (dot or cosine).
+
+        Args:
+            embeddings1, embeddings2: (n, vocab_size) or (vocab_size,) tensors (sparse or dense) or arrays.
+
+        Returns:
+            A dense (n,) float32 tensor; for two single vectors, a 0-d one.
+        """
+        single = getattr(embeddings1, "ndim", 2) == 1 and getattr(embeddings2, "ndim", 2) == 1
+        a, b = as_batch(embeddings1), as_batch(embeddings2)
+        if self.similarity_fn_name == "cosine":
+            a, b = unit_rows(a), unit_rows(b)
+        scores = (a * b).sum(dim=-1).to_dense()
+        return scores[0] if single else scores
+
+    @staticmethod
+    def sparsity(embeddings: Tensor) -> dict[str, float]:
+        """The mean number of non-zero dimensions of the vectors and the mean share of zeros.
+
+        Args:
+            embeddings: a (vocab_size,) or (n, vocab_size) tensor, sparse or dense.
+
+        Returns:
+            {"active_dims": mean non-zeros per vector, "sparsity_ratio": 1 - active_dims / vocab_size}.
+
+        Raises:
+            TypeError, ValueError: not a tensor, or not 1-D or 2-D.
+        """
+        if not isinstance(embeddings, Tensor):
+            raise TypeError(f"sparsity takes a tensor, got {type(embeddings).__name__}")
+        if embeddings.ndim not in (1, 2):
+            raise ValueError(f"sparsity takes a 1-D or 2-D tensor, got {embeddings.ndim}-D")
+        batch = embeddings if embeddings.ndim == 2 else embeddings.unsqueeze(0)
+        if batch.shape[0] == 0 or batch.shape[1] == 0:
+            return {"active_dims": 0.0, "sparsity_ratio": 1.0}
+        if batch.is_sparse:  # counted from the stored entries: a dense copy would be (n, vocab_size)
+            batch = batch.coalesce()
+            rows = batch.indices()[0][batch.values() != 0]
+            active = float(torch.bincount(rows, minlength=batch.shape[0]).float().mean())
+        else:
+            active = float((batch != 0).sum(dim=1).float().mean())
+        return {"active_dims": active, "sparsity_ratio": 1.0 - active / batch.shape[1]}
