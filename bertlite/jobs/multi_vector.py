@@ -17,9 +17,6 @@ import torch
 from tokenizers import Encoding, Tokenizer
 from torch import Tensor, nn
 
-from bertlite.checkpoint.hub import resolve_file
-from bertlite.checkpoint.load import iter_tensors
-from bertlite.errors import CheckpointError
 from bertlite.jobs.base import (
     BaseEncoder,
     EncodeStats,
@@ -28,72 +25,32 @@ from bertlite.jobs.base import (
     progress_bar,
 )
 from bertlite.jobs.long_texts import TextCutter
+from bertlite.jobs.maxsim import maxsim, maxsim_pairwise
 from bertlite.jobs.multi_vector_config import (
-    DENSE_ACTIVATIONS,
-    SIMILARITY_FN_NAMES,
-    DenseSettings,
     read_multi_vector_settings,
 )
+from bertlite.jobs.multi_vector_st import MultiVectorMembers
 from bertlite.jobs.prepare import LoadOptions
+from bertlite.jobs.projection import Dense, Normalize, load_dense
 from bertlite.jobs.st_surface import STSurface, check_wrapped
 from bertlite.models.bert import BertModel
 
 __all__ = ["MultiVectorEncoder", "Dense", "Normalize", "maxsim", "maxsim_pairwise"]
 
-# sentence-transformers' score for a document without any token to match.
-EMPTY_DOCUMENT_SCORE = -1e9
 # The attribute tokenize() sets on each Encoding: "query", "document" or None (encode's task).
 TASK_ATTRIBUTE = "multi_vector_task"
-_ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "gelu": nn.functional.gelu, "sigmoid": torch.sigmoid}
-# What save() writes for each module after the Transformer: sentence-transformers' classes.
-DENSE_MODULE = "sentence_transformers.base.modules.dense.Dense"
-MASK_MODULE = "sentence_transformers.multi_vector_encoder.modules.multi_vector_mask.MultiVectorMask"
-NORMALIZE_MODULE = "sentence_transformers.base.modules.normalize.Normalize"
-TOKEN_VECTORS = {"module_input_name": "token_embeddings", "module_output_name": "token_embeddings"}
+# __init__'s arguments that _set_tasks takes.
+TASK_SETTINGS = (
+    "query_length",
+    "document_length",
+    "query_expansion",
+    "skiplist_words",
+    "skiplist_tasks",
+    "keep_only_token_ids",
+)
 
 
-class Dense(nn.Module):
-    """sentence-transformers' Dense on token vectors: activation(linear(x)), plus x when use_residual."""
-
-    def __init__(
-        self,
-        in_features: int,
-        out_features: int,
-        bias: bool = True,
-        activation: str | None = None,
-        use_residual: bool = False,
-    ) -> None:
-        """Args:
-        in_features, out_features, bias: the Linear's.
-        activation: "tanh", "relu", "gelu", "sigmoid" or None (none).
-        use_residual: add the input (through a bias-free Linear when the sizes differ).
-        """
-        super().__init__()
-        self.linear = nn.Linear(in_features, out_features, bias=bias)
-        self.activation = activation
-        self.use_residual = use_residual
-        if use_residual and in_features != out_features:
-            self.residual = nn.Linear(in_features, out_features, bias=False)
-
-    def forward(self, x: Tensor) -> Tensor:
-        """(N, in_features) -> (N, out_features)."""
-        out = self.linear(x)
-        if self.activation is not None:
-            out = _ACTIVATIONS[self.activation](out)
-        if self.use_residual:
-            out = out + (self.residual(x) if hasattr(self, "residual") else x)
-        return out
-
-
-class Normalize(nn.Module):
-    """L2-normalize each row, as sentence-transformers' Normalize."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        """(N, D) -> (N, D) rows of length 1."""
-        return nn.functional.normalize(x, p=2, dim=-1)
-
-
-class MultiVectorEncoder(STSurface, BaseEncoder):
+class MultiVectorEncoder(MultiVectorMembers, STSurface, BaseEncoder):
     """A BertModel, its tokenizer and a projection: texts in, one vector per kept token out."""
 
     def __init__(
@@ -186,6 +143,19 @@ class MultiVectorEncoder(STSurface, BaseEncoder):
             "kernel_config": kernel_config,
             "backend": backend,
         }
+        given = {
+            "projection": projection,
+            "max_length": max_length,
+            "query_length": query_length,
+            "document_length": document_length,
+            "query_expansion": query_expansion,
+            "skiplist_words": skiplist_words,
+            "skiplist_tasks": skiplist_tasks,
+            "keep_only_token_ids": keep_only_token_ids,
+            "default_prompt_name": default_prompt_name,
+            "similarity_fn_name": similarity_fn_name,
+            "truncate_dim": truncate_dim,
+        }
         if isinstance(model_name_or_path, nn.Module):
             model = model_name_or_path
             check_wrapped(tokenizer, st_kwargs)
@@ -195,50 +165,45 @@ class MultiVectorEncoder(STSurface, BaseEncoder):
             if projection is not None:
                 raise TypeError(f"MultiVectorEncoder({model_name_or_path!r}, ...): the folder's projection is loaded")
             model, tokenizer, folder = self._load_by_name(model_name_or_path, tokenizer, None, st_kwargs)
-            given = {
-                "projection": None,
-                "max_length": max_length,
-                "query_length": query_length,
-                "document_length": document_length,
-                "query_expansion": query_expansion,
-                "skiplist_words": skiplist_words,
-                "skiplist_tasks": skiplist_tasks,
-                "keep_only_token_ids": keep_only_token_ids,
-                "default_prompt_name": default_prompt_name,
-                "similarity_fn_name": similarity_fn_name,
-                "truncate_dim": truncate_dim,
-            }
-            settings = {key: value if value is not None else folder[key] for key, value in given.items()}
-            projection, max_length = settings["projection"], settings["max_length"]
-            query_length, document_length = settings["query_length"], settings["document_length"]
-            query_expansion, skiplist_words = settings["query_expansion"], settings["skiplist_words"]
-            skiplist_tasks, keep_only_token_ids = settings["skiplist_tasks"], settings["keep_only_token_ids"]
-            default_prompt_name, similarity_fn_name = settings["default_prompt_name"], settings["similarity_fn_name"]
-            truncate_dim = settings["truncate_dim"]
+            given = {key: value if value is not None else folder[key] for key, value in given.items()}
             prompts = {**folder["prompts"], **(prompts or {})}
-        skiplist_words = () if skiplist_words is None else skiplist_words
-        skiplist_tasks = ("document",) if skiplist_tasks is None else skiplist_tasks
         self._task_tokenizers: dict[str | None, tuple[Tokenizer, TextCutter]] = {}
-        super().__init__(model, tokenizer, max_length=max_length, unpad=unpad, pack_weights=pack_weights)
+        super().__init__(model, tokenizer, max_length=given["max_length"], unpad=unpad, pack_weights=pack_weights)
+        self._set_projection(given["projection"])
+        self._set_tasks(**{key: given[key] for key in TASK_SETTINGS})
+        self._set_prompts(prompts, given["default_prompt_name"])
+        self.similarity_fn_name = given["similarity_fn_name"]
+        self.truncate_dim = self._check_truncate_dim(given["truncate_dim"])
+        self._build_task_tokenizers()
+        if device is not None and isinstance(model_name_or_path, nn.Module):
+            self.to(device)
+
+    def _set_projection(self, projection: nn.Module) -> None:
+        """Keep the projection on the model's device, and the full token-vector dimension it gives."""
         self.projection = projection.to(self.device).eval()
         with torch.inference_mode():
-            probe = torch.zeros(1, model.config.hidden_size, device=self.device)
+            probe = torch.zeros(1, self.bert.config.hidden_size, device=self.device)
             self.dimension_full = int(projection(probe).shape[-1])
+
+    def _set_tasks(
+        self,
+        query_length: int | None,
+        document_length: int | None,
+        query_expansion: dict[str, Any] | None,
+        skiplist_words: Sequence[str] | None,
+        skiplist_tasks: Sequence[str] | None,
+        keep_only_token_ids: Sequence[int] | None,
+    ) -> None:
+        """The query and document settings (see __init__); None skiplists: none, for documents."""
         check_count("query_length", query_length, none="max_length")
         check_count("document_length", document_length, none="max_length")
         self.query_length, self.document_length = query_length, document_length
         self.query_expansion = dict(query_expansion) if query_expansion else None
-        self.skiplist_tasks = list(skiplist_tasks)
+        self.skiplist_tasks = list(("document",) if skiplist_tasks is None else skiplist_tasks)
         # A skiplist word that is not one token is dropped, as sentence-transformers drops it.
-        ids = (self.tokenizer.token_to_id(word) for word in skiplist_words)
+        ids = (self.tokenizer.token_to_id(word) for word in skiplist_words or ())
         self.skiplist_ids = {i for i in ids if i is not None}
         self.keep_only_token_ids = set(keep_only_token_ids) if keep_only_token_ids is not None else None
-        self._set_prompts(prompts, default_prompt_name)
-        self.similarity_fn_name = similarity_fn_name
-        self.truncate_dim = self._check_truncate_dim(truncate_dim)
-        self._build_task_tokenizers()
-        if device is not None and isinstance(model_name_or_path, nn.Module):
-            self.to(device)
 
     @classmethod
     def from_pretrained(
@@ -315,7 +280,7 @@ class MultiVectorEncoder(STSurface, BaseEncoder):
         model, tokenizer = options.load(BertModel.from_pretrained, name_or_path, add_pooling_layer=False)
         hidden = model.config.hidden_size
         steps = [
-            Normalize() if step == "normalize" else _load_dense(name_or_path, step, hidden, hub_kwargs)
+            Normalize() if step == "normalize" else load_dense(name_or_path, step, hidden, hub_kwargs)
             for step in settings.steps
         ]
         folder = {
@@ -344,86 +309,14 @@ class MultiVectorEncoder(STSurface, BaseEncoder):
             self._build_task_tokenizers()
 
     @property
-    def similarity_fn_name(self) -> str:
-        """What similarity() and similarity_pairwise() compute: "maxsim" or "meanmaxsim"; settable, as in
-        sentence-transformers."""
-        return self._similarity_fn_name
-
-    @similarity_fn_name.setter
-    def similarity_fn_name(self, value: str | None) -> None:
-        """None: "maxsim".
-
-        Raises:
-            ValueError: a name other than "maxsim" or "meanmaxsim".
-        """
-        value = getattr(value, "value", value)
-        if value not in (None, *SIMILARITY_FN_NAMES):
-            raise ValueError(f"similarity_fn_name={value!r} must be one of {', '.join(SIMILARITY_FN_NAMES)}")
-        self._similarity_fn_name = value or "maxsim"
-
-    @property
     def dimension(self) -> int:
         """Length of each token vector (truncate_dim when set)."""
         return self.truncate_dim or self.dimension_full
-
-    def get_embedding_dimension(self) -> int:
-        """sentence-transformers' name for `dimension`."""
-        return self.dimension
 
     def _moved(self, *args: Any, **kwargs: Any) -> None:
         device, _, _, _ = torch._C._nn._parse_to(*args, **kwargs)
         if device is not None:  # the projection runs in float32 on the model's float32 output
             self.projection.to(device)
-
-    def _transformer_config(self) -> dict[str, Any]:
-        lengths = {"query_length": self.query_length, "document_length": self.document_length}
-        return {
-            "transformer_task": "feature-extraction",
-            "modality_config": {"text": {"method": "forward", "method_output_name": "last_hidden_state"}},
-            "module_output_name": "token_embeddings",
-            **{key: value for key, value in lengths.items() if value is not None},
-            **({"query_expansion": self.query_expansion} if self.query_expansion else {}),
-        }
-
-    def _st_modules(self) -> list[tuple[str, str, dict[str, Any], nn.Module | None]]:
-        """The projection's Dense and Normalize steps, the mask (MultiVectorMask) before a final Normalize.
-
-        Raises:
-            ValueError: a projection step other than Dense or Normalize, which no sentence-transformers
-                module names.
-        """
-        paths = {name: path for path, name in DENSE_ACTIVATIONS.items()}
-        steps: list[tuple[str, str, dict[str, Any], nn.Module | None]] = []
-        for step in self.projection if isinstance(self.projection, nn.Sequential) else [self.projection]:
-            if isinstance(step, Dense):
-                config = {
-                    "in_features": step.linear.in_features,
-                    "out_features": step.linear.out_features,
-                    "bias": step.linear.bias is not None,
-                    "activation_function": paths[step.activation],
-                    "use_residual": step.use_residual,
-                    **TOKEN_VECTORS,
-                }
-                steps.append(("Dense", DENSE_MODULE, config, step))
-            elif isinstance(step, Normalize):
-                steps.append(("Normalize", NORMALIZE_MODULE, dict(TOKEN_VECTORS), None))
-            else:
-                raise ValueError(
-                    f"save: the projection step {type(step).__name__} is not a Dense or Normalize, which "
-                    "sentence-transformers' modules name"
-                )
-        mask = {
-            "skiplist_words": [self.tokenizer.id_to_token(i) for i in sorted(self.skiplist_ids)],
-            "skiplist_tasks": self.skiplist_tasks,
-            "keep_only_token_ids": sorted(self.keep_only_token_ids) if self.keep_only_token_ids is not None else None,
-        }
-        at = len(steps) - 1 if steps and steps[-1][0] == "Normalize" else len(steps)
-        steps.insert(at, ("MultiVectorMask", MASK_MODULE, mask, None))
-        return steps
-
-    def _st_config(self) -> dict[str, Any]:
-        truncate = {"truncate_dim": self.truncate_dim} if self.truncate_dim is not None else {}
-        return {**super()._st_config(), "similarity_fn_name": self.similarity_fn_name, **truncate}
 
     def _check_truncate_dim(self, truncate_dim: int | None) -> int | None:
         if truncate_dim is not None and not 1 <= truncate_dim <= self.dimension_full:
@@ -594,100 +487,6 @@ class MultiVectorEncoder(STSurface, BaseEncoder):
             result = [vectors.cpu().numpy() for vectors in result]
         return result[0] if single else result
 
-    def encode_query(
-        self,
-        inputs: Sequence[str] | str,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        batch_size: int | None = None,
-        show_progress_bar: bool | None = None,
-        output_value: str = "token_embeddings",
-        convert_to_numpy: bool = False,
-        device: torch.device | str | None = None,
-        normalize_embeddings: bool = False,
-        token_pooling: None = None,
-        truncate_dim: int | None = None,
-        pool: dict[str, Any] | None = None,
-        chunk_size: int | None = None,
-        *,
-        max_tokens: int | None = None,
-        on_long: str = "truncate",
-    ) -> list[Tensor] | list[np.ndarray] | Tensor | np.ndarray:
-        """encode() of queries: the "query" prompt (unless prompt or prompt_name is given), task="query".
-
-        Args:
-            inputs, prompt_name, prompt, batch_size, show_progress_bar, output_value, convert_to_numpy, device,
-                normalize_embeddings, token_pooling, truncate_dim, pool, chunk_size, max_tokens, on_long: as in
-                encode().
-        """
-        if prompt_name is None and prompt is None:
-            prompt_name = self._task_prompt_name("query")
-        return self.encode(
-            inputs,
-            prompt_name,
-            prompt,
-            batch_size,
-            show_progress_bar,
-            output_value,
-            convert_to_numpy,
-            device,
-            normalize_embeddings,
-            token_pooling,
-            truncate_dim,
-            pool,
-            chunk_size,
-            task="query",
-            max_tokens=max_tokens,
-            on_long=on_long,
-        )
-
-    def encode_document(
-        self,
-        inputs: Sequence[str] | str,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        batch_size: int | None = None,
-        show_progress_bar: bool | None = None,
-        output_value: str = "token_embeddings",
-        convert_to_numpy: bool = False,
-        device: torch.device | str | None = None,
-        normalize_embeddings: bool = False,
-        token_pooling: None = None,
-        truncate_dim: int | None = None,
-        pool: dict[str, Any] | None = None,
-        chunk_size: int | None = None,
-        *,
-        max_tokens: int | None = None,
-        on_long: str = "truncate",
-    ) -> list[Tensor] | list[np.ndarray] | Tensor | np.ndarray:
-        """encode() of documents: the first of the "document", "passage", "corpus" prompts, task="document".
-
-        Args:
-            inputs, prompt_name, prompt, batch_size, show_progress_bar, output_value, convert_to_numpy, device,
-                normalize_embeddings, token_pooling, truncate_dim, pool, chunk_size, max_tokens, on_long: as in
-                encode().
-        """
-        if prompt_name is None and prompt is None:
-            prompt_name = self._task_prompt_name("document")
-        return self.encode(
-            inputs,
-            prompt_name,
-            prompt,
-            batch_size,
-            show_progress_bar,
-            output_value,
-            convert_to_numpy,
-            device,
-            normalize_embeddings,
-            token_pooling,
-            truncate_dim,
-            pool,
-            chunk_size,
-            task="document",
-            max_tokens=max_tokens,
-            on_long=on_long,
-        )
-
     def _encode_rows(
         self, encodings: list[Encoding], batch_size: int | None, max_tokens: int | None, show: bool | None
     ) -> list[Tensor]:
@@ -756,118 +555,3 @@ class MultiVectorEncoder(STSurface, BaseEncoder):
         return self._split(real, encodings, device)
 
     # --- scoring ------------------------------------------------------------------------
-
-    def similarity(self, embeddings1: Any, embeddings2: Any) -> Tensor:
-        """The all-pairs MaxSim (or MeanMaxSim, by similarity_fn_name) matrix of queries and documents.
-
-        Args:
-            embeddings1: query token vectors: a list of (tokens, dim) tensors or arrays, one
-                (tokens, dim) item, or a zero-padded (n, tokens, dim) batch.
-            embeddings2: document token vectors, in the same forms.
-
-        Returns:
-            float32 (n_queries, n_documents) tensor; a document without tokens scores -1e9.
-        """
-        return maxsim(embeddings1, embeddings2, length_normalize=self.similarity_fn_name == "meanmaxsim")
-
-    def similarity_pairwise(self, embeddings1: Any, embeddings2: Any) -> Tensor:
-        """MaxSim (or MeanMaxSim) of query i with document i.
-
-        Args:
-            embeddings1, embeddings2: as in similarity(), the same number of each.
-
-        Returns:
-            float32 (n,) tensor.
-        """
-        return maxsim_pairwise(embeddings1, embeddings2, length_normalize=self.similarity_fn_name == "meanmaxsim")
-
-
-def _load_dense(name_or_path: str | os.PathLike, dense: DenseSettings, hidden_size: int, hub_kwargs: dict) -> Dense:
-    """A Dense module with its weights from the module's folder (safetensors, or .bin read weights-only)."""
-    module = Dense(dense.in_features, dense.out_features, dense.bias, dense.activation, dense.use_residual)
-    path = None
-    for filename in ("model.safetensors", "pytorch_model.bin"):
-        path = resolve_file(name_or_path, filename, subfolder=dense.path, **hub_kwargs)
-        if path is not None:
-            break
-    if path is None:
-        raise CheckpointError(f"{name_or_path}/{dense.path}: the Dense module has no model.safetensors or .bin")
-    state = {key: tensor.float() for key, tensor in iter_tensors(path)}
-    try:
-        module.load_state_dict(state, strict=True)
-    except RuntimeError as e:
-        detail = str(e).splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CheckpointError(f"{path}: Dense weights do not fit its config ({detail})") from e
-    if dense.in_features != hidden_size:
-        raise CheckpointError(f"{path}: Dense in_features={dense.in_features}, the model's hidden size {hidden_size}")
-    return module
-
-
-def _as_items(embeddings: Any) -> list[Tensor]:
-    """A side of a score as (tokens, dim) float32 tensors: a list, one 2D item, or a zero-padded 3D batch."""
-    if isinstance(embeddings, np.ndarray | Tensor):
-        embeddings = torch.as_tensor(embeddings)
-        if embeddings.ndim == 2:
-            return [embeddings.float()]
-        if embeddings.ndim != 3:
-            shape = tuple(embeddings.shape)
-            raise ValueError(f"expected (tokens, dim) or (n, tokens, dim) token vectors, got shape {shape}")
-        # sentence-transformers reads all-zero rows of a padded batch as padding.
-        return [item[item.any(dim=-1)].float() for item in embeddings]
-    return [torch.as_tensor(item).float() for item in embeddings]
-
-
-def _padded(items: list[Tensor], device: torch.device) -> tuple[Tensor, Tensor]:
-    width = max((len(item) for item in items), default=0)
-    dim = next((item.shape[-1] for item in items if len(item)), 1)
-    grid = torch.zeros(len(items), width, dim, device=device)
-    mask = torch.zeros(len(items), width, dtype=torch.bool, device=device)
-    for row, item in enumerate(items):
-        grid[row, : len(item)] = item.to(device)
-        mask[row, : len(item)] = True
-    return grid, mask
-
-
-def maxsim(queries: Any, documents: Any, length_normalize: bool = False) -> Tensor:
-    """MaxSim of every query with every document: sum over query tokens of the best document-token dot product.
-
-    Args:
-        queries, documents: token vectors (see MultiVectorEncoder.similarity).
-        length_normalize: divide by each query's token count (MeanMaxSim).
-
-    Returns:
-        float32 (n_queries, n_documents) tensor, on the documents' device; a document without
-        tokens scores -1e9, as in sentence-transformers.
-    """
-    q_items, d_items = _as_items(queries), _as_items(documents)
-    device = d_items[0].device if d_items else torch.device("cpu")
-    scores = torch.zeros(len(q_items), len(d_items), device=device)
-    if not d_items:
-        return scores
-    docs, mask = _padded(d_items, device)  # (D, T, dim), (D, T)
-    for row, q in enumerate(q_items):
-        sims = torch.einsum("sh,dth->dst", q.to(device), docs)  # (D, S, T)
-        sims.masked_fill_(~mask[:, None, :], torch.finfo(sims.dtype).min)
-        best = sims.max(dim=-1).values if docs.shape[1] else sims.new_zeros(len(d_items), len(q))
-        scores[row] = best.sum(dim=-1) / (max(len(q), 1) if length_normalize else 1)
-    return scores.masked_fill(~mask.any(dim=1)[None, :], EMPTY_DOCUMENT_SCORE)
-
-
-def maxsim_pairwise(queries: Any, documents: Any, length_normalize: bool = False) -> Tensor:
-    """MaxSim of query i with document i.
-
-    Args:
-        queries, documents: token vectors, the same number of each.
-        length_normalize: divide by each query's token count (MeanMaxSim).
-
-    Returns:
-        float32 (n,) tensor.
-
-    Raises:
-        ValueError: different numbers of queries and documents.
-    """
-    q_items, d_items = _as_items(queries), _as_items(documents)
-    if len(q_items) != len(d_items):
-        raise ValueError(f"pairwise scores need as many queries as documents, got {len(q_items)} and {len(d_items)}")
-    scores = [maxsim([q], [d], length_normalize)[0, 0] for q, d in zip(q_items, d_items, strict=True)]
-    return torch.stack(scores) if scores else torch.zeros(0)

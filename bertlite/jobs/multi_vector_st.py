@@ -1,0 +1,217 @@
+"""The MultiVectorEncoder's members under sentence-transformers' names: encode_query and encode_document,
+similarity (MaxSim), the embedding dimension, and what save() writes. A mixin of MultiVectorEncoder, kept
+apart from the encoding path so each file holds one job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from bertlite.jobs.maxsim import maxsim, maxsim_pairwise
+from bertlite.jobs.multi_vector_config import DENSE_ACTIVATIONS, SIMILARITY_FN_NAMES
+from bertlite.jobs.projection import Dense, Normalize
+
+# What save() writes for each module after the Transformer: sentence-transformers' classes.
+DENSE_MODULE = "sentence_transformers.base.modules.dense.Dense"
+MASK_MODULE = "sentence_transformers.multi_vector_encoder.modules.multi_vector_mask.MultiVectorMask"
+NORMALIZE_MODULE = "sentence_transformers.base.modules.normalize.Normalize"
+TOKEN_VECTORS = {"module_input_name": "token_embeddings", "module_output_name": "token_embeddings"}
+
+
+class MultiVectorMembers:
+    """What MultiVectorEncoder answers under sentence-transformers' names."""
+
+    @property
+    def similarity_fn_name(self) -> str:
+        """What similarity() and similarity_pairwise() compute: "maxsim" or "meanmaxsim"; settable, as in
+        sentence-transformers."""
+        return self._similarity_fn_name
+
+    @similarity_fn_name.setter
+    def similarity_fn_name(self, value: str | None) -> None:
+        """None: "maxsim".
+
+        Raises:
+            ValueError: a name other than "maxsim" or "meanmaxsim".
+        """
+        value = getattr(value, "value", value)
+        if value not in (None, *SIMILARITY_FN_NAMES):
+            raise ValueError(f"similarity_fn_name={value!r} must be one of {', '.join(SIMILARITY_FN_NAMES)}")
+        self._similarity_fn_name = value or "maxsim"
+
+    def get_embedding_dimension(self) -> int:
+        """sentence-transformers' name for `dimension`."""
+        return self.dimension
+
+    def _transformer_config(self) -> dict[str, Any]:
+        lengths = {"query_length": self.query_length, "document_length": self.document_length}
+        return {
+            "transformer_task": "feature-extraction",
+            "modality_config": {"text": {"method": "forward", "method_output_name": "last_hidden_state"}},
+            "module_output_name": "token_embeddings",
+            **{key: value for key, value in lengths.items() if value is not None},
+            **({"query_expansion": self.query_expansion} if self.query_expansion else {}),
+        }
+
+    def _st_modules(self) -> list[tuple[str, str, dict[str, Any], nn.Module | None]]:
+        """The projection's Dense and Normalize steps, the mask (MultiVectorMask) before a final Normalize.
+
+        Raises:
+            ValueError: a projection step other than Dense or Normalize, which no sentence-transformers
+                module names.
+        """
+        paths = {name: path for path, name in DENSE_ACTIVATIONS.items()}
+        steps: list[tuple[str, str, dict[str, Any], nn.Module | None]] = []
+        for step in self.projection if isinstance(self.projection, nn.Sequential) else [self.projection]:
+            if isinstance(step, Dense):
+                config = {
+                    "in_features": step.linear.in_features,
+                    "out_features": step.linear.out_features,
+                    "bias": step.linear.bias is not None,
+                    "activation_function": paths[step.activation],
+                    "use_residual": step.use_residual,
+                    **TOKEN_VECTORS,
+                }
+                steps.append(("Dense", DENSE_MODULE, config, step))
+            elif isinstance(step, Normalize):
+                steps.append(("Normalize", NORMALIZE_MODULE, dict(TOKEN_VECTORS), None))
+            else:
+                raise ValueError(
+                    f"save: the projection step {type(step).__name__} is not a Dense or Normalize, which "
+                    "sentence-transformers' modules name"
+                )
+        mask = {
+            "skiplist_words": [self.tokenizer.id_to_token(i) for i in sorted(self.skiplist_ids)],
+            "skiplist_tasks": self.skiplist_tasks,
+            "keep_only_token_ids": sorted(self.keep_only_token_ids) if self.keep_only_token_ids is not None else None,
+        }
+        at = len(steps) - 1 if steps and steps[-1][0] == "Normalize" else len(steps)
+        steps.insert(at, ("MultiVectorMask", MASK_MODULE, mask, None))
+        return steps
+
+    def _st_config(self) -> dict[str, Any]:
+        truncate = {"truncate_dim": self.truncate_dim} if self.truncate_dim is not None else {}
+        return {**super()._st_config(), "similarity_fn_name": self.similarity_fn_name, **truncate}
+
+    def encode_query(
+        self,
+        inputs: Sequence[str] | str,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int | None = None,
+        show_progress_bar: bool | None = None,
+        output_value: str = "token_embeddings",
+        convert_to_numpy: bool = False,
+        device: torch.device | str | None = None,
+        normalize_embeddings: bool = False,
+        token_pooling: None = None,
+        truncate_dim: int | None = None,
+        pool: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
+        *,
+        max_tokens: int | None = None,
+        on_long: str = "truncate",
+    ) -> list[Tensor] | list[np.ndarray] | Tensor | np.ndarray:
+        """encode() of queries: the "query" prompt (unless prompt or prompt_name is given), task="query".
+
+        Args:
+            inputs, prompt_name, prompt, batch_size, show_progress_bar, output_value, convert_to_numpy, device,
+                normalize_embeddings, token_pooling, truncate_dim, pool, chunk_size, max_tokens, on_long: as in
+                encode().
+        """
+        if prompt_name is None and prompt is None:
+            prompt_name = self._task_prompt_name("query")
+        return self.encode(
+            inputs,
+            prompt_name,
+            prompt,
+            batch_size,
+            show_progress_bar,
+            output_value,
+            convert_to_numpy,
+            device,
+            normalize_embeddings,
+            token_pooling,
+            truncate_dim,
+            pool,
+            chunk_size,
+            task="query",
+            max_tokens=max_tokens,
+            on_long=on_long,
+        )
+
+    def encode_document(
+        self,
+        inputs: Sequence[str] | str,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int | None = None,
+        show_progress_bar: bool | None = None,
+        output_value: str = "token_embeddings",
+        convert_to_numpy: bool = False,
+        device: torch.device | str | None = None,
+        normalize_embeddings: bool = False,
+        token_pooling: None = None,
+        truncate_dim: int | None = None,
+        pool: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
+        *,
+        max_tokens: int | None = None,
+        on_long: str = "truncate",
+    ) -> list[Tensor] | list[np.ndarray] | Tensor | np.ndarray:
+        """encode() of documents: the first of the "document", "passage", "corpus" prompts, task="document".
+
+        Args:
+            inputs, prompt_name, prompt, batch_size, show_progress_bar, output_value, convert_to_numpy, device,
+                normalize_embeddings, token_pooling, truncate_dim, pool, chunk_size, max_tokens, on_long: as in
+                encode().
+        """
+        if prompt_name is None and prompt is None:
+            prompt_name = self._task_prompt_name("document")
+        return self.encode(
+            inputs,
+            prompt_name,
+            prompt,
+            batch_size,
+            show_progress_bar,
+            output_value,
+            convert_to_numpy,
+            device,
+            normalize_embeddings,
+            token_pooling,
+            truncate_dim,
+            pool,
+            chunk_size,
+            task="document",
+            max_tokens=max_tokens,
+            on_long=on_long,
+        )
+
+    def similarity(self, embeddings1: Any, embeddings2: Any) -> Tensor:
+        """The all-pairs MaxSim (or MeanMaxSim, by similarity_fn_name) matrix of queries and documents.
+
+        Args:
+            embeddings1: query token vectors: a list of (tokens, dim) tensors or arrays, one
+                (tokens, dim) item, or a zero-padded (n, tokens, dim) batch.
+            embeddings2: document token vectors, in the same forms.
+
+        Returns:
+            float32 (n_queries, n_documents) tensor; a document without tokens scores -1e9.
+        """
+        return maxsim(embeddings1, embeddings2, length_normalize=self.similarity_fn_name == "meanmaxsim")
+
+    def similarity_pairwise(self, embeddings1: Any, embeddings2: Any) -> Tensor:
+        """MaxSim (or MeanMaxSim) of query i with document i.
+
+        Args:
+            embeddings1, embeddings2: as in similarity(), the same number of each.
+
+        Returns:
+            float32 (n,) tensor.
+        """
+        return maxsim_pairwise(embeddings1, embeddings2, length_normalize=self.similarity_fn_name == "meanmaxsim")
