@@ -5,6 +5,7 @@ No torch import: convert_to_tensors imports torch only when asked for "pt" tenso
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -167,3 +168,32 @@ class BatchEncoding(dict):
             else:
                 self[key] = array.astype(np.int64) if array.dtype.kind in "iu" else array
         return self
+
+
+def padding_inputs(encoded_inputs: dict[str, Any] | Sequence[dict[str, Any]]) -> tuple[dict[str, Any], str | None]:
+    """pad()'s inputs as one dict of Python lists, and the tensor type they came as.
+
+    Args:
+        encoded_inputs: as pad() takes them.
+
+    Returns:
+        (key -> one row's list or a list of rows, "pt" / "np" for torch / numpy input_ids, else None).
+
+    Raises:
+        ValueError: no input_ids.
+    """
+    if isinstance(encoded_inputs, (list, tuple)) and encoded_inputs and isinstance(encoded_inputs[0], Mapping):
+        encoded_inputs = {key: [example[key] for example in encoded_inputs] for key in encoded_inputs[0]}
+    if "input_ids" not in encoded_inputs:
+        raise ValueError(f"pad() needs input_ids among the inputs, got keys {list(encoded_inputs)}")
+    first = encoded_inputs["input_ids"]
+    first = first[0] if isinstance(first, (list, tuple)) and first else first
+    given_as = "pt" if type(first).__module__ == "torch" else "np" if isinstance(first, np.ndarray) else None
+    inputs = {key: _py(value) for key, value in encoded_inputs.items()}
+    return {
+        key: [_py(v) for v in value] if isinstance(value, list) else value for key, value in inputs.items()
+    }, given_as
+
+
+def _py(value: Any) -> Any:
+    return value.tolist() if hasattr(value, "tolist") else value

@@ -14,16 +14,15 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from tokenizers import Encoding, Tokenizer
 
 from bertlite.checkpoint.hub import HUB_KWARGS, pop_hub_kwargs
 from bertlite.tokenization.base import SPECIAL_TOKENS, TokenizerBase, to_list
-from bertlite.tokenization.batch_encoding import BatchEncoding
+from bertlite.tokenization.batch_encoding import BatchEncoding, padding_inputs
 from bertlite.tokenization.pipeline import (
     BERT_DEFAULTS,
     INIT_KEYS,
@@ -448,7 +447,7 @@ class BertTokenizer(TokenizerBase):
         """
         if return_tensors not in TENSOR_TYPES:
             raise ValueError(f"return_tensors={return_tensors!r} is not one of 'pt', 'np' or None")
-        inputs, given_as = _as_lists(encoded_inputs)
+        inputs, given_as = padding_inputs(encoded_inputs)
         strategy, _, max_length = resolve_strategies(
             padding, None, max_length, pad_to_multiple_of, verbose, self.model_max_length, self.pad_token_id
         )
@@ -585,32 +584,3 @@ class BertTokenizer(TokenizerBase):
 
 # transformers v5 names the fast tokenizer BertTokenizer and keeps BertTokenizerFast as an alias.
 BertTokenizerFast = BertTokenizer
-
-
-def _as_lists(encoded_inputs: dict[str, Any] | Sequence[dict[str, Any]]) -> tuple[dict[str, Any], str | None]:
-    """pad()'s inputs as one dict of Python lists, and the tensor type they came as.
-
-    Args:
-        encoded_inputs: as pad() takes them.
-
-    Returns:
-        (key -> one row's list or a list of rows, "pt" / "np" for torch / numpy input_ids, else None).
-
-    Raises:
-        ValueError: no input_ids.
-    """
-    if isinstance(encoded_inputs, (list, tuple)) and encoded_inputs and isinstance(encoded_inputs[0], Mapping):
-        encoded_inputs = {key: [example[key] for example in encoded_inputs] for key in encoded_inputs[0]}
-    if "input_ids" not in encoded_inputs:
-        raise ValueError(f"pad() needs input_ids among the inputs, got keys {list(encoded_inputs)}")
-    first = encoded_inputs["input_ids"]
-    first = first[0] if isinstance(first, (list, tuple)) and first else first
-    given_as = "pt" if type(first).__module__ == "torch" else "np" if isinstance(first, np.ndarray) else None
-    inputs = {key: _py(value) for key, value in encoded_inputs.items()}
-    return {
-        key: [_py(v) for v in value] if isinstance(value, list) else value for key, value in inputs.items()
-    }, given_as
-
-
-def _py(value: Any) -> Any:
-    return value.tolist() if hasattr(value, "tolist") else value
