@@ -55,6 +55,7 @@ _LAZY = {
     "DownloadError": "bertlite.errors",
     "Embedder": "bertlite.jobs.embedder",
     "InputError": "bertlite.errors",
+    "M3Encoder": "bertlite.jobs.m3",
     "MultiVectorEncoder": "bertlite.jobs.multi_vector",
     "Int8PrecisionWarning": "bertlite.errors",
     "NotCachedError": "bertlite.errors",
@@ -87,6 +88,7 @@ if TYPE_CHECKING:
     )
     from bertlite.jobs.cross_encoder import CrossEncoder
     from bertlite.jobs.embedder import Embedder
+    from bertlite.jobs.m3 import M3Encoder
     from bertlite.jobs.multi_vector import MultiVectorEncoder
     from bertlite.jobs.sentence_transformer import SentenceTransformer
     from bertlite.jobs.sparse_encoder import SparseEncoder

@@ -206,16 +206,22 @@ class BaseEncoder:
             ValueError: a text that is not a str or a pair of str, or holds a lone surrogate; a text
                 too long under on_long="error"; an unknown on_long.
         """
+        return self._tokenize_with(self.tokenizer, self._cutter, texts, on_long, first_index)
+
+    def _tokenize_with(
+        self, tokenizer: Tokenizer, cutter: TextCutter, texts: Sequence[Text], on_long: str, first_index: int = 0
+    ) -> list[Encoding]:
+        """tokenize() with another truncation: `tokenizer` truncating at cutter.max_length tokens."""
         texts = list(texts)
         for i, text in enumerate(texts):
             check_text(text, first_index + i)
         # A long text is read only as far as max_length needs (the same ids), so memory stays bounded.
-        encodings = self.tokenizer.encode_batch([self._cut(text) for text in texts])
+        encodings = tokenizer.encode_batch([_cut(cutter, text) for text in texts])
         if on_long == "error":
             for i, e in enumerate(encodings):
                 if e.overflowing:
                     raise ValueError(
-                        f"text {first_index + i} (0-based) is longer than max_length={self.max_length} tokens; "
+                        f"text {first_index + i} (0-based) is longer than max_length={cutter.max_length} tokens; "
                         "truncate it (on_long='truncate', CLI --on-long truncate) or raise the max length "
                         "(max_length=, CLI --max-length)"
                     )
@@ -272,10 +278,7 @@ class BaseEncoder:
 
     def _cut(self, text: Text) -> Text:
         """`text` shortened to what truncation keeps plus a margin, with the same ids (TextCutter)."""
-        if isinstance(text, str):
-            return self._cutter.cut(text)
-        first, second = self._cutter.cut_pair(*text)
-        return text if first is text[0] and second is text[1] else (first, second)
+        return _cut(self._cutter, text)
 
     def _batch_limits(self, batch_size: int | None, max_tokens: int | None) -> tuple[int, int | None]:
         """batch_size and max_tokens, checked, with the defaults filled in."""
@@ -469,6 +472,14 @@ class BaseEncoder:
             "token_type_ids": types.to(device),
             "attention_mask": mask.to(device),
         }
+
+
+def _cut(cutter: TextCutter, text: Text) -> Text:
+    """`text` shortened to what `cutter`'s truncation keeps plus a margin, with the same ids."""
+    if isinstance(text, str):
+        return cutter.cut(text)
+    first, second = cutter.cut_pair(*text)
+    return text if first is text[0] and second is text[1] else (first, second)
 
 
 def _concatenated(rows: list[list[int]], filler: int, fill: int) -> Tensor:
