@@ -24,6 +24,7 @@ from bertlite.jobs.long_texts import TextCutter
 from bertlite.jobs.prepare import LoadOptions, check_device, ready  # noqa: F401 (LoadOptions: its old home)
 from bertlite.layers.onednn import restore
 from bertlite.layers.packing import PackedLayout
+from bertlite.layers.roles import attention_of
 from bertlite.models.bert import BertModel
 from bertlite.quant.int8 import is_quantized
 from bertlite.utils.text import SURROGATE
@@ -166,8 +167,9 @@ class BaseEncoder:
             )
         restore(self.model)
         for layer in self.bert.encoder.layer:
-            if layer.attention.self.attn_implementation in ("auto", "varlen"):  # set by ready for a device
-                layer.attention.self.attn_implementation = "sdpa"
+            attention = attention_of(layer)  # BERT's attention.self, DistilBERT's attention (layers.roles)
+            if attention.attn_implementation in ("auto", "varlen"):  # set by ready for a device
+                attention.attn_implementation = "sdpa"
         self.model.to(*args, **kwargs)
         self._moved(*args, **kwargs)
         ready(self.model, pack_weights=self.pack_weights)

@@ -22,6 +22,7 @@ from torch import nn
 from bertlite.config import CONFIG_CLASSES, BertConfig
 from bertlite.layers.attention import packed_per_sequence_attention, packed_varlen_attention
 from bertlite.layers.onednn import FusedQKV, fast_linear, optimize
+from bertlite.layers.roles import attention_of, part
 from bertlite.models.auto import BASE_MODELS, AutoModel, read_model_type
 from bertlite.models.bert import BertModel
 from bertlite.quant.int8 import quantize_int8
@@ -209,8 +210,8 @@ def ready(model: M, pack_weights: bool = True) -> M:
     head_size = bert.config.hidden_size // bert.config.num_attention_heads
     attention = packed_attention_for(bert.device, bert.dtype, head_size)
     for layer in bert.encoder.layer:
-        self_attention = layer.attention.self
-        linears = (self_attention.query, self_attention.key, self_attention.value)
+        self_attention = attention_of(layer)  # found by the layer's roles (bertlite.layers.roles)
+        linears = tuple(part(layer, role) for role in ("query", "key", "value"))
         if self_attention.qkv is None and all(type(m) is nn.Linear and m.bias is not None for m in linears):
             self_attention.qkv = FusedQKV(*linears)  # one GEMM, not three and a concatenation
         if attention is not None:

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertlite.layers.activations import ACT2FN
+from bertlite.layers.roles import RESIDUAL_ROLES, attention_of, get_part, part, replace, roles_of, set_fuses_residual
 from bertlite.utils.measured import Choice, Rounds, choose, machine_key, time_rounds
 
 # Activations oneDNN fuses into the GEMM: name -> (attr, algorithm) of _linear_pointwise.
@@ -241,7 +242,7 @@ class FusedQKV(_KeepsDerived, nn.Module):
     """query|key|value, (..., 3H), in one GEMM over their weights concatenated: oneDNN's on the CPU,
     F.linear elsewhere (jobs.prepare installs it on a GPU model too).
 
-    It holds no Parameters: it reads those of attention.self.query/key/value, which stay where they
+    It holds no Parameters: it reads those of the query/key/value Linears, which stay where they
     are (so state_dict() keeps transformers' keys), and keeps the concatenation (packed: in oneDNN's
     layout) as a derived copy, rebuilt if any of them changes.
     """
@@ -272,8 +273,9 @@ class FusedQKV(_KeepsDerived, nn.Module):
 def optimize(model: nn.Module, pack_weights: bool = True, fuse_activation: bool | None = None) -> nn.Module:
     """Install the fast inference modules in a bertlite BERT model, in place, and return it.
 
+    Each layer's parts are found by their roles (bertlite.layers.roles), so every family's names work.
     query/key/value run as one FusedQKV; each encoder dense runs as a OneDNNLinear with its activation
-    (intermediate, where that pays on this CPU) or residual add (attention.output, output) fused; attention
+    (intermediate, where that pays on this CPU) or residual add (attention output, output) fused; attention
     "sdpa" becomes "auto"
     (bertlite.layers.attention). Only plain float32/bfloat16 Linears on the CPU are replaced (int8's
     modules, adapters and other devices are left as they are), and only with forms oneDNN runs here.
@@ -293,23 +295,25 @@ def optimize(model: nn.Module, pack_weights: bool = True, fuse_activation: bool 
     if encoder is None:
         raise TypeError(f"optimize takes a bertlite BERT model, got {type(model).__name__}")
     for layer in encoder.layer:
-        attention = layer.attention.self
-        linears = (attention.query, attention.key, attention.value)
+        attention = attention_of(layer)
+        linears = tuple(part(layer, role) for role in ("query", "key", "value"))
         if attention.qkv is None and all(_replaceable(m) for m in linears) and all(m.bias is not None for m in linears):
-            attention.qkv = FusedQKV(*linears, pack=_packs(attention.query, pack_weights))
+            attention.qkv = FusedQKV(*linears, pack=_packs(linears[0], pack_weights))
         if attention.attn_implementation == "sdpa":
             attention.attn_implementation = "auto"
-        for block in (layer.attention.output, layer.output):
-            if _replaceable(block.dense) and linear_add_works(block.dense.weight.dtype):
-                block.dense = OneDNNLinear(block.dense, pack=_packs(block.dense, pack_weights))
-                block.fuses_residual = True
-        intermediate = layer.intermediate
-        if _replaceable(intermediate.dense):
-            fused = _fused_activation(intermediate.hidden_act, intermediate.dense, fuse_activation)
-            pack = _packs(intermediate.dense, pack_weights)
-            intermediate.dense = OneDNNLinear(intermediate.dense, activation=fused, pack=pack)
+        for role in RESIDUAL_ROLES:
+            dense = part(layer, role)
+            if _replaceable(dense) and linear_add_works(dense.weight.dtype):
+                replace(layer, role, OneDNNLinear(dense, pack=_packs(dense, pack_weights)))
+                set_fuses_residual(layer, role, True)
+        intermediate = part(layer, "intermediate")
+        if _replaceable(intermediate):
+            hidden_act = _activation_owner(layer).hidden_act
+            fused = _fused_activation(hidden_act, intermediate, fuse_activation)
+            pack = _packs(intermediate, pack_weights)
+            replace(layer, "intermediate", OneDNNLinear(intermediate, activation=fused, pack=pack))
             if fused is not None:
-                intermediate.intermediate_act_fn = ACT2FN["linear"]  # applied inside the GEMM now
+                replace(layer, "activation", ACT2FN["linear"])  # applied inside the GEMM now
     return model
 
 
@@ -326,16 +330,22 @@ def restore(model: nn.Module) -> nn.Module:
     if encoder is None:
         raise TypeError(f"restore takes a bertlite BERT model, got {type(model).__name__}")
     for layer in encoder.layer:
-        if isinstance(layer.attention.self.qkv, FusedQKV):
-            layer.attention.self.qkv = None
-        for block in (layer.attention.output, layer.output):
-            if isinstance(block.dense, OneDNNLinear):
-                block.dense = _plain(block.dense)
-                block.fuses_residual = False
-        if isinstance(layer.intermediate.dense, OneDNNLinear):
-            layer.intermediate.dense = _plain(layer.intermediate.dense)
-            layer.intermediate.intermediate_act_fn = ACT2FN[layer.intermediate.hidden_act]
+        attention = attention_of(layer)
+        if isinstance(attention.qkv, FusedQKV):
+            attention.qkv = None
+        for role in RESIDUAL_ROLES:
+            if isinstance(part(layer, role), OneDNNLinear):
+                replace(layer, role, _plain(part(layer, role)))
+                set_fuses_residual(layer, role, False)
+        if isinstance(part(layer, "intermediate"), OneDNNLinear):
+            replace(layer, "intermediate", _plain(part(layer, "intermediate")))
+            replace(layer, "activation", ACT2FN[_activation_owner(layer).hidden_act])
     return model
+
+
+def _activation_owner(layer: nn.Module) -> nn.Module:
+    """The module holding a layer's intermediate activation, and its name in `hidden_act`."""
+    return get_part(layer, roles_of(layer).activation.rpartition(".")[0])
 
 
 def is_optimized(model: nn.Module) -> bool:

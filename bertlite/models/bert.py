@@ -27,6 +27,7 @@ from bertlite.layers.attention import (
     padded_attention,
 )
 from bertlite.layers.packing import PackedLayout
+from bertlite.layers.roles import BERT_ROLES, attention_of
 
 # The `X as X` imports are names that moved out of this module (the forward keywords to inputs, the outputs,
 # DUMMY_INPUTS to modeling_utils); they stay importable from here, where callers found them before.
@@ -104,15 +105,20 @@ class BertEmbeddings(nn.Module):
 
 
 class BertSelfAttention(nn.Module):
+    """Attention by name over the query, key and value Linears, padded or packed: the core every family's
+    attention module is (a family's subclass renames the Linears with projection_names)."""
+
+    # The attribute names of the query, key and value Linears (DistilBERT's: q_lin, k_lin, v_lin).
+    projection_names: tuple[str, str, str] = ("query", "key", "value")
+
     def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
         super().__init__()
         self.num_attention_heads = config.num_attention_heads
         self.attention_head_size = config.head_dim
         self.all_head_size = self.num_attention_heads * self.attention_head_size
         self.scaling = self.attention_head_size**-0.5
-        self.query = nn.Linear(config.hidden_size, self.all_head_size)
-        self.key = nn.Linear(config.hidden_size, self.all_head_size)
-        self.value = nn.Linear(config.hidden_size, self.all_head_size)
+        for name in self.projection_names:
+            setattr(self, name, nn.Linear(config.hidden_size, self.all_head_size))
         # A module giving query|key|value in one call, installed by a module swap (layers.onednn.optimize
         # reads the three Linears above; quant.int8 replaces them); None: the three Linears, one by one.
         self.qkv: nn.Module | None = None
@@ -148,7 +154,7 @@ class BertSelfAttention(nn.Module):
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, self.attention_head_size)
         if self.qkv is None:
-            projections = (self.query(hidden_states), self.key(hidden_states), self.value(hidden_states))
+            projections = tuple(getattr(self, name)(hidden_states) for name in self.projection_names)
         else:
             projections = self.qkv(hidden_states).split(self.all_head_size, dim=-1)
         query, key, value = (p.view(hidden_shape).transpose(1, 2) for p in projections)  # (B, nh, T, hs)
@@ -163,7 +169,7 @@ class BertSelfAttention(nn.Module):
         """query|key|value of every row, (N, 3H)."""
         if self.qkv is not None:
             return self.qkv(hidden_states)
-        return torch.cat([self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)], dim=-1)
+        return torch.cat([getattr(self, name)(hidden_states) for name in self.projection_names], dim=-1)
 
     def relative_position_scores(self, query: Tensor, key: Tensor) -> tuple[Tensor, ...]:
         """The unscaled relative-position terms of the attention scores, as transformers 4.x computed
@@ -243,6 +249,9 @@ class BertOutput(_DenseAddNorm):
 
 
 class BertLayer(nn.Module):
+    # Where its parts are, for the module swaps (bertlite.layers.roles).
+    roles = BERT_ROLES
+
     def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
         super().__init__()
         self.attention = BertAttention(config, attn_implementation)
@@ -440,7 +449,7 @@ class BertModel(BertPreTrainedModel):
     @property
     def attn_implementation(self) -> str:
         """The attention implementation the layers run ("eager" for a model without layers)."""
-        return self.encoder.layer[0].attention.self.attn_implementation if len(self.encoder.layer) else "eager"
+        return attention_of(self.encoder.layer[0]).attn_implementation if len(self.encoder.layer) else "eager"
 
     def get_input_embeddings(self) -> nn.Embedding:
         """The word embeddings."""

@@ -92,7 +92,8 @@ def activation_ranges(model: nn.Module, tokenizer: Tokenizer, texts: Sequence[st
     was_training = model.training
     model.eval()
     try:
-        model.base_model(input_ids=ids, attention_mask=mask.long(), token_type_ids=torch.zeros_like(ids))
+        # No token_type_ids: all 0 by default, and a family without token types (DistilBERT) takes none.
+        model.base_model(input_ids=ids, attention_mask=mask.long())
     finally:
         for hook in hooks:
             hook.remove()

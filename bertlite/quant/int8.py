@@ -19,6 +19,15 @@ from torch import Tensor, nn
 
 from bertlite.errors import Int8PrecisionWarning
 from bertlite.layers.onednn import restore
+from bertlite.layers.roles import (
+    BERT_ROLES,
+    LINEAR_ROLES,
+    attention_of,
+    part,
+    replace,
+    roles_of,
+    set_fuses_residual,
+)
 from bertlite.quant import compiled as compiled_quant
 from bertlite.quant.allocator import keep_freed_memory
 from bertlite.quant.calibration import CALIBRATION_TEXTS, activation_ranges, outlier_channels, smoothing_factors
@@ -65,25 +74,31 @@ __all__ = [
 ]
 
 DEFAULT_ALPHA = 0.5  # SmoothQuant's migration strength: how much of an outlier moves into the weight
-# The encoder Linears quantize_int8 replaces, by their path inside one BertLayer.
-LAYER_LINEARS = ("attention.self.qkv", "attention.output.dense", "intermediate.dense", "output.dense")
+# The Linears below are named by role (bertlite.layers.roles: "qkv", "attention_output", "intermediate",
+# "output"), so every family's layer is quantized alike; the comments and the *_LINEARS names are BERT's paths.
+# The encoder Linears quantize_int8 replaces: LINEAR_ROLES.
 # The Linears SmoothQuant rescales. Not output.dense: its input, GELU's output, has no shared outlier
 # channels to move (measured on the corpus, all-MiniLM-L6-v2: min / mean cosine 0.99828 / 0.99929
 # without, 0.99819 / 0.99922 with), and its 1 / s would cost a pass over the widest activation.
-SMOOTHED_LINEARS = ("attention.self.qkv", "attention.output.dense", "intermediate.dense")
+SMOOTHED_ROLES = ("qkv", "attention_output", "intermediate")
 # The Linears whose input is quantized over each token's [min, max], on every grid: the one-sided ones.
 # GELU's output is one-sided on every token; query|key|value's input (LayerNorm's output) on the [CLS]
 # and [SEP] rows, whose massive channel puts their max at 3-19x their |min|, so a symmetric range wastes
 # about half its levels on exactly the tokens that make a text of 2-3 tokens (all-MiniLM-L6-v2, full grid:
 # min / mean cosine 0.9964 / 0.9978 -> 0.9980 / 0.9986 on such texts, the corpus no worse). The attention's
 # context is two-sided: asymmetric there measured no better.
-ASYMMETRIC_LINEARS = ("attention.self.qkv", "intermediate.dense", "output.dense")
+ASYMMETRIC_ROLES = ("qkv", "intermediate", "output")
 # The Linears whose few outlier input channels stay float32. GELU's output in the first layers holds
 # "massive activations": one or two fixed channels at 13-25 on the [CLS] token (median channel max 1.5;
 # all-MiniLM-L6-v2, layers 0-3), so its per-token range is ~100x its other values, which then round to
 # a few levels. A text of 2-3 tokens ("" is [CLS] [SEP]) is mostly that token: min cosine 0.995 -> 0.998
 # with them kept out of the int8 range (measured on 14 such inputs; the corpus is unchanged or better).
-OUTLIER_LINEARS = ("output.dense",)
+OUTLIER_ROLES = ("output",)
+# The same, by their paths in a BertLayer (the names keep_fp32= and asymmetric= take for a BERT model).
+LAYER_LINEARS = tuple(BERT_ROLES.path(role) for role in LINEAR_ROLES)
+SMOOTHED_LINEARS = tuple(BERT_ROLES.path(role) for role in SMOOTHED_ROLES)
+ASYMMETRIC_LINEARS = tuple(BERT_ROLES.path(role) for role in ASYMMETRIC_ROLES)
+OUTLIER_LINEARS = tuple(BERT_ROLES.path(role) for role in OUTLIER_ROLES)
 
 
 def is_quantized(model: nn.Module) -> bool:
@@ -107,8 +122,10 @@ def quantize_int8(
 
     q/k/v become one Int8Linear at attention.self.qkv (their places hold FusedIntoQKV, so no
     fp32 copy stays alive); attention.output.dense, intermediate.dense and output.dense become
-    Int8Linear. Raises glibc's malloc thresholds for the whole process
-    (bertlite.quant.allocator.keep_freed_memory; BERTLITE_KEEP_FREED_MEMORY=0 keeps them).
+    Int8Linear. Those are BERT's names; another family's layer says where its own are (its LayerRoles,
+    bertlite.layers.roles: DistilBERT's attention.qkv, attention.out_lin, ffn.lin1, ffn.lin2). Raises
+    glibc's malloc thresholds for the whole process (bertlite.quant.allocator.keep_freed_memory;
+    BERTLITE_KEEP_FREED_MEMORY=0 keeps them).
 
     Args:
         model: a float32 bertlite BERT model on the CPU, not yet quantized.
@@ -118,8 +135,8 @@ def quantize_int8(
         alpha: SmoothQuant's migration strength, between 0 and 1 (default DEFAULT_ALPHA); None: no
             smoothing.
         calibration_texts: the texts for the activation ranges; None: CALIBRATION_TEXTS.
-        keep_fp32: Linears to leave in fp32, by their path in one layer (LAYER_LINEARS) or in the
-            model ("encoder.layer.3.output.dense").
+        keep_fp32: Linears to leave in fp32, by their path in one layer (LAYER_LINEARS for BERT) or in
+            the base model ("encoder.layer.3.output.dense").
         asymmetric: Linears, named the same way, whose input is quantized over each token's
             [min, max]; None: ASYMMETRIC_LINEARS, the one-sided ones.
         compile_quantization: quantize each Linear's input in one kernel compiled by torch.compile
@@ -143,13 +160,16 @@ def quantize_int8(
     encoder = getattr(base, "encoder", None)
     _check_model(model, encoder, alpha)
     restore(model)  # quantize the plain Linears (and calibrate on them), not layers.onednn's modules
-    keep = _check_names("keep_fp32", keep_fp32, len(encoder.layer))
+    names = _LinearNames(base, encoder)
+    keep = names.check("keep_fp32", keep_fp32)
     keep_freed_memory()  # see bertlite.quant.allocator: the int8 forwards' page faults cost a third of their time
-    one_sided = _check_names("asymmetric", ASYMMETRIC_LINEARS if asymmetric is None else asymmetric, len(encoder.layer))
+    one_sided = None if asymmetric is None else names.check("asymmetric", asymmetric)
     compiled = _compiled_inputs(kernel, compile_quantization)
     ranges = _calibrate(model, tokenizer, alpha, calibration_texts)
     for i, layer in enumerate(encoder.layer):
-        _quantize_layer(layer, i, ranges, alpha, keep, one_sided, kernel=kernel, compiled=compiled)
+        chosen = [role for role in LINEAR_ROLES if not names.named(keep, i, role)]
+        asym = set(ASYMMETRIC_ROLES) if one_sided is None else {r for r in LINEAR_ROLES if names.named(one_sided, i, r)}
+        _quantize_layer(layer, names.full(i, "qkv"), ranges, alpha, chosen, asym, kernel=kernel, compiled=compiled)
     return model
 
 
@@ -205,81 +225,77 @@ def _calibrate(
 
 def _quantize_layer(
     layer: nn.Module,
-    i: int,
+    qkv_name: str,
     ranges: dict[nn.Linear, Tensor],
     alpha: float | None,
-    keep: set[str],
+    chosen: list[str],
     one_sided: set[str],
     *,
     kernel: str,
     compiled: bool,
 ) -> None:
-    """Swap one BertLayer's Linears, all but the kept ones, for Int8Linear, in place.
+    """Swap one layer's chosen Linears for Int8Linear, in place.
 
     Args:
-        layer: encoder.layer[i].
-        i: its index, for the names in keep and one_sided.
+        layer: encoder.layer[i]; its parts are found by role (bertlite.layers.roles).
+        qkv_name: the fused query|key|value's name in the base model, for FusedIntoQKV's message.
         ranges: the calibration's activation ranges (_calibrate); empty: no smoothing, no float32 channels.
         alpha: SmoothQuant's migration strength.
-        keep, one_sided: quantize_int8's checked keep_fp32 and asymmetric names.
+        chosen: the roles (LINEAR_ROLES) to quantize, the others left in fp32.
+        one_sided: the roles whose input is quantized over each token's [min, max].
         kernel: the resolved int8 kernel.
         compiled: quantize the inputs with the compiled kernel (_compiled_inputs).
     """
-    attention = layer.attention.self
     targets = {
-        "attention.self.qkv": [attention.query, attention.key, attention.value],
-        "attention.output.dense": [layer.attention.output.dense],
-        "intermediate.dense": [layer.intermediate.dense],
-        "output.dense": [layer.output.dense],
+        "qkv": [part(layer, "query"), part(layer, "key"), part(layer, "value")],
+        "attention_output": [part(layer, "attention_output")],
+        "intermediate": [part(layer, "intermediate")],
+        "output": [part(layer, "output")],
     }
-    chosen = [name for name in targets if name not in keep and f"encoder.layer.{i}.{name}" not in keep]
     smooth = {
-        name: smoothing_factors(ranges[targets[name][0]], targets[name], alpha)
-        for name in chosen
-        if ranges and name in SMOOTHED_LINEARS
+        role: smoothing_factors(ranges[targets[role][0]], targets[role], alpha)
+        for role in chosen
+        if ranges and role in SMOOTHED_ROLES
     }
     # The attention's context is probs @ value, so dividing value's output channels by s divides the
     # context's: attention.output.dense's smoothing then costs nothing at run time.
-    fold = "attention.self.qkv" in chosen and "attention.output.dense" in smooth
+    fold = "qkv" in chosen and "attention_output" in smooth
     if fold:
-        targets["attention.self.qkv"][2] = _divided_rows(attention.value, smooth["attention.output.dense"])
-    for name in chosen:
-        linears = targets[name]
-        asym = name in one_sided or f"encoder.layer.{i}.{name}" in one_sided
-        folded = fold and name == "attention.output.dense"
-        outliers = outlier_channels(ranges[linears[0]]) if ranges and name in OUTLIER_LINEARS else None
+        targets["qkv"][2] = _divided_rows(targets["qkv"][2], smooth["attention_output"])
+    for role in chosen:
+        linears = targets[role]
+        outliers = outlier_channels(ranges[linears[0]]) if ranges and role in OUTLIER_ROLES else None
         quantized = Int8Linear.from_linear(
             linears,
-            smooth.get(name),
+            smooth.get(role),
             kernel,
-            asym,
-            smooth_folded=folded,
+            role in one_sided,
+            smooth_folded=fold and role == "attention_output",
             compiled=compiled,
             outlier_channels=outliers,
         )
-        _install(layer, i, name, quantized)
+        _install(layer, qkv_name, role, quantized)
 
 
-def _install(layer: nn.Module, i: int, name: str, quantized: Int8Linear) -> None:
-    """Put an Int8Linear in its place in one BertLayer; for q|k|v, FusedIntoQKV where query / key / value were.
+def _install(layer: nn.Module, qkv_name: str, role: str, quantized: Int8Linear) -> None:
+    """Put an Int8Linear in its role's place in one layer; for q|k|v, FusedIntoQKV where query / key / value were.
 
     Args:
         layer: encoder.layer[i].
-        i: its index, for FusedIntoQKV's message.
-        name: the Linear's path in the layer (LAYER_LINEARS).
+        qkv_name: the fused query|key|value's name in the base model, for FusedIntoQKV's message.
+        role: one of LINEAR_ROLES.
         quantized: its Int8Linear.
     """
-    if name == "attention.self.qkv":
-        attention = layer.attention.self
-        attention.qkv = quantized
-        for part in ("query", "key", "value"):
-            setattr(attention, part, FusedIntoQKV(f"encoder.layer.{i}.attention.self.{part}"))
+    if role == "qkv":
+        attention_of(layer).qkv = quantized
+        roles = roles_of(layer)
+        for projection in ("query", "key", "value"):
+            path = roles.path(projection)
+            name = f"{qkv_name.removesuffix('qkv')}{path.rpartition('.')[2]}"  # encoder.layer.3.attention.self.key
+            replace(layer, projection, FusedIntoQKV(name, qkv_name))
     else:
-        owner, _, attr = name.rpartition(".")
-        block = layer.get_submodule(owner)
-        setattr(block, attr, quantized)
-        if hasattr(block, "fuses_residual"):  # attention.output, output: the residual add goes in
-            block.fuses_residual = True
+        replace(layer, role, quantized)
+        set_fuses_residual(layer, role, True)  # attention output, output: the residual add goes in
 
 
 def _check_model(model: nn.Module, encoder: nn.Module | None, alpha: float | None) -> None:
@@ -303,15 +319,41 @@ def _divided_rows(linear: nn.Linear, divisor: Tensor) -> nn.Linear:
     return divided
 
 
-def _check_names(option: str, names: Iterable[str], layers: int) -> set[str]:
-    if isinstance(names, str):
-        raise TypeError(f"{option} takes a list of Linear names, got the string {names!r}")
-    chosen = set(names)
-    known = {f"encoder.layer.{i}.{name}" for i in range(layers) for name in LAYER_LINEARS}
-    unknown = sorted(name for name in chosen if name not in LAYER_LINEARS and name not in known)
-    if unknown:
-        raise ValueError(
-            f"{option}: {', '.join(map(repr, unknown))} not among the quantizable Linears "
-            f"({', '.join(LAYER_LINEARS)}, or encoder.layer.<i>.<name> for i < {layers})"
-        )
-    return chosen
+class _LinearNames:
+    """The names keep_fp32= and asymmetric= take for a model: each Linear's path in one layer (its roles'
+    paths; BERT's are LAYER_LINEARS) or in the base model ("encoder.layer.3.output.dense")."""
+
+    def __init__(self, base: nn.Module, encoder: nn.Module) -> None:
+        roles = roles_of(encoder.layer[0]) if len(encoder.layer) else BERT_ROLES
+        self.paths = {role: roles.path(role) for role in LINEAR_ROLES}
+        # The encoder's attribute in the base model: "encoder" (BERT), "transformer" (DistilBERT).
+        self.prefix = next((name for name, child in base.named_children() if child is encoder), "encoder")
+        self.layers = len(encoder.layer)
+
+    def full(self, i: int, role: str) -> str:
+        """The name in the base model of layer i's Linear of `role`."""
+        return f"{self.prefix}.layer.{i}.{self.paths[role]}"
+
+    def named(self, names: set[str], i: int, role: str) -> bool:
+        """Whether `names` (check()'s) name layer i's Linear of `role`."""
+        return self.paths[role] in names or self.full(i, role) in names
+
+    def check(self, option: str, names: Iterable[str]) -> set[str]:
+        """The names given to `option`, checked.
+
+        Raises:
+            TypeError: a string instead of a list.
+            ValueError: a name that is no quantizable Linear of this model, naming those that are.
+        """
+        if isinstance(names, str):
+            raise TypeError(f"{option} takes a list of Linear names, got the string {names!r}")
+        chosen = set(names)
+        paths = tuple(self.paths.values())
+        known = {self.full(i, role) for i in range(self.layers) for role in LINEAR_ROLES}
+        unknown = sorted(name for name in chosen if name not in paths and name not in known)
+        if unknown:
+            raise ValueError(
+                f"{option}: {', '.join(map(repr, unknown))} not among the quantizable Linears "
+                f"({', '.join(paths)}, or {self.prefix}.layer.<i>.<name> for i < {self.layers})"
+            )
+        return chosen

@@ -354,11 +354,13 @@ def widest_pairs(weight: Tensor) -> Tensor:
 
 
 class FusedIntoQKV(nn.Module):
-    """Stands where query / key / value were once they live in attention.self.qkv: holds no weights."""
+    """Stands where query / key / value were once they live in the fused qkv (attention.self.qkv in BERT):
+    holds no weights."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, qkv_name: str = "attention.self.qkv") -> None:
         super().__init__()
         self.name = name
+        self.qkv_name = qkv_name
 
     def forward(self, x: Tensor) -> Tensor:
-        raise RuntimeError(f"{self.name} was quantized into attention.self.qkv; call qkv (the model does)")
+        raise RuntimeError(f"{self.name} was quantized into {self.qkv_name}; call qkv (the model does)")

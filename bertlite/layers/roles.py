@@ -1,0 +1,122 @@
+"""Where a layer keeps its parts: each family's layer class declares, by role, the paths of its query, key,
+value and dense Linears, so the code that swaps modules (layers.onednn, quant.int8, jobs.prepare) reaches
+them under any family's names (BERT's `attention.self.query`, DistilBERT's `attention.q_lin`, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch import nn
+
+# The Linear roles a module swap replaces, in the order a layer runs them; "qkv" is query|key|value as one.
+LINEAR_ROLES = ("qkv", "attention_output", "intermediate", "output")
+# The Linears whose output the layer adds the residual to.
+RESIDUAL_ROLES = ("attention_output", "output")
+
+
+@dataclass(frozen=True)
+class LayerRoles:
+    """A layer's parts by role, each a dotted path inside one layer (what `layer.get_submodule` takes).
+
+    A family declares its names with a class attribute on its layer class, `roles = LayerRoles(...)`, and
+    its attention module subclasses BertSelfAttention (which runs the kernels by name and takes `qkv`).
+    BERT's (BertLayer.roles): attention "attention.self", query "attention.self.query", attention_output
+    "attention.output.dense", intermediate "intermediate.dense", output "output.dense". DistilBERT's
+    (TransformerBlock.roles): attention "attention", query "attention.q_lin", attention_output
+    "attention.out_lin", intermediate "ffn.lin1", output "ffn.lin2". MPNet's would name "attention.attn",
+    "attention.attn.q", ... "attention.attn.o".
+
+    Attributes:
+        attention: the module that runs attention: `attn_implementation` (the kernel's name) and `qkv` (None,
+            or a module giving query|key|value in one call, which the swaps install) are its attributes.
+        query, key, value: the three projections' Linears.
+        attention_output: the Linear on the attention's context; the residual is added to its output.
+        intermediate: the feed-forward's first Linear.
+        activation: the attribute holding the activation after `intermediate` (owner path, then its name);
+            the owner keeps the activation's name (an ACT2FN key) in `hidden_act`.
+        output: the feed-forward's second Linear; the residual is added to its output.
+        residual_owners: for attention_output and output, the module whose `fuses_residual` flag makes the
+            layer call that Linear as `forward(x, residual=)`, the add inside its GEMM (inference only).
+    """
+
+    attention: str
+    query: str
+    key: str
+    value: str
+    attention_output: str
+    intermediate: str
+    activation: str
+    output: str
+    residual_owners: dict[str, str] = field(default_factory=dict)
+
+    def path(self, role: str) -> str:
+        """The path of a role: one of LayerRoles' fields, or "qkv" (the fused slot on the attention module)."""
+        return f"{self.attention}.qkv" if role == "qkv" else getattr(self, role)
+
+    def linear_paths(self) -> dict[str, str]:
+        """Each of LINEAR_ROLES by its path in the layer (BERT's: attention.self.qkv, attention.output.dense, ...)."""
+        return {self.path(role): role for role in LINEAR_ROLES}
+
+
+# BERT's (BertLayer.roles): also RoBERTa's and ELECTRA's, whose layers are BERT's.
+BERT_ROLES = LayerRoles(
+    attention="attention.self",
+    query="attention.self.query",
+    key="attention.self.key",
+    value="attention.self.value",
+    attention_output="attention.output.dense",
+    intermediate="intermediate.dense",
+    activation="intermediate.intermediate_act_fn",
+    output="output.dense",
+    residual_owners={"attention_output": "attention.output", "output": "output"},
+)
+
+
+def roles_of(layer: nn.Module) -> LayerRoles:
+    """The roles a layer's class declares.
+
+    Raises:
+        TypeError: the class declares none (no `roles` LayerRoles attribute).
+    """
+    roles = getattr(type(layer), "roles", None)
+    if not isinstance(roles, LayerRoles):
+        raise TypeError(f"{type(layer).__name__} declares no layer roles (a `roles = LayerRoles(...)` class attribute)")
+    return roles
+
+
+def get_part(layer: nn.Module, path: str) -> Any:
+    """The module or attribute at a dotted `path` in `layer` ("" is the layer itself)."""
+    part: Any = layer
+    for name in filter(None, path.split(".")):
+        part = getattr(part, name)
+    return part
+
+
+def set_part(layer: nn.Module, path: str, value: Any) -> None:
+    """Put `value` at a dotted `path` in `layer` (a submodule, or a plain attribute such as a flag)."""
+    owner, _, name = path.rpartition(".")
+    setattr(get_part(layer, owner), name, value)
+
+
+def part(layer: nn.Module, role: str) -> Any:
+    """A layer's part by role (a field of LayerRoles, or "qkv")."""
+    return get_part(layer, roles_of(layer).path(role))
+
+
+def replace(layer: nn.Module, role: str, value: Any) -> None:
+    """Put `value` in a layer's place for `role`."""
+    set_part(layer, roles_of(layer).path(role), value)
+
+
+def set_fuses_residual(layer: nn.Module, role: str, value: bool) -> None:
+    """Say whether the layer passes the residual into its `role` Linear (one of RESIDUAL_ROLES)."""
+    owner = roles_of(layer).residual_owners.get(role)
+    if owner is not None:
+        get_part(layer, owner).fuses_residual = value
+
+
+def attention_of(layer: nn.Module) -> nn.Module:
+    """The module that runs a layer's attention (its attn_implementation and qkv)."""
+    return part(layer, "attention")
