@@ -31,8 +31,9 @@ __all__ = ["M3Encoder", "colbert_score", "lexical_matching_score"]
 # The heads' files beside the checkpoint, as FlagEmbedding saves them.
 COLBERT_FILE = "colbert_linear.pt"
 SPARSE_FILE = "sparse_linear.pt"
-# The special tokens whose lexical weights BGE-M3 drops.
-UNUSED_TOKENS = ("<s>", "</s>", "<pad>", "<unk>")
+# The special tokens whose lexical weights BGE-M3 drops: the cls, eos, pad and unk tokens of XLM-RoBERTa's
+# vocabulary, or of BERT's (which has no eos: [SEP] keeps its weight, as in FlagEmbedding).
+UNUSED_TOKENS = ("<s>", "</s>", "<pad>", "<unk>", "[CLS]", "[PAD]", "[UNK]")
 OUTPUTS = ("dense_vecs", "lexical_weights", "colbert_vecs")
 
 
