@@ -12,9 +12,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypeVar
 
-# Top-level modules of the base model, and the heads' modules around it (BERT's; RoBERTa's masked-LM lm_head).
-BASE_MODULES = ("embeddings.", "encoder.", "pooler.")
-HEAD_MODULES = ("cls.", "classifier.", "qa_outputs.", "lm_head.")
+# Top-level modules of the base model (ELECTRA's embeddings_project too), and the heads' modules around it
+# (BERT's; RoBERTa's masked-LM lm_head; ELECTRA's generator and discriminator heads).
+BASE_MODULES = ("embeddings.", "embeddings_project.", "encoder.", "pooler.")
+HEAD_MODULES = (
+    "cls.",
+    "classifier.",
+    "qa_outputs.",
+    "lm_head.",
+    "generator_predictions.",
+    "generator_lm_head.",
+    "discriminator_predictions.",
+)
 # transformers' non-persistent buffers, saved by old versions: derived, never loaded.
 IGNORED_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
 # Tensors that would change the outputs but have no module in the model being

@@ -48,6 +48,39 @@ class CamembertConfig(RobertaConfig):
     model_type: str = "camembert"
 
 
+@dataclass
+class ElectraConfig(BertConfig):
+    """ELECTRA's config (transformers' ElectraConfig): BERT's fields with ELECTRA-small's defaults, and
+    embedding_size, the embeddings' width, projected to hidden_size when the two differ (bertlite.models.electra).
+    The summary_* fields are transformers' (its multiple-choice head reads them), kept so config.json keeps them."""
+
+    model_types: ClassVar[tuple[str, ...]] = ("electra",)
+    hidden_size: int = 256
+    num_attention_heads: int = 4
+    intermediate_size: int = 1024
+    model_type: str = "electra"
+    embedding_size: int = 128
+    summary_type: str = "first"
+    summary_use_proj: bool = True
+    summary_activation: str | None = "gelu"
+    summary_last_dropout: float = 0.1
+
+    def __post_init__(self, num_labels: int | None, attn_implementation: str | None) -> None:
+        super().__post_init__(num_labels, attn_implementation)
+        size = self.embedding_size
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise ValueError(f"embedding_size must be a positive integer, got {size!r}")
+        if not isinstance(self.summary_use_proj, bool):
+            raise ValueError(f"summary_use_proj must be true or false (a JSON boolean), got {self.summary_use_proj!r}")
+        for name in ("summary_type", "summary_activation"):
+            value = getattr(self, name)
+            if not (isinstance(value, str) or value is None and name == "summary_activation"):
+                raise ValueError(f"{name} must be a string, got {value!r}")
+        dropout = self.summary_last_dropout
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"summary_last_dropout must be a number in [0, 1], got {dropout!r}")
+
+
 # The heads every family has beside its base model, after the family's class prefix (RobertaForMaskedLM, ...).
 FAMILY_HEADS = ("Model", "ForSequenceClassification", "ForMaskedLM", "ForTokenClassification", "ForQuestionAnswering")
 
@@ -62,7 +95,9 @@ class Family:
         prefix: its class names' prefix: prefix + "Model", prefix + "ForMaskedLM", ...
         heads: its classes after the prefix, the base model ("Model") included.
         tokenizer_classes: tokenizer_config.json's tokenizer_class values that mean this family's tokenizer,
-            whose tokenizer.json holds the whole pipeline and runs as it is.
+            whose tokenizer.json holds the whole pipeline and runs as it is (unless bert_tokenizer).
+        bert_tokenizer: the family's tokenizer is transformers' BertTokenizer under another name, as ELECTRA's:
+            BERT's pipeline is built on tokenizer.json's vocabulary, with or without a tokenizer_class.
     """
 
     config_class: type[BertConfig]
@@ -70,6 +105,7 @@ class Family:
     prefix: str
     heads: tuple[str, ...] = FAMILY_HEADS
     tokenizer_classes: tuple[str, ...] = ()
+    bert_tokenizer: bool = False
 
 
 def _tokenizers(name: str) -> tuple[str, ...]:
@@ -79,13 +115,21 @@ def _tokenizers(name: str) -> tuple[str, ...]:
 
 # model_type -> its family. BERT's heads are more than FAMILY_HEADS: the Auto classes take each class it has.
 FAMILIES: dict[str, Family] = {
-    "bert": Family(BertConfig, "bertlite.models.heads", "Bert", heads=()),
+    "bert": Family(BertConfig, "bertlite.models.heads", "Bert", heads=(), bert_tokenizer=True),
     "roberta": Family(RobertaConfig, "bertlite.models.roberta", "Roberta", tokenizer_classes=_tokenizers("Roberta")),
     "xlm-roberta": Family(
         XLMRobertaConfig, "bertlite.models.roberta", "XLMRoberta", tokenizer_classes=_tokenizers("XLMRoberta")
     ),
     "camembert": Family(
         CamembertConfig, "bertlite.models.roberta", "Camembert", tokenizer_classes=_tokenizers("Camembert")
+    ),
+    "electra": Family(
+        ElectraConfig,
+        "bertlite.models.electra",
+        "Electra",
+        heads=(*FAMILY_HEADS, "ForPreTraining"),
+        tokenizer_classes=_tokenizers("Electra"),
+        bert_tokenizer=True,
     ),
 }
 # model_type -> its config class, for AutoConfig and the jobs.

@@ -533,6 +533,19 @@ class BertModel(BertPreTrainedModel):
         output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
         return output_attentions, output_hidden_states
 
+    def _embed(
+        self,
+        input_ids: Tensor | None,
+        token_type_ids: Tensor | None,
+        position_ids: Tensor | None,
+        inputs_embeds: Tensor | None,
+    ) -> Tensor:
+        """What the first layer reads, padded (B, T, H) or packed (N, H): the embeddings' output (a family
+        may project it, as ELECTRA's embeddings_project)."""
+        return self.embeddings(
+            input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds
+        )
+
     def _forward_padded(
         self,
         input_ids: Tensor | None,
@@ -544,12 +557,7 @@ class BertModel(BertPreTrainedModel):
         output_hidden_states: bool,
     ) -> BaseModelOutputWithPooling:
         check_inputs(self.config, input_ids, inputs_embeds, attention_mask, token_type_ids, position_ids)
-        embedding_output = self.embeddings(
-            input_ids=input_ids,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-        )
+        embedding_output = self._embed(input_ids, token_type_ids, position_ids, inputs_embeds)
         attention_bias = self.get_attention_bias(attention_mask, embedding_output)
         sequence_output, hidden_states, attentions = self.encoder(
             embedding_output, attention_bias, output_attentions, output_hidden_states
@@ -592,7 +600,7 @@ class BertModel(BertPreTrainedModel):
         positions = (
             layout.positions + self.embeddings.first_position if self.embeddings.first_position else layout.positions
         )
-        embedding_output = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids, position_ids=positions)
+        embedding_output = self._embed(input_ids, token_type_ids, positions, None)
         sequence_output, hidden_states, attentions = self.encoder(
             embedding_output, None, output_attentions, output_hidden_states, layout, first_token_of
         )

@@ -57,6 +57,20 @@ def check_length(seq_length: int, config: BertConfig) -> None:
         )
 
 
+def embedding_width(config: BertConfig) -> tuple[str, int]:
+    """The word embeddings' width and the field that sets it: hidden_size, or ELECTRA's embedding_size (its model
+    projects them to hidden_size after).
+
+    Args:
+        config: the model's config.
+
+    Returns:
+        (the field's name, its value).
+    """
+    name = "embedding_size" if hasattr(config, "embedding_size") else "hidden_size"
+    return name, getattr(config, name)
+
+
 def check_inputs(
     config: BertConfig,
     input_ids: Tensor | None,
@@ -75,10 +89,10 @@ def check_inputs(
         check_ids("input_ids", input_ids, config.vocab_size, "vocab_size")
         shape = tuple(input_ids.shape)
     else:
-        if inputs_embeds.dim() != 3 or (sizes and inputs_embeds.shape[-1] != config.hidden_size):
+        name, width = embedding_width(config)
+        if inputs_embeds.dim() != 3 or (sizes and inputs_embeds.shape[-1] != width):
             raise ValueError(
-                f"inputs_embeds must have shape (batch, seq_len, hidden_size={config.hidden_size}), "
-                f"got {tuple(inputs_embeds.shape)}"
+                f"inputs_embeds must have shape (batch, seq_len, {name}={width}), got {tuple(inputs_embeds.shape)}"
             )
         shape = tuple(inputs_embeds.shape[:2])
     if sizes and 0 in shape:

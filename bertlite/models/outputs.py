@@ -117,6 +117,14 @@ class BertForPreTrainingOutput(ModelOutput):
 
 
 @dataclass
+class ElectraForPreTrainingOutput(ModelOutput):
+    loss: Tensor | None = None  # replaced-token detection loss over the real tokens, when labels are given
+    logits: Tensor | None = None  # (B, T): a token was replaced where > 0
+    hidden_states: tuple[Tensor, ...] | None = None
+    attentions: tuple[Tensor, ...] | None = None
+
+
+@dataclass
 class _LogitsOutput(ModelOutput):
     loss: Tensor | None = None
     logits: Tensor | None = None

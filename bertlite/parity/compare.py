@@ -97,7 +97,7 @@ def run(model: nn.Module, batches: list[dict[str, Tensor]], names: list[str]) ->
     return {
         "modules": records,
         "last_hidden_state": [o.last_hidden_state for o in outs],
-        "pooler_output": [o.pooler_output for o in outs],
+        "pooler_output": [getattr(o, "pooler_output", None) for o in outs],  # none from a model without a pooler
         "attentions": probs,
     }
 

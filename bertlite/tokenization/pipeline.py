@@ -36,11 +36,16 @@ BERT_DEFAULTS = {
     "cls_token": "[CLS]",
     "mask_token": "[MASK]",
 }
-# tokenizer_class values that mean the BERT pipeline; a plain fast tokenizer runs its tokenizer.json as it is.
-BERT_TOKENIZER_CLASSES = ("BertTokenizer", "BertTokenizerFast")
+# tokenizer_class values that mean the BERT pipeline (BERT's, and the families whose tokenizer is transformers'
+# BertTokenizer under another name: ELECTRA's); a plain fast tokenizer runs its tokenizer.json as it is.
+BERT_TOKENIZER_CLASSES = ("BertTokenizer", "BertTokenizerFast") + tuple(
+    name for family in FAMILIES.values() if family.bert_tokenizer for name in family.tokenizer_classes
+)
 # The other families' (config.FAMILIES): their tokenizer.json holds the whole pipeline (SentencePiece or byte-level
 # BPE, the template), which is run as it is.
-FAMILY_TOKENIZER_CLASSES = tuple(name for family in FAMILIES.values() for name in family.tokenizer_classes)
+FAMILY_TOKENIZER_CLASSES = tuple(
+    name for family in FAMILIES.values() if not family.bert_tokenizer for name in family.tokenizer_classes
+)
 PLAIN_TOKENIZER_CLASSES = ("PreTrainedTokenizerFast", "TokenizersBackend", *FAMILY_TOKENIZER_CLASSES)
 PADDING = {True: "longest", False: None, "longest": "longest", "max_length": "max_length", "do_not_pad": None}
 TRUNCATION = ("longest_first", "only_first", "only_second", "do_not_truncate")
@@ -151,7 +156,7 @@ def read_settings(
     special_map = read_json_file(name, SPECIAL_TOKENS_MAP_FILE, hub_kwargs)
     tokenizer_class = config.get("tokenizer_class")
     if tokenizer_class is None:
-        tokenizer_class = "TokenizersBackend" if check_model_type(name, hub_kwargs) != "bert" else None
+        tokenizer_class = None if FAMILIES[check_model_type(name, hub_kwargs)].bert_tokenizer else "TokenizersBackend"
     elif tokenizer_class not in BERT_TOKENIZER_CLASSES + PLAIN_TOKENIZER_CLASSES:
         raise ValueError(
             f"{name}: {TOKENIZER_CONFIG_FILE} has tokenizer_class={tokenizer_class!r}, which is not a BERT "

@@ -1,0 +1,257 @@
+"""ELECTRA: BERT's module tree with narrower embeddings, and ELECTRA's heads.
+
+transformers' ElectraModel is BertModel without a pooler whose embeddings are embedding_size wide; when that
+differs from hidden_size, `embeddings_project` (a Linear) widens them before the first layer. Everything
+else is BertModel's, packed path included: the projection runs on the embeddings' output, padded or packed
+(BertModel._embed). The heads keep transformers' names under the base model prefix "electra": the sequence
+classifier reads the first token through dense, GELU and out_proj (the ms-marco-electra cross-encoders),
+the generator's masked-LM head is generator_predictions + generator_lm_head (tied to the word embeddings),
+the discriminator's replaced-token head is discriminator_predictions; token classification and question
+answering are BERT's heads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from bertlite.config import BertConfig, ElectraConfig
+from bertlite.layers.activations import ACT2FN
+from bertlite.models.bert import BertEmbeddings, BertModel
+from bertlite.models.heads import (
+    BertForMaskedLM,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    _BertWithHead,
+    _classifier_dropout,
+)
+from bertlite.models.outputs import BaseModelOutputWithPooling, ElectraForPreTrainingOutput
+from bertlite.models.roberta import _family_config, first_tokens
+
+
+class ElectraEmbeddings(BertEmbeddings):
+    """transformers' ElectraEmbeddings: BERT's, embedding_size wide (ElectraModel projects them to hidden_size)."""
+
+    def __init__(self, config: ElectraConfig) -> None:
+        nn.Module.__init__(self)  # BertEmbeddings' modules at another width, in its order
+        width = config.embedding_size
+        self.word_embeddings = nn.Embedding(config.vocab_size, width, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, width)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, width)
+        self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.position_embedding_type = config.position_embedding_type
+        self.first_position = 0
+
+
+class ElectraModel(BertModel):
+    """transformers' ElectraModel: BertModel with ELECTRA's embeddings, their projection, and no pooler."""
+
+    config_class = ElectraConfig
+    base_model_prefix = "electra"
+    embeddings_class = ElectraEmbeddings
+    _as_config = _family_config(ElectraConfig)
+
+    def __init__(
+        self, config: BertConfig, add_pooling_layer: bool = False, attn_implementation: str | None = None
+    ) -> None:
+        """Build the model with freshly initialised weights (from_pretrained loads a checkpoint instead).
+
+        Args:
+            config: the model's config (an ElectraConfig, or transformers' ElectraConfig).
+            add_pooling_layer: taken as BertModel's callers pass it; ELECTRA has no pooler, so True is refused.
+            attn_implementation: as BertModel's.
+
+        Raises:
+            ValueError: add_pooling_layer=True, or an unknown attention name.
+        """
+        if add_pooling_layer:
+            raise ValueError("ElectraModel has no pooler (transformers' ELECTRA has none): use cls or mean pooling")
+        super().__init__(config, add_pooling_layer=False, attn_implementation=attn_implementation)
+        config = self.config
+        if config.embedding_size != config.hidden_size:
+            encoder = self._modules.pop("encoder")  # re-added after the projection: transformers' key order
+            self.embeddings_project = nn.Linear(config.embedding_size, config.hidden_size)
+            self.encoder = encoder
+            if not self.embeddings_project.weight.is_meta:
+                self._init_weights(self.embeddings_project)
+        else:
+            self.embeddings_project = None
+
+    def _embed(
+        self,
+        input_ids: Tensor | None,
+        token_type_ids: Tensor | None,
+        position_ids: Tensor | None,
+        inputs_embeds: Tensor | None,
+    ) -> Tensor:
+        embeddings = super()._embed(input_ids, token_type_ids, position_ids, inputs_embeds)
+        return embeddings if self.embeddings_project is None else self.embeddings_project(embeddings)
+
+
+class ElectraClassificationHead(nn.Module):
+    """transformers' ElectraClassificationHead: the first token through dropout, dense, GELU, dropout, out_proj."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = ACT2FN["gelu"]  # GELU whatever hidden_act, as ELECTRA's authors (not BERT's tanh)
+        self.dropout = _classifier_dropout(config)
+        self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
+
+    def forward(self, features: Tensor) -> Tensor:
+        """(B, T, H) hidden states -> (B, num_labels) logits, from each sequence's first token."""
+        x = self.dropout(features[:, 0, :])
+        x = self.dropout(self.activation(self.dense(x)))
+        return self.out_proj(x)
+
+
+class ElectraGeneratorPredictions(nn.Module):
+    """transformers' ElectraGeneratorPredictions: dense to embedding_size, GELU (whatever hidden_act), LayerNorm."""
+
+    def __init__(self, config: ElectraConfig) -> None:
+        super().__init__()
+        self.activation = ACT2FN["gelu"]
+        self.LayerNorm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
+        self.dense = nn.Linear(config.hidden_size, config.embedding_size)
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        return self.LayerNorm(self.activation(self.dense(hidden_states)))
+
+
+class ElectraDiscriminatorPredictions(nn.Module):
+    """transformers' ElectraDiscriminatorPredictions: dense, hidden_act, one logit per token."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = ACT2FN[config.hidden_act]
+        self.dense_prediction = nn.Linear(config.hidden_size, 1)
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        """(..., H) -> (...) logits."""
+        return self.dense_prediction(self.activation(self.dense(hidden_states))).squeeze(-1)
+
+
+class _ElectraHead:
+    """What the ELECTRA heads set on a BERT head: the base model, its prefix and the config class."""
+
+    config_class = ElectraConfig
+    base_model_prefix = "electra"
+    base_model_class = ElectraModel
+    _as_config = _family_config(ElectraConfig)
+
+
+class ElectraForSequenceClassification(_ElectraHead, BertForSequenceClassification):
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its head (no pooler: the classifier reads the first token).
+
+        Args:
+            config: the model's config (num_labels: the classes).
+            attn_implementation: as BertForSequenceClassification's.
+        """
+        _BertWithHead.__init__(self, config)
+        config = self.config
+        self.num_labels = config.num_labels
+        self._add_base_model(config, attn_implementation, add_pooling_layer=False)
+        self.classifier = ElectraClassificationHead(config)
+        self.post_init()
+
+    def _classify(self, outputs: BaseModelOutputWithPooling, forward_kwargs: dict[str, Any]) -> Tensor:
+        return self.classifier(first_tokens(outputs.last_hidden_state, forward_kwargs))
+
+    def classify(self, first_tokens: Tensor | None, pooled: Tensor | None) -> Tensor:
+        """BertForSequenceClassification.classify: ELECTRA's head reads the first tokens (B, H)."""
+        return self.classifier(first_tokens[:, None])
+
+
+class ElectraForMaskedLM(_ElectraHead, BertForMaskedLM):
+    _tied_weights_keys = {"generator_lm_head.weight": "electra.embeddings.word_embeddings.weight"}
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and the generator's masked-LM head, its decoder tied to the word embeddings.
+
+        Args:
+            config: the model's config.
+            attn_implementation: as BertForMaskedLM's.
+        """
+        _BertWithHead.__init__(self, config)
+        self._add_base_model(self.config, attn_implementation, add_pooling_layer=False)
+        self.generator_predictions = ElectraGeneratorPredictions(self.config)
+        self.generator_lm_head = nn.Linear(self.config.embedding_size, self.config.vocab_size)
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        """The language-model decoder, generator_lm_head."""
+        return self.generator_lm_head
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        """Replace the decoder with `new_embeddings`."""
+        self.generator_lm_head = new_embeddings
+
+    def _prediction_scores(self, sequence_output: Tensor) -> Tensor:
+        return self.generator_lm_head(self.generator_predictions(sequence_output))
+
+
+class ElectraForPreTraining(_ElectraHead, _BertWithHead):
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """Build the discriminator: the model and its replaced-token head.
+
+        Args:
+            config: the model's config.
+            attn_implementation: a name of bertlite.layers.attention's registry; None: the config's
+                _attn_implementation, else "sdpa".
+        """
+        super().__init__(config)
+        self._add_base_model(self.config, attn_implementation, add_pooling_layer=False)
+        self.discriminator_predictions = ElectraDiscriminatorPredictions(self.config)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        **kwargs: Any,
+    ) -> ElectraForPreTrainingOutput | tuple[Tensor, ...]:
+        """Score each token as replaced (> 0) or original, and the discriminator's loss when labels are given.
+
+        Args:
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in BertModel.forward.
+            labels: (B, T), 1 where a token was replaced, 0 where it is the original; the loss counts the tokens
+                attention_mask keeps (all without a mask), as in transformers.
+            **kwargs: BertModel.forward's other keywords (output_attentions, output_hidden_states, ...)
+                and return_dict.
+
+        Returns:
+            ElectraForPreTrainingOutput: loss, logits (B, T) (packed: (N,)), hidden_states and attentions as
+            BertModel.forward's; with return_dict=False the tuple of its non-None fields.
+        """
+        outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        sequence_output = outputs.last_hidden_state
+        logits = self.discriminator_predictions(sequence_output)  # (B, T)
+        loss = None
+        if labels is not None:
+            length = sequence_output.shape[1]
+            if attention_mask is not None:
+                active = attention_mask.view(-1, length) == 1
+                loss = F.binary_cross_entropy_with_logits(logits.view(-1, length)[active], labels[active].float())
+            else:
+                loss = F.binary_cross_entropy_with_logits(logits.view(-1, length), labels.float())
+        output = ElectraForPreTrainingOutput(loss, logits, outputs.hidden_states, outputs.attentions)
+        return self._finish(output, kwargs)
+
+
+class ElectraForTokenClassification(_ElectraHead, BertForTokenClassification):
+    """transformers' ElectraForTokenClassification: BERT's head on ElectraModel."""
+
+
+class ElectraForQuestionAnswering(_ElectraHead, BertForQuestionAnswering):
+    """transformers' ElectraForQuestionAnswering: BERT's head on ElectraModel."""
