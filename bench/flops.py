@@ -23,13 +23,13 @@ def useful_gflop(model_path: str, texts: list[str]) -> float:
     Returns:
         The GFLOP count.
     """
-    from bertlite import BertConfig
+    from bertlite import AutoConfig
     from bertlite.tokenization import load_tokenizer
 
     tokenizer = load_tokenizer(model_path)
     tokenizer.enable_truncation(MAX_LENGTH)
     lengths = [len(e.ids) for e in tokenizer.encode_batch(texts)]
-    return encoder_gflop(BertConfig.from_pretrained(model_path), lengths)
+    return encoder_gflop(AutoConfig.from_pretrained(model_path), lengths)  # any family's config
 
 
 def encoder_gflop(config: Any, lengths: Sequence[int], first_token_last_layer: bool = False) -> float:

@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from bench import checks, cold_start, embed_cli, emulate, profile
+from bench import checks, cold_start, embed_cli, emulate, families, profile
 from bench.common import add_model_and_json_arguments, per_round_ratio, read_corpus, rotated, write_json
 from bench.configs import CONFIGS, GROUPS, expand
 from bench.flops import gemm_peak, useful_gflop
 from bench.runners import BATCH_SIZE, PeerMissing
 from bench.runners.transformers import transformers_runner
-from bertlite.config import BertConfig
+from bertlite.models.auto import AutoConfig
 from bertlite.quant.allocator import keep_freed_memory
 from bertlite.utils.capabilities import resolve_dtype
 
@@ -36,7 +36,12 @@ PAUSE_S = 0.5
 
 
 def bench_throughput(
-    model_path: str, texts: list[str], configs: list[str], rounds: int, pause_s: float = PAUSE_S
+    model_path: str,
+    texts: list[str],
+    configs: list[str],
+    rounds: int,
+    pause_s: float = PAUSE_S,
+    peaks: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Time each config on the texts in rotated rounds and compare its vectors with transformers eager fp32.
 
@@ -46,6 +51,7 @@ def bench_throughput(
         configs: names in bench.configs.CONFIGS; a peer that is not installed is skipped.
         rounds: timed rounds (after one warm-up call per config on 64 texts).
         pause_s: seconds idle before each timed run.
+        peaks: the GEMM peaks by dtype ("fp32", "bf16"), when measured already; None: measured here.
 
     Returns:
         Per config its seconds per round, median, texts/s, useful GFLOP/s, % of peak, distances to the
@@ -76,8 +82,8 @@ def bench_throughput(
             seconds[name].append(time.perf_counter() - start)
             print(f"  round {r + 1}/{rounds} {name}: {len(texts) / seconds[name][-1]:.1f} texts/s", file=sys.stderr)
     gflop = useful_gflop(model_path, texts)
-    peaks = {"fp32": gemm_peak(torch.float32), "bf16": gemm_peak(torch.bfloat16)}
-    config = BertConfig.from_pretrained(model_path)
+    peaks = dict(peaks or measure_peaks())
+    config = AutoConfig.from_pretrained(model_path)  # the checkpoint's family's (bench.families)
     auto = resolve_dtype("auto", sizes=(config.hidden_size, config.intermediate_size))  # as the runner's Embedder
     peaks["auto"] = peaks["bf16" if auto == torch.bfloat16 else "fp32"]
     base = seconds.get("bertlite_fp32")
@@ -111,6 +117,11 @@ def bench_throughput(
         "skipped": skipped,
         "vectors": vectors,
     }
+
+
+def measure_peaks() -> dict[str, float]:
+    """The GEMM peaks bench_throughput's % of peak reads: {"fp32": GFLOP/s, "bf16": GFLOP/s}."""
+    return {"fp32": gemm_peak(torch.float32), "bf16": gemm_peak(torch.bfloat16)}
 
 
 def format_throughput(result: dict[str, Any], not_capped: dict[str, str]) -> str:
@@ -156,6 +167,13 @@ def _configs(spec: str) -> list[str]:
         raise argparse.ArgumentTypeError(str(e)) from e
 
 
+def _families(spec: str) -> list[str]:
+    try:
+        return families.parse_families(spec)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The throughput job's flags."""
     parser.add_argument("--texts", type=int, default=1000, help="first N corpus texts; 0 = all 11,491 (default 1000)")
@@ -168,6 +186,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--pause", type=float, default=PAUSE_S, help=f"seconds idle before each timed run (default {PAUSE_S})"
+    )
+    parser.add_argument(
+        "--families",
+        type=_families,
+        default="",
+        help="also time each family's random checkpoint (bertlite, transformers sdpa sorted, sentence-transformers): "
+        f"comma-separated, or all ({', '.join(families.family_names())})",
+    )
+    parser.add_argument(
+        "--family-shape",
+        choices=sorted(families.SHAPES),
+        default="minilm",
+        help="the families' layer shape: all-MiniLM-L6-v2's (default) or tiny, for a smoke run",
     )
     parser.add_argument("--cli", action="store_true", help="also time `bertlite embed` on the same texts")
     parser.add_argument(
@@ -200,6 +231,12 @@ def run(args: argparse.Namespace) -> None:
 
             results["int8_input_quantization"] = compiled_quant.describe()
             print(f"bertlite_int8's input quantization: {results['int8_input_quantization']}")
+    if args.families:
+        peaks = results["throughput"]["gemm_peak_gflops"] if "throughput" in results else measure_peaks()
+        results["families"] = families.bench_families(
+            args.families, texts, args.rounds, args.family_shape, args.pause, peaks
+        )
+        print("\n" + families.format_families(results["families"]))
     if args.cli:
         results["cli"] = embed_cli.bench_cli(model_path, texts, vectors.get("hf_sdpa_fp32_corpus"))
         print("\n" + embed_cli.format_cli(results["cli"]))

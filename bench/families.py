@@ -1,0 +1,154 @@
+"""The throughput job's families: each family of bertlite.config.FAMILIES (RoBERTa, XLM-RoBERTa, ELECTRA, ...)
+as a random checkpoint built here, timed as bertlite, transformers sdpa (length-sorted) and sentence-transformers.
+
+No family checkpoint ships with the repository and the bench runs offline, so each one is a transformers model
+of the family with random weights, at a chosen shape, saved by sentence-transformers (mean pooling, L2
+normalized) with all-MiniLM-L6-v2's WordPiece tokenizer: every engine reads the same tokens, and the time is
+the family's model. Random weights run at the speed of trained ones.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bench.common import default_model_path
+from bench.runners import MAX_LENGTH
+
+# The configs each family runs (bench.configs.CONFIGS): bertlite against what its users run now.
+FAMILY_CONFIGS = ["bertlite_fp32", "hf_sdpa_fp32_sorted", "sentence_transformers_fp32"]
+# Layer shapes: all-MiniLM-L6-v2's, so the numbers sit beside the default table's, and a tiny one for smoke runs.
+SHAPES: dict[str, dict[str, int]] = {
+    "minilm": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536),
+    "tiny": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37),
+}
+VOCAB_SIZE = 30522  # the WordPiece tokenizer's
+# What a family's config takes beyond the shape: ELECTRA's embeddings are narrower than its layers, as in ELECTRA-small.
+FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {"electra": {"embedding_size": 128}}
+# Families whose models take no token_type_ids: their tokenizer gives none, as their own tokenizers do.
+NO_TOKEN_TYPES = ("distilbert", "mpnet")
+
+
+def family_names() -> list[str]:
+    """The families bertlite has beside BERT, in FAMILIES' order."""
+    from bertlite.config import FAMILIES
+
+    return [model_type for model_type in FAMILIES if model_type != "bert"]
+
+
+def parse_families(spec: str) -> list[str]:
+    """Family names from a comma-separated list, or "all" for every family beside BERT.
+
+    Args:
+        spec: e.g. "roberta,electra", "all", or "" for none.
+
+    Returns:
+        The names, each once.
+
+    Raises:
+        ValueError: a name that is not a family bertlite has.
+    """
+    known = family_names()
+    names = list(dict.fromkeys(n for part in spec.split(",") if part for n in (known if part == "all" else [part])))
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown families {unknown}; choose from {', '.join(known)} or all")
+    return names
+
+
+def build_family_folder(model_type: str, folder: Path, shape: str, seed: int = 0) -> Path:
+    """A random transformers model of the family, saved as a sentence-transformers folder (mean pooling, L2
+    normalized) with all-MiniLM-L6-v2's tokenizer.
+
+    Args:
+        model_type: a family's model_type ("roberta", "electra", ...).
+        folder: where to write it (created).
+        shape: a key of SHAPES.
+        seed: the random weights' seed.
+
+    Returns:
+        The sentence-transformers folder (folder / "st").
+    """
+    import transformers
+    from sentence_transformers import SentenceTransformer, models
+
+    values = {**SHAPES[shape], **FAMILY_OVERRIDES.get(model_type, {}), "vocab_size": VOCAB_SIZE}
+    config = transformers.AutoConfig.for_model(model_type, **values)
+    torch.manual_seed(seed)
+    model = transformers.AutoModel.from_config(config)
+    base = folder / "model"
+    model.save_pretrained(base)
+    tokenizer = Path(default_model_path())
+    for name in ("tokenizer.json", "vocab.txt", "special_tokens_map.json"):
+        shutil.copy(tokenizer / name, base / name)
+    settings = json.loads((tokenizer / "tokenizer_config.json").read_text(encoding="utf-8"))
+    if model_type in NO_TOKEN_TYPES:
+        settings["model_input_names"] = ["input_ids", "attention_mask"]
+    (base / "tokenizer_config.json").write_text(json.dumps(settings), encoding="utf-8")
+    transformer = models.Transformer(str(base), max_seq_length=MAX_LENGTH)
+    pooling = models.Pooling(config.hidden_size, "mean")
+    st = SentenceTransformer(modules=[transformer, pooling, models.Normalize()], device="cpu")
+    st.save(str(folder / "st"))
+    return folder / "st"
+
+
+def bench_families(
+    families: list[str], texts: list[str], rounds: int, shape: str, pause_s: float, peaks: dict[str, float]
+) -> dict[str, Any]:
+    """bench_throughput's FAMILY_CONFIGS on each family's random checkpoint.
+
+    Args:
+        families: model_type values (parse_families).
+        texts: the texts every config embeds in each round.
+        rounds: timed rounds.
+        shape: a key of SHAPES.
+        pause_s: seconds idle before each timed run.
+        peaks: the GEMM peaks the main table measured (bench.flops.gemm_peak), by dtype.
+
+    Returns:
+        {"shape", "configs", "families": {model_type: bench_throughput's result without its vectors}}.
+    """
+    from bench.throughput import bench_throughput
+
+    results = {}
+    for model_type in families:
+        print(f"  family {model_type}: building a random {shape}-shaped checkpoint", file=sys.stderr)
+        with tempfile.TemporaryDirectory(prefix=f"bench-{model_type}-") as tmp:
+            folder = build_family_folder(model_type, Path(tmp), shape)
+            result = bench_throughput(str(folder), texts, FAMILY_CONFIGS, rounds, pause_s, peaks=peaks)
+        result.pop("vectors")
+        results[model_type] = result
+    return {"shape": SHAPES[shape], "configs": FAMILY_CONFIGS, "families": results}
+
+
+def format_families(result: dict[str, Any]) -> str:
+    """The families' table: one line per family and config.
+
+    Args:
+        result: bench_families()'s result.
+
+    Returns:
+        The table.
+    """
+    shape = result["shape"]
+    lines = [
+        f"Families: random checkpoints, hidden {shape['hidden_size']}, {shape['num_hidden_layers']} layers; "
+        "x hf: texts/s over transformers sdpa length-sorted; min cos: to transformers eager fp32",
+        f"{'family':<14}{'config':<30}{'texts/s':>9}{'x hf':>8}{'min cos':>10}",
+    ]
+    for model_type, family in result["families"].items():
+        configs = family["configs"]
+        base = configs.get("hf_sdpa_fp32_sorted", {}).get("texts_per_s")
+        for name, r in configs.items():
+            ratio = f"{r['texts_per_s'] / base:.2f}x" if base else "-"
+            lines.append(
+                f"{model_type:<14}{name:<30}{r['texts_per_s']:>9.1f}{ratio:>8}{r['min_cosine_vs_hf_eager_fp32']:>10.6f}"
+            )
+        lines += [f"{model_type:<14}skipped {name}: {why}" for name, why in family["skipped"].items()]
+    return "\n".join(lines)

@@ -1,0 +1,33 @@
+"""python -m bench throughput --families: each family's random checkpoint, timed as bertlite, transformers and
+sentence-transformers, whose vectors agree with transformers eager fp32."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import families
+from bench.common import read_corpus
+
+
+def test_families_parse_by_name_and_all() -> None:
+    assert families.parse_families("electra,roberta,electra") == ["electra", "roberta"]
+    assert {"roberta", "xlm-roberta", "camembert", "electra"} <= set(families.parse_families("all"))
+    assert "bert" not in families.parse_families("all")
+    assert families.parse_families("") == []
+    with pytest.raises(ValueError, match=r"unknown families \['gpt2'\]"):
+        families.parse_families("gpt2")
+
+
+def test_each_family_runs_its_three_configs_on_its_own_checkpoint() -> None:
+    texts = read_corpus(6)
+    result = families.bench_families(["electra", "roberta"], texts, 1, "tiny", 0.0, {"fp32": 1.0, "bf16": 1.0})
+    assert result["configs"] == families.FAMILY_CONFIGS
+    for model_type in ("electra", "roberta"):
+        family = result["families"][model_type]
+        assert family["texts"] == len(texts) and family["skipped"] == {}
+        assert list(family["configs"]) == families.FAMILY_CONFIGS
+        for r in family["configs"].values():  # against transformers eager fp32 on the same folder, in this run
+            assert r["min_cosine_vs_hf_eager_fp32"] >= 0.9999
+    table = families.format_families(result).splitlines()
+    assert table[0].startswith("Families: random checkpoints, hidden 32, 2 layers")
+    assert sum(line.startswith("electra ") for line in table) == 3
