@@ -58,11 +58,10 @@ def task_for(args: argparse.Namespace) -> str:
         ValueError, OSError: what reading the checkpoint's metadata raises.
     """
     from bertlite.errors import InputError
-    from bertlite.jobs.kinds import detect_kind
 
     task = args.task
     if task == "auto":
-        task = detect_kind(args.model)
+        task = auto_task(args.model)
         if task == "cross-encoder":
             raise InputError(
                 f"{args.model} is a cross-encoder: it scores (query, text) pairs, it does not embed texts; "
@@ -72,6 +71,18 @@ def task_for(args: argparse.Namespace) -> str:
     if message:
         raise InputError(message)
     return task
+
+
+def auto_task(model: str) -> str:
+    """--task auto's task: the checkpoint's kind; a BGE-M3 folder's is its dense vectors ("embedding").
+
+    Raises:
+        ValueError, OSError: what reading the checkpoint's metadata raises.
+    """
+    from bertlite.jobs.kinds import detect_kind
+
+    kind = detect_kind(model)
+    return "embedding" if kind == "m3" else kind
 
 
 def check_options(args: argparse.Namespace, task: str) -> str | None:
@@ -97,11 +108,7 @@ def ray_refusal(args: argparse.Namespace) -> str | None:
     Raises:
         ValueError, OSError: what reading the checkpoint's metadata raises (--task auto).
     """
-    task = args.task
-    if task == "auto":
-        from bertlite.jobs.kinds import detect_kind
-
-        task = detect_kind(args.model)
+    task = auto_task(args.model) if args.task == "auto" else args.task
     if task != "embedding":
         return f"--task {task}: --engine ray writes dense embeddings only; run it with the single engine"
     if args.as_query:
@@ -193,19 +200,23 @@ def _write_rows(
 
     from bertlite.cli.writing import NonFinite, Terminated, resume_rows
     from bertlite.jobs.base import progress_bar, with_prompt
+    from bertlite.jobs.kinds import kind_of
 
     digest, rows = resume_rows(args, rows, writer)
     start = writer.written
+    m3 = kind_of(model) == "m3"
     progress = progress_bar(total, not args.quiet, initial=start)
     try:
         while chunk := list(itertools.islice(rows, CHUNK_ROWS)):
-            if task == "multi-vector":
+            if task == "multi-vector" and not m3:
                 encodings = model.tokenize(chunk, args.as_query, args.on_long, start, prompt=prompt)
             else:
-                encodings = model.tokenize(with_prompt(chunk, prompt), args.on_long, first_index=start)
+                encodings = model.tokenize(with_prompt(chunk, prompt or ""), args.on_long, first_index=start)
             batch = {"max_tokens": args.max_tokens}
             if task == "token-embeddings":
                 batch["output_value"] = "token_embeddings"
+            elif m3:  # BGE-M3's lexical weights or ColBERT vectors, in the other jobs' forms
+                batch["output_value"] = "sparse" if task == "sparse" else "colbert_vecs"
             results = model.encode_tokenized(encodings, args.batch_size, **batch)
             stats.texts += len(chunk)
             stats.tokens += model.last_stats.tokens

@@ -34,7 +34,7 @@ def load_job(args: argparse.Namespace, kind: str | None = None) -> Any:
             None: args.task, where "auto" is detected from the checkpoint's files.
 
     Returns:
-        The loaded job: an Embedder, CrossEncoder, SparseEncoder or MultiVectorEncoder.
+        The loaded job: an Embedder, CrossEncoder, SparseEncoder, MultiVectorEncoder or M3Encoder.
 
     Raises:
         ValueError: --truncate-dim for a kind whose outputs cannot be cut, or what detect_kind or the
@@ -45,6 +45,8 @@ def load_job(args: argparse.Namespace, kind: str | None = None) -> Any:
 
     kind = kind or args.task
     kind = kinds.detect_kind(args.model) if kind == "auto" else _TASK_KINDS.get(kind, kind)
+    if kind in ("sparse", "multi-vector") and kinds.detect_kind(args.model) == "m3":
+        kind = "m3"  # BGE-M3's lexical weights and ColBERT vectors come from its own heads
     options = job_options(args, kind)
     build_int8_kernel(args)
     if args.command == "serve":  # loaded in the worker thread: catching warnings there would catch other threads'

@@ -1,4 +1,4 @@
-"""Which job a checkpoint folder is for (embedding, cross-encoder, SPLADE, multi-vector), and loading it.
+"""Which job a checkpoint folder is for (embedding, cross-encoder, SPLADE, multi-vector, BGE-M3), and loading it.
 
 `bertlite serve` serves one model per server and picks its routes by kind, as TEI does; the folder's
 sentence-transformers files say the kind the way sentence-transformers 6 reads them.
@@ -10,7 +10,8 @@ import importlib
 import os
 from typing import Any
 
-from bertlite.jobs.st_config import read_model_json
+from bertlite.checkpoint.hub import resolve_file
+from bertlite.jobs.st_config import M3_FILES, read_model_json
 
 # kind -> (module, class) of the job class that runs it; imported on use (each pulls in its own head).
 KINDS = {
@@ -18,6 +19,7 @@ KINDS = {
     "cross-encoder": ("bertlite.jobs.cross_encoder", "CrossEncoder"),
     "sparse": ("bertlite.jobs.sparse_encoder", "SparseEncoder"),
     "multi-vector": ("bertlite.jobs.multi_vector", "MultiVectorEncoder"),
+    "m3": ("bertlite.jobs.m3", "M3Encoder"),
 }
 # sentence-transformers 6's config_sentence_transformers.json "model_type" -> kind.
 _ST_MODEL_TYPES = {
@@ -38,7 +40,8 @@ _MODULE_MARKERS = (
 def detect_kind(name_or_path: str | os.PathLike, **hub_kwargs: Any) -> str:
     """The kind of job a checkpoint is for, from its files (no weights are read).
 
-    In order: config_sentence_transformers.json's model_type (sentence-transformers 6); a module of
+    In order: BGE-M3's head files (M3_FILES) beside the model; config_sentence_transformers.json's model_type
+    (sentence-transformers 6); a module of
     modules.json that only SPLADE or multi-vector folders have; config.json's architectures, where
     *ForSequenceClassification is a cross-encoder; else an embedding model.
 
@@ -47,12 +50,14 @@ def detect_kind(name_or_path: str | os.PathLike, **hub_kwargs: Any) -> str:
         **hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file (revision, cache_dir, ...).
 
     Returns:
-        One of KINDS: "embedding", "cross-encoder", "sparse" or "multi-vector".
+        One of KINDS: "embedding", "cross-encoder", "sparse", "multi-vector" or "m3".
 
     Raises:
         ValueError: a model_type sentence-transformers does not know, or a metadata file that is not
             the JSON it should be.
     """
+    if all(resolve_file(name_or_path, name, **hub_kwargs) is not None for name in M3_FILES):
+        return "m3"
     st_config = read_model_json(name_or_path, "config_sentence_transformers.json", hub_kwargs)
     model_type = st_config.get("model_type")
     if model_type is not None:
@@ -93,7 +98,7 @@ def load_job(kind: str, name_or_path: str | os.PathLike, **kwargs: Any) -> Any:
         **kwargs: from_pretrained's options (device, dtype, quantize, max_length, hub options).
 
     Returns:
-        The loaded job (an Embedder, CrossEncoder, SparseEncoder or MultiVectorEncoder).
+        The loaded job (an Embedder, CrossEncoder, SparseEncoder, MultiVectorEncoder or M3Encoder).
 
     Raises:
         ValueError: an unknown kind, or what from_pretrained raises (a checkpoint of the wrong kind).

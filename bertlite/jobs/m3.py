@@ -10,7 +10,7 @@ colbert_linear(row) of every token but the first, normalized. All three come fro
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,13 +24,13 @@ from bertlite.errors import CheckpointError
 from bertlite.jobs.base import BaseEncoder, EncodeStats, check_count, progress_bar, with_prompt
 from bertlite.jobs.long_texts import TextCutter
 from bertlite.jobs.prepare import LoadOptions
+from bertlite.jobs.st_config import M3_FILES
 from bertlite.models.bert import BertModel
 
 __all__ = ["M3Encoder", "colbert_score", "lexical_matching_score"]
 
 # The heads' files beside the checkpoint, as FlagEmbedding saves them.
-COLBERT_FILE = "colbert_linear.pt"
-SPARSE_FILE = "sparse_linear.pt"
+COLBERT_FILE, SPARSE_FILE = M3_FILES
 # The special tokens whose lexical weights BGE-M3 drops: the cls, eos, pad and unk tokens of XLM-RoBERTa's
 # vocabulary, or of BERT's (which has no eos: [SEP] keeps its weight, as in FlagEmbedding).
 UNUSED_TOKENS = ("<s>", "</s>", "<pad>", "<unk>", "[CLS]", "[PAD]", "[UNK]")
@@ -84,6 +84,7 @@ class M3Encoder(BaseEncoder):
         ids = (self.tokenizer.token_to_id(token) for token in UNUSED_TOKENS)
         self.unused_ids = torch.tensor(sorted({i for i in ids if i is not None}), dtype=torch.long)
         self._length_tokenizers: dict[int, tuple[Tokenizer, TextCutter]] = {}
+        self._set_prompts(None, None)  # the server's prompt fields resolve to none
 
     @classmethod
     def from_pretrained(
@@ -134,6 +135,11 @@ class M3Encoder(BaseEncoder):
             pack_weights=pack_weights,
         )
 
+    @property
+    def dimension(self) -> int:
+        """Length of a dense vector (the model's hidden size)."""
+        return self.bert.config.hidden_size
+
     def _moved(self, *args: Any, **kwargs: Any) -> None:
         device, _, _, _ = torch._C._nn._parse_to(*args, **kwargs)
         if device is not None:  # the heads stay float32 on the model's device
@@ -181,17 +187,9 @@ class M3Encoder(BaseEncoder):
         single = isinstance(sentences, str)
         texts = [sentences] if single else list(sentences)
         encodings = self._tokenize_at(texts, max_length, on_long)
-        batch_size, max_tokens = self._batch_limits(batch_size, max_tokens)
-        stats = self.last_stats = EncodeStats(texts=len(texts))
-        results: list[Any] = [None] * len(texts)
         progress = progress_bar(len(texts), show_progress_bar)
         try:
-            run = self._run_packed if self.unpad else self._run_padded
-            batches = self._run_sorted(encodings, batch_size, max_tokens, stats, run=lambda b, d: run(b, d, wanted))
-            for rows, outputs in batches:
-                for row, output in zip(rows, outputs, strict=True):
-                    results[row] = output
-                progress.update(len(rows))
+            results = self._outputs_of(encodings, batch_size, max_tokens, wanted, progress.update)
         finally:
             progress.close()
         out: dict[str, Any] = dict.fromkeys(OUTPUTS)
@@ -199,8 +197,45 @@ class M3Encoder(BaseEncoder):
             if asked:
                 values = [r[k] for r in results]
                 if name == "dense_vecs":
-                    values = np.stack(values) if values else np.zeros((0, self.bert.config.hidden_size), np.float32)
+                    values = np.stack(values) if values else np.zeros((0, self.dimension), np.float32)
                 out[name] = values[0] if single else values
+        return out
+
+    def encode_tokenized(
+        self,
+        encodings: Sequence[Encoding],
+        batch_size: int | None = None,
+        *,
+        max_tokens: int | None = None,
+        output_value: str | None = None,
+    ) -> np.ndarray | list:
+        """One output of texts tokenize() has already tokenized, in the forms the other jobs give (a server's
+        and the CLI's step).
+
+        Args:
+            encodings: tokenize()'s output.
+            batch_size, max_tokens: the batch limits, as in encode().
+            output_value: None or "dense_vecs": the (n, H) float32 dense vectors; "sparse": per text the
+                (indices, values) of its lexical weights as a vocabulary-sized sparse vector (int64 token ids
+                ascending, float32 weights), as SparseEncoder.encode_tokenized gives them; "colbert_vecs":
+                per text a (tokens - 1, dim) float32 array.
+
+        Returns:
+            The chosen output, one item per encoding, in input order.
+
+        Raises:
+            ValueError: an unknown output_value.
+        """
+        names = {None: 0, "dense_vecs": 0, "sparse": 1, "colbert_vecs": 2}
+        if output_value not in names:
+            raise ValueError(f"output_value={output_value!r} must be None, 'dense_vecs', 'sparse' or 'colbert_vecs'")
+        k = names[output_value]
+        outputs = self._outputs_of(list(encodings), batch_size, max_tokens, tuple(i == k for i in range(3)))
+        out = [output[k] for output in outputs]
+        if k == 0:
+            return np.stack(out) if out else np.zeros((0, self.dimension), np.float32)
+        if k == 1:
+            return [_sparse_row(weights) for weights in out]
         return out
 
     def encode_queries(self, queries: str | Sequence[str], **kwargs: Any) -> dict[str, Any]:
@@ -254,6 +289,33 @@ class M3Encoder(BaseEncoder):
         return colbert_score(q_reps, p_reps)
 
     # --- the computation ------------------------------------------------------------------
+
+    def _outputs_of(
+        self,
+        encodings: list[Encoding],
+        batch_size: int | None,
+        max_tokens: int | None,
+        wanted: tuple[bool, ...],
+        on_batch: Callable[[int], Any] | None = None,
+    ) -> list[tuple]:
+        """Per encoding, in input order, (dense, lexical weights, ColBERT vectors), each None unless wanted.
+
+        Args:
+            encodings: the texts, tokenized.
+            batch_size, max_tokens: the batch limits (see BaseEncoder._batch_limits).
+            wanted: (dense, sparse, colbert).
+            on_batch: called with each batch's text count (a progress bar's update).
+        """
+        batch_size, max_tokens = self._batch_limits(batch_size, max_tokens)
+        stats = self.last_stats = EncodeStats(texts=len(encodings))
+        run = self._run_packed if self.unpad else self._run_padded
+        results: list[Any] = [None] * len(encodings)
+        for rows, outputs in self._run_sorted(encodings, batch_size, max_tokens, stats, lambda b, d: run(b, d, wanted)):
+            for row, output in zip(rows, outputs, strict=True):
+                results[row] = output
+            if on_batch is not None:
+                on_batch(len(rows))
+        return results
 
     def _tokenize_at(self, texts: list[str], max_length: int | None, on_long: str) -> list[Encoding]:
         """tokenize() at max_length tokens: a tokenizer per length, kept (the encoder's own keeps its setting)."""
@@ -323,6 +385,13 @@ class M3Encoder(BaseEncoder):
             if weight > result.get(key, 0.0):
                 result[key] = weight
         return result
+
+
+def _sparse_row(weights: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
+    """Lexical weights as a sparse vector's (int64 indices ascending, float32 values)."""
+    indices = np.array(sorted(int(i) for i in weights), dtype=np.int64)
+    values = np.array([weights[str(i)] for i in indices], dtype=np.float32)
+    return indices, values
 
 
 def lexical_matching_score(

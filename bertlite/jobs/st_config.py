@@ -30,6 +30,9 @@ _ST_POOLING_NAMES = {"mean_sqrt_len_tokens": "mean_sqrt_len"}
 # Defaults when a folder has no sentence-transformers metadata (docs/embedding.md documents them).
 DEFAULT_POOLING = "mean"
 DEFAULT_NORMALIZE = False
+# The files beside the model that make a folder BGE-M3's (its sparse and ColBERT heads): its dense vector is
+# the first token's, normalized (FlagEmbedding's BGEM3FlagModel), when no sentence-transformers file says so.
+M3_FILES = ("colbert_linear.pt", "sparse_linear.pt")
 
 
 def read_model_json(name_or_path: str | os.PathLike, filename: str, hub_kwargs: dict[str, Any]) -> Any:
@@ -92,6 +95,8 @@ def read_sentence_transformers_settings(
     modules = read_model_json(name_or_path, "modules.json", hub_kwargs)
     settings.max_length = read_max_length(name_or_path, hub_kwargs)
     if not modules:
+        if all(resolve_file(name_or_path, name, **hub_kwargs) is not None for name in M3_FILES):
+            settings.pooling, settings.normalize = ["cls"], True
         return settings
     settings.normalize = False
     for module in modules:

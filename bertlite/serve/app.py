@@ -162,14 +162,15 @@ def _info(service: Service) -> Response:
             "prompts": job.prompts,
             "default_prompt_name": job.default_prompt_name,
         }
-    elif service.model_type in ("sparse", "multi-vector"):
+    elif service.model_type in ("sparse", "multi-vector", "m3"):
         body["dimension"] = job.dimension
     return JSONResponse(body)
 
 
 def _model_type(service: Service) -> dict[str, Any]:
     """TEI's model_type: {"embedding": {"pooling"}}, {"reranker"|"classifier": {"id2label", "label2id"}};
-    a SPLADE model is TEI's embedding with pooling "splade", a multi-vector one {"multi_vector": {}}."""
+    a SPLADE model is TEI's embedding with pooling "splade", a multi-vector one {"multi_vector": {}}, and a
+    BGE-M3 model TEI's cls embedding beside {"m3": {"outputs"}}."""
     kind = service.model_type
     if kind == "embedding":
         return {"embedding": {"pooling": "+".join(service.job.pooling)}}
@@ -177,6 +178,8 @@ def _model_type(service: Service) -> dict[str, Any]:
         return {"embedding": {"pooling": "splade"}}
     if kind == "multi-vector":
         return {"multi_vector": {}}
+    if kind == "m3":  # TEI's embedding (the dense vector is the first token's), with the other outputs
+        return {"embedding": {"pooling": "cls"}, "m3": {"outputs": ["dense", "sparse", "multi_vector"]}}
     names = labels(service.job, service.job.num_labels)
     return {kind: {"id2label": dict(enumerate(names)), "label2id": {name: i for i, name in enumerate(names)}}}
 

@@ -26,6 +26,7 @@ ROUTES = {
     "classifier": ("/predict",),
     "sparse": ("/embed_sparse",),
     "multi-vector": ("/embed_all",),
+    "m3": ("/v1/embeddings", "/embed", "/embed_sparse", "/embed_all"),
 }
 COMMON_ROUTES = ("/tokenize", "/decode")  # the tokenizer's: every model serves them
 DESCRIPTIONS = {
@@ -34,6 +35,7 @@ DESCRIPTIONS = {
     "classifier": "a classifier (a cross-encoder with {labels} labels)",
     "sparse": "a sparse (SPLADE) embedding model",
     "multi-vector": "a multi-vector (ColBERT) model",
+    "m3": "a BGE-M3 model (dense, sparse and multi-vector)",
 }
 WRONG_MODEL = 424  # TEI's status for a route the loaded model cannot serve
 
@@ -52,7 +54,7 @@ class Service:
 
     @property
     def job(self) -> Any:
-        """The loaded job: an Embedder, CrossEncoder, SparseEncoder or MultiVectorEncoder."""
+        """The loaded job: an Embedder, CrossEncoder, SparseEncoder, MultiVectorEncoder or M3Encoder."""
         return self.batcher.job
 
     def prepare(self, job: Any) -> Any:
@@ -120,10 +122,14 @@ class Service:
 
     async def embed_all(self, req: EmbedRequest) -> list[np.ndarray]:
         """Per input, a float32 vector per token: an Embedder's token embeddings ([CLS] and [SEP]
-        included), or a multi-vector model's kept tokens' vectors (req.is_query: tokenized as queries,
-        else documents)."""
+        included), a multi-vector model's kept tokens' vectors (req.is_query: tokenized as queries,
+        else documents), or a BGE-M3 model's ColBERT vectors (every token but the first; queries and
+        documents alike)."""
         job = self._ready_job("/embed_all")
-        if self.model_type == "multi-vector":
+        if self.model_type == "m3":
+            texts = self._with_prompt(req, "inputs")
+            rows, _ = await self._run(await self._encode(texts, req.truncate, "inputs"), "colbert_vecs")
+        elif self.model_type == "multi-vector":
             self._check_inputs(req.texts, "inputs")
             # None: the query or document prompt the model's tokenize picks
             prompt = None if req.prompt is None and req.prompt_name is None else self._prompt(req)
@@ -147,7 +153,8 @@ class Service:
         """Per input, the (indices, values) of its non-zero dimensions, indices ascending."""
         self._ready_job("/embed_sparse")
         texts = self._with_prompt(req, "inputs")
-        rows, _ = await self._run(await self._encode(texts, req.truncate, "inputs"))
+        output = "sparse" if self.model_type == "m3" else None  # BGE-M3's lexical weights; SPLADE's vectors
+        rows, _ = await self._run(await self._encode(texts, req.truncate, "inputs"), output)
         return rows
 
     async def rank(self, req: RerankRequest, path: str) -> tuple[list[tuple[int, float]], int]:

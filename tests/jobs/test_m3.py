@@ -29,8 +29,12 @@ TOL = 1e-5
 
 @pytest.fixture(scope="module")
 def m3_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny random XLM-RoBERTa, its unigram tokenizer, colbert_linear.pt (32 -> 32) and sparse_linear.pt."""
-    folder = tmp_path_factory.mktemp("m3") / "bge-m3"
+    return write_m3_folder(tmp_path_factory.mktemp("m3") / "bge-m3")
+
+
+def write_m3_folder(folder: Path) -> Path:
+    """A tiny random XLM-RoBERTa, its unigram tokenizer, colbert_linear.pt (32 -> 32) and sparse_linear.pt,
+    saved as FlagEmbedding saves them."""
     torch.manual_seed(0)
     model = transformers.XLMRobertaModel(transformers.XLMRobertaConfig(**TINY_ROBERTA), add_pooling_layer=False)
     with torch.no_grad():

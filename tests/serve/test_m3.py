@@ -1,0 +1,54 @@
+"""One `bertlite serve` of a BGE-M3 folder over real HTTP on 127.0.0.1: the OpenAI client's dense vectors, TEI's
+/embed_sparse lexical weights and /embed_all ColBERT vectors, each equal to M3Encoder.encode's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import numpy as np
+import openai
+import pytest
+
+from bertlite.jobs.kinds import detect_kind
+from bertlite.jobs.m3 import M3Encoder
+from tests.jobs.test_m3 import write_m3_folder
+from tests.serve_helpers import one_torch_thread, running  # noqa: F401 (one_torch_thread: an autouse fixture)
+
+TEXTS = ["the list of items", "sort a dict by value", "zebra zebra json"]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_m3_folder(tmp_path_factory.mktemp("m3-serve") / "bge-m3")
+
+
+def test_a_bge_m3_folder_is_its_own_kind(folder: Path) -> None:
+    assert detect_kind(folder) == "m3"
+    (folder.parent / "no-colbert").mkdir()
+    (folder.parent / "no-colbert" / "sparse_linear.pt").write_bytes((folder / "sparse_linear.pt").read_bytes())
+    assert detect_kind(folder.parent / "no-colbert") == "embedding"
+
+
+def test_one_server_gives_the_three_outputs_of_the_python_api(folder: Path) -> None:
+    encoder = M3Encoder.from_pretrained(folder, dtype="float32")
+    expected = encoder.encode(TEXTS, return_dense=True, return_sparse=True, return_colbert_vecs=True)
+    with running(lambda: encoder) as (url, _):
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        dense = client.embeddings.create(model="bge-m3", input=TEXTS, encoding_format="float")
+        sparse = httpx.post(f"{url}/embed_sparse", json={"inputs": TEXTS}).json()
+        colbert = httpx.post(f"{url}/embed_all", json={"inputs": TEXTS}).json()
+        tei_dense = httpx.post(f"{url}/embed", json={"inputs": TEXTS}).json()
+        info = httpx.get(f"{url}/info").json()
+        rerank = httpx.post(f"{url}/rerank", json={"query": "a", "texts": ["b"]})
+    np.testing.assert_allclose([d.embedding for d in dense.data], expected["dense_vecs"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(tei_dense, expected["dense_vecs"], atol=1e-5, rtol=0)
+    for row, weights in zip(sparse, expected["lexical_weights"], strict=True):
+        assert [str(x["index"]) for x in row] == sorted(weights, key=int)
+        np.testing.assert_allclose([x["value"] for x in row], [weights[k] for k in sorted(weights, key=int)], atol=1e-5)
+    for row, vectors in zip(colbert, expected["colbert_vecs"], strict=True):
+        assert np.asarray(row).shape == vectors.shape
+        np.testing.assert_allclose(row, vectors, atol=1e-5, rtol=0)
+    assert info["model_type"]["embedding"] == {"pooling": "cls"} and info["dimension"] == 32
+    assert set(info["routes"]) >= {"/v1/embeddings", "/embed", "/embed_sparse", "/embed_all"}
+    assert rerank.status_code == 424 and "a BGE-M3 model (dense, sparse and multi-vector)" in rerank.text
