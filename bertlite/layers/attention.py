@@ -12,6 +12,9 @@ of the layout it is given:
   packed default, which jobs.prepare installs where it runs); "auto" picks one of the CPU forms
   per batch, by its shape and dtype (the default that layers.onednn.optimize installs). On a
   padded batch "auto" and "varlen" are "sdpa".
+A model with a relative position bias (MPNet) gives it to every implementation as `position_bias`, the
+(1, nh, T, T) terms added to the scaled scores; packed, "nested" and "varlen" (kernels without an additive
+bias) run "sdpa" instead (PACKED_BIASED_ATTENTION).
 Attention is the only step that looks at sequence boundaries.
 """
 
@@ -35,9 +38,11 @@ except ImportError:  # torch before 2.9
 
 # --- padded ----------------------------------------------------------------------
 # position_scores: unscaled (B, nh, T, T) terms added to q.k before scaling
-# (relative position embeddings); empty for absolute positions.
+# (relative position embeddings); empty for absolute positions. position_bias: (1, nh, T, T) terms
+# added after scaling (MPNet's relative attention bias); None for the others.
 AttentionFn = Callable[
-    [Tensor, Tensor, Tensor, "Tensor | None", float, float, "tuple[Tensor, ...]"], tuple[Tensor, "Tensor | None"]
+    [Tensor, Tensor, Tensor, "Tensor | None", float, float, "tuple[Tensor, ...]", "Tensor | None"],
+    tuple[Tensor, "Tensor | None"],
 ]
 
 
@@ -49,6 +54,7 @@ def eager_attention(
     scaling: float,
     dropout_p: float,
     position_scores: tuple[Tensor, ...] = (),
+    position_bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Attention in transformers' op order (bitwise equal in float32): the padded reference.
 
@@ -59,18 +65,22 @@ def eager_attention(
         dropout_p: dropout on the probabilities (0 in eval).
         position_scores: unscaled (B, nh, T, T) relative-position terms added to q.k before scaling;
             empty for absolute positions.
+        position_bias: (1, nh, T, T) or (B, nh, T, T) relative-position terms added after scaling
+            (MPNet's); None for the others.
 
     Returns:
         ((B, T, nh, hs) context, (B, nh, T, T) probabilities).
     """
     scores = torch.matmul(query, key.transpose(2, 3))  # (B, nh, T, T)
-    if position_scores:
-        # Relative positions exist only in transformers 4.x, so its op order is the
-        # reference: terms added one by one, then a division by sqrt(head_dim)
-        # (BERT's scaling is always head_dim**-0.5; 1 / scaling would round differently).
+    if position_scores or position_bias is not None:
+        # Relative positions follow the op order of transformers 4.x's BERT and of its MPNet: terms added
+        # one by one, then a division by sqrt(head_dim) (BERT's scaling is always head_dim**-0.5; 1 / scaling
+        # would round differently), then MPNet's bias.
         for term in position_scores:
             scores = scores + term
         scores = scores / math.sqrt(query.shape[-1])
+        if position_bias is not None:
+            scores = scores + position_bias
     else:
         # Scale after the matmul, as transformers v5 does: the order decides the last bit.
         scores = scores * scaling
@@ -90,11 +100,12 @@ def sdpa_attention(
     scaling: float,
     dropout_p: float,
     position_scores: tuple[Tensor, ...] = (),
+    position_bias: Tensor | None = None,
 ) -> tuple[Tensor, None]:
     """Attention as one torch scaled_dot_product_attention call.
 
     Args:
-        query, key, value, bias, scaling, dropout_p, position_scores: as in eager_attention.
+        query, key, value, bias, scaling, dropout_p, position_scores, position_bias: as in eager_attention.
 
     Returns:
         ((B, T, nh, hs) context, None): SDPA yields no probabilities.
@@ -103,8 +114,16 @@ def sdpa_attention(
         # SDPA scales only q.k, so the relative terms go in pre-scaled, as part of the additive mask.
         relative = sum(position_scores[1:], position_scores[0]) * scaling  # (B, nh, T, T)
         bias = relative if bias is None else relative + bias
+    bias = _with_position_bias(bias, position_bias)
     context = F.scaled_dot_product_attention(query, key, value, attn_mask=bias, dropout_p=dropout_p, scale=scaling)
     return context.transpose(1, 2).contiguous(), None  # (B, T, nh, hs)
+
+
+def _with_position_bias(bias: Tensor | None, position_bias: Tensor | None) -> Tensor | None:
+    """One additive mask of a padding bias ((B, 1, 1, T) or None) and a position bias ((1, nh, T, T) or None)."""
+    if position_bias is None:
+        return bias
+    return position_bias if bias is None else position_bias + bias  # (B, nh, T, T)
 
 
 # "auto" and "varlen" on a padded batch: SDPA, the fastest padded implementation everywhere.
@@ -117,7 +136,10 @@ PADDED_ATTENTION: dict[str, AttentionFn] = {
 
 # --- packed ----------------------------------------------------------------------
 # qkv: (N, 3H), each row query|key|value of one real token; returns the (N, H) context
-# and, for eager, the (B, nh, T, T) probabilities on the padded grid.
+# and, for eager, the (B, nh, T, T) probabilities on the padded grid. PACKED_BIASED_ATTENTION's also take
+# position_bias: (1, nh, T, T) terms added to the scaled scores on the grid of T = layout.max_length; each
+# sequence starts at position 0, so one grid's bias serves every sequence (a sequence of length L reads
+# its [:L, :L] corner).
 PackedAttentionFn = Callable[[Tensor, PackedLayout, int, float, float], tuple[Tensor, "Tensor | None"]]
 
 
@@ -136,7 +158,12 @@ def _gather_context(context: Tensor, layout: PackedLayout) -> Tensor:
 
 
 def packed_eager_attention(
-    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
+    qkv: Tensor,
+    layout: PackedLayout,
+    heads: int,
+    scaling: float,
+    dropout_p: float,
+    position_bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """The padded eager reference on the grid the packed rows make: for tests, and probabilities.
 
@@ -146,37 +173,51 @@ def packed_eager_attention(
         heads: the number of attention heads nh.
         scaling: the factor on q.k (head_dim**-0.5).
         dropout_p: dropout on the probabilities (0 in eval).
+        position_bias: (1, nh, T, T) relative-position terms added to the scaled scores (MPNet's), T the
+            layout's max_length; None: none.
 
     Returns:
         ((N, H) context, (B, nh, T, T) probabilities on the padded grid).
     """
     q, k, v = _grid_qkv(qkv, layout, heads)
     bias = None if layout.attention_bias is None else layout.attention_bias.to(qkv.dtype)
-    context, probs = eager_attention(q, k, v, bias, scaling, dropout_p)
+    context, probs = eager_attention(q, k, v, bias, scaling, dropout_p, position_bias=position_bias)
     return _gather_context(context, layout), probs
 
 
 def packed_sdpa_attention(
-    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
+    qkv: Tensor,
+    layout: PackedLayout,
+    heads: int,
+    scaling: float,
+    dropout_p: float,
+    position_bias: Tensor | None = None,
 ) -> tuple[Tensor, None]:
     """One SDPA call on the padded grid, the result gathered back.
 
     The padding exists only here, for the cheap part of the layer.
 
     Args:
-        qkv, layout, heads, scaling, dropout_p: as in packed_eager_attention.
+        qkv, layout, heads, scaling, dropout_p, position_bias: as in packed_eager_attention.
 
     Returns:
         ((N, H) context, None).
     """
     q, k, v = _grid_qkv(qkv, layout, heads)
     bias = None if layout.attention_bias is None else layout.attention_bias.to(qkv.dtype)
+    bias = _with_position_bias(bias, position_bias)
     context = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p, scale=scaling)
     return _gather_context(context.transpose(1, 2), layout), None
 
 
 def packed_first_token_attention(
-    qkv: Tensor, layout: PackedLayout, sequences: Tensor, heads: int, scaling: float, dropout_p: float
+    qkv: Tensor,
+    layout: PackedLayout,
+    sequences: Tensor,
+    heads: int,
+    scaling: float,
+    dropout_p: float,
+    position_bias: Tensor | None = None,
 ) -> Tensor:
     """The attention of only some sequences' first token ([CLS]), each over its own sequence's keys.
 
@@ -187,7 +228,8 @@ def packed_first_token_attention(
         qkv: (N, 3H), each row query|key|value of one real token.
         layout: the batch's PackedLayout.
         sequences: (R,) the sequences whose first token to run (repeats allowed).
-        heads, scaling, dropout_p: as in packed_eager_attention.
+        heads, scaling, dropout_p, position_bias: as in packed_eager_attention (the first query's row of it
+            is read).
 
     Returns:
         (R, H) context.
@@ -199,6 +241,7 @@ def packed_first_token_attention(
     key, value = grid.view(batch, width, 2, heads, head_dim).permute(2, 0, 3, 1, 4)  # (B, nh, T, hs)
     query = qkv[layout.starts, :hidden].view(batch, heads, 1, head_dim)  # (B, nh, 1, hs)
     bias = None if layout.attention_bias is None else layout.attention_bias.to(qkv.dtype)
+    bias = _with_position_bias(bias, None if position_bias is None else position_bias[:, :, :1])  # (B, nh, 1, T)
     context = F.scaled_dot_product_attention(query, key, value, attn_mask=bias, dropout_p=dropout_p, scale=scaling)
     return context.reshape(batch, hidden)[sequences]  # (B, nh, 1, hs) -> (R, H)
 
@@ -213,7 +256,12 @@ HALF_BMM_MAX_LENGTH = 128
 
 
 def packed_auto_attention(
-    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
+    qkv: Tensor,
+    layout: PackedLayout,
+    heads: int,
+    scaling: float,
+    dropout_p: float,
+    position_bias: Tensor | None = None,
 ) -> tuple[Tensor, None]:
     """The fastest of the implementations below for this batch, by its shape and dtype.
 
@@ -222,35 +270,41 @@ def packed_auto_attention(
     run half_bmm up to HALF_BMM_MAX_LENGTH tokens, else SDPA in float32. Elsewhere: sdpa.
 
     Args:
-        qkv, layout, heads, scaling, dropout_p: as in packed_eager_attention.
+        qkv, layout, heads, scaling, dropout_p, position_bias: as in packed_eager_attention.
 
     Returns:
         ((N, H) context, None).
     """
     dtype = qkv.dtype
     if qkv.device.type != "cpu" or dtype not in (torch.float32, torch.bfloat16, torch.float16):
-        return packed_sdpa_attention(qkv, layout, heads, scaling, dropout_p)
+        return packed_sdpa_attention(qkv, layout, heads, scaling, dropout_p, position_bias)
+    as_float = None if position_bias is None else position_bias.float()
     grid_rows = layout.batch_size * layout.max_length
     if len(layout.runs) < layout.batch_size or grid_rows > PER_SEQUENCE_GRID_RATIO * qkv.shape[0]:
-        context, _ = packed_per_sequence_attention(qkv.float(), layout, heads, scaling, dropout_p)
+        context, _ = packed_per_sequence_attention(qkv.float(), layout, heads, scaling, dropout_p, as_float)
         return context.to(dtype), None
     if dtype == torch.float32:
-        return packed_sdpa_attention(qkv, layout, heads, scaling, dropout_p)
+        return packed_sdpa_attention(qkv, layout, heads, scaling, dropout_p, position_bias)
     if layout.max_length <= HALF_BMM_MAX_LENGTH and dropout_p == 0:
-        return packed_half_bmm_attention(qkv, layout, heads, scaling, dropout_p)
-    context, _ = packed_sdpa_attention(qkv.float(), layout, heads, scaling, dropout_p)
+        return packed_half_bmm_attention(qkv, layout, heads, scaling, dropout_p, position_bias)
+    context, _ = packed_sdpa_attention(qkv.float(), layout, heads, scaling, dropout_p, as_float)
     return context.to(dtype), None
 
 
 def packed_half_bmm_attention(
-    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
+    qkv: Tensor,
+    layout: PackedLayout,
+    heads: int,
+    scaling: float,
+    dropout_p: float,
+    position_bias: Tensor | None = None,
 ) -> tuple[Tensor, None]:
     """Attention as two batched GEMMs over (B * nh) contiguous matrices, the softmax accumulated in float32.
 
     For bf16/fp16 batches, inference only.
 
     Args:
-        qkv, layout, heads, scaling, dropout_p: as in packed_eager_attention.
+        qkv, layout, heads, scaling, dropout_p, position_bias: as in packed_eager_attention.
 
     Returns:
         ((N, H) context, None).
@@ -268,7 +322,7 @@ def packed_half_bmm_attention(
     grid = qkv.new_zeros(3, batch, heads, width, head_size)
     grid.permute(1, 3, 0, 2, 4)[sequence, position] = qkv.view(n, 3, heads, head_size)
     q, k, v = (part.view(batch * heads, width, head_size) for part in grid)  # 3 x (B * nh, T, hs)
-    bias = layout.attention_bias
+    bias = _with_position_bias(layout.attention_bias, position_bias)
     if bias is None:
         scores = torch.bmm(q, k.transpose(1, 2)).mul_(scaling)
     else:
@@ -295,7 +349,12 @@ def _softmax_half(scores: Tensor) -> Tensor:
 
 
 def packed_per_sequence_attention(
-    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
+    qkv: Tensor,
+    layout: PackedLayout,
+    heads: int,
+    scaling: float,
+    dropout_p: float,
+    position_bias: Tensor | None = None,
 ) -> tuple[Tensor, None]:
     """SDPA on each sequence's own rows, no padding anywhere.
 
@@ -303,7 +362,8 @@ def packed_per_sequence_attention(
     length) grid, so a length-sorted batch costs a few calls and no scatter into a padded grid.
 
     Args:
-        qkv, layout, heads, scaling, dropout_p: as in packed_eager_attention.
+        qkv, layout, heads, scaling, dropout_p, position_bias: as in packed_eager_attention (a run of length
+            L reads its [:L, :L] corner).
 
     Returns:
         ((N, H) context, None).
@@ -314,7 +374,8 @@ def packed_per_sequence_attention(
     for start, count, length in layout.runs:
         rows = slice(start, start + count * length)
         q, k, v = qkv[rows].view(count, length, 3, heads, head_size).permute(2, 0, 3, 1, 4)  # (n, nh, L, hs)
-        context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scaling)
+        bias = None if position_bias is None else position_bias[:, :, :length, :length]  # (1, nh, L, L)
+        context = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p, scale=scaling)
         out[rows].view(count, length, heads, head_size).copy_(context.transpose(1, 2))
     return out, None
 
@@ -390,6 +451,16 @@ PACKED_ATTENTION: dict[str, PackedAttentionFn] = {
     "half_bmm": packed_half_bmm_attention,
     "nested": packed_nested_attention,
     "varlen": packed_varlen_attention,
+    "auto": packed_auto_attention,
+}
+# The packed implementations that take a position_bias; those whose kernel adds no bias run "sdpa" on the grid.
+PACKED_BIASED_ATTENTION: dict[str, Callable[..., tuple[Tensor, Tensor | None]]] = {
+    "eager": packed_eager_attention,
+    "sdpa": packed_sdpa_attention,
+    "per_sequence": packed_per_sequence_attention,
+    "half_bmm": packed_half_bmm_attention,
+    "nested": packed_sdpa_attention,
+    "varlen": packed_sdpa_attention,
     "auto": packed_auto_attention,
 }
 DEFAULT_ATTENTION = "sdpa"
