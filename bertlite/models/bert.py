@@ -22,6 +22,7 @@ from bertlite.layers.activations import ACT2FN
 from bertlite.layers.attention import (
     DEFAULT_ATTENTION,
     PACKED_ATTENTION,
+    PACKED_BIASED_ATTENTION,
     check_attn_implementation,
     packed_first_token_attention,
     padded_attention,
@@ -137,9 +138,12 @@ class BertSelfAttention(nn.Module):
         output_attentions: bool = False,
         layout: PackedLayout | None = None,
         first_token_of: Tensor | None = None,
+        position_bias: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """hidden_states: (B, T, H) with an additive attention_bias, or packed (N, H) rows with their layout;
-        first_token_of (packed): only these sequences' first-token queries, (R, H) context."""
+        first_token_of (packed): only these sequences' first-token queries, (R, H) context; position_bias:
+        (1, nh, T, T) terms added to the scaled scores (MPNet's relative attention bias), T the padded
+        length or the layout's max_length."""
         # Probabilities exist only on the eager path, so asking for them selects it.
         name = "eager" if output_attentions else self.attn_implementation
         dropout_p = self.dropout.p if self.training else 0.0
@@ -147,10 +151,15 @@ class BertSelfAttention(nn.Module):
             if self.position_embedding_type in RELATIVE_POSITION_EMBEDDINGS:
                 raise ValueError("relative position embeddings need a padded batch (BertModel pads such models)")
             qkv = self.packed_qkv(hidden_states)  # (N, 3H)
+            heads = self.num_attention_heads
             if first_token_of is not None:
-                heads = self.num_attention_heads
-                return packed_first_token_attention(qkv, layout, first_token_of, heads, self.scaling, dropout_p), None
-            return PACKED_ATTENTION[name](qkv, layout, self.num_attention_heads, self.scaling, dropout_p)
+                context = packed_first_token_attention(
+                    qkv, layout, first_token_of, heads, self.scaling, dropout_p, position_bias
+                )
+                return context, None
+            if position_bias is not None:
+                return PACKED_BIASED_ATTENTION[name](qkv, layout, heads, self.scaling, dropout_p, position_bias)
+            return PACKED_ATTENTION[name](qkv, layout, heads, self.scaling, dropout_p)
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, self.attention_head_size)
         if self.qkv is None:
@@ -160,7 +169,7 @@ class BertSelfAttention(nn.Module):
         query, key, value = (p.view(hidden_shape).transpose(1, 2) for p in projections)  # (B, nh, T, hs)
         position_scores = self.relative_position_scores(query, key)
         context, probs = padded_attention(name)(
-            query, key, value, attention_bias, self.scaling, dropout_p, position_scores
+            query, key, value, attention_bias, self.scaling, dropout_p, position_scores, position_bias
         )
         context = context.reshape(*input_shape, -1).contiguous()  # (B, T, H)
         return context, probs
@@ -274,9 +283,12 @@ class BertLayer(nn.Module):
 
 
 class BertEncoder(nn.Module):
+    layer_class: type[nn.Module] = BertLayer  # a family's layer (bertlite.models.mpnet)
+
     def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
         super().__init__()
-        self.layer = nn.ModuleList([BertLayer(config, attn_implementation) for _ in range(config.num_hidden_layers)])
+        layers = [self.layer_class(config, attn_implementation) for _ in range(config.num_hidden_layers)]
+        self.layer = nn.ModuleList(layers)
         # Set by BertPreTrainedModel.gradient_checkpointing_enable(), as in transformers.
         self.gradient_checkpointing = False
         self.checkpoint_kwargs: dict[str, Any] = {"use_reentrant": False}
@@ -296,6 +308,8 @@ class BertEncoder(nn.Module):
         all_hidden_states = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
         last = len(self.layer) - 1
+        position_bias = self.position_bias(hidden_states, layout)
+        extra = () if position_bias is None else (position_bias,)  # BERT's layers take no position bias
         for i, layer_module in enumerate(self.layer):
             rows = first_token_of if i == last else None
             if self.gradient_checkpointing and self.training and i % self.checkpoint_every_n_layers == 0:
@@ -308,10 +322,13 @@ class BertEncoder(nn.Module):
                         output_attentions,
                         layout,
                         rows,
+                        *extra,
                         **self.checkpoint_kwargs,
                     )
             else:
-                hidden_states, probs = layer_module(hidden_states, attention_bias, output_attentions, layout, rows)
+                hidden_states, probs = layer_module(
+                    hidden_states, attention_bias, output_attentions, layout, rows, *extra
+                )
             if all_hidden_states is not None:
                 all_hidden_states.append(hidden_states)
             if all_attentions is not None:
@@ -321,6 +338,19 @@ class BertEncoder(nn.Module):
             tuple(all_hidden_states) if all_hidden_states is not None else None,
             tuple(all_attentions) if all_attentions is not None else None,
         )
+
+    def position_bias(self, hidden_states: Tensor, layout: PackedLayout | None) -> Tensor | None:
+        """The relative position bias every layer adds to its attention scores: None, BERT has none (a
+        family's encoder computes its own, bertlite.models.mpnet).
+
+        Args:
+            hidden_states: the embeddings, (B, T, H) or packed (N, H).
+            layout: the packed batch's layout; None for a padded batch.
+
+        Returns:
+            None here; a family's (1, nh, T, T).
+        """
+        return None
 
 
 class BertPooler(nn.Module):
@@ -411,6 +441,7 @@ class BertModel(BertPreTrainedModel):
     """The BERT encoder: embeddings, the layers and an optional pooler, with transformers' keys."""
 
     embeddings_class: type[nn.Module] = BertEmbeddings  # a family's embeddings (bertlite.models.roberta)
+    encoder_class: type[BertEncoder] = BertEncoder  # a family's encoder (bertlite.models.mpnet)
 
     def __init__(
         self,
@@ -436,7 +467,7 @@ class BertModel(BertPreTrainedModel):
             attn_implementation = config._attn_implementation or DEFAULT_ATTENTION
         check_attn_implementation(attn_implementation)  # before any layer is built
         self.embeddings = self.embeddings_class(config)
-        self.encoder = BertEncoder(config, attn_implementation)
+        self.encoder = self.encoder_class(config, attn_implementation)
         self.pooler = BertPooler(config) if add_pooling_layer else None
         self.init_weights()
         bind_attention(config, self)
