@@ -24,6 +24,7 @@ from bertlite.config.families import (
     CamembertConfig,
     ElectraConfig,
     Family,
+    MPNetConfig,
     RobertaConfig,
     XLMRobertaConfig,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "CamembertConfig",
     "ElectraConfig",
     "Family",
+    "MPNetConfig",
     "RobertaConfig",
     "XLMRobertaConfig",
     "as_bert_config",

@@ -81,6 +81,46 @@ class ElectraConfig(BertConfig):
             raise ValueError(f"summary_last_dropout must be a number in [0, 1], got {dropout!r}")
 
 
+# The relative distances' buckets transformers' MPNet computes, whatever relative_attention_num_buckets says
+# (MPNetEncoder.compute_position_bias's default): the table needs at least this many rows.
+MPNET_POSITION_BUCKETS = 32
+
+
+@dataclass
+class MPNetConfig(BertConfig):
+    """MPNet's config (transformers' MPNetConfig): BERT's fields, MPNet's defaults, and relative_attention_num_buckets,
+    the rows of the relative attention bias every layer shares (bertlite.models.mpnet). MPNet has no token types;
+    its positions count from 2, as RoBERTa's."""
+
+    model_types: ClassVar[tuple[str, ...]] = ("mpnet",)
+    vocab_size: int = 30527
+    pad_token_id: int | None = 1
+    bos_token_id: int | None = 0
+    eos_token_id: int | list[int] | None = 2
+    model_type: str = "mpnet"
+    relative_attention_num_buckets: int = MPNET_POSITION_BUCKETS
+
+    def __post_init__(self, num_labels: int | None, attn_implementation: str | None) -> None:
+        super().__post_init__(num_labels, attn_implementation)
+        if self.position_embedding_type != "absolute" or self.is_decoder:
+            # BERT's fields that MPNet's model has no form of: its positions are absolute plus the relative bias.
+            raise ValueError(
+                f"position_embedding_type={self.position_embedding_type!r}, is_decoder={self.is_decoder!r}: an MPNet "
+                "model is an encoder with absolute positions (and its relative attention bias)"
+            )
+        buckets = self.relative_attention_num_buckets
+        if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < MPNET_POSITION_BUCKETS:
+            raise ValueError(
+                f"relative_attention_num_buckets must be an integer >= {MPNET_POSITION_BUCKETS} (MPNet puts every "
+                f"distance in one of {MPNET_POSITION_BUCKETS} rows of the table), got {buckets!r}"
+            )
+
+    @property
+    def max_sequence_length(self) -> int:
+        """max_position_embeddings less its first two rows, which no token's position uses (514 -> 512)."""
+        return self.max_position_embeddings - 2
+
+
 # The heads every family has beside its base model, after the family's class prefix (RobertaForMaskedLM, ...).
 FAMILY_HEADS = ("Model", "ForSequenceClassification", "ForMaskedLM", "ForTokenClassification", "ForQuestionAnswering")
 
