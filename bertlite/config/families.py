@@ -171,6 +171,7 @@ FAMILIES: dict[str, Family] = {
         tokenizer_classes=_tokenizers("Electra"),
         bert_tokenizer=True,
     ),
+    "mpnet": Family(MPNetConfig, "bertlite.models.mpnet", "MPNet", tokenizer_classes=_tokenizers("MPNet")),
 }
 # model_type -> its config class, for AutoConfig and the jobs.
 CONFIG_CLASSES: dict[str, type[BertConfig]] = {model_type: f.config_class for model_type, f in FAMILIES.items()}

@@ -1,0 +1,450 @@
+"""MPNet: BERT's module tree under MPNet's names, with a relative position bias every layer shares.
+
+transformers' MPNetModel differs from BERT in four places, each one class here: the embeddings have no
+token types and count positions from padding_idx + 1 = 2, as RoBERTa's (MPNetEmbeddings); attention's
+Linears are `attention.attn.{q,k,v,o}`, and its residual's LayerNorm is `attention.LayerNorm`
+(MPNetAttention); the encoder holds one table, `relative_attention_bias`, whose rows (one per bucket of
+the distance between query and key) are added to every layer's scaled scores (MPNetEncoder.position_bias);
+the forward takes no token_type_ids. The rest is BertModel's, the packed path included: a packed sequence of
+length L reads the [:L, :L] corner of one grid's bias (bertlite.layers.attention). The heads are RoBERTa's
+(masked LM; the sequence classifier on the first token) and BERT's (tokens, question answering), called in
+MPNet's argument order.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from bertlite.config import BertConfig, MPNetConfig
+from bertlite.config.families import MPNET_POSITION_BUCKETS
+from bertlite.layers.attention import DEFAULT_ATTENTION
+from bertlite.layers.packing import PackedLayout
+from bertlite.layers.roles import LayerRoles
+from bertlite.models.bert import BertEncoder, BertIntermediate, BertModel, BertOutput, BertSelfAttention
+from bertlite.models.heads import BertForQuestionAnswering, BertForTokenClassification
+from bertlite.models.outputs import (
+    BaseModelOutputWithPooling,
+    MaskedLMOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+from bertlite.models.roberta import RobertaForMaskedLM, RobertaForSequenceClassification, _family_config
+
+# transformers' MPNetEmbeddings pads with row 1 whatever config.pad_token_id says.
+PADDING_IDX = 1
+# Distances up to this many tokens share the buckets' logarithmic tail (transformers' max_distance).
+MAX_DISTANCE = 128
+
+
+def relative_position_bucket(relative_position: Tensor, num_buckets: int = MPNET_POSITION_BUCKETS) -> Tensor:
+    """transformers' MPNetEncoder.relative_position_bucket: a bucket per signed distance, op for op.
+
+    Half the buckets are for keys before the query, half for keys after; in each half, distances below a
+    quarter of num_buckets have a bucket each, longer ones share logarithmically wider buckets up to
+    MAX_DISTANCE, and any farther key falls in the last.
+
+    Args:
+        relative_position: key position - query position, any shape.
+        num_buckets: buckets in all.
+
+    Returns:
+        The bucket of each distance, a long tensor of the same shape.
+    """
+    half = num_buckets // 2
+    n = -relative_position
+    bucket = (n < 0).to(torch.long) * half
+    n = torch.abs(n)
+    max_exact = half // 2
+    # log(0) is -inf at distance 0, where torch.where takes the exact bucket instead.
+    scaled = torch.log(n.float() / max_exact) / math.log(MAX_DISTANCE / max_exact) * (half - max_exact)
+    large = max_exact + scaled.to(torch.long)
+    large = torch.min(large, torch.full_like(large, half - 1))
+    return bucket + torch.where(n < max_exact, n, large)
+
+
+class MPNetEmbeddings(nn.Module):
+    """transformers' MPNetEmbeddings: words plus positions counted from padding_idx + 1; no token types."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.padding_idx = PADDING_IDX
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=self.padding_idx)
+        self.position_embeddings = nn.Embedding(
+            config.max_position_embeddings, config.hidden_size, padding_idx=self.padding_idx
+        )
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.first_position = self.padding_idx + 1  # a packed sequence's first position (BertModel reads it)
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+    ) -> Tensor:
+        """BertEmbeddings' call, token_type_ids ignored (MPNet has none); positions from the ids when not
+        given: padding_idx + 1 onwards for real tokens, padding_idx for padding (from inputs_embeds: every
+        position counts)."""
+        if position_ids is None:
+            if input_ids is not None:
+                real = input_ids.ne(self.padding_idx).int()
+                position_ids = (torch.cumsum(real, dim=1).type_as(real) * real).long() + self.padding_idx
+            else:
+                length, first = inputs_embeds.shape[1], self.first_position
+                position_ids = torch.arange(first, length + first, device=inputs_embeds.device).unsqueeze(0)  # (1, T)
+        elif input_ids is not None and input_ids.dim() == 1:
+            position_ids = self.packed_position_ids(input_ids, position_ids)
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)
+        embeddings = inputs_embeds + self.position_embeddings(position_ids)
+        return self.dropout(self.LayerNorm(embeddings))
+
+    def packed_position_ids(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
+        """A packed batch's positions as transformers gives them from the ids: a padding_idx token in a text
+        (a literal "<pad>") takes position padding_idx and is not counted.
+
+        Args:
+            input_ids: (N,) the packed ids.
+            position_ids: (N,) first_position + each row's index in its sequence (BertModel's packed path).
+
+        Returns:
+            (N,) positions.
+        """
+        pad = input_ids.eq(self.padding_idx).long()
+        pads = torch.cumsum(pad, 0)  # pads up to each row, the row included
+        starts = torch.arange(len(input_ids), device=input_ids.device) - (position_ids - self.first_position)
+        pads_in_sequence = pads - pads[starts] + pad[starts]  # from the row's sequence start to the row
+        return torch.where(pad.bool(), self.padding_idx, position_ids - pads_in_sequence)
+
+
+class MPNetSelfAttention(BertSelfAttention):
+    """transformers' MPNetSelfAttention: BERT's attention core on Linears q, k and v, and o, the output
+    projection, which MPNetAttention applies (so a module swap can fuse the residual add into its GEMM)."""
+
+    projection_names = ("q", "k", "v")
+
+    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__(config, attn_implementation)
+        self.o = nn.Linear(config.hidden_size, config.hidden_size)
+
+
+class MPNetAttention(nn.Module):
+    """transformers' MPNetAttention: LayerNorm(dropout(attn.o(attention)) + hidden_states)."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__()
+        self.attn = MPNetSelfAttention(config, attn_implementation)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        # Set by a module swap whose attn.o takes forward(x, residual=): the add runs inside its GEMM.
+        self.fuses_residual = False
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        attention_bias: Tensor | None = None,
+        output_attentions: bool = False,
+        layout: PackedLayout | None = None,
+        first_token_of: Tensor | None = None,
+        position_bias: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        context, probs = self.attn(
+            hidden_states, attention_bias, output_attentions, layout, first_token_of, position_bias
+        )
+        if first_token_of is not None:
+            hidden_states = hidden_states[layout.starts[first_token_of]]  # the residual of the rows kept
+        if self.fuses_residual and not self.training:
+            return self.LayerNorm(self.attn.o(context, residual=hidden_states)), probs
+        return self.LayerNorm(self.dropout(self.attn.o(context)) + hidden_states), probs
+
+
+class MPNetIntermediate(BertIntermediate):
+    """transformers' MPNetIntermediate: BERT's."""
+
+
+class MPNetOutput(BertOutput):
+    """transformers' MPNetOutput: BERT's."""
+
+
+class MPNetLayer(nn.Module):
+    # Where its parts are, for the module swaps (bertlite.layers.roles).
+    roles = LayerRoles(
+        attention="attention.attn",
+        query="attention.attn.q",
+        key="attention.attn.k",
+        value="attention.attn.v",
+        attention_output="attention.attn.o",
+        intermediate="intermediate.dense",
+        activation="intermediate.intermediate_act_fn",
+        output="output.dense",
+        residual_owners={"attention_output": "attention", "output": "output"},
+    )
+
+    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__()
+        self.attention = MPNetAttention(config, attn_implementation)
+        self.intermediate = MPNetIntermediate(config)
+        self.output = MPNetOutput(config)
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        attention_bias: Tensor | None = None,
+        output_attentions: bool = False,
+        layout: PackedLayout | None = None,
+        first_token_of: Tensor | None = None,
+        position_bias: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        attention_output, probs = self.attention(
+            hidden_states, attention_bias, output_attentions, layout, first_token_of, position_bias
+        )
+        return self.output(self.intermediate(attention_output), attention_output), probs
+
+
+class MPNetEncoder(BertEncoder):
+    """transformers' MPNetEncoder: the layers, and the relative attention bias table they share."""
+
+    layer_class = MPNetLayer
+
+    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__(config, attn_implementation)
+        self.relative_attention_bias = nn.Embedding(config.relative_attention_num_buckets, config.num_attention_heads)
+
+    def position_bias(self, hidden_states: Tensor, layout: PackedLayout | None) -> Tensor:
+        """Each head's bias for each (query, key) pair of positions, from the bucket of their distance.
+
+        Args:
+            hidden_states: the embeddings, (B, T, H) or packed (N, H).
+            layout: the packed batch's layout; None for a padded batch.
+
+        Returns:
+            (1, nh, T, T), T the padded length or the layout's max_length; every sequence starts at
+            position 0, so it serves every sequence (transformers makes B copies of it).
+        """
+        length = hidden_states.shape[1] if layout is None else layout.max_length
+        positions = torch.arange(length, dtype=torch.long, device=hidden_states.device)
+        buckets = relative_position_bucket(positions[None, :] - positions[:, None])  # (T, T): key - query
+        values = self.relative_attention_bias(buckets)  # (T, T, nh)
+        return values.permute(2, 0, 1).unsqueeze(0).contiguous()  # (1, nh, T, T)
+
+
+class MPNetModel(BertModel):
+    """transformers' MPNetModel: BertModel with MPNet's embeddings, layers, relative bias and config."""
+
+    config_class = MPNetConfig
+    base_model_prefix = "mpnet"
+    embeddings_class = MPNetEmbeddings
+    encoder_class = MPNetEncoder
+    _as_config = _family_config(MPNetConfig)
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        lengths: Tensor | None = None,
+        layout: PackedLayout | None = None,
+        first_token_of: Tensor | None = None,
+        **kwargs: Any,
+    ) -> BaseModelOutputWithPooling | tuple[Tensor, ...]:
+        """BertModel.forward in transformers' MPNet order: no token_type_ids.
+
+        Args:
+            input_ids, attention_mask, position_ids, inputs_embeds, output_attentions, output_hidden_states,
+                return_dict, lengths, layout, first_token_of: as in BertModel.forward (positions count
+                from 2).
+            **kwargs: as in BertModel.forward; token_type_ids is ignored, as transformers' MPNet ignores it
+                (the jobs pass a tokenizer's zeros).
+
+        Returns:
+            As BertModel.forward.
+
+        Raises:
+            As BertModel.forward.
+        """
+        kwargs.pop("token_type_ids", None)
+        return super().forward(
+            input_ids,
+            attention_mask,
+            None,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+            return_dict,
+            lengths=lengths,
+            layout=layout,
+            first_token_of=first_token_of,
+            **kwargs,
+        )
+
+
+class _MPNetHead:
+    """What the MPNet heads set on a BERT or RoBERTa head: the base model, its prefix and the config class; and
+    the call of that head's forward from MPNet's argument order, which each head's forward makes."""
+
+    config_class = MPNetConfig
+    base_model_prefix = "mpnet"
+    base_model_class = MPNetModel
+    _as_config = _family_config(MPNetConfig)
+
+    def _head_forward(
+        self,
+        input_ids: Tensor | None,
+        attention_mask: Tensor | None,
+        position_ids: Tensor | None,
+        inputs_embeds: Tensor | None,
+        **kwargs: Any,
+    ) -> Any:
+        """The BERT or RoBERTa head's forward, without token_type_ids (ignored, as transformers' MPNet ignores it)."""
+        kwargs.pop("token_type_ids", None)
+        return super().forward(input_ids, attention_mask, None, position_ids, inputs_embeds, **kwargs)
+
+
+class MPNetForMaskedLM(_MPNetHead, RobertaForMaskedLM):
+    """transformers' MPNetForMaskedLM: RoBERTa's lm_head (MPNetLMHead is the same) on MPNetModel."""
+
+    _tied_weights_keys = {
+        "lm_head.decoder.weight": "mpnet.embeddings.word_embeddings.weight",
+        "lm_head.decoder.bias": "lm_head.bias",
+    }
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        **kwargs: Any,
+    ) -> MaskedLMOutput | tuple[Tensor, ...]:
+        """BertForMaskedLM.forward in MPNet's argument order.
+
+        Args:
+            input_ids, attention_mask, position_ids, inputs_embeds: as in MPNetModel.forward.
+            labels: as in BertForMaskedLM.forward.
+            **kwargs: as in BertForMaskedLM.forward.
+
+        Returns:
+            As BertForMaskedLM.forward.
+        """
+        return self._head_forward(input_ids, attention_mask, position_ids, inputs_embeds, labels=labels, **kwargs)
+
+
+class MPNetForSequenceClassification(_MPNetHead, RobertaForSequenceClassification):
+    """transformers' MPNetForSequenceClassification: RoBERTa's classifier on the first token, on MPNetModel."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its head (no pooler: the classifier reads the first token).
+
+        Args:
+            config: the model's config (num_labels: the classes).
+            attn_implementation: as BertForSequenceClassification's.
+        """
+        super().__init__(config, attn_implementation)
+        # transformers' MPNet heads drop out at hidden_dropout_prob, whatever classifier_dropout says.
+        self.classifier.dropout = nn.Dropout(self.config.hidden_dropout_prob)
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        **kwargs: Any,
+    ) -> SequenceClassifierOutput | tuple[Tensor, ...]:
+        """BertForSequenceClassification.forward in MPNet's argument order.
+
+        Args:
+            input_ids, attention_mask, position_ids, inputs_embeds: as in MPNetModel.forward.
+            labels: as in BertForSequenceClassification.forward.
+            **kwargs: as in BertForSequenceClassification.forward.
+
+        Returns:
+            As BertForSequenceClassification.forward.
+        """
+        return self._head_forward(input_ids, attention_mask, position_ids, inputs_embeds, labels=labels, **kwargs)
+
+
+class MPNetForTokenClassification(_MPNetHead, BertForTokenClassification):
+    """transformers' MPNetForTokenClassification: BERT's head on MPNetModel."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its head.
+
+        Args:
+            config: the model's config (num_labels: the classes).
+            attn_implementation: as BertForTokenClassification's.
+        """
+        super().__init__(config, attn_implementation)
+        self.dropout = nn.Dropout(self.config.hidden_dropout_prob)  # as MPNetForSequenceClassification's
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        **kwargs: Any,
+    ) -> TokenClassifierOutput | tuple[Tensor, ...]:
+        """BertForTokenClassification.forward in MPNet's argument order.
+
+        Args:
+            input_ids, attention_mask, position_ids, inputs_embeds: as in MPNetModel.forward.
+            labels: as in BertForTokenClassification.forward.
+            **kwargs: as in BertForTokenClassification.forward.
+
+        Returns:
+            As BertForTokenClassification.forward.
+        """
+        return self._head_forward(input_ids, attention_mask, position_ids, inputs_embeds, labels=labels, **kwargs)
+
+
+class MPNetForQuestionAnswering(_MPNetHead, BertForQuestionAnswering):
+    """transformers' MPNetForQuestionAnswering: BERT's head on MPNetModel."""
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        start_positions: Tensor | None = None,
+        end_positions: Tensor | None = None,
+        **kwargs: Any,
+    ) -> QuestionAnsweringModelOutput | tuple[Tensor, ...]:
+        """BertForQuestionAnswering.forward in MPNet's argument order.
+
+        Args:
+            input_ids, attention_mask, position_ids, inputs_embeds: as in MPNetModel.forward.
+            start_positions, end_positions: as in BertForQuestionAnswering.forward.
+            **kwargs: as in BertForQuestionAnswering.forward.
+
+        Returns:
+            As BertForQuestionAnswering.forward.
+        """
+        return self._head_forward(
+            input_ids,
+            attention_mask,
+            position_ids,
+            inputs_embeds,
+            start_positions=start_positions,
+            end_positions=end_positions,
+            **kwargs,
+        )
