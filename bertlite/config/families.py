@@ -6,8 +6,9 @@ config class here, its model module under bertlite/models/, and one Family row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+import re
+from dataclasses import InitVar, dataclass
+from typing import Any, ClassVar
 
 from bertlite.config.bert import BertConfig
 
@@ -121,6 +122,118 @@ class MPNetConfig(BertConfig):
         return self.max_position_embeddings - 2
 
 
+# DistilBERT's field names -> the BertConfig fields that hold them (transformers' attribute_map, completed), so the
+# shared core reads BERT's names on a DistilBERT config.
+DISTILBERT_NAMES = {
+    "dim": "hidden_size",
+    "n_layers": "num_hidden_layers",
+    "n_heads": "num_attention_heads",
+    "hidden_dim": "intermediate_size",
+    "dropout": "hidden_dropout_prob",
+    "attention_dropout": "attention_probs_dropout_prob",
+    "activation": "hidden_act",
+}
+# BertConfig's fields DistilBERT has no form of (no token types, LayerNorm eps fixed at 1e-12, an encoder with
+# absolute or sinusoidal positions): config.json keeps them as keys it carries, the model never reads them.
+NOT_DISTILBERT_FIELDS = (
+    "type_vocab_size",
+    "layer_norm_eps",
+    "position_embedding_type",
+    "use_cache",
+    "classifier_dropout",
+    "is_decoder",
+    "add_cross_attention",
+)
+
+
+@dataclass
+class DistilBertConfig(BertConfig):
+    """DistilBERT's config (transformers' DistilBertConfig): its names (dim, n_layers, n_heads, hidden_dim, dropout,
+    attention_dropout, activation) are constructor arguments and attributes, held in BERT's fields (hidden_size,
+    ...; DISTILBERT_NAMES), which the shared core reads; config.json is written with DistilBERT's keys. Its own
+    fields: sinusoidal_pos_embds (fixed sinusoidal position vectors), qa_dropout and seq_classif_dropout (the
+    question-answering and sequence-classification heads' dropout)."""
+
+    model_types: ClassVar[tuple[str, ...]] = ("distilbert",)
+    num_hidden_layers: int = 6
+    model_type: str = "distilbert"
+    sinusoidal_pos_embds: bool = False
+    qa_dropout: float = 0.1
+    seq_classif_dropout: float = 0.2
+    # DistilBERT's names as constructor arguments (None: BERT's field keeps its default); attributes after.
+    dim: InitVar[int | None] = None
+    n_layers: InitVar[int | None] = None
+    n_heads: InitVar[int | None] = None
+    hidden_dim: InitVar[int | None] = None
+    dropout: InitVar[float | None] = None
+    attention_dropout: InitVar[float | None] = None
+    activation: InitVar[str | None] = None
+
+    def __post_init__(self, num_labels: int | None, attn_implementation: str | None, *names: Any) -> None:
+        for name, value in zip(DISTILBERT_NAMES, names, strict=True):
+            if value is not None:
+                setattr(self, DISTILBERT_NAMES[name], value)
+        try:
+            super().__post_init__(num_labels, attn_implementation)
+            if not isinstance(self.sinusoidal_pos_embds, bool):
+                raise ValueError(f"sinusoidal_pos_embds must be true or false, got {self.sinusoidal_pos_embds!r}")
+            for name in ("qa_dropout", "seq_classif_dropout"):
+                value = getattr(self, name)
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                    raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+        except ValueError as e:
+            raise ValueError(_distilbert_names(str(e))) from None
+
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> BertConfig:
+        """BertConfig.from_dict on DistilBERT's keys: each held in its BERT field; BERT's keys DistilBERT lacks
+        (NOT_DISTILBERT_FIELDS) kept as keys config.json carries, which the model does not read."""
+        data = _bert_names({**config_dict, **kwargs})
+        extra = {key: data.pop(key) for key in NOT_DISTILBERT_FIELDS if key in data}
+        config = super().from_dict(data)
+        config.extra.update(extra)
+        return config
+
+    def update_from_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """BertConfig.update_from_kwargs, DistilBERT's names (dim=, dropout=, ...) taken as their fields."""
+        return super().update_from_kwargs(_bert_names(kwargs))
+
+    def to_dict(self) -> dict[str, Any]:
+        """config.json's keys: DistilBERT's names for BERT's fields, without the fields DistilBERT lacks."""
+        out = super().to_dict()
+        for key in NOT_DISTILBERT_FIELDS:
+            if key not in self.extra:
+                out.pop(key, None)
+        for name, field_name in DISTILBERT_NAMES.items():
+            out[name] = out.pop(field_name)
+        return dict(sorted(out.items()))
+
+
+def _bert_names(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with DistilBERT's names as BERT's fields (DISTILBERT_NAMES); a BERT name given too is overridden."""
+    out = dict(values)
+    for name, field_name in DISTILBERT_NAMES.items():
+        if name in out:
+            out[field_name] = out.pop(name)
+    return out
+
+
+def _distilbert_names(message: str) -> str:
+    """A config error naming DistilBERT's fields (dim, not hidden_size)."""
+    for name, field_name in DISTILBERT_NAMES.items():
+        message = re.sub(rf"\b{field_name}\b", name, message)
+    return message
+
+
+def _alias(field_name: str) -> property:
+    """DistilBERT's name for a BERT field, read and written through it (transformers' attribute_map)."""
+    return property(lambda self: getattr(self, field_name), lambda self, value: setattr(self, field_name, value))
+
+
+for _name, _field_name in DISTILBERT_NAMES.items():
+    setattr(DistilBertConfig, _name, _alias(_field_name))
+
+
 # The heads every family has beside its base model, after the family's class prefix (RobertaForMaskedLM, ...).
 FAMILY_HEADS = ("Model", "ForSequenceClassification", "ForMaskedLM", "ForTokenClassification", "ForQuestionAnswering")
 
@@ -138,6 +251,7 @@ class Family:
             whose tokenizer.json holds the whole pipeline and runs as it is (unless bert_tokenizer).
         bert_tokenizer: the family's tokenizer is transformers' BertTokenizer under another name, as ELECTRA's:
             BERT's pipeline is built on tokenizer.json's vocabulary, with or without a tokenizer_class.
+        token_types: the model takes token_type_ids; False (DistilBERT): its tokenizer returns none.
     """
 
     config_class: type[BertConfig]
@@ -146,6 +260,7 @@ class Family:
     heads: tuple[str, ...] = FAMILY_HEADS
     tokenizer_classes: tuple[str, ...] = ()
     bert_tokenizer: bool = False
+    token_types: bool = True
 
 
 def _tokenizers(name: str) -> tuple[str, ...]:
@@ -172,6 +287,16 @@ FAMILIES: dict[str, Family] = {
         bert_tokenizer=True,
     ),
     "mpnet": Family(MPNetConfig, "bertlite.models.mpnet", "MPNet", tokenizer_classes=_tokenizers("MPNet")),
+    # DistilBERT's tokenizer is BERT's WordPiece under another name; its model takes no token_type_ids.
+    "distilbert": Family(
+        DistilBertConfig,
+        "bertlite.models.distilbert",
+        "DistilBert",
+        heads=("Model", "ForMaskedLM", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering"),
+        tokenizer_classes=_tokenizers("DistilBert"),
+        bert_tokenizer=True,
+        token_types=False,
+    ),
 }
 # model_type -> its config class, for AutoConfig and the jobs.
 CONFIG_CLASSES: dict[str, type[BertConfig]] = {model_type: f.config_class for model_type, f in FAMILIES.items()}
