@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypeVar
 
-# Top-level modules of the base model (ELECTRA's embeddings_project too), and the heads' modules around it
-# (BERT's; RoBERTa's masked-LM lm_head; ELECTRA's generator and discriminator heads).
-BASE_MODULES = ("embeddings.", "embeddings_project.", "encoder.", "pooler.")
+# Top-level modules of the base model (ELECTRA's embeddings_project too, DistilBERT's transformer), and the heads'
+# modules around it (BERT's; RoBERTa's masked-LM lm_head; ELECTRA's generator and discriminator heads; DistilBERT's).
+BASE_MODULES = ("embeddings.", "embeddings_project.", "encoder.", "pooler.", "transformer.")
 HEAD_MODULES = (
     "cls.",
     "classifier.",
@@ -23,6 +23,10 @@ HEAD_MODULES = (
     "generator_predictions.",
     "generator_lm_head.",
     "discriminator_predictions.",
+    "vocab_transform.",
+    "vocab_layer_norm.",
+    "vocab_projector.",
+    "pre_classifier.",
 )
 # transformers' non-persistent buffers, saved by old versions: derived, never loaded.
 IGNORED_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")

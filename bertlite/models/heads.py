@@ -692,7 +692,7 @@ class BertForQuestionAnswering(_BertWithHead):
             BertModel.forward's; with return_dict=False the tuple of its non-None fields.
         """
         outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        logits = self.qa_outputs(outputs.last_hidden_state)  # (B, T, 2)
+        logits = self._span_logits(outputs.last_hidden_state)  # (B, T, 2)
         start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))  # (B, T) each
         loss = None
         if start_positions is not None and end_positions is not None:
@@ -708,6 +708,10 @@ class BertForQuestionAnswering(_BertWithHead):
             loss = (start_loss + end_loss) / 2
         output = QuestionAnsweringModelOutput(loss, start_logits, end_logits, outputs.hidden_states, outputs.attentions)
         return self._finish(output, kwargs)
+
+    def _span_logits(self, sequence_output: Tensor) -> Tensor:
+        """(B, T, 2) start and end logits from the last hidden state: BERT's head is qa_outputs alone."""
+        return self.qa_outputs(sequence_output)
 
 
 # Every model class by name: what Auto* classes and the parity check build from a name.

@@ -1,0 +1,472 @@
+"""DistilBERT: BERT's shared core under DistilBERT's names, and its heads.
+
+transformers' DistilBertModel is BERT's post-LayerNorm encoder with other names (`transformer.layer.N.attention.
+{q_lin,k_lin,v_lin,out_lin}`, `sa_layer_norm`, `ffn.{lin1,lin2}`, `output_layer_norm`), no token types, no pooler,
+LayerNorm eps fixed at 1e-12 and, optionally, fixed sinusoidal positions. Here the attention is BertSelfAttention
+(the kernels by name, the packed path, the first-token path), the encoder is BertEncoder and the forward is
+BertModel's; TransformerBlock.roles tells the module swaps (oneDNN, int8) where its Linears are. The heads are
+BERT's with DistilBERT's modules: the masked-LM head is vocab_transform, activation, vocab_layer_norm and
+vocab_projector; the sequence classifier reads the first token through pre_classifier and a ReLU.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from bertlite.config import BertConfig, DistilBertConfig, as_bert_config, bind_attention
+from bertlite.layers.activations import ACT2FN
+from bertlite.layers.attention import DEFAULT_ATTENTION, check_attn_implementation
+from bertlite.layers.packing import PackedLayout
+from bertlite.layers.roles import LayerRoles
+from bertlite.models.bert import BertEncoder, BertModel, BertPreTrainedModel, BertSelfAttention
+from bertlite.models.heads import (
+    BertForMaskedLM,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    _BertWithHead,
+)
+from bertlite.models.outputs import BaseModelOutputWithPooling
+from bertlite.models.roberta import first_tokens
+
+# transformers' DistilBERT fixes every LayerNorm's eps (its config has no layer_norm_eps).
+LAYER_NORM_EPS = 1e-12
+
+
+def create_sinusoidal_embeddings(n_pos: int, dim: int, out: Tensor) -> Tensor:
+    """Fill `out` (n_pos, dim) with transformers' sinusoidal positions: sin on even columns, cos on odd ones.
+
+    Computed in float64 with numpy and rounded once, as transformers computes them, so the table is bitwise its.
+
+    Args:
+        n_pos: the positions (rows).
+        dim: the width (columns).
+        out: the (n_pos, dim) tensor to fill.
+
+    Returns:
+        `out`.
+    """
+    position_enc = np.array([[pos / np.power(10000, 2 * (j // 2) / dim) for j in range(dim)] for pos in range(n_pos)])
+    with torch.no_grad():
+        out[:, 0::2] = torch.as_tensor(np.sin(position_enc[:, 0::2]), dtype=torch.float32)
+        out[:, 1::2] = torch.as_tensor(np.cos(position_enc[:, 1::2]), dtype=torch.float32)
+    return out
+
+
+class Embeddings(nn.Module):
+    """transformers' DistilBERT Embeddings: word and position vectors, LayerNorm, dropout (no token types)."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=LAYER_NORM_EPS)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.first_position = 0  # a packed batch's positions start here (BertModel reads it)
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+    ) -> Tensor:
+        """BertEmbeddings' call; token_type_ids are ignored (DistilBERT has none), as transformers ignores them."""
+        if input_ids is not None:
+            inputs_embeds = self.word_embeddings(input_ids)  # (B, T, H), or packed (N, H)
+        if position_ids is None:
+            position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device).unsqueeze(0)  # (1, T)
+        embeddings = inputs_embeds + self.position_embeddings(position_ids)
+        return self.dropout(self.LayerNorm(embeddings))
+
+
+class DistilBertSelfAttention(BertSelfAttention):
+    """BertSelfAttention on q_lin / k_lin / v_lin, and out_lin on its context (transformers' module of this name)."""
+
+    projection_names = ("q_lin", "k_lin", "v_lin")
+
+    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__(config, attn_implementation)
+        self.out_lin = nn.Linear(config.hidden_size, config.hidden_size)
+        # Set by the module swaps whose out_lin takes forward(x, residual=) (layers.roles' residual_owners).
+        self.fuses_residual = False
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        attention_bias: Tensor | None = None,
+        output_attentions: bool = False,
+        layout: PackedLayout | None = None,
+        first_token_of: Tensor | None = None,
+        residual: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """BertSelfAttention's forward, then out_lin; residual (inference with fuses_residual): added in its GEMM."""
+        context, probs = super().forward(
+            hidden_states, attention_bias, output_attentions, layout=layout, first_token_of=first_token_of
+        )
+        if residual is not None:
+            return self.out_lin(context, residual=residual), probs
+        return self.out_lin(context), probs
+
+
+class FFN(nn.Module):
+    """transformers' DistilBERT FFN: lin1, activation, lin2, dropout."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.lin1 = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.lin2 = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.hidden_act = config.hidden_act  # by name too, for the module swap that fuses it into lin1's GEMM
+        self.activation = ACT2FN[config.hidden_act]
+        self.fuses_residual = False  # as DistilBertSelfAttention's, for lin2
+
+    def forward(self, hidden_states: Tensor, residual: Tensor | None = None) -> Tensor:
+        """(..., H) -> (..., H); residual (inference with fuses_residual): added in lin2's GEMM, no dropout."""
+        hidden_states = self.activation(self.lin1(hidden_states))
+        if residual is not None:
+            return self.lin2(hidden_states, residual=residual)
+        return self.dropout(self.lin2(hidden_states))
+
+
+class TransformerBlock(nn.Module):
+    """One DistilBERT layer: attention, sa_layer_norm(+ residual), ffn, output_layer_norm(+ residual)."""
+
+    roles = LayerRoles(
+        attention="attention",
+        query="attention.q_lin",
+        key="attention.k_lin",
+        value="attention.v_lin",
+        attention_output="attention.out_lin",
+        intermediate="ffn.lin1",
+        activation="ffn.activation",
+        output="ffn.lin2",
+        residual_owners={"attention_output": "attention", "output": "ffn"},
+    )
+
+    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__()
+        self.attention = DistilBertSelfAttention(config, attn_implementation)
+        self.sa_layer_norm = nn.LayerNorm(config.hidden_size, eps=LAYER_NORM_EPS)
+        self.ffn = FFN(config)
+        self.output_layer_norm = nn.LayerNorm(config.hidden_size, eps=LAYER_NORM_EPS)
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        attention_bias: Tensor | None = None,
+        output_attentions: bool = False,
+        layout: PackedLayout | None = None,
+        first_token_of: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """BertLayer's call: (B, T, H) with an additive bias, or packed (N, H) rows (first_token_of: (R, H) out)."""
+        residual = hidden_states if first_token_of is None else hidden_states[layout.starts[first_token_of]]
+        if self.attention.fuses_residual and not self.training:
+            attention_output, probs = self.attention(
+                hidden_states, attention_bias, output_attentions, layout, first_token_of, residual=residual
+            )
+        else:
+            attention_output, probs = self.attention(
+                hidden_states, attention_bias, output_attentions, layout, first_token_of
+            )
+            attention_output = attention_output + residual
+        attention_output = self.sa_layer_norm(attention_output)
+        if self.ffn.fuses_residual and not self.training:
+            return self.output_layer_norm(self.ffn(attention_output, residual=attention_output)), probs
+        return self.output_layer_norm(self.ffn(attention_output) + attention_output), probs
+
+
+class Transformer(BertEncoder):
+    """BertEncoder of TransformerBlocks (transformers' DistilBERT Transformer)."""
+
+    layer_class = TransformerBlock
+
+    def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__(config, attn_implementation)
+        self.n_layers = config.num_hidden_layers
+
+
+def _distilbert_config(config: Any) -> DistilBertConfig:
+    return as_bert_config(config, DistilBertConfig)
+
+
+class DistilBertModel(BertModel):
+    """transformers' DistilBertModel: embeddings and `transformer`, BertModel's forward (padded, packed); no pooler."""
+
+    config_class = DistilBertConfig
+    base_model_prefix = "distilbert"
+    embeddings_class = Embeddings
+    _as_config = staticmethod(_distilbert_config)
+
+    def __init__(
+        self, config: BertConfig, add_pooling_layer: bool = False, attn_implementation: str | None = None
+    ) -> None:
+        """Build the model with freshly initialised weights (from_pretrained loads a checkpoint instead).
+
+        Args:
+            config: a DistilBertConfig, or transformers' (its values are copied).
+            add_pooling_layer: taken as BertModel takes it, so code written for BertModel runs; DistilBERT has
+                no pooler, so True is refused.
+            attn_implementation: a name of bertlite.layers.attention's registry; None: the config's, else "sdpa".
+
+        Raises:
+            ValueError: add_pooling_layer=True, or an unknown attention name.
+        """
+        if add_pooling_layer:
+            raise ValueError("DistilBERT has no pooler: add_pooling_layer=True is not possible (pool the first token)")
+        BertPreTrainedModel.__init__(self, config)  # BertModel's modules are built here, under DistilBERT's names
+        config = self.config
+        if attn_implementation is None:
+            attn_implementation = config._attn_implementation or DEFAULT_ATTENTION
+        check_attn_implementation(attn_implementation)
+        self.embeddings = Embeddings(config)
+        self.transformer = Transformer(config, attn_implementation)
+        self.pooler = None
+        self.init_weights()
+        bind_attention(config, self)
+
+    @property
+    def encoder(self) -> Transformer:
+        """`transformer` under BertModel's name, which the shared forward and the module swaps read."""
+        return self.transformer
+
+    def get_position_embeddings(self) -> nn.Embedding:
+        """The position embeddings."""
+        return self.embeddings.position_embeddings
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, Embeddings) and self.config.sinusoidal_pos_embds:
+            create_sinusoidal_embeddings(
+                self.config.max_position_embeddings, self.config.hidden_size, module.position_embeddings.weight
+            )
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        use_cache: bool | None = None,
+        lengths: Tensor | None = None,
+        layout: PackedLayout | None = None,
+        first_token_of: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        **kwargs: Any,
+    ) -> BaseModelOutputWithPooling | tuple[Tensor, ...]:
+        """BertModel.forward in transformers' DistilBERT argument order (inputs_embeds before position_ids).
+
+        Args:
+            input_ids, attention_mask, inputs_embeds, position_ids, output_attentions, output_hidden_states,
+                return_dict, use_cache, lengths, layout, first_token_of, **kwargs: as BertModel.forward's.
+            token_type_ids: ignored: DistilBERT has no token types (transformers ignores them too), so a
+                BERT tokenizer's output and the jobs' batches run unchanged.
+
+        Returns:
+            BertModel.forward's output; pooler_output is None.
+        """
+        return super().forward(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=return_dict,
+            use_cache=use_cache,
+            lengths=lengths,
+            layout=layout,
+            first_token_of=first_token_of,
+            **kwargs,
+        )
+
+
+class _DistilBertHead:
+    """What the DistilBERT heads set on a BERT head: the base model, its prefix and the config class."""
+
+    config_class = DistilBertConfig
+    base_model_prefix = "distilbert"
+    base_model_class = DistilBertModel
+    _as_config = staticmethod(_distilbert_config)
+
+    def get_position_embeddings(self) -> nn.Embedding:
+        """The base model's position embeddings."""
+        return self.distilbert.get_position_embeddings()
+
+
+def _bert_call(forward: Any, model: nn.Module, args: tuple[Tensor | None, ...], **kwargs: Any) -> Any:
+    """A BERT head's forward from DistilBERT's arguments: (input_ids, attention_mask, inputs_embeds, position_ids)
+    in BERT's order; token_type_ids dropped, as DistilBERT ignores them."""
+    input_ids, attention_mask, inputs_embeds, position_ids = args
+    kwargs.pop("token_type_ids", None)
+    return forward(model, input_ids, attention_mask, None, position_ids, inputs_embeds, **kwargs)
+
+
+class DistilBertForMaskedLM(_DistilBertHead, BertForMaskedLM):
+    """transformers' DistilBertForMaskedLM: vocab_transform, activation, vocab_layer_norm, vocab_projector (tied to
+    the word embeddings when config.tie_word_embeddings)."""
+
+    _tied_weights_keys = {"vocab_projector.weight": "distilbert.embeddings.word_embeddings.weight"}
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its masked-LM head.
+
+        Args:
+            config: the model's config.
+            attn_implementation: as DistilBertModel's.
+        """
+        _BertWithHead.__init__(self, config)
+        config = self.config
+        self.activation = ACT2FN[config.hidden_act]
+        self._add_base_model(config, attn_implementation, add_pooling_layer=False)
+        self.vocab_transform = nn.Linear(config.hidden_size, config.hidden_size)
+        self.vocab_layer_norm = nn.LayerNorm(config.hidden_size, eps=LAYER_NORM_EPS)
+        self.vocab_projector = nn.Linear(config.hidden_size, config.vocab_size)
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        """The vocabulary projection, vocab_projector."""
+        return self.vocab_projector
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        """Replace vocab_projector with `new_embeddings`."""
+        self.vocab_projector = new_embeddings
+
+    def _prediction_scores(self, sequence_output: Tensor) -> Tensor:
+        """(..., vocab) logits from hidden states (..., H): the masked-LM head alone (SPLADE runs it on its rows)."""
+        return self.vocab_projector(self.vocab_layer_norm(self.activation(self.vocab_transform(sequence_output))))
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        labels: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """BertForMaskedLM.forward in transformers' DistilBERT argument order (labels before position_ids)."""
+        return _bert_call(
+            BertForMaskedLM.forward,
+            self,
+            (input_ids, attention_mask, inputs_embeds, position_ids),
+            labels=labels,
+            **kwargs,
+        )
+
+
+class DistilBertForSequenceClassification(_DistilBertHead, BertForSequenceClassification):
+    """transformers' DistilBertForSequenceClassification: the first token through pre_classifier, ReLU, dropout
+    (seq_classif_dropout) and classifier."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its head.
+
+        Args:
+            config: the model's config (num_labels: the classes).
+            attn_implementation: as DistilBertModel's.
+        """
+        _BertWithHead.__init__(self, config)
+        config = self.config
+        self.num_labels = config.num_labels
+        self._add_base_model(config, attn_implementation, add_pooling_layer=False)
+        self.pre_classifier = nn.Linear(config.hidden_size, config.hidden_size)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.dropout = nn.Dropout(config.seq_classif_dropout)
+        self.post_init()
+
+    def _classify(self, outputs: BaseModelOutputWithPooling, forward_kwargs: dict[str, Any]) -> Tensor:
+        return self.classify(first_tokens(outputs.last_hidden_state, forward_kwargs)[:, 0], None)
+
+    def classify(self, first_tokens: Tensor | None, pooled: Tensor | None) -> Tensor:
+        """BertForSequenceClassification.classify: DistilBERT's head reads the first tokens (B, H)."""
+        return self.classifier(self.dropout(F.relu(self.pre_classifier(first_tokens))))
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        labels: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """BertForSequenceClassification.forward in transformers' DistilBERT argument order."""
+        return _bert_call(
+            BertForSequenceClassification.forward,
+            self,
+            (input_ids, attention_mask, inputs_embeds, position_ids),
+            labels=labels,
+            **kwargs,
+        )
+
+
+class DistilBertForTokenClassification(_DistilBertHead, BertForTokenClassification):
+    """transformers' DistilBertForTokenClassification: BERT's head (dropout, classifier) on DistilBertModel."""
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        labels: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """BertForTokenClassification.forward in transformers' DistilBERT argument order."""
+        return _bert_call(
+            BertForTokenClassification.forward,
+            self,
+            (input_ids, attention_mask, inputs_embeds, position_ids),
+            labels=labels,
+            **kwargs,
+        )
+
+
+class DistilBertForQuestionAnswering(_DistilBertHead, BertForQuestionAnswering):
+    """transformers' DistilBertForQuestionAnswering: dropout (qa_dropout) on the hidden states, then qa_outputs."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its head.
+
+        Args:
+            config: the model's config (num_labels must be 2: start, end).
+            attn_implementation: as DistilBertModel's.
+
+        Raises:
+            ValueError: config.num_labels is not 2.
+        """
+        super().__init__(config, attn_implementation)
+        self.dropout = nn.Dropout(self.config.qa_dropout)
+
+    def _span_logits(self, sequence_output: Tensor) -> Tensor:
+        return self.qa_outputs(self.dropout(sequence_output))
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        start_positions: Tensor | None = None,
+        end_positions: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """BertForQuestionAnswering.forward in transformers' DistilBERT argument order."""
+        return _bert_call(
+            BertForQuestionAnswering.forward,
+            self,
+            (input_ids, attention_mask, inputs_embeds, position_ids),
+            start_positions=start_positions,
+            end_positions=end_positions,
+            **kwargs,
+        )
