@@ -47,6 +47,9 @@ FAMILY_TOKENIZER_CLASSES = tuple(
     name for family in FAMILIES.values() if not family.bert_tokenizer for name in family.tokenizer_classes
 )
 PLAIN_TOKENIZER_CLASSES = ("PreTrainedTokenizerFast", "TokenizersBackend", *FAMILY_TOKENIZER_CLASSES)
+# The families whose model takes no token_type_ids (DistilBERT): their tokenizers return none, as transformers'.
+NO_TOKEN_TYPES_CLASSES = tuple(name for f in FAMILIES.values() if not f.token_types for name in f.tokenizer_classes)
+NO_TOKEN_TYPES_INPUTS = ["input_ids", "attention_mask"]
 PADDING = {True: "longest", False: None, "longest": "longest", "max_length": "max_length", "do_not_pad": None}
 TRUNCATION = ("longest_first", "only_first", "only_second", "do_not_truncate")
 # from_pretrained keywords that change the tokenizer (tokenizer_config.json keys), as transformers takes them.
@@ -155,8 +158,10 @@ def read_settings(
     config = read_json_file(name, TOKENIZER_CONFIG_FILE, hub_kwargs)
     special_map = read_json_file(name, SPECIAL_TOKENS_MAP_FILE, hub_kwargs)
     tokenizer_class = config.get("tokenizer_class")
+    family = None
     if tokenizer_class is None:
-        tokenizer_class = None if FAMILIES[check_model_type(name, hub_kwargs)].bert_tokenizer else "TokenizersBackend"
+        family = FAMILIES[check_model_type(name, hub_kwargs)]
+        tokenizer_class = None if family.bert_tokenizer else "TokenizersBackend"
     elif tokenizer_class not in BERT_TOKENIZER_CLASSES + PLAIN_TOKENIZER_CLASSES:
         raise ValueError(
             f"{name}: {TOKENIZER_CONFIG_FILE} has tokenizer_class={tokenizer_class!r}, which is not a BERT "
@@ -183,6 +188,8 @@ def read_settings(
     if isinstance(extra, list) and extra:
         init["extra_special_tokens"] = [token_content(token) for token in extra]
     init.setdefault("model_max_length", VERY_LARGE_INTEGER)
+    if tokenizer_class in NO_TOKEN_TYPES_CLASSES or family is not None and not family.token_types:
+        init.setdefault("model_input_names", NO_TOKEN_TYPES_INPUTS)
     return backend, init, tokenizer_class not in PLAIN_TOKENIZER_CLASSES
 
 
