@@ -225,7 +225,7 @@ def _compare(
     """
     ours, ref, theirs = bases
     compare_weights(report, heads[0], heads[1], dtype if theirs is not None else None)
-    names = module_names(ours.config.num_hidden_layers, ours.pooler is not None and ref.pooler is not None)
+    names = module_names(ours, ours.pooler is not None and getattr(ref, "pooler", None) is not None)
     ours_run, ref_run = run(ours, batches, names), run(ref, batches, names)
     theirs_run = run(theirs, batches, names) if theirs is not None else None
     compare_activations(report, batches, names, ours_run, ref_run, theirs_run, atol, rtol)

@@ -33,19 +33,22 @@ HEAD_LOGITS = {
 }
 
 
-def module_names(num_layers: int, has_pooler: bool) -> list[str]:
+def module_names(model: nn.Module, has_pooler: bool) -> list[str]:
     """List the compared sub-modules in execution order: the first that leaves tolerance is the divergence.
 
     Args:
-        num_layers: the encoder's layers.
+        model: bertlite's base model; its layers' parts are named as transformers names them.
         has_pooler: include the pooler.
 
     Returns:
-        The module names (embeddings, each layer's attention, intermediate, output, then pooler).
+        The module names: embeddings, each layer's parts (BERT's attention, intermediate, output; DistilBERT's
+        attention, sa_layer_norm, ffn, output_layer_norm under transformer.layer), then pooler.
     """
+    encoder = model.encoder  # DistilBERT's `transformer` under BERT's name
+    prefix = next(name for name, child in model.named_children() if child is encoder)
     names = ["embeddings"]
-    for i in range(num_layers):
-        names += [f"encoder.layer.{i}.attention", f"encoder.layer.{i}.intermediate", f"encoder.layer.{i}.output"]
+    for i, layer in enumerate(encoder.layer):
+        names += [f"{prefix}.layer.{i}.{part}" for part, _ in layer.named_children()]
     return names + (["pooler"] if has_pooler else [])
 
 

@@ -213,11 +213,13 @@ def _load_heads(
 
 
 def _check_same_shape(ours: BertConfig, theirs: Any, name: str, reference: str) -> None:
+    # A family's names for BERT's sizes (DistilBERT's dim, hidden_dim, ...: its config's attribute_map).
+    names = {k: getattr(type(ours), "attribute_map", {}).get(k, k) for k in SIZE_FIELDS}
     differ = [
-        f"{k} {getattr(theirs, k, None)} vs {getattr(ours, k)}"
+        f"{names[k]} {getattr(theirs, names[k], None)} vs {getattr(ours, k)}"
         for k in SIZE_FIELDS  # a reference that differs in one cannot be compared
         # A size the reference's family has no field for (MPNet's type_vocab_size) shapes no tensor there.
-        if hasattr(theirs, k) and getattr(ours, k) != getattr(theirs, k)
+        if hasattr(theirs, names[k]) and getattr(ours, k) != getattr(theirs, names[k])
     ]
     if differ:
         raise ParityLoadError(
