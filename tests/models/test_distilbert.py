@@ -1,0 +1,292 @@
+"""DistilBERT against transformers and sentence-transformers in the same run: tiny random checkpoints (learned
+and sinusoidal positions), padded, packed and near the last position, every head, the config's names, the
+tokenizer, save and load both ways, parity, Embedder, CrossEncoder and int8."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+import bertlite
+from bertlite.config import DistilBertConfig
+from bertlite.jobs.prepare import ready
+from bertlite.layers.onednn import OneDNNLinear
+from bertlite.models import distilbert
+from bertlite.models.distilbert import DistilBertModel
+
+TINY = dict(vocab_size=99, dim=32, n_layers=2, n_heads=4, hidden_dim=37, max_position_embeddings=24)
+CONFIGS = {
+    "learned": dict(TINY, dropout=0.0, attention_dropout=0.0),
+    "sinusoidal-relu": dict(TINY, sinusoidal_pos_embds=True, activation="relu", pad_token_id=3),
+}
+WORDS = "the a of to in is list sort dict value returns new items json writes sequence cafe naive".split()
+
+
+def make_hf(name: str = "learned", head: str = "Model", attn: str = "eager", **kwargs) -> transformers.PreTrainedModel:
+    torch.manual_seed(0)
+    config = transformers.DistilBertConfig(**CONFIGS[name], **kwargs, attn_implementation=attn)
+    model = getattr(transformers, f"DistilBert{head}")(config)
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "position_embeddings" not in n or not config.sinusoidal_pos_embds:
+                p.normal_(0.0, 0.3)  # far from the init, so a wrongly loaded tensor shows
+    return model.eval()
+
+
+def padded_batch(length: int = 11) -> dict[str, torch.Tensor]:
+    """Three texts, two right-padded (the padding ids are not the pad id, so only the mask hides them)."""
+    torch.manual_seed(1)
+    ids = torch.randint(4, 99, (3, length))
+    mask = torch.ones_like(ids)
+    for row, kept in ((1, length - 4), (2, length - 2)):
+        mask[row, kept:] = 0
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def folder(request, tmp_path_factory) -> tuple[str, Path]:
+    path = tmp_path_factory.mktemp(request.param)
+    make_hf(request.param).save_pretrained(path)
+    return request.param, path
+
+
+@pytest.mark.parametrize("length", [11, TINY["max_position_embeddings"]])
+def test_eager_is_bitwise_transformers_and_packed_within_1e_5(folder, length) -> None:
+    name, path = folder
+    hf = make_hf(name)
+    ours = DistilBertModel.from_pretrained(path, attn_implementation="eager")
+    assert type(ours.config) is DistilBertConfig and ours.pooler is None
+    assert list(ours.state_dict()) == list(hf.state_dict())
+    batch = padded_batch(length)
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        expected = hf(**batch, output_hidden_states=True, output_attentions=True)
+        got = ours(**batch, output_hidden_states=True, output_attentions=True)
+        packed = ours(input_ids=batch["input_ids"][real], lengths=real.sum(1))
+        embeds = ours(inputs_embeds=ours.embeddings.word_embeddings(batch["input_ids"]))
+        expected_embeds = hf(inputs_embeds=hf.embeddings.word_embeddings(batch["input_ids"]))
+    assert (got.last_hidden_state - expected.last_hidden_state)[real].abs().max() == 0.0
+    assert len(got.hidden_states) == len(expected.hidden_states) == 3
+    assert all(torch.equal(a[real], b[real]) for a, b in zip(got.hidden_states, expected.hidden_states, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(got.attentions, expected.attentions, strict=True))
+    assert torch.equal(embeds.last_hidden_state, expected_embeds.last_hidden_state)
+    torch.testing.assert_close(packed.last_hidden_state, expected.last_hidden_state[real], atol=1e-5, rtol=1e-5)
+    assert ours(
+        input_ids=batch["input_ids"], token_type_ids=torch.ones_like(batch["input_ids"])
+    ).last_hidden_state.shape
+
+
+def test_sdpa_and_the_fp32_swap_match_transformers_sdpa(folder) -> None:
+    name, path = folder
+    hf = make_hf(name, attn="sdpa")
+    ours = ready(DistilBertModel.from_pretrained(path, attn_implementation="sdpa"))
+    layer = ours.transformer.layer[0]
+    assert layer.attention.qkv is not None and layer.attention.attn_implementation == "auto"
+    assert isinstance(layer.ffn.lin2, OneDNNLinear) and layer.ffn.fuses_residual and layer.attention.fuses_residual
+    batch = padded_batch()
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        expected = hf(**batch).last_hidden_state
+        padded = ours(**batch).last_hidden_state
+        packed = ours(input_ids=batch["input_ids"][real], lengths=real.sum(1)).last_hidden_state
+        first = ours(input_ids=batch["input_ids"][real], lengths=real.sum(1), first_token_of=torch.tensor([2, 0]))
+    torch.testing.assert_close(padded[real], expected[real], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(packed, expected[real], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(first.last_hidden_state, expected[[2, 0], 0], atol=1e-5, rtol=1e-5)
+    ours.set_attn_implementation("eager")  # the reference again: the swap undone
+    assert layer.attention.qkv is None and type(layer.ffn.lin2) is torch.nn.Linear and not layer.ffn.fuses_residual
+
+
+HEADS = ("ForMaskedLM", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering")
+AUTO = {
+    "ForMaskedLM": bertlite.AutoModelForMaskedLM,
+    "ForSequenceClassification": bertlite.AutoModelForSequenceClassification,
+    "ForTokenClassification": bertlite.AutoModelForTokenClassification,
+    "ForQuestionAnswering": bertlite.AutoModelForQuestionAnswering,
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+@pytest.mark.parametrize("head", HEADS)
+def test_every_head_loads_and_equals_transformers(name, head, tmp_path) -> None:
+    hf = make_hf(name, head, num_labels=2 if head == "ForQuestionAnswering" else 3)
+    hf.save_pretrained(tmp_path)
+    ours = AUTO[head].from_pretrained(tmp_path, attn_implementation="eager")
+    assert type(ours) is getattr(distilbert, f"DistilBert{head}")
+    assert list(ours.state_dict()) == list(hf.state_dict())
+    batch = padded_batch()
+    real = batch["attention_mask"].bool()
+    labels = {
+        "ForMaskedLM": {"labels": batch["input_ids"].masked_fill(~real, -100)},
+        "ForSequenceClassification": {"labels": torch.tensor([0, 2, 1])},
+        "ForTokenClassification": {"labels": (batch["input_ids"] % 3).masked_fill(~real, -100)},
+        "ForQuestionAnswering": {"start_positions": torch.tensor([1, 2, 3]), "end_positions": torch.tensor([4, 5, 6])},
+    }[head]
+    with torch.no_grad():
+        expected, got = hf(**batch, **labels), ours(**batch, **labels)
+    assert torch.equal(got.loss, expected.loss)
+    for field in ("start_logits", "end_logits") if head == "ForQuestionAnswering" else ("logits",):
+        theirs, mine = getattr(expected, field), getattr(got, field)
+        assert (
+            torch.equal(mine, theirs) if head == "ForSequenceClassification" else torch.equal(mine[real], theirs[real])
+        )
+    if head == "ForMaskedLM":  # the head alone, on hidden states (what SPLADE runs), then readied for the CPU
+        with torch.no_grad():
+            hidden = ours.distilbert(**batch).last_hidden_state
+            assert torch.equal(ours._prediction_scores(hidden)[real], expected.logits[real])
+            assert ours.vocab_projector.weight is ours.distilbert.embeddings.word_embeddings.weight
+            ours.set_attn_implementation("sdpa")
+            assert isinstance(ready(ours).vocab_projector, OneDNNLinear)
+            fast = ours(input_ids=batch["input_ids"][real], lengths=real.sum(1)).logits
+        torch.testing.assert_close(fast, expected.logits[real], atol=1e-5, rtol=1e-5)
+    if head == "ForSequenceClassification":  # the first token of a packed batch too
+        with torch.no_grad():
+            packed = ours(input_ids=batch["input_ids"][real], lengths=real.sum(1)).logits
+        torch.testing.assert_close(packed, expected.logits, atol=1e-5, rtol=1e-5)
+
+
+def test_saved_by_bertlite_loads_in_transformers_and_back(folder, tmp_path) -> None:
+    name, path = folder
+    with pytest.warns(UserWarning, match="newly initialised"):  # the head from a base model's folder
+        ours = bertlite.AutoModelForMaskedLM.from_pretrained(path, attn_implementation="eager")
+    ours.save_pretrained(tmp_path / "saved")
+    saved = json.loads((tmp_path / "saved" / "config.json").read_text())
+    assert saved["model_type"] == "distilbert" and saved["dim"] == 32 and saved["n_layers"] == 2
+    assert not {"hidden_size", "num_hidden_layers", "type_vocab_size", "layer_norm_eps"} & set(saved)
+    theirs = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "saved", attn_implementation="eager").eval()
+    assert type(theirs) is transformers.DistilBertForMaskedLM
+    assert theirs.config.sinusoidal_pos_embds == (name == "sinusoidal-relu")
+    again = bertlite.AutoModelForMaskedLM.from_pretrained(tmp_path / "saved", attn_implementation="eager")
+    batch = padded_batch()
+    with torch.no_grad():
+        expected = theirs(**batch).logits
+        assert torch.equal(ours(**batch).logits, expected) and torch.equal(again(**batch).logits, expected)
+
+
+def test_the_config_takes_distilberts_names_and_refuses_bad_values_by_them() -> None:
+    theirs = transformers.DistilBertConfig(**CONFIGS["sinusoidal-relu"], seq_classif_dropout=0.3)
+    ours = bertlite.AutoModel.from_config(theirs).config  # transformers' config object, converted
+    assert type(ours) is DistilBertConfig and type(bertlite.AutoConfig.for_model("distilbert")) is DistilBertConfig
+    for key in (
+        "dim",
+        "n_layers",
+        "n_heads",
+        "hidden_dim",
+        "activation",
+        "sinusoidal_pos_embds",
+        "seq_classif_dropout",
+    ):
+        assert getattr(ours, key) == getattr(theirs, key), key
+    assert (ours.hidden_size, ours.num_hidden_layers, ours.intermediate_size) == (32, 2, 37)  # what the core reads
+    defaults = DistilBertConfig()
+    assert (defaults.n_layers, defaults.dim, defaults.hidden_dim, defaults.seq_classif_dropout) == (6, 768, 3072, 0.2)
+    with pytest.raises(ValueError, match=r"^dim=33 is not divisible by n_heads=4$"):
+        DistilBertConfig(dim=33, n_heads=4)
+    with pytest.raises(ValueError, match=r"^dropout must be in \[0, 1\], got 2$"):
+        DistilBertConfig(dropout=2)
+    with pytest.raises(ValueError, match=r"^activation='gelu_magic' is not implemented"):
+        DistilBertConfig(activation="gelu_magic")
+    with pytest.raises(ValueError, match=r"^qa_dropout must be a number in \[0, 1\], got -1$"):
+        DistilBertConfig(qa_dropout=-1)
+    with pytest.raises(ValueError, match="DistilBERT has no pooler"):
+        DistilBertModel(DistilBertConfig(**TINY), add_pooling_layer=True)
+
+
+def wordpiece_tokenizer(folder: Path) -> transformers.PreTrainedTokenizerBase:
+    """transformers' DistilBertTokenizerFast on a small vocabulary, saved as transformers saves one."""
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    vocab = ["[PAD]", "[unused0]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *letters, "中", "文", "!", ","]
+    vocab += [f"##{c}" for c in letters]
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tokenizer = transformers.DistilBertTokenizerFast(vocab_file=str(folder / "vocab.txt"))
+    tokenizer.save_pretrained(folder)
+    assert len(tokenizer) <= TINY["vocab_size"]
+    return tokenizer
+
+
+ADVERSARIAL = [
+    "Café naïve, THE list!",
+    "中文 字符 and 🙂 emoji",
+    "a" * 130 + " supercalifragilisticexpialidocious",
+    "  whitespace \t\n runs   \u00a0 here  ",
+    "",
+]
+
+
+def test_auto_tokenizer_gives_transformers_ids_without_token_type_ids(tmp_path) -> None:
+    theirs = wordpiece_tokenizer(tmp_path)
+    make_hf().save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "tokenizer_config.json").read_text())["tokenizer_class"].startswith("DistilBert")
+    ours = bertlite.AutoTokenizer.from_pretrained(tmp_path)
+    pairs = [(ADVERSARIAL[0], ADVERSARIAL[1]), (ADVERSARIAL[2], ADVERSARIAL[3])]
+    for kwargs in ({}, {"padding": True}, {"padding": True, "truncation": True, "max_length": 7}):
+        assert ours(ADVERSARIAL, **kwargs) == dict(theirs(ADVERSARIAL, **kwargs))
+        first, second = zip(*pairs, strict=True)
+        assert ours(list(first), list(second), **kwargs) == dict(theirs(list(first), list(second), **kwargs))
+    assert list(ours("a list")) == ["input_ids", "attention_mask"]
+
+
+@pytest.fixture(scope="module")
+def sentence_transformer(tmp_path_factory) -> tuple[Path, object]:
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer import modules as models
+
+    root = tmp_path_factory.mktemp("st")
+    make_hf().save_pretrained(root / "base")
+    wordpiece_tokenizer(root / "base")
+    transformer = models.Transformer(str(root / "base"), max_seq_length=20)
+    st = SentenceTransformer(modules=[transformer, models.Pooling(32, "mean"), models.Normalize()], device="cpu")
+    st.save(str(root / "st"))
+    return root / "st", st
+
+
+TEXTS = ["the list of items", "sort a dict by value", "json writes a new sequence", "zebra", "a " * 40, "Café 中文"]
+
+
+def test_embedder_gives_sentence_transformers_vectors_padded_and_packed(sentence_transformer) -> None:
+    path, st = sentence_transformer
+    expected = st.encode(TEXTS, convert_to_numpy=True)
+    for unpad in (True, False):
+        embedder = bertlite.Embedder.from_pretrained(path, dtype="float32", unpad=unpad)
+        assert type(embedder.model) is DistilBertModel and embedder.max_length == 20
+        np.testing.assert_allclose(embedder.encode(TEXTS), expected, atol=1e-5, rtol=0)
+
+
+def test_int8_keeps_the_vectors_within_cosine_0_995(sentence_transformer) -> None:
+    path, st = sentence_transformer
+    expected = st.encode(TEXTS, convert_to_numpy=True)
+    low = bertlite.Embedder.from_pretrained(path, dtype="int8")
+    assert low.precision == "int8"
+    layer = low.model.transformer.layer[0]
+    assert type(layer.attention.qkv).__name__ == "Int8Linear" and type(layer.ffn.lin2).__name__ == "Int8Linear"
+    assert (low.encode(TEXTS) * expected).sum(axis=1).min() >= 0.995
+
+
+def test_cross_encoder_gives_sentence_transformers_scores(tmp_path) -> None:
+    from sentence_transformers import CrossEncoder as STCrossEncoder
+
+    make_hf(head="ForSequenceClassification", num_labels=1).save_pretrained(tmp_path)
+    wordpiece_tokenizer(tmp_path)
+    pairs = [("sort a dict", "sorted returns a new list"), ("json", "json writes a sequence"), ("a", "the " * 30)]
+    expected = STCrossEncoder(str(tmp_path), device="cpu", max_length=20).predict(pairs)
+    for unpad in (True, False):
+        ours = bertlite.CrossEncoder.from_pretrained(tmp_path, dtype="float32", max_length=20, unpad=unpad)
+        assert type(ours.model) is distilbert.DistilBertForSequenceClassification
+        np.testing.assert_allclose(ours.predict(pairs), expected, atol=1e-5, rtol=0)
+
+
+def test_parity_compares_a_distilbert_folder_with_transformers(folder, tmp_path) -> None:
+    from bertlite.parity import check
+
+    _, path = folder
+    wordpiece_tokenizer(tmp_path)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+        (path / name).write_bytes((tmp_path / name).read_bytes())
+    report = check(path, texts=["the list of items", ("sort a dict", "by value " * 20)])
+    assert report.ok, report.rows
+    assert len(report.rows) > 10 and report.options["max_length"] == TINY["max_position_embeddings"]
