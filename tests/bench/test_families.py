@@ -18,6 +18,7 @@ def test_families_parse_by_name_and_all() -> None:
         families.parse_families("gpt2")
 
 
+@pytest.mark.slow  # a benchmark run, if a short one
 def test_each_family_runs_its_three_configs_on_its_own_checkpoint() -> None:
     texts = read_corpus(6)
     result = families.bench_families(["electra", "roberta"], texts, 1, "tiny", 0.0, {"fp32": 1.0, "bf16": 1.0})

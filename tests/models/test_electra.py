@@ -328,3 +328,40 @@ def test_parity_compares_an_electra_checkpoint_with_transformers(real_model_path
     report = check(folder, texts=["the list of items", "naïve café ✓ 日本語", "sort a dict by value " * 20])
     assert report.ok and len(report.rows) > 10
     assert report.options["max_length"] == 40
+
+
+def test_sparse_encoder_on_an_electra_generator_gives_sentence_transformers_vectors(real_model_path, tmp_path) -> None:
+    from sentence_transformers import SparseEncoder as STSparseEncoder
+
+    from tests.helpers import splade_folder
+
+    base = real_vocab_folder(real_model_path, tmp_path / "generator", "ForMaskedLM")
+    folder = splade_folder(base, tmp_path / "splade", max_seq_length=40)
+    expected = STSparseEncoder(str(folder), device="cpu").encode(TEXTS, convert_to_tensor=True).to_dense()
+    ours = bertlite.SparseEncoder.from_pretrained(folder, dtype="float32")
+    assert type(ours.model) is electra.ElectraForMaskedLM
+    got = ours.encode(TEXTS, convert_to_tensor=True).to_dense()
+    assert torch.equal(got != 0, expected != 0)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("shape", sorted(EMBEDDING_SIZES))
+def test_electra_on_cuda_runs_varlen_after_its_projection(shape, tmp_path) -> None:
+    hf = make_hf("ForSequenceClassification", shape, num_labels=3)
+    hf.save_pretrained(tmp_path)
+    ours = ready(electra.ElectraForSequenceClassification.from_pretrained(tmp_path, dtype="bfloat16", device="cuda"))
+    assert {layer.attention.self.attn_implementation for layer in ours.electra.encoder.layer} == {"varlen"}
+    theirs = make_hf("ForSequenceClassification", shape, attn="sdpa", num_labels=3).to("cuda", torch.bfloat16)
+    batch = pair_batch()
+    real = batch["attention_mask"].bool()
+    on_cuda = {k: v.cuda() for k, v in packed(batch).items()}
+    with torch.no_grad():
+        expected = hf.electra(**batch).last_hidden_state[real]
+        hidden = ours.electra(**on_cuda).last_hidden_state.float().cpu()
+        logits = ours(**on_cuda).logits.float().cpu()
+        their_logits = theirs(**{k: v.cuda() for k, v in batch.items()}).logits.float().cpu()
+        reference = hf(**batch).logits
+    assert torch.nn.functional.cosine_similarity(hidden, expected, dim=-1).min() >= 0.99
+    # bfloat16: our error within a small multiple of transformers' own on this GPU
+    assert (logits - reference).abs().max() <= 4 * (their_logits - reference).abs().max() + 1e-3
