@@ -195,6 +195,8 @@ def test_the_config_takes_distilberts_names_and_refuses_bad_values_by_them() -> 
         DistilBertConfig(qa_dropout=-1)
     with pytest.raises(ValueError, match="DistilBERT has no pooler"):
         DistilBertModel(DistilBertConfig(**TINY), add_pooling_layer=True)
+    fresh = transformers.DistilBertModel(theirs).embeddings.position_embeddings.weight  # sinusoidal at init
+    assert torch.equal(DistilBertModel(ours).embeddings.position_embeddings.weight, fresh)
 
 
 def wordpiece_tokenizer(folder: Path) -> transformers.PreTrainedTokenizerBase:
@@ -290,3 +292,47 @@ def test_parity_compares_a_distilbert_folder_with_transformers(folder, tmp_path)
     report = check(path, texts=["the list of items", ("sort a dict", "by value " * 20)])
     assert report.ok, report.rows
     assert len(report.rows) > 10 and report.options["max_length"] == TINY["max_position_embeddings"]
+
+
+def test_cls_pooling_runs_the_first_token_path_and_gives_transformers_first_token(folder) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    name, path = folder
+    hf = make_hf(name)
+    tokenizer = Tokenizer(models.WordLevel({w: i + 4 for i, w in enumerate(WORDS)} | {"[UNK]": 1}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    embedder = bertlite.Embedder(DistilBertModel.from_pretrained(path), tokenizer, pooling="cls")
+    texts = ["the list of items", "sort a dict by value json writes", "cafe"]
+    encodings = tokenizer.encode_batch(texts)
+    with torch.no_grad():
+        expected = [hf(input_ids=torch.tensor([e.ids])).last_hidden_state[0, 0].numpy() for e in encodings]
+    np.testing.assert_allclose(embedder.encode(texts), np.stack(expected), atol=1e-5, rtol=0)
+
+
+def test_int8_takes_distilberts_linear_names(folder) -> None:
+    from bertlite.quant.int8 import quantize_int8
+
+    _, path = folder
+    model = quantize_int8(
+        DistilBertModel.from_pretrained(path), keep_fp32=["ffn.lin2", "transformer.layer.1.attention.out_lin"]
+    )
+    layers = model.transformer.layer
+    assert type(layers[0].ffn.lin2) is torch.nn.Linear and type(layers[1].attention.out_lin) is torch.nn.Linear
+    assert type(layers[0].attention.out_lin).__name__ == "Int8Linear" and layers[0].attention.fuses_residual
+    with pytest.raises(ValueError, match=r"'output.dense' not among the quantizable Linears \(attention.qkv, "):
+        quantize_int8(DistilBertModel.from_pretrained(path), keep_fp32=["output.dense"])
+    with pytest.raises(RuntimeError, match=r"transformer.layer.0.attention.q_lin was quantized into .*attention.qkv"):
+        layers[0].attention.q_lin(torch.zeros(1, 32))
+
+
+def test_training_gives_transformers_loss_and_gradients(tmp_path) -> None:
+    hf = make_hf("learned", "ForMaskedLM").train()
+    hf.save_pretrained(tmp_path)
+    ours = bertlite.DistilBertForMaskedLM.from_pretrained(tmp_path, attn_implementation="eager").train()
+    batch = padded_batch()
+    labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+    hf(**batch, labels=labels).loss.backward()
+    ours(**batch, labels=labels).loss.backward()
+    theirs = dict(hf.named_parameters())
+    for name, parameter in ours.named_parameters():
+        torch.testing.assert_close(parameter.grad, theirs[name].grad, atol=1e-5, rtol=1e-4, msg=name)
