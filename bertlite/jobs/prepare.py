@@ -202,12 +202,14 @@ def ready(model: M, pack_weights: bool = True) -> M:
         return model
     if bert.device.type == "cpu":
         optimize(model, pack_weights=pack_weights)
-        # BERT's masked-LM head (cls.predictions) or RoBERTa's (lm_head); DistilBERT's projection is vocab_projector.
+        # BERT's masked-LM head (cls.predictions) or RoBERTa's (lm_head); DistilBERT's projection is vocab_projector,
+        # ELECTRA's generator_lm_head.
         head = getattr(getattr(model, "cls", None), "predictions", None) or getattr(model, "lm_head", None)
         if isinstance(getattr(head, "decoder", None), nn.Linear):
             head.decoder = fast_linear(head.decoder, pack_weights)
-        elif isinstance(getattr(model, "vocab_projector", None), nn.Linear):
-            model.vocab_projector = fast_linear(model.vocab_projector, pack_weights)
+        for name in ("vocab_projector", "generator_lm_head"):
+            if isinstance(getattr(model, name, None), nn.Linear):
+                setattr(model, name, fast_linear(getattr(model, name), pack_weights))
         return model
     head_size = bert.config.hidden_size // bert.config.num_attention_heads
     attention = packed_attention_for(bert.device, bert.dtype, head_size)
