@@ -4,6 +4,7 @@ tokenizer, Embedder, CrossEncoder, `bertlite rerank`, `bertlite parity` and int8
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from pathlib import Path
@@ -161,6 +162,16 @@ def test_every_head_loads_and_equals_transformers(head, shape, tmp_path) -> None
             logits = ours(**packed(batch)).logits
         theirs = expected.logits if head == "ForSequenceClassification" else expected.logits[real]
         torch.testing.assert_close(logits, theirs, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("head", ["ForSequenceClassification", "ForMaskedLM", "Model"])
+def test_a_head_from_the_discriminators_checkpoint_reports_what_transformers_reports(head, tmp_path) -> None:
+    make_hf("ForPreTraining", "projected").save_pretrained(tmp_path)
+    with pytest.warns(UserWarning) if head != "Model" else contextlib.nullcontext():
+        _, ours = getattr(electra, "Electra" + head).from_pretrained(tmp_path, output_loading_info=True)
+    _, theirs = getattr(transformers, "Electra" + head).from_pretrained(tmp_path, output_loading_info=True)
+    for key in ("missing_keys", "unexpected_keys", "mismatched_keys"):
+        assert sorted(ours[key]) == sorted(theirs[key]), key
 
 
 def test_the_generator_head_is_tied_to_the_word_embeddings_and_saves_both_ways(tmp_path) -> None:
