@@ -56,6 +56,15 @@ def make_hf(name: str = "Model", config: str = "tiny", seed: int = 0, **override
     return model.eval()
 
 
+def spread(model: transformers.PreTrainedModel) -> transformers.PreTrainedModel:
+    """Weights drawn again at std 0.1, LayerNorm weights around 1, so different texts' vectors differ
+    (make_hf's LayerNorm weights around 0 point every vector one way, which would hide a precision error)."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.normal_(1.0 if name.endswith("LayerNorm.weight") else 0.0, 0.1)
+    return model
+
+
 def padded_batch(config: str = "tiny", seed: int = 1) -> dict[str, torch.Tensor]:
     """Three right-padded texts (pad id 1): the longest the position table takes, and two shorter ones; the
     first holds the pad id as a token (a literal "<pad>"), which takes no position of its own."""
@@ -319,12 +328,12 @@ def mpnet_vocabulary(real_model_path: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def mpnet_folder(real_model_path: Path, tmp_path_factory) -> Path:
-    """A tiny random MPNetModel on MPNet's real vocabulary (30527) and tokenizer, saved by transformers."""
+    """A tiny random MPNetModel (spread) on MPNet's real vocabulary (30527) and tokenizer, saved by transformers."""
     folder = tmp_path_factory.mktemp("mpnet-base")
     vocab = mpnet_vocabulary(real_model_path)
     tokenizer = transformers.MPNetTokenizer(vocab={token: i for i, token in enumerate(vocab)})
     tokenizer.save_pretrained(folder)
-    make_hf(vocab_size=len(vocab), max_position_embeddings=300).save_pretrained(folder)
+    spread(make_hf(vocab_size=len(vocab), max_position_embeddings=300)).save_pretrained(folder)
     return folder
 
 
@@ -370,13 +379,27 @@ def test_embedder_gives_sentence_transformers_vectors(st_folder: Path) -> None:
         np.testing.assert_allclose(embedder.encode(texts), expected, atol=1e-5, rtol=0)
 
 
+def test_int8_and_bfloat16_embedders_stay_close_to_float32(st_folder: Path) -> None:
+    texts = [*ADVERSARIAL, "long text " * 150]
+    expected = bertlite.Embedder.from_pretrained(st_folder, dtype="float32").encode(texts)
+    assert (expected @ expected.T)[np.triu_indices(len(texts), 1)].mean() < 0.9  # the vectors differ
+    int8 = bertlite.Embedder.from_pretrained(st_folder, dtype="int8")
+    quantized = {name for name, m in int8.model.named_modules() if type(m).__name__ == "Int8Linear"}
+    for path in ("attention.attn.qkv", "attention.attn.o", "intermediate.dense", "output.dense"):
+        assert f"encoder.layer.1.{path}" in quantized
+    assert (int8.encode(texts) * expected).sum(axis=1).min() >= 0.995
+    bf16 = bertlite.Embedder.from_pretrained(st_folder, dtype="bfloat16")
+    assert bf16.precision == "bfloat16" and (bf16.encode(texts) * expected).sum(axis=1).min() >= 0.99
+
+
 def test_cross_encoder_gives_sentence_transformers_scores(real_model_path: Path, tmp_path: Path) -> None:
     from sentence_transformers import CrossEncoder as STCrossEncoder
 
     vocab = mpnet_vocabulary(real_model_path)
     transformers.MPNetTokenizer(vocab={token: i for i, token in enumerate(vocab)}).save_pretrained(tmp_path)
-    make_hf("ForSequenceClassification", vocab_size=len(vocab), num_labels=1).save_pretrained(tmp_path)
+    spread(make_hf("ForSequenceClassification", vocab_size=len(vocab), num_labels=1)).save_pretrained(tmp_path)
     expected = STCrossEncoder(str(tmp_path), device="cpu", max_length=48).predict(RANKED_PAIRS)
+    assert np.ptp(expected) > 0.01  # the pairs score apart
     for unpad in (True, False):
         ours = bertlite.CrossEncoder.from_pretrained(tmp_path, dtype="float32", max_length=48, unpad=unpad)
         assert type(ours.model) is mpnet.MPNetForSequenceClassification
@@ -391,3 +414,28 @@ def test_parity_compares_an_mpnet_folder_with_transformers(mpnet_folder: Path) -
     assert report.ok and len(report.rows) > 10
     assert report.options["max_length"] == 256  # under the table's 298 tokens
     assert main(["parity", str(mpnet_folder), "--attn", "sdpa"]) == 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_cuda_the_bias_runs_through_the_gpus_attention(tmp_path) -> None:
+    config = "long-2heads-gelu_new"
+    hf = spread(make_hf(config=config))
+    hf.save_pretrained(tmp_path)
+    batch = padded_batch(config)
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        expected = hf(**batch).last_hidden_state
+    on_gpu = {k: v.cuda() for k, v in packed(batch).items()}
+    ours = MPNetModel.from_pretrained(tmp_path, device="cuda", attn_implementation="sdpa")
+    fast = ready(MPNetModel.from_pretrained(tmp_path, dtype="bfloat16", device="cuda"))
+    # "varlen" is installed where flash attention runs; it adds no bias, so MPNet's layers run sdpa on the grid.
+    assert {layer.attention.attn.attn_implementation for layer in fast.encoder.layer} == {"varlen"}
+    with torch.no_grad():
+        float32 = ours(**on_gpu).last_hidden_state.cpu()
+        padded = ours(**{k: v.cuda() for k, v in batch.items()}).last_hidden_state.cpu()
+        first = ours(**on_gpu, first_token_of=torch.tensor([2, 0, 1], device="cuda")).last_hidden_state.cpu()
+        bfloat16 = fast(**on_gpu).last_hidden_state.float().cpu()
+    torch.testing.assert_close(float32, expected[real], **TOL)
+    torch.testing.assert_close(padded[real], expected[real], **TOL)
+    torch.testing.assert_close(first, expected[[2, 0, 1], 0], **TOL)
+    assert torch.nn.functional.cosine_similarity(bfloat16, expected[real], dim=-1).min() >= 0.99
