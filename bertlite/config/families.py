@@ -155,6 +155,8 @@ class DistilBertConfig(BertConfig):
     question-answering and sequence-classification heads' dropout)."""
 
     model_types: ClassVar[tuple[str, ...]] = ("distilbert",)
+    # transformers' attribute_map, completed: BERT's name -> DistilBERT's (parity and load errors name them so).
+    attribute_map: ClassVar[dict[str, str]] = {field_name: name for name, field_name in DISTILBERT_NAMES.items()}
     num_hidden_layers: int = 6
     model_type: str = "distilbert"
     sinusoidal_pos_embds: bool = False
