@@ -243,7 +243,8 @@ def resolve_auto_dtype(config: BertConfig, files: list[Path]) -> torch.dtype:
     return torch.float32
 
 
-_LAYER_KEY = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
+# A layer's keys: encoder.layer.N. (DistilBERT's: transformer.layer.N.).
+_LAYER_KEY = re.compile(r"(?:^|\.)(?:encoder|transformer)\.layer\.(\d+)\.")
 
 
 def check_layer_count(config: BertConfig, files: list[Path], what: str) -> None:
@@ -271,8 +272,9 @@ def check_layer_count(config: BertConfig, files: list[Path], what: str) -> None:
         found = (
             f"layers {min(layers)} to {max(layers)}" if len(layers) == max(layers) + 1 else f"layers {sorted(layers)}"
         )
+        field = getattr(type(config), "attribute_map", {}).get("num_hidden_layers", "num_hidden_layers")  # n_layers
         raise CheckpointError(
-            f"cannot load {what}: config.json has num_hidden_layers={config.num_hidden_layers}, but the checkpoint "
+            f"cannot load {what}: config.json has {field}={config.num_hidden_layers}, but the checkpoint "
             f"({', '.join(p.name for p in files)}) holds {len(layers)} encoder layers ({found}); "
             "is config.json the config of these weights?"
         )
