@@ -29,7 +29,7 @@ WORDS = "the a of to in is list sort dict value returns new items json writes se
 
 def make_hf(name: str = "learned", head: str = "Model", attn: str = "eager", **kwargs) -> transformers.PreTrainedModel:
     torch.manual_seed(0)
-    config = transformers.DistilBertConfig(**CONFIGS[name], **kwargs, attn_implementation=attn)
+    config = transformers.DistilBertConfig(**{**CONFIGS[name], **kwargs}, attn_implementation=attn)
     model = getattr(transformers, f"DistilBert{head}")(config)
     with torch.no_grad():
         for n, p in model.named_parameters():
@@ -285,13 +285,16 @@ def test_cross_encoder_gives_sentence_transformers_scores(tmp_path) -> None:
 def test_parity_compares_a_distilbert_folder_with_transformers(folder, tmp_path) -> None:
     from bertlite.parity import check
 
-    _, path = folder
+    config_name, path = folder
     wordpiece_tokenizer(tmp_path)
     for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"):
         (path / name).write_bytes((tmp_path / name).read_bytes())
     report = check(path, texts=["the list of items", ("sort a dict", "by value " * 20)])
     assert report.ok, report.rows
     assert len(report.rows) > 10 and report.options["max_length"] == TINY["max_position_embeddings"]
+    make_hf(config_name, hidden_dim=40).save_pretrained(tmp_path / "other")
+    with pytest.raises(bertlite.errors.ParityLoadError, match=r"another shape .*\(hidden_dim 40 vs 37\)"):
+        check(path, reference=tmp_path / "other")
 
 
 def test_cls_pooling_runs_the_first_token_path_and_gives_transformers_first_token(folder) -> None:
@@ -336,3 +339,13 @@ def test_training_gives_transformers_loss_and_gradients(tmp_path) -> None:
     theirs = dict(hf.named_parameters())
     for name, parameter in ours.named_parameters():
         torch.testing.assert_close(parameter.grad, theirs[name].grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize("safe", [True, False])
+def test_a_config_of_another_layer_count_is_refused_before_the_build(folder, tmp_path, safe) -> None:
+    name, path = folder
+    make_hf(name).save_pretrained(tmp_path, safe_serialization=safe)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "n_layers": 3}))
+    with pytest.raises(bertlite.CheckpointError, match=r"config.json has n_layers=3, but the checkpoint .* holds 2"):
+        DistilBertModel.from_pretrained(tmp_path)
