@@ -265,6 +265,10 @@ def test_every_head_loads_and_equals_transformers(head, config, tmp_path) -> Non
         mine, theirs = getattr(got, field), getattr(expected, field)
         assert torch.equal(mine, theirs) if per_text else torch.equal(mine[real], theirs[real])
     assert torch.equal(as_tuple[0], getattr(got, fields[0]))
+    ours.save_pretrained(tmp_path / "saved")  # and back into transformers
+    theirs = getattr(transformers, "MPNet" + head).from_pretrained(tmp_path / "saved").eval()
+    with torch.no_grad():
+        assert torch.equal(getattr(theirs(**batch), fields[0]), getattr(got, fields[0]))
     if head != "ForQuestionAnswering":  # the packed rows (the classifier: each sequence's first)
         with torch.no_grad():
             logits = ours(**packed(batch)).logits
