@@ -381,6 +381,8 @@ def test_embedder_gives_sentence_transformers_vectors(st_folder: Path) -> None:
         embedder = bertlite.Embedder.from_pretrained(st_folder, dtype="float32", unpad=unpad)
         assert type(embedder.model) is MPNetModel and embedder.max_length == 200
         np.testing.assert_allclose(embedder.encode(texts), expected, atol=1e-5, rtol=0)
+    drop_in = bertlite.SentenceTransformer(str(st_folder), device="cpu", model_kwargs={"dtype": "float32"})
+    np.testing.assert_allclose(drop_in.encode(texts), expected, atol=1e-5, rtol=0)
 
 
 def test_int8_and_bfloat16_embedders_stay_close_to_float32(st_folder: Path) -> None:
