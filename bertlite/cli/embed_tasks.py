@@ -35,7 +35,8 @@ def add_task_arguments(p: argparse.ArgumentParser) -> None:
         "--task",
         choices=TASKS,
         default="auto",
-        help="auto = by the checkpoint's files (default): embedding, sparse (SPLADE) or multi-vector (ColBERT); "
+        help="auto = by the checkpoint's files (default): embedding, sparse (SPLADE) or multi-vector (ColBERT; "
+        "a BGE-M3 folder: its dense vectors, and with sparse / multi-vector its lexical weights / ColBERT vectors); "
         "token-embeddings = an embedding model's vector for every token. Tasks other than embedding write .jsonl",
     )
     p.add_argument(

@@ -48,7 +48,7 @@ Needs the serve extra: pip install 'bertlite[serve]'.
 
 exit status: 0 stopped by SIGTERM, 2 usage or load error, 130 interrupted."""
 
-KIND_NAMES = ("embedding", "cross-encoder", "sparse", "multi-vector")  # bertlite.jobs.kinds.KINDS, not imported
+KIND_NAMES = ("embedding", "cross-encoder", "sparse", "multi-vector", "m3")  # bertlite.jobs.kinds.KINDS, not imported
 INSTALL_HINT = "bertlite serve needs starlette, uvicorn and prometheus_client: pip install 'bertlite[serve]'"
 
 

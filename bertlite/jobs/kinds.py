@@ -10,8 +10,7 @@ import importlib
 import os
 from typing import Any
 
-from bertlite.checkpoint.hub import resolve_file
-from bertlite.jobs.st_config import M3_FILES, read_model_json
+from bertlite.jobs.st_config import has_m3_heads, read_model_json
 
 # kind -> (module, class) of the job class that runs it; imported on use (each pulls in its own head).
 KINDS = {
@@ -56,7 +55,7 @@ def detect_kind(name_or_path: str | os.PathLike, **hub_kwargs: Any) -> str:
         ValueError: a model_type sentence-transformers does not know, or a metadata file that is not
             the JSON it should be.
     """
-    if all(resolve_file(name_or_path, name, **hub_kwargs) is not None for name in M3_FILES):
+    if has_m3_heads(name_or_path, hub_kwargs):
         return "m3"
     st_config = read_model_json(name_or_path, "config_sentence_transformers.json", hub_kwargs)
     model_type = st_config.get("model_type")

@@ -12,8 +12,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from bertlite.checkpoint.hub import resolve_file
+from bertlite.checkpoint.hub import is_local, resolve_file
 from bertlite.config import read_json
+from bertlite.errors import CheckpointNotFoundError
 from bertlite.tokenization import LARGE_INTEGER
 
 POOLING_MODES = ("cls", "mean", "max", "pooler", "mean_sqrt_len")
@@ -95,7 +96,7 @@ def read_sentence_transformers_settings(
     modules = read_model_json(name_or_path, "modules.json", hub_kwargs)
     settings.max_length = read_max_length(name_or_path, hub_kwargs)
     if not modules:
-        if all(resolve_file(name_or_path, name, **hub_kwargs) is not None for name in M3_FILES):
+        if has_m3_heads(name_or_path, hub_kwargs):
             settings.pooling, settings.normalize = ["cls"], True
         return settings
     settings.normalize = False
@@ -118,6 +119,25 @@ def read_sentence_transformers_settings(
                 "(supported: Transformer, Pooling, Normalize)"
             )
     return settings
+
+
+def has_m3_heads(name_or_path: str | os.PathLike, hub_kwargs: dict[str, Any]) -> bool:
+    """Whether BGE-M3's head files (M3_FILES) are beside the model.
+
+    A hub repo is looked up only when its config.json is XLM-RoBERTa's (BGE-M3's base), so no other model
+    costs a request; a file that cannot be looked up (offline, not cached) counts as absent.
+
+    Args:
+        name_or_path: a local folder or a hub id.
+        hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file.
+    """
+    if not is_local(name_or_path):
+        if read_model_json(name_or_path, "config.json", hub_kwargs).get("model_type") != "xlm-roberta":
+            return False
+    try:
+        return all(resolve_file(name_or_path, name, **hub_kwargs) is not None for name in M3_FILES)
+    except CheckpointNotFoundError:
+        return False
 
 
 def read_max_length(name_or_path: str | os.PathLike, hub_kwargs: dict[str, Any]) -> int | None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
@@ -52,3 +53,18 @@ def test_one_server_gives_the_three_outputs_of_the_python_api(folder: Path) -> N
     assert info["model_type"]["embedding"] == {"pooling": "cls"} and info["dimension"] == 32
     assert set(info["routes"]) >= {"/v1/embeddings", "/embed", "/embed_sparse", "/embed_all"}
     assert rerank.status_code == 424 and "a BGE-M3 model (dense, sparse and multi-vector)" in rerank.text
+
+
+def test_a_hub_bge_m3_is_found_and_loaded_and_other_repos_cost_no_lookup(hub, folder: Path) -> None:
+    files = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    hub.add_commit("org/bge-m3", files)
+    hub.add_commit("org/xlmr", {k: v for k, v in files.items() if not k.endswith(".pt")})
+    bert = {"model_type": "bert", "architectures": ["BertModel"]}
+    hub.add_commit("org/bert", {"config.json": json.dumps(bert).encode()})
+    assert detect_kind("org/bge-m3") == "m3" and hub.count("HEAD", "org/bge-m3/resolve/main/colbert") == 1
+    assert detect_kind("org/xlmr") == "embedding"
+    assert detect_kind("org/bert") == "embedding" and hub.count("HEAD", "org/bert/resolve/main/colbert") == 0
+    local = M3Encoder.from_pretrained(folder, dtype="float32").encode(TEXTS, return_sparse=True)
+    remote = M3Encoder.from_pretrained("org/bge-m3", dtype="float32").encode(TEXTS, return_sparse=True)
+    np.testing.assert_array_equal(remote["dense_vecs"], local["dense_vecs"])
+    assert remote["lexical_weights"] == local["lexical_weights"]
