@@ -24,7 +24,6 @@ from torch import Tensor, nn
 
 from bertlite.config import BertConfig
 from bertlite.errors import ParityLoadError
-from bertlite.models.auto import ARCHITECTURES
 from bertlite.parity.compare import HEAD_LOGITS as HEAD_LOGITS
 from bertlite.parity.compare import capture as capture
 from bertlite.parity.compare import compare_activations, compare_logits, compare_weights, module_names, run, run_head
@@ -34,7 +33,7 @@ from bertlite.parity.compare import select_valid as select_valid
 from bertlite.parity.diagnosis import CAUSES as CAUSES
 from bertlite.parity.diagnosis import diagnose
 from bertlite.parity.inputs import BUILTIN_TEXTS, make_batches, read_text_file
-from bertlite.parity.load import head_architecture, load_models
+from bertlite.parity.load import head_architecture, head_classes, load_models
 from bertlite.parity.report import ParityReport
 from bertlite.parity.report import Row as Row
 from bertlite.utils.capabilities import DTYPE_NAMES
@@ -168,7 +167,7 @@ def _load(
         report.head = architecture
         report.notes.append(
             f"task head {architecture}: its weights and {', '.join(HEAD_LOGITS[architecture])} are compared "
-            f"with transformers.{ARCHITECTURES[architecture]}"
+            f"with transformers.{head_classes(architecture)[1]}"
         )
     return heads, bases
 

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from bertlite.config import FAMILIES
 from bertlite.parity.report import ParityReport, Row
 
 # The heads `--head auto` compares: architecture -> its logits fields, each per token (padded
@@ -31,6 +32,17 @@ HEAD_LOGITS = {
     "BertForTokenClassification": {"logits": "token"},
     "BertForQuestionAnswering": {"start_logits": "token", "end_logits": "token"},
 }
+# The other families' heads, by class name -> BERT's head of the same task, whose logits fields and transformers
+# Auto class they share (XLMRobertaForSequenceClassification -> BertForSequenceClassification).
+FAMILY_HEADS: dict[str, str] = {
+    family.prefix + head: "Bert" + head
+    for family in FAMILIES.values()
+    if family.prefix != "Bert"
+    for head in family.heads
+    if "Bert" + head in HEAD_LOGITS
+}
+HEAD_LOGITS |= {name: HEAD_LOGITS[bert] for name, bert in FAMILY_HEADS.items()}
+HEAD_LOGITS["ElectraForPreTraining"] = {"logits": "token"}  # the discriminator: one logit per token
 
 
 def module_names(model: nn.Module, has_pooler: bool) -> list[str]:
@@ -212,7 +224,7 @@ def run_head(model: nn.Module, batches: list[dict[str, Tensor]], architecture: s
     out: dict[str, list[Tensor]] = {key: [] for key in fields}
     with torch.no_grad():
         for b in batches:
-            if architecture == "BertForMultipleChoice":
+            if architecture.endswith("ForMultipleChoice"):
                 b = {k: v[None] for k, v in b.items()}  # (1, B, T): one question, B choices
             result = model(**b)
             for key, kind in fields.items():

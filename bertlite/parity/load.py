@@ -16,7 +16,7 @@ from bertlite.errors import CheckpointError, ParityLoadError, one_line
 from bertlite.models.auto import ARCHITECTURES, AutoModel, read_model_type
 from bertlite.models.bert import BertModel
 from bertlite.models.heads import MODEL_CLASSES
-from bertlite.parity.compare import HEAD_LOGITS
+from bertlite.parity.compare import FAMILY_HEADS, HEAD_LOGITS
 
 
 def head_architecture(name_or_path: str, head: str, hub_kwargs: dict[str, Any], notes: list[str]) -> str | None:
@@ -188,7 +188,7 @@ def _load_heads(
 
     Args:
         name_or_path, reference, dtype, attn, hub_kwargs: as in load_models.
-        architecture: the head's class name, a key of bertlite.models.auto.ARCHITECTURES.
+        architecture: the head's class name, a key of HEAD_LOGITS.
 
     Returns:
         As load_models.
@@ -198,18 +198,32 @@ def _load_heads(
     """
     import transformers
 
+    model_class, auto_name = head_classes(architecture)
     try:
-        ours = MODEL_CLASSES[architecture].from_pretrained(
-            name_or_path, dtype=dtype, attn_implementation=attn, **hub_kwargs
-        )
+        ours = model_class.from_pretrained(name_or_path, dtype=dtype, attn_implementation=attn, **hub_kwargs)
     except (OSError, ValueError) as e:
         raise ParityLoadError(f"cannot load {name_or_path} as {architecture} with bertlite: {_for_parity(e)}") from e
     _check_reference_version(ours.config, name_or_path, transformers.__version__)
-    auto = getattr(transformers, ARCHITECTURES[architecture])
+    auto = getattr(transformers, auto_name)
     kwargs = {k: v for k, v in hub_kwargs.items() if v is not None}
     ref, theirs = _load_reference(auto, f"transformers.{auto.__name__}", reference, dtype, kwargs)
     _check_same_shape(ours.config, ref.config, name_or_path, reference)
     return ours, ref, theirs
+
+
+def head_classes(architecture: str) -> tuple[type[nn.Module], str]:
+    """bertlite's class of a head, and the name of transformers' Auto class that loads it.
+
+    Args:
+        architecture: a key of HEAD_LOGITS (BertForMaskedLM, XLMRobertaForMaskedLM, ElectraForPreTraining, ...).
+
+    Returns:
+        (the bertlite class, e.g. "AutoModelForMaskedLM").
+    """
+    import bertlite
+
+    auto = ARCHITECTURES[FAMILY_HEADS.get(architecture, architecture)]
+    return MODEL_CLASSES.get(architecture) or getattr(bertlite, architecture), auto
 
 
 def _check_same_shape(ours: BertConfig, theirs: Any, name: str, reference: str) -> None:

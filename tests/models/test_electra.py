@@ -341,6 +341,20 @@ def test_parity_compares_an_electra_checkpoint_with_transformers(real_model_path
     assert report.options["max_length"] == 40
 
 
+@pytest.mark.parametrize(
+    ("head", "logits"), [("ForSequenceClassification", ["logits"]), ("ForPreTraining", ["logits"])]
+)
+def test_parity_compares_an_electra_heads_logits_with_transformers(real_model_path, tmp_path, head, logits) -> None:
+    from bertlite.parity import check
+
+    folder = real_vocab_folder(real_model_path, tmp_path / "electra", head, num_labels=2)
+    report = check(folder, texts=["the list of items", ("naïve café ✓ 日本語", "a pair"), "sort a dict " * 30])
+    assert report.ok and report.head == "Electra" + head, report.format_table()
+    assert [r.name for r in report.rows if r.kind == "logits"] == logits
+    head_weights = ("classifier.", "discriminator_predictions.")
+    assert any(r.kind == "weight" and r.name.startswith(head_weights) for r in report.rows)
+
+
 def test_sparse_encoder_on_an_electra_generator_gives_sentence_transformers_vectors(real_model_path, tmp_path) -> None:
     from sentence_transformers import SparseEncoder as STSparseEncoder
 
