@@ -349,3 +349,20 @@ def test_a_config_of_another_layer_count_is_refused_before_the_build(folder, tmp
     (tmp_path / "config.json").write_text(json.dumps({**config, "n_layers": 3}))
     with pytest.raises(bertlite.CheckpointError, match=r"config.json has n_layers=3, but the checkpoint .* holds 2"):
         DistilBertModel.from_pretrained(tmp_path)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_cuda_the_packed_path_runs_varlen_and_gives_transformers_states(folder) -> None:
+    name, path = folder
+    hf = make_hf(name)
+    ours = ready(DistilBertModel.from_pretrained(path, dtype="bfloat16", device="cuda"))
+    assert {layer.attention.attn_implementation for layer in ours.transformer.layer} == {"varlen"}
+    assert all(layer.attention.qkv is not None for layer in ours.transformer.layer)
+    batch = padded_batch()
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        expected = hf(**batch).last_hidden_state[real]
+        packed = ours(input_ids=batch["input_ids"][real].cuda(), lengths=real.sum(1).cuda()).last_hidden_state
+        padded = ours(**{k: v.cuda() for k, v in batch.items()}).last_hidden_state[real.cuda()]
+    for got in (packed, padded):
+        assert torch.nn.functional.cosine_similarity(got.float().cpu(), expected, dim=-1).min() >= 0.99
