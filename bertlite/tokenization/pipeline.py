@@ -64,6 +64,9 @@ INIT_KEYS = (
     "model_input_names",
     *BERT_DEFAULTS,
 )
+# Tokenizers that are BERT's WordPiece with RoBERTa's template (<s> A </s></s> B </s>, one token type): what
+# transformers builds from vocab.txt alone for them (MPNet's), where a folder has no tokenizer.json.
+ROBERTA_TEMPLATE_CLASSES = ("MPNetTokenizer", "MPNetTokenizerFast")
 # Accepted for compatibility, with nothing to choose: bertlite has only the fast tokenizer and no remote code.
 
 
@@ -135,7 +138,18 @@ def _wordpiece_from_vocab(vocab: Path, config: dict[str, Any]) -> Tokenizer:
         strip_accents=config.get("strip_accents"),
         lowercase=lowercase,
     )
-    return wrapper._tokenizer
+    tokenizer = wrapper._tokenizer
+    if config.get("tokenizer_class") in ROBERTA_TEMPLATE_CLASSES:
+        cls, sep = (
+            token_content(config.get(key, default)) for key, default in (("cls_token", "<s>"), ("sep_token", "</s>"))
+        )
+        tokenizer.post_processor = processors.RobertaProcessing(
+            (sep, tokenizer.token_to_id(sep)),
+            (cls, tokenizer.token_to_id(cls)),
+            trim_offsets=True,
+            add_prefix_space=False,
+        )
+    return tokenizer
 
 
 def read_settings(

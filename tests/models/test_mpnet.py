@@ -360,6 +360,21 @@ def test_auto_tokenizer_gives_transformers_ids_on_adversarial_text(mpnet_folder:
         assert ours.decode(ids, skip_special_tokens=True) == theirs.decode(ids, skip_special_tokens=True)
 
 
+def test_vocab_txt_alone_gets_mpnets_template(real_model_path: Path, mpnet_folder: Path, tmp_path) -> None:
+    from bertlite.tokenization import load_tokenizer
+
+    (tmp_path / "vocab.txt").write_text("\n".join(mpnet_vocabulary(real_model_path)) + "\n", encoding="utf-8")
+    for name in ("tokenizer_config.json", "config.json"):
+        (tmp_path / name).write_bytes((mpnet_folder / name).read_bytes())
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    ours = bertlite.AutoTokenizer.from_pretrained(tmp_path)
+    firsts, seconds = [a for a, _ in PAIRS], [b for _, b in PAIRS]
+    assert ours(ADVERSARIAL) == dict(theirs(ADVERSARIAL))
+    assert ours(firsts, seconds) == dict(theirs(firsts, seconds))
+    backend = load_tokenizer(tmp_path).encode(*PAIRS[0])  # what the jobs run
+    assert backend.ids == theirs(*PAIRS[0])["input_ids"] and not any(backend.type_ids)
+
+
 @pytest.fixture(scope="module")
 def st_folder(mpnet_folder: Path, tmp_path_factory) -> Path:
     """all-mpnet-base-v2's shape, saved by sentence-transformers: the Transformer, mean pooling, Normalize."""
