@@ -21,6 +21,7 @@ JOBS = {
     "memory": "memory",
     "rerank": "rerank",
     "sparse": "sparse",
+    "m3": "m3",
     "gpu": "gpu",
 }
 
