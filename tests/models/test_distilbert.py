@@ -13,6 +13,7 @@ import torch
 import transformers
 
 import bertlite
+from bertlite.cli import main
 from bertlite.config import DistilBertConfig
 from bertlite.jobs.prepare import ready
 from bertlite.layers.onednn import OneDNNLinear
@@ -193,6 +194,11 @@ def test_the_config_takes_distilberts_names_and_refuses_bad_values_by_them() -> 
         DistilBertConfig(activation="gelu_magic")
     with pytest.raises(ValueError, match=r"^qa_dropout must be a number in \[0, 1\], got -1$"):
         DistilBertConfig(qa_dropout=-1)
+    legacy = DistilBertConfig.from_dict({**TINY, "tie_weights_": True, "is_decoder": False, "model_type": "distilbert"})
+    assert legacy.to_dict()["tie_weights_"] is True and legacy.to_dict()["is_decoder"] is False  # written back
+    assert legacy.is_decoder is False and "hidden_size" not in legacy.to_dict()
+    legacy.update({"dropout": 0.3})
+    assert legacy.hidden_dropout_prob == 0.3 and legacy.to_dict()["dropout"] == 0.3
     with pytest.raises(ValueError, match="DistilBERT has no pooler"):
         DistilBertModel(DistilBertConfig(**TINY), add_pooling_layer=True)
     fresh = transformers.DistilBertModel(theirs).embeddings.position_embeddings.weight  # sinusoidal at init
@@ -292,6 +298,9 @@ def test_parity_compares_a_distilbert_folder_with_transformers(folder, tmp_path)
     report = check(path, texts=["the list of items", ("sort a dict", "by value " * 20)])
     assert report.ok, report.rows
     assert len(report.rows) > 10 and report.options["max_length"] == TINY["max_position_embeddings"]
+    out = tmp_path / "report.json"
+    assert main(["parity", str(path), "--json", str(out)]) == 0  # the command, on the folder's built-in texts
+    assert json.loads(out.read_text())["ok"]
     make_hf(config_name, hidden_dim=40).save_pretrained(tmp_path / "other")
     with pytest.raises(bertlite.errors.ParityLoadError, match=r"another shape .*\(hidden_dim 40 vs 37\)"):
         check(path, reference=tmp_path / "other")
@@ -339,6 +348,16 @@ def test_training_gives_transformers_loss_and_gradients(tmp_path) -> None:
     theirs = dict(hf.named_parameters())
     for name, parameter in ours.named_parameters():
         torch.testing.assert_close(parameter.grad, theirs[name].grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_parity_compares_a_distilbert_head_with_transformers(tmp_path) -> None:
+    from bertlite.parity import check
+
+    make_hf("sinusoidal-relu", "ForSequenceClassification", num_labels=2).save_pretrained(tmp_path)
+    wordpiece_tokenizer(tmp_path)
+    report = check(tmp_path, texts=["the list of items", ("sort a dict", "by value " * 20)])
+    assert report.ok and report.head == "DistilBertForSequenceClassification"
+    assert any(row.name == "logits" for row in report.rows)
 
 
 @pytest.mark.parametrize("safe", [True, False])
