@@ -13,6 +13,8 @@ from bertlite.cli import main
 from tests.jobs.test_m3 import write_m3_folder
 from tests.serve_helpers import one_torch_thread  # noqa: F401 (an autouse fixture)
 
+pytestmark = pytest.mark.slow  # the CLI end to end, FlagEmbedding beside
+
 TEXTS = ["the list of items", "sort a dict by value", "zebra", "json writes a new sequence " * 4, "key key value"]
 
 

@@ -16,6 +16,8 @@ from bertlite.jobs.m3 import M3Encoder
 from tests.jobs.test_m3 import write_m3_folder
 from tests.serve_helpers import one_torch_thread, running  # noqa: F401 (one_torch_thread: an autouse fixture)
 
+pytestmark = pytest.mark.slow  # a server in a thread, over HTTP
+
 TEXTS = ["the list of items", "sort a dict by value", "zebra zebra json"]
 
 
