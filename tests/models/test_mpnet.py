@@ -18,6 +18,7 @@ import bertlite
 from bertlite.config import MPNetConfig
 from bertlite.jobs.prepare import ready
 from bertlite.layers.attention import PACKED_ATTENTION
+from bertlite.layers.onednn import linear_add_works
 from bertlite.models import mpnet
 from bertlite.models.mpnet import MPNetModel
 
@@ -149,6 +150,7 @@ def test_the_cpu_fast_path_matches_transformers_and_eager_undoes_it(folder) -> N
     ours = ready(MPNetModel.from_pretrained(path))
     layer = ours.encoder.layer[0]
     assert layer.attention.attn.qkv is not None and layer.attention.attn.attn_implementation == "auto"
+    assert layer.attention.fuses_residual == linear_add_works(torch.float32)  # attn.o adds it in its GEMM
     batch = padded_batch(config)
     real = batch["attention_mask"].bool()
     with torch.no_grad():
