@@ -22,6 +22,8 @@ CONFIGS: dict[str, tuple[str, Callable[[str], Runner]]] = {
     "hf_sdpa_fp32_corpus": ("fp32", lambda p: transformers_runner(p, "sdpa", torch.float32, sort=False)),
     "hf_sdpa_fp32_sorted": ("fp32", lambda p: transformers_runner(p, "sdpa", torch.float32, sort=True)),
     "hf_sdpa_bf16_sorted": ("bf16", lambda p: transformers_runner(p, "sdpa", torch.bfloat16, sort=True)),
+    # for a model transformers runs without sdpa (MPNet): its best attention is eager (bench.families)
+    "hf_eager_fp32_sorted": ("fp32", lambda p: transformers_runner(p, "eager", torch.float32, sort=True)),
     "sentence_transformers_fp32": ("fp32", sentence_transformers_runner),
     # the packed attention implementations of bertlite.layers.attention, for --configs attention
     "bertlite_fp32_per_sequence": ("fp32", lambda p: bertlite_runner(p, None, attn_implementation="per_sequence")),

@@ -21,7 +21,8 @@ import torch
 from bench.common import default_model_path
 from bench.runners import MAX_LENGTH
 
-# The configs each family runs (bench.configs.CONFIGS): bertlite against what its users run now.
+# The configs each family runs (bench.configs.CONFIGS): bertlite against what its users run now; transformers
+# with sdpa, or eager for a family its sdpa does not run (family_configs).
 FAMILY_CONFIGS = ["bertlite_fp32", "hf_sdpa_fp32_sorted", "sentence_transformers_fp32"]
 # Layer shapes: all-MiniLM-L6-v2's, so the numbers sit beside the default table's, and a tiny one for smoke runs.
 SHAPES: dict[str, dict[str, int]] = {
@@ -60,6 +61,25 @@ def parse_families(spec: str) -> list[str]:
     if unknown:
         raise ValueError(f"unknown families {unknown}; choose from {', '.join(known)} or all")
     return names
+
+
+def family_configs(model_type: str) -> list[str]:
+    """FAMILY_CONFIGS for a family: transformers' length-sorted run with eager attention where its model class
+    has no sdpa (MPNet's), as its users run it.
+
+    Args:
+        model_type: a family's model_type.
+
+    Returns:
+        The config names.
+    """
+    import transformers
+
+    from bertlite.config import FAMILIES
+
+    if getattr(transformers, FAMILIES[model_type].prefix + "Model")._supports_sdpa:
+        return FAMILY_CONFIGS
+    return [name.replace("hf_sdpa_", "hf_eager_") for name in FAMILY_CONFIGS]
 
 
 def build_family_folder(model_type: str, folder: Path, shape: str, seed: int = 0) -> Path:
@@ -112,7 +132,7 @@ def bench_families(
         peaks: the GEMM peaks the main table measured (bench.flops.gemm_peak), by dtype.
 
     Returns:
-        {"shape", "configs", "families": {model_type: bench_throughput's result without its vectors}}.
+        {"shape", "families": {model_type: bench_throughput's result (of family_configs) without its vectors}}.
     """
     from bench.throughput import bench_throughput
 
@@ -121,10 +141,10 @@ def bench_families(
         print(f"  family {model_type}: building a random {shape}-shaped checkpoint", file=sys.stderr)
         with tempfile.TemporaryDirectory(prefix=f"bench-{model_type}-") as tmp:
             folder = build_family_folder(model_type, Path(tmp), shape)
-            result = bench_throughput(str(folder), texts, FAMILY_CONFIGS, rounds, pause_s, peaks=peaks)
+            result = bench_throughput(str(folder), texts, family_configs(model_type), rounds, pause_s, peaks=peaks)
         result.pop("vectors")
         results[model_type] = result
-    return {"shape": SHAPES[shape], "configs": FAMILY_CONFIGS, "families": results}
+    return {"shape": SHAPES[shape], "families": results}
 
 
 def format_families(result: dict[str, Any]) -> str:
@@ -139,12 +159,13 @@ def format_families(result: dict[str, Any]) -> str:
     shape = result["shape"]
     lines = [
         f"Families: random checkpoints, hidden {shape['hidden_size']}, {shape['num_hidden_layers']} layers; "
-        "x hf: texts/s over transformers sdpa length-sorted; min cos: to transformers eager fp32",
+        "x hf: texts/s over transformers length-sorted (sdpa, or eager where it has none); min cos: to transformers "
+        "eager fp32",
         f"{'family':<14}{'config':<30}{'texts/s':>9}{'x hf':>8}{'min cos':>10}",
     ]
     for model_type, family in result["families"].items():
         configs = family["configs"]
-        base = configs.get("hf_sdpa_fp32_sorted", {}).get("texts_per_s")
+        base = next((r["texts_per_s"] for name, r in configs.items() if name.startswith("hf_")), None)
         for name, r in configs.items():
             ratio = f"{r['texts_per_s'] / base:.2f}x" if base else "-"
             lines.append(
