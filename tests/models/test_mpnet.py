@@ -502,3 +502,16 @@ def test_sparse_and_multi_vector_encoders_give_sentence_transformers_vectors(rea
     assert [g.shape for g in got] == [tuple(e.shape) for e in expected]
     for g, e in zip(got, expected, strict=True):
         assert (torch.as_tensor(g) - torch.as_tensor(e)).abs().max().item() <= 1e-5
+
+
+def test_transformers_pipelines_run_the_bertlite_heads(real_model_path: Path, tmp_path) -> None:
+    vocab = mpnet_vocabulary(real_model_path)
+    tokenizer = transformers.MPNetTokenizer(vocab={token: i for i, token in enumerate(vocab)})
+    tasks = {"ForMaskedLM": "fill-mask", "ForSequenceClassification": "text-classification"}
+    for head, task in tasks.items():
+        tokenizer.save_pretrained(tmp_path / head)
+        spread(make_hf(head, vocab_size=len(vocab), max_position_embeddings=300)).save_pretrained(tmp_path / head)
+        ours = getattr(bertlite, "MPNet" + head).from_pretrained(tmp_path / head, attn_implementation="eager")
+        text = "the capital of france is <mask> ." if task == "fill-mask" else "naïve café in paris"
+        expected = transformers.pipeline(task, model=str(tmp_path / head), device="cpu")(text)
+        assert transformers.pipeline(task, model=ours, tokenizer=tokenizer, device="cpu")(text) == expected
