@@ -281,6 +281,8 @@ def test_embedder_on_an_electra_sentence_transformer_gives_its_vectors(real_mode
     np.testing.assert_allclose(embedder.encode(texts), expected, atol=1e-5, rtol=0)
     padded = bertlite.Embedder.from_pretrained(tmp_path / "st", dtype="float32", unpad=False)
     np.testing.assert_allclose(padded.encode(texts), expected, atol=1e-5, rtol=0)
+    drop_in = bertlite.SentenceTransformer(str(tmp_path / "st"), device="cpu", model_kwargs={"dtype": "float32"})
+    np.testing.assert_allclose(drop_in.encode(texts), expected, atol=1e-5, rtol=0)
     int8 = bertlite.Embedder.from_pretrained(tmp_path / "st", dtype="int8")
     assert int8.precision == "int8"
     assert (int8.encode(texts) * expected).sum(axis=1).min() >= 0.995
