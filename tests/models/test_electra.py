@@ -239,16 +239,21 @@ TEXTS = [
 
 
 @pytest.mark.parametrize(
-    ("tokenizer_class", "do_lower_case"),
-    [("ElectraTokenizerFast", True), ("ElectraTokenizer", False), (None, True), (None, False)],
+    ("tokenizer_class", "settings"),
+    [
+        ("ElectraTokenizerFast", {}),
+        ("ElectraTokenizer", {"do_lower_case": False}),
+        (None, {}),
+        (None, {"do_lower_case": False}),
+        ("ElectraTokenizerFast", {"strip_accents": False, "tokenize_chinese_chars": False}),
+    ],
 )
-def test_auto_tokenizer_builds_berts_pipeline_as_transformers(
-    real_model_path, tmp_path, tokenizer_class, do_lower_case
-) -> None:
+def test_auto_tokenizer_builds_berts_pipeline_as_transformers(real_model_path, tmp_path, tokenizer_class, settings):
     electra_tokenizer(real_model_path, tmp_path, tokenizer_class)
     config = json.loads((tmp_path / "tokenizer_config.json").read_text())
-    # tokenizer.json lowercases; transformers' ELECTRA tokenizer (BertTokenizer) follows tokenizer_config.json
-    (tmp_path / "tokenizer_config.json").write_text(json.dumps({**config, "do_lower_case": do_lower_case}))
+    # tokenizer.json lowercases, strips accents and splits CJK; transformers' ELECTRA tokenizer (BertTokenizer)
+    # follows tokenizer_config.json's settings instead
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({**config, **settings}))
     theirs = transformers.AutoTokenizer.from_pretrained(tmp_path)
     ours = bertlite.AutoTokenizer.from_pretrained(tmp_path)
     assert type(theirs).__name__ == "BertTokenizer"
