@@ -658,7 +658,7 @@ class BertForQuestionAnswering(_BertWithHead):
         config = self.config  # a bertlite.BertConfig, also when given transformers'
         if config.num_labels != 2:
             # transformers would fail later, unpacking the logits; the two outputs are start and end.
-            raise ValueError(f"BertForQuestionAnswering needs num_labels=2 (start, end), got {config.num_labels}")
+            raise ValueError(f"{type(self).__name__} needs num_labels=2 (start, end), got {config.num_labels}")
         self.num_labels = config.num_labels
         self._add_base_model(config, attn_implementation, add_pooling_layer=False)
         self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)

@@ -199,6 +199,8 @@ def test_the_config_takes_distilberts_names_and_refuses_bad_values_by_them() -> 
     assert legacy.is_decoder is False and "hidden_size" not in legacy.to_dict()
     legacy.update({"dropout": 0.3})
     assert legacy.hidden_dropout_prob == 0.3 and legacy.to_dict()["dropout"] == 0.3
+    with pytest.raises(ValueError, match=r"^DistilBertForQuestionAnswering needs num_labels=2 \(start, end\), got 3$"):
+        distilbert.DistilBertForQuestionAnswering(DistilBertConfig(**TINY, num_labels=3))
     with pytest.raises(ValueError, match="DistilBERT has no pooler"):
         DistilBertModel(DistilBertConfig(**TINY), add_pooling_layer=True)
     fresh = transformers.DistilBertModel(theirs).embeddings.position_embeddings.weight  # sinusoidal at init
