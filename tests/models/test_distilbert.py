@@ -136,19 +136,24 @@ def test_every_head_loads_and_equals_transformers(name, head, tmp_path) -> None:
         assert (
             torch.equal(mine, theirs) if head == "ForSequenceClassification" else torch.equal(mine[real], theirs[real])
         )
-    if head == "ForMaskedLM":  # the head alone, on hidden states (what SPLADE runs), then readied for the CPU
+    if head == "ForMaskedLM":  # the head alone, on hidden states (what SPLADE runs)
         with torch.no_grad():
             hidden = ours.distilbert(**batch).last_hidden_state
-            assert torch.equal(ours._prediction_scores(hidden)[real], expected.logits[real])
-            assert ours.vocab_projector.weight is ours.distilbert.embeddings.word_embeddings.weight
-            ours.set_attn_implementation("sdpa")
-            assert isinstance(ready(ours).vocab_projector, OneDNNLinear)
-            fast = ours(input_ids=batch["input_ids"][real], lengths=real.sum(1)).logits
-        torch.testing.assert_close(fast, expected.logits[real], atol=1e-5, rtol=1e-5)
-    if head == "ForSequenceClassification":  # the first token of a packed batch too
-        with torch.no_grad():
-            packed = ours(input_ids=batch["input_ids"][real], lengths=real.sum(1)).logits
-        torch.testing.assert_close(packed, expected.logits, atol=1e-5, rtol=1e-5)
+        assert torch.equal(ours._prediction_scores(hidden)[real], expected.logits[real])
+        assert ours.vocab_projector.weight is ours.distilbert.embeddings.word_embeddings.weight
+    ours.set_attn_implementation("sdpa")  # then readied for the CPU: sdpa, oneDNN's Linears, padded and packed
+    ready(ours)
+    assert head != "ForMaskedLM" or isinstance(ours.vocab_projector, OneDNNLinear)
+    with torch.no_grad():
+        padded, packed = ours(**batch), ours(input_ids=batch["input_ids"][real], lengths=real.sum(1))
+    for field in ("start_logits", "end_logits") if head == "ForQuestionAnswering" else ("logits",):
+        theirs = getattr(expected, field)
+        theirs = theirs if head == "ForSequenceClassification" else theirs[real]  # per token: the real ones
+        mine = getattr(padded, field)
+        torch.testing.assert_close(
+            mine if head == "ForSequenceClassification" else mine[real], theirs, atol=1e-5, rtol=1e-5
+        )
+        torch.testing.assert_close(getattr(packed, field), theirs, atol=1e-5, rtol=1e-5)
 
 
 def test_saved_by_bertlite_loads_in_transformers_and_back(folder, tmp_path) -> None:
