@@ -207,6 +207,11 @@ def test_auto_classes_and_the_config_follow_model_type(base_folder) -> None:
         ElectraConfig(embedding_size=0)
     with pytest.raises(ValueError, match=rf"inputs_embeds must have shape .*embedding_size={EMBEDDING_SIZES[shape]}\)"):
         ElectraModel.from_pretrained(folder)(inputs_embeds=torch.zeros(1, 3, 7))
+    model = ElectraModel.from_pretrained(folder)
+    with pytest.raises(ValueError, match=r"sequence length 25 exceeds max_position_embeddings=24; truncate"):
+        model(input_ids=torch.full((1, 25), 5))
+    with pytest.raises(ValueError, match=r"sequence length 25 exceeds max_position_embeddings=24; truncate"):
+        model(input_ids=torch.full((25,), 5), lengths=torch.tensor([25]))
     with pytest.raises(ValueError, match="ElectraModel has no pooler"):
         ElectraModel(ElectraConfig(**TINY_ELECTRA), add_pooling_layer=True)
     with pytest.raises(ValueError, match=r"model_type='electra' has its base model in bertlite"):
