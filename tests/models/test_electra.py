@@ -174,6 +174,20 @@ def test_a_head_from_the_discriminators_checkpoint_reports_what_transformers_rep
         assert sorted(ours[key]) == sorted(theirs[key]), key
 
 
+def test_training_gives_transformers_gradients(tmp_path) -> None:
+    hf = make_hf("ForSequenceClassification", "projected", num_labels=3)
+    hf.save_pretrained(tmp_path)
+    ours = electra.ElectraForSequenceClassification.from_pretrained(tmp_path, attn_implementation="eager")
+    batch, labels = pair_batch(), torch.tensor([0, 2, 1])
+    for model in (hf, ours):
+        model.train()
+        model(**batch, labels=labels).loss.backward()
+    theirs = dict(hf.named_parameters())
+    for name, p in ours.named_parameters():
+        torch.testing.assert_close(p.grad, theirs[name].grad, atol=1e-5, rtol=1e-5, msg=name)
+    assert ours.electra.embeddings_project.weight.grad.abs().sum() > 0
+
+
 def test_the_generator_head_is_tied_to_the_word_embeddings_and_saves_both_ways(tmp_path) -> None:
     hf = make_hf("ForMaskedLM", "projected")
     hf.save_pretrained(tmp_path / "theirs")
