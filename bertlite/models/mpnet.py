@@ -173,6 +173,8 @@ class MPNetOutput(BertOutput):
 
 
 class MPNetLayer(nn.Module):
+    """transformers' MPNetLayer: attention, then the feed-forward (intermediate, output), as BERT's layer."""
+
     # Where its parts are, for the module swaps (bertlite.layers.roles).
     roles = LayerRoles(
         attention="attention.attn",
