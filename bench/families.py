@@ -98,7 +98,11 @@ def build_family_folder(model_type: str, folder: Path, shape: str, seed: int = 0
     import transformers
     from sentence_transformers import SentenceTransformer, models
 
+    from bertlite.config import CONFIG_CLASSES
+
     values = {**SHAPES[shape], **FAMILY_OVERRIDES.get(model_type, {}), "vocab_size": VOCAB_SIZE}
+    names = getattr(CONFIG_CLASSES[model_type], "attribute_map", {})  # DistilBERT's dim, hidden_dim, ...
+    values = {names.get(key, key): value for key, value in values.items()}
     config = transformers.AutoConfig.for_model(model_type, **values)
     torch.manual_seed(seed)
     model = transformers.AutoModel.from_config(config)
