@@ -25,8 +25,8 @@ class LayerRoles:
     BERT's (BertLayer.roles): attention "attention.self", query "attention.self.query", attention_output
     "attention.output.dense", intermediate "intermediate.dense", output "output.dense". DistilBERT's
     (TransformerBlock.roles): attention "attention", query "attention.q_lin", attention_output
-    "attention.out_lin", intermediate "ffn.lin1", output "ffn.lin2". MPNet's would name "attention.attn",
-    "attention.attn.q", ... "attention.attn.o".
+    "attention.out_lin", intermediate "ffn.lin1", output "ffn.lin2". MPNet's (MPNetLayer.roles): attention
+    "attention.attn", query "attention.attn.q", ... attention_output "attention.attn.o".
 
     Attributes:
         attention: the module that runs attention: `attn_implementation` (the kernel's name) and `qkv` (None,
