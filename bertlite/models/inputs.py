@@ -67,7 +67,8 @@ def embedding_width(config: BertConfig) -> tuple[str, int]:
     Returns:
         (the field's name, its value).
     """
-    name = "embedding_size" if hasattr(config, "embedding_size") else "hidden_size"
+    # A field of the family's config, not a key config.json carried (BertConfig reads those as attributes too).
+    name = "embedding_size" if "embedding_size" in config.__dataclass_fields__ else "hidden_size"
     return name, getattr(config, name)
 
 
