@@ -55,10 +55,6 @@ class LayerRoles:
         """The path of a role: one of LayerRoles' fields, or "qkv" (the fused slot on the attention module)."""
         return f"{self.attention}.qkv" if role == "qkv" else getattr(self, role)
 
-    def linear_paths(self) -> dict[str, str]:
-        """Each of LINEAR_ROLES by its path in the layer (BERT's: attention.self.qkv, attention.output.dense, ...)."""
-        return {self.path(role): role for role in LINEAR_ROLES}
-
 
 # BERT's (BertLayer.roles): also RoBERTa's and ELECTRA's, whose layers are BERT's.
 BERT_ROLES = LayerRoles(
