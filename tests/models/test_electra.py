@@ -221,6 +221,8 @@ def test_auto_classes_and_the_config_follow_model_type(base_folder) -> None:
         ElectraConfig(embedding_size=0)
     with pytest.raises(ValueError, match=rf"inputs_embeds must have shape .*embedding_size={EMBEDDING_SIZES[shape]}\)"):
         ElectraModel.from_pretrained(folder)(inputs_embeds=torch.zeros(1, 3, 7))
+    bert = bertlite.BertModel(bertlite.BertConfig.from_dict({**TINY_ELECTRA, "embedding_size": 7}))  # a stray key
+    assert bert(inputs_embeds=torch.zeros(1, 3, 32)).last_hidden_state.shape == (1, 3, 32)
     model = ElectraModel.from_pretrained(folder)
     with pytest.raises(ValueError, match=r"sequence length 25 exceeds max_position_embeddings=24; truncate"):
         model(input_ids=torch.full((1, 25), 5))
