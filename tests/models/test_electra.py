@@ -208,6 +208,17 @@ def test_the_generator_head_is_tied_to_the_word_embeddings_and_saves_both_ways(t
         assert torch.equal(again(**batch).logits, ours(**batch).logits)
 
 
+def test_an_electra_model_saved_by_bertlite_loads_in_transformers(base_folder, tmp_path) -> None:
+    shape, folder = base_folder
+    ours = ElectraModel.from_pretrained(folder, attn_implementation="eager")
+    ours.save_pretrained(tmp_path)
+    theirs = transformers.AutoModel.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    assert type(theirs) is transformers.ElectraModel and theirs.config.embedding_size == EMBEDDING_SIZES[shape]
+    batch = pair_batch()
+    with torch.no_grad():
+        assert torch.equal(theirs(**batch).last_hidden_state, ours(**batch).last_hidden_state)
+
+
 def test_auto_classes_and_the_config_follow_model_type(base_folder) -> None:
     shape, folder = base_folder
     assert type(bertlite.AutoConfig.from_pretrained(folder)) is ElectraConfig
