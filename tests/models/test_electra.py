@@ -356,6 +356,13 @@ def test_cross_encoder_on_an_electra_reranker_gives_sentence_transformers_scores
     assert [r["corpus_id"] for r in ranked] == list(np.argsort(-expected))
 
 
+def test_serve_and_embed_read_an_electra_folders_kind(reranker, real_model_path, tmp_path) -> None:
+    from bertlite.jobs.kinds import detect_kind
+
+    assert detect_kind(reranker) == detect_kind(reranker.parent / "raw") == "cross-encoder"
+    assert detect_kind(real_vocab_folder(real_model_path, tmp_path / "base", "Model")) == "embedding"
+
+
 def test_rerank_command_scores_an_electra_reranker(reranker, tmp_path, capsys) -> None:
     from sentence_transformers import CrossEncoder as STCrossEncoder
 
