@@ -429,14 +429,21 @@ def test_cross_encoder_gives_sentence_transformers_scores(real_model_path: Path,
         np.testing.assert_allclose(ours.predict(RANKED_PAIRS), expected, atol=1e-5, rtol=0)
 
 
-def test_parity_compares_an_mpnet_folder_with_transformers(mpnet_folder: Path) -> None:
+def test_parity_compares_an_mpnet_folder_with_transformers(mpnet_folder: Path, tmp_path) -> None:
     from bertlite.cli import main
     from bertlite.parity import check
 
     report = check(mpnet_folder, texts=[*ADVERSARIAL, *PAIRS, "long text " * 200])
     assert report.ok and len(report.rows) > 10
     assert report.options["max_length"] == 256  # under the table's 298 tokens
-    assert main(["parity", str(mpnet_folder), "--attn", "sdpa"]) == 0
+    (tmp_path / "texts.txt").write_text("naïve café\tsecond text\nlong text " + "word " * 300, encoding="utf-8")
+    assert main(["parity", str(mpnet_folder), "--attn", "sdpa", "--text-file", str(tmp_path / "texts.txt")]) == 0
+    head = spread(make_hf("ForQuestionAnswering", vocab_size=30527, max_position_embeddings=300, num_labels=2))
+    head.save_pretrained(tmp_path / "qa")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / "qa" / name).write_bytes((mpnet_folder / name).read_bytes())
+    report = check(tmp_path / "qa", texts=[*ADVERSARIAL[:4], *PAIRS[:2]])
+    assert report.ok and {row.name for row in report.rows if row.kind == "logits"} == {"start_logits", "end_logits"}
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
