@@ -11,6 +11,7 @@ from dataclasses import InitVar, dataclass
 from typing import Any, ClassVar
 
 from bertlite.config.bert import BertConfig
+from bertlite.config.modernbert import ModernBertConfig
 
 
 @dataclass
@@ -297,6 +298,15 @@ FAMILIES: dict[str, Family] = {
         heads=("Model", "ForMaskedLM", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering"),
         tokenizer_classes=_tokenizers("DistilBert"),
         bert_tokenizer=True,
+        token_types=False,
+    ),
+    # ModernBERT's tokenizer is a plain fast tokenizer (BPE, its template in tokenizer.json; transformers v5 names it
+    # TokenizersBackend, the hub's folders PreTrainedTokenizerFast); its model takes no token_type_ids.
+    "modernbert": Family(
+        ModernBertConfig,
+        "bertlite.models.modernbert",
+        "ModernBert",
+        heads=("Model", "ForMaskedLM", "ForSequenceClassification", "ForTokenClassification"),
         token_types=False,
     ),
 }
