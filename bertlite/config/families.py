@@ -285,7 +285,7 @@ FAMILIES: dict[str, Family] = {
         ElectraConfig,
         "bertlite.models.electra",
         "Electra",
-        heads=(*FAMILY_HEADS, "ForPreTraining"),
+        heads=(*FAMILY_HEADS, "ForPreTraining", "ForMultipleChoice"),
         tokenizer_classes=_tokenizers("Electra"),
         bert_tokenizer=True,
     ),

@@ -22,6 +22,7 @@ from bertlite.layers.activations import ACT2FN
 from bertlite.models.bert import BertEmbeddings, BertModel
 from bertlite.models.heads import (
     BertForMaskedLM,
+    BertForMultipleChoice,
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
@@ -30,6 +31,9 @@ from bertlite.models.heads import (
 )
 from bertlite.models.outputs import BaseModelOutputWithPooling, ElectraForPreTrainingOutput
 from bertlite.models.roberta import _family_config, first_tokens
+
+# transformers' summary_type values its sequence summary computes ("attn" it leaves unimplemented).
+SUMMARY_TYPES = ("first", "last", "mean", "cls_index")
 
 
 class ElectraEmbeddings(BertEmbeddings):
@@ -134,6 +138,40 @@ class ElectraDiscriminatorPredictions(nn.Module):
     def forward(self, hidden_states: Tensor) -> Tensor:
         """(..., H) -> (...) logits."""
         return self.dense_prediction(self.activation(self.dense(hidden_states))).squeeze(-1)
+
+
+class ElectraSequenceSummary(nn.Module):
+    """transformers' ElectraSequenceSummary, from the config's summary_* fields: one token's state (summary_type
+    first, last; cls_index without an index: the last) or the mean over the tokens, then dropout, a projection
+    (summary_use_proj), the activation (summary_activation) and dropout (summary_last_dropout)."""
+
+    def __init__(self, config: ElectraConfig) -> None:
+        super().__init__()
+        self.summary_type = config.summary_type
+        if self.summary_type not in SUMMARY_TYPES:
+            raise ValueError(f"summary_type={self.summary_type!r} is not implemented (supported: {SUMMARY_TYPES})")
+        self.summary: nn.Module = nn.Identity()
+        if config.summary_use_proj:
+            # summary_proj_to_labels and summary_first_dropout are no ElectraConfig fields: config.json may carry them
+            to_labels = getattr(config, "summary_proj_to_labels", False) and config.num_labels > 0
+            self.summary = nn.Linear(config.hidden_size, config.num_labels if to_labels else config.hidden_size)
+        name = config.summary_activation or "linear"
+        if name not in ACT2FN:
+            raise ValueError(f"summary_activation={name!r} is not implemented (supported: {', '.join(ACT2FN)})")
+        self.activation = ACT2FN[name]
+        first, last = getattr(config, "summary_first_dropout", 0.0), config.summary_last_dropout
+        self.first_dropout = nn.Dropout(first) if first > 0 else nn.Identity()
+        self.last_dropout = nn.Dropout(last) if last > 0 else nn.Identity()
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        """(B, T, H) -> (B, H) (or (B, num_labels) projected to the labels)."""
+        if self.summary_type == "first":
+            output = hidden_states[:, 0]
+        elif self.summary_type == "mean":
+            output = hidden_states.mean(dim=1)
+        else:  # "last", and "cls_index" without an index: the last position, padding or not, as transformers
+            output = hidden_states[:, -1]
+        return self.last_dropout(self.activation(self.summary(self.first_dropout(output))))
 
 
 class _ElectraHead:
@@ -247,6 +285,24 @@ class ElectraForPreTraining(_ElectraHead, _BertWithHead):
                 loss = F.binary_cross_entropy_with_logits(logits.view(-1, length), labels.float())
         output = ElectraForPreTrainingOutput(loss, logits, outputs.hidden_states, outputs.attentions)
         return self._finish(output, kwargs)
+
+
+class ElectraForMultipleChoice(_ElectraHead, BertForMultipleChoice):
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its head: the sequence summary of each choice, then one score.
+
+        Args:
+            config: the model's config (its summary_* fields).
+            attn_implementation: as BertForMultipleChoice's.
+        """
+        _BertWithHead.__init__(self, config)
+        self._add_base_model(self.config, attn_implementation, add_pooling_layer=False)
+        self.sequence_summary = ElectraSequenceSummary(self.config)
+        self.classifier = nn.Linear(self.config.hidden_size, 1)
+        self.post_init()
+
+    def _choice_scores(self, outputs: BaseModelOutputWithPooling) -> Tensor:
+        return self.classifier(self.sequence_summary(outputs.last_hidden_state))
 
 
 class ElectraForTokenClassification(_ElectraHead, BertForTokenClassification):

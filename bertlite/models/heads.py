@@ -586,10 +586,14 @@ class BertForMultipleChoice(_BertWithHead):
             flat(inputs_embeds, dims=2),
             **kwargs,
         )
-        logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)  # (B, C)
+        logits = self._choice_scores(outputs).view(-1, num_choices)  # (B, C)
         loss = F.cross_entropy(logits, labels) if labels is not None else None
         output = MultipleChoiceModelOutput(loss, logits, outputs.hidden_states, outputs.attentions)
         return self._finish(output, kwargs)
+
+    def _choice_scores(self, outputs: BaseModelOutputWithPooling) -> Tensor:
+        """(B * C, 1) scores of the flattened choices from the base model's outputs: BERT scores the pooler output."""
+        return self.classifier(self.dropout(outputs.pooler_output))
 
 
 class BertForTokenClassification(_BertWithHead):

@@ -174,6 +174,31 @@ def test_a_head_from_the_discriminators_checkpoint_reports_what_transformers_rep
         assert sorted(ours[key]) == sorted(theirs[key]), key
 
 
+@pytest.mark.parametrize(
+    "summary",
+    [
+        {},  # ELECTRA's defaults: the first token, projected, GELU
+        {"summary_type": "mean", "summary_activation": "tanh"},
+        {"summary_type": "last", "summary_use_proj": False, "summary_activation": ""},
+        {"summary_type": "cls_index"},
+    ],
+    ids=["first", "mean", "last", "cls_index"],
+)
+def test_multiple_choice_summarizes_each_choice_as_transformers(summary, tmp_path) -> None:
+    make_hf("ForMultipleChoice", "projected", **summary).save_pretrained(tmp_path)
+    # the reference as its users load it: a weight read from the file can take another GEMV path than a new one
+    hf = transformers.ElectraForMultipleChoice.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    ours = bertlite.AutoModelForMultipleChoice.from_pretrained(tmp_path, attn_implementation="eager")
+    assert type(ours) is electra.ElectraForMultipleChoice
+    assert list(ours.state_dict()) == list(hf.state_dict())
+    batch = {k: torch.stack([v, v.flip(0)]) for k, v in pair_batch().items()}  # 2 questions, 3 choices each
+    labels = torch.tensor([0, 2])
+    with torch.no_grad():
+        expected, got = hf(**batch, labels=labels), ours(**batch, labels=labels)
+    assert got.logits.shape == (2, 3)
+    assert torch.equal(got.logits, expected.logits) and torch.equal(got.loss, expected.loss)
+
+
 def test_training_gives_transformers_gradients(tmp_path) -> None:
     hf = make_hf("ForSequenceClassification", "projected", num_labels=3)
     hf.save_pretrained(tmp_path)
