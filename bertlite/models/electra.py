@@ -6,8 +6,8 @@ else is BertModel's, packed path included: the projection runs on the embeddings
 (BertModel._embed). The heads keep transformers' names under the base model prefix "electra": the sequence
 classifier reads the first token through dense, GELU and out_proj (the ms-marco-electra cross-encoders),
 the generator's masked-LM head is generator_predictions + generator_lm_head (tied to the word embeddings),
-the discriminator's replaced-token head is discriminator_predictions; token classification and question
-answering are BERT's heads.
+the discriminator's replaced-token head is discriminator_predictions, multiple choice scores each choice's
+sequence_summary (the config's summary_* fields); token classification and question answering are BERT's heads.
 """
 
 from __future__ import annotations
