@@ -402,6 +402,21 @@ def test_embedder_gives_sentence_transformers_vectors(st_folder: Path) -> None:
     np.testing.assert_allclose(drop_in.encode(texts), expected, atol=1e-5, rtol=0)
 
 
+def test_bertlite_embed_on_an_mpnet_folder_gives_sentence_transformers_vectors(st_folder: Path, tmp_path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    from bertlite.cli import main
+    from bertlite.jobs.kinds import detect_kind
+
+    assert detect_kind(st_folder) == "embedding"
+    texts = [t.replace("\n", " ") for t in ADVERSARIAL if t]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    args = ["embed", str(st_folder), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.npy")]
+    assert main([*args, "--dtype", "float32", "--quiet"]) == 0
+    expected = SentenceTransformer(str(st_folder), device="cpu").encode(texts, convert_to_numpy=True)
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=1e-5, rtol=0)
+
+
 def test_int8_and_bfloat16_embedders_stay_close_to_float32(st_folder: Path) -> None:
     texts = [*ADVERSARIAL, "long text " * 150]
     expected = bertlite.Embedder.from_pretrained(st_folder, dtype="float32").encode(texts)
