@@ -158,9 +158,9 @@ def _load_bin(path: Path) -> dict[str, Tensor]:
 def checkpoint_keys(path: Path) -> Iterable[str] | None:
     """A weight file's tensor names without reading its tensors; None where that is not cheap.
 
-    For a zip .bin: the `encoder.layer.N.` (DistilBERT's `transformer.layer.N.`) prefixes in its pickle's
-    bytes (of its keys, and of the module names torch saves with a state dict), found by a regex in about a
-    millisecond; unpickling would cost as much as the load itself.
+    For a zip .bin: the `encoder.layer.N.` (DistilBERT's `transformer.layer.N.`, ModernBERT's `layers.N.`) prefixes
+    in its pickle's bytes (of its keys, and of the module names torch saves with a state dict), found by a regex in
+    about a millisecond; unpickling would cost as much as the load itself.
 
     Args:
         path: a weight file.
@@ -182,4 +182,4 @@ def checkpoint_keys(path: Path) -> Iterable[str] | None:
         if len(pickles) != 1:
             return None  # torch.load reports it
         raw = archive.read(pickles[0])  # bounded by check_bin_file
-    return [name.decode() for name in re.findall(rb"(?:encoder|transformer)\.layer\.\d+\.", raw)]
+    return [name.decode() for name in re.findall(rb"(?:(?:encoder|transformer)\.layer|layers)\.\d+\.", raw)]

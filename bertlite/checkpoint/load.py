@@ -243,8 +243,8 @@ def resolve_auto_dtype(config: BertConfig, files: list[Path]) -> torch.dtype:
     return torch.float32
 
 
-# A layer's keys: encoder.layer.N. (DistilBERT's: transformer.layer.N.).
-_LAYER_KEY = re.compile(r"(?:^|\.)(?:encoder|transformer)\.layer\.(\d+)\.")
+# A layer's keys: encoder.layer.N. (DistilBERT's: transformer.layer.N.; ModernBERT's: layers.N.).
+_LAYER_KEY = re.compile(r"(?:^|\.)(?:(?:encoder|transformer)\.layer|layers)\.(\d+)\.")
 
 
 def check_layer_count(config: BertConfig, files: list[Path], what: str) -> None:

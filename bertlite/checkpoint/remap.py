@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypeVar
 
-# Top-level modules of the base model (ELECTRA's embeddings_project too, DistilBERT's transformer), and the heads'
-# modules around it (BERT's; RoBERTa's masked-LM lm_head; ELECTRA's generator and discriminator heads; DistilBERT's).
-BASE_MODULES = ("embeddings.", "embeddings_project.", "encoder.", "pooler.", "transformer.")
+# Top-level modules of the base model (ELECTRA's embeddings_project too, DistilBERT's transformer, ModernBERT's layers
+# and final_norm), and the heads' modules around it (BERT's; RoBERTa's masked-LM lm_head; ELECTRA's generator and
+# discriminator heads; DistilBERT's; ModernBERT's head and decoder).
+BASE_MODULES = ("embeddings.", "embeddings_project.", "encoder.", "pooler.", "transformer.", "layers.", "final_norm.")
 HEAD_MODULES = (
     "cls.",
     "classifier.",
@@ -27,6 +28,8 @@ HEAD_MODULES = (
     "vocab_layer_norm.",
     "vocab_projector.",
     "pre_classifier.",
+    "head.",
+    "decoder.",
 )
 # transformers' non-persistent buffers, saved by old versions: derived, never loaded.
 IGNORED_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")

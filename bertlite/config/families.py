@@ -304,7 +304,7 @@ FAMILIES: dict[str, Family] = {
     # TokenizersBackend, the hub's folders PreTrainedTokenizerFast); its model takes no token_type_ids.
     "modernbert": Family(
         ModernBertConfig,
-        "bertlite.models.modernbert",
+        "bertlite.models.modernbert_heads",
         "ModernBert",
         heads=("Model", "ForMaskedLM", "ForSequenceClassification", "ForTokenClassification"),
         token_types=False,

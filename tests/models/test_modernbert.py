@@ -4,6 +4,7 @@ save and load both ways, and the Embedder and CrossEncoder against sentence-tran
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,10 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, 
 
 import bertlite
 from bertlite.config import ModernBertConfig
+from bertlite.errors import CheckpointError
+from bertlite.layers.attention import PACKED_ATTENTION
+from bertlite.layers.packing import PackedLayout
+from bertlite.models.modernbert import ModernBertModel
 
 # ModernBERT's shape at a tiny size; the windows (local_attention) are smaller than the inputs.
 TINY_MODERNBERT = dict(
@@ -157,3 +162,180 @@ def test_auto_tokenizer_gives_transformers_ids(folder: Path, tmp_path: Path) -> 
     assert [ours(text)["input_ids"] for text in texts] == [theirs(text)["input_ids"] for text in texts]
     assert ours(*pairs[0])["input_ids"] == theirs(*pairs[0])["input_ids"]
     assert "token_type_ids" not in ours(texts[0])
+
+
+def packed(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The padded batch's real tokens, concatenated, and their lengths."""
+    real = batch["attention_mask"].bool()
+    return {"input_ids": batch["input_ids"][real], "lengths": real.sum(dim=1)}
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def model_folder(request, tmp_path_factory) -> tuple[str, Path]:
+    """(config name, a folder with that random ModernBertModel saved by transformers)."""
+    path = tmp_path_factory.mktemp(f"modernbert-{request.param}")
+    make_hf(config=request.param).save_pretrained(path)
+    return request.param, path
+
+
+def test_keys_and_eager_are_transformers_bitwise(model_folder) -> None:
+    config, path = model_folder
+    hf = make_hf(config=config)
+    ours = ModernBertModel.from_pretrained(path, attn_implementation="eager")
+    assert type(ours.config) is ModernBertConfig and list(ours.state_dict()) == list(hf.state_dict())
+    batch = padded_batch()
+    flags = dict(output_hidden_states=True, output_attentions=True)
+    with torch.no_grad():
+        expected, got = hf(**batch, **flags), ours(**batch, **flags)
+        embeds = ours.embeddings.tok_embeddings(batch["input_ids"][:1])
+        from_embeds, expected_embeds = ours(inputs_embeds=embeds), hf(inputs_embeds=embeds)
+        no_mask = ours(input_ids=batch["input_ids"]).last_hidden_state
+        expected_no_mask = hf(input_ids=batch["input_ids"]).last_hidden_state
+    assert torch.equal(got.last_hidden_state, expected.last_hidden_state)  # the padding's rows too
+    assert len(got.hidden_states) == len(expected.hidden_states) == 4
+    for mine, theirs in zip(got.hidden_states, expected.hidden_states, strict=True):
+        assert torch.equal(mine, theirs)
+    for mine, theirs in zip(got.attentions, expected.attentions, strict=True):
+        assert torch.equal(mine, theirs)
+    assert torch.equal(from_embeds.last_hidden_state, expected_embeds.last_hidden_state)
+    assert torch.equal(no_mask, expected_no_mask)
+    assert got.to_tuple()[0] is got.last_hidden_state and len(ours(**batch, return_dict=False)) == 1
+
+
+def test_left_padding_and_given_positions_are_transformers_bitwise(model_folder) -> None:
+    config, path = model_folder
+    hf = make_hf(config=config)
+    ours = ModernBertModel.from_pretrained(path, attn_implementation="eager")
+    batch = {k: v.flip(1) for k, v in padded_batch().items()}  # the padding first
+    positions = torch.arange(batch["input_ids"].shape[1]).flip(0)[None] + 5
+    with torch.no_grad():
+        for extra in ({}, {"position_ids": positions}):
+            assert torch.equal(ours(**batch, **extra).last_hidden_state, hf(**batch, **extra).last_hidden_state)
+
+
+@pytest.mark.parametrize("attn", sorted(set(PACKED_ATTENTION) - {"varlen"}))
+def test_sdpa_and_every_packed_attention_match_transformers(model_folder, attn) -> None:
+    config, path = model_folder
+    hf = make_hf(config=config)
+    hf_sdpa = make_hf(config=config, attn="sdpa")
+    ours = ModernBertModel.from_pretrained(path, attn_implementation=attn)
+    batch = padded_batch()
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        expected = hf(**batch).last_hidden_state
+        got = ours(**packed(batch)).last_hidden_state
+        first = ours(**packed(batch), first_token_of=torch.tensor([2, 0, 1])).last_hidden_state
+        layout = PackedLayout.from_lengths(real.sum(dim=1))
+        by_layout = ours(input_ids=batch["input_ids"][real], layout=layout, token_type_ids=torch.zeros(int(real.sum())))
+    torch.testing.assert_close(got, expected[real], **TOL)
+    torch.testing.assert_close(first, expected[[2, 0, 1], 0], **TOL)
+    assert torch.equal(by_layout.last_hidden_state, got)
+    if attn in ("sdpa", "eager"):
+        with torch.no_grad():
+            padded = ours(**batch).last_hidden_state
+            expected_sdpa = hf_sdpa(**batch).last_hidden_state
+        # The padding's rows are left out: a padded query with no real key in its window differs by kernel.
+        torch.testing.assert_close(padded[real], expected[real], **TOL)
+        torch.testing.assert_close(padded[real], expected_sdpa[real], **TOL)
+
+
+def test_token_type_ids_are_ignored_and_packed_keywords_are_checked(model_folder) -> None:
+    config, path = model_folder
+    ours = ModernBertModel.from_pretrained(path, attn_implementation="eager")
+    batch = padded_batch()
+    types = torch.ones_like(batch["input_ids"])
+    with torch.no_grad():
+        expected = make_hf(config=config)(**batch).last_hidden_state
+        assert torch.equal(ours(**batch, token_type_ids=types).last_hidden_state, expected)
+    with pytest.raises(ValueError, match="attention_mask is not taken with a packed batch"):
+        ours(**packed(batch), attention_mask=batch["attention_mask"])
+    with pytest.raises(ValueError, match="first_token_of takes a packed batch"):
+        ours(**batch, first_token_of=torch.tensor([0]))
+    with pytest.raises(TypeError, match="unexpected_keyword"):
+        ours(**batch, unexpected_keyword=1)
+    with pytest.raises(ValueError, match="ModernBERT has no pooler"):
+        ModernBertModel(ours.config, add_pooling_layer=True)
+
+
+def test_saved_by_bertlite_loads_in_transformers_and_back(model_folder, tmp_path) -> None:
+    config, path = model_folder
+    ours = ModernBertModel.from_pretrained(path, attn_implementation="eager")
+    ours.save_pretrained(tmp_path / "saved")
+    saved = json.loads((tmp_path / "saved" / "config.json").read_text())
+    assert saved["model_type"] == "modernbert" and "norm_eps" in saved and "layer_norm_eps" not in saved
+    theirs = transformers.AutoModel.from_pretrained(tmp_path / "saved", attn_implementation="eager").eval()
+    again = bertlite.AutoModel.from_pretrained(tmp_path / "saved", attn_implementation="eager")
+    assert type(theirs) is transformers.ModernBertModel and type(again) is ModernBertModel
+    assert theirs.config.layer_types == ours.config.layer_types
+    assert theirs.config.rope_parameters == ours.config.rope_parameters
+    batch = padded_batch()
+    with torch.no_grad():
+        expected = theirs(**batch).last_hidden_state
+        assert torch.equal(ours(**batch).last_hidden_state, expected)
+        assert torch.equal(again(**batch).last_hidden_state, expected)
+
+
+def test_auto_classes_and_the_layer_count_check(model_folder, tmp_path) -> None:
+    config, path = model_folder
+    assert type(bertlite.AutoConfig.from_pretrained(path)) is ModernBertConfig
+    assert type(bertlite.AutoModel.from_pretrained(path)) is ModernBertModel
+    assert type(bertlite.AutoModel.from_config(transformers.ModernBertConfig(**TINY_MODERNBERT))) is ModernBertModel
+    assert bertlite.ModernBertModel is ModernBertModel and bertlite.ModernBertConfig is ModernBertConfig
+    values = {**TINY_MODERNBERT, **CONFIGS[config], "num_hidden_layers": 2, "layer_types": None}
+    with pytest.raises(CheckpointError, match="num_hidden_layers=2, but the checkpoint .* holds 3 encoder layers"):
+        ModernBertModel.from_pretrained(path, config=ModernBertConfig(**values))
+
+
+def head_labels(head: str, batch: dict[str, torch.Tensor], num_labels: int) -> dict[str, torch.Tensor]:
+    """Labels for a head's loss: class ids per text, or per token with -100 on the padding."""
+    g = torch.Generator().manual_seed(3)
+    b, t = batch["input_ids"].shape
+    if head == "ForSequenceClassification":
+        return {"labels": torch.randint(0, num_labels, (b,), generator=g)}
+    labels = torch.randint(0, num_labels, (b, t), generator=g)
+    return {"labels": labels.masked_fill(~batch["attention_mask"].bool(), -100)}
+
+
+@pytest.mark.parametrize("config", ["tiny", "biases-every-2nd"])
+@pytest.mark.parametrize(
+    ("head", "pooling"), [(head, "cls") for head in HEADS] + [("ForSequenceClassification", "mean")]
+)
+def test_every_head_loads_and_equals_transformers(head, pooling, config, tmp_path) -> None:
+    num_labels = TINY_MODERNBERT["vocab_size"] if head == "ForMaskedLM" else 3
+    hf = make_hf(head, config, num_labels=3, classifier_pooling=pooling)
+    hf.save_pretrained(tmp_path)
+    ours = getattr(bertlite, "ModernBert" + head).from_pretrained(tmp_path, attn_implementation="eager")
+    assert list(ours.state_dict()) == list(hf.state_dict())
+    assert type(getattr(bertlite, "AutoModel" + head).from_pretrained(tmp_path)) is type(ours)
+    batch = padded_batch()
+    real = batch["attention_mask"].bool()
+    labels = head_labels(head, batch, num_labels)
+    with torch.no_grad():
+        expected, got = hf(**batch, **labels), ours(**batch, **labels)
+        as_tuple = ours(batch["input_ids"], batch["attention_mask"], return_dict=False)
+        logits = ours(**packed(batch)).logits
+    assert torch.equal(got.loss, expected.loss)
+    assert torch.equal(got.logits, expected.logits)
+    assert torch.equal(as_tuple[0], got.logits)
+    per_text = head == "ForSequenceClassification"
+    torch.testing.assert_close(logits, expected.logits if per_text else expected.logits[real], **TOL)
+    ours.save_pretrained(tmp_path / "saved")  # and back into transformers
+    theirs = getattr(transformers, "ModernBert" + head).from_pretrained(tmp_path / "saved", attn_implementation="eager")
+    with torch.no_grad():
+        assert torch.equal(theirs.eval()(**batch).logits, got.logits)
+
+
+def test_masked_lm_is_tied_and_trains_as_transformers() -> None:
+    hf = make_hf("ForMaskedLM")
+    ours = bertlite.ModernBertForMaskedLM(ModernBertConfig(**TINY_MODERNBERT), attn_implementation="eager")
+    ours.load_state_dict(hf.state_dict())
+    assert ours.decoder.weight is ours.model.embeddings.tok_embeddings.weight
+    batch = padded_batch()
+    labels = head_labels("ForMaskedLM", batch, TINY_MODERNBERT["vocab_size"])["labels"]
+    hf.train(), ours.train()
+    ours.gradient_checkpointing_enable()
+    hf(**batch, labels=labels).loss.backward()
+    ours(**batch, labels=labels).loss.backward()
+    theirs = dict(hf.named_parameters())
+    for name, p in ours.named_parameters():
+        torch.testing.assert_close(p.grad, theirs[name].grad, **TOL, msg=lambda m, name=name: f"{name}: {m}")

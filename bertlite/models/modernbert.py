@@ -1,0 +1,489 @@
+"""ModernBERT: transformers' module tree and state_dict keys, padded and packed.
+
+ModernBERT is no BERT with other names: its layers are pre-norm (`attn_norm`, `mlp_norm`; layer 0 has none),
+attention runs one fused `attn.Wqkv` and rotary positions (a global base for full-attention layers, a local
+one for sliding-window layers), the feed-forward is GeGLU (`mlp.Wi` gives input and gate, `mlp.Wo`), Linears and
+LayerNorms may have no bias, and there is a `final_norm` and no pooler. So it has its own module tree here, on
+the shared attention kernels (layers.attention) and PackedLayout, the PreTrainedModel surface and the loader.
+A sliding-window layer is an additive window mask: (B, 1, T, T) on a padded batch; packed, one (1, 1, T, T)
+grid every sequence reads its own corner of (each sequence starts at position 0), so the window never crosses
+sequences. The heads are in models.modernbert_heads. The layers declare no LayerRoles: the fused Wqkv and GeGLU's
+Wi have no query/key/value or intermediate Linear to swap, so the jobs keep ModernBERT on the plain path and int8
+refuses it (READY_REFUSAL).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from bertlite.config import bind_attention
+from bertlite.config.bert import as_bert_config
+from bertlite.config.modernbert import LAYER_TYPES, ModernBertConfig
+from bertlite.layers.activations import ACT2FN
+from bertlite.layers.attention import (
+    DEFAULT_ATTENTION,
+    PACKED_ATTENTION,
+    PACKED_BIASED_ATTENTION,
+    check_attn_implementation,
+    padded_attention,
+)
+from bertlite.layers.packing import PackedLayout
+from bertlite.models.inputs import (
+    check_first_token_of,
+    check_forward_kwargs,
+    check_inputs,
+    check_packed_inputs,
+    recording_graph,
+)
+from bertlite.models.modeling_utils import PreTrainedModel
+from bertlite.models.outputs import BaseModelOutputWithPooling, ModelOutput
+
+# Why the jobs keep ModernBERT on the plain modules and int8 refuses it (bertlite.jobs.prepare, bertlite.quant.int8).
+READY_REFUSAL = (
+    "ModernBERT's layers have one fused attn.Wqkv and a GeGLU mlp.Wi, no query/key/value or intermediate Linear "
+    "that the fast CPU modules and int8 replace"
+)
+
+
+def _as_config(config: Any) -> ModernBertConfig:
+    """A bertlite ModernBertConfig for a bertlite or transformers config."""
+    return as_bert_config(config, ModernBertConfig)
+
+
+# --- modules -----------------------------------------------------------------
+
+
+class ModernBertEmbeddings(nn.Module):
+    """transformers' ModernBertEmbeddings: token embeddings, LayerNorm, dropout; no positions (rotary, in attention)."""
+
+    def __init__(self, config: ModernBertConfig) -> None:
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
+        self.drop = nn.Dropout(config.embedding_dropout)
+
+    def forward(self, input_ids: Tensor | None = None, inputs_embeds: Tensor | None = None) -> Tensor:
+        if inputs_embeds is None:
+            inputs_embeds = self.tok_embeddings(input_ids)
+        return self.drop(self.norm(inputs_embeds))
+
+
+class ModernBertRotaryEmbedding(nn.Module):
+    """The rotary cos and sin of each position, per layer type (its own base, rope_parameters' rope_theta).
+
+    transformers keeps the inverse frequencies in non-persistent buffers; they are computed on the host at each
+    call here (head_dim / 2 numbers, as transformers computes them), so a model built on the meta device has
+    nothing to re-fill.
+    """
+
+    def __init__(self, config: ModernBertConfig) -> None:
+        super().__init__()
+        self.head_dim = config.head_dim
+        self.theta = {layer_type: config.rope_theta(layer_type) for layer_type in LAYER_TYPES}
+
+    def inv_freq(self, layer_type: str) -> Tensor:
+        """(head_dim / 2,) float32 inverse frequencies, as transformers' compute_default_rope_parameters."""
+        dim = self.head_dim
+        return 1.0 / (self.theta[layer_type] ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+
+    def forward(self, x: Tensor, position_ids: Tensor, layer_type: str) -> tuple[Tensor, Tensor]:
+        """cos and sin, (..., head_dim) in x's dtype, for positions (B, T) or packed (N,)."""
+        inv_freq = self.inv_freq(layer_type).to(device=x.device)
+        freqs = position_ids[..., None].float() * inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+def rotate_half(x: Tensor) -> Tensor:
+    """(-x2, x1) of the two halves of the last dimension."""
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """x rotated by its positions' angles, computed in float32 as transformers' apply_rotary_pos_emb."""
+    x32 = x.float()
+    return ((x32 * cos) + (rotate_half(x32) * sin)).to(x.dtype)
+
+
+class ModernBertAttention(nn.Module):
+    """transformers' ModernBertAttention: Wqkv, rotary positions, attention by name (global or a sliding window), Wo."""
+
+    def __init__(self, config: ModernBertConfig, layer_idx: int, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.head_dim
+        self.scaling = self.head_dim**-0.5
+        self.Wqkv = nn.Linear(config.hidden_size, 3 * config.hidden_size, bias=config.attention_bias)
+        self.Wo = nn.Linear(config.hidden_size, config.hidden_size, bias=config.attention_bias)
+        self.out_drop = nn.Dropout(config.attention_dropout) if config.attention_dropout > 0.0 else nn.Identity()
+        self.attention_dropout = config.attention_dropout
+        self.attn_implementation = check_attn_implementation(attn_implementation)
+        # The tokens each side a query sees in a sliding-window layer; None: global attention.
+        sliding = config.layer_types[layer_idx] == "sliding_attention"
+        self.sliding_window = config.sliding_window if sliding else None
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        position_embeddings: tuple[Tensor, Tensor],
+        attention_bias: Tensor | None = None,
+        output_attentions: bool = False,
+        layout: PackedLayout | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """hidden_states (B, T, H) with an additive attention_bias ((B, 1, 1, T) or the window's (B, 1, T, T)), or
+        packed (N, H) rows with their layout (attention_bias then the (1, 1, T, T) window grid, or None)."""
+        name = "eager" if output_attentions else self.attn_implementation
+        dropout_p = self.attention_dropout if self.training else 0.0
+        cos, sin = position_embeddings
+        qkv = self.Wqkv(hidden_states)
+        if layout is not None:
+            rows = qkv.view(-1, 3, self.num_heads, self.head_dim)  # (N, 3, nh, hs)
+            query = apply_rotary(rows[:, 0], cos[:, None], sin[:, None])
+            key = apply_rotary(rows[:, 1], cos[:, None], sin[:, None])
+            qkv = torch.cat([query, key, rows[:, 2]], dim=1).view(len(rows), -1)  # (N, 3H)
+            if attention_bias is None:
+                context, probs = PACKED_ATTENTION[name](qkv, layout, self.num_heads, self.scaling, dropout_p)
+            else:
+                context, probs = PACKED_BIASED_ATTENTION[name](
+                    qkv, layout, self.num_heads, self.scaling, dropout_p, attention_bias
+                )
+            return self.out_drop(self.Wo(context)), probs
+        input_shape = hidden_states.shape[:-1]
+        query, key, value = qkv.view(*input_shape, 3, -1, self.head_dim).unbind(dim=-3)
+        query, key, value = (t.transpose(1, 2) for t in (query, key, value))  # (B, nh, T, hs)
+        query = apply_rotary(query, cos[:, None], sin[:, None])
+        key = apply_rotary(key, cos[:, None], sin[:, None])
+        context, probs = padded_attention(name)(query, key, value, attention_bias, self.scaling, dropout_p)
+        context = context.reshape(*input_shape, -1).contiguous()  # (B, T, H)
+        return self.out_drop(self.Wo(context)), probs
+
+
+class ModernBertMLP(nn.Module):
+    """transformers' ModernBertMLP: GeGLU, Wo(drop(act(input) * gate)) with input, gate = Wi(x)."""
+
+    def __init__(self, config: ModernBertConfig) -> None:
+        super().__init__()
+        self.Wi = nn.Linear(config.hidden_size, config.intermediate_size * 2, bias=config.mlp_bias)
+        self.act = ACT2FN[config.hidden_activation]
+        self.drop = nn.Dropout(config.mlp_dropout)
+        self.Wo = nn.Linear(config.intermediate_size, config.hidden_size, bias=config.mlp_bias)
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        input, gate = self.Wi(hidden_states).chunk(2, dim=-1)
+        return self.Wo(self.drop(self.act(input) * gate))
+
+
+class ModernBertEncoderLayer(nn.Module):
+    """transformers' ModernBertEncoderLayer: x + attn(attn_norm(x)), then x + mlp(mlp_norm(x)) (pre-norm)."""
+
+    def __init__(self, config: ModernBertConfig, layer_idx: int, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__()
+        if layer_idx == 0:
+            self.attn_norm: nn.Module = nn.Identity()  # the embeddings' norm comes right before
+        else:
+            self.attn_norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
+        self.attn = ModernBertAttention(config, layer_idx, attn_implementation)
+        self.mlp_norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
+        self.mlp = ModernBertMLP(config)
+        self.attention_type = config.layer_types[layer_idx]
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        position_embeddings: tuple[Tensor, Tensor],
+        attention_bias: Tensor | None = None,
+        output_attentions: bool = False,
+        layout: PackedLayout | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        attn_output, probs = self.attn(
+            self.attn_norm(hidden_states), position_embeddings, attention_bias, output_attentions, layout
+        )
+        hidden_states = hidden_states + attn_output
+        return hidden_states + self.mlp(self.mlp_norm(hidden_states)), probs
+
+
+# --- models --------------------------------------------------------------------
+
+
+def init_stds(config: ModernBertConfig) -> dict[str, float]:
+    """transformers' init stds by a Linear's place: inputs, outputs (by depth), a classifier's ("final_out")."""
+    return {
+        "in": config.initializer_range,
+        "out": config.initializer_range / math.sqrt(2.0 * config.num_hidden_layers),
+        "final_out": config.hidden_size**-0.5,
+    }
+
+
+@torch.no_grad()
+def trunc_normal_init(module: nn.Module, std: float, cutoff: float) -> None:
+    """A truncated normal at `std`, cut at `cutoff` stds, for the weight; zeros for a Linear's bias."""
+    nn.init.trunc_normal_(module.weight, mean=0.0, std=std, a=-cutoff * std, b=cutoff * std)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        module.bias.zero_()
+
+
+class ModernBertPreTrainedModel(PreTrainedModel):
+    """What every ModernBERT class shares: its config class, base model prefix "model", transformers' init."""
+
+    config_class = ModernBertConfig
+    base_model_prefix = "model"
+    _as_config = staticmethod(_as_config)
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """transformers' scheme: truncated normals (std by the Linear's place), LayerNorms at 1 and 0, biases 0."""
+        stds = init_stds(self.config)
+
+        def init(linear: nn.Module, std: float) -> None:
+            trunc_normal_init(linear, std, self.config.initializer_cutoff_factor)
+
+        if isinstance(module, nn.LayerNorm):
+            module.weight.fill_(1.0)
+            if module.bias is not None:
+                module.bias.zero_()
+        elif isinstance(module, ModernBertEmbeddings):
+            init(module.tok_embeddings, stds["in"])
+        elif isinstance(module, (ModernBertMLP, ModernBertAttention)):
+            init(module.Wi if isinstance(module, ModernBertMLP) else module.Wqkv, stds["in"])
+            init(module.Wo, stds["out"])
+
+    @property
+    def attn_implementation(self) -> str:
+        """The attention implementation the layers run."""
+        layers = self.base_model.layers
+        return layers[0].attn.attn_implementation if len(layers) else "eager"
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        """The token embeddings."""
+        return self.base_model.embeddings.tok_embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        """Replace the token embeddings with `value`."""
+        self.base_model.embeddings.tok_embeddings = value
+
+    def _finish(self, output: ModelOutput, forward_kwargs: dict[str, Any]) -> Any:
+        """`output`, or its tuple when the forward's return_dict (else config.return_dict) is False."""
+        return_dict = forward_kwargs.get("return_dict")
+        return output if (self.config.return_dict if return_dict is None else return_dict) else output.to_tuple()
+
+
+class ModernBertModel(ModernBertPreTrainedModel):
+    """transformers' ModernBertModel: embeddings, layers, final_norm; padded or packed batches."""
+
+    def __init__(
+        self, config: ModernBertConfig, add_pooling_layer: bool = False, attn_implementation: str | None = None
+    ) -> None:
+        """Build the model with freshly initialised weights (from_pretrained loads a checkpoint instead).
+
+        Args:
+            config: the model's config; it stays bound to the model, as BertModel's.
+            add_pooling_layer: must be False: ModernBERT has no pooler (the jobs' "pooler" pooling mode).
+            attn_implementation: a name of bertlite.layers.attention's registry; None: the config's
+                _attn_implementation, else "sdpa".
+
+        Raises:
+            ValueError: add_pooling_layer=True, or an unknown attention name.
+        """
+        super().__init__(config)
+        config = self.config
+        if add_pooling_layer:
+            raise ValueError("ModernBERT has no pooler: use cls or mean pooling, not the pooler output")
+        if attn_implementation is None:
+            attn_implementation = config._attn_implementation or DEFAULT_ATTENTION
+        check_attn_implementation(attn_implementation)
+        self.embeddings = ModernBertEmbeddings(config)
+        self.layers = nn.ModuleList(
+            ModernBertEncoderLayer(config, i, attn_implementation) for i in range(config.num_hidden_layers)
+        )
+        self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
+        self.rotary_emb = ModernBertRotaryEmbedding(config)
+        self.pooler = None  # as BertModel without one: the jobs read pooler_output as None
+        self.gradient_checkpointing = False
+        self.checkpoint_kwargs: dict[str, Any] = {"use_reentrant": False}
+        self.checkpoint_every_n_layers = 1
+        self.checkpoint_offload = False
+        self.init_weights()
+        bind_attention(config, self)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        bind_attention(self.config, self)  # a copy's config, as BertModel's
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        lengths: Tensor | None = None,
+        layout: PackedLayout | None = None,
+        first_token_of: Tensor | None = None,
+        **kwargs: Any,
+    ) -> BaseModelOutputWithPooling | tuple[Tensor, ...]:
+        """Run a padded batch, as transformers does, or a packed one (each sequence's own rotary positions
+        and sliding window); both run the same modules.
+
+        Args:
+            input_ids: (B, T) token ids; packed: (N,).
+            attention_mask: (B, T), 1 for real tokens; None: nothing masked. Not packed.
+            position_ids: (B, T) rotary positions; None: 0..T-1. Not packed (each sequence counts from 0).
+            inputs_embeds: (B, T, H) instead of input_ids (padded only).
+            output_attentions: also return each layer's attention probabilities; None: the config's.
+            output_hidden_states: also return the embedding output and each layer's; None: the config's.
+            return_dict: a BaseModelOutputWithPooling (pooler_output None); False: its tuple; None: the config's.
+            lengths: (B,) lengths of a packed batch.
+            layout: a PackedLayout of a packed batch, instead of lengths.
+            first_token_of: packed only: (R,) sequence numbers; last_hidden_state is then those sequences'
+                first-token rows (R, H).
+            **kwargs: token_type_ids is ignored (ModernBERT has none; the jobs pass a tokenizer's zeros), and
+                what transformers' forward also takes and bertlite ignores; anything else is a TypeError.
+
+        Returns:
+            last_hidden_state (B, T, H) (packed: (N, H)), hidden_states and attentions when asked.
+
+        Raises:
+            ValueError: inputs of the wrong shape or out of range, or a keyword a packed batch does not take.
+            TypeError: an unknown keyword.
+        """
+        kwargs.pop("token_type_ids", None)
+        check_forward_kwargs(type(self).__name__, kwargs)
+        cfg = self.config
+        output_attentions = cfg.output_attentions if output_attentions is None else output_attentions
+        output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
+        if lengths is not None or layout is not None:
+            for name, value in (("attention_mask", attention_mask), ("position_ids", position_ids)):
+                if value is not None:
+                    raise ValueError(f"{name} is not taken with a packed batch: the layout (lengths=) says it")
+            if inputs_embeds is not None:
+                raise ValueError("a packed batch takes input_ids (total_tokens,), not inputs_embeds")
+            out = self._forward_packed(input_ids, lengths, layout, output_attentions, output_hidden_states)
+            if first_token_of is not None:
+                check_first_token_of(first_token_of, out[1].batch_size, output_attentions)
+                out = (out[0][out[1].starts[first_token_of]], *out[2:])
+            else:
+                out = (out[0], *out[2:])
+        else:
+            if first_token_of is not None:
+                raise ValueError("first_token_of takes a packed batch (lengths= or layout=)")
+            out = self._forward_padded(
+                input_ids, attention_mask, position_ids, inputs_embeds, output_attentions, output_hidden_states
+            )
+        output = BaseModelOutputWithPooling(out[0], None, *out[1:])
+        return output if (cfg.return_dict if return_dict is None else return_dict) else output.to_tuple()
+
+    def _forward_padded(
+        self,
+        input_ids: Tensor | None,
+        attention_mask: Tensor | None,
+        position_ids: Tensor | None,
+        inputs_embeds: Tensor | None,
+        output_attentions: bool,
+        output_hidden_states: bool,
+    ) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
+        check_inputs(self.config, input_ids, inputs_embeds, attention_mask, None, position_ids)
+        hidden_states = self.embeddings(input_ids=input_ids, inputs_embeds=inputs_embeds)
+        length = hidden_states.shape[1]
+        if position_ids is None:
+            position_ids = torch.arange(length, device=hidden_states.device).unsqueeze(0)  # (1, T)
+        elif position_ids.dim() == 1:
+            position_ids = position_ids.unsqueeze(0)
+        biases = self._padded_biases(attention_mask, hidden_states)
+        return self._run_layers(hidden_states, position_ids, biases, output_attentions, output_hidden_states, None)
+
+    def _forward_packed(
+        self,
+        input_ids: Tensor | None,
+        lengths: Tensor | None,
+        layout: PackedLayout | None,
+        output_attentions: bool,
+        output_hidden_states: bool,
+    ) -> tuple[Any, ...]:
+        if input_ids is None:
+            raise ValueError("a packed batch needs input_ids of shape (total_tokens,)")
+        if lengths is not None and layout is not None:
+            raise ValueError("give lengths= or layout=, not both")
+        lengths = layout.lengths if layout is not None else torch.as_tensor(lengths, device=input_ids.device)
+        check_packed_inputs(self.config, input_ids, lengths, None)
+        if layout is None:
+            layout = PackedLayout.from_lengths(lengths, self.embeddings.tok_embeddings.weight.dtype)
+        hidden_states = self.embeddings(input_ids=input_ids)
+        window = self.config.sliding_window
+        biases = {"full_attention": None, "sliding_attention": None}
+        if any(layer.attention_type == "sliding_attention" for layer in self.layers) and layout.max_length > window + 1:
+            biases["sliding_attention"] = window_bias(layout.max_length, window, hidden_states)[None, None]
+        out = self._run_layers(hidden_states, layout.positions, biases, output_attentions, output_hidden_states, layout)
+        return out[0], layout, *out[1:]
+
+    def _padded_biases(self, attention_mask: Tensor | None, embeddings: Tensor) -> dict[str, Tensor | None]:
+        """Each layer type's additive bias on a padded batch: padding only for full attention ((B, 1, 1, T), None
+        when nothing is masked), padding and the window for sliding layers ((B, 1, T, T))."""
+        length, dtype, device = embeddings.shape[1], embeddings.dtype, embeddings.device
+        keep = None
+        if attention_mask is not None and (recording_graph() or not bool(attention_mask.all())):
+            keep = attention_mask.to(device=device, dtype=torch.bool)[:, None, None, :]  # (B, 1, 1, T)
+        positions = torch.arange(length, device=device)
+        near = (positions[None, :] - positions[:, None]).abs() <= self.config.sliding_window  # (T, T)
+        sliding = near[None, None] if keep is None else keep & near  # (B, 1, T, T)
+        minimum = torch.finfo(dtype).min
+        full = (
+            None if keep is None else torch.zeros(keep.shape, dtype=dtype, device=device).masked_fill_(~keep, minimum)
+        )
+        windowed = torch.zeros(sliding.shape, dtype=dtype, device=device).masked_fill_(~sliding, minimum)
+        return {"full_attention": full, "sliding_attention": windowed}
+
+    def _run_layers(
+        self,
+        hidden_states: Tensor,
+        position_ids: Tensor,
+        biases: dict[str, Tensor | None],
+        output_attentions: bool,
+        output_hidden_states: bool,
+        layout: PackedLayout | None,
+    ) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
+        """The layers and final_norm; (last_hidden_state, hidden_states, attentions), as transformers records them
+        (hidden_states: the embeddings, then each layer's output, the last one after final_norm)."""
+        types = {layer.attention_type for layer in self.layers}
+        rotary = {t: self.rotary_emb(hidden_states, position_ids, t) for t in sorted(types)}
+        all_hidden = [hidden_states] if output_hidden_states else None
+        all_attentions = [] if output_attentions else None
+        for i, layer in enumerate(self.layers):
+            args = (hidden_states, rotary[layer.attention_type], biases[layer.attention_type], output_attentions)
+            if self.gradient_checkpointing and self.training and i % self.checkpoint_every_n_layers == 0:
+                hidden_states, probs = checkpoint(layer, *args, layout, **self.checkpoint_kwargs)
+            else:
+                hidden_states, probs = layer(*args, layout)
+            if all_hidden is not None:
+                all_hidden.append(hidden_states)
+            if all_attentions is not None:
+                all_attentions.append(probs)
+        hidden_states = self.final_norm(hidden_states)
+        if all_hidden is not None:
+            all_hidden[-1] = hidden_states
+        return (
+            hidden_states,
+            None if all_hidden is None else tuple(all_hidden),
+            None if all_attentions is None else tuple(all_attentions),
+        )
+
+
+def window_bias(length: int, window: int, like: Tensor) -> Tensor:
+    """(T, T) additive bias: 0 where |query - key| <= window, the dtype's min elsewhere."""
+    positions = torch.arange(length, device=like.device)
+    far = (positions[None, :] - positions[:, None]).abs() > window
+    return torch.zeros(length, length, dtype=like.dtype, device=like.device).masked_fill_(
+        far, torch.finfo(like.dtype).min
+    )
+
+
+# Gradient checkpointing runs in ModernBertModel; set_attn_implementation reaches each layer's attention.
+ModernBertPreTrainedModel._checkpointed_module_types = (ModernBertModel,)
+ModernBertPreTrainedModel._attention_module_types = (ModernBertAttention,)

@@ -1,0 +1,308 @@
+"""ModernBERT's task heads under transformers' names: ModernBertForMaskedLM (head, decoder),
+ModernBertForSequenceClassification (the first token or the mean of the real tokens, then head, drop, classifier)
+and ModernBertForTokenClassification, each on ModernBertModel under `model`, as transformers' keys have them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from bertlite.config.modernbert import ModernBertConfig
+from bertlite.layers.activations import ACT2FN
+from bertlite.layers.packing import PackedLayout
+from bertlite.models.modernbert import ModernBertModel, ModernBertPreTrainedModel, init_stds, trunc_normal_init
+from bertlite.models.outputs import (
+    BaseModelOutputWithPooling,
+    MaskedLMOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+
+__all__ = [
+    "ModernBertForMaskedLM",
+    "ModernBertForSequenceClassification",
+    "ModernBertForTokenClassification",
+    "ModernBertModel",
+    "ModernBertPredictionHead",
+]
+
+
+class ModernBertPredictionHead(nn.Module):
+    """transformers' ModernBertPredictionHead: norm(act(dense(x))), the heads' shared transform."""
+
+    def __init__(self, config: ModernBertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size, config.classifier_bias)
+        self.act = ACT2FN[config.classifier_activation]
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        return self.norm(self.act(self.dense(hidden_states)))
+
+
+class _ModernBertWithHead(ModernBertPreTrainedModel):
+    """What every ModernBERT head shares: the base model under `model`, the head's init, the base model call."""
+
+    # The head's Linears and their init std (init_stds' keys), after the base model's init.
+    head_inits: dict[str, str] = {}
+
+    def _add_base_model(self, attn_implementation: str | None) -> None:
+        self.model = ModernBertModel(self.config, attn_implementation=attn_implementation)
+
+    def post_init(self) -> None:
+        # The base model initialised itself; the head modules are the rest, then the tie.
+        if any(not p.is_meta for p in self.parameters()):
+            for name, child in self.named_children():
+                if name != "model":
+                    child.apply(self._init_weights)
+        self.tie_weights()
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """The base model's scheme, and transformers' for the head's Linears (head.dense, decoder, classifier)."""
+        super()._init_weights(module)
+        stds, cutoff = init_stds(self.config), self.config.initializer_cutoff_factor
+        if isinstance(module, ModernBertPredictionHead):
+            trunc_normal_init(module.dense, stds["out"], cutoff)
+        for name, std in self.head_inits.items():
+            if module is getattr(self, name, None):
+                trunc_normal_init(module, stds[std], cutoff)
+
+    def _encode(
+        self,
+        input_ids: Tensor | None,
+        attention_mask: Tensor | None,
+        position_ids: Tensor | None,
+        inputs_embeds: Tensor | None,
+        kwargs: dict[str, Any],
+    ) -> BaseModelOutputWithPooling:
+        """The base model's outputs for a head's forward; kwargs (but return_dict, the head's own) go to it."""
+        inputs = {k: v for k, v in kwargs.items() if k != "return_dict"}
+        return self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **inputs,
+        )
+
+
+class ModernBertForMaskedLM(_ModernBertWithHead):
+    """transformers' ModernBertForMaskedLM: head, then decoder (tied to the token embeddings by default)."""
+
+    _tied_weights_keys = {"decoder.weight": "model.embeddings.tok_embeddings.weight"}
+    head_inits = {"decoder": "out"}
+
+    def __init__(self, config: ModernBertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
+
+        Args:
+            config: the model's config.
+            attn_implementation: as ModernBertModel's.
+        """
+        super().__init__(config)
+        self._add_base_model(attn_implementation)
+        self.head = ModernBertPredictionHead(self.config)
+        self.decoder = nn.Linear(self.config.hidden_size, self.config.vocab_size, bias=self.config.decoder_bias)
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        """The decoder."""
+        return self.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        """Replace the decoder with `new_embeddings`."""
+        self.decoder = new_embeddings
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        **kwargs: Any,
+    ) -> MaskedLMOutput | tuple[Tensor, ...]:
+        """Vocabulary logits for every token, and the masked-LM loss when labels are given.
+
+        Args:
+            input_ids, attention_mask, position_ids, inputs_embeds: as in ModernBertModel.forward.
+            labels: (B, T) token ids at masked positions, -100 elsewhere. With config.sparse_prediction only
+                the labelled rows get logits, as transformers does.
+            **kwargs: ModernBertModel.forward's other keywords and return_dict.
+
+        Returns:
+            MaskedLMOutput: loss, logits, hidden_states, attentions; with return_dict=False its tuple.
+        """
+        outputs = self._encode(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
+        hidden = outputs.last_hidden_state
+        if self.config.sparse_prediction and labels is not None:
+            labels = labels.view(-1)
+            hidden = hidden.reshape(labels.shape[0], -1)
+            kept = labels != self.config.sparse_pred_ignore_index
+            hidden, labels = hidden[kept], labels[kept]
+        logits = self.decoder(self.head(hidden))
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.float().view(-1, self.config.vocab_size), labels.view(-1))
+        return self._finish(MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+
+
+class ModernBertForSequenceClassification(_ModernBertWithHead):
+    """transformers' ModernBertForSequenceClassification: the first token or the mean of the real tokens
+    (config.classifier_pooling), then head, drop and classifier."""
+
+    head_inits = {"classifier": "final_out"}
+
+    def __init__(self, config: ModernBertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
+
+        Args:
+            config: the model's config (num_labels: the classes).
+            attn_implementation: as ModernBertModel's.
+        """
+        super().__init__(config)
+        self.num_labels = self.config.num_labels
+        self._add_base_model(attn_implementation)
+        self.head = ModernBertPredictionHead(self.config)
+        self.drop = nn.Dropout(self.config.classifier_dropout)
+        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        self.post_init()
+
+    @property
+    def reads_first_token_only(self) -> bool:
+        """Whether the head reads each sequence's first token alone ("cls" pooling), which a caller may run alone."""
+        return self.config.classifier_pooling == "cls"
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        **kwargs: Any,
+    ) -> SequenceClassifierOutput | tuple[Tensor, ...]:
+        """Classify (or regress) each sequence.
+
+        Args:
+            input_ids, attention_mask, position_ids, inputs_embeds: as in ModernBertModel.forward.
+            labels: as in BertForSequenceClassification.forward (problem_type inferred and stored when unset).
+                A packed batch (lengths= or layout=) is pooled per sequence.
+            **kwargs: ModernBertModel.forward's other keywords and return_dict.
+
+        Returns:
+            SequenceClassifierOutput: loss, logits (B, num_labels), hidden_states, attentions.
+        """
+        if kwargs.get("lengths") is not None:  # a packed batch: its layout, for the per-sequence pooling
+            kwargs["layout"] = PackedLayout.from_lengths(torch.as_tensor(kwargs.pop("lengths")), self.dtype)
+        outputs = self._encode(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
+        hidden = outputs.last_hidden_state
+        if kwargs.get("layout") is not None:
+            logits = self.classify_packed(hidden, kwargs["layout"])
+        elif self.config.classifier_pooling == "cls":
+            logits = self.classify(hidden[:, 0])
+        else:
+            mask = attention_mask if attention_mask is not None else torch.ones(hidden.shape[:2], device=hidden.device)
+            logits = self.classify((hidden * mask.unsqueeze(-1)).sum(dim=1) / mask.sum(dim=1, keepdim=True))
+        loss = None if labels is None else sequence_loss(self, logits, labels)
+        return self._finish(SequenceClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+
+    def classify(self, pooled: Tensor, unused: Tensor | None = None) -> Tensor:
+        """The head alone, for a caller that ran the base model itself (bertlite's CrossEncoder).
+
+        Args:
+            pooled: (B, H) each sequence's first token ("cls" pooling) or the mean of its real tokens ("mean").
+            unused: a pooler output (BERT's heads read it; ModernBERT has none).
+
+        Returns:
+            (B, num_labels) logits.
+        """
+        return self.classifier(self.drop(self.head(pooled)))
+
+    def classify_packed(self, hidden: Tensor, layout: PackedLayout) -> Tensor:
+        """The head on a packed batch's rows, pooled per sequence as config.classifier_pooling says.
+
+        Args:
+            hidden: (N, H) last_hidden_state of a packed batch.
+            layout: its PackedLayout.
+
+        Returns:
+            (B, num_labels) logits.
+        """
+        if self.config.classifier_pooling == "cls":
+            return self.classify(hidden[layout.starts])
+        sums = hidden.new_zeros(layout.batch_size, hidden.shape[1]).index_add_(0, layout.sequence_index, hidden)
+        return self.classify(sums / layout.lengths[:, None].to(hidden.dtype))
+
+
+def sequence_loss(model: ModernBertForSequenceClassification, logits: Tensor, labels: Tensor) -> Tensor:
+    """transformers' sequence-classification loss by config.problem_type (inferred and stored when unset)."""
+    config, num_labels = model.config, model.num_labels
+    if config.problem_type is None:
+        if num_labels == 1:
+            config.problem_type = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            config.problem_type = "single_label_classification"
+        else:
+            config.problem_type = "multi_label_classification"
+    if config.problem_type == "regression":
+        return F.mse_loss(logits.squeeze(), labels.squeeze()) if num_labels == 1 else F.mse_loss(logits, labels)
+    if config.problem_type == "single_label_classification":
+        return F.cross_entropy(logits.view(-1, num_labels), labels.view(-1))
+    return F.binary_cross_entropy_with_logits(logits, labels)
+
+
+class ModernBertForTokenClassification(_ModernBertWithHead):
+    """transformers' ModernBertForTokenClassification: head, drop and classifier on every token."""
+
+    head_inits = {"classifier": "final_out"}
+
+    def __init__(self, config: ModernBertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
+
+        Args:
+            config: the model's config (num_labels: the classes).
+            attn_implementation: as ModernBertModel's.
+        """
+        super().__init__(config)
+        self.num_labels = self.config.num_labels
+        self._add_base_model(attn_implementation)
+        self.head = ModernBertPredictionHead(self.config)
+        self.drop = nn.Dropout(self.config.classifier_dropout)
+        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        **kwargs: Any,
+    ) -> TokenClassifierOutput | tuple[Tensor, ...]:
+        """Classify every token.
+
+        Args:
+            input_ids, attention_mask, position_ids, inputs_embeds: as in ModernBertModel.forward.
+            labels: (B, T) class ids, -100 where no loss is wanted.
+            **kwargs: ModernBertModel.forward's other keywords and return_dict.
+
+        Returns:
+            TokenClassifierOutput: loss, logits (B, T, num_labels), hidden_states, attentions.
+        """
+        outputs = self._encode(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
+        logits = self.classifier(self.drop(self.head(outputs.last_hidden_state)))
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
+        return self._finish(TokenClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
