@@ -84,6 +84,13 @@ def packed(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {"input_ids": batch["input_ids"][real], "lengths": real.sum(1)}
 
 
+def test_distance_buckets_are_transformers() -> None:
+    distances = torch.arange(-700, 701)[None, :]  # exact (|d| < 8), logarithmic, and capped (past 128) buckets
+    expected = transformers.models.mpnet.modeling_mpnet.MPNetEncoder.relative_position_bucket(distances)
+    assert torch.equal(mpnet.relative_position_bucket(distances), expected)
+    assert set(expected.unique().tolist()) == set(range(32)) - {16}  # distance 0 is bucket 0, not 16
+
+
 @pytest.fixture(scope="module", params=sorted(CONFIGS))
 def folder(request, tmp_path_factory) -> tuple[str, Path]:
     path = tmp_path_factory.mktemp(request.param)
