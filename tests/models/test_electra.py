@@ -461,3 +461,25 @@ def test_electra_on_cuda_runs_varlen_after_its_projection(shape, tmp_path) -> No
     assert torch.nn.functional.cosine_similarity(hidden, expected, dim=-1).min() >= 0.99
     # bfloat16: our error within a small multiple of transformers' own on this GPU
     assert (logits - reference).abs().max() <= 4 * (their_logits - reference).abs().max() + 1e-3
+
+
+@pytest.mark.parametrize(
+    ("head", "task", "text"),
+    [
+        ("ForSequenceClassification", "text-classification", "a fine day"),
+        ("ForMaskedLM", "fill-mask", "the weather is [MASK] today"),
+        ("ForTokenClassification", "token-classification", "paris is in france"),
+    ],
+)
+def test_transformers_pipelines_run_the_electra_heads_as_their_own(real_model_path, tmp_path, head, task, text):
+    folder = real_vocab_folder(real_model_path, tmp_path / "electra", head, num_labels=3)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    models = (getattr(lib, "AutoModel" + head) for lib in (transformers, bertlite))
+    theirs, ours = (
+        transformers.pipeline(
+            task, model=auto.from_pretrained(folder, attn_implementation="eager"), tokenizer=tokenizer
+        )
+        for auto in models
+    )
+    assert type(ours.model) is getattr(electra, "Electra" + head)
+    assert ours(text) == theirs(text)
