@@ -15,6 +15,10 @@ CAUSES = {
     "intermediate": "the feed-forward activation: a different GELU variant (gelu vs gelu_new / gelu_pytorch_tanh)",
     "output": "the feed-forward output: dense weights, the residual, or LayerNorm eps",
     "pooler": "the pooler: [CLS] selection or its tanh",
+    # DistilBERT's layer parts (transformer.layer.N.*)
+    "sa_layer_norm": "the attention's residual add or sa_layer_norm",
+    "ffn": "the feed-forward (lin1, the activation, lin2): a different activation (config activation) or weights",
+    "output_layer_norm": "the feed-forward's residual add or output_layer_norm",
     "head": "the task head: its weights (cls / classifier / qa_outputs), num_labels or id2label in config.json, "
     "or the activation of cls.predictions.transform (hidden_act)",
 }
@@ -61,7 +65,7 @@ def diagnose(
     in_first = [w for w in bad_weights if w.startswith(first + ".")]
     if in_first:
         causes[0] += f"; {first} uses {in_first[0]}"
-    part = first.rsplit(".", 1)[-1] if first.startswith("encoder.") else first
+    part = first.rsplit(".", 1)[-1] if ".layer." in first else first  # encoder.layer.N.x, transformer.layer.N.x
     if report.head and first in HEAD_LOGITS[report.head]:
         part = "head"
     if part == "intermediate":

@@ -5,6 +5,7 @@ tokenizer, save and load both ways, parity, Embedder, CrossEncoder and int8."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -308,6 +309,15 @@ def test_parity_compares_a_distilbert_folder_with_transformers(folder, tmp_path)
     out = tmp_path / "report.json"
     assert main(["parity", str(path), "--json", str(out)]) == 0  # the command, on the folder's built-in texts
     assert json.loads(out.read_text())["ok"]
+    relu = tmp_path / "relu"  # the same weights under another activation: parity finds the feed-forward
+    shutil.copytree(path, relu)
+    config = json.loads((relu / "config.json").read_text())
+    (relu / "config.json").write_text(
+        json.dumps({**config, "activation": "gelu" if config_name != "learned" else "relu"})
+    )
+    report = check(relu, reference=path, texts=["the list of items"])
+    assert not report.ok and report.first_divergence == "transformer.layer.0.ffn"
+    assert any("the feed-forward (lin1, the activation, lin2)" in cause for cause in report.suggestions)
     make_hf(config_name, hidden_dim=40).save_pretrained(tmp_path / "other")
     with pytest.raises(bertlite.errors.ParityLoadError, match=r"another shape .*\(hidden_dim 40 vs 37\)"):
         check(path, reference=tmp_path / "other")
