@@ -165,11 +165,12 @@ class BaseEncoder:
                 "this model is int8-quantized, which runs on the CPU in int8 only; load it again with the "
                 "device and dtype you want (from_pretrained(device=..., dtype=...))"
             )
-        restore(self.model)
-        for layer in self.bert.encoder.layer:
-            attention = attention_of(layer)  # BERT's attention.self, DistilBERT's attention (layers.roles)
-            if attention.attn_implementation in ("auto", "varlen"):  # set by ready for a device
-                attention.attn_implementation = "sdpa"
+        if self.bert.plain_modules_only is None:  # else ready swapped nothing (ModernBERT)
+            restore(self.model)
+            for layer in self.bert.encoder.layer:
+                attention = attention_of(layer)  # BERT's attention.self, DistilBERT's attention (layers.roles)
+                if attention.attn_implementation in ("auto", "varlen"):  # set by ready for a device
+                    attention.attn_implementation = "sdpa"
         self.model.to(*args, **kwargs)
         self._moved(*args, **kwargs)
         ready(self.model, pack_weights=self.pack_weights)

@@ -31,8 +31,10 @@ from bertlite.jobs.prepare import LoadOptions
 from bertlite.jobs.st_compat import CROSS_ENCODER_ORGANIZATION
 from bertlite.jobs.st_config import read_cross_encoder_settings
 from bertlite.jobs.st_surface import STSurface, check_wrapped
+from bertlite.layers.packing import PackedLayout
 from bertlite.models.auto import AutoModelForSequenceClassification, read_model_type
 from bertlite.models.heads import BertForSequenceClassification
+from bertlite.models.modernbert_heads import ModernBertForSequenceClassification
 from bertlite.utils.warn import warn_user
 
 __all__ = ["CrossEncoder", "STSurface", "resolve_activation"]
@@ -131,7 +133,7 @@ class CrossEncoder(STSurface, BaseEncoder):
             default_prompt_name = (
                 default_prompt_name if default_prompt_name is not None else folder["default_prompt_name"]
             )
-        if not isinstance(model, BertForSequenceClassification):
+        if not isinstance(model, (BertForSequenceClassification, ModernBertForSequenceClassification)):
             raise TypeError(f"CrossEncoder runs a BertForSequenceClassification, got {type(model).__name__}")
         if num_labels is not None and num_labels != model.config.num_labels:
             raise ValueError(
@@ -484,14 +486,20 @@ class CrossEncoder(STSurface, BaseEncoder):
 
     @torch.inference_mode()
     def _run_packed(self, encodings: list[Encoding], device: torch.device) -> Tensor:
-        out, _ = self.forward_packed(encodings, device, first_tokens_only=True)  # the heads read [CLS] only
         n = len(encodings)
+        if not getattr(self.model, "reads_first_token_only", True):  # ModernBERT's mean pooling reads every row
+            out, layout = self.forward_packed(encodings, device)
+            return self.model.classify_packed(out.last_hidden_state, layout)[:n].float().cpu()
+        out, _ = self.forward_packed(encodings, device, first_tokens_only=True)  # the heads read [CLS] only
         pooled = out.pooler_output[:n] if out.pooler_output is not None else None
         return self._classify(out.last_hidden_state[:n], pooled)
 
     @torch.inference_mode()
     def _run_padded(self, encodings: list[Encoding], device: torch.device) -> Tensor:
-        out, _ = self.forward_padded(encodings, device)
+        out, mask = self.forward_padded(encodings, device)
+        if not getattr(self.model, "reads_first_token_only", True):
+            layout = PackedLayout.from_mask(mask)
+            return self.model.classify_packed(layout.gather_from_grid(out.last_hidden_state), layout).float().cpu()
         return self._classify(out.last_hidden_state[:, 0], out.pooler_output)
 
     def _classify(self, first_tokens: Tensor, pooled: Tensor | None) -> Tensor:

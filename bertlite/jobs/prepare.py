@@ -198,8 +198,8 @@ def ready(model: M, pack_weights: bool = True) -> M:
     """
     model.eval()
     bert: BertModel = model if isinstance(model, BertModel) else model.base_model
-    if bert.attn_implementation == "eager":
-        return model
+    if bert.attn_implementation == "eager" or bert.plain_modules_only is not None:
+        return model  # the reference path, or layers the swaps cannot reach (ModernBERT's): they run as built
     if bert.device.type == "cpu":
         optimize(model, pack_weights=pack_weights)
         # BERT's masked-LM head (cls.predictions) or RoBERTa's (lm_head); DistilBERT's projection is vocab_projector,

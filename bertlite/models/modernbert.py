@@ -233,6 +233,7 @@ class ModernBertPreTrainedModel(PreTrainedModel):
 
     config_class = ModernBertConfig
     base_model_prefix = "model"
+    plain_modules_only = READY_REFUSAL
     _as_config = staticmethod(_as_config)
 
     @torch.no_grad()

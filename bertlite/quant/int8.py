@@ -299,6 +299,9 @@ def _install(layer: nn.Module, qkv_name: str, role: str, quantized: Int8Linear) 
 
 
 def _check_model(model: nn.Module, encoder: nn.Module | None, alpha: float | None) -> None:
+    reason = getattr(model.base_model, "plain_modules_only", None)
+    if reason is not None:
+        raise ValueError(f"dtype='int8' cannot quantize {type(model).__name__}: {reason}")
     if encoder is None:
         raise TypeError(f"quantize_int8 takes a bertlite BERT model, got {type(model).__name__}")
     if is_quantized(model):

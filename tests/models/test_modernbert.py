@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import transformers
@@ -15,6 +16,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, 
 import bertlite
 from bertlite.config import ModernBertConfig
 from bertlite.errors import CheckpointError
+from bertlite.jobs.prepare import ready
 from bertlite.layers.attention import PACKED_ATTENTION
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.modernbert import ModernBertModel
@@ -339,3 +341,92 @@ def test_masked_lm_is_tied_and_trains_as_transformers() -> None:
     theirs = dict(hf.named_parameters())
     for name, p in ours.named_parameters():
         torch.testing.assert_close(p.grad, theirs[name].grad, **TOL, msg=lambda m, name=name: f"{name}: {m}")
+
+
+# --- the jobs against sentence-transformers ------------------------------------------------
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Héllo wörld, naïve café!",
+    "what is a tokenizer? " * 6,  # longer than the windows and max_seq_length: cut
+    "fox",
+    "ünïcödé 🦊 and [MASK] written out",
+]
+PAIRS = [
+    ("what is a fox?", "The quick brown fox jumps over the lazy dog."),
+    ("café", "naïve café " * 8),
+    ("a long query " * 6, "a short document"),
+    ("tokenizer", "what is a tokenizer?"),
+]
+
+
+@pytest.fixture(scope="module")
+def st_folder(folder: Path, tmp_path_factory) -> Path:
+    """modernbert-embed-base's shape at a tiny size, saved by sentence-transformers: Transformer, mean, Normalize."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+
+    path = tmp_path_factory.mktemp("modernbert-st")
+    modules = [Transformer(str(folder), max_seq_length=40), Pooling(32, "mean"), Normalize()]
+    SentenceTransformer(modules=modules, device="cpu").save(str(path))
+    return path
+
+
+def test_embedder_gives_sentence_transformers_vectors(st_folder: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    expected = SentenceTransformer(str(st_folder), device="cpu").encode(TEXTS, convert_to_numpy=True)
+    assert (expected @ expected.T)[np.triu_indices(len(TEXTS), 1)].mean() < 0.95  # the vectors differ
+    for unpad in (True, False):
+        embedder = bertlite.Embedder.from_pretrained(st_folder, dtype="float32", unpad=unpad)
+        assert type(embedder.model) is ModernBertModel and embedder.max_length == 40
+        np.testing.assert_allclose(embedder.encode(TEXTS), expected, atol=1e-5, rtol=0)
+    drop_in = bertlite.SentenceTransformer(str(st_folder), device="cpu", model_kwargs={"dtype": "float32"})
+    np.testing.assert_allclose(drop_in.encode(TEXTS), expected, atol=1e-5, rtol=0)
+
+
+def test_jobs_keep_modernbert_on_its_own_modules_and_int8_is_refused_by_name(st_folder: Path) -> None:
+    embedder = bertlite.Embedder.from_pretrained(st_folder, dtype="float32")
+    assert all(type(layer.attn.Wqkv) is torch.nn.Linear for layer in embedder.model.layers)
+    assert embedder.model.attn_implementation == "sdpa"
+    embedder.model.set_attn_implementation("eager")
+    assert embedder.model.attn_implementation == "eager"
+    with pytest.raises(ValueError, match=r"dtype='int8' cannot quantize ModernBertModel: .*fused attn\.Wqkv") as e:
+        bertlite.Embedder.from_pretrained(st_folder, dtype="int8")
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_cross_encoder_gives_sentence_transformers_scores(folder: Path, pooling: str, tmp_path: Path) -> None:
+    from sentence_transformers import CrossEncoder as STCrossEncoder
+
+    make_hf("ForSequenceClassification", num_labels=1, classifier_pooling=pooling).save_pretrained(tmp_path)
+    build_tokenizer(tmp_path)
+    expected = STCrossEncoder(str(tmp_path), device="cpu", max_length=24).predict(PAIRS)
+    assert np.ptp(expected) > 1e-3  # the scores differ
+    for unpad in (True, False):
+        ours = bertlite.CrossEncoder.from_pretrained(tmp_path, dtype="float32", max_length=24, unpad=unpad)
+        assert type(ours.model) is bertlite.ModernBertForSequenceClassification
+        np.testing.assert_allclose(ours.predict(PAIRS), expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_cuda_packed_and_padded_match_transformers(tmp_path) -> None:
+    hf = make_hf(config="biases-every-2nd")
+    hf.save_pretrained(tmp_path)
+    batch = padded_batch()
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        expected = hf(**batch).last_hidden_state
+    on_gpu = {k: v.cuda() for k, v in packed(batch).items()}
+    ours = ModernBertModel.from_pretrained(tmp_path, device="cuda", attn_implementation="sdpa")
+    fast = ready(ModernBertModel.from_pretrained(tmp_path, dtype="bfloat16", device="cuda"))
+    with torch.no_grad():
+        float32 = ours(**on_gpu).last_hidden_state.cpu()
+        padded = ours(**{k: v.cuda() for k, v in batch.items()}).last_hidden_state.cpu()
+        first = ours(**on_gpu, first_token_of=torch.tensor([2, 0, 1], device="cuda")).last_hidden_state.cpu()
+        bfloat16 = fast(**on_gpu).last_hidden_state.float().cpu()
+    torch.testing.assert_close(float32, expected[real], **TOL)
+    torch.testing.assert_close(padded[real], expected[real], **TOL)
+    torch.testing.assert_close(first, expected[[2, 0, 1], 0], **TOL)
+    assert torch.nn.functional.cosine_similarity(bfloat16, expected[real], dim=-1).min() >= 0.99
