@@ -240,6 +240,42 @@ class DistilBertModel(BertModel):
         return self.embeddings.position_embeddings
 
     @torch.no_grad()
+    def resize_position_embeddings(self, new_num_position_embeddings: int) -> None:
+        """Give the position table `new_num_position_embeddings` rows, as transformers' method of this name.
+
+        Learned positions keep their first rows (new ones are initialised as at construction); sinusoidal
+        ones are computed for the new length. config.max_position_embeddings follows.
+
+        Args:
+            new_num_position_embeddings: the rows, >= 1.
+
+        Raises:
+            ValueError: not a positive integer.
+        """
+        if isinstance(new_num_position_embeddings, bool) or not isinstance(new_num_position_embeddings, int):
+            raise ValueError(
+                f"new_num_position_embeddings must be a positive integer, got {new_num_position_embeddings!r}"
+            )
+        if new_num_position_embeddings < 1:
+            raise ValueError(
+                f"new_num_position_embeddings must be a positive integer, got {new_num_position_embeddings}"
+            )
+        old = self.embeddings.position_embeddings
+        if new_num_position_embeddings == old.num_embeddings:
+            return
+        new = nn.Embedding(
+            new_num_position_embeddings, old.embedding_dim, device=old.weight.device, dtype=old.weight.dtype
+        )
+        if self.config.sinusoidal_pos_embds:
+            create_sinusoidal_embeddings(new_num_position_embeddings, old.embedding_dim, new.weight)
+        else:
+            self._init_weights(new)
+            kept = min(old.num_embeddings, new_num_position_embeddings)
+            new.weight[:kept] = old.weight[:kept]
+        self.embeddings.position_embeddings = new
+        self.config.max_position_embeddings = new_num_position_embeddings
+
+    @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         super()._init_weights(module)
         if isinstance(module, Embeddings) and self.config.sinusoidal_pos_embds:
@@ -301,6 +337,10 @@ class _DistilBertHead:
     def get_position_embeddings(self) -> nn.Embedding:
         """The base model's position embeddings."""
         return self.distilbert.get_position_embeddings()
+
+    def resize_position_embeddings(self, new_num_position_embeddings: int) -> None:
+        """The base model's resize_position_embeddings."""
+        self.distilbert.resize_position_embeddings(new_num_position_embeddings)
 
 
 def _bert_call(forward: Any, model: nn.Module, args: tuple[Tensor | None, ...], **kwargs: Any) -> Any:

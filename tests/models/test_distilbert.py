@@ -402,3 +402,27 @@ def test_on_cuda_the_packed_path_runs_varlen_and_gives_transformers_states(folde
         padded = ours(**{k: v.cuda() for k, v in batch.items()}).last_hidden_state[real.cuda()]
     for got in (packed, padded):
         assert torch.nn.functional.cosine_similarity(got.float().cpu(), expected, dim=-1).min() >= 0.99
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_resize_position_embeddings_keeps_or_recomputes_the_table_as_transformers(name, tmp_path) -> None:
+    from transformers.models.distilbert.modeling_distilbert import create_sinusoidal_embeddings
+
+    hf = make_hf(name, "ForSequenceClassification")
+    hf.save_pretrained(tmp_path)
+    ours = distilbert.DistilBertForSequenceClassification.from_pretrained(tmp_path)
+    old = hf.distilbert.embeddings.position_embeddings.weight.detach().clone()
+    ours.resize_position_embeddings(30)
+    table = ours.get_position_embeddings().weight
+    assert table.shape == (30, 32) and ours.config.max_position_embeddings == 30
+    with torch.no_grad():
+        assert ours(**padded_batch(30)).logits.shape == (3, 2)  # the longer inputs now run
+    if name == "learned":
+        assert torch.equal(table[:24], old)
+        hf.resize_position_embeddings(10)  # shrinking: transformers keeps the first rows
+        ours.resize_position_embeddings(10)
+        assert torch.equal(ours.get_position_embeddings().weight, hf.distilbert.embeddings.position_embeddings.weight)
+    else:
+        assert torch.equal(table, create_sinusoidal_embeddings(30, 32, torch.empty(30, 32)))
+    with pytest.raises(ValueError, match="new_num_position_embeddings must be a positive integer, got 0"):
+        ours.resize_position_embeddings(0)
