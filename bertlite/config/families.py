@@ -289,7 +289,13 @@ FAMILIES: dict[str, Family] = {
         tokenizer_classes=_tokenizers("Electra"),
         bert_tokenizer=True,
     ),
-    "mpnet": Family(MPNetConfig, "bertlite.models.mpnet", "MPNet", tokenizer_classes=_tokenizers("MPNet")),
+    "mpnet": Family(
+        MPNetConfig,
+        "bertlite.models.mpnet",
+        "MPNet",
+        heads=(*FAMILY_HEADS, "ForMultipleChoice"),
+        tokenizer_classes=_tokenizers("MPNet"),
+    ),
     # DistilBERT's tokenizer is BERT's WordPiece under another name; its model takes no token_type_ids.
     "distilbert": Family(
         DistilBertConfig,

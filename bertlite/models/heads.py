@@ -569,7 +569,7 @@ class BertForMultipleChoice(_BertWithHead):
         if first.dim() != (3 if input_ids is not None else 4):
             name = "input_ids" if input_ids is not None else "inputs_embeds"
             raise ValueError(
-                f"BertForMultipleChoice takes {name} of shape (batch, num_choices, seq_len"
+                f"{type(self).__name__} takes {name} of shape (batch, num_choices, seq_len"
                 f"{'' if input_ids is not None else ', hidden'}), got {tuple(first.shape)}"
             )
         num_choices = first.shape[1]

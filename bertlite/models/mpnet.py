@@ -7,8 +7,8 @@ Linears are `attention.attn.{q,k,v,o}`, and its residual's LayerNorm is `attenti
 the distance between query and key) are added to every layer's scaled scores (MPNetEncoder.position_bias);
 the forward takes no token_type_ids. The rest is BertModel's, the packed path included: a packed sequence of
 length L reads the [:L, :L] corner of one grid's bias (bertlite.layers.attention). The heads are RoBERTa's
-(masked LM; the sequence classifier on the first token) and BERT's (tokens, question answering), called in
-MPNet's argument order.
+(masked LM; the sequence classifier on the first token) and BERT's (tokens, multiple choice, question
+answering), called in MPNet's argument order.
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ from bertlite.layers.attention import DEFAULT_ATTENTION
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
 from bertlite.models.bert import BertEncoder, BertIntermediate, BertModel, BertOutput, BertSelfAttention
-from bertlite.models.heads import BertForQuestionAnswering, BertForTokenClassification
+from bertlite.models.heads import BertForMultipleChoice, BertForQuestionAnswering, BertForTokenClassification
 from bertlite.models.outputs import (
     BaseModelOutputWithPooling,
     MaskedLMOutput,
+    MultipleChoiceModelOutput,
     QuestionAnsweringModelOutput,
     SequenceClassifierOutput,
     TokenClassifierOutput,
@@ -413,6 +414,43 @@ class MPNetForTokenClassification(_MPNetHead, BertForTokenClassification):
 
         Returns:
             As BertForTokenClassification.forward.
+        """
+        return self._head_forward(input_ids, attention_mask, position_ids, inputs_embeds, labels=labels, **kwargs)
+
+
+class MPNetForMultipleChoice(_MPNetHead, BertForMultipleChoice):
+    """transformers' MPNetForMultipleChoice: BERT's head (the pooler's output, one score per choice) on MPNetModel."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model, with its pooler, and its head.
+
+        Args:
+            config: the model's config.
+            attn_implementation: as BertForMultipleChoice's.
+        """
+        super().__init__(config, attn_implementation)
+        self.dropout = nn.Dropout(self.config.hidden_dropout_prob)  # as MPNetForSequenceClassification's
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        **kwargs: Any,
+    ) -> MultipleChoiceModelOutput | tuple[Tensor, ...]:
+        """BertForMultipleChoice.forward in MPNet's argument order.
+
+        Args:
+            input_ids, attention_mask, position_ids, inputs_embeds: as in BertForMultipleChoice.forward,
+                (B, num_choices, T).
+            labels: as in BertForMultipleChoice.forward.
+            **kwargs: as in BertForMultipleChoice.forward.
+
+        Returns:
+            As BertForMultipleChoice.forward.
         """
         return self._head_forward(input_ids, attention_mask, position_ids, inputs_embeds, labels=labels, **kwargs)
 

@@ -284,7 +284,26 @@ def test_every_head_loads_and_equals_transformers(head, config, tmp_path) -> Non
         torch.testing.assert_close(logits, expected.logits if per_text else expected.logits[real], **TOL)
 
 
-@pytest.mark.parametrize("head", HEADS)
+def test_multiple_choice_loads_and_equals_transformers(tmp_path) -> None:
+    hf = make_hf("ForMultipleChoice")
+    hf.save_pretrained(tmp_path)
+    ours = bertlite.AutoModelForMultipleChoice.from_pretrained(tmp_path, attn_implementation="eager")
+    assert type(ours) is mpnet.MPNetForMultipleChoice and list(ours.state_dict()) == list(hf.state_dict())
+    batch = padded_batch()
+    choices = {k: torch.stack([v, v.roll(1, dims=0)], dim=1) for k, v in batch.items()}  # (B, 2, T)
+    labels = torch.tensor([1, 0, 1])
+    flat = {k: v.flatten(0, 1) for k, v in choices.items()}  # (B * 2, T): each choice a sequence
+    with torch.no_grad():
+        expected, got = hf(**choices, labels=labels), ours(**choices, labels=labels)
+        assert torch.equal(ours.mpnet(**flat).pooler_output, hf.mpnet(**flat).pooler_output)
+    # The classifier has one output: its GEMV's path, and last bit, follow the address the loaded weight has.
+    torch.testing.assert_close(got.logits, expected.logits, atol=1e-6, rtol=0)
+    torch.testing.assert_close(got.loss, expected.loss, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match=r"MPNetForMultipleChoice takes input_ids of shape \(batch, num_choices"):
+        ours(**batch)
+
+
+@pytest.mark.parametrize("head", [*HEADS, "ForMultipleChoice"])
 def test_head_signatures_serve_trainer_like_transformers(head) -> None:
     ours, theirs = getattr(bertlite, "MPNet" + head), getattr(transformers, "MPNet" + head)
     inputs = ["input_ids", "attention_mask", "position_ids", "inputs_embeds"]
