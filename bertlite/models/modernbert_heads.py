@@ -147,11 +147,16 @@ class ModernBertForMaskedLM(_ModernBertWithHead):
             hidden = hidden.reshape(labels.shape[0], -1)
             kept = labels != self.config.sparse_pred_ignore_index
             hidden, labels = hidden[kept], labels[kept]
-        logits = self.decoder(self.head(hidden))
+        logits = self._prediction_scores(hidden)
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits.float().view(-1, self.config.vocab_size), labels.view(-1))
         return self._finish(MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+
+    def _prediction_scores(self, sequence_output: Tensor) -> Tensor:
+        """Vocabulary logits from last hidden states (any leading shape): decoder(head(x)), as bertlite's SparseEncoder
+        reads every family's masked-LM head."""
+        return self.decoder(self.head(sequence_output))
 
 
 class ModernBertForSequenceClassification(_ModernBertWithHead):

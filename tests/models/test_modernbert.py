@@ -430,3 +430,40 @@ def test_on_cuda_packed_and_padded_match_transformers(tmp_path) -> None:
     torch.testing.assert_close(padded[real], expected[real], **TOL)
     torch.testing.assert_close(first, expected[[2, 0, 1], 0], **TOL)
     assert torch.nn.functional.cosine_similarity(bfloat16, expected[real], dim=-1).min() >= 0.99
+
+
+def test_sparse_and_multi_vector_encoders_give_sentence_transformers_vectors(tmp_path) -> None:
+    from sentence_transformers import MultiVectorEncoder, SparseEncoder
+    from sentence_transformers.base.modules import Dense, Normalize, Transformer
+    from sentence_transformers.multi_vector_encoder.modules import MultiVectorMask
+    from sentence_transformers.sparse_encoder.modules import SpladePooling
+
+    for name in ("ForMaskedLM", "Model"):
+        make_hf(name).save_pretrained(tmp_path / name)
+        build_tokenizer(tmp_path / name)
+    transformer = Transformer(str(tmp_path / "ForMaskedLM"), max_seq_length=40, transformer_task="fill-mask")
+    SparseEncoder(modules=[transformer, SpladePooling("max")], device="cpu").save(str(tmp_path / "splade"))
+    expected = SparseEncoder(str(tmp_path / "splade"), device="cpu").encode(TEXTS, convert_to_tensor=True).to_dense()
+    ours = bertlite.SparseEncoder.from_pretrained(tmp_path / "splade", dtype="float32")
+    assert type(ours.model) is bertlite.ModernBertForMaskedLM
+    got = ours.encode(TEXTS).to_dense()
+    assert (expected != 0).sum(dim=1).min() > 0
+    assert torch.equal(got != 0, expected != 0) and (got - expected).abs().max().item() <= 1e-5
+    torch.manual_seed(2)
+    dense = Dense(32, 16, bias=False, activation_function=torch.nn.Identity(), module_input_name="token_embeddings")
+    with torch.no_grad():
+        dense.linear.weight.normal_(0.0, 0.5)
+    modules = [
+        Transformer(str(tmp_path / "Model"), max_seq_length=40),
+        dense,
+        MultiVectorMask(skiplist_words=[]),
+        Normalize(module_input_name="token_embeddings"),
+    ]
+    MultiVectorEncoder(modules=modules, device="cpu").save_pretrained(str(tmp_path / "colbert"))
+    expected = MultiVectorEncoder(str(tmp_path / "colbert"), device="cpu").encode_document(TEXTS)
+    ours = bertlite.MultiVectorEncoder.from_pretrained(tmp_path / "colbert", dtype="float32")
+    assert type(ours.model) is ModernBertModel
+    got = ours.encode_document(TEXTS)
+    assert [g.shape for g in got] == [tuple(e.shape) for e in expected]
+    for g, e in zip(got, expected, strict=True):
+        assert (torch.as_tensor(g) - torch.as_tensor(e)).abs().max().item() <= 1e-5
