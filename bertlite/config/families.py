@@ -301,7 +301,7 @@ FAMILIES: dict[str, Family] = {
         DistilBertConfig,
         "bertlite.models.distilbert",
         "DistilBert",
-        heads=("Model", "ForMaskedLM", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering"),
+        heads=(*FAMILY_HEADS, "ForMultipleChoice"),
         tokenizer_classes=_tokenizers("DistilBert"),
         bert_tokenizer=True,
         token_types=False,

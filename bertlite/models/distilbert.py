@@ -26,6 +26,7 @@ from bertlite.layers.roles import LayerRoles
 from bertlite.models.bert import BertEncoder, BertModel, BertPreTrainedModel, BertSelfAttention
 from bertlite.models.heads import (
     BertForMaskedLM,
+    BertForMultipleChoice,
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
@@ -443,6 +444,48 @@ class DistilBertForSequenceClassification(_DistilBertHead, BertForSequenceClassi
         """BertForSequenceClassification.forward in transformers' DistilBERT argument order."""
         return _bert_call(
             BertForSequenceClassification.forward,
+            self,
+            (input_ids, attention_mask, inputs_embeds, position_ids),
+            labels=labels,
+            **kwargs,
+        )
+
+
+class DistilBertForMultipleChoice(_DistilBertHead, BertForMultipleChoice):
+    """transformers' DistilBertForMultipleChoice: each choice's first token through pre_classifier, ReLU, dropout
+    (seq_classif_dropout) and a one-score classifier."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its head.
+
+        Args:
+            config: the model's config.
+            attn_implementation: as DistilBertModel's.
+        """
+        _BertWithHead.__init__(self, config)
+        config = self.config
+        self._add_base_model(config, attn_implementation, add_pooling_layer=False)
+        self.pre_classifier = nn.Linear(config.hidden_size, config.hidden_size)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.dropout = nn.Dropout(config.seq_classif_dropout)
+        self.post_init()
+
+    def _choice_scores(self, outputs: BaseModelOutputWithPooling) -> Tensor:
+        first = outputs.last_hidden_state[:, 0]  # (B * C, H): each choice's first token
+        return self.classifier(self.dropout(F.relu(self.pre_classifier(first))))
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        labels: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """BertForMultipleChoice.forward in transformers' DistilBERT argument order: inputs (B, num_choices, T)."""
+        return _bert_call(
+            BertForMultipleChoice.forward,
             self,
             (input_ids, attention_mask, inputs_embeds, position_ids),
             labels=labels,
