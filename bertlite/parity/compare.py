@@ -54,8 +54,12 @@ def module_names(model: nn.Module, has_pooler: bool) -> list[str]:
 
     Returns:
         The module names: embeddings, each layer's parts (BERT's attention, intermediate, output; DistilBERT's
-        attention, sa_layer_norm, ffn, output_layer_norm under transformer.layer), then pooler.
+        attention, sa_layer_norm, ffn, output_layer_norm under transformer.layer; ModernBERT's attn_norm, attn,
+        mlp_norm, mlp under layers, then its final_norm), then pooler.
     """
+    if getattr(model, "encoder", None) is None:  # ModernBERT: the layers and final_norm are the model's own
+        parts = [f"layers.{i}.{part}" for i, layer in enumerate(model.layers) for part, _ in layer.named_children()]
+        return ["embeddings", *parts, "final_norm"]
     encoder = model.encoder  # DistilBERT's `transformer` under BERT's name
     prefix = next(name for name, child in model.named_children() if child is encoder)
     names = ["embeddings"]

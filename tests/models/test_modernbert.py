@@ -467,3 +467,17 @@ def test_sparse_and_multi_vector_encoders_give_sentence_transformers_vectors(tmp
     assert [g.shape for g in got] == [tuple(e.shape) for e in expected]
     for g, e in zip(got, expected, strict=True):
         assert (torch.as_tensor(g) - torch.as_tensor(e)).abs().max().item() <= 1e-5
+
+
+def test_parity_compares_a_modernbert_folder_with_transformers(folder: Path, tmp_path) -> None:
+    from bertlite.cli import main
+    from bertlite.parity import check
+
+    report = check(folder, texts=[*TEXTS, *PAIRS, "long text " * 200])
+    names = {row.name for row in report.rows}
+    assert report.ok and {"layers.2.attn", "layers.2.mlp", "final_norm", "last_hidden_state"} <= names
+    assert main(["parity", str(folder), "--head", "none"]) == 0
+    make_hf("ForSequenceClassification", classifier_pooling="mean").save_pretrained(tmp_path / "classifier")
+    build_tokenizer(tmp_path / "classifier")
+    report = check(tmp_path / "classifier", texts=[*TEXTS, *PAIRS])
+    assert report.ok and {row.name for row in report.rows if row.kind == "logits"} == {"logits"}
