@@ -99,15 +99,8 @@ class BaseEncoder:
         # A copy of its own: truncation is set on the tokenizer (once, not per call, so threads can share
         # this encoder), and the caller's tokenizer, or another encoder's, must keep its own settings.
         # Padding stored in a tokenizer.json would count pad tokens as text; batches are padded here.
-        self.tokenizer = Tokenizer.from_str(tokenizer.to_str())
-        self.tokenizer.no_padding()
+        self._set_backend(tokenizer)
         self.max_length = max_length
-        # Whether a single text's token types are all 0 (BERT's template), so packed batches of single texts
-        # need not read them.
-        self._single_types_zero = not any(self.tokenizer.encode("").type_ids)
-        self.pad_id = self.tokenizer.token_to_id("[PAD]")
-        if self.pad_id is None:
-            self.pad_id = self.bert.config.pad_token_id or 0
         self.last_stats = EncodeStats()
 
     @property
@@ -125,8 +118,8 @@ class BaseEncoder:
         limit = self.bert.config.max_sequence_length  # max_position_embeddings (RoBERTa's: less 2)
         # Set on this encoder's own tokenizer here, not per call: encode() may run in several threads at once.
         self._max_length = limit if value is None else min(value, limit)
-        self.tokenizer.enable_truncation(self._max_length, strategy="longest_first")
-        self._cutter = TextCutter(self.tokenizer, self._max_length)
+        self.backend_tokenizer.enable_truncation(self._max_length, strategy="longest_first")
+        self._cutter = TextCutter(self.backend_tokenizer, self._max_length)
 
     @property
     def max_seq_length(self) -> int:
@@ -194,6 +187,28 @@ class BaseEncoder:
         """What the Linear layers compute in, by name: "int8" for a quantized model, else the dtype's name."""
         return "int8" if is_quantized(self.bert) else str(self.dtype).removeprefix("torch.")
 
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The `tokenizers` backend this encoder runs (truncation at max_length, no padding)."""
+        return self.backend_tokenizer
+
+    @tokenizer.setter
+    def tokenizer(self, value: Tokenizer) -> None:
+        self._set_backend(value)
+
+    def _set_backend(self, tokenizer: Tokenizer) -> None:
+        """Run a copy of `tokenizer`: padding off, truncation at max_length (once that is set)."""
+        self.backend_tokenizer = Tokenizer.from_str(tokenizer.to_str())
+        self.backend_tokenizer.no_padding()
+        # Whether a single text's token types are all 0 (BERT's template), so packed batches of single texts
+        # need not read them.
+        self._single_types_zero = not any(self.backend_tokenizer.encode("").type_ids)
+        self.pad_id = self.backend_tokenizer.token_to_id("[PAD]")
+        if self.pad_id is None:
+            self.pad_id = self.bert.config.pad_token_id or 0
+        if hasattr(self, "_max_length"):
+            self.max_length = self._max_length  # truncation and the text cutter, on the new backend
+
     def tokenize(self, texts: Sequence[Text], on_long: str = "truncate", first_index: int = 0) -> list[Encoding]:
         """Tokenize texts, truncated to max_length (longest segment first, as transformers does).
 
@@ -209,7 +224,11 @@ class BaseEncoder:
             ValueError: a text that is not a str or a pair of str, or holds a lone surrogate; a text
                 too long under on_long="error"; an unknown on_long.
         """
-        return self._tokenize_with(self.tokenizer, self._cutter, texts, on_long, first_index)
+        return self._encode_texts(texts, on_long, first_index)
+
+    def _encode_texts(self, texts: Sequence[Text], on_long: str = "truncate", first_index: int = 0) -> list[Encoding]:
+        """tokenize() as the jobs run it inside (a subclass may give the public name another meaning)."""
+        return self._tokenize_with(self.backend_tokenizer, self._cutter, texts, on_long, first_index)
 
     def _tokenize_with(
         self, tokenizer: Tokenizer, cutter: TextCutter, texts: Sequence[Text], on_long: str, first_index: int = 0
@@ -277,7 +296,7 @@ class BaseEncoder:
         Returns:
             The token count.
         """
-        return self._cutter.count(text) + self.tokenizer.num_special_tokens_to_add(False)
+        return self._cutter.count(text) + self.backend_tokenizer.num_special_tokens_to_add(False)
 
     def _cut(self, text: Text) -> Text:
         """`text` shortened to what truncation keeps plus a margin, with the same ids (TextCutter)."""
@@ -320,7 +339,7 @@ class BaseEncoder:
 
         def take(start: int) -> tuple[int, int, list[Encoding]]:
             chunk = list(itertools.islice(texts, self.chunk_texts))
-            return start, len(chunk), self.tokenize(with_prompt(chunk, prefix), on_long, first_index=start)
+            return start, len(chunk), self._encode_texts(with_prompt(chunk, prefix), on_long, first_index=start)
 
         if self.device.type != "cuda":
             start = first_row

@@ -334,7 +334,7 @@ class Embedder(SentenceTransformerMembers, BaseEncoder):
         if output_value == "token_embeddings":
             if isinstance(texts, str):
                 raise TypeError("encode() takes a list of texts; wrap a single string in a list")
-            encodings = self.tokenize(with_prompt(texts, self.resolve_prompt(prompt, prompt_name)), on_long)
+            encodings = self._encode_texts(with_prompt(texts, self.resolve_prompt(prompt, prompt_name)), on_long)
             rows = self.encode_tokenized(encodings, batch_size, max_tokens=max_tokens, output_value=output_value)
             return [torch.from_numpy(r) for r in rows] if convert_to == "torch" else rows
         _check_output_value(output_value)

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tokenizers import Tokenizer
 from torch import Tensor
 
 from bertlite.jobs.base import Text, with_prompt
+from bertlite.jobs.st_surface import transformers_tokenizer
 from bertlite.quant.int8 import is_quantized
-from bertlite.tokenization import BatchEncoding, BertTokenizer
+from bertlite.tokenization import BatchEncoding
 from bertlite.util import SIMILARITY_FUNCTIONS
 
 # The sentence-transformers modules a saved folder names (their class paths in sentence-transformers 6).
@@ -27,14 +27,6 @@ ST_MODULES = {
 }
 # sentence-transformers' pooling_mode names where bertlite's differ.
 ST_POOLING_NAMES = {"mean_sqrt_len": "mean_sqrt_len_tokens"}
-# The special tokens a saved tokenizer names, when its vocabulary has them.
-SPECIAL_TOKENS = {
-    "cls_token": "[CLS]",
-    "sep_token": "[SEP]",
-    "pad_token": "[PAD]",
-    "unk_token": "[UNK]",
-    "mask_token": "[MASK]",
-}
 
 
 class SentenceTransformerMembers:
@@ -142,10 +134,10 @@ class SentenceTransformerMembers:
         """
         if kwargs:
             raise ValueError(f"preprocess() takes no processing options here; got {sorted(kwargs)}")
-        encodings = self.tokenize(with_prompt(list(inputs), prompt or ""))
+        encodings = self._encode_texts(with_prompt(list(inputs), prompt or ""))
         features: dict[str, Any] = {**self.collate(encodings, torch.device("cpu")), "modality": "text"}
         if prompt:
-            features["prompt_length"] = len(self.tokenizer.encode(prompt).ids) - 1  # less the closing [SEP]
+            features["prompt_length"] = len(self.backend_tokenizer.encode(prompt).ids) - 1  # less the closing [SEP]
         return BatchEncoding(features, encodings)
 
     def save(
@@ -183,7 +175,7 @@ class SentenceTransformerMembers:
             raise ValueError("pooling='pooler' has no sentence-transformers Pooling mode, so no folder can say it")
         folder = Path(path)
         self.bert.save_pretrained(folder, safe_serialization=safe_serialization)
-        self._save_tokenizer(folder)
+        transformers_tokenizer(self.backend_tokenizer, self.max_length).save_pretrained(folder)
         modules = [{"idx": 0, "name": "0", "path": "", "type": ST_MODULES["Transformer"]}]
         pooling = [ST_POOLING_NAMES.get(mode, mode) for mode in self.pooling]
         extra = {
@@ -234,22 +226,6 @@ class SentenceTransformerMembers:
     ) -> None:
         """The same as save()."""
         self.save(path, model_name, create_model_card, train_datasets, safe_serialization)
-
-    def _save_tokenizer(self, folder: Path) -> None:
-        """tokenizer.json as this embedder runs it, and tokenizer_config.json with max_length as
-        model_max_length, which sentence-transformers reads as max_seq_length."""
-        specials = {
-            name: token for name, token in SPECIAL_TOKENS.items() if self.tokenizer.token_to_id(token) is not None
-        }
-        backend = Tokenizer.from_str(self.tokenizer.to_str())
-        backend.no_truncation()
-        BertTokenizer(
-            backend,
-            bert_pipeline=False,  # the backend as it is: its normalizer, pre-tokenizer and template
-            model_input_names=["input_ids", "token_type_ids", "attention_mask"],
-            model_max_length=self.max_length,
-            **specials,
-        ).save_pretrained(folder)
 
 
 def _write_json(path: Path, data: Any) -> None:

@@ -9,22 +9,29 @@ from __future__ import annotations
 
 import os
 import queue
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from bertlite.jobs.base import DEFAULT_MAX_TOKENS, GPU_MAX_TOKENS, Text
 from bertlite.jobs.embedder import Embedder
 from bertlite.jobs.st_compat import resolve_model_name, st_load_kwargs
+from bertlite.jobs.st_surface import transformers_tokenizer
+from bertlite.tokenization import BertTokenizer
 from bertlite.util import quantize_embeddings
 
 __all__ = ["SentenceTransformer", "default_device"]
 
 # encode()'s precisions (quantize_embeddings's).
 PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
+# Each model's transformers tokenizer, built on first use; kept beside the model, not in it, so a model
+# pickled for a pool of processes carries none (it holds a lock).
+_TOKENIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # encode() keywords sentence-transformers' Router models read; accepted and unused here (no Router).
 IGNORED_ENCODE_KWARGS = ("task",)
 
@@ -252,6 +259,35 @@ class SentenceTransformer(Embedder):
         if isinstance(embeddings, np.ndarray):
             return list(torch.from_numpy(embeddings))
         return list(embeddings.to(self.device) if on_device else embeddings)
+
+    @property
+    def tokenizer(self) -> BertTokenizer:
+        """transformers' tokenizer surface over the model's tokenizer, as sentence-transformers' model.tokenizer:
+        callable (padding, truncation, return_tensors), tokenize, decode, the vocabulary; model_max_length is
+        max_seq_length. The `tokenizers` backend the model runs is backend_tokenizer."""
+        key = (id(self.backend_tokenizer), self.max_length)
+        cached = _TOKENIZERS.get(self)
+        if cached is None or cached[0] != key:
+            cached = _TOKENIZERS[self] = (key, transformers_tokenizer(self.backend_tokenizer, self.max_length))
+        return cached[1]
+
+    @tokenizer.setter
+    def tokenizer(self, value: Any) -> None:
+        """A transformers-style tokenizer (its backend_tokenizer runs) or a `tokenizers` Tokenizer."""
+        self._set_backend(getattr(value, "backend_tokenizer", value))
+
+    def tokenize(self, texts: list[str] | list[dict] | list[tuple[str, str]], **kwargs: Any) -> dict[str, Tensor]:
+        """The model's inputs for texts, right-padded, as sentence-transformers' tokenize (its older name for
+        preprocess) gives them.
+
+        Args:
+            texts: strings, or (text_a, text_b) pairs.
+            **kwargs: preprocess()'s (prompt).
+
+        Returns:
+            preprocess()'s BatchEncoding: input_ids, token_type_ids and attention_mask as (B, T) tensors.
+        """
+        return self.preprocess(texts, **kwargs)
 
     def _embed(
         self, texts: list[Text], batch_size: int, show_progress_bar: bool | None, options: dict[str, Any]

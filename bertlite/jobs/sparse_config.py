@@ -17,7 +17,7 @@ from bertlite.jobs.st_config import read_max_length, read_model_json, read_sente
 
 SPLADE_POOLING = ("max", "sum")
 SPLADE_ACTIVATIONS = ("relu", "log1p_relu")
-SIMILARITY_FUNCTIONS = ("dot", "cosine")
+SIMILARITY_FUNCTIONS = ("dot", "cosine", "euclidean", "manhattan")
 # The input module of a SPLADE model: the legacy MLMTransformer, or Transformer with transformer_task fill-mask.
 _MLM_MODULES = ("MLMTransformer", "Transformer")
 EMBEDDER_HINT = "for dense sentence vectors load it with bertlite.Embedder"

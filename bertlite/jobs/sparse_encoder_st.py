@@ -17,7 +17,11 @@ from torch import Tensor
 from bertlite.jobs.base import Text
 from bertlite.jobs.sparse_config import SIMILARITY_FUNCTIONS
 from bertlite.jobs.sparse_vectors import SparseRow, as_batch, unit_rows
+from bertlite.util import SIMILARITY_FUNCTIONS as UTIL_SIMILARITY_FUNCTIONS
 
+# The similarity functions that are distances: bertlite.util's (matrix, pairwise) functions, exact on dense
+# copies (sentence-transformers' sparse euclidean expands the norms, which loses digits for close vectors).
+DISTANCES = {name: UTIL_SIMILARITY_FUNCTIONS[name] for name in ("euclidean", "manhattan")}
 SPLADE_POOLING_MODULE = "sentence_transformers.sparse_encoder.modules.splade_pooling.SpladePooling"
 
 
@@ -208,7 +212,7 @@ class SparseEncoderMembers:
 
     def similarity(self, embeddings1: Tensor | np.ndarray, embeddings2: Tensor | np.ndarray) -> Tensor:
         """Scores of every vector of embeddings1 against every vector of embeddings2: the dot product
-        (SPLADE's), or cosine when the model's similarity_fn_name says so.
+        (SPLADE's), or cosine, minus the euclidean or manhattan distance, as similarity_fn_name says.
 
         Args:
             embeddings1, embeddings2: (n, vocab_size) or (vocab_size,) tensors (sparse or dense) or arrays.
@@ -217,6 +221,8 @@ class SparseEncoderMembers:
             A dense (n1, n2) float32 tensor.
         """
         a, b = as_batch(embeddings1), as_batch(embeddings2)
+        if self.similarity_fn_name in DISTANCES:
+            return DISTANCES[self.similarity_fn_name][0](a, b)
         if self.similarity_fn_name == "cosine":
             a, b = unit_rows(a), unit_rows(b)
         with warnings.catch_warnings():
@@ -225,7 +231,7 @@ class SparseEncoderMembers:
             return torch.mm(a, b.t()).to_dense()
 
     def similarity_pairwise(self, embeddings1: Tensor | np.ndarray, embeddings2: Tensor | np.ndarray) -> Tensor:
-        """Scores of vector i of embeddings1 with vector i of embeddings2, by similarity_fn_name (dot or cosine).
+        """Scores of vector i of embeddings1 with vector i of embeddings2, by similarity_fn_name (as similarity()).
 
         Args:
             embeddings1, embeddings2: (n, vocab_size) or (vocab_size,) tensors (sparse or dense) or arrays.
@@ -235,9 +241,12 @@ class SparseEncoderMembers:
         """
         single = getattr(embeddings1, "ndim", 2) == 1 and getattr(embeddings2, "ndim", 2) == 1
         a, b = as_batch(embeddings1), as_batch(embeddings2)
-        if self.similarity_fn_name == "cosine":
-            a, b = unit_rows(a), unit_rows(b)
-        scores = (a * b).sum(dim=-1).to_dense()
+        if self.similarity_fn_name in DISTANCES:
+            scores = DISTANCES[self.similarity_fn_name][1](a, b)
+        else:
+            if self.similarity_fn_name == "cosine":
+                a, b = unit_rows(a), unit_rows(b)
+            scores = (a * b).sum(dim=-1).to_dense()
         return scores[0] if single else scores
 
     @staticmethod

@@ -34,6 +34,34 @@ SPECIAL_TOKENS = {
 TRANSFORMER_MODULE = "sentence_transformers.base.modules.transformer.Transformer"
 
 
+def transformers_tokenizer(backend: Tokenizer, max_length: int) -> BertTokenizer:
+    """transformers' tokenizer surface over a job's `tokenizers` backend: what sentence-transformers' model.tokenizer
+    is, and what save() writes.
+
+    Args:
+        backend: the job's tokenizer (a copy is wrapped, without truncation).
+        max_length: the job's max_length, as model_max_length.
+
+    Returns:
+        A BertTokenizer that runs the backend as it is (its normalizer, pre-tokenizer and template), with the
+        special tokens its vocabulary has (BERT's or RoBERTa's names).
+    """
+    specials = {}
+    for name, candidates in SPECIAL_TOKENS.items():
+        found = [token for token in candidates if backend.token_to_id(token) is not None]
+        if found:
+            specials[name] = found[0]
+    copy = Tokenizer.from_str(backend.to_str())
+    copy.no_truncation()
+    return BertTokenizer(
+        copy,
+        bert_pipeline=False,  # the backend as it is: its normalizer, pre-tokenizer and template
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+        model_max_length=max_length,
+        **specials,
+    )
+
+
 class STSurface:
     """sentence-transformers' members that every job shares: max_seq_length, to, save / save_pretrained.
 
@@ -144,18 +172,7 @@ class STSurface:
     def _save_tokenizer(self, folder: Path) -> None:
         """tokenizer.json as this encoder runs it (no truncation or padding stored), and tokenizer_config.json
         with max_length as model_max_length, which sentence-transformers reads as max_seq_length."""
-        specials = {}
-        for name, candidates in SPECIAL_TOKENS.items():
-            found = [token for token in candidates if self.tokenizer.token_to_id(token) is not None]
-            if found:
-                specials[name] = found[0]
-        BertTokenizer(
-            Tokenizer.from_str(self.tokenizer.to_str()),
-            bert_pipeline=False,  # the backend as it is: its normalizer, pre-tokenizer and template
-            model_input_names=["input_ids", "token_type_ids", "attention_mask"],
-            model_max_length=self.max_length,
-            **specials,
-        ).save_pretrained(folder)
+        transformers_tokenizer(self.backend_tokenizer, self.max_length).save_pretrained(folder)
 
     def _st_modules(self) -> list[tuple[str, str, dict[str, Any], torch.nn.Module | None]]:
         """The modules after the Transformer: (folder name, class path, config, module with weights or None)."""

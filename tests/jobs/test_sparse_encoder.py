@@ -164,6 +164,28 @@ def test_decode_similarity_sparsity(pair: tuple[Path, STSparseEncoder]) -> None:
     assert ours.sparsity(mine) == st.sparsity(theirs) == ours.sparsity(mine.to_dense())
 
 
+@pytest.mark.parametrize("name", ["cosine", "euclidean", "manhattan"])
+def test_every_similarity_function_of_sentence_transformers(name: str, pair: tuple[Path, STSparseEncoder]) -> None:
+    folder, st = pair
+    ours = SparseEncoder.from_pretrained(folder, dtype="float32")
+    mine, theirs = ours.encode(TEXTS[:4], max_active_dims=30), st.encode(TEXTS[:4], max_active_dims=30)
+    first, reverse = torch.tensor([0, 1]), torch.tensor([3, 2, 1, 0])  # sparse tensors take index_select, not slices
+    ours.similarity_fn_name, st.similarity_fn_name = name, name
+    try:
+        expected = st.similarity(theirs, theirs.index_select(0, first))
+        if name == "euclidean":
+            # sentence-transformers expands |a - b|^2 into norms and dot products for sparse rows, which loses
+            # about 3e-3 for these close vectors: the exact distance (float64, dense) is the reference here.
+            dense = theirs.to_dense().double()
+            expected = -torch.cdist(dense, dense[:2]).float()
+        torch.testing.assert_close(ours.similarity(mine, mine.index_select(0, first)), expected, atol=1e-5, rtol=1e-5)
+        expected = st.similarity_pairwise(theirs, theirs.index_select(0, reverse))
+        got = ours.similarity_pairwise(mine, mine.index_select(0, reverse))
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    finally:
+        st.similarity_fn_name = None
+
+
 @pytest.mark.slow
 def test_int8_close_to_float32(pair: tuple[Path, STSparseEncoder]) -> None:
     """int8 (the encoder's Linears; the head stays float32): every vector's cosine with the float32 one >= 0.99."""

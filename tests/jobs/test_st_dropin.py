@@ -755,9 +755,6 @@ def test_paraphrase_mining_takes_either_library_s_model(real_model_path: Path) -
 SIGNATURE_DIFFERENCES = {
     # bertlite's own keywords, keyword-only, after sentence-transformers' own
     "encode": "+max_tokens, +on_long",
-    # bertlite's tokenize gives tokenizers Encodings (the jobs' internal step); sentence-transformers 6
-    # deprecates tokenize for preprocess
-    "tokenize": "texts, on_long, first_index",
 }
 SENTENCE_TRANSFORMER_MEMBERS = [
     "__init__",
@@ -853,6 +850,37 @@ def test_sentence_transformer_is_an_embedder(st_model: bertlite.SentenceTransfor
     )
     texts = ["a first text", "and a second one"]
     np.testing.assert_allclose(st_model.encode(texts), plain.encode(texts), rtol=0, atol=1e-6)
+
+
+def test_tokenizer_and_tokenize_are_sentence_transformers(
+    st_model: bertlite.SentenceTransformer, real_model_path: Path
+) -> None:
+    import sentence_transformers
+
+    theirs = sentence_transformers.SentenceTransformer(str(real_model_path), device="cpu")
+    texts = ["a first text", "naïve café, 日本語 🙂", "and a longer second one " * 80]
+    ours_tok, theirs_tok = st_model.tokenizer, theirs.tokenizer
+    assert ours_tok.model_max_length == theirs_tok.model_max_length == 256
+    assert ours_tok.tokenize(texts[1]) == theirs_tok.tokenize(texts[1])
+    assert ours_tok.decode(ours_tok("hello world")["input_ids"]) == theirs_tok.decode(
+        theirs_tok("hello world")["input_ids"]
+    )
+    kwargs = {"padding": True, "truncation": True, "return_tensors": "pt"}
+    ours_batch, theirs_batch = ours_tok(texts, **kwargs), theirs_tok(texts, **kwargs)
+    assert list(ours_batch) == list(theirs_batch)
+    assert all(torch.equal(ours_batch[k], theirs_batch[k]) for k in theirs_batch)
+    ours_inputs, theirs_inputs = st_model.tokenize(texts), theirs.tokenize(texts)
+    for key in ("input_ids", "token_type_ids", "attention_mask"):
+        assert torch.equal(ours_inputs[key], theirs_inputs[key])
+    st_model.max_seq_length = 64  # the tokenizer follows, as sentence-transformers' does
+    theirs.max_seq_length = 64
+    try:
+        assert st_model.tokenizer.model_max_length == theirs.tokenizer.model_max_length == 64
+        assert torch.equal(st_model.tokenize(texts)["input_ids"], theirs.tokenize(texts)["input_ids"])
+    finally:
+        st_model.max_seq_length = 256
+    plain = bertlite.Embedder.from_pretrained(real_model_path, dtype="float32")
+    assert type(plain.tokenizer).__module__ == "tokenizers" and plain.tokenize(texts)[0].ids  # bertlite's own
 
 
 def test_embedder_has_the_prompt_rules_of_encode_query_and_document(real_model_path: Path) -> None:
