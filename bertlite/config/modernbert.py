@@ -224,9 +224,11 @@ class ModernBertConfig(BertConfig):
         Returns:
             The validated config.
         """
-        data = _bert_names({**config_dict, **kwargs})
+        data = {**config_dict, **kwargs}
+        # BERT's names are no ModernBERT fields (transformers' model never reads layer_norm_eps): kept as keys only.
+        carried = {key: data.pop(key) for key in (*NOT_MODERNBERT_FIELDS, *MODERNBERT_NAMES.values()) if key in data}
+        data = _bert_names(data)
         data.pop("reference_compile", None)  # transformers drops it too: its own torch.compile switch
-        carried = {key: data.pop(key) for key in NOT_MODERNBERT_FIELDS if key in data}
         legacy = {key: data.pop(key) for key in LEGACY_KEYS if key in data}
         known = {f.name for f in dataclasses.fields(cls)} - {"extra"} | {"num_labels", "attn_implementation"}
         init = {key: value for key, value in data.items() if key in known}
@@ -244,7 +246,9 @@ class ModernBertConfig(BertConfig):
             if key not in self.extra:
                 out.pop(key, None)
         for name, field_name in MODERNBERT_NAMES.items():
-            out[name] = out.pop(field_name)
+            out[name] = getattr(self, field_name)
+            if field_name not in self.extra:  # else config.json carried BERT's key too, written back as it was
+                out.pop(field_name)
         return dict(sorted(out.items()))
 
 

@@ -115,16 +115,35 @@ def folder(tmp_path_factory) -> Path:
     return path
 
 
+# The keys of answerdotai/ModernBERT-base's config.json (transformers 4.47's): BERT's layer_norm_eps and
+# position_embedding_type beside ModernBERT's own, the legacy rotary and alternation keys, reference_compile.
+HUB_CONFIG = {
+    **dict(architectures=["ModernBertForMaskedLM"], classifier_pooling="mean", global_attn_every_n_layers=3),
+    **dict(global_rope_theta=160000.0, local_rope_theta=10000.0, gradient_checkpointing=False, layer_norm_eps=1e-05),
+    **dict(norm_eps=1e-05, position_embedding_type="absolute", reference_compile=True, repad_logits_with_grad=False),
+    **dict(model_type="modernbert", hidden_activation="gelu", embedding_dropout=0.0, attention_dropout=0.0),
+}
+
+
 def test_config_is_transformers_and_bad_values_are_named() -> None:
     legacy = dict(num_hidden_layers=4, global_attn_every_n_layers=2, global_rope_theta=1000.0, local_rope_theta=50.0)
-    for values in ({}, legacy, {**TINY_MODERNBERT, **CONFIGS["all-sliding-2heads"]}, CONFIGS["biases-every-2nd"]):
-        theirs = transformers.ModernBertConfig(**values).to_dict()
+    bert_names = {**HUB_CONFIG, "layer_norm_eps": 1e-12, "hidden_act": "relu"}  # keys transformers' model never reads
+    for values in (
+        {},
+        legacy,
+        HUB_CONFIG,
+        bert_names,
+        {**TINY_MODERNBERT, **CONFIGS["all-sliding-2heads"]},
+        CONFIGS["biases-every-2nd"],
+    ):
+        theirs = transformers.ModernBertConfig.from_dict(values).to_dict()
         ours = ModernBertConfig.from_dict(values)
-        for key in ("_name_or_path", "architectures", "chunk_size_feed_forward", "dtype", "is_encoder_decoder"):
+        for key in ("_name_or_path", "chunk_size_feed_forward", "dtype", "is_encoder_decoder", "transformers_version"):
             theirs.pop(key)
-        theirs.pop("transformers_version")
-        assert ours.to_dict() == theirs
-        assert ours.sliding_window == transformers.ModernBertConfig(**values).sliding_window
+        theirs.setdefault("architectures", None)
+        assert {"architectures": None, **ours.to_dict()} == theirs
+        assert ours.sliding_window == transformers.ModernBertConfig.from_dict(values).sliding_window
+        assert (ours.norm_eps, ours.hidden_activation) == (theirs["norm_eps"], theirs["hidden_activation"])
     config = ModernBertConfig(norm_eps=1e-6, hidden_activation="gelu_new")
     assert (config.norm_eps, config.layer_norm_eps, config.hidden_activation) == (1e-6, 1e-6, "gelu_new")
     for bad, message in (
