@@ -34,7 +34,12 @@ from bertlite.models.outputs import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
-from bertlite.models.roberta import RobertaForMaskedLM, RobertaForSequenceClassification, _family_config
+from bertlite.models.roberta import (
+    RobertaForMaskedLM,
+    RobertaForSequenceClassification,
+    _family_config,
+    packed_position_ids,
+)
 
 # transformers' MPNetEmbeddings pads with row 1 whatever config.pad_token_id says.
 PADDING_IDX = 1
@@ -100,28 +105,11 @@ class MPNetEmbeddings(nn.Module):
                 length, first = inputs_embeds.shape[1], self.first_position
                 position_ids = torch.arange(first, length + first, device=inputs_embeds.device).unsqueeze(0)  # (1, T)
         elif input_ids is not None and input_ids.dim() == 1:
-            position_ids = self.packed_position_ids(input_ids, position_ids)
+            position_ids = packed_position_ids(input_ids, position_ids, self.padding_idx)
         if inputs_embeds is None:
             inputs_embeds = self.word_embeddings(input_ids)
         embeddings = inputs_embeds + self.position_embeddings(position_ids)
         return self.dropout(self.LayerNorm(embeddings))
-
-    def packed_position_ids(self, input_ids: Tensor, position_ids: Tensor) -> Tensor:
-        """A packed batch's positions as transformers gives them from the ids: a padding_idx token in a text
-        (a literal "<pad>") takes position padding_idx and is not counted.
-
-        Args:
-            input_ids: (N,) the packed ids.
-            position_ids: (N,) first_position + each row's index in its sequence (BertModel's packed path).
-
-        Returns:
-            (N,) positions.
-        """
-        pad = input_ids.eq(self.padding_idx).long()
-        pads = torch.cumsum(pad, 0)  # pads up to each row, the row included
-        starts = torch.arange(len(input_ids), device=input_ids.device) - (position_ids - self.first_position)
-        pads_in_sequence = pads - pads[starts] + pad[starts]  # from the row's sequence start to the row
-        return torch.where(pad.bool(), self.padding_idx, position_ids - pads_in_sequence)
 
 
 class MPNetSelfAttention(BertSelfAttention):

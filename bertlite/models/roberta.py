@@ -61,7 +61,28 @@ class RobertaEmbeddings(BertEmbeddings):
                     self.first_position, length + self.first_position, device=inputs_embeds.device
                 )
                 position_ids = position_ids.unsqueeze(0)  # (1, T)
+        elif input_ids is not None and input_ids.dim() == 1:
+            position_ids = packed_position_ids(input_ids, position_ids, self.padding_idx)
         return super().forward(input_ids, token_type_ids, position_ids, inputs_embeds)
+
+
+def packed_position_ids(input_ids: Tensor, position_ids: Tensor, padding_idx: int) -> Tensor:
+    """A packed batch's positions as transformers gives them from the ids: a padding_idx token in a text
+    (a literal "<pad>") takes position padding_idx and is not counted.
+
+    Args:
+        input_ids: (N,) the packed ids.
+        position_ids: (N,) padding_idx + 1 + each row's index in its sequence (BertModel's packed path).
+        padding_idx: the pad id, whose position row no real token uses.
+
+    Returns:
+        (N,) positions.
+    """
+    pad = input_ids.eq(padding_idx).long()
+    pads = torch.cumsum(pad, 0)  # pads up to each row, the row included
+    starts = torch.arange(len(input_ids), device=input_ids.device) - (position_ids - padding_idx - 1)
+    pads_in_sequence = pads - pads[starts] + pad[starts]  # from the row's sequence start to the row
+    return torch.where(pad.bool(), padding_idx, position_ids - pads_in_sequence)
 
 
 def _family_config(config_class: type[BertConfig]) -> Any:

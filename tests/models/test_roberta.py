@@ -86,6 +86,19 @@ def test_the_family_loads_key_for_key_and_equals_transformers_bitwise(family_fol
     assert torch.equal(embeds.last_hidden_state, expected_embeds.last_hidden_state)
 
 
+def test_a_literal_pad_token_in_a_text_takes_transformers_positions_when_packed(family_folder) -> None:
+    family, folder = family_folder
+    hf = make_family_model(family)
+    ours = FAMILIES[family][2].from_pretrained(folder, attn_implementation="eager")
+    batch = batch_with_padding()
+    batch["input_ids"][0, 3] = batch["input_ids"][2, 5] = 1  # "<pad>" inside the first and third texts
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        expected = hf(**batch).last_hidden_state[real]
+        packed = ours(input_ids=batch["input_ids"][real], lengths=real.sum(1)).last_hidden_state
+    torch.testing.assert_close(packed, expected, atol=1e-6, rtol=1e-6)
+
+
 def test_sdpa_and_the_fast_path_match_transformers_sdpa(family_folder) -> None:
     family, folder = family_folder
     hf = make_family_model(family, attn="sdpa")
