@@ -312,7 +312,6 @@ FAMILIES: dict[str, Family] = {
         ModernBertConfig,
         "bertlite.models.modernbert_heads",
         "ModernBert",
-        heads=("Model", "ForMaskedLM", "ForSequenceClassification", "ForTokenClassification"),
         token_types=False,
     ),
 }

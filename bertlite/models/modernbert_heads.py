@@ -1,6 +1,7 @@
 """ModernBERT's task heads under transformers' names: ModernBertForMaskedLM (head, decoder),
-ModernBertForSequenceClassification (the first token or the mean of the real tokens, then head, drop, classifier)
-and ModernBertForTokenClassification, each on ModernBertModel under `model`, as transformers' keys have them.
+ModernBertForSequenceClassification (the first token or the mean of the real tokens, then head, drop, classifier),
+ModernBertForTokenClassification and ModernBertForQuestionAnswering, each on ModernBertModel under `model`, as
+transformers' keys have them.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from bertlite.models.modernbert import ModernBertModel, ModernBertPreTrainedMode
 from bertlite.models.outputs import (
     BaseModelOutputWithPooling,
     MaskedLMOutput,
+    QuestionAnsweringModelOutput,
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
 
 __all__ = [
     "ModernBertForMaskedLM",
+    "ModernBertForQuestionAnswering",
     "ModernBertForSequenceClassification",
     "ModernBertForTokenClassification",
     "ModernBertModel",
@@ -311,3 +314,58 @@ class ModernBertForTokenClassification(_ModernBertWithHead):
         if labels is not None:
             loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
         return self._finish(TokenClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+
+
+class ModernBertForQuestionAnswering(_ModernBertWithHead):
+    """transformers' ModernBertForQuestionAnswering: head, drop and classifier (start and end) on every token."""
+
+    head_inits = {"classifier": "final_out"}
+
+    def __init__(self, config: ModernBertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
+
+        Args:
+            config: the model's config (num_labels: 2, start and end).
+            attn_implementation: as ModernBertModel's.
+        """
+        super().__init__(config)
+        self.num_labels = self.config.num_labels
+        self._add_base_model(attn_implementation)
+        self.head = ModernBertPredictionHead(self.config)
+        self.drop = nn.Dropout(self.config.classifier_dropout)
+        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        start_positions: Tensor | None = None,
+        end_positions: Tensor | None = None,
+        **kwargs: Any,
+    ) -> QuestionAnsweringModelOutput | tuple[Tensor, ...]:
+        """Score every token as the start and the end of the answer span, in transformers' argument order.
+
+        Args:
+            input_ids, attention_mask, position_ids: as in ModernBertModel.forward.
+            start_positions, end_positions: (B,) token indices of the answer span; the loss needs both.
+                Positions outside the sequence are clamped to T and add nothing, as in transformers.
+            **kwargs: ModernBertModel.forward's other keywords and return_dict.
+
+        Returns:
+            QuestionAnsweringModelOutput: loss (mean of the start and end losses), start_logits and end_logits
+            (B, T), hidden_states, attentions.
+        """
+        outputs = self._encode(input_ids, attention_mask, position_ids, kwargs.pop("inputs_embeds", None), kwargs)
+        logits = self.classifier(self.drop(self.head(outputs.last_hidden_state)))
+        start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            ignored = start_logits.size(1)
+            start_positions = start_positions.view(-1).clamp(0, ignored)
+            end_positions = end_positions.view(-1).clamp(0, ignored)
+            start_loss = F.cross_entropy(start_logits, start_positions, ignore_index=ignored)
+            loss = (start_loss + F.cross_entropy(end_logits, end_positions, ignore_index=ignored)) / 2
+        output = QuestionAnsweringModelOutput(loss, start_logits, end_logits, outputs.hidden_states, outputs.attentions)
+        return self._finish(output, kwargs)

@@ -55,7 +55,7 @@ CONFIGS = {
     ),
 }
 TOL = dict(atol=1e-5, rtol=1e-5)
-HEADS = ("ForMaskedLM", "ForSequenceClassification", "ForTokenClassification")
+HEADS = ("ForMaskedLM", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering")
 SPECIALS = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]  # ids 0..4: cls 1, sep 2, pad 3, as TINY_MODERNBERT's
 
 
@@ -308,11 +308,14 @@ def test_auto_classes_and_the_layer_count_check(model_folder, tmp_path) -> None:
 
 
 def head_labels(head: str, batch: dict[str, torch.Tensor], num_labels: int) -> dict[str, torch.Tensor]:
-    """Labels for a head's loss: class ids per text, or per token with -100 on the padding."""
+    """Labels for a head's loss: class ids per text, per token with -100 on the padding, or answer spans (one
+    outside the sequence, which transformers clamps and ignores)."""
     g = torch.Generator().manual_seed(3)
     b, t = batch["input_ids"].shape
     if head == "ForSequenceClassification":
         return {"labels": torch.randint(0, num_labels, (b,), generator=g)}
+    if head == "ForQuestionAnswering":
+        return {"start_positions": torch.tensor([0, 3, 400]), "end_positions": torch.tensor([5, 4, 2])}
     labels = torch.randint(0, num_labels, (b, t), generator=g)
     return {"labels": labels.masked_fill(~batch["attention_mask"].bool(), -100)}
 
@@ -322,8 +325,8 @@ def head_labels(head: str, batch: dict[str, torch.Tensor], num_labels: int) -> d
     ("head", "pooling"), [(head, "cls") for head in HEADS] + [("ForSequenceClassification", "mean")]
 )
 def test_every_head_loads_and_equals_transformers(head, pooling, config, tmp_path) -> None:
-    num_labels = TINY_MODERNBERT["vocab_size"] if head == "ForMaskedLM" else 3
-    hf = make_hf(head, config, num_labels=3, classifier_pooling=pooling)
+    num_labels = {"ForMaskedLM": TINY_MODERNBERT["vocab_size"], "ForQuestionAnswering": 2}.get(head, 3)
+    hf = make_hf(head, config, num_labels=2 if head == "ForQuestionAnswering" else 3, classifier_pooling=pooling)
     hf.save_pretrained(tmp_path)
     ours = getattr(bertlite, "ModernBert" + head).from_pretrained(tmp_path, attn_implementation="eager")
     assert list(ours.state_dict()) == list(hf.state_dict())
@@ -331,19 +334,23 @@ def test_every_head_loads_and_equals_transformers(head, pooling, config, tmp_pat
     batch = padded_batch()
     real = batch["attention_mask"].bool()
     labels = head_labels(head, batch, num_labels)
+    fields = ("start_logits", "end_logits") if head == "ForQuestionAnswering" else ("logits",)
     with torch.no_grad():
         expected, got = hf(**batch, **labels), ours(**batch, **labels)
         as_tuple = ours(batch["input_ids"], batch["attention_mask"], return_dict=False)
-        logits = ours(**packed(batch)).logits
+        packed_out = ours(**packed(batch))
     assert torch.equal(got.loss, expected.loss)
-    assert torch.equal(got.logits, expected.logits)
-    assert torch.equal(as_tuple[0], got.logits)
+    assert torch.equal(as_tuple[0], getattr(got, fields[0]))
     per_text = head == "ForSequenceClassification"
-    torch.testing.assert_close(logits, expected.logits if per_text else expected.logits[real], **TOL)
+    for field in fields:
+        assert torch.equal(getattr(got, field), getattr(expected, field))
+        theirs = getattr(expected, field) if per_text else getattr(expected, field)[real]
+        # A packed batch's per-token logits are (N,) rows (QA's (N,) per field), a sequence's are (B, labels).
+        torch.testing.assert_close(getattr(packed_out, field), theirs, **TOL)
     ours.save_pretrained(tmp_path / "saved")  # and back into transformers
     theirs = getattr(transformers, "ModernBert" + head).from_pretrained(tmp_path / "saved", attn_implementation="eager")
     with torch.no_grad():
-        assert torch.equal(theirs.eval()(**batch).logits, got.logits)
+        assert torch.equal(getattr(theirs.eval()(**batch), fields[0]), getattr(got, fields[0]))
 
 
 def test_masked_lm_is_tied_and_trains_as_transformers() -> None:
