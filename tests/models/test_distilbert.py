@@ -271,6 +271,8 @@ def test_embedder_gives_sentence_transformers_vectors_padded_and_packed(sentence
         embedder = bertlite.Embedder.from_pretrained(path, dtype="float32", unpad=unpad)
         assert type(embedder.model) is DistilBertModel and embedder.max_length == 20
         np.testing.assert_allclose(embedder.encode(TEXTS), expected, atol=1e-5, rtol=0)
+    dropin = bertlite.SentenceTransformer(str(path), model_kwargs={"dtype": "float32"})  # the import swap
+    np.testing.assert_allclose(dropin.encode(TEXTS), expected, atol=1e-5, rtol=0)
 
 
 def test_int8_keeps_the_vectors_within_cosine_0_995(sentence_transformer) -> None:
