@@ -443,3 +443,19 @@ def test_multiple_choice_equals_transformers(tmp_path) -> None:
     # 64-byte aligned, sends its GEMM down another kernel path than transformers' copied one (last bit).
     torch.testing.assert_close(got.logits, expected.logits, atol=1e-6, rtol=1e-6)
     torch.testing.assert_close(got.loss, expected.loss, atol=1e-6, rtol=1e-6)
+
+
+def test_transformers_pipelines_give_the_same_answers_on_the_bertlite_heads(tmp_path) -> None:
+    tokenizer = wordpiece_tokenizer(tmp_path)
+    answers = {}
+    for task, head in (("fill-mask", "ForMaskedLM"), ("text-classification", "ForSequenceClassification")):
+        hf = make_hf("learned", head)
+        hf.save_pretrained(tmp_path / head)
+        ours = getattr(distilbert, f"DistilBert{head}").from_pretrained(tmp_path / head, attn_implementation="eager")
+        text = "the [MASK] of items" if task == "fill-mask" else "sort a dict by value"
+        answers[task] = [transformers.pipeline(task, model=m, tokenizer=tokenizer)(text) for m in (hf, ours)]
+    theirs, mine = answers["fill-mask"]
+    assert [a["token"] for a in mine] == [a["token"] for a in theirs]
+    np.testing.assert_allclose([a["score"] for a in mine], [a["score"] for a in theirs], rtol=1e-5)
+    theirs, mine = answers["text-classification"]
+    assert mine[0]["label"] == theirs[0]["label"] and abs(mine[0]["score"] - theirs[0]["score"]) < 1e-6
