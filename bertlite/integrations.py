@@ -16,12 +16,14 @@ Importing this module imports transformers; `import bertlite` does not.
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any
 
 import torch
 
-from bertlite.config import as_bert_config
+from bertlite.config import FAMILIES
+from bertlite.models.auto import as_family_config
 from bertlite.models.bert import DEFAULT_ATTENTION, BertModel, BertPreTrainedModel
 
 try:
@@ -61,11 +63,24 @@ class Trainer(transformers.Trainer):
         torch.save(self.args, os.path.join(output_dir, TRAINING_ARGS_NAME))
 
 
+def bertlite_class(name: str) -> type[BertPreTrainedModel] | None:
+    """The bertlite class of a transformers class name: BERT's (MODEL_CLASSES) or a family's (FAMILIES: DistilBertModel,
+    RobertaForSequenceClassification, ...); None for a class bertlite does not have."""
+    from bertlite.models.heads import MODEL_CLASSES
+
+    if name in MODEL_CLASSES:
+        return MODEL_CLASSES[name]
+    for family in FAMILIES.values():
+        if family.prefix != "Bert" and name.startswith(family.prefix) and name[len(family.prefix) :] in family.heads:
+            return getattr(importlib.import_module(family.module), name)
+    return None
+
+
 def to_bertlite(model: Any, attn_implementation: str = DEFAULT_ATTENTION) -> BertPreTrainedModel:
-    """Build the bertlite twin of a transformers BERT model (BertModel or a head).
+    """Build the bertlite twin of a transformers model of BERT's family (BertModel, DistilBertModel, a head).
 
     Args:
-        model: a transformers BertModel or Bert* head.
+        model: a transformers model whose class bertlite has (bertlite_class).
         attn_implementation: the twin's attention (a name of bertlite.layers.attention's registry).
 
     Returns:
@@ -75,19 +90,18 @@ def to_bertlite(model: Any, attn_implementation: str = DEFAULT_ATTENTION) -> Ber
     Raises:
         TypeError: a class bertlite does not have.
     """
-    from bertlite.models.heads import MODEL_CLASSES
-
     name = type(model).__name__
-    cls = MODEL_CLASSES.get(name)
+    cls = bertlite_class(name)
     if cls is None:
         raise TypeError(f"{name} is not a BERT model class bertlite has (bertlite.BertModel or a Bert* head)")
     from bertlite.checkpoint.load import empty_init
 
-    config = as_bert_config(model.config)
+    config = as_family_config(model.config)  # transformers' DistilBertConfig -> bertlite's, ...
     config.name_or_path = getattr(model, "name_or_path", "")  # what PEFT records as the base model
     with empty_init():
-        if cls is BertModel:
-            twin = cls(config, add_pooling_layer=model.pooler is not None, attn_implementation=attn_implementation)
+        if issubclass(cls, BertModel):  # a base model; transformers' DistilBertModel has no pooler
+            pooler = getattr(model, "pooler", None) is not None
+            twin = cls(config, add_pooling_layer=pooler, attn_implementation=attn_implementation)
         else:
             twin = cls(config, attn_implementation=attn_implementation)
     twin.load_state_dict(model.state_dict(), strict=True, assign=True)
@@ -98,7 +112,8 @@ def to_bertlite(model: Any, attn_implementation: str = DEFAULT_ATTENTION) -> Ber
 def use_bertlite(model: Any, attn_implementation: str = DEFAULT_ATTENTION) -> Any:
     """Run a sentence-transformers model (SentenceTransformer, CrossEncoder) on bertlite.
 
-    Each Transformer module that holds a transformers BERT model gets its bertlite twin
+    Each Transformer module that holds a transformers model of BERT's family (bertlite_class: BERT, DistilBERT,
+    RoBERTa, ...) gets its bertlite twin
     (same weights, same class name), in place; the model is returned. encode, predict and
     save work as before, and a saved folder loads in plain sentence-transformers too:
 
@@ -117,7 +132,7 @@ def use_bertlite(model: Any, attn_implementation: str = DEFAULT_ATTENTION) -> An
     replaced = []
     for name, module in model.named_children():
         inner = getattr(module, "model", None)
-        if isinstance(inner, transformers.PreTrainedModel) and inner.config.model_type == "bert":
+        if isinstance(inner, transformers.PreTrainedModel) and bertlite_class(type(inner).__name__) is not None:
             module.model = to_bertlite(inner, attn_implementation)
             replaced.append(name)
     if not replaced:

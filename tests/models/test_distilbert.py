@@ -459,3 +459,15 @@ def test_transformers_pipelines_give_the_same_answers_on_the_bertlite_heads(tmp_
     np.testing.assert_allclose([a["score"] for a in mine], [a["score"] for a in theirs], rtol=1e-5)
     theirs, mine = answers["text-classification"]
     assert mine[0]["label"] == theirs[0]["label"] and abs(mine[0]["score"] - theirs[0]["score"]) < 1e-6
+
+
+def test_use_bertlite_runs_a_sentence_transformers_distilbert_on_bertlite(sentence_transformer) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    from bertlite.integrations import use_bertlite
+
+    path, st = sentence_transformer
+    expected = st.encode(TEXTS, convert_to_tensor=True)
+    model = use_bertlite(SentenceTransformer(str(path), device="cpu"))
+    assert type(model[0].auto_model) is DistilBertModel
+    torch.testing.assert_close(model.encode(TEXTS, convert_to_tensor=True), expected, atol=1e-6, rtol=0)
