@@ -453,3 +453,21 @@ def test_to_bertlite_converts_a_loaded_transformers_model(tokenizer, tmp_path):
 def test_use_bertlite_refuses_a_model_without_bert():
     with pytest.raises(ValueError, match=r"no module of this model holds a transformers BERT model.*0: Linear"):
         integrations.use_bertlite(torch.nn.Sequential(torch.nn.Linear(2, 2)))
+
+
+@pytest.mark.parametrize("model_type", ["roberta", "xlm-roberta", "camembert", "electra", "mpnet", "distilbert"])
+@pytest.mark.parametrize("head", ["Model", "ForSequenceClassification"])
+def test_to_bertlite_converts_every_familys_model(model_type, head):
+    # use_bertlite's twin for a family's model: the class of the same name, the same outputs.
+    sizes = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)
+    config = transformers.AutoConfig.for_model(model_type, **sizes, attn_implementation="eager")
+    torch.manual_seed(0)
+    name = type(transformers.AutoModel.from_config(config)).__name__.removesuffix("Model") + head
+    hf = getattr(transformers, name)(config).eval()
+    ours = integrations.to_bertlite(hf, "eager").eval()
+    assert type(ours).__name__ == name
+    ids = torch.randint(3, 99, (2, 7))
+    with torch.no_grad():
+        expected, got = hf(input_ids=ids), ours(input_ids=ids)
+    key = "last_hidden_state" if head == "Model" else "logits"
+    torch.testing.assert_close(got[key], expected[key], atol=0.0, rtol=0.0)
