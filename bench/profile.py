@@ -76,15 +76,23 @@ def int8_ceiling(fp32: dict[str, float], int8: dict[str, float]) -> dict[str, fl
         int8: time_split() of int8.
 
     Returns:
-        The ceiling as a multiple of float32, with the GEMM shares, the GEMM speed-up and the profiled ratio.
+        The ceiling as a multiple of float32, with the GEMM shares, the GEMM speed-up and the profiled ratio;
+        int8's own overhead (the time it spends outside its GEMMs beyond float32's time outside its own:
+        quantizing inputs, scaling, dequantizing, a separate activation) as a share of int8's time; and the
+        profiled ratio as a share of the ceiling.
     """
     rest = fp32["total_s"] - fp32["gemm_s"]
+    ceiling = fp32["total_s"] / (int8["gemm_s"] + rest)
+    profiled = fp32["total_s"] / int8["total_s"]
+    overhead = max(int8["total_s"] - int8["gemm_s"] - rest, 0.0)
     return {
         "fp32_gemm_share": fp32["gemm_s"] / fp32["total_s"],
         "int8_gemm_share": int8["gemm_s"] / int8["total_s"],
         "int8_gemm_speedup": fp32["gemm_s"] / int8["gemm_s"],
-        "int8_x_fp32_profiled": fp32["total_s"] / int8["total_s"],
-        "int8_ceiling_x_fp32": fp32["total_s"] / (int8["gemm_s"] + rest),
+        "int8_x_fp32_profiled": profiled,
+        "int8_ceiling_x_fp32": ceiling,
+        "int8_overhead_share": overhead / int8["total_s"],
+        "int8_x_ceiling": profiled / ceiling,
     }
 
 
@@ -95,7 +103,10 @@ def format_ceiling(c: dict[str, float]) -> str:
         f"{100 * c['fp32_gemm_share']:.0f}% of its time, int8's {100 * c['int8_gemm_share']:.0f}% of its; "
         f"int8's GEMMs run {c['int8_gemm_speedup']:.2f}x float32's; int8 is {c['int8_x_fp32_profiled']:.2f}x "
         f"float32 here.\nint8's ceiling on these GEMM kernels: {c['int8_ceiling_x_fp32']:.2f}x float32 (its "
-        "GEMMs plus float32's time outside its own: quantizing, scaling and GELU free)"
+        "GEMMs plus float32's time outside its own: quantizing, scaling and GELU free); int8 runs at "
+        f"{c['int8_x_ceiling']:.2f} of it.\nint8's own overhead (quantize, scale, dequantize, separate "
+        f"activation: its time outside its GEMMs beyond float32's outside its own): "
+        f"{100 * c['int8_overhead_share']:.0f}% of int8's time"
     )
 
 

@@ -34,7 +34,11 @@ def test_int8_ceiling_is_int8_gemms_plus_fp32_time_outside_its_gemms():
     assert ceiling["fp32_gemm_share"] == pytest.approx(0.9)
     assert ceiling["int8_gemm_share"] == pytest.approx(4.5 / 8.0)
     assert ceiling["int8_x_fp32_profiled"] == pytest.approx(1.25)
-    assert "1.82x float32" in profile.format_ceiling(ceiling)
+    # int8 spends 3.5 s outside its GEMMs, float32 1 s outside its own: 2.5 s of int8's 8 s are its overhead
+    assert ceiling["int8_overhead_share"] == pytest.approx(2.5 / 8.0)
+    assert ceiling["int8_x_ceiling"] == pytest.approx(1.25 / (10.0 / 5.5))
+    text = profile.format_ceiling(ceiling)
+    assert "1.82x float32" in text and "int8 runs at 0.69 of it" in text and "31% of int8's time" in text
 
 
 @pytest.mark.parametrize("dtype", [None, "int8"])
