@@ -158,7 +158,10 @@ class BaseEncoder:
                 "this model is int8-quantized, which runs on the CPU in int8 only; load it again with the "
                 "device and dtype you want (from_pretrained(device=..., dtype=...))"
             )
-        if self.bert.plain_modules_only is None:  # else ready swapped nothing (ModernBERT)
+        if self.bert.plain_modules_only is not None:  # ready swapped no module (ModernBERT), only the attention
+            if self.bert.attn_implementation in ("auto", "varlen"):
+                self.bert.set_attn_implementation("sdpa")
+        else:
             restore(self.model)
             for layer in self.bert.encoder.layer:
                 attention = attention_of(layer)  # BERT's attention.self, DistilBERT's attention (layers.roles)

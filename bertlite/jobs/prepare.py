@@ -187,7 +187,8 @@ def ready(model: M, pack_weights: bool = True) -> M:
     Linear for a masked-LM head's vocabulary projection, which costs as much as the whole encoder on every
     token of a SPLADE model. Elsewhere (CUDA): query|key|value as one GEMM (FusedQKV) and, on CUDA,
     attention "varlen" where it runs (packed_attention_for). A model whose attention is "eager", the
-    reference, is left as it is.
+    reference, is left as it is; one whose layers no swap reaches (`plain_modules_only`: ModernBERT's) gets
+    its device's attention alone ("auto" on the CPU, "varlen" where it runs on CUDA).
 
     Args:
         model: a BertModel, or a head whose base model is `model.base_model`.
@@ -198,8 +199,15 @@ def ready(model: M, pack_weights: bool = True) -> M:
     """
     model.eval()
     bert: BertModel = model if isinstance(model, BertModel) else model.base_model
-    if bert.attn_implementation == "eager" or bert.plain_modules_only is not None:
-        return model  # the reference path, or layers the swaps cannot reach (ModernBERT's): they run as built
+    if bert.attn_implementation == "eager":
+        return model
+    head_size = bert.config.hidden_size // bert.config.num_attention_heads
+    if bert.plain_modules_only is not None:
+        # No module swap reaches these layers (ModernBERT's): they run as built, with the device's attention.
+        attention = "auto" if bert.device.type == "cpu" else packed_attention_for(bert.device, bert.dtype, head_size)
+        if attention is not None:
+            bert.set_attn_implementation(attention)
+        return model
     if bert.device.type == "cpu":
         optimize(model, pack_weights=pack_weights)
         # BERT's masked-LM head (cls.predictions) or RoBERTa's (lm_head); DistilBERT's projection is vocab_projector,
@@ -211,7 +219,6 @@ def ready(model: M, pack_weights: bool = True) -> M:
             if isinstance(getattr(model, name, None), nn.Linear):
                 setattr(model, name, fast_linear(getattr(model, name), pack_weights))
         return model
-    head_size = bert.config.hidden_size // bert.config.num_attention_heads
     attention = packed_attention_for(bert.device, bert.dtype, head_size)
     for layer in bert.encoder.layer:
         self_attention = attention_of(layer)  # found by the layer's roles (bertlite.layers.roles)

@@ -16,7 +16,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, 
 import bertlite
 from bertlite.config import ModernBertConfig
 from bertlite.errors import CheckpointError
-from bertlite.jobs.prepare import ready
+from bertlite.jobs.prepare import packed_attention_for, ready
 from bertlite.layers.attention import PACKED_ATTENTION
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.modernbert import ModernBertModel
@@ -414,7 +414,9 @@ def test_embedder_gives_sentence_transformers_vectors(st_folder: Path) -> None:
 def test_jobs_keep_modernbert_on_its_own_modules_and_int8_is_refused_by_name(st_folder: Path) -> None:
     embedder = bertlite.Embedder.from_pretrained(st_folder, dtype="float32")
     assert all(type(layer.attn.Wqkv) is torch.nn.Linear for layer in embedder.model.layers)
-    assert embedder.model.attn_implementation == "sdpa"
+    assert embedder.model.attn_implementation == "auto"  # the CPU's attention, chosen by the batch's shape
+    embedder.to(torch.float64)  # moved: readied again, from sdpa
+    assert embedder.model.attn_implementation == "auto" and embedder.dtype == torch.float64
     embedder.model.set_attn_implementation("eager")
     assert embedder.model.attn_implementation == "eager"
     with pytest.raises(ValueError, match=r"dtype='int8' cannot quantize ModernBertModel: .*fused attn\.Wqkv") as e:
@@ -447,6 +449,8 @@ def test_on_cuda_packed_and_padded_match_transformers(tmp_path) -> None:
     on_gpu = {k: v.cuda() for k, v in packed(batch).items()}
     ours = ModernBertModel.from_pretrained(tmp_path, device="cuda", attn_implementation="sdpa")
     fast = ready(ModernBertModel.from_pretrained(tmp_path, dtype="bfloat16", device="cuda"))
+    # "varlen" where flash attention runs: the global layers run it, the sliding ones (a window bias) sdpa on the grid.
+    assert fast.attn_implementation == (packed_attention_for(torch.device("cuda"), torch.bfloat16, 8) or "sdpa")
     with torch.no_grad():
         float32 = ours(**on_gpu).last_hidden_state.cpu()
         padded = ours(**{k: v.cuda() for k, v in batch.items()}).last_hidden_state.cpu()
