@@ -426,18 +426,21 @@ class ModernBertModel(ModernBertPreTrainedModel):
 
     def _padded_biases(self, attention_mask: Tensor | None, embeddings: Tensor) -> dict[str, Tensor | None]:
         """Each layer type's additive bias on a padded batch: padding only for full attention ((B, 1, 1, T), None
-        when nothing is masked), padding and the window for sliding layers ((B, 1, T, T))."""
+        when nothing is masked), padding and the window for sliding layers ((B, 1, T, T), None when no layer
+        slides)."""
         length, dtype, device = embeddings.shape[1], embeddings.dtype, embeddings.device
         keep = None
         if attention_mask is not None and (recording_graph() or not bool(attention_mask.all())):
             keep = attention_mask.to(device=device, dtype=torch.bool)[:, None, None, :]  # (B, 1, 1, T)
-        positions = torch.arange(length, device=device)
-        near = (positions[None, :] - positions[:, None]).abs() <= self.config.sliding_window  # (T, T)
-        sliding = near[None, None] if keep is None else keep & near  # (B, 1, T, T)
         minimum = torch.finfo(dtype).min
         full = (
             None if keep is None else torch.zeros(keep.shape, dtype=dtype, device=device).masked_fill_(~keep, minimum)
         )
+        if all(layer.attention_type == "full_attention" for layer in self.layers):
+            return {"full_attention": full, "sliding_attention": None}
+        positions = torch.arange(length, device=device)
+        near = (positions[None, :] - positions[:, None]).abs() <= self.config.sliding_window  # (T, T)
+        sliding = near[None, None] if keep is None else keep & near  # (B, 1, T, T)
         windowed = torch.zeros(sliding.shape, dtype=dtype, device=device).masked_fill_(~sliding, minimum)
         return {"full_attention": full, "sliding_attention": windowed}
 

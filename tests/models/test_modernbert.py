@@ -386,21 +386,28 @@ PAIRS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def st_folder(folder: Path, tmp_path_factory) -> Path:
-    """modernbert-embed-base's shape at a tiny size, saved by sentence-transformers: Transformer, mean, Normalize."""
+def save_st_folder(folder: Path, path: Path, pooling: str) -> Path:
+    """A sentence-transformers folder of the model in `folder`: Transformer, `pooling`, Normalize."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
-    path = tmp_path_factory.mktemp("modernbert-st")
-    modules = [Transformer(str(folder), max_seq_length=40), Pooling(32, "mean"), Normalize()]
+    modules = [Transformer(str(folder), max_seq_length=40), Pooling(32, pooling), Normalize()]
     SentenceTransformer(modules=modules, device="cpu").save(str(path))
     return path
 
 
-def test_embedder_gives_sentence_transformers_vectors(st_folder: Path) -> None:
+@pytest.fixture(scope="module")
+def st_folder(folder: Path, tmp_path_factory) -> Path:
+    """modernbert-embed-base's shape at a tiny size, saved by sentence-transformers: mean pooling, normalized."""
+    return save_st_folder(folder, tmp_path_factory.mktemp("modernbert-st"), "mean")
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls"])  # modernbert-embed-base's, gte-modernbert-base's
+def test_embedder_gives_sentence_transformers_vectors(folder: Path, st_folder: Path, pooling: str, tmp_path) -> None:
     from sentence_transformers import SentenceTransformer
 
+    if pooling != "mean":
+        st_folder = save_st_folder(folder, tmp_path, pooling)
     expected = SentenceTransformer(str(st_folder), device="cpu").encode(TEXTS, convert_to_numpy=True)
     assert (expected @ expected.T)[np.triu_indices(len(TEXTS), 1)].mean() < 0.95  # the vectors differ
     for unpad in (True, False):
@@ -511,3 +518,16 @@ def test_parity_compares_a_modernbert_folder_with_transformers(folder: Path, tmp
     build_tokenizer(tmp_path / "classifier")
     report = check(tmp_path / "classifier", texts=[*TEXTS, *PAIRS])
     assert report.ok and {row.name for row in report.rows if row.kind == "logits"} == {"logits"}
+
+
+def test_transformers_pipelines_run_the_bertlite_heads(folder: Path, tmp_path) -> None:
+    tasks = {"ForMaskedLM": "fill-mask", "ForSequenceClassification": "text-classification"}
+    for head, task in tasks.items():
+        make_hf(head).save_pretrained(tmp_path / head)
+        build_tokenizer(tmp_path / head)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / head)
+        ours = getattr(bertlite, "ModernBert" + head).from_pretrained(tmp_path / head, attn_implementation="eager")
+        text = "the quick brown [MASK] jumps" if task == "fill-mask" else "naïve café in paris"
+        eager = {"attn_implementation": "eager"}
+        expected = transformers.pipeline(task, model=str(tmp_path / head), device="cpu", model_kwargs=eager)(text)
+        assert transformers.pipeline(task, model=ours, tokenizer=tokenizer, device="cpu")(text) == expected
