@@ -426,6 +426,8 @@ def test_jobs_keep_modernbert_on_its_own_modules_and_int8_is_refused_by_name(st_
     assert embedder.model.attn_implementation == "auto" and embedder.dtype == torch.float64
     embedder.model.set_attn_implementation("eager")
     assert embedder.model.attn_implementation == "eager"
+    bf16 = bertlite.Embedder.from_pretrained(st_folder, dtype="bfloat16")
+    assert bf16.precision == "bfloat16" and (bf16.encode(TEXTS) * embedder.encode(TEXTS)).sum(axis=1).min() >= 0.99
     with pytest.raises(ValueError, match=r"dtype='int8' cannot quantize ModernBertModel: .*fused attn\.Wqkv") as e:
         bertlite.Embedder.from_pretrained(st_folder, dtype="int8")
     assert "\n" not in str(e.value)
