@@ -533,3 +533,22 @@ def test_transformers_pipelines_run_the_bertlite_heads(folder: Path, tmp_path) -
         eager = {"attn_implementation": "eager"}
         expected = transformers.pipeline(task, model=str(tmp_path / head), device="cpu", model_kwargs=eager)(text)
         assert transformers.pipeline(task, model=ours, tokenizer=tokenizer, device="cpu")(text) == expected
+
+
+def test_bertlite_embed_on_a_modernbert_folder_gives_sentence_transformers_vectors(
+    st_folder: Path, tmp_path, capsys
+) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    from bertlite.cli import main
+    from bertlite.jobs.kinds import detect_kind
+
+    assert detect_kind(st_folder) == "embedding"
+    (tmp_path / "in.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    args = ["embed", str(st_folder), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.npy")]
+    assert main([*args, "--dtype", "float32", "--quiet"]) == 0
+    expected = SentenceTransformer(str(st_folder), device="cpu").encode(TEXTS, convert_to_numpy=True)
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=1e-5, rtol=0)
+    capsys.readouterr()
+    assert main([*args, "--dtype", "int8", "--quiet"]) == 2  # a load error, in one line naming why
+    assert "dtype='int8' cannot quantize ModernBertModel: ModernBERT's layers have one fused" in capsys.readouterr().err
