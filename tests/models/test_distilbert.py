@@ -471,3 +471,29 @@ def test_use_bertlite_runs_a_sentence_transformers_distilbert_on_bertlite(senten
     model = use_bertlite(SentenceTransformer(str(path), device="cpu"))
     assert type(model[0].auto_model) is DistilBertModel
     torch.testing.assert_close(model.encode(TEXTS, convert_to_tensor=True), expected, atol=1e-6, rtol=0)
+
+
+def test_multi_vector_encoder_gives_sentence_transformers_token_vectors(tmp_path) -> None:
+    from sentence_transformers import MultiVectorEncoder
+    from sentence_transformers.base.modules import Dense, Normalize, Transformer
+    from sentence_transformers.multi_vector_encoder.modules import MultiVectorMask
+
+    make_hf().save_pretrained(tmp_path / "base")
+    wordpiece_tokenizer(tmp_path / "base")
+    torch.manual_seed(2)
+    dense = Dense(32, 16, bias=False, activation_function=torch.nn.Identity(), module_input_name="token_embeddings")
+    modules = [
+        Transformer(str(tmp_path / "base"), max_seq_length=20),
+        dense,
+        MultiVectorMask(skiplist_words=[]),
+        Normalize(module_input_name="token_embeddings"),
+    ]
+    MultiVectorEncoder(modules=modules, device="cpu").save_pretrained(str(tmp_path / "colbert"))
+    texts = ["the list of items", "sort a dict by value json writes", "Café 中文", "a " * 40]
+    expected = MultiVectorEncoder(str(tmp_path / "colbert"), device="cpu").encode_document(texts)
+    ours = bertlite.MultiVectorEncoder.from_pretrained(tmp_path / "colbert", dtype="float32")
+    assert type(ours.model) is DistilBertModel
+    got = ours.encode_document(texts)
+    assert [g.shape for g in got] == [tuple(e.shape) for e in expected]
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(torch.as_tensor(g), torch.as_tensor(e), atol=1e-5, rtol=0)
