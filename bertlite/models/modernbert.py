@@ -114,7 +114,7 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 class ModernBertAttention(nn.Module):
     """transformers' ModernBertAttention: Wqkv, rotary positions, attention by name (global or a sliding window), Wo."""
 
-    def __init__(self, config: ModernBertConfig, layer_idx: int, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+    def __init__(self, config: ModernBertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.head_dim = config.head_dim
@@ -124,9 +124,6 @@ class ModernBertAttention(nn.Module):
         self.out_drop = nn.Dropout(config.attention_dropout) if config.attention_dropout > 0.0 else nn.Identity()
         self.attention_dropout = config.attention_dropout
         self.attn_implementation = check_attn_implementation(attn_implementation)
-        # The tokens each side a query sees in a sliding-window layer; None: global attention.
-        sliding = config.layer_types[layer_idx] == "sliding_attention"
-        self.sliding_window = config.sliding_window if sliding else None
 
     def forward(
         self,
@@ -188,7 +185,7 @@ class ModernBertEncoderLayer(nn.Module):
             self.attn_norm: nn.Module = nn.Identity()  # the embeddings' norm comes right before
         else:
             self.attn_norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
-        self.attn = ModernBertAttention(config, layer_idx, attn_implementation)
+        self.attn = ModernBertAttention(config, attn_implementation)  # the layer's bias says global or sliding
         self.mlp_norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
         self.mlp = ModernBertMLP(config)
         self.attention_type = config.layer_types[layer_idx]
