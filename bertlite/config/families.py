@@ -312,6 +312,7 @@ FAMILIES: dict[str, Family] = {
         ModernBertConfig,
         "bertlite.models.modernbert_heads",
         "ModernBert",
+        heads=(*FAMILY_HEADS, "ForMultipleChoice"),
         token_types=False,
     ),
 }

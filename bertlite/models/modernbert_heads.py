@@ -1,7 +1,7 @@
 """ModernBERT's task heads under transformers' names: ModernBertForMaskedLM (head, decoder),
 ModernBertForSequenceClassification (the first token or the mean of the real tokens, then head, drop, classifier),
-ModernBertForTokenClassification and ModernBertForQuestionAnswering, each on ModernBertModel under `model`, as
-transformers' keys have them.
+ModernBertForTokenClassification, ModernBertForQuestionAnswering and ModernBertForMultipleChoice, each on
+ModernBertModel under `model`, as transformers' keys have them.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from bertlite.models.modernbert import ModernBertModel, ModernBertPreTrainedMode
 from bertlite.models.outputs import (
     BaseModelOutputWithPooling,
     MaskedLMOutput,
+    MultipleChoiceModelOutput,
     QuestionAnsweringModelOutput,
     SequenceClassifierOutput,
     TokenClassifierOutput,
@@ -26,6 +27,7 @@ from bertlite.models.outputs import (
 
 __all__ = [
     "ModernBertForMaskedLM",
+    "ModernBertForMultipleChoice",
     "ModernBertForQuestionAnswering",
     "ModernBertForSequenceClassification",
     "ModernBertForTokenClassification",
@@ -369,3 +371,75 @@ class ModernBertForQuestionAnswering(_ModernBertWithHead):
             loss = (start_loss + F.cross_entropy(end_logits, end_positions, ignore_index=ignored)) / 2
         output = QuestionAnsweringModelOutput(loss, start_logits, end_logits, outputs.hidden_states, outputs.attentions)
         return self._finish(output, kwargs)
+
+
+class ModernBertForMultipleChoice(_ModernBertWithHead):
+    """transformers' ModernBertForMultipleChoice: each choice pooled (its first real token, or the mean of its real
+    tokens), then head, drop and classifier: one score per choice."""
+
+    head_inits = {"classifier": "final_out"}
+
+    def __init__(self, config: ModernBertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
+
+        Args:
+            config: the model's config.
+            attn_implementation: as ModernBertModel's.
+        """
+        super().__init__(config)
+        self._add_base_model(attn_implementation)
+        self.head = ModernBertPredictionHead(self.config)
+        self.drop = nn.Dropout(self.config.classifier_dropout)
+        self.classifier = nn.Linear(self.config.hidden_size, 1)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        **kwargs: Any,
+    ) -> MultipleChoiceModelOutput | tuple[Tensor, ...]:
+        """Score each choice of each example.
+
+        Args:
+            input_ids, attention_mask, position_ids, inputs_embeds: as in ModernBertModel.forward, with a choices
+                axis: (B, num_choices, T) (inputs_embeds (B, num_choices, T, H)). "mean" pooling needs the mask.
+            labels: (B,) choice index.
+            **kwargs: ModernBertModel.forward's other keywords and return_dict.
+
+        Returns:
+            MultipleChoiceModelOutput: loss, logits (B, num_choices), hidden_states, attentions.
+
+        Raises:
+            ValueError: neither input_ids nor inputs_embeds, not of the shape above, or "mean" pooling without
+                attention_mask.
+        """
+        first = input_ids if input_ids is not None else inputs_embeds
+        if first is None or first.dim() != (3 if input_ids is not None else 4):
+            shape = None if first is None else tuple(first.shape)
+            raise ValueError(f"{type(self).__name__} takes input_ids (batch, num_choices, seq_len), got {shape}")
+        if self.config.classifier_pooling == "mean" and attention_mask is None:
+            raise ValueError(
+                "classifier_pooling='mean' needs attention_mask: the mean is over each choice's real tokens"
+            )
+        num_choices = first.shape[1]
+
+        def flat(t: Tensor | None, dims: int = 1) -> Tensor | None:
+            return None if t is None else t.reshape(-1, *t.shape[t.dim() - dims :])  # (B * C, T, ...)
+
+        attention_mask = flat(attention_mask)
+        outputs = self._encode(flat(input_ids), attention_mask, flat(position_ids), flat(inputs_embeds, 2), kwargs)
+        hidden = outputs.last_hidden_state  # (B * C, T, H)
+        if self.config.classifier_pooling == "cls":
+            # The first real token: the first column of a right-padded mask, as transformers takes it.
+            first_token = attention_mask.argmax(dim=-1) if attention_mask is not None else 0
+            pooled = hidden[torch.arange(hidden.shape[0], device=hidden.device), first_token]
+        else:
+            pooled = (hidden * attention_mask.unsqueeze(-1)).sum(dim=1) / attention_mask.sum(dim=1, keepdim=True)
+        logits = self.classifier(self.drop(self.head(pooled))).view(-1, num_choices)  # (B, C)
+        loss = F.cross_entropy(logits, labels) if labels is not None else None
+        return self._finish(MultipleChoiceModelOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)

@@ -552,3 +552,24 @@ def test_bertlite_embed_on_a_modernbert_folder_gives_sentence_transformers_vecto
     capsys.readouterr()
     assert main([*args, "--dtype", "int8", "--quiet"]) == 2  # a load error, in one line naming why
     assert "dtype='int8' cannot quantize ModernBertModel: ModernBERT's layers have one fused" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_multiple_choice_equals_transformers(pooling: str, tmp_path) -> None:
+    hf = make_hf("ForMultipleChoice", classifier_pooling=pooling)
+    hf.save_pretrained(tmp_path)
+    ours = bertlite.ModernBertForMultipleChoice.from_pretrained(tmp_path, attn_implementation="eager")
+    assert type(bertlite.AutoModelForMultipleChoice.from_pretrained(tmp_path)) is type(ours)
+    assert list(ours.state_dict()) == list(hf.state_dict())
+    batch = {k: v.view(1, 3, -1).repeat(2, 1, 1) for k, v in padded_batch().items()}  # 2 questions, 3 choices
+    batch = {k: v.flip(2) if pooling == "cls" else v for k, v in batch.items()}  # left padding: cls is not column 0
+    labels = torch.tensor([2, 0])
+    with torch.no_grad():
+        expected, got = hf(**batch, labels=labels), ours(**batch, labels=labels)
+    # One score per choice: a (1, H) classifier, whose dot product rounds by where its loaded weight sits in memory.
+    torch.testing.assert_close(got.logits, expected.logits, atol=1e-6, rtol=0)
+    torch.testing.assert_close(got.loss, expected.loss, atol=1e-6, rtol=0)
+    assert got.logits.shape == (2, 3) and got.logits[0, 0] != got.logits[0, 1]
+    if pooling == "mean":
+        with pytest.raises(ValueError, match="classifier_pooling='mean' needs attention_mask"):
+            ours(input_ids=batch["input_ids"])
