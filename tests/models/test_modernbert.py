@@ -573,3 +573,23 @@ def test_multiple_choice_equals_transformers(pooling: str, tmp_path) -> None:
     if pooling == "mean":
         with pytest.raises(ValueError, match="classifier_pooling='mean' needs attention_mask"):
             ours(input_ids=batch["input_ids"])
+
+
+def test_to_bertlite_and_use_bertlite_take_modernbert(st_folder: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    from bertlite.integrations import to_bertlite, use_bertlite
+
+    hf = make_hf("ForMaskedLM")
+    twin = to_bertlite(hf, attn_implementation="eager")
+    assert (
+        type(twin) is bertlite.ModernBertForMaskedLM
+        and twin.decoder.weight is twin.model.embeddings.tok_embeddings.weight
+    )
+    with torch.no_grad():
+        assert torch.equal(twin.eval()(**padded_batch()).logits, hf(**padded_batch()).logits)
+    model = SentenceTransformer(str(st_folder), device="cpu")
+    expected = model.encode(TEXTS, convert_to_numpy=True)
+    use_bertlite(model)
+    assert any(type(m).__name__ == "ModernBertModel" and m.__module__.startswith("bertlite") for m in model.modules())
+    np.testing.assert_allclose(model.encode(TEXTS, convert_to_numpy=True), expected, atol=1e-5, rtol=0)
