@@ -331,7 +331,7 @@ class CrossEncoder(STSurface, BaseEncoder):
         apply_softmax: bool | None = False,
         convert_to_numpy: bool = True,
         convert_to_tensor: bool = False,
-        device: str | torch.device | None = None,
+        device: str | torch.device | list[str | torch.device] | None = None,
         pool: dict[str, Any] | None = None,
         chunk_size: int | None = None,
         *,
@@ -351,8 +351,9 @@ class CrossEncoder(STSurface, BaseEncoder):
             convert_to_numpy: a numpy array; False: a list of tensors.
             convert_to_tensor: one tensor (wins over convert_to_numpy).
             device: one device: the model is moved there first (to()), as sentence-transformers moves it;
-                None: where it is.
-            pool, chunk_size: sentence-transformers' multi-process pool; not implemented (None only).
+                a list of devices: a pool of processes on them for this call; None: where it is.
+            pool: a pool of start_multi_process_pool's to score in (its processes each score a chunk).
+            chunk_size: pairs per chunk sent to a pool's process; None: about 10 chunks per process.
             max_tokens: caps batch size x longest pair.
 
         Returns:
@@ -361,18 +362,25 @@ class CrossEncoder(STSurface, BaseEncoder):
 
         Raises:
             ValueError: a pair that is not two str, a pair with an empty text (naming its index), a bad
-                batch_size or max_tokens, an unknown prompt_name, a device list or a pool.
+                batch_size, max_tokens or chunk_size, an unknown prompt_name.
+            RuntimeError: a pool's process exited.
         """
-        self._one_device(device, pool, chunk_size)
         single = isinstance(inputs, list | tuple) and len(inputs) > 0 and not isinstance(inputs[0], list | tuple)
         pairs = [inputs] if single else list(inputs)
         check_pairs(pairs)
         pairs = with_prompt(pairs, self.resolve_prompt(prompt, prompt_name))
+        if single or not pairs:  # nothing to share out: run here
+            pool, chunk_size, device = None, None, None if isinstance(device, list | tuple) else device
+        chunks = self._pooled(
+            device, pool, chunk_size, "pair_logits", pairs, batch_size=batch_size, max_tokens=max_tokens
+        )
         if not pairs:
             scores = torch.empty(0)
         else:
-            encodings = self.tokenize(pairs)
-            scores = self._scores(self._logits(encodings, batch_size, max_tokens, show_progress_bar), activation_fn)
+            logits = torch.cat(chunks) if chunks is not None else None
+            if logits is None:
+                logits = self.pair_logits(pairs, batch_size, max_tokens, show_progress_bar)
+            scores = self._scores(logits, activation_fn)
             if apply_softmax and scores.ndim > 1:
                 scores = torch.softmax(scores, dim=1)
         if convert_to_tensor:
@@ -395,7 +403,7 @@ class CrossEncoder(STSurface, BaseEncoder):
         batch_size: int | None = None,
         show_progress_bar: bool | None = None,
         activation_fn: Callable[[Tensor], Tensor] | None = None,
-        device: str | torch.device | None = None,
+        device: str | torch.device | list[str | torch.device] | None = None,
         pool: dict[str, Any] | None = None,
         chunk_size: int | None = None,
         *,
@@ -427,7 +435,6 @@ class CrossEncoder(STSurface, BaseEncoder):
         unknown = sorted(set(deprecated) - set(IGNORED_RANK_KWARGS))
         if unknown:
             raise TypeError(f"rank() got an unexpected keyword argument {unknown[0]!r}")
-        self._one_device(device, pool, chunk_size)
         if self.num_labels != 1:
             raise ValueError(
                 f"rank() needs a model with num_labels=1, this one has {self.num_labels}; use predict() on the pairs"
@@ -439,10 +446,17 @@ class CrossEncoder(STSurface, BaseEncoder):
         for i, document in enumerate(documents):
             if not isinstance(document, str) or not document:
                 raise ValueError(f"documents[{i}] must be a non-empty str, got {document!r:.40}")
+        query = self.resolve_prompt(prompt, prompt_name) + query
+        if not documents:  # nothing to share out: run here
+            pool, chunk_size, device = None, None, None if isinstance(device, list | tuple) else device
+        options = {"query": query, "batch_size": batch_size, "max_tokens": max_tokens}
+        chunks = self._pooled(device, pool, chunk_size, "query_logits", documents, **options)
         if not documents:
             return []
-        encodings = self.tokenize_pairs(self.resolve_prompt(prompt, prompt_name) + query, documents)
-        logits = self._logits(encodings, batch_size, max_tokens, show_progress_bar)
+        if chunks is not None:
+            logits = torch.cat(chunks)
+        else:
+            logits = self.query_logits(documents, query, batch_size, max_tokens, show_progress_bar)
         scores = self._scores(logits, activation_fn).tolist()
         results = [{"corpus_id": i, "score": score} for i, score in enumerate(scores)]
         if return_documents:
@@ -450,6 +464,39 @@ class CrossEncoder(STSurface, BaseEncoder):
                 result["text"] = documents[result["corpus_id"]]
         # sorted() is stable, so equal scores keep input order, as in sentence-transformers
         return sorted(results, key=lambda result: result["score"], reverse=True)[:top_k]
+
+    def pair_logits(
+        self,
+        pairs: list[Pair],
+        batch_size: int | None = None,
+        max_tokens: int | None = None,
+        show_progress_bar: bool | None = False,
+    ) -> Tensor:
+        """The model's (n, num_labels) float32 logits of pairs, on the CPU (predict's step; a pool's process runs it).
+
+        Args:
+            pairs: (text_a, text_b) pairs, their prompt in place.
+            batch_size, max_tokens, show_progress_bar: as in predict().
+        """
+        return self._logits(self.tokenize(pairs), batch_size, max_tokens, show_progress_bar)
+
+    def query_logits(
+        self,
+        documents: list[str],
+        query: str,
+        batch_size: int | None = None,
+        max_tokens: int | None = None,
+        show_progress_bar: bool | None = False,
+    ) -> Tensor:
+        """The model's (n, 1) float32 logits of (query, document) pairs, the query tokenized once (rank's step;
+        a pool's process runs it).
+
+        Args:
+            documents: the documents.
+            query: the query, its prompt in place.
+            batch_size, max_tokens, show_progress_bar: as in predict().
+        """
+        return self._logits(self.tokenize_pairs(query, documents), batch_size, max_tokens, show_progress_bar)
 
     def _scores(self, logits: Tensor, activation_fn: Callable[[Tensor], Tensor] | None) -> Tensor:
         """Activation, then (n, 1) -> (n,), in sentence-transformers' order."""

@@ -456,11 +456,12 @@ class MultiVectorEncoder(MultiVectorMembers, STSurface, BaseEncoder):
             output_value: "token_embeddings" (the only value implemented).
             convert_to_numpy: numpy arrays instead of tensors.
             device: one device: the model is moved there first (to()), as sentence-transformers moves it;
-                None: where it is.
+                a list of devices: a pool of processes on them for this call; None: where it is.
             normalize_embeddings: L2-normalize each token vector again.
             token_pooling: None (token pooling is not implemented).
             truncate_dim: for this call, as in __init__; None: the encoder's.
-            pool, chunk_size: sentence-transformers' multi-process pool; not implemented (None only).
+            pool: a pool of start_multi_process_pool's to encode in (its processes each encode a chunk).
+            chunk_size: texts per chunk sent to a pool's process; None: about 10 chunks per process.
             task: "query", "document" or None: which length, expansion and skiplist apply.
             max_tokens: caps batch size x longest text.
             on_long: "truncate" (default) or "error".
@@ -476,10 +477,17 @@ class MultiVectorEncoder(MultiVectorMembers, STSurface, BaseEncoder):
             raise ValueError(f"output_value={output_value!r}: bertlite's MultiVectorEncoder returns 'token_embeddings'")
         if token_pooling is not None:
             raise ValueError("token_pooling is not implemented in bertlite's MultiVectorEncoder")
-        self._one_device(device, pool, chunk_size)
         dimension = self._check_truncate_dim(truncate_dim) or self.truncate_dim
         single = isinstance(inputs, str)
         texts = [inputs] if single else list(inputs)
+        if single or not texts:  # nothing to share out: run here
+            pool, chunk_size, device = None, None, None if isinstance(device, list | tuple) else device
+        options = {"prompt_name": prompt_name, "prompt": prompt, "batch_size": batch_size, "task": task}
+        options |= {"convert_to_numpy": convert_to_numpy, "normalize_embeddings": normalize_embeddings}
+        options |= {"truncate_dim": truncate_dim, "max_tokens": max_tokens, "on_long": on_long}
+        chunks = self._pooled(device, pool, chunk_size, "encode", texts, show_progress_bar=False, **options)
+        if chunks is not None:
+            return [vectors for chunk in chunks for vectors in chunk]
         encodings = self._tokenize(texts, task, self.resolve_prompt(prompt, prompt_name), on_long)
         rows = self._encode_rows(encodings, batch_size, max_tokens, show_progress_bar)
         result: list[Any] = self._finish(rows, normalize_embeddings, dimension)

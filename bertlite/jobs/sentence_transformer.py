@@ -7,8 +7,6 @@ splits the CPU's cores between its processes.
 
 from __future__ import annotations
 
-import os
-import queue
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +18,7 @@ from torch import Tensor
 
 from bertlite.jobs.base import DEFAULT_MAX_TOKENS, GPU_MAX_TOKENS, Text
 from bertlite.jobs.embedder import Embedder
+from bertlite.jobs.process_pool import run_in_pool, start_pool, stop_pool
 from bertlite.jobs.st_compat import resolve_model_name, st_load_kwargs
 from bertlite.jobs.st_surface import transformers_tokenizer
 from bertlite.tokenization import BertTokenizer
@@ -298,11 +297,8 @@ class SentenceTransformer(Embedder):
         return Embedder.encode(self, texts, batch_size, show_progress_bar, "torch", **options)
 
     def start_multi_process_pool(self, target_devices: list[str] | None = None) -> dict[str, Any]:
-        """Start processes that encode with a copy of this model each, for encode(pool=...).
-
-        The model is moved to the CPU first (as sentence-transformers moves it) and copied into every
-        process; CPU processes share the machine's cores: each runs os.cpu_count() // (CPU processes)
-        torch threads.
+        """Start processes that encode with a copy of this model each, for encode(pool=...)
+        (bertlite.jobs.process_pool.start_pool: the model moves to the CPU first; CPU processes share the cores).
 
         Args:
             target_devices: one process per entry ("cuda:0", "cpu", ...); None: every CUDA device, else
@@ -312,36 +308,12 @@ class SentenceTransformer(Embedder):
             The pool: {"input": queue, "output": queue, "processes": [...]}; stop it with
             stop_multi_process_pool.
         """
-        if target_devices is None:
-            cuda = torch.cuda.device_count() if torch.cuda.is_available() else 0
-            target_devices = [f"cuda:{i}" for i in range(cuda)] or ["cpu"] * min(4, os.cpu_count() or 1)
-        cpu_processes = sum(torch.device(device).type == "cpu" for device in target_devices)
-        threads = max(1, (os.cpu_count() or 1) // max(1, cpu_processes))
-        self.to("cpu")
-        context = torch.multiprocessing.get_context("spawn")
-        pool: dict[str, Any] = {"input": context.Queue(), "output": context.Queue(), "processes": []}
-        try:
-            for device in target_devices:
-                process = context.Process(
-                    target=_pool_worker, args=(str(device), threads, self, pool["input"], pool["output"]), daemon=True
-                )
-                process.start()
-                pool["processes"].append(process)
-        except BaseException:
-            self.stop_multi_process_pool(pool)
-            raise
-        return pool
+        return start_pool(self, target_devices)
 
     @staticmethod
     def stop_multi_process_pool(pool: dict[str, Any]) -> None:
         """Stop the processes of a pool start_multi_process_pool started, and close its queues."""
-        for process in pool["processes"]:
-            process.terminate()
-        for process in pool["processes"]:
-            process.join()
-            process.close()
-        pool["input"].close()
-        pool["output"].close()
+        stop_pool(pool)
 
     def _encode_in_pool(
         self,
@@ -354,28 +326,10 @@ class SentenceTransformer(Embedder):
     ) -> Any:
         """encode's texts in chunks of chunk_size over a pool's processes (a pool started for `devices` and
         stopped after, when no pool is given), gathered in input order."""
-        if chunk_size is not None and chunk_size <= 0:
-            raise ValueError(f"chunk_size must be a positive integer, got {chunk_size}.")
         if not texts:
             return self._embed(texts, batch_size, False, options)
-        started = pool is None
-        if pool is None:
-            pool = self.start_multi_process_pool([str(device) for device in devices or []])
-        try:
-            if chunk_size is None:  # sentence-transformers' default: about 10 chunks per process
-                chunk_size = max(1, min(-(-len(texts) // len(pool["processes"]) // 10), 5000))
-            starts = range(0, len(texts), chunk_size)
-            for chunk_id, start in enumerate(starts):
-                pool["input"].put((chunk_id, texts[start : start + chunk_size], batch_size, options))
-            results: list[Any] = [None] * len(starts)
-            for _ in starts:
-                chunk_id, result = _pool_result(pool)
-                results[chunk_id] = result
-        finally:
-            if started:
-                self.stop_multi_process_pool(pool)
-        if error := next((r for r in results if isinstance(r, BaseException)), None):
-            raise error
+        kwargs = {"batch_size": batch_size, "show_progress_bar": False, "options": options}
+        results = run_in_pool(self, "_embed", texts, pool, devices, chunk_size, kwargs)
         if options["output_value"] == "token_embeddings":
             return [tokens for result in results for tokens in result]
         return torch.cat(results)
@@ -454,36 +408,3 @@ class SentenceTransformer(Embedder):
             chunk_size,
             **kwargs,
         )
-
-
-def _pool_worker(device: str, threads: int, model: SentenceTransformer, inputs: Any, outputs: Any) -> None:
-    """A pool process: encode the chunks of `inputs` on `device`, put (chunk id, result or exception) on
-    `outputs`, until stop_multi_process_pool terminates it."""
-    torch.set_num_threads(threads)
-    if device != "cpu":
-        model.to(device)
-    while True:
-        chunk_id, texts, batch_size, options = inputs.get()
-        try:
-            result = model._embed(texts, batch_size, False, options)
-        except Exception as e:  # sent back, raised in the caller
-            result = e
-        outputs.put((chunk_id, result))
-
-
-def _pool_result(pool: dict[str, Any]) -> tuple[int, Any]:
-    """The next (chunk id, result) of a pool's processes.
-
-    Raises:
-        RuntimeError: one of them exited (killed, out of memory) while results were due.
-    """
-    while True:
-        try:
-            return pool["output"].get(timeout=1.0)
-        except queue.Empty:
-            for process in pool["processes"]:
-                if not process.is_alive():
-                    raise RuntimeError(
-                        f"a multi-process pool's process exited (exit code {process.exitcode}); stop the pool "
-                        "with stop_multi_process_pool and start another"
-                    ) from None

@@ -35,7 +35,7 @@ from bertlite.jobs.sparse_config import (
     read_splade_settings,
 )
 from bertlite.jobs.sparse_encoder_st import SparseEncoderMembers
-from bertlite.jobs.sparse_vectors import SparseRow, assemble, keep_top, sparse_parts
+from bertlite.jobs.sparse_vectors import SparseRow, assemble, join_chunks, keep_top, sparse_parts
 from bertlite.jobs.st_compat import SPARSE_ENCODER_ORGANIZATION
 from bertlite.jobs.st_surface import STSurface, check_wrapped
 from bertlite.models.auto import AutoModelForMaskedLM, read_model_type
@@ -284,7 +284,7 @@ class SparseEncoder(SparseEncoderMembers, STSurface, BaseEncoder):
         convert_to_tensor: bool = True,
         convert_to_sparse_tensor: bool = True,
         save_to_cpu: bool = False,
-        device: str | torch.device | None = None,
+        device: str | torch.device | list[str | torch.device] | None = None,
         max_active_dims: int | None = None,
         pool: dict[str, Any] | None = None,
         chunk_size: int | None = None,
@@ -303,9 +303,10 @@ class SparseEncoder(SparseEncoderMembers, STSurface, BaseEncoder):
             convert_to_sparse_tensor: sparse COO tensors (default); False: dense float32.
             save_to_cpu: the result on the CPU (it is on the model's device otherwise).
             device: one device: the model is moved there first (to()), as sentence-transformers moves it;
-                None: where it is.
+                a list of devices: a pool of processes on them for this call; None: where it is.
             max_active_dims: keep the largest max_active_dims values of each vector; None: the encoder's.
-            pool, chunk_size: sentence-transformers' multi-process pool; not implemented (None only).
+            pool: a pool of start_multi_process_pool's to encode in (its processes each encode a chunk).
+            chunk_size: texts per chunk sent to a pool's process; None: about 10 chunks per process.
             max_tokens: also caps batch size x longest text; None: no cap.
             on_long: "truncate" (default) or "error", as in tokenize().
 
@@ -314,12 +315,22 @@ class SparseEncoder(SparseEncoderMembers, STSurface, BaseEncoder):
             text; a list of vectors with convert_to_tensor=False.
 
         Raises:
-            ValueError: a text tokenize() refuses, a bad batch_size, max_tokens, max_active_dims or prompt,
-                a device list or a pool.
+            ValueError: a text tokenize() refuses (raised from a pool's process too), a bad batch_size,
+                max_tokens, max_active_dims, prompt or chunk_size.
+            RuntimeError: a pool's process exited.
         """
-        self._one_device(device, pool, chunk_size)
         single = isinstance(inputs, str)
         texts = [inputs] if single else list(inputs)
+        if single or not texts:  # nothing to share out: run here
+            pool, chunk_size, device = None, None, None if isinstance(device, list | tuple) else device
+        options = {"convert_to_tensor": convert_to_tensor, "convert_to_sparse_tensor": convert_to_sparse_tensor}
+        chunks = self._pooled(
+            device, pool, chunk_size, "encode", texts, prompt_name=prompt_name, prompt=prompt, batch_size=batch_size,
+            show_progress_bar=False, save_to_cpu=True, max_active_dims=max_active_dims, max_tokens=max_tokens,
+            on_long=on_long, **options,
+        )  # fmt: skip
+        if chunks is not None:
+            return join_chunks(chunks, convert_to_tensor, torch.device("cpu") if save_to_cpu else self.device)
         top_k = self._top_k(max_active_dims)
         prefix = self.resolve_prompt(prompt, prompt_name)
         batch_size, max_tokens = self._batch_limits(batch_size, max_tokens)

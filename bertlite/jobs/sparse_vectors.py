@@ -68,3 +68,12 @@ def unit_rows(matrix: Tensor) -> Tensor:
     dense = matrix.to_dense() if matrix.is_sparse else matrix
     unit = torch.nn.functional.normalize(dense, p=2, dim=1)
     return unit.to_sparse() if matrix.is_sparse else unit
+
+
+def join_chunks(chunks: list[Any], as_tensor: bool, device: torch.device) -> Tensor | list[Tensor]:
+    """encode()'s result from the results of its chunks (a pool's): one tensor (sparse COO coalesced, or
+    dense) or one list, on `device`."""
+    if not as_tensor:
+        return [vector.to(device) for chunk in chunks for vector in chunk]
+    joined = torch.cat(chunks)
+    return (joined.coalesce() if joined.is_sparse else joined).to(device)

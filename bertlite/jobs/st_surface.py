@@ -17,6 +17,7 @@ import torch
 from tokenizers import Tokenizer
 from torch import nn
 
+from bertlite.jobs.process_pool import run_in_pool, start_pool, stop_pool
 from bertlite.jobs.st_compat import resolve_model_name, st_load_kwargs
 from bertlite.quant.int8 import is_quantized
 from bertlite.tokenization import BertTokenizer
@@ -108,15 +109,48 @@ class STSurface:
         resolved = resolve_model_name(model_name_or_path, organization)
         return self._load(resolved, **st_load_kwargs(**st_kwargs))
 
-    def _one_device(self, device: str | torch.device | list | None, pool: Any, chunk_size: int | None) -> None:
-        """A call's device (predict, rank, encode): moved there (to()); a device list, pool or chunk_size refused."""
-        if pool is not None or isinstance(device, list | tuple) or chunk_size is not None:
-            raise ValueError(
-                f"bertlite's {type(self).__name__} runs in this process (pool=, chunk_size= and a list of devices are "
-                "sentence-transformers' multi-process pool, not implemented); give one device or None"
-            )
-        if device is not None:
+    def start_multi_process_pool(self, target_devices: list[str] | None = None) -> dict[str, Any]:
+        """Start processes that each run a copy of this job, for pool= (bertlite.jobs.process_pool.start_pool:
+        the job moves to the CPU first; CPU processes share the cores).
+
+        Args:
+            target_devices: one process per entry ("cuda:0", "cpu", ...); None: every CUDA device, else
+                min(4, os.cpu_count()) CPU processes.
+
+        Returns:
+            The pool: {"input": queue, "output": queue, "processes": [...]}; stop it with
+            stop_multi_process_pool.
+        """
+        return start_pool(self, target_devices)
+
+    @staticmethod
+    def stop_multi_process_pool(pool: dict[str, Any]) -> None:
+        """Stop the processes of a pool start_multi_process_pool started, and close its queues."""
+        stop_pool(pool)
+
+    def _pooled(
+        self,
+        device: str | torch.device | list | None,
+        pool: Any,
+        chunk_size: int | None,
+        method: str,
+        items: list[Any],
+        **kwargs: Any,
+    ) -> list[Any] | None:
+        """A call's placement (predict, rank, encode): with a pool or a list of devices, `method`'s results of
+        each chunk of `items` from the pool's processes (run_in_pool); else None, the model moved to the
+        one device given (to()), and the call runs here.
+
+        Raises:
+            ValueError: chunk_size without a pool or a device list.
+        """
+        if pool is not None or (isinstance(device, list | tuple) and device):
+            return run_in_pool(self, method, items, pool, None if pool is not None else device, chunk_size, kwargs)
+        if chunk_size is not None:
+            raise ValueError("chunk_size applies to a multi-process pool: give pool= or a list of devices")
+        if device is not None and not isinstance(device, list | tuple):
             self.to(device)
+        return None
 
     def save(
         self,

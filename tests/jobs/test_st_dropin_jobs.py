@@ -384,7 +384,17 @@ def test_docs_snippet_runs_unchanged(snippet: str, folders: dict[str, Path], tmp
 # --- the surface: the same methods, arguments and defaults ------------------------------------------
 
 SURFACE = {
-    "CrossEncoder": ["__init__", "predict", "rank", "save", "save_pretrained", "to", "get_max_seq_length"],
+    "CrossEncoder": [
+        "__init__",
+        "predict",
+        "rank",
+        "save",
+        "save_pretrained",
+        "to",
+        "get_max_seq_length",
+        "start_multi_process_pool",
+        "stop_multi_process_pool",
+    ],
     "SparseEncoder": [
         "__init__",
         "encode",
@@ -400,6 +410,8 @@ SURFACE = {
         "save_pretrained",
         "to",
         "get_max_seq_length",
+        "start_multi_process_pool",
+        "stop_multi_process_pool",
     ],
     "MultiVectorEncoder": [
         "__init__",
@@ -413,6 +425,8 @@ SURFACE = {
         "save_pretrained",
         "to",
         "get_max_seq_length",
+        "start_multi_process_pool",
+        "stop_multi_process_pool",
     ],
 }
 PROPERTIES = ["device", "max_seq_length", "similarity_fn_name"]
@@ -580,14 +594,51 @@ def test_what_bertlite_cannot_do_is_refused_by_name(name: str, folders: dict[str
     with pytest.raises(ValueError, match="backend='onnx'"):
         cls(path, backend="onnx")
     model = cls(path, **F32)
-    with pytest.raises(ValueError, match="multi-process pool"):
-        (model.predict(PAIRS, pool={}) if name == "CrossEncoder" else model.encode(TEXTS, device=["cpu", "cpu"]))
+    with pytest.raises(ValueError, match="chunk_size applies to a multi-process pool"):
+        (model.predict(PAIRS, chunk_size=1) if name == "CrossEncoder" else model.encode(TEXTS, chunk_size=1))
     wrapped = (model.model, model.tokenizer) + ((model.projection,) if name == "MultiVectorEncoder" else ())
     with pytest.raises(TypeError, match="revision load a checkpoint by name"):
         cls(*wrapped, revision="main")
     with pytest.raises(TypeError, match="the folder's tokenizer is loaded"):
         cls(path, model.tokenizer)
     assert cls(*wrapped, device="cpu").device == torch.device("cpu")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(SURFACE))
+def test_a_pool_of_processes_gives_the_same_outputs(name: str, folders: dict[str, Path]) -> None:
+    path = str(folders[{"CrossEncoder": "reranker", "SparseEncoder": "splade"}.get(name, "colbert")])
+    model = getattr(bertlite, name)(path, **F32)
+    texts = [f"text number {i} of a pool's input" for i in range(9)] + ["a long text " * 100]
+    pairs = [(f"query {i}", text) for i, text in enumerate(texts)]
+    run = (
+        (lambda **kw: model.predict(pairs, **kw))
+        if name == "CrossEncoder"
+        else (lambda **kw: model.encode(texts, **kw))
+    )
+    expected = run()
+    pool = model.start_multi_process_pool(["cpu", "cpu"])
+    try:
+        assert_same(run(pool=pool, chunk_size=3), expected, "pool")
+        if name == "CrossEncoder":
+            pooled, here = model.rank("query 1", texts, pool=pool, chunk_size=4), model.rank("query 1", texts)
+            # the same score per document (to the last bits of a batch's shape), in descending order
+            scores = {r["corpus_id"]: r["score"] for r in here}
+            assert sorted(r["corpus_id"] for r in pooled) == list(range(len(texts)))
+            np.testing.assert_allclose(
+                [r["score"] for r in pooled], [scores[r["corpus_id"]] for r in pooled], atol=1e-6
+            )
+            assert all(a["score"] >= b["score"] for a, b in zip(pooled, pooled[1:], strict=False))
+            with pytest.raises(ValueError, match="documents\\[1\\] must be a non-empty str"):
+                model.rank("q", ["a", ""], pool=pool)
+        if name == "SparseEncoder":
+            dense = model.encode(texts, convert_to_sparse_tensor=False, convert_to_tensor=False, pool=pool)
+            assert_same(dense, model.encode(texts, convert_to_sparse_tensor=False, convert_to_tensor=False), "list")
+            with pytest.raises(ValueError, match="longer than max_length"):
+                model.encode(texts, pool=pool, on_long="error")  # raised in a process, raised here
+    finally:
+        model.stop_multi_process_pool(pool)
+    assert_same(run(device=["cpu"]), expected, "a pool for one call")
 
 
 @pytest.mark.parametrize(
