@@ -100,13 +100,28 @@ class ModernBertRotaryEmbedding(nn.Module):
 
 
 def rotate_half(x: Tensor) -> Tensor:
-    """(-x2, x1) of the two halves of the last dimension."""
+    """(-x2, x1) of the two halves of the last dimension, as transformers' rotate_half.
+
+    Args:
+        x: (..., head_dim).
+
+    Returns:
+        (..., head_dim).
+    """
     x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
     return torch.cat((-x2, x1), dim=-1)
 
 
 def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """x rotated by its positions' angles, computed in float32 as transformers' apply_rotary_pos_emb."""
+    """x rotated by its positions' angles, computed in float32 as transformers' apply_rotary_pos_emb.
+
+    Args:
+        x: queries or keys, (B, nh, T, hs) or packed (N, nh, hs).
+        cos, sin: ModernBertRotaryEmbedding's, broadcast against x.
+
+    Returns:
+        x's shape and dtype.
+    """
     x32 = x.float()
     return ((x32 * cos) + (rotate_half(x32) * sin)).to(x.dtype)
 
@@ -209,7 +224,14 @@ class ModernBertEncoderLayer(nn.Module):
 
 
 def init_stds(config: ModernBertConfig) -> dict[str, float]:
-    """transformers' init stds by a Linear's place: inputs, outputs (by depth), a classifier's ("final_out")."""
+    """transformers' init stds by a Linear's place.
+
+    Args:
+        config: the model's config.
+
+    Returns:
+        "in" (Wqkv, Wi, embeddings), "out" (Wo, by depth; the heads' dense and decoder), "final_out" (classifiers).
+    """
     return {
         "in": config.initializer_range,
         "out": config.initializer_range / math.sqrt(2.0 * config.num_hidden_layers),
@@ -219,7 +241,13 @@ def init_stds(config: ModernBertConfig) -> dict[str, float]:
 
 @torch.no_grad()
 def trunc_normal_init(module: nn.Module, std: float, cutoff: float) -> None:
-    """A truncated normal at `std`, cut at `cutoff` stds, for the weight; zeros for a Linear's bias."""
+    """A truncated normal at `std`, cut at `cutoff` stds, for the weight; zeros for a Linear's bias.
+
+    Args:
+        module: a Linear or an Embedding, changed in place.
+        std: the normal's std.
+        cutoff: where it is cut, in stds (config.initializer_cutoff_factor).
+    """
     nn.init.trunc_normal_(module.weight, mean=0.0, std=std, a=-cutoff * std, b=cutoff * std)
     if isinstance(module, nn.Linear) and module.bias is not None:
         module.bias.zero_()
@@ -477,7 +505,16 @@ class ModernBertModel(ModernBertPreTrainedModel):
 
 
 def window_bias(length: int, window: int, like: Tensor) -> Tensor:
-    """(T, T) additive bias: 0 where |query - key| <= window, the dtype's min elsewhere."""
+    """The sliding window as an additive bias: 0 where |query - key| <= window, the dtype's min elsewhere.
+
+    Args:
+        length: T, the grid's length.
+        window: the tokens a query sees on each side (config.sliding_window).
+        like: a tensor whose dtype and device the bias takes.
+
+    Returns:
+        (T, T).
+    """
     positions = torch.arange(length, device=like.device)
     far = (positions[None, :] - positions[:, None]).abs() > window
     return torch.zeros(length, length, dtype=like.dtype, device=like.device).masked_fill_(

@@ -254,7 +254,16 @@ class ModernBertForSequenceClassification(_ModernBertWithHead):
 
 
 def sequence_loss(model: ModernBertForSequenceClassification, logits: Tensor, labels: Tensor) -> Tensor:
-    """transformers' sequence-classification loss by config.problem_type (inferred and stored when unset)."""
+    """transformers' sequence-classification loss by config.problem_type (inferred and stored when unset).
+
+    Args:
+        model: the classifier (its config and num_labels).
+        logits: (B, num_labels).
+        labels: (B,) floats or class ids, or (B, num_labels) 0/1 floats.
+
+    Returns:
+        The loss.
+    """
     config, num_labels = model.config, model.num_labels
     if config.problem_type is None:
         if num_labels == 1:
