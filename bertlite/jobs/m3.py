@@ -35,6 +35,8 @@ COLBERT_FILE, SPARSE_FILE = M3_FILES
 # vocabulary, or of BERT's (which has no eos: [SEP] keeps its weight, as in FlagEmbedding).
 UNUSED_TOKENS = ("<s>", "</s>", "<pad>", "<unk>", "[CLS]", "[PAD]", "[UNK]")
 OUTPUTS = ("dense_vecs", "lexical_weights", "colbert_vecs")
+# Tokens per text unless told otherwise: BGEM3FlagModel's passage_max_length and query_max_length.
+DEFAULT_MAX_LENGTH = 512
 
 
 class M3Encoder(BaseEncoder):
@@ -47,7 +49,7 @@ class M3Encoder(BaseEncoder):
         colbert_linear: nn.Linear,
         sparse_linear: nn.Linear,
         *,
-        max_length: int | None = None,
+        max_length: int | None = DEFAULT_MAX_LENGTH,
         normalize_embeddings: bool = True,
         query_instruction_for_retrieval: str | None = None,
         unpad: bool = True,
@@ -60,7 +62,8 @@ class M3Encoder(BaseEncoder):
             tokenizer: its tokenizer (a copy is kept).
             colbert_linear: hidden -> ColBERT dimension.
             sparse_linear: hidden -> 1, a token's lexical weight before relu.
-            max_length: tokens per text unless a call says otherwise; None: the model's maximum.
+            max_length: tokens per text unless a call says otherwise (FlagEmbedding's default, 512, clamped to
+                the model's maximum); None: the model's maximum (8,192 for BGE-M3).
             normalize_embeddings: dense and ColBERT vectors of length 1 (BGE-M3's default).
             query_instruction_for_retrieval: text put before queries by encode_queries; None: none.
             unpad, pack_weights: as in BaseEncoder.
@@ -94,7 +97,7 @@ class M3Encoder(BaseEncoder):
         device: torch.device | str | None = None,
         dtype: torch.dtype | str | None = "auto",
         quantize: str | None = None,
-        max_length: int | None = None,
+        max_length: int | None = DEFAULT_MAX_LENGTH,
         normalize_embeddings: bool = True,
         query_instruction_for_retrieval: str | None = None,
         unpad: bool = True,
