@@ -8,8 +8,6 @@ token budget and the unpadded forward are here, once.
 from __future__ import annotations
 
 import itertools
-import operator
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,6 +18,15 @@ import torch
 from tokenizers import Encoding, Tokenizer
 from torch import Tensor, nn
 
+# The input checks live in jobs/inputs.py; the jobs and the CLI import them from here too.
+from bertlite.jobs.inputs import (  # noqa: F401
+    Text,
+    check_count,
+    check_text,
+    progress_bar,
+    prompt_names,
+    with_prompt,
+)
 from bertlite.jobs.long_texts import TextCutter
 from bertlite.jobs.prepare import LoadOptions, check_device, ready  # noqa: F401 (LoadOptions: its old home)
 from bertlite.layers.onednn import restore
@@ -27,7 +34,6 @@ from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import attention_of
 from bertlite.models.bert import BertModel
 from bertlite.quant.int8 import is_quantized
-from bertlite.utils.text import SURROGATE
 
 if TYPE_CHECKING:
     from typing import Self  # Python 3.11; annotations only (they are strings here)
@@ -48,7 +54,6 @@ CHUNK_TEXTS = 2048
 GPU_MAX_TOKENS = 65536
 GPU_CHUNK_TEXTS = 16384
 
-Text = str | tuple[str, str]
 M = TypeVar("M", bound=nn.Module)
 
 
@@ -554,69 +559,3 @@ def sorted_batches(
         batch.append(i)
     if batch:
         yield batch
-
-
-def with_prompt(texts: Sequence[Text], prompt: str) -> Sequence[Text]:
-    """`prompt` put before every text (before the first text of a pair); texts unchanged for an empty prompt."""
-    if not prompt:
-        return texts
-    # Items that are not texts pass unchanged, for tokenize() to name them.
-    return [prompt + t if isinstance(t, str) else (prompt + t[0], *t[1:]) if _is_pair(t) else t for t in texts]
-
-
-def prompt_names(prompts: dict[str, str]) -> str:
-    """The prompts' names for an error message: "(document, query)", or "(none)"."""
-    return "(" + ", ".join(sorted(prompts)) + ")" if prompts else "(none)"
-
-
-def progress_bar(total: int, show: bool | None, initial: int = 0) -> Any:
-    """A tqdm bar on stderr counting texts; show=None: shown when stderr is a terminal."""
-    from tqdm import tqdm
-
-    disable = not (sys.stderr.isatty() if show is None else show)
-    return tqdm(total=total, initial=initial, unit="text", disable=disable, file=sys.stderr, dynamic_ncols=True)
-
-
-def check_count(name: str, value: object, none: str = "the default") -> None:
-    """A count option: None (meaning `none`) or an int >= 1; never a float or a bool.
-
-    Raises:
-        ValueError: naming the option and the value.
-    """
-    if value is None:
-        return
-    try:
-        number = operator.index(value) if not isinstance(value, bool) else None
-    except TypeError:
-        number = None
-    if number is None or number < 1:
-        raise ValueError(f"{name} must be an integer >= 1 (or None for {none}), got {value!r}")
-
-
-def check_text(text: object, index: int) -> None:
-    """A str or a (text_a, text_b) pair of str, without lone surrogates.
-
-    Raises:
-        ValueError: naming texts[index] and what is wrong.
-    """
-    pair = isinstance(text, tuple | list) and len(text) == 2 and all(isinstance(p, str) for p in text)
-    if not (isinstance(text, str) or pair):
-        raise ValueError(
-            f"texts[{index}] is {type(text).__name__} {_preview(text)}; each text must be a str "
-            "or a (text_a, text_b) pair of str"
-        )
-    for part in text if pair else (text,):
-        if surrogate := SURROGATE.search(part):
-            raise ValueError(
-                f"texts[{index}] holds a lone surrogate (\\u{ord(surrogate.group()):04x}), which is not Unicode "
-                "text; replace it (e.g. with U+FFFD)"
-            )
-
-
-def _is_pair(text: object) -> bool:
-    return isinstance(text, tuple | list) and len(text) == 2 and isinstance(text[0], str)
-
-
-def _preview(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."

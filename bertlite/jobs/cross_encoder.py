@@ -7,7 +7,6 @@ unless the folder names another), without importing sentence-transformers or tra
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -18,6 +17,7 @@ from tokenizers import Encoding, Tokenizer
 from torch import Tensor, nn
 
 from bertlite.config import CONFIG_CLASSES, BertConfig
+from bertlite.jobs.activation import default_activation, folder_activation, resolve_activation
 from bertlite.jobs.base import (
     BaseEncoder,
     EncodeStats,
@@ -579,47 +579,3 @@ def check_pairs(pairs: Sequence[object]) -> None:
         for side, text in zip(("first (query)", "second (document)"), pair, strict=True):
             if not text:
                 raise ValueError(f"inputs[{i}] has an empty {side} text; a pair needs two non-empty texts")
-
-
-def default_activation(num_labels: int) -> nn.Module:
-    """sentence-transformers' default: Sigmoid for one label (a relevance score), else Identity (logits)."""
-    return nn.Sigmoid() if num_labels == 1 else nn.Identity()
-
-
-def folder_activation(name: str | os.PathLike, st_path: str | None, config_extra: dict[str, Any]) -> nn.Module | None:
-    """The activation a folder names, in sentence-transformers' order; None: the default.
-
-    config_sentence_transformers.json's activation_fn first, then config.json's
-    sentence_transformers.activation_fn, else its older sbert_ce_default_activation_function.
-    """
-    if st_path is not None and (found := resolve_activation(st_path, name)) is not None:
-        return found
-    st_section = config_extra.get("sentence_transformers")
-    if isinstance(st_section, dict) and "activation_fn" in st_section:
-        path = st_section["activation_fn"]
-    else:
-        path = config_extra.get("sbert_ce_default_activation_function")
-    return resolve_activation(path, name) if isinstance(path, str) else None
-
-
-def resolve_activation(path: str, name: str | os.PathLike = "the checkpoint") -> nn.Module | None:
-    """An activation module from its dotted path (e.g. "torch.nn.modules.activation.Sigmoid"), built without
-    arguments.
-
-    Only torch's are built, as sentence-transformers does without trust_remote_code; another path warns
-    and gives None (the default activation).
-
-    Raises:
-        ValueError: a torch path that names no class.
-    """
-    if not path.startswith("torch."):
-        warn_user(f"{name}: activation_fn {path!r} is not a torch module; using the default activation")
-        return None
-    module_path, _, attr = path.rpartition(".")
-    try:
-        found = getattr(importlib.import_module(module_path), attr)
-    except (ImportError, AttributeError) as e:
-        raise ValueError(f"{name}: activation_fn {path!r} names no torch class") from e
-    if not (isinstance(found, type) and issubclass(found, nn.Module)):
-        raise ValueError(f"{name}: activation_fn {path!r} is not a torch.nn.Module class")
-    return found()
