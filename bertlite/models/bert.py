@@ -4,7 +4,8 @@ Attribute names follow transformers/models/bert/modeling_bert.py so a Hugging Fa
 state_dict loads key for key. The eager attention keeps transformers' op order,
 so in float32 it is bitwise equal to transformers' eager attention. The transformers-compatible
 surface every model shares is models.modeling_utils.PreTrainedModel; the outputs are models.outputs.
-About 600 lines: the whole tree in one file, as transformers' modeling_bert.py.
+About 700 lines: the whole tree in one file, as transformers' modeling_bert.py, with the hooks the other
+families build on (embeddings, encoder and layer classes, the position bias).
 """
 
 from __future__ import annotations
