@@ -24,6 +24,7 @@ from bertlite.config.checks import (
     WEIGHTS_ONLY_FILES,
     check_head_fields,
     check_name,
+    check_own_code,
     check_ranges,
     check_sizes,
     check_types,
@@ -177,6 +178,7 @@ class BertConfig:
                 "(a BERT checkpoint has config.json next to its weights)"
             )
         config = cls.from_json_file(path)
+        check_own_code(config.extra.get("auto_map"), path)
         unused = config.update_from_kwargs(kwargs)
         if return_unused_kwargs:
             return config, unused

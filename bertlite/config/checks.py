@@ -187,3 +187,22 @@ def check_head_fields(config: BertConfig) -> None:
         )
     if config.classifier_dropout is not None and not 0.0 <= config.classifier_dropout <= 1.0:
         raise ValueError(f"classifier_dropout must be in [0, 1] or None, got {config.classifier_dropout!r}")
+
+
+def check_own_code(auto_map: Any, path: str | os.PathLike) -> None:
+    """Refuse a checkpoint whose config.json maps its model to code of its own (auto_map: JinaBERT, NomicBERT
+    and other remote-code models typed "bert"): bertlite runs only its own classes, and reading such weights
+    into them would give other numbers. A custom tokenizer alone (AutoTokenizer) is no refusal.
+
+    Raises:
+        ValueError: naming the file and the class the checkpoint's code defines.
+    """
+    if not isinstance(auto_map, dict):
+        return
+    code = {key: value for key, value in auto_map.items() if key != "AutoTokenizer"}
+    if code:
+        key, value = next(iter(code.items()))
+        raise ValueError(
+            f"{path}: auto_map names the checkpoint's own code ({key}: {value}); bertlite runs only the model "
+            "classes it implements, never a checkpoint's code, and this model is not one of them"
+        )

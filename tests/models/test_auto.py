@@ -11,7 +11,7 @@ from huggingface_hub import constants
 
 import bertlite
 from bertlite.models.auto import ARCHITECTURES
-from tests.helpers import REPO_ID, TINY, assert_weights, checkpoint_files
+from tests.helpers import REPO_ID, TINY, assert_weights, checkpoint_files, make_hf_model
 
 # Written out, not read from bertlite.models.auto: what each Auto class must build.
 EXPECTED = {
@@ -190,3 +190,24 @@ def test_auto_config_imports_neither_torch_nor_tokenizers(classifier_folder):
         "sys.exit(sorted({'torch', 'tokenizers'} & set(sys.modules)) != [])"
     )
     subprocess.run([sys.executable, "-c", code, str(classifier_folder)], check=True)
+
+
+def test_a_checkpoint_with_code_of_its_own_is_refused_by_name(tmp_path, real_model_path):
+    make_hf_model().save_pretrained(tmp_path)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+        (tmp_path / name).write_bytes((real_model_path / name).read_bytes())
+    config = json.loads((tmp_path / "config.json").read_text())
+    remote = {"AutoConfig": "configuration_bert.JinaBertConfig", "AutoModel": "modeling_bert.JinaBertModel"}
+    (tmp_path / "config.json").write_text(json.dumps({**config, "auto_map": remote}))
+    message = r"auto_map names the checkpoint's own code \(AutoConfig: configuration_bert.JinaBertConfig\)"
+    for load in (
+        bertlite.BertModel.from_pretrained,
+        bertlite.AutoModel.from_pretrained,
+        bertlite.Embedder.from_pretrained,
+    ):
+        with pytest.raises(ValueError, match=message):
+            load(tmp_path)
+    # a tokenizer of its own only: the model is BERT's
+    tokenizer_only = {"AutoTokenizer": ["tokenization.MyTokenizer", None]}
+    (tmp_path / "config.json").write_text(json.dumps({**config, "auto_map": tokenizer_only}))
+    assert type(bertlite.BertModel.from_pretrained(tmp_path)) is bertlite.BertModel
