@@ -108,3 +108,34 @@ def test_multi_vector_encoder_on_xlm_roberta_gives_sentence_transformers_vectors
     assert [g.shape for g in got] == [tuple(e.shape) for e in expected]
     for g, e in zip(got, expected, strict=True):
         assert (torch.as_tensor(g) - torch.as_tensor(e)).abs().max().item() <= TOL
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", ["distilbert", "electra", "mpnet", "roberta"])
+def test_sparse_encoder_on_every_family_gives_sentence_transformers_vectors(
+    model_type: str, real_model_path: Path, tmp_path: Path
+) -> None:
+    # Each family's masked-LM head under SPLADE, with the real WordPiece tokenizer, so both libraries read the
+    # same ids; sentence-transformers saves and loads the folder.
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sparse_encoder.modules import SpladePooling
+
+    sizes = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)
+    config = transformers.AutoConfig.for_model(model_type, **sizes, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForMaskedLM.from_config(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.3)
+    model.save_pretrained(tmp_path / "mlm")
+    transformers.AutoTokenizer.from_pretrained(real_model_path).save_pretrained(tmp_path / "mlm")
+    transformer = Transformer(str(tmp_path / "mlm"), max_seq_length=24, transformer_task="fill-mask")
+    SparseEncoder(modules=[transformer, SpladePooling("max")], device="cpu").save(str(tmp_path / "splade"))
+    texts = ["The weather is lovely today.", "a", "naïve café, 日本語 🙂", "It's so sunny outside! " * 5]
+    expected = SparseEncoder(str(tmp_path / "splade"), device="cpu").encode(texts, convert_to_tensor=True).to_dense()
+    ours = bertlite.SparseEncoder.from_pretrained(tmp_path / "splade", dtype="float32")
+    assert ours.model.config.model_type == model_type
+    got = ours.encode(texts).to_dense()
+    assert torch.equal(got != 0, expected != 0), "active dimensions differ"
+    assert (got - expected).abs().max().item() <= TOL
