@@ -139,3 +139,41 @@ def test_sparse_encoder_on_every_family_gives_sentence_transformers_vectors(
     got = ours.encode(texts).to_dense()
     assert torch.equal(got != 0, expected != 0), "active dimensions differ"
     assert (got - expected).abs().max().item() <= TOL
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", ["distilbert", "electra", "mpnet", "roberta"])
+def test_multi_vector_encoder_on_every_family_gives_sentence_transformers_vectors(
+    model_type: str, real_model_path: Path, tmp_path: Path
+) -> None:
+    from sentence_transformers import MultiVectorEncoder
+    from sentence_transformers.base.modules import Dense, Normalize, Transformer
+    from sentence_transformers.multi_vector_encoder.modules import MultiVectorMask
+
+    sizes = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)
+    config = transformers.AutoConfig.for_model(model_type, **sizes, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.AutoModel.from_config(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():  # LayerNorms around 1, so the token vectors differ
+            p.normal_(1.0 if "norm" in name.lower() and name.endswith("weight") else 0.0, 0.1)
+    model.save_pretrained(tmp_path / "base")
+    transformers.AutoTokenizer.from_pretrained(real_model_path).save_pretrained(tmp_path / "base")
+    dense = Dense(32, 16, bias=False, activation_function=torch.nn.Identity(), module_input_name="token_embeddings")
+    with torch.no_grad():
+        dense.linear.weight.normal_(0.0, 0.5)
+    modules = [
+        Transformer(str(tmp_path / "base"), max_seq_length=24),
+        dense,
+        MultiVectorMask(skiplist_words=[".", "!"]),
+        Normalize(module_input_name="token_embeddings"),
+    ]
+    MultiVectorEncoder(modules=modules, device="cpu").save_pretrained(str(tmp_path / "colbert"))
+    texts = ["The weather is lovely today.", "a", "naïve café, 日本語 🙂", "It's so sunny outside! " * 5]
+    expected = MultiVectorEncoder(str(tmp_path / "colbert"), device="cpu").encode_document(texts)
+    ours = bertlite.MultiVectorEncoder.from_pretrained(tmp_path / "colbert", dtype="float32")
+    assert ours.bert.config.model_type == model_type
+    got = ours.encode_document(texts)
+    for g, e in zip(got, expected, strict=True):
+        assert tuple(g.shape) == tuple(e.shape)
+        assert (torch.as_tensor(g) - torch.as_tensor(e)).abs().max().item() <= TOL
