@@ -172,7 +172,11 @@ def test_embedder_on_an_xlm_roberta_sentence_transformer_gives_its_vectors(tmp_p
     from sentence_transformers import SentenceTransformer, models
 
     base = tmp_path / "xlmr"
-    make_family_model("xlm-roberta").save_pretrained(base)
+    model = make_family_model("xlm-roberta")
+    with torch.no_grad():  # LayerNorms around 1: the texts' vectors differ (cosines down to 0.44), so rounding shows
+        for name, p in model.named_parameters():
+            p.normal_(1.0 if "LayerNorm.weight" in name else 0.0, 0.1)
+    model.save_pretrained(base)
     unigram_tokenizer(base)
     transformer = models.Transformer(str(base), max_seq_length=24)
     st = SentenceTransformer(modules=[transformer, models.Pooling(32, "mean"), models.Normalize()], device="cpu")
@@ -185,7 +189,8 @@ def test_embedder_on_an_xlm_roberta_sentence_transformer_gives_its_vectors(tmp_p
     for dtype in ("int8", "bfloat16"):  # int8 calibrates on long texts: padded with the pad id, cut to 40
         low = bertlite.Embedder.from_pretrained(tmp_path / "st", dtype=dtype)
         assert low.precision == dtype
-        assert (low.encode(texts) * expected).sum(axis=1).min() >= 0.99
+        assert (low.encode(texts) * expected).sum(axis=1).min() >= 0.995
+    assert (expected @ expected.T).min() < 0.9  # the vectors differ, so the bar above can fail
 
 
 HEADS = ("ForSequenceClassification", "ForMaskedLM", "ForTokenClassification", "ForQuestionAnswering")
