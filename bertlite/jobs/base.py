@@ -31,7 +31,7 @@ from bertlite.jobs.long_texts import TextCutter
 from bertlite.jobs.prepare import LoadOptions, check_device, ready  # noqa: F401 (LoadOptions: its old home)
 from bertlite.layers.onednn import restore
 from bertlite.layers.packing import PackedLayout
-from bertlite.layers.roles import attention_of
+from bertlite.layers.roles import attention_of, model_layers
 from bertlite.models.bert import BertModel
 from bertlite.quant.int8 import is_quantized
 
@@ -163,15 +163,11 @@ class BaseEncoder:
                 "this model is int8-quantized, which runs on the CPU in int8 only; load it again with the "
                 "device and dtype you want (from_pretrained(device=..., dtype=...))"
             )
-        if self.bert.plain_modules_only is not None:  # ready swapped no module (ModernBERT), only the attention
-            if self.bert.attn_implementation in ("auto", "varlen"):
-                self.bert.set_attn_implementation("sdpa")
-        else:
-            restore(self.model)
-            for layer in self.bert.encoder.layer:
-                attention = attention_of(layer)  # BERT's attention.self, DistilBERT's attention (layers.roles)
-                if attention.attn_implementation in ("auto", "varlen"):  # set by ready for a device
-                    attention.attn_implementation = "sdpa"
+        restore(self.model)
+        for layer in model_layers(self.bert):
+            attention = attention_of(layer)  # BERT's attention.self, DistilBERT's attention (layers.roles)
+            if attention.attn_implementation in ("auto", "varlen"):  # set by ready for a device
+                attention.attn_implementation = "sdpa"
         self.model.to(*args, **kwargs)
         self._moved(*args, **kwargs)
         ready(self.model, pack_weights=self.pack_weights)

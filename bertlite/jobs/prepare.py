@@ -22,7 +22,7 @@ from torch import nn
 from bertlite.config import CONFIG_CLASSES, BertConfig
 from bertlite.layers.attention import packed_per_sequence_attention, packed_varlen_attention
 from bertlite.layers.onednn import FusedQKV, fast_linear, optimize
-from bertlite.layers.roles import attention_of, part
+from bertlite.layers.roles import attention_of, model_layers, part, roles_of
 from bertlite.models.auto import BASE_MODELS, AutoModel, read_model_type
 from bertlite.models.bert import BertModel
 from bertlite.quant.int8 import quantize_int8
@@ -187,8 +187,7 @@ def ready(model: M, pack_weights: bool = True) -> M:
     Linear for a masked-LM head's vocabulary projection, which costs as much as the whole encoder on every
     token of a SPLADE model. Elsewhere (CUDA): query|key|value as one GEMM (FusedQKV) and, on CUDA,
     attention "varlen" where it runs (packed_attention_for). A model whose attention is "eager", the
-    reference, is left as it is; one whose layers no swap reaches (`plain_modules_only`: ModernBERT's) gets
-    its device's attention alone ("auto" on the CPU, "varlen" where it runs on CUDA).
+    reference, is left as it is.
 
     Args:
         model: a BertModel, or a head whose base model is `model.base_model`.
@@ -201,29 +200,23 @@ def ready(model: M, pack_weights: bool = True) -> M:
     bert: BertModel = model if isinstance(model, BertModel) else model.base_model
     if bert.attn_implementation == "eager":
         return model
-    head_size = bert.config.hidden_size // bert.config.num_attention_heads
-    if bert.plain_modules_only is not None:
-        # No module swap reaches these layers (ModernBERT's): they run as built, with the device's attention.
-        attention = "auto" if bert.device.type == "cpu" else packed_attention_for(bert.device, bert.dtype, head_size)
-        if attention is not None:
-            bert.set_attn_implementation(attention)
-        return model
     if bert.device.type == "cpu":
         optimize(model, pack_weights=pack_weights)
         # BERT's masked-LM head (cls.predictions) or RoBERTa's (lm_head); DistilBERT's projection is vocab_projector,
-        # ELECTRA's generator_lm_head.
+        # ELECTRA's generator_lm_head, ModernBERT's decoder.
         head = getattr(getattr(model, "cls", None), "predictions", None) or getattr(model, "lm_head", None)
         if isinstance(getattr(head, "decoder", None), nn.Linear):
             head.decoder = fast_linear(head.decoder, pack_weights)
-        for name in ("vocab_projector", "generator_lm_head"):
+        for name in ("vocab_projector", "generator_lm_head", "decoder"):
             if isinstance(getattr(model, name, None), nn.Linear):
                 setattr(model, name, fast_linear(getattr(model, name), pack_weights))
         return model
+    head_size = bert.config.hidden_size // bert.config.num_attention_heads
     attention = packed_attention_for(bert.device, bert.dtype, head_size)
-    for layer in bert.encoder.layer:
+    for layer in model_layers(bert):
         self_attention = attention_of(layer)  # found by the layer's roles (bertlite.layers.roles)
-        linears = tuple(part(layer, role) for role in ("query", "key", "value"))
-        if self_attention.qkv is None and all(type(m) is nn.Linear and m.bias is not None for m in linears):
+        linears = () if roles_of(layer).qkv else tuple(part(layer, role) for role in ("query", "key", "value"))
+        if linears and self_attention.qkv is None and all(type(m) is nn.Linear and m.bias is not None for m in linears):
             self_attention.qkv = FusedQKV(*linears)  # one GEMM, not three and a concatenation
         if attention is not None:
             self_attention.attn_implementation = attention

@@ -22,7 +22,16 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertlite.layers.activations import ACT2FN
-from bertlite.layers.roles import RESIDUAL_ROLES, attention_of, get_part, part, replace, roles_of, set_fuses_residual
+from bertlite.layers.roles import (
+    RESIDUAL_ROLES,
+    attention_of,
+    get_part,
+    model_layers,
+    part,
+    replace,
+    roles_of,
+    set_fuses_residual,
+)
 from bertlite.utils.measured import Choice, Rounds, choose, machine_key, time_rounds
 
 # Activations oneDNN fuses into the GEMM: name -> (attr, algorithm) of _linear_pointwise.
@@ -274,8 +283,9 @@ def optimize(model: nn.Module, pack_weights: bool = True, fuse_activation: bool 
     """Install the fast inference modules in a bertlite BERT model, in place, and return it.
 
     Each layer's parts are found by their roles (bertlite.layers.roles), so every family's names work.
-    query/key/value run as one FusedQKV; each encoder dense runs as a OneDNNLinear with its activation
-    (intermediate, where that pays on this CPU) or residual add (attention output, output) fused; attention
+    query/key/value run as one FusedQKV (a layer whose one Linear already gives them, ModernBERT's Wqkv, runs it as
+    a OneDNNLinear); each encoder dense runs as a OneDNNLinear with its activation (intermediate, where that pays
+    on this CPU; not a gated one's) or residual add (attention output, output) fused; attention
     "sdpa" becomes "auto"
     (bertlite.layers.attention). Only plain float32/bfloat16 Linears on the CPU are replaced (int8's
     modules, adapters and other devices are left as they are), and only with forms oneDNN runs here.
@@ -291,14 +301,18 @@ def optimize(model: nn.Module, pack_weights: bool = True, fuse_activation: bool 
     Returns:
         The model.
     """
-    encoder = getattr(getattr(model, "base_model", model), "encoder", None)
-    if encoder is None:
+    layers = model_layers(model)
+    if layers is None:
         raise TypeError(f"optimize takes a bertlite BERT model, got {type(model).__name__}")
-    for layer in encoder.layer:
-        attention = attention_of(layer)
-        linears = tuple(part(layer, role) for role in ("query", "key", "value"))
-        if attention.qkv is None and all(_replaceable(m) for m in linears) and all(m.bias is not None for m in linears):
-            attention.qkv = FusedQKV(*linears, pack=_packs(linears[0], pack_weights))
+    for layer in layers:
+        attention, roles = attention_of(layer), roles_of(layer)
+        if roles.qkv:
+            if _replaceable(part(layer, "qkv")):
+                replace(layer, "qkv", OneDNNLinear(part(layer, "qkv"), pack=_packs(part(layer, "qkv"), pack_weights)))
+        elif attention.qkv is None:
+            linears = tuple(part(layer, role) for role in ("query", "key", "value"))
+            if all(_replaceable(m) for m in linears) and all(m.bias is not None for m in linears):
+                attention.qkv = FusedQKV(*linears, pack=_packs(linears[0], pack_weights))
         if attention.attn_implementation == "sdpa":
             attention.attn_implementation = "auto"
         for role in RESIDUAL_ROLES:
@@ -309,7 +323,7 @@ def optimize(model: nn.Module, pack_weights: bool = True, fuse_activation: bool 
         intermediate = part(layer, "intermediate")
         if _replaceable(intermediate):
             hidden_act = _activation_owner(layer).hidden_act
-            fused = _fused_activation(hidden_act, intermediate, fuse_activation)
+            fused = None if roles.gated else _fused_activation(hidden_act, intermediate, fuse_activation)
             pack = _packs(intermediate, pack_weights)
             replace(layer, "intermediate", OneDNNLinear(intermediate, activation=fused, pack=pack))
             if fused is not None:
@@ -326,13 +340,15 @@ def restore(model: nn.Module) -> nn.Module:
     Returns:
         The model.
     """
-    encoder = getattr(getattr(model, "base_model", model), "encoder", None)
-    if encoder is None:
+    layers = model_layers(model)
+    if layers is None:
         raise TypeError(f"restore takes a bertlite BERT model, got {type(model).__name__}")
-    for layer in encoder.layer:
-        attention = attention_of(layer)
-        if isinstance(attention.qkv, FusedQKV):
-            attention.qkv = None
+    for layer in layers:
+        if roles_of(layer).qkv:
+            if isinstance(part(layer, "qkv"), OneDNNLinear):
+                replace(layer, "qkv", _plain(part(layer, "qkv")))
+        elif isinstance(attention_of(layer).qkv, FusedQKV):
+            attention_of(layer).qkv = None
         for role in RESIDUAL_ROLES:
             if isinstance(part(layer, role), OneDNNLinear):
                 replace(layer, role, _plain(part(layer, role)))

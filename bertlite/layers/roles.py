@@ -39,6 +39,10 @@ class LayerRoles:
         output: the feed-forward's second Linear; the residual is added to its output.
         residual_owners: for attention_output and output, the module whose `fuses_residual` flag makes the
             layer call that Linear as `forward(x, residual=)`, the add inside its GEMM (inference only).
+        qkv: a Linear that already gives query|key|value in one GEMM (ModernBERT's "attn.Wqkv"), swapped as it
+            is; query, key and value are then "". "": the attention module's `qkv` slot, which the swaps fill.
+        gated: the intermediate's output is input|gate (ModernBERT's GeGLU mlp.Wi), so its activation, which
+            reads half of it, stays outside the GEMM.
     """
 
     attention: str
@@ -50,10 +54,14 @@ class LayerRoles:
     activation: str
     output: str
     residual_owners: dict[str, str] = field(default_factory=dict)
+    qkv: str = ""
+    gated: bool = False
 
     def path(self, role: str) -> str:
-        """The path of a role: one of LayerRoles' fields, or "qkv" (the fused slot on the attention module)."""
-        return f"{self.attention}.qkv" if role == "qkv" else getattr(self, role)
+        """The path of a role: one of LayerRoles' fields, or "qkv" (the fused Linear, or the attention's slot)."""
+        if role == "qkv":
+            return self.qkv or f"{self.attention}.qkv"
+        return getattr(self, role)
 
 
 # BERT's (BertLayer.roles): also RoBERTa's and ELECTRA's, whose layers are BERT's.
@@ -68,6 +76,22 @@ BERT_ROLES = LayerRoles(
     output="output.dense",
     residual_owners={"attention_output": "attention.output", "output": "output"},
 )
+
+
+def model_layers(model: nn.Module) -> nn.ModuleList | None:
+    """A bertlite model's layers: its base model's encoder.layer (BERT's; DistilBERT's transformer.layer, under
+    `encoder` too), or its layers (ModernBERT's).
+
+    Args:
+        model: a base model or a head (its base_model's layers).
+
+    Returns:
+        The layers, or None for a model that has neither.
+    """
+    base = getattr(model, "base_model", model)
+    encoder = getattr(base, "encoder", None)
+    layers = getattr(encoder, "layer", None) if encoder is not None else getattr(base, "layers", None)
+    return layers if isinstance(layers, nn.ModuleList) else None
 
 
 def roles_of(layer: nn.Module) -> LayerRoles:

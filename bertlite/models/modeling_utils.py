@@ -42,9 +42,6 @@ class PreTrainedModel(nn.Module):
     # and the attention modules (attn_implementation).
     _checkpointed_module_types: ClassVar[tuple[type[nn.Module], ...]] = ()
     _attention_module_types: ClassVar[tuple[type[nn.Module], ...]] = ()
-    # Why the module swaps (layers.onednn's fast modules, quant.int8) cannot run on this family's layers, which then
-    # run as built (ModernBERT's); None: its layers declare their parts (layers.roles) and the swaps run on them.
-    plain_modules_only: ClassVar[str | None] = None
 
     def __init__(self, config: BertConfig) -> None:
         """Keep the config (made the family's by _as_config); subclasses build the modules.
@@ -459,7 +456,7 @@ class PreTrainedModel(nn.Module):
             ValueError: an unknown name.
         """
         check_attn_implementation(name)
-        if name == "eager" and self.plain_modules_only is None:
+        if name == "eager":
             onednn.restore(self)
         for module in self.modules():
             if isinstance(module, self._attention_module_types):

@@ -7,9 +7,9 @@ LayerNorms may have no bias, and there is a `final_norm` and no pooler. So it ha
 the shared attention kernels (layers.attention) and PackedLayout, the PreTrainedModel surface and the loader.
 A sliding-window layer is an additive window mask: (B, 1, T, T) on a padded batch; packed, one (1, 1, T, T)
 grid every sequence reads its own corner of (each sequence starts at position 0), so the window never crosses
-sequences. The heads are in models.modernbert_heads. The layers declare no LayerRoles: the fused Wqkv and GeGLU's
-Wi have no query/key/value or intermediate Linear to swap, so the jobs keep ModernBERT on the plain path and int8
-refuses it (READY_REFUSAL).
+sequences. The heads are in models.modernbert_heads. The layer declares its parts (LayerRoles: Wqkv as one fused
+query|key|value Linear, Wi as a gated intermediate), so the CPU's oneDNN Linears swap in as for BERT; int8 refuses
+it, its calibration and smoothing reading query, key and value apart.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from bertlite.layers.attention import (
     padded_attention,
 )
 from bertlite.layers.packing import PackedLayout
+from bertlite.layers.roles import LayerRoles
 from bertlite.models.inputs import (
     check_first_token_of,
     check_forward_kwargs,
@@ -42,12 +43,6 @@ from bertlite.models.inputs import (
 )
 from bertlite.models.modeling_utils import PreTrainedModel
 from bertlite.models.outputs import BaseModelOutputWithPooling, ModelOutput
-
-# Why the jobs keep ModernBERT on the plain modules and int8 refuses it (bertlite.jobs.prepare, bertlite.quant.int8).
-READY_REFUSAL = (
-    "ModernBERT's layers have one fused attn.Wqkv and a GeGLU mlp.Wi, no query/key/value or intermediate Linear "
-    "that the fast CPU modules and int8 replace"
-)
 
 
 def _as_config(config: Any) -> ModernBertConfig:
@@ -182,6 +177,7 @@ class ModernBertMLP(nn.Module):
     def __init__(self, config: ModernBertConfig) -> None:
         super().__init__()
         self.Wi = nn.Linear(config.hidden_size, config.intermediate_size * 2, bias=config.mlp_bias)
+        self.hidden_act = config.hidden_activation  # by name too, for the module swap that restores `act`
         self.act = ACT2FN[config.hidden_activation]
         self.drop = nn.Dropout(config.mlp_dropout)
         self.Wo = nn.Linear(config.intermediate_size, config.hidden_size, bias=config.mlp_bias)
@@ -193,6 +189,20 @@ class ModernBertMLP(nn.Module):
 
 class ModernBertEncoderLayer(nn.Module):
     """transformers' ModernBertEncoderLayer: x + attn(attn_norm(x)), then x + mlp(mlp_norm(x)) (pre-norm)."""
+
+    # Where its parts are, for the module swaps (bertlite.layers.roles); the residual adds stay in forward.
+    roles = LayerRoles(
+        attention="attn",
+        query="",
+        key="",
+        value="",
+        attention_output="attn.Wo",
+        intermediate="mlp.Wi",
+        activation="mlp.act",
+        output="mlp.Wo",
+        qkv="attn.Wqkv",
+        gated=True,
+    )
 
     def __init__(self, config: ModernBertConfig, layer_idx: int, attn_implementation: str = DEFAULT_ATTENTION) -> None:
         super().__init__()
@@ -258,7 +268,6 @@ class ModernBertPreTrainedModel(PreTrainedModel):
 
     config_class = ModernBertConfig
     base_model_prefix = "model"
-    plain_modules_only = READY_REFUSAL
     _as_config = staticmethod(_as_config)
 
     @torch.no_grad()

@@ -23,6 +23,7 @@ from bertlite.layers.roles import (
     BERT_ROLES,
     LINEAR_ROLES,
     attention_of,
+    model_layers,
     part,
     replace,
     roles_of,
@@ -299,9 +300,16 @@ def _install(layer: nn.Module, qkv_name: str, role: str, quantized: Int8Linear) 
 
 
 def _check_model(model: nn.Module, encoder: nn.Module | None, alpha: float | None) -> None:
-    reason = getattr(model.base_model, "plain_modules_only", None)
-    if reason is not None:
-        raise ValueError(f"dtype='int8' cannot quantize {type(model).__name__}: {reason}")
+    layers = model_layers(model)
+    roles = roles_of(layers[0]) if layers else None
+    if roles is not None and (roles.qkv or roles.gated):
+        # Calibration and smoothing read query, key and value apart, and the activation after the intermediate.
+        parts = [f"{roles.qkv} (query|key|value in one Linear)"] if roles.qkv else []
+        parts += [f"{roles.intermediate} (a gated feed-forward)"] if roles.gated else []
+        raise ValueError(
+            f"dtype='int8' cannot quantize {type(model).__name__}: int8's calibration and smoothing do not reach its "
+            f"layers' {' and '.join(parts)}"
+        )
     if encoder is None:
         raise TypeError(f"quantize_int8 takes a bertlite BERT model, got {type(model).__name__}")
     if is_quantized(model):

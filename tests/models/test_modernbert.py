@@ -18,6 +18,7 @@ from bertlite.config import ModernBertConfig
 from bertlite.errors import CheckpointError
 from bertlite.jobs.prepare import packed_attention_for, ready
 from bertlite.layers.attention import PACKED_ATTENTION
+from bertlite.layers.onednn import OneDNNLinear, linear_works
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.modernbert import ModernBertModel
 
@@ -418,19 +419,38 @@ def test_embedder_gives_sentence_transformers_vectors(folder: Path, st_folder: P
     np.testing.assert_allclose(drop_in.encode(TEXTS), expected, atol=1e-5, rtol=0)
 
 
-def test_jobs_keep_modernbert_on_its_own_modules_and_int8_is_refused_by_name(st_folder: Path) -> None:
+def test_the_cpu_fast_path_matches_transformers_and_eager_undoes_it(model_folder) -> None:
+    config, path = model_folder
+    hf = make_hf(config=config)
+    ours = ready(ModernBertModel.from_pretrained(path))
+    layer = ours.layers[1]
+    fast = linear_works(torch.float32)  # oneDNN's Linear runs here
+    assert (type(layer.attn.Wqkv) is OneDNNLinear) == fast and (type(layer.mlp.Wi) is OneDNNLinear) == fast
+    assert layer.attn.attn_implementation == "auto" and fast <= (layer.mlp.Wi.activation is None)  # GeGLU: outside
+    batch = padded_batch()
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        expected = hf(**batch).last_hidden_state
+        torch.testing.assert_close(ours(**packed(batch)).last_hidden_state, expected[real], **TOL)
+        torch.testing.assert_close(ours(**batch).last_hidden_state[real], expected[real], **TOL)
+        ours.set_attn_implementation("eager")
+        assert type(layer.attn.Wqkv) is torch.nn.Linear and type(layer.mlp.Wi) is torch.nn.Linear
+        assert torch.equal(ours(**batch).last_hidden_state, expected)
+    assert list(ours.state_dict()) == list(hf.state_dict())
+
+
+def test_jobs_ready_modernbert_and_int8_is_refused_by_name(st_folder: Path) -> None:
     embedder = bertlite.Embedder.from_pretrained(st_folder, dtype="float32")
-    assert all(type(layer.attn.Wqkv) is torch.nn.Linear for layer in embedder.model.layers)
     assert embedder.model.attn_implementation == "auto"  # the CPU's attention, chosen by the batch's shape
-    embedder.to(torch.float64)  # moved: readied again, from sdpa
+    embedder.to(torch.float64)  # moved: the plain modules back, then readied again
     assert embedder.model.attn_implementation == "auto" and embedder.dtype == torch.float64
-    embedder.model.set_attn_implementation("eager")
-    assert embedder.model.attn_implementation == "eager"
+    assert all(type(layer.attn.Wqkv) is torch.nn.Linear for layer in embedder.model.layers)  # oneDNN takes no float64
     bf16 = bertlite.Embedder.from_pretrained(st_folder, dtype="bfloat16")
     assert bf16.precision == "bfloat16" and (bf16.encode(TEXTS) * embedder.encode(TEXTS)).sum(axis=1).min() >= 0.99
-    with pytest.raises(ValueError, match=r"dtype='int8' cannot quantize ModernBertModel: .*fused attn\.Wqkv") as e:
+    message = r"dtype='int8' cannot quantize ModernBertModel: .* attn\.Wqkv \(query\|key\|value in one Linear\)"
+    with pytest.raises(ValueError, match=message) as e:
         bertlite.Embedder.from_pretrained(st_folder, dtype="int8")
-    assert "\n" not in str(e.value)
+    assert "\n" not in str(e.value) and "mlp.Wi (a gated feed-forward)" in str(e.value)
 
 
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
@@ -551,7 +571,7 @@ def test_bertlite_embed_on_a_modernbert_folder_gives_sentence_transformers_vecto
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=1e-5, rtol=0)
     capsys.readouterr()
     assert main([*args, "--dtype", "int8", "--quiet"]) == 2  # a load error, in one line naming why
-    assert "dtype='int8' cannot quantize ModernBertModel: ModernBERT's layers have one fused" in capsys.readouterr().err
+    assert "dtype='int8' cannot quantize ModernBertModel: int8's calibration" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
