@@ -66,7 +66,7 @@ def _report(caps: Capabilities, verdict: Verdict) -> dict[str, Any]:
 
     Returns:
         The report --json prints: versions, capabilities, threads, cuda_available, auto_dtype (per device),
-        auto_dtype_measurement, int8, and gelu_fused_in_gemm where float32 GELU can run inside the GEMM.
+        auto_dtype_measurement, int8, families, and gelu_fused_in_gemm where float32 GELU can run inside the GEMM.
     """
     import platform
 
@@ -96,6 +96,7 @@ def _report(caps: Capabilities, verdict: Verdict) -> dict[str, Any]:
             "kept": verdict.kept,
         },
         "int8": describe_int8(),
+        "families": families(),
     }
     if activation_fusion_works("gelu", torch.float32):
         # BERT-base's intermediate Linear; a model times its own sizes when it is optimized.
@@ -107,6 +108,17 @@ def _report(caps: Capabilities, verdict: Verdict) -> dict[str, Any]:
     if report["cuda_available"]:
         report["auto_dtype"]["cuda"] = str(resolve_dtype("auto", "cuda")).removeprefix("torch.")
     return report
+
+
+def families() -> dict[str, list[str]]:
+    """The model families bertlite loads: model_type -> its classes (BERT's: its heads.MODEL_CLASSES)."""
+    from bertlite.config import FAMILIES
+    from bertlite.models.heads import MODEL_CLASSES
+
+    return {
+        model_type: sorted(MODEL_CLASSES) if model_type == "bert" else [family.prefix + head for head in family.heads]
+        for model_type, family in FAMILIES.items()
+    }
 
 
 def _print_report(report: dict[str, Any], caps: Capabilities, verdict: Verdict) -> None:
@@ -125,6 +137,7 @@ def _print_report(report: dict[str, Any], caps: Capabilities, verdict: Verdict) 
     timed = " (BERT-base's Linears; Embedder times the model's own)" if verdict.spread else ""
     print(f"dtype='auto' on cpu: {verdict.reason}{timed}")
     print(f"dtype='int8' runs: {report['int8']['summary']}")
+    print(f"model families: {', '.join(report['families'])} (every job runs on each: docs/jobs.md)")
     if "gelu_fused_in_gemm" in report:
         fusion = report["gelu_fused_in_gemm"]
         seconds = fusion["seconds"]

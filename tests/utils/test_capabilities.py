@@ -13,6 +13,7 @@ import pytest
 import tokenizers
 import torch
 
+import bertlite
 from bertlite.cli import main
 from bertlite.errors import SlowDtypeWarning
 from bertlite.jobs.cross_encoder import CrossEncoder
@@ -293,6 +294,7 @@ def test_env_prints_versions_capabilities_and_the_auto_dtype(cpu, capsys):
     assert f"torch {torch.__version__}\n" in out and f"tokenizers {tokenizers.__version__}\n" in out
     assert "cpu: AMX test CPU; torch AVX512; bf16 native, fp16 native; flags avx2 avx512f" in out
     assert "dtype='auto' resolves to: bfloat16 on cpu" in out
+    assert "model families: bert, roberta, xlm-roberta, camembert, electra, " in out
     assert (
         "dtype='auto' on cpu: timed on this CPU: bfloat16 ran 1.30x float32 (1.30-1.30x over 5 rounds): bfloat16 "
         "(bfloat16 is picked at >= 1.10x in every round)"
@@ -310,6 +312,9 @@ def test_env_prints_versions_capabilities_and_the_auto_dtype(cpu, capsys):
         "isa_limits": [],
     }
     assert report["auto_dtype"]["cpu"] == "float32"
+    assert "BertForMaskedLM" in report["families"]["bert"] and report["families"]["mpnet"][0] == "MPNetModel"
+    for classes in report["families"].values():  # each class the report names is one bertlite has
+        assert all(isinstance(getattr(bertlite, name), type) for name in classes)
     assert report["auto_dtype_measurement"] == {
         "reason": "bfloat16 is not native on this CPU, so it is not timed",
         "seconds": {},
@@ -486,6 +491,9 @@ def test_env_json_in_a_process_started_with_onednn_capped_to_avx2():
     assert report["capabilities"]["isa_limits"] == ["ONEDNN_MAX_CPU_ISA=AVX2"]
     assert report["capabilities"]["bf16_native"] is False
     assert report["auto_dtype"]["cpu"] == "float32"
+    assert "BertForMaskedLM" in report["families"]["bert"] and report["families"]["mpnet"][0] == "MPNetModel"
+    for classes in report["families"].values():  # each class the report names is one bertlite has
+        assert all(isinstance(getattr(bertlite, name), type) for name in classes)
     assert report["auto_dtype_measurement"] == {
         "reason": "bfloat16 is not native on this CPU, so it is not timed",
         "seconds": {},
