@@ -8,8 +8,7 @@ the shared attention kernels (layers.attention) and PackedLayout, the PreTrained
 A sliding-window layer is an additive window mask: (B, 1, T, T) on a padded batch; packed, one (1, 1, T, T)
 grid every sequence reads its own corner of (each sequence starts at position 0), so the window never crosses
 sequences. The heads are in models.modernbert_heads. The layer declares its parts (LayerRoles: Wqkv as one fused
-query|key|value Linear, Wi as a gated intermediate), so the CPU's oneDNN Linears swap in as for BERT; int8 refuses
-it, its calibration and smoothing reading query, key and value apart.
+query|key|value Linear, Wi as a gated intermediate), so the CPU's oneDNN Linears and int8 swap in as for BERT.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
+from bertlite.layers.roles import model_layers
+
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
@@ -86,9 +88,7 @@ def activation_ranges(model: nn.Module, tokenizer: Tokenizer, texts: Sequence[st
         channel_max = inputs[0].detach()[mask].abs().amax(dim=0)  # (K,) over real tokens only
         ranges[module] = torch.maximum(ranges[module], channel_max) if module in ranges else channel_max
 
-    hooks = [
-        m.register_forward_pre_hook(record) for m in model.base_model.encoder.modules() if isinstance(m, nn.Linear)
-    ]
+    hooks = [m.register_forward_pre_hook(record) for m in model_layers(model).modules() if isinstance(m, nn.Linear)]
     was_training = model.training
     model.eval()
     try:

@@ -158,16 +158,16 @@ def quantize_int8(
     """
     kernel = resolve_kernel(kernel)
     base = model.base_model
-    encoder = getattr(base, "encoder", None)
-    _check_model(model, encoder, alpha)
+    layers = model_layers(model)
+    _check_model(model, layers, alpha)
     restore(model)  # quantize the plain Linears (and calibrate on them), not layers.onednn's modules
-    names = _LinearNames(base, encoder)
+    names = _LinearNames(base, layers)
     keep = names.check("keep_fp32", keep_fp32)
     keep_freed_memory()  # see bertlite.quant.allocator: the int8 forwards' page faults cost a third of their time
     one_sided = None if asymmetric is None else names.check("asymmetric", asymmetric)
     compiled = _compiled_inputs(kernel, compile_quantization)
     ranges = _calibrate(model, tokenizer, alpha, calibration_texts)
-    for i, layer in enumerate(encoder.layer):
+    for i, layer in enumerate(layers):
         chosen = [role for role in LINEAR_ROLES if not names.named(keep, i, role)]
         asym = set(ASYMMETRIC_ROLES) if one_sided is None else {r for r in LINEAR_ROLES if names.named(one_sided, i, r)}
         _quantize_layer(layer, names.full(i, "qkv"), ranges, alpha, chosen, asym, kernel=kernel, compiled=compiled)
@@ -247,8 +247,9 @@ def _quantize_layer(
         kernel: the resolved int8 kernel.
         compiled: quantize the inputs with the compiled kernel (_compiled_inputs).
     """
+    fused_qkv = roles_of(layer).qkv  # one Linear already gives query|key|value (ModernBERT's Wqkv)
     targets = {
-        "qkv": [part(layer, "query"), part(layer, "key"), part(layer, "value")],
+        "qkv": [part(layer, "qkv")] if fused_qkv else [part(layer, "query"), part(layer, "key"), part(layer, "value")],
         "attention_output": [part(layer, "attention_output")],
         "intermediate": [part(layer, "intermediate")],
         "output": [part(layer, "output")],
@@ -260,7 +261,7 @@ def _quantize_layer(
     }
     # The attention's context is probs @ value, so dividing value's output channels by s divides the
     # context's: attention.output.dense's smoothing then costs nothing at run time.
-    fold = "qkv" in chosen and "attention_output" in smooth
+    fold = "qkv" in chosen and "attention_output" in smooth and not fused_qkv
     if fold:
         targets["qkv"][2] = _divided_rows(targets["qkv"][2], smooth["attention_output"])
     for role in chosen:
@@ -287,7 +288,9 @@ def _install(layer: nn.Module, qkv_name: str, role: str, quantized: Int8Linear) 
         role: one of LINEAR_ROLES.
         quantized: its Int8Linear.
     """
-    if role == "qkv":
+    if role == "qkv" and roles_of(layer).qkv:
+        replace(layer, "qkv", quantized)  # the fused Linear's own place
+    elif role == "qkv":
         attention_of(layer).qkv = quantized
         roles = roles_of(layer)
         for projection in ("query", "key", "value"):
@@ -299,22 +302,12 @@ def _install(layer: nn.Module, qkv_name: str, role: str, quantized: Int8Linear) 
         set_fuses_residual(layer, role, True)  # attention output, output: the residual add goes in
 
 
-def _check_model(model: nn.Module, encoder: nn.Module | None, alpha: float | None) -> None:
-    layers = model_layers(model)
-    roles = roles_of(layers[0]) if layers else None
-    if roles is not None and (roles.qkv or roles.gated):
-        # Calibration and smoothing read query, key and value apart, and the activation after the intermediate.
-        parts = [f"{roles.qkv} (query|key|value in one Linear)"] if roles.qkv else []
-        parts += [f"{roles.intermediate} (a gated feed-forward)"] if roles.gated else []
-        raise ValueError(
-            f"dtype='int8' cannot quantize {type(model).__name__}: int8's calibration and smoothing do not reach its "
-            f"layers' {' and '.join(parts)}"
-        )
-    if encoder is None:
+def _check_model(model: nn.Module, layers: nn.ModuleList | None, alpha: float | None) -> None:
+    if layers is None:
         raise TypeError(f"quantize_int8 takes a bertlite BERT model, got {type(model).__name__}")
     if is_quantized(model):
         raise ValueError("the model is already quantized (it holds Int8Linear modules)")
-    weight = model.base_model.embeddings.word_embeddings.weight
+    weight = model.get_input_embeddings().weight
     if weight.dtype != torch.float32 or weight.device.type != "cpu":
         raise ValueError(f"quantize_int8 needs a float32 model on the CPU, got {weight.dtype} on {weight.device}")
     if alpha is not None and not 0.0 <= alpha <= 1.0:
@@ -334,16 +327,16 @@ class _LinearNames:
     """The names keep_fp32= and asymmetric= take for a model: each Linear's path in one layer (its roles'
     paths; BERT's are LAYER_LINEARS) or in the base model ("encoder.layer.3.output.dense")."""
 
-    def __init__(self, base: nn.Module, encoder: nn.Module) -> None:
-        roles = roles_of(encoder.layer[0]) if len(encoder.layer) else BERT_ROLES
+    def __init__(self, base: nn.Module, layers: nn.ModuleList) -> None:
+        roles = roles_of(layers[0]) if len(layers) else BERT_ROLES
         self.paths = {role: roles.path(role) for role in LINEAR_ROLES}
-        # The encoder's attribute in the base model: "encoder" (BERT), "transformer" (DistilBERT).
-        self.prefix = next((name for name, child in base.named_children() if child is encoder), "encoder")
-        self.layers = len(encoder.layer)
+        # The layers' path in the base model: "encoder.layer" (BERT), "transformer.layer" (DistilBERT), "layers".
+        self.prefix = next((name for name, child in base.named_modules() if child is layers), "encoder.layer")
+        self.layers = len(layers)
 
     def full(self, i: int, role: str) -> str:
         """The name in the base model of layer i's Linear of `role`."""
-        return f"{self.prefix}.layer.{i}.{self.paths[role]}"
+        return f"{self.prefix}.{i}.{self.paths[role]}"
 
     def named(self, names: set[str], i: int, role: str) -> bool:
         """Whether `names` (check()'s) name layer i's Linear of `role`."""
@@ -365,6 +358,6 @@ class _LinearNames:
         if unknown:
             raise ValueError(
                 f"{option}: {', '.join(map(repr, unknown))} not among the quantizable Linears "
-                f"({', '.join(paths)}, or {self.prefix}.layer.<i>.<name> for i < {self.layers})"
+                f"({', '.join(paths)}, or {self.prefix}.<i>.<name> for i < {self.layers})"
             )
         return chosen
