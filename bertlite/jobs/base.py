@@ -198,7 +198,8 @@ class BaseEncoder:
 
     @tokenizer.setter
     def tokenizer(self, value: Tokenizer) -> None:
-        self._set_backend(value)
+        """Run `value` as it is (its truncation and padding settings are the caller's)."""
+        self.backend_tokenizer = value
 
     def _set_backend(self, tokenizer: Tokenizer) -> None:
         """Run a copy of `tokenizer`: padding off, truncation at max_length (once that is set)."""
