@@ -160,7 +160,7 @@ def plan_load(
             continue
         source[key] = where
         if _fits(report, target, key, tensor, path):
-            tensors[key] = _own_memory(tensor.to(device=device, dtype=dtype), tensor)
+            tensors[key] = tensor.to(device=device, dtype=dtype)
             problem = nonfinite_entry(key, raw_key, path, tensor, tensors[key], headers)
             if problem is not None:
                 report.nonfinite.append(problem)
@@ -240,16 +240,6 @@ def _resolve_tied(pairs: Mapping[str, str], loaded: dict[str, Tensor], report: L
             loaded.setdefault(source, loaded.pop(target))
         tied[target] = source
     return tied
-
-
-def _own_memory(converted: Tensor, original: Tensor) -> Tensor:
-    """`converted`, copied when it is still the file's tensor at an address torch would not allocate: a
-    safetensors tensor is a view into the file's buffer, off the 64-byte alignment of torch's allocations,
-    and a GEMM on such a weight can take another kernel path (another last bit) than on the same values
-    allocated by torch, as transformers' are."""
-    if converted.data_ptr() == original.data_ptr() and converted.device.type == "cpu" and converted.data_ptr() % 64:
-        return converted.clone()
-    return converted
 
 
 def _head_part(key: str, base_model_prefix: str) -> str | None:
