@@ -325,3 +325,54 @@ def test_a_family_model_on_cuda_runs_varlen_with_its_positions(family_folder) ->
         packed = ours(input_ids=batch["input_ids"][real].cuda(), lengths=real.sum(1).cuda()).last_hidden_state
     cosine = torch.nn.functional.cosine_similarity(packed.float().cpu(), expected, dim=-1)
     assert cosine.min() >= 0.99
+
+
+ADVERSARIAL = [
+    "naïve café, Größe, ÉCOLE",
+    "日本語のテキストと中文",
+    "emoji 🙂👍🏽 and ∑ math ≠ ≤",
+    "a" * 300,
+    "spaces   and\t\ttabs\n\nnewlines",
+    "  leading and trailing  ",
+    "",
+]
+
+
+def byte_level_bpe_tokenizer(folder: Path) -> None:
+    """A small byte-level BPE tokenizer with RoBERTa's special tokens and pair template, saved as transformers
+    saves RoBERTa's (tokenizer_class RobertaTokenizer)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tokenizer.train_from_iterator(["the list of items", "sort a dict by value", "naïve café Größe"] * 20, trainer)
+    tokenizer.post_processor = processors.RobertaProcessing(
+        ("</s>", tokenizer.token_to_id("</s>")), ("<s>", tokenizer.token_to_id("<s>"))
+    )
+    named = dict(bos_token="<s>", eos_token="</s>", cls_token="<s>", sep_token="</s>", unk_token="<unk>")
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, pad_token="<pad>", mask_token="<mask>", **named
+    )
+    fast.save_pretrained(folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "tokenizer_class": "RobertaTokenizer"}))
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_each_familys_tokenizer_gives_transformers_ids_on_adversarial_text(family, tmp_path) -> None:
+    # RoBERTa's byte-level BPE, XLM-RoBERTa's and CamemBERT's SentencePiece-style unigram.
+    (byte_level_bpe_tokenizer if family == "roberta" else unigram_tokenizer)(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": family}))
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    ours = bertlite.AutoTokenizer.from_pretrained(tmp_path)
+    for text in ADVERSARIAL:
+        assert ours(text)["input_ids"] == theirs(text)["input_ids"], text
+    for first, second in zip(ADVERSARIAL, ADVERSARIAL[1:], strict=False):
+        assert ours(first, second) == dict(theirs(first, second)), (first, second)
+    kwargs = {"padding": True, "truncation": True, "max_length": 12}
+    assert ours(ADVERSARIAL, **kwargs) == dict(theirs(ADVERSARIAL, **kwargs))
