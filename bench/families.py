@@ -31,7 +31,11 @@ SHAPES: dict[str, dict[str, int]] = {
 }
 VOCAB_SIZE = 30522  # the WordPiece tokenizer's
 # What a family's config takes beyond the shape: ELECTRA's embeddings are narrower than its layers, as in ELECTRA-small.
-FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {"electra": {"embedding_size": 128}}
+FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {
+    "electra": {"embedding_size": 128},
+    # ModernBERT's special tokens are those of its own 50,368-entry vocabulary: here the WordPiece one's.
+    "modernbert": dict(pad_token_id=0, bos_token_id=101, cls_token_id=101, eos_token_id=102, sep_token_id=102),
+}
 # Families whose models take no token_type_ids: their tokenizer gives none, as their own tokenizers do.
 NO_TOKEN_TYPES = ("distilbert", "mpnet")
 
