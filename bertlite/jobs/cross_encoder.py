@@ -369,10 +369,8 @@ class CrossEncoder(STSurface, BaseEncoder):
         pairs = [inputs] if single else list(inputs)
         check_pairs(pairs)
         pairs = with_prompt(pairs, self.resolve_prompt(prompt, prompt_name))
-        if single or not pairs:  # nothing to share out: run here
-            pool, chunk_size, device = None, None, None if isinstance(device, list | tuple) else device
         chunks = self._pooled(
-            device, pool, chunk_size, "pair_logits", pairs, batch_size=batch_size, max_tokens=max_tokens
+            device, pool, chunk_size, "pair_logits", pairs, not single, batch_size=batch_size, max_tokens=max_tokens
         )
         if not pairs:
             scores = torch.empty(0)
@@ -447,8 +445,6 @@ class CrossEncoder(STSurface, BaseEncoder):
             if not isinstance(document, str) or not document:
                 raise ValueError(f"documents[{i}] must be a non-empty str, got {document!r:.40}")
         query = self.resolve_prompt(prompt, prompt_name) + query
-        if not documents:  # nothing to share out: run here
-            pool, chunk_size, device = None, None, None if isinstance(device, list | tuple) else device
         options = {"query": query, "batch_size": batch_size, "max_tokens": max_tokens}
         chunks = self._pooled(device, pool, chunk_size, "query_logits", documents, **options)
         if not documents:

@@ -480,12 +480,10 @@ class MultiVectorEncoder(MultiVectorMembers, STSurface, BaseEncoder):
         dimension = self._check_truncate_dim(truncate_dim) or self.truncate_dim
         single = isinstance(inputs, str)
         texts = [inputs] if single else list(inputs)
-        if single or not texts:  # nothing to share out: run here
-            pool, chunk_size, device = None, None, None if isinstance(device, list | tuple) else device
         options = {"prompt_name": prompt_name, "prompt": prompt, "batch_size": batch_size, "task": task}
         options |= {"convert_to_numpy": convert_to_numpy, "normalize_embeddings": normalize_embeddings}
         options |= {"truncate_dim": truncate_dim, "max_tokens": max_tokens, "on_long": on_long}
-        chunks = self._pooled(device, pool, chunk_size, "encode", texts, show_progress_bar=False, **options)
+        chunks = self._pooled(device, pool, chunk_size, "encode", texts, not single, show_progress_bar=False, **options)
         if chunks is not None:
             return [vectors for chunk in chunks for vectors in chunk]
         encodings = self._tokenize(texts, task, self.resolve_prompt(prompt, prompt_name), on_long)

@@ -321,13 +321,11 @@ class SparseEncoder(SparseEncoderMembers, STSurface, BaseEncoder):
         """
         single = isinstance(inputs, str)
         texts = [inputs] if single else list(inputs)
-        if single or not texts:  # nothing to share out: run here
-            pool, chunk_size, device = None, None, None if isinstance(device, list | tuple) else device
         options = {"convert_to_tensor": convert_to_tensor, "convert_to_sparse_tensor": convert_to_sparse_tensor}
         chunks = self._pooled(
-            device, pool, chunk_size, "encode", texts, prompt_name=prompt_name, prompt=prompt, batch_size=batch_size,
-            show_progress_bar=False, save_to_cpu=True, max_active_dims=max_active_dims, max_tokens=max_tokens,
-            on_long=on_long, **options,
+            device, pool, chunk_size, "encode", texts, not single, prompt_name=prompt_name, prompt=prompt,
+            batch_size=batch_size, show_progress_bar=False, save_to_cpu=True, max_active_dims=max_active_dims,
+            max_tokens=max_tokens, on_long=on_long, **options,
         )  # fmt: skip
         if chunks is not None:
             return join_chunks(chunks, convert_to_tensor, torch.device("cpu") if save_to_cpu else self.device)

@@ -135,15 +135,19 @@ class STSurface:
         chunk_size: int | None,
         method: str,
         items: list[Any],
+        share: bool = True,
         **kwargs: Any,
     ) -> list[Any] | None:
         """A call's placement (predict, rank, encode): with a pool or a list of devices, `method`'s results of
         each chunk of `items` from the pool's processes (run_in_pool); else None, the model moved to the
-        one device given (to()), and the call runs here.
+        one device given (to()), and the call runs here. A single input (share False) or none runs here.
 
         Raises:
             ValueError: chunk_size without a pool or a device list.
         """
+        if not share or not items:  # nothing to share out
+            pool, chunk_size = None, None
+            device = None if isinstance(device, list | tuple) else device
         if pool is not None or (isinstance(device, list | tuple) and device):
             return run_in_pool(self, method, items, pool, None if pool is not None else device, chunk_size, kwargs)
         if chunk_size is not None:
