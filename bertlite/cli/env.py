@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from bertlite import __version__
 
+BERT_BASE_SIZES = (768, 3072)  # hidden and intermediate sizes the report times when no model is named
+
 if TYPE_CHECKING:  # run imports them on use, as `bertlite --help` needs none of them
     from bertlite.utils.auto_dtype import Verdict
     from bertlite.utils.capabilities import Capabilities
@@ -22,7 +24,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "the dtype that dtype='auto' (the default of Embedder and bertlite embed) resolves to, and the timing it "
         "rests on (bfloat16's speed-up over float32 per round: min, median and max, the rounds dropped because "
         "other processes had the CPU, and whether the verdict was kept for later processes); the int8 kernel and "
-        "integer ranges that dtype='int8' gets here (probed); and whether GELU runs inside the GEMM here (timed). "
+        "integer ranges that dtype='int8' gets here (probed); whether GELU runs inside the GEMM here (timed); and "
+        "which GEMM, oneDNN's or MKL's, runs each float32 Linear shape of BERT-base here (timed by the same rule). "
         "Exit status 0; 2 when BERTLITE_AUTO_DTYPE is not float32 or bfloat16.",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
@@ -66,14 +69,15 @@ def _report(caps: Capabilities, verdict: Verdict) -> dict[str, Any]:
 
     Returns:
         The report --json prints: versions, capabilities, threads, cuda_available, auto_dtype (per device),
-        auto_dtype_measurement, int8, families, and gelu_fused_in_gemm where float32 GELU can run inside the GEMM.
+        auto_dtype_measurement, int8, families, gelu_fused_in_gemm where float32 GELU can run inside the GEMM, and
+        float32_linear_kernels where oneDNN's float32 linear runs (linear_kernels).
     """
     import platform
 
     import tokenizers
     import torch
 
-    from bertlite.layers.onednn import activation_fusion_pays, activation_fusion_works, fusion_seconds
+    from bertlite.layers.onednn import activation_fusion_pays, activation_fusion_works, fusion_seconds, linear_works
     from bertlite.quant.int8 import describe_int8
     from bertlite.utils.capabilities import resolve_dtype
 
@@ -100,14 +104,56 @@ def _report(caps: Capabilities, verdict: Verdict) -> dict[str, Any]:
     }
     if activation_fusion_works("gelu", torch.float32):
         # BERT-base's intermediate Linear; a model times its own sizes when it is optimized.
-        sizes = (torch.float32, 768, 3072)
+        sizes = (torch.float32, *BERT_BASE_SIZES)
         report["gelu_fused_in_gemm"] = {
             "fused": activation_fusion_pays("gelu", *sizes),
             "seconds": fusion_seconds("gelu", *sizes),
         }
+    if linear_works(torch.float32):
+        fused = report.get("gelu_fused_in_gemm", {}).get("fused", False)
+        report["float32_linear_kernels"] = linear_kernels(*BERT_BASE_SIZES, "gelu" if fused else None)
     if report["cuda_available"]:
         report["auto_dtype"]["cuda"] = str(resolve_dtype("auto", "cuda")).removeprefix("torch.")
     return report
+
+
+def linear_kernels(hidden: int, intermediate: int, activation: str | None) -> list[dict[str, Any]]:
+    """Which GEMM runs each float32 Linear of a BERT layer of these sizes here, as optimize picks it (timed once per
+    shape and kept: bertlite.layers.linear_choice).
+
+    Args:
+        hidden, intermediate: the model's hidden and intermediate sizes.
+        activation: the activation fused into the intermediate GEMM, or None where it runs after it.
+
+    Returns:
+        Per Linear optimize installs here: role, in_features, out_features, epilogue, kernel ("onednn" or "mkl"),
+        seconds (each kernel's median seconds per pass; empty when no round counted), spread (the rounds counted and
+        dropped, and mkl's min/median/max speed-up over onednn), kept (the rounds agreed) and summary (one line).
+    """
+    import torch
+
+    from bertlite.layers.linear_choice import encoder_shapes, kernel_choice
+    from bertlite.layers.onednn import linear_add_works, packing_works
+
+    rows = []
+    for role, shape in encoder_shapes(hidden, intermediate, activation).items():
+        if shape.epilogue == "add" and not linear_add_works(torch.float32):
+            continue  # optimize leaves this Linear as it is
+        choice = kernel_choice(torch.float32, shape, packing_works(torch.float32))
+        rows.append(
+            {
+                "role": role,
+                "in_features": shape.in_features,
+                "out_features": shape.out_features,
+                "epilogue": shape.epilogue,
+                "kernel": choice.picked,
+                "seconds": choice.seconds(),
+                "spread": choice.spread(),
+                "kept": choice.decided,
+                "summary": choice.summary(),
+            }
+        )
+    return rows
 
 
 def families() -> dict[str, list[str]]:
@@ -146,3 +192,8 @@ def _print_report(report: dict[str, Any], caps: Capabilities, verdict: Verdict) 
             timed = f"fused ran {seconds['fused'] / seconds['separate']:.2f}x as long as GEMM then GELU"
         where = "inside oneDNN's GEMM" if fusion["fused"] else "after the GEMM"
         print(f"float32 GELU runs {where} ({timed}, BERT-base's sizes)")
+    if "float32_linear_kernels" in report:
+        print("float32 Linear kernels (BERT-base's shapes; a model times its own when it is readied):")
+        for row in report["float32_linear_kernels"]:
+            shape = f"{row['in_features']} -> {row['out_features']}, {row['epilogue']} epilogue"
+            print(f"  {row['role']} {shape}: {row['summary']}")

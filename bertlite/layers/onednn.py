@@ -6,7 +6,8 @@ private op, so each form is probed once per dtype; `optimize` installs a module 
 works. A float32 weight can also be kept in oneDNN's blocked layout (`pack_weight`), which spares the
 reorder oneDNN otherwise does on every call, for one more copy of the weights. Whether the intermediate
 activation runs inside the GEMM is timed once per CPU (`activation_fusion_pays`): on some CPUs oneDNN's
-fused GELU costs more than torch's separate pass over the GEMM's output.
+fused GELU costs more than torch's separate pass over the GEMM's output. Which GEMM runs a float32 Linear,
+oneDNN's or MKL's (torch's F.linear), is timed once per CPU and shape (bertlite.layers.linear_choice).
 
 The modules keep the Parameters of the Linears they replace, so state_dict() and saving see
 transformers' keys; `restore(model)` puts plain Linears back (the reference path).
@@ -22,6 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertlite.layers.activations import ACT2FN
+from bertlite.layers.linear_choice import KERNELS, LinearShape, linear_kernel
 from bertlite.layers.roles import (
     RESIDUAL_ROLES,
     attention_of,
@@ -215,26 +217,54 @@ def _runs_here(x: Tensor) -> bool:
     return not torch.is_grad_enabled() and x.device.type == "cpu" and x.dtype in ONEDNN_DTYPES
 
 
+def torch_linear(
+    x: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None, residual: Tensor | None
+) -> Tensor:
+    """activation(x @ W.T + b) [+ residual] by torch's ops, as nn.Linear and the layer compute it (MKL's GEMM for
+    float32 on the CPU).
+
+    Args:
+        x: the input, (..., in_features).
+        weight, bias: the Linear's Parameters (bias may be None).
+        activation: a name in ACT2FN applied to the Linear's output, or None.
+        residual: added last, or None.
+
+    Returns:
+        The output, (..., out_features).
+    """
+    out = F.linear(x, weight, bias)
+    out = ACT2FN[activation](out) if activation else out
+    if residual is None:
+        return out
+    # In place where autograd does not watch: the same numbers without one more output-sized allocation.
+    return out + residual if torch.is_grad_enabled() else out.add_(residual)
+
+
 class OneDNNLinear(_KeepsDerived, nn.Linear):
     """activation(x @ W.T + b) [+ residual] in one oneDNN call; the Parameters of the Linear it replaces.
 
     activation: a name in FUSED_ACTIVATIONS, applied inside the GEMM, or None. pack: keep the weight in
     oneDNN's blocked layout (float32). forward(x, residual): the residual added in the epilogue, one
-    pass less over the output (and in bf16 one rounding instead of two).
+    pass less over the output (and in bf16 one rounding instead of two). kernel: "onednn", or "mkl" where
+    MKL's GEMM (torch_linear: F.linear, then the activation and the add) was timed faster at this shape
+    (bertlite.layers.linear_choice); that form reads the plain weight, so it keeps no packed copy.
     """
 
-    def __init__(self, linear: nn.Linear, activation: str | None = None, pack: bool = False) -> None:
+    def __init__(
+        self, linear: nn.Linear, activation: str | None = None, pack: bool = False, kernel: str = "onednn"
+    ) -> None:
         nn.Module.__init__(self)
+        if kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight, self.bias = linear.weight, linear.bias
         self.activation = activation
-        self.pack = pack
+        self.kernel = kernel
+        self.pack = pack and kernel == "onednn"
 
     def forward(self, x: Tensor, residual: Tensor | None = None) -> Tensor:
-        if not _runs_here(x):
-            out = F.linear(x, self.weight, self.bias)
-            out = ACT2FN[self.activation](out) if self.activation else out
-            return out if residual is None else out + residual
+        if self.kernel == "mkl" or not _runs_here(x):
+            return torch_linear(x, self.weight, self.bias, self.activation, residual)
         weight = self.weight
         if self.pack and weight.dtype in PACKED_DTYPES:
             weight = derived(self, "_derived_packed", [self.weight], lambda: pack_weight(self.weight))
@@ -244,7 +274,7 @@ class OneDNNLinear(_KeepsDerived, nn.Linear):
         return torch.ops.mkldnn._linear_pointwise(x, weight, self.bias, attr, [], algorithm)
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, activation={self.activation}, pack={self.pack}"
+        return f"{super().extra_repr()}, activation={self.activation}, pack={self.pack}, kernel={self.kernel}"
 
 
 class FusedQKV(_KeepsDerived, nn.Module):
@@ -253,21 +283,31 @@ class FusedQKV(_KeepsDerived, nn.Module):
 
     It holds no Parameters: it reads those of the query/key/value Linears, which stay where they
     are (so state_dict() keeps transformers' keys), and keeps the concatenation (packed: in oneDNN's
-    layout) as a derived copy, rebuilt if any of them changes.
+    layout) as a derived copy, rebuilt if any of them changes. kernel: as OneDNNLinear's ("mkl": F.linear
+    on the CPU too, over the plain concatenation).
     """
 
-    def __init__(self, query: nn.Linear, key: nn.Linear, value: nn.Linear, pack: bool = False) -> None:
+    def __init__(
+        self, query: nn.Linear, key: nn.Linear, value: nn.Linear, pack: bool = False, kernel: str = "onednn"
+    ) -> None:
         super().__init__()
+        if kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
         self.__dict__["projections"] = (query, key, value)  # not submodules: no second set of keys
-        self.pack = pack
+        self.kernel = kernel
+        self.pack = pack and kernel == "onednn"
 
     def forward(self, x: Tensor) -> Tensor:
         if torch.is_grad_enabled():  # training runs the Parameters themselves
             return torch.cat([m(x) for m in self.projections], dim=-1)
         weight, bias = derived(self, "_derived_fused", self._sources(), self._fuse)
-        if _runs_here(x):
+        if self.kernel == "onednn" and _runs_here(x):
             return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
-        return F.linear(x, weight, bias)  # a GPU's GEMM, or a dtype oneDNN does not take
+        # MKL's GEMM where it was timed faster, a GPU's, or a dtype oneDNN does not take.
+        return F.linear(x, weight, bias)
+
+    def extra_repr(self) -> str:
+        return f"pack={self.pack}, kernel={self.kernel}"
 
     def _sources(self) -> list[Tensor]:
         return [t for m in self.projections for t in (m.weight, m.bias)]
@@ -289,11 +329,13 @@ def optimize(model: nn.Module, pack_weights: bool = True, fuse_activation: bool 
     "sdpa" becomes "auto"
     (bertlite.layers.attention). Only plain float32/bfloat16 Linears on the CPU are replaced (int8's
     modules, adapters and other devices are left as they are), and only with forms oneDNN runs here.
+    A float32 Linear runs MKL's GEMM (torch's F.linear) instead where that was timed faster at its shape
+    on this CPU (bertlite.layers.linear_choice; timed once per shape, here, not per call).
 
     Args:
         model: a BertModel or a head (its base model is optimized).
         pack_weights: keep float32 weights in oneDNN's blocked layout (faster, one more copy of the
-            encoder's dense weights).
+            encoder's dense weights; none for a Linear that runs MKL's GEMM).
         fuse_activation: run the intermediate activation inside the GEMM (True, where oneDNN runs that
             form for the dtype: activation_fusion_works) or after it (False); None: whichever
             activation_fusion_pays says on this CPU.
@@ -307,25 +349,27 @@ def optimize(model: nn.Module, pack_weights: bool = True, fuse_activation: bool 
     for layer in layers:
         attention, roles = attention_of(layer), roles_of(layer)
         if roles.qkv:
-            if _replaceable(part(layer, "qkv")):
-                replace(layer, "qkv", OneDNNLinear(part(layer, "qkv"), pack=_packs(part(layer, "qkv"), pack_weights)))
+            qkv = part(layer, "qkv")
+            if _replaceable(qkv):
+                replace(layer, "qkv", OneDNNLinear(qkv, **_form(qkv, "none", pack_weights)))
         elif attention.qkv is None:
             linears = tuple(part(layer, role) for role in ("query", "key", "value"))
             if all(_replaceable(m) for m in linears) and all(m.bias is not None for m in linears):
-                attention.qkv = FusedQKV(*linears, pack=_packs(linears[0], pack_weights))
+                attention.qkv = FusedQKV(*linears, **_form(linears[0], "none", pack_weights, outputs=3))
         if attention.attn_implementation == "sdpa":
             attention.attn_implementation = "auto"
         for role in RESIDUAL_ROLES:
             dense = part(layer, role)
             if _replaceable(dense) and linear_add_works(dense.weight.dtype):
-                replace(layer, role, OneDNNLinear(dense, pack=_packs(dense, pack_weights)))
+                epilogue = "add" if role in roles.residual_owners else "none"  # a layer with no owner never passes it
+                replace(layer, role, OneDNNLinear(dense, **_form(dense, epilogue, pack_weights)))
                 set_fuses_residual(layer, role, True)
         intermediate = part(layer, "intermediate")
         if _replaceable(intermediate):
             hidden_act = _activation_owner(layer).hidden_act
             fused = None if roles.gated else _fused_activation(hidden_act, intermediate, fuse_activation)
-            pack = _packs(intermediate, pack_weights)
-            replace(layer, "intermediate", OneDNNLinear(intermediate, activation=fused, pack=pack))
+            form = _form(intermediate, fused or "none", pack_weights)
+            replace(layer, "intermediate", OneDNNLinear(intermediate, activation=fused, **form))
             if fused is not None:
                 replace(layer, "activation", ACT2FN["linear"])  # applied inside the GEMM now
     return model
@@ -390,6 +434,14 @@ def _fused_activation(activation: str, linear: nn.Linear, fuse: bool | None) -> 
 
 def _packs(linear: nn.Linear, pack_weights: bool) -> bool:
     return pack_weights and packing_works(linear.weight.dtype)
+
+
+def _form(linear: nn.Linear, epilogue: str, pack_weights: bool, outputs: int = 1) -> dict[str, Any]:
+    """The kernel and packing of the module replacing `linear` (`outputs` such Linears concatenated): oneDNN's,
+    packed where pack_weights and packing_works, unless MKL's was timed faster at its shape (linear_kernel)."""
+    pack = _packs(linear, pack_weights)
+    shape = LinearShape(linear.in_features, outputs * linear.out_features, epilogue, linear.bias is not None)
+    return {"pack": pack, "kernel": linear_kernel(linear.weight.dtype, shape, pack)}
 
 
 def _plain(module: OneDNNLinear) -> nn.Linear:

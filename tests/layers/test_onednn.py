@@ -8,6 +8,7 @@ import pickle
 import pytest
 import torch
 
+import bertlite.layers.linear_choice
 import bertlite.layers.onednn
 from bertlite import Embedder
 from bertlite.cli import main
@@ -16,6 +17,15 @@ from bertlite.utils import measured
 from tests.helpers import make_hf_model, packed_inputs, random_batch, real_tokens, to_bertlite
 
 PACKING = bertlite.layers.onednn.packing_works(torch.float32)
+
+
+@pytest.fixture(autouse=True)
+def onednn_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every Linear's GEMM is oneDNN's, untimed and not cached: these tests are of the oneDNN forms (the choice
+    of MKL's is tested in test_linear_choice)."""
+    rounds = measured.Rounds({"onednn": [0.01] * measured.ROUNDS, "mkl": [0.02] * measured.ROUNDS})
+    verdict = measured.judge(rounds, "onednn", "mkl")
+    monkeypatch.setattr(bertlite.layers.linear_choice, "kernel_choice", lambda dtype, shape, packed: verdict)
 
 
 def packed_copies(model: torch.nn.Module) -> list[torch.Tensor]:
