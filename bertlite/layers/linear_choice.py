@@ -125,10 +125,12 @@ def time_kernels(dtype: torch.dtype, shape: LinearShape, packed: bool) -> Rounds
     """
     from bertlite.layers.onednn import OneDNNLinear  # that module installs the verdicts, so it imports this one
 
-    generator = torch.Generator().manual_seed(0)
-    linear = torch.nn.Linear(shape.in_features, shape.out_features, bias=shape.bias, dtype=dtype)
-    with torch.no_grad():
-        linear.weight.copy_(0.05 * torch.randn(linear.weight.shape, generator=generator))
+    generator = torch.Generator().manual_seed(0)  # not torch's global one: readying a model leaves its state be
+    linear = torch.nn.Linear(shape.in_features, shape.out_features, bias=shape.bias, device="meta")
+    weight = 0.05 * torch.randn(shape.out_features, shape.in_features, generator=generator)
+    linear.weight = torch.nn.Parameter(weight.to(dtype), requires_grad=False)
+    if shape.bias:
+        linear.bias = torch.nn.Parameter(torch.randn(shape.out_features, generator=generator).to(dtype), False)
     x = torch.randn(KERNEL_TOKENS, shape.in_features, generator=generator).to(dtype)
     residual = torch.randn(KERNEL_TOKENS, shape.out_features, generator=generator).to(dtype)
     residual = residual if shape.epilogue == "add" else None

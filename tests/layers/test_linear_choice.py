@@ -237,3 +237,10 @@ def test_env_lists_the_kernel_verdict_of_each_of_bert_bases_shapes(kernel_timing
         in text
     )
     assert "  qkv 768 -> 2304, none epilogue: mkl ran 0.90x onednn (0.90-0.90x over 5 rounds): onednn" in text
+
+
+def test_the_kernel_timing_leaves_torchs_random_state_be(monkeypatch):
+    monkeypatch.setattr(measured, "BUDGET_SECONDS", 0.0)  # one round at most: only the random state matters here
+    state = torch.random.get_rng_state()
+    time_kernels(torch.float32, LinearShape(16, 24, "add"), PACKING)
+    assert torch.equal(torch.random.get_rng_state(), state)
