@@ -27,7 +27,7 @@ def bench_validation(model_path: str, texts: list[str], rounds: int = 15) -> dic
 
     embedder = Embedder.from_pretrained(model_path)
     model = embedder.model
-    encodings = sorted(embedder.tokenize(texts), key=lambda e: len(e.ids))
+    encodings = sorted(embedder.encodings(texts), key=lambda e: len(e.ids))
     batches = [embedder.collate(encodings[i : i + 32], torch.device("cpu")) for i in range(0, len(encodings), 32)]
 
     def forward_all() -> float:

@@ -159,7 +159,7 @@ class BatcherOnly:
         async def client() -> None:
             for texts in pending:
                 t = time.perf_counter()
-                encodings = self.embedder.tokenize(texts)  # as the server's handler does
+                encodings = self.embedder.encodings(texts)  # as the server's handler does
                 await self.batcher.embed(encodings, sum(len(e.ids) for e in encodings))
                 latencies.append(time.perf_counter() - t)
 

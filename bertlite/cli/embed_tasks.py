@@ -210,9 +210,9 @@ def _write_rows(
     try:
         while chunk := list(itertools.islice(rows, CHUNK_ROWS)):
             if task == "multi-vector" and not m3:
-                encodings = model.tokenize(chunk, args.as_query, args.on_long, start, prompt=prompt)
+                encodings = model.encodings(chunk, args.as_query, args.on_long, start, prompt=prompt)
             else:
-                encodings = model.tokenize(with_prompt(chunk, prompt or ""), args.on_long, first_index=start)
+                encodings = model.encodings(with_prompt(chunk, prompt or ""), args.on_long, first_index=start)
             batch = {"max_tokens": args.max_tokens}
             if task == "token-embeddings":
                 batch["output_value"] = "token_embeddings"

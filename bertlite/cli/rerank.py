@@ -178,7 +178,7 @@ def _score(model: CrossEncoder, pairs: Iterator[tuple[str, str]], args: argparse
         if args.query is not None:  # one query: tokenized once, not once per text
             encodings = model.tokenize_pairs(args.query, [text for _, text in chunk], first_index=row)
         else:
-            encodings = model.tokenize(chunk, first_index=row)
+            encodings = model.encodings(chunk, first_index=row)
         logits = model.encode_tokenized(encodings, args.batch_size, max_tokens=args.max_tokens)
         total.texts, total.tokens = total.texts + len(chunk), total.tokens + model.last_stats.tokens
         scores = np.asarray(logits if args.raw_scores else model.activation(logits), dtype=np.float32)

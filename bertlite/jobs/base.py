@@ -34,6 +34,7 @@ from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import attention_of, model_layers
 from bertlite.models.bert import BertModel
 from bertlite.quant.int8 import is_quantized
+from bertlite.tokenization import BatchEncoding
 
 if TYPE_CHECKING:
     from typing import Self  # Python 3.11; annotations only (they are strings here)
@@ -90,7 +91,8 @@ class BaseEncoder:
 
         Args:
             model: a BertModel, or a head whose base model is `model.base_model` (`bert`, `roberta`, ...).
-            tokenizer: its tokenizer; a copy is kept (truncation set, padding off), so the caller's
+            tokenizer: its tokenizer (a `tokenizers` Tokenizer, or a transformers-style one, whose
+                backend_tokenizer runs); a copy is kept (truncation set, padding off), so the caller's
                 keeps its settings.
             max_length: tokens per text, longer ones truncated; None: the model's
                 max_position_embeddings, and a larger value is clamped to it.
@@ -201,21 +203,22 @@ class BaseEncoder:
         """Run `value` as it is (its truncation and padding settings are the caller's)."""
         self.backend_tokenizer = value
 
-    def _set_backend(self, tokenizer: Tokenizer) -> None:
-        """Run a copy of `tokenizer`: padding off, truncation at max_length (once that is set)."""
+    def _set_backend(self, tokenizer: Any) -> None:
+        """Run a copy of `tokenizer` (a `tokenizers` Tokenizer, or a transformers-style tokenizer's
+        backend_tokenizer): padding off, truncation at max_length (once that is set)."""
+        tokenizer = getattr(tokenizer, "backend_tokenizer", tokenizer)
         self.backend_tokenizer = Tokenizer.from_str(tokenizer.to_str())
         self.backend_tokenizer.no_padding()
         # Whether a single text's token types are all 0 (BERT's template), so packed batches of single texts
         # need not read them.
         self._single_types_zero = not any(self.backend_tokenizer.encode("").type_ids)
-        self.pad_id = self.backend_tokenizer.token_to_id("[PAD]")
-        if self.pad_id is None:
-            self.pad_id = self.bert.config.pad_token_id or 0
+        self.pad_id = pad_id(self.backend_tokenizer, self.bert.config.pad_token_id)
         if hasattr(self, "_max_length"):
             self.max_length = self._max_length  # truncation and the text cutter, on the new backend
 
-    def tokenize(self, texts: Sequence[Text], on_long: str = "truncate", first_index: int = 0) -> list[Encoding]:
-        """Tokenize texts, truncated to max_length (longest segment first, as transformers does).
+    def encodings(self, texts: Sequence[Text], on_long: str = "truncate", first_index: int = 0) -> list[Encoding]:
+        """Tokenize texts, truncated to max_length (longest segment first, as transformers does): the step
+        encode_tokenized() runs on, which a server takes once per request.
 
         Args:
             texts: strings, or (text_a, text_b) pairs.
@@ -231,14 +234,45 @@ class BaseEncoder:
         """
         return self._encode_texts(texts, on_long, first_index)
 
+    def tokenize(self, texts: Sequence[Text], on_long: str = "truncate", first_index: int = 0) -> list[Encoding]:
+        """encodings() under the Embedder's older name (sentence-transformers' classes give tokenize its meaning
+        there: padded input tensors)."""
+        return self.encodings(texts, on_long, first_index)
+
+    def preprocess(self, inputs: Sequence[Text], prompt: str | None = None, **kwargs: Any) -> dict[str, Any]:
+        """The model's inputs for texts, right-padded, as sentence-transformers' preprocess gives them.
+
+        Args:
+            inputs: strings, or (text_a, text_b) pairs.
+            prompt: text put before each input (before the first text of a pair); None: none.
+            **kwargs: sentence-transformers' processing options; none is supported.
+
+        Returns:
+            A BatchEncoding (a dict): input_ids, token_type_ids and attention_mask as (B, T) int64 tensors on
+            the CPU, "modality": "text", and with a prompt "prompt_length": its tokens, [CLS] included; a
+            plain empty dict for no inputs.
+
+        Raises:
+            ValueError: a keyword argument, or a text encodings() refuses.
+        """
+        if kwargs:
+            raise ValueError(f"preprocess() takes no processing options here; got {sorted(kwargs)}")
+        encodings = self._encode_texts(with_prompt(list(inputs), prompt or ""))
+        if not encodings:
+            return {}
+        features: dict[str, Any] = {**self.collate(encodings, torch.device("cpu")), "modality": "text"}
+        if prompt:
+            features["prompt_length"] = len(self.backend_tokenizer.encode(prompt).ids) - 1  # less the closing [SEP]
+        return BatchEncoding(features, encodings)
+
     def _encode_texts(self, texts: Sequence[Text], on_long: str = "truncate", first_index: int = 0) -> list[Encoding]:
-        """tokenize() as the jobs run it inside (a subclass may give the public name another meaning)."""
+        """encodings() as the jobs run it inside (a subclass may give the public name another meaning)."""
         return self._tokenize_with(self.backend_tokenizer, self._cutter, texts, on_long, first_index)
 
     def _tokenize_with(
         self, tokenizer: Tokenizer, cutter: TextCutter, texts: Sequence[Text], on_long: str, first_index: int = 0
     ) -> list[Encoding]:
-        """tokenize() with another truncation: `tokenizer` truncating at cutter.max_length tokens."""
+        """encodings() with another truncation: `tokenizer` truncating at cutter.max_length tokens."""
         texts = list(texts)
         for i, text in enumerate(texts):
             check_text(text, first_index + i)
@@ -332,14 +366,14 @@ class BaseEncoder:
         Args:
             texts: an iterator of texts, read chunk_texts at a time.
             prefix: the prompt put before each text.
-            on_long: as in tokenize().
+            on_long: as in encodings().
             first_row: the row number of the first text, for error messages.
 
         Yields:
-            (start, count, encodings): the chunk's first row number, its text count, tokenize()'s output.
+            (start, count, encodings): the chunk's first row number, its text count, encodings()'s output.
 
         Raises:
-            ValueError: as tokenize(), for the chunk it is yielding, in order.
+            ValueError: as encodings(), for the chunk it is yielding, in order.
         """
 
         def take(start: int) -> tuple[int, int, list[Encoding]]:
@@ -399,7 +433,7 @@ class BaseEncoder:
         """Run `encodings` in batches of similar length, longest first.
 
         Args:
-            encodings: tokenize()'s output.
+            encodings: encodings()'s output.
             batch_size, max_tokens: the limits of one batch (see _batch_limits).
             stats: counts added to.
             run: what a batch's result is; None: _run_packed, or _run_padded with unpad=False.
@@ -499,6 +533,23 @@ class BaseEncoder:
             "token_type_ids": types.to(device),
             "attention_mask": mask.to(device),
         }
+
+
+def pad_id(tokenizer: Tokenizer, config_pad_id: int | None) -> int:
+    """The id a job pads with: the model config's pad_token_id (the id transformers' tokenizers pad with, and
+    the one RoBERTa's and MPNet's positions skip), else the tokenizer's [PAD] or <pad>, else 0.
+
+    Args:
+        tokenizer: the job's tokenizer.
+        config_pad_id: the model config's pad_token_id.
+
+    Returns:
+        The pad id.
+    """
+    if config_pad_id is not None and 0 <= config_pad_id < tokenizer.get_vocab_size():
+        return config_pad_id
+    found = (tokenizer.token_to_id(token) for token in ("[PAD]", "<pad>"))
+    return next((i for i in found if i is not None), 0)
 
 
 def _cut(cutter: TextCutter, text: Text) -> Text:

@@ -282,7 +282,7 @@ class CrossEncoder(STSurface, BaseEncoder):
 
     def tokenize_pairs(self, query: str, documents: Sequence[str], first_index: int = 0) -> list[PairIds]:
         """The pairs (query, document) of each document, the query tokenized once: the same ids as
-        tokenize() gives each pair, read only as far as truncation at max_length needs.
+        encodings() gives each pair, read only as far as truncation at max_length needs.
 
         Args:
             query: the first text of every pair (prompt included, if any).
@@ -301,17 +301,17 @@ class CrossEncoder(STSurface, BaseEncoder):
                 raise ValueError(f"texts[{first_index + i}] is {type(document).__name__}; each document must be a str")
             check_text(document, first_index + i)
         pairs = self._query_pairs
-        if pairs is None or pairs.truncation != self.tokenizer.truncation:
-            pairs = self._query_pairs = QueryPairs(self.tokenizer, self._cutter)
+        if pairs is None or pairs.truncation != self.backend_tokenizer.truncation:
+            pairs = self._query_pairs = QueryPairs(self.backend_tokenizer, self._cutter)
         return pairs.encode(query, documents)
 
     def encode_tokenized(
         self, encodings: Sequence[Encoding], batch_size: int | None = None, *, max_tokens: int | None = None
     ) -> np.ndarray:
-        """The raw logits of pairs that tokenize() has already turned into encodings.
+        """The raw logits of pairs that encodings() has already turned into encodings.
 
         Args:
-            encodings: tokenize()'s or tokenize_pairs()' output for (query, document) pairs (prompt included).
+            encodings: encodings()' or tokenize_pairs()' output for (query, document) pairs (prompt included).
             batch_size, max_tokens: as in Embedder.encode: with neither, the packed path batches by a
                 token budget and the padded path by 32 pairs.
 
@@ -474,7 +474,7 @@ class CrossEncoder(STSurface, BaseEncoder):
             pairs: (text_a, text_b) pairs, their prompt in place.
             batch_size, max_tokens, show_progress_bar: as in predict().
         """
-        return self._logits(self.tokenize(pairs), batch_size, max_tokens, show_progress_bar)
+        return self._logits(self.encodings(pairs), batch_size, max_tokens, show_progress_bar)
 
     def query_logits(
         self,

@@ -311,7 +311,7 @@ class Embedder(SentenceTransformerMembers, BaseEncoder):
             show_progress_bar: a tqdm bar on stderr; None: shown when stderr is a terminal.
             convert_to: "numpy" (default) or "torch".
             max_tokens: caps batch size x longest text; None: see above.
-            on_long: "truncate" (default) or "error", as in tokenize().
+            on_long: "truncate" (default) or "error", as in encodings().
             prompt_name: see resolve_prompt().
             prompt: see resolve_prompt(); the prompt goes before each text (before the first text
                 of a pair).
@@ -325,7 +325,7 @@ class Embedder(SentenceTransformerMembers, BaseEncoder):
             "token_embeddings": a list of float32 (tokens, hidden_size) arrays (tensors with convert_to="torch").
 
         Raises:
-            ValueError: a text tokenize() refuses, a bad batch_size, max_tokens, on_long,
+            ValueError: a text encodings() refuses, a bad batch_size, max_tokens, on_long,
                 truncate_dim or prompt (see resolve_prompt()).
             TypeError: `texts` is a single string.
         """
@@ -415,13 +415,13 @@ class Embedder(SentenceTransformerMembers, BaseEncoder):
         max_tokens: int | None = None,
         output_value: str = "sentence_embedding",
     ) -> np.ndarray | list[np.ndarray]:
-        """encode() for texts that tokenize() has already turned into encodings (prompt included).
+        """encode() for texts that encodings() has already turned into encodings (prompt included).
 
         For a caller that needs the token counts before the forward (bertlite serve's handlers), so
         each text is tokenized once.
 
         Args:
-            encodings: tokenize()'s output.
+            encodings: encodings()'s output.
             batch_size, max_tokens, output_value: as in encode().
 
         Returns:

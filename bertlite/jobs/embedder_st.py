@@ -1,5 +1,5 @@
 """The Embedder's members under sentence-transformers' names: similarity, max_seq_length, encode_query and
-encode_document, preprocess, to, save (a folder sentence-transformers loads). A mixin of Embedder, kept apart
+encode_document, to, save (a folder sentence-transformers loads). A mixin of Embedder, kept apart
 from the encoding path so each file holds one job.
 """
 
@@ -13,10 +13,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from bertlite.jobs.base import Text, with_prompt
+from bertlite.jobs.base import Text
 from bertlite.jobs.st_surface import transformers_tokenizer
 from bertlite.quant.int8 import is_quantized
-from bertlite.tokenization import BatchEncoding
 from bertlite.util import SIMILARITY_FUNCTIONS
 
 # The sentence-transformers modules a saved folder names (their class paths in sentence-transformers 6).
@@ -117,29 +116,6 @@ class SentenceTransformerMembers:
         """
         return self.encode(texts, prompt_name=self.document_prompt_name(prompt_name, prompt), prompt=prompt, **kwargs)
 
-    def preprocess(self, inputs: Sequence[Text], prompt: str | None = None, **kwargs: Any) -> BatchEncoding:
-        """The model's inputs for texts, right-padded, as sentence-transformers' preprocess gives them.
-
-        Args:
-            inputs: strings, or (text_a, text_b) pairs.
-            prompt: text put before each input (before the first text of a pair); None: none.
-            **kwargs: sentence-transformers' processing options; none is supported.
-
-        Returns:
-            A BatchEncoding (a dict): input_ids, token_type_ids and attention_mask as (B, T) int64 tensors on
-            the CPU, "modality": "text", and with a prompt "prompt_length": its tokens, [CLS] included.
-
-        Raises:
-            ValueError: a keyword argument, or a text tokenize() refuses.
-        """
-        if kwargs:
-            raise ValueError(f"preprocess() takes no processing options here; got {sorted(kwargs)}")
-        encodings = self._encode_texts(with_prompt(list(inputs), prompt or ""))
-        features: dict[str, Any] = {**self.collate(encodings, torch.device("cpu")), "modality": "text"}
-        if prompt:
-            features["prompt_length"] = len(self.backend_tokenizer.encode(prompt).ids) - 1  # less the closing [SEP]
-        return BatchEncoding(features, encodings)
-
     def save(
         self,
         path: str,
@@ -175,7 +151,7 @@ class SentenceTransformerMembers:
             raise ValueError("pooling='pooler' has no sentence-transformers Pooling mode, so no folder can say it")
         folder = Path(path)
         self.bert.save_pretrained(folder, safe_serialization=safe_serialization)
-        transformers_tokenizer(self.backend_tokenizer, self.max_length).save_pretrained(folder)
+        transformers_tokenizer(self.backend_tokenizer, self.max_length, self.pad_id).save_pretrained(folder)
         modules = [{"idx": 0, "name": "0", "path": "", "type": ST_MODULES["Transformer"]}]
         pooling = [ST_POOLING_NAMES.get(mode, mode) for mode in self.pooling]
         extra = {

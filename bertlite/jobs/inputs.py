@@ -18,7 +18,7 @@ def with_prompt(texts: Sequence[Text], prompt: str) -> Sequence[Text]:
     """`prompt` put before every text (before the first text of a pair); texts unchanged for an empty prompt."""
     if not prompt:
         return texts
-    # Items that are not texts pass unchanged, for tokenize() to name them.
+    # Items that are not texts pass unchanged, for encodings() to name them.
     return [prompt + t if isinstance(t, str) else (prompt + t[0], *t[1:]) if _is_pair(t) else t for t in texts]
 
 

@@ -84,7 +84,7 @@ class M3Encoder(BaseEncoder):
         self.sparse_linear = sparse_linear.float().to(self.device).eval()
         self.normalize_embeddings = normalize_embeddings
         self.query_instruction_for_retrieval = query_instruction_for_retrieval
-        ids = (self.tokenizer.token_to_id(token) for token in UNUSED_TOKENS)
+        ids = (self.backend_tokenizer.token_to_id(token) for token in UNUSED_TOKENS)
         self.unused_ids = torch.tensor(sorted({i for i in ids if i is not None}), dtype=torch.long)
         self._length_tokenizers: dict[int, tuple[Tokenizer, TextCutter]] = {}
         self._set_prompts(None, None)  # the server's prompt fields resolve to none
@@ -173,7 +173,7 @@ class M3Encoder(BaseEncoder):
             return_dense, return_sparse, return_colbert_vecs: which outputs to compute (one at least).
             max_tokens: also caps batch size x longest text.
             show_progress_bar: a tqdm bar on stderr; None: when stderr is a terminal.
-            on_long: "truncate" (default) or "error", as in tokenize().
+            on_long: "truncate" (default) or "error", as in encodings().
 
         Returns:
             {"dense_vecs": (n, H) float32 array, "lexical_weights": per text a dict {token id as str: weight},
@@ -181,7 +181,7 @@ class M3Encoder(BaseEncoder):
             a single text, its own dense vector, dict and array.
 
         Raises:
-            ValueError: no output asked for; a text tokenize() refuses; a bad batch_size, max_tokens or
+            ValueError: no output asked for; a text encodings() refuses; a bad batch_size, max_tokens or
                 max_length.
         """
         wanted = (return_dense, return_sparse, return_colbert_vecs)
@@ -212,11 +212,11 @@ class M3Encoder(BaseEncoder):
         max_tokens: int | None = None,
         output_value: str | None = None,
     ) -> np.ndarray | list:
-        """One output of texts tokenize() has already tokenized, in the forms the other jobs give (a server's
+        """One output of texts encodings() has already tokenized, in the forms the other jobs give (a server's
         and the CLI's step).
 
         Args:
-            encodings: tokenize()'s output.
+            encodings: encodings()'s output.
             batch_size, max_tokens: the batch limits, as in encode().
             output_value: None or "dense_vecs": the (n, H) float32 dense vectors; "sparse": per text the
                 (indices, values) of its lexical weights as a vocabulary-sized sparse vector (int64 token ids
@@ -278,7 +278,7 @@ class M3Encoder(BaseEncoder):
             The same weights keyed by each id's decoded text; one dict for one dict.
         """
         items = [lexical_weights] if isinstance(lexical_weights, dict) else lexical_weights
-        converted = [{self.tokenizer.decode([int(i)]): w for i, w in item.items()} for item in items]
+        converted = [{self.backend_tokenizer.decode([int(i)]): w for i, w in item.items()} for item in items]
         return converted[0] if len(converted) == 1 else converted
 
     def compute_lexical_matching_score(
@@ -321,13 +321,13 @@ class M3Encoder(BaseEncoder):
         return results
 
     def _tokenize_at(self, texts: list[str], max_length: int | None, on_long: str) -> list[Encoding]:
-        """tokenize() at max_length tokens: a tokenizer per length, kept (the encoder's own keeps its setting)."""
+        """encodings() at max_length tokens: a tokenizer per length, kept (the encoder's own keeps its setting)."""
         if max_length is None or max_length == self.max_length:
-            return self.tokenize(texts, on_long)
+            return self.encodings(texts, on_long)
         check_count("max_length", max_length)
         length = min(max_length, self.bert.config.max_sequence_length)
         if length not in self._length_tokenizers:
-            tokenizer = Tokenizer.from_str(self.tokenizer.to_str())
+            tokenizer = Tokenizer.from_str(self.backend_tokenizer.to_str())
             tokenizer.enable_truncation(length, strategy="longest_first")
             self._length_tokenizers[length] = (tokenizer, TextCutter(tokenizer, length))
         return self._tokenize_with(*self._length_tokenizers[length], texts, on_long)

@@ -37,7 +37,7 @@ from bertlite.models.bert import BertModel
 
 __all__ = ["MultiVectorEncoder", "Dense", "Normalize", "maxsim", "maxsim_pairwise"]
 
-# The attribute tokenize() sets on each Encoding: "query", "document" or None (encode's task).
+# The attribute encodings() sets on each Encoding: "query", "document" or None (encode's task).
 TASK_ATTRIBUTE = "multi_vector_task"
 # __init__'s arguments that _set_tasks takes.
 TASK_SETTINGS = (
@@ -201,7 +201,7 @@ class MultiVectorEncoder(MultiVectorMembers, STSurface, BaseEncoder):
         self.query_expansion = dict(query_expansion) if query_expansion else None
         self.skiplist_tasks = list(("document",) if skiplist_tasks is None else skiplist_tasks)
         # A skiplist word that is not one token is dropped, as sentence-transformers drops it.
-        ids = (self.tokenizer.token_to_id(word) for word in skiplist_words or ())
+        ids = (self.backend_tokenizer.token_to_id(word) for word in skiplist_words or ())
         self.skiplist_ids = {i for i in ids if i is not None}
         self.keep_only_token_ids = set(keep_only_token_ids) if keep_only_token_ids is not None else None
 
@@ -331,7 +331,7 @@ class MultiVectorEncoder(MultiVectorMembers, STSurface, BaseEncoder):
         tokenizers = {}
         for task, length in lengths.items():
             length = min(length or self.max_length, limit)
-            tokenizer = Tokenizer.from_str(self.tokenizer.to_str())
+            tokenizer = Tokenizer.from_str(self.backend_tokenizer.to_str())
             if task == "query" and expansion:
                 floor = expansion["length"]
                 # "fixed": exactly `floor` tokens; "min": at least `floor`, at most the query length.
@@ -351,7 +351,7 @@ class MultiVectorEncoder(MultiVectorMembers, STSurface, BaseEncoder):
 
     # --- tokenizing ---------------------------------------------------------------------
 
-    def tokenize(
+    def encodings(
         self,
         texts: Sequence[str],
         is_query: bool = False,
@@ -412,10 +412,10 @@ class MultiVectorEncoder(MultiVectorMembers, STSurface, BaseEncoder):
     def encode_tokenized(
         self, encodings: Sequence[Encoding], batch_size: int | None = None, *, max_tokens: int | None = None
     ) -> list[np.ndarray]:
-        """Token vectors of texts tokenize() has already tokenized (queries or documents as marked there).
+        """Token vectors of texts encodings() has already tokenized (queries or documents as marked there).
 
         Args:
-            encodings: tokenize()'s output.
+            encodings: encodings()'s output.
             batch_size, max_tokens: as in encode().
 
         Returns:

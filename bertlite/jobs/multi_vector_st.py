@@ -86,7 +86,7 @@ class MultiVectorMembers:
                     "sentence-transformers' modules name"
                 )
         mask = {
-            "skiplist_words": [self.tokenizer.id_to_token(i) for i in sorted(self.skiplist_ids)],
+            "skiplist_words": [self.backend_tokenizer.id_to_token(i) for i in sorted(self.skiplist_ids)],
             "skiplist_tasks": self.skiplist_tasks,
             "keep_only_token_ids": sorted(self.keep_only_token_ids) if self.keep_only_token_ids is not None else None,
         }

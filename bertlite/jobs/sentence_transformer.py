@@ -7,7 +7,6 @@ splits the CPU's cores between its processes.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,21 +17,25 @@ from torch import Tensor
 
 from bertlite.jobs.base import DEFAULT_MAX_TOKENS, GPU_MAX_TOKENS, Text
 from bertlite.jobs.embedder import Embedder
+from bertlite.jobs.pooling import pool as pool_rows
 from bertlite.jobs.process_pool import run_in_pool, start_pool, stop_pool
 from bertlite.jobs.st_compat import resolve_model_name, st_load_kwargs
-from bertlite.jobs.st_surface import transformers_tokenizer
-from bertlite.tokenization import BertTokenizer
+from bertlite.jobs.st_surface import STTokenizing
 from bertlite.util import quantize_embeddings
 
 __all__ = ["SentenceTransformer", "default_device"]
 
 # encode()'s precisions (quantize_embeddings's).
 PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
-# Each model's transformers tokenizer, built on first use; kept beside the model, not in it, so a model
-# pickled for a pool of processes carries none (it holds a lock).
-_TOKENIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # encode() keywords sentence-transformers' Router models read; accepted and unused here (no Router).
 IGNORED_ENCODE_KWARGS = ("task",)
+# preprocess()'s keys that the base model takes.
+BATCH_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+
+
+def _row(value: Any, row: int, rows: int) -> Any:
+    """A batch output's row `row`: a tensor with the batch first is indexed, anything else is shared."""
+    return value[row] if isinstance(value, Tensor) and value.ndim > 0 and value.shape[0] == rows else value
 
 
 def default_device() -> str:
@@ -44,7 +47,7 @@ def default_device() -> str:
     return "cpu"
 
 
-class SentenceTransformer(Embedder):
+class SentenceTransformer(STTokenizing, Embedder):
     """bertlite's Embedder, built and called as sentence-transformers' SentenceTransformer.
 
     `SentenceTransformer("all-MiniLM-L6-v2")` loads through Embedder.from_pretrained; encode takes
@@ -168,8 +171,8 @@ class SentenceTransformer(Embedder):
                 GPU_MAX_TOKENS) applies too unless max_tokens is given.
             show_progress_bar: a tqdm bar on stderr; None: shown when stderr is a terminal.
             output_value: "sentence_embedding", or "token_embeddings" (a list of (tokens, hidden) tensors,
-                the base model's last hidden state at each text's tokens). None (every output as dicts) is
-                not supported.
+                the base model's last hidden state at each text's tokens), or None: every output, a dict per
+                text (all_outputs).
             precision: "float32", or "int8", "uint8", "binary", "ubinary" as bertlite.util.quantize_embeddings
                 computes them (int8 / uint8 ranges from these embeddings).
             convert_to_numpy: a numpy array (the default); False: a list of tensors.
@@ -185,7 +188,8 @@ class SentenceTransformer(Embedder):
 
         Returns:
             (n, dim) vectors as numpy float32 (int8 / uint8 codes for a precision), a tensor, or a list of
-            tensors; one string in: its one vector. token_embeddings: a list of tensors.
+            tensors; one string in: its one vector. token_embeddings: a list of tensors. None: a list of dicts
+            (one dict for one string).
 
         Raises:
             ValueError: an unknown precision or output_value, an unused keyword, a chunk_size below 1, or
@@ -199,9 +203,10 @@ class SentenceTransformer(Embedder):
             )
         if precision not in PRECISIONS:
             raise ValueError(f"Precision {precision!r} is not supported, must be one of {list(PRECISIONS)}")
-        if output_value not in ("sentence_embedding", "token_embeddings"):
+        if output_value not in ("sentence_embedding", "token_embeddings", None):
             raise ValueError(
-                f"output_value={output_value!r}: bertlite returns 'sentence_embedding' or 'token_embeddings'"
+                f"output_value={output_value!r}: bertlite returns 'sentence_embedding', 'token_embeddings' or None "
+                "(every output)"
             )
         if batch_size <= 0:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size}.")
@@ -209,6 +214,9 @@ class SentenceTransformer(Embedder):
         texts = [inputs] if single else list(inputs)
         if prompt is None:  # a given prompt wins over prompt_name, as in sentence-transformers
             prompt = self.resolve_prompt(None, prompt_name)
+        if output_value is None:
+            outputs = self._every_output(texts, batch_size, prompt, truncate_dim, precision, device, pool)
+            return outputs[0] if single else outputs
         options = {"max_tokens": max_tokens, "on_long": on_long, "prompt": prompt, "truncate_dim": truncate_dim}
         options["output_value"] = output_value
         if pool is not None or (isinstance(device, list | tuple) and device):
@@ -221,6 +229,63 @@ class SentenceTransformer(Embedder):
             embeddings, output_value, precision, convert_to_numpy, convert_to_tensor, normalize_embeddings
         )
         return result[0] if single else result
+
+    def _every_output(
+        self,
+        texts: list[Text],
+        batch_size: int,
+        prompt: str,
+        truncate_dim: int | None,
+        precision: str,
+        device: str | list[str | Any] | None,
+        pool: dict[str, Any] | None,
+    ) -> list[dict[str, Any]]:
+        """encode(output_value=None): all_outputs() here, after refusing what sentence-transformers cannot
+        combine with it (a precision) or bertlite does not run with it (a pool of processes)."""
+        if precision != "float32":
+            raise ValueError(f"precision={precision!r} quantizes vectors; output_value=None returns every output")
+        if pool is not None or isinstance(device, list | tuple):
+            raise ValueError("output_value=None runs in this process: give no pool and one device")
+        if device is not None:
+            self.to(device)
+        return self.all_outputs(texts, batch_size, prompt, truncate_dim)
+
+    @torch.inference_mode()
+    def all_outputs(
+        self, texts: list[Text], batch_size: int = 32, prompt: str = "", truncate_dim: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Every output of each text, as sentence-transformers' encode(output_value=None) gives them: batches of
+        batch_size texts, longest (in characters) first, right-padded to their longest, so each text's padded
+        width is the one its batch had there.
+
+        Args:
+            texts: strings or (text_a, text_b) pairs.
+            batch_size: texts per batch.
+            prompt: text put before each.
+            truncate_dim: keep the first truncate_dim dimensions of sentence_embedding; None: the model's.
+
+        Returns:
+            One dict per text, in input order: preprocess()'s input_ids, token_type_ids, attention_mask (the
+            batch's width), "modality" (and "prompt_length" with a prompt), token_embeddings ((width, hidden),
+            the padding's rows included) and sentence_embedding, on the model's device.
+        """
+        truncate_dim = self._check_truncate_dim(truncate_dim)
+        lengths = [len(t) if isinstance(t, str) else sum(len(part) for part in t) for t in texts]
+        order = np.argsort([-n for n in lengths])  # sentence-transformers' order, its ties included
+        outputs: list[dict[str, Any]] = [{} for _ in texts]
+        for start in range(0, len(texts), batch_size):
+            rows = order[start : start + batch_size]
+            features = self.preprocess([texts[i] for i in rows], prompt=prompt or None)
+            batch = {key: value.to(self.device) for key, value in features.items() if key in BATCH_INPUTS}
+            out = self.bert(**batch, return_dict=True)
+            hidden, mask = out.last_hidden_state.float(), batch["attention_mask"]
+            sentence = self._finish([pool_rows(hidden, mask, mode, out.pooler_output) for mode in self.pooling])
+            batch_outputs = {**features, **batch, "token_embeddings": hidden, "sentence_embedding": sentence}
+            if truncate_dim is not None:
+                batch_outputs["sentence_embedding"] = sentence[:, :truncate_dim]
+            for j, i in enumerate(rows):
+                outputs[i] = {key: _row(value, j, len(rows)) for key, value in batch_outputs.items()}
+        return outputs
 
     def _st_convert(
         self,
@@ -258,35 +323,6 @@ class SentenceTransformer(Embedder):
         if isinstance(embeddings, np.ndarray):
             return list(torch.from_numpy(embeddings))
         return list(embeddings.to(self.device) if on_device else embeddings)
-
-    @property
-    def tokenizer(self) -> BertTokenizer:
-        """transformers' tokenizer surface over the model's tokenizer, as sentence-transformers' model.tokenizer:
-        callable (padding, truncation, return_tensors), tokenize, decode, the vocabulary; model_max_length is
-        max_seq_length. The `tokenizers` backend the model runs is backend_tokenizer."""
-        key = (id(self.backend_tokenizer), self.max_length)
-        cached = _TOKENIZERS.get(self)
-        if cached is None or cached[0] != key:
-            cached = _TOKENIZERS[self] = (key, transformers_tokenizer(self.backend_tokenizer, self.max_length))
-        return cached[1]
-
-    @tokenizer.setter
-    def tokenizer(self, value: Any) -> None:
-        """A transformers-style tokenizer (its backend_tokenizer runs) or a `tokenizers` Tokenizer."""
-        self._set_backend(getattr(value, "backend_tokenizer", value))
-
-    def tokenize(self, texts: list[str] | list[dict] | list[tuple[str, str]], **kwargs: Any) -> dict[str, Tensor]:
-        """The model's inputs for texts, right-padded, as sentence-transformers' tokenize (its older name for
-        preprocess) gives them.
-
-        Args:
-            texts: strings, or (text_a, text_b) pairs.
-            **kwargs: preprocess()'s (prompt).
-
-        Returns:
-            preprocess()'s BatchEncoding: input_ids, token_type_ids and attention_mask as (B, T) tensors.
-        """
-        return self.preprocess(texts, **kwargs)
 
     def _embed(
         self, texts: list[Text], batch_size: int, show_progress_bar: bool | None, options: dict[str, Any]

@@ -308,14 +308,14 @@ class SparseEncoder(SparseEncoderMembers, STSurface, BaseEncoder):
             pool: a pool of start_multi_process_pool's to encode in (its processes each encode a chunk).
             chunk_size: texts per chunk sent to a pool's process; None: about 10 chunks per process.
             max_tokens: also caps batch size x longest text; None: no cap.
-            on_long: "truncate" (default) or "error", as in tokenize().
+            on_long: "truncate" (default) or "error", as in encodings().
 
         Returns:
             (n, vocab_size) float32, sparse COO (coalesced) or dense; a (vocab_size,) vector for a single
             text; a list of vectors with convert_to_tensor=False.
 
         Raises:
-            ValueError: a text tokenize() refuses (raised from a pool's process too), a bad batch_size,
+            ValueError: a text encodings() refuses (raised from a pool's process too), a bad batch_size,
                 max_tokens, max_active_dims, prompt or chunk_size.
             RuntimeError: a pool's process exited.
         """
@@ -338,7 +338,7 @@ class SparseEncoder(SparseEncoderMembers, STSurface, BaseEncoder):
         try:
             for start in range(0, len(texts), CHUNK_TEXTS):
                 chunk = with_prompt(texts[start : start + CHUNK_TEXTS], prefix)
-                encodings = self.tokenize(chunk, on_long, first_index=start)
+                encodings = self.encodings(chunk, on_long, first_index=start)
                 results: list[Any] = [None] * len(encodings)
                 for batch_rows, pooled in self._run_sorted(encodings, batch_size, max_tokens, stats):
                     pooled = keep_top(pooled, top_k)
@@ -360,10 +360,10 @@ class SparseEncoder(SparseEncoderMembers, STSurface, BaseEncoder):
         max_tokens: int | None = None,
         max_active_dims: int | None = None,
     ) -> list[SparseRow]:
-        """The sparse vectors of texts tokenize() has already turned into encodings (prompt included).
+        """The sparse vectors of texts encodings() has already turned into encodings (prompt included).
 
         Args:
-            encodings: tokenize()'s output.
+            encodings: encodings()'s output.
             batch_size, max_tokens: the batch limits; neither given: the packed path batches by a token
                 budget (DEFAULT_MAX_TOKENS), the padded path by 32 texts.
             max_active_dims: as in encode().

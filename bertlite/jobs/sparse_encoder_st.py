@@ -207,7 +207,8 @@ class SparseEncoderMembers:
     def _decode_row(self, indices: Tensor, values: Tensor, top_k: int | None) -> list[tuple[str, float]]:
         order = torch.argsort(values, descending=True, stable=True)[:top_k]
         return [
-            (self.tokenizer.id_to_token(int(i)), float(v)) for i, v in zip(indices[order], values[order], strict=True)
+            (self.backend_tokenizer.id_to_token(int(i)), float(v))
+            for i, v in zip(indices[order], values[order], strict=True)
         ]
 
     def similarity(self, embeddings1: Tensor | np.ndarray, embeddings2: Tensor | np.ndarray) -> Tensor:

@@ -1,8 +1,8 @@
-"""sentence-transformers' surface that the jobs share: max_seq_length, to, save / save_pretrained.
+"""sentence-transformers' surface that the jobs share: tokenizer, tokenize, max_seq_length, to, save / save_pretrained.
 
-STSurface is mixed into Embedder, CrossEncoder, SparseEncoder and MultiVectorEncoder; each job names
-the modules, Transformer settings and config its saved folder holds (_st_modules, _transformer_config,
-_st_config), and save() writes the folder sentence-transformers loads.
+STSurface is mixed into CrossEncoder, SparseEncoder and MultiVectorEncoder (its STTokenizing into
+SentenceTransformer too); each job names the modules, Transformer settings and config its saved folder holds
+(_st_modules, _transformer_config, _st_config), and save() writes the folder sentence-transformers loads.
 """
 
 from __future__ import annotations
@@ -10,19 +10,20 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import weakref
 from pathlib import Path
 from typing import Any
 
 import torch
 from tokenizers import Tokenizer
-from torch import nn
+from torch import Tensor, nn
 
 from bertlite.jobs.process_pool import run_in_pool, start_pool, stop_pool
 from bertlite.jobs.st_compat import resolve_model_name, st_load_kwargs
 from bertlite.quant.int8 import is_quantized
 from bertlite.tokenization import BertTokenizer
 
-__all__ = ["STSurface", "check_wrapped"]
+__all__ = ["STSurface", "STTokenizing", "check_wrapped"]
 # The special tokens a saved tokenizer names: the first of each that its vocabulary has (BERT's, then
 # RoBERTa's); padding needs the pad token.
 SPECIAL_TOKENS = {
@@ -33,15 +34,19 @@ SPECIAL_TOKENS = {
     "mask_token": ("[MASK]", "<mask>"),
 }
 TRANSFORMER_MODULE = "sentence_transformers.base.modules.transformer.Transformer"
+# Each job's transformers tokenizer, built on first use; kept beside the job, not in it, so a job pickled for
+# a pool of processes carries none (it holds a lock).
+_TOKENIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def transformers_tokenizer(backend: Tokenizer, max_length: int) -> BertTokenizer:
+def transformers_tokenizer(backend: Tokenizer, max_length: int, pad_id: int | None = None) -> BertTokenizer:
     """transformers' tokenizer surface over a job's `tokenizers` backend: what sentence-transformers' model.tokenizer
     is, and what save() writes.
 
     Args:
         backend: the job's tokenizer (a copy is wrapped, without truncation).
         max_length: the job's max_length, as model_max_length.
+        pad_id: the id the job pads with (its pad token); None: the vocabulary's [PAD] or <pad>.
 
     Returns:
         A BertTokenizer that runs the backend as it is (its normalizer, pre-tokenizer and template), with the
@@ -52,6 +57,8 @@ def transformers_tokenizer(backend: Tokenizer, max_length: int) -> BertTokenizer
         found = [token for token in candidates if backend.token_to_id(token) is not None]
         if found:
             specials[name] = found[0]
+    if pad_id is not None:
+        specials["pad_token"] = backend.id_to_token(pad_id)
     copy = Tokenizer.from_str(backend.to_str())
     copy.no_truncation()
     return BertTokenizer(
@@ -63,16 +70,59 @@ def transformers_tokenizer(backend: Tokenizer, max_length: int) -> BertTokenizer
     )
 
 
-class STSurface:
-    """sentence-transformers' members that every job shares: max_seq_length, to, save / save_pretrained.
+class STTokenizing:
+    """sentence-transformers' tokenizer and tokenize: transformers' tokenizer surface and padded input tensors.
+
+    Mixed into SentenceTransformer, CrossEncoder, SparseEncoder and MultiVectorEncoder before BaseEncoder, whose
+    backend_tokenizer (the `tokenizers` Tokenizer the job runs), pad_id, max_length and preprocess it reads.
+    """
+
+    backend_tokenizer: Tokenizer
+    pad_id: int
+    max_length: int
+    preprocess: Any
+
+    @property
+    def tokenizer(self) -> BertTokenizer:
+        """transformers' tokenizer surface over the job's tokenizer, as sentence-transformers' model.tokenizer:
+        callable (padding, truncation, return_tensors), tokenize, decode, the vocabulary; model_max_length is
+        max_seq_length. The `tokenizers` backend the job runs is backend_tokenizer."""
+        key = (id(self.backend_tokenizer), self.max_length)
+        cached = _TOKENIZERS.get(self)
+        if cached is None or cached[0] != key:
+            surface = transformers_tokenizer(self.backend_tokenizer, self.max_length, self.pad_id)
+            cached = _TOKENIZERS[self] = (key, surface)
+        return cached[1]
+
+    @tokenizer.setter
+    def tokenizer(self, value: Any) -> None:
+        """A transformers-style tokenizer (its backend_tokenizer runs) or a `tokenizers` Tokenizer."""
+        self._set_backend(getattr(value, "backend_tokenizer", value))
+
+    def tokenize(self, texts: list[str] | list[dict] | list[tuple[str, str]], **kwargs: Any) -> dict[str, Tensor]:
+        """The model's inputs for texts, right-padded, as sentence-transformers' tokenize (its older name for
+        preprocess) gives them; encodings() gives the unpadded `tokenizers` Encodings the job runs on.
+
+        Args:
+            texts: strings, or (text_a, text_b) pairs.
+            **kwargs: preprocess()'s (prompt).
+
+        Returns:
+            preprocess()'s BatchEncoding: input_ids, token_type_ids and attention_mask as (B, T) tensors.
+        """
+        return self.preprocess(texts, **kwargs)
+
+
+class STSurface(STTokenizing):
+    """sentence-transformers' members that every job shares: tokenizer, tokenize, max_seq_length, to,
+    save / save_pretrained.
 
     Mixed into CrossEncoder, SparseEncoder and MultiVectorEncoder, before BaseEncoder (it reads its
-    model, bert, tokenizer, max_length, prompts and pack_weights).
+    model, bert, backend_tokenizer, max_length, prompts and pack_weights).
     """
 
     model: Any
     bert: Any
-    tokenizer: Tokenizer
     max_length: int
     prompts: dict[str, str]
     default_prompt_name: str | None
@@ -210,7 +260,7 @@ class STSurface:
     def _save_tokenizer(self, folder: Path) -> None:
         """tokenizer.json as this encoder runs it (no truncation or padding stored), and tokenizer_config.json
         with max_length as model_max_length, which sentence-transformers reads as max_seq_length."""
-        transformers_tokenizer(self.backend_tokenizer, self.max_length).save_pretrained(folder)
+        transformers_tokenizer(self.backend_tokenizer, self.max_length, self.pad_id).save_pretrained(folder)
 
     def _st_modules(self) -> list[tuple[str, str, dict[str, Any], torch.nn.Module | None]]:
         """The modules after the Transformer: (folder name, class path, config, module with weights or None)."""

@@ -100,7 +100,7 @@ class Batcher:
         max_gather_s: float = MAX_GATHER_S,
     ) -> None:
         """load() returns the job (an Embedder, CrossEncoder, SparseEncoder or MultiVectorEncoder: anything
-        with tokenize and encode_tokenized). on_loaded(error) is called from the worker thread once the
+        with encodings and encode_tokenized). on_loaded(error) is called from the worker thread once the
         model is ready (error None) or failed. gather_share, max_gather_s: bound the wait for expected
         requests (see the module's docstring)."""
         self._load = load
@@ -144,12 +144,12 @@ class Batcher:
         if self.last_error is None:
             return
         if self._probe is None or self._probe.done():
-            encodings = self.job.tokenize(HEALTH_TEXTS)
+            encodings = self.job.encodings(HEALTH_TEXTS)
             self._probe = asyncio.ensure_future(self.embed(encodings, [len(e.ids) for e in encodings]))
         await asyncio.shield(self._probe)  # a health call that gives up does not cancel the others' probe
 
     async def embed(self, encodings: Sequence[Encoding], lengths: Sequence[int], output: str | None = None) -> Any:
-        """The job's results for texts it has tokenized (its tokenize, prompt included): one item per
+        """The job's results for texts it has tokenized (its encodings(), prompt included): one item per
         encoding (an array's rows, or a list's elements), as its encode_tokenized gives them.
 
         Args:
@@ -168,7 +168,7 @@ class Batcher:
         try:
             self.job = self._load()
             self._one_forward = _one_forward(self.job)
-            warm_up = self.job.encode_tokenized(self.job.tokenize(HEALTH_TEXTS))
+            warm_up = self.job.encode_tokenized(self.job.encodings(HEALTH_TEXTS))
             self.last_error = _nonfinite(warm_up)  # served anyway: each request and /health then say why
         except Exception as e:  # the server stays up and says why in /health, unless on_loaded stops it
             self.load_error = f"the model failed to load: {e}"

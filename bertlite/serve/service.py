@@ -131,13 +131,13 @@ class Service:
             rows, _ = await self._run(await self._encode(texts, req.truncate, "inputs"), "colbert_vecs")
         elif self.model_type == "multi-vector":
             self._check_inputs(req.texts, "inputs")
-            # None: the query or document prompt the model's tokenize picks
+            # None: the query or document prompt the model's encodings() picks
             prompt = None if req.prompt is None and req.prompt_name is None else self._prompt(req)
             encodings = await self._encode(
                 req.texts,
                 req.truncate,
                 "inputs",
-                lambda texts: job.tokenize(texts, is_query=req.is_query, prompt=prompt),
+                lambda texts: job.encodings(texts, is_query=req.is_query, prompt=prompt),
             )
             rows, _ = await self._run(encodings)  # queries and documents differ in their tokens only
         else:
@@ -205,7 +205,7 @@ class Service:
                     422, f"prompt_name: {req.prompt_name!r} is not one of the model's prompts ({known})", "prompt_name"
                 )
             texts = [prompts[req.prompt_name] + text for text in texts]
-        encode = job.tokenizer.encode_batch
+        encode = job.backend_tokenizer.encode_batch
         encodings = await asyncio.get_running_loop().run_in_executor(
             None, lambda: encode(texts, add_special_tokens=req.add_special_tokens)
         )
@@ -215,11 +215,11 @@ class Service:
         """A decode request: per sequence of ids, its text (422 for an id outside the vocabulary)."""
         job = self._ready_job("/decode")
         self._check_inputs([], "ids", count=len(req.ids))
-        vocab = job.tokenizer.get_vocab_size()
+        vocab = job.backend_tokenizer.get_vocab_size()
         for i, ids in enumerate(req.ids):
             if ids and (top := max(ids)) >= vocab:
                 raise RequestError(422, f"ids[{i}]: token id {top} is not below the vocabulary size {vocab}", "ids")
-        return job.tokenizer.decode_batch(req.ids, skip_special_tokens=req.skip_special_tokens)
+        return job.backend_tokenizer.decode_batch(req.ids, skip_special_tokens=req.skip_special_tokens)
 
     def _ready_job(self, path: str) -> Any:
         """The job, once loaded (else NotReadyError, a 503) and when it serves path (else the 424)."""
@@ -276,10 +276,10 @@ class Service:
             texts: strings, or (a, b) pairs.
             truncate: the request's choice; None: the server's --auto-truncate.
             field: the request's field, for the 413.
-            tokenize: the job's tokenize with the request's options bound; None: job.tokenize.
+            tokenize: the job's tokenize with the request's options bound; None: job.encodings.
         """
         truncate = self.limits.auto_truncate if truncate is None else truncate
-        run = tokenize or self.job.tokenize
+        run = tokenize or self.job.encodings
         return await asyncio.get_running_loop().run_in_executor(
             None, self._encode_now, run, list(texts), truncate, field
         )

@@ -121,7 +121,7 @@ def test_encode_tokenized_gives_the_raw_logits_of_transformers(
 ) -> None:
     folder = folders["three-labels"]
     ours = CrossEncoder.from_pretrained(folder, dtype="float32")
-    logits = ours.encode_tokenized(ours.tokenize(PAIRS))
+    logits = ours.encode_tokenized(ours.encodings(PAIRS))
     hf = transformers.BertForSequenceClassification.from_pretrained(folder, attn_implementation="eager").eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     firsts, seconds = [a for a, _ in PAIRS], [b for _, b in PAIRS]
@@ -133,7 +133,7 @@ def test_encode_tokenized_gives_the_raw_logits_of_transformers(
     assert ours.config.id2label == {0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"}
     # the one-label model's activation is sentence-transformers' Sigmoid
     one = CrossEncoder.from_pretrained(folders["one-label"], dtype="float32")
-    activated = one.activation(one.encode_tokenized(one.tokenize(PAIRS)))
+    activated = one.activation(one.encode_tokenized(one.encodings(PAIRS)))
     np.testing.assert_allclose(activated[:, 0], st_scores["one-label"], atol=ATOL, rtol=0)
 
 

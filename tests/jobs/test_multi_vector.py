@@ -110,8 +110,8 @@ def test_encode_tokenized_equals_encode_query_and_document(pair: tuple) -> None:
     folder, _, expected = pair
     ours = MultiVectorEncoder.from_pretrained(folder, dtype=None)
     # Batches of 2: texts of different kinds and lengths share a batch.
-    queries = ours.encode_tokenized(ours.tokenize(TEXTS, is_query=True), batch_size=2)
-    documents = ours.encode_tokenized(ours.tokenize(TEXTS), max_tokens=64)
+    queries = ours.encode_tokenized(ours.encodings(TEXTS, is_query=True), batch_size=2)
+    documents = ours.encode_tokenized(ours.encodings(TEXTS), max_tokens=64)
     assert_same_tokens(queries, expected["query"])
     assert_same_tokens(documents, expected["document"])
 
@@ -128,13 +128,13 @@ def test_options_equal_sentence_transformers(pair: tuple) -> None:
 
 def test_markers_fixed_width_queries_and_punctuation_dropped(colbert: Path) -> None:
     ours = MultiVectorEncoder.from_pretrained(colbert, dtype=None)
-    query, long_query = ours.tokenize(["hi", TEXTS[-1]], is_query=True)
-    q_id, mask_id = ours.tokenizer.token_to_id("[Q]"), ours.tokenizer.token_to_id("[MASK]")
-    assert query.ids[:2] == [ours.tokenizer.token_to_id("[CLS]"), q_id]
+    query, long_query = ours.encodings(["hi", TEXTS[-1]], is_query=True)
+    q_id, mask_id = ours.backend_tokenizer.token_to_id("[Q]"), ours.backend_tokenizer.token_to_id("[MASK]")
+    assert query.ids[:2] == [ours.backend_tokenizer.token_to_id("[CLS]"), q_id]
     assert query.ids[4:] == [mask_id] * 8 and len(long_query.ids) == 12
     assert [len(v) for v in ours.encode_query(["hi", TEXTS[-1]])] == [12, 12]
-    (document,) = ours.tokenize(["hi, there."])
-    assert document.ids[1] == ours.tokenizer.token_to_id("[D]")
+    (document,) = ours.encodings(["hi, there."])
+    assert document.ids[1] == ours.backend_tokenizer.token_to_id("[D]")
     # [CLS] [D] hi , there . [SEP]: the comma and the period are not kept.
     assert len(ours.encode_document(["hi, there."])[0]) == 5
 

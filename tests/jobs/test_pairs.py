@@ -117,14 +117,14 @@ def test_cross_encoder_tokenize_pairs_equals_tokenize(real_model_path: Path, tmp
     )
     documents = [d for d in SHORT + LONG if d]
     for query in documents:
-        encodings = model.tokenize([(query, d) for d in documents])
+        encodings = model.encodings([(query, d) for d in documents])
         pairs = model.tokenize_pairs(query, documents)
         assert [p.ids for p in pairs] == [e.ids for e in encodings]
         assert [p.type_ids for p in pairs] == [e.type_ids for e in encodings]
         assert [p.overflowing for p in pairs] == [bool(e.overflowing) for e in encodings]
     model.max_length = 17  # a new truncation: the pairs follow it
     assert [p.ids for p in model.tokenize_pairs("a query", LONG)] == [
-        e.ids for e in model.tokenize([("a query", d) for d in LONG])
+        e.ids for e in model.encodings([("a query", d) for d in LONG])
     ]
     with pytest.raises(ValueError, match=r"texts\[2\] holds a lone surrogate"):
         model.tokenize_pairs("q", ["a", "b", "\ud800"])

@@ -94,7 +94,7 @@ def test_output_forms_equal_sentence_transformers(pair: tuple[Path, STSparseEnco
 def test_encode_tokenized_rows(pair: tuple[Path, STSparseEncoder]) -> None:
     folder, st = pair
     ours = SparseEncoder.from_pretrained(folder, dtype="float32")
-    rows = ours.encode_tokenized(ours.tokenize(TEXTS), max_tokens=40)
+    rows = ours.encode_tokenized(ours.encodings(TEXTS), max_tokens=40)
     expected = st.encode(TEXTS, convert_to_sparse_tensor=False)
     assert len(rows) == len(TEXTS)
     for (indices, values), theirs in zip(rows, expected, strict=True):
@@ -114,7 +114,7 @@ def test_max_active_dims_from_folder_and_call(base: Path) -> None:
     assert_same_vectors(ours.encode(TEXTS), expected)
     assert int((expected.to_dense() != 0).sum(1).max()) == 7
     assert_same_vectors(ours.encode(TEXTS, max_active_dims=3), st.encode(TEXTS, max_active_dims=3))
-    rows = ours.encode_tokenized(ours.tokenize(TEXTS), max_active_dims=3)
+    rows = ours.encode_tokenized(ours.encodings(TEXTS), max_active_dims=3)
     assert all(len(indices) == 3 for indices, _ in rows)
 
 
@@ -158,7 +158,7 @@ def test_decode_similarity_sparsity(pair: tuple[Path, STSparseEncoder]) -> None:
         [[w for _, w in row] for row in decoded], [[w for _, w in row] for row in expected], atol=TOL
     )
     assert ours.decode(mine[0]) == ours.decode(mine)[0]
-    row = ours.encode_tokenized(ours.tokenize(TEXTS[:1]), max_active_dims=12)[0]
+    row = ours.encode_tokenized(ours.encodings(TEXTS[:1]), max_active_dims=12)[0]
     assert [t for t, _ in ours.decode(row)] == [t for t, _ in st.decode(theirs[0])]
     torch.testing.assert_close(ours.similarity(mine, mine), st.similarity(theirs, theirs), atol=1e-4, rtol=1e-6)
     assert ours.sparsity(mine) == st.sparsity(theirs) == ours.sparsity(mine.to_dense())
@@ -240,4 +240,4 @@ def test_bad_max_active_dims(bad: object, plain: Path) -> None:
     with pytest.raises(ValueError, match="max_active_dims must be a positive integer"):
         encoder.encode(TEXTS, max_active_dims=bad)
     with pytest.raises(ValueError, match="max_active_dims must be a positive integer"):
-        encoder.encode_tokenized(encoder.tokenize(TEXTS), max_active_dims=bad)
+        encoder.encode_tokenized(encoder.encodings(TEXTS), max_active_dims=bad)

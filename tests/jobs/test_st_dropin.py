@@ -129,6 +129,7 @@ def test_st_load_kwargs_refuses_what_bertlite_lacks(kwargs: dict, message: str) 
 # assert_same.
 
 ATOL = 1e-5
+PADDING_ATOL = 1e-3  # rows of padding in encode(output_value=None): see test_every_output_as_...
 ST_IMPORTS = {
     "from sentence_transformers import": "from bertlite import",
     "from sentence_transformers.util import": "from bertlite.util import",
@@ -924,7 +925,7 @@ def test_to_moves_and_casts(real_model_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"output_value": None}, "'sentence_embedding' or 'token_embeddings'"),
+        ({"output_value": "tokens"}, "'sentence_embedding', 'token_embeddings' or None"),
         ({"precision": "int4"}, "Precision 'int4' is not supported"),
         ({"batch_size": 0}, "batch_size must be a positive integer"),
         ({"processing_kwargs": {}}, "additional keyword arguments that this model does not use"),
@@ -983,3 +984,36 @@ def test_preprocess_gives_sentence_transformers_features(
     ours = st_model.preprocess(*args)
     assert isinstance(ours, bertlite.BatchEncoding)  # transformers' BatchEncoding there: a dict as well
     assert_same(dict(theirs.preprocess(*args)), dict(ours), "features")
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"batch_size": 2}, {"prompt": "query: "}, {"truncate_dim": 8, "batch_size": 3}])
+def test_every_output_as_sentence_transformers_gives_it(
+    kwargs: dict[str, Any], st_model: bertlite.SentenceTransformer, real_model_path: Path
+) -> None:
+    theirs_model = sentence_transformers.SentenceTransformer(str(real_model_path), device="cpu")
+    # Ties in length and a pair: the batches, and so each text's padded width, follow sentence-transformers' order.
+    texts = ["one two", "three", "a much longer text than the others, with words", ("pair a", "pair b"), "x", "y z"]
+    theirs = theirs_model.encode(texts, output_value=None, **kwargs)
+    ours = st_model.encode(texts, output_value=None, **kwargs)
+    assert any(not row["attention_mask"].all() for row in theirs)  # some rows of padding to compare
+    # A padding row is no text's output, and its numbers depend on the kernels far more than a text's (the [PAD]
+    # embedding's LayerNorms amplify rounding): transformers' own eager and sdpa attention differ there by ~2e-5,
+    # against ~3e-6 on the texts' rows, and bertlite's oneDNN GEMMs by up to ~1.2e-4; so PADDING_ATOL there.
+    assert len(ours) == len(theirs)
+    for i, (got, expected) in enumerate(zip(ours, theirs, strict=True)):
+        real = expected["attention_mask"].bool()
+        tokens = got.pop("token_embeddings"), expected.pop("token_embeddings")
+        assert_same(expected, got, f"text {i}")  # ids, mask, types, modality, prompt_length, sentence_embedding
+        assert tokens[0].shape == tokens[1].shape and tokens[0].dtype == tokens[1].dtype
+        torch.testing.assert_close(tokens[0][real], tokens[1][real], rtol=0, atol=ATOL)
+        torch.testing.assert_close(tokens[0][~real], tokens[1][~real], rtol=0, atol=PADDING_ATOL)
+    single = st_model.encode("three", output_value=None)
+    assert_same(theirs_model.encode("three", output_value=None), single, "one string")
+    assert st_model.encode([], output_value=None) == theirs_model.encode([], output_value=None) == []
+
+
+def test_every_output_refuses_what_it_cannot_combine(st_model: bertlite.SentenceTransformer) -> None:
+    with pytest.raises(ValueError, match="precision='int8' quantizes vectors; output_value=None"):
+        st_model.encode(["a", "b"], output_value=None, precision="int8")
+    with pytest.raises(ValueError, match="output_value=None runs in this process"):
+        st_model.encode(["a", "b"], output_value=None, device=["cpu", "cpu"])

@@ -386,6 +386,8 @@ def test_docs_snippet_runs_unchanged(snippet: str, folders: dict[str, Path], tmp
 SURFACE = {
     "CrossEncoder": [
         "__init__",
+        "tokenize",
+        "preprocess",
         "predict",
         "rank",
         "save",
@@ -397,6 +399,8 @@ SURFACE = {
     ],
     "SparseEncoder": [
         "__init__",
+        "tokenize",
+        "preprocess",
         "encode",
         "encode_query",
         "encode_document",
@@ -415,6 +419,8 @@ SURFACE = {
     ],
     "MultiVectorEncoder": [
         "__init__",
+        "tokenize",
+        "preprocess",
         "encode",
         "encode_query",
         "encode_document",
@@ -429,7 +435,7 @@ SURFACE = {
         "stop_multi_process_pool",
     ],
 }
-PROPERTIES = ["device", "max_seq_length", "similarity_fn_name"]
+PROPERTIES = ["device", "max_seq_length", "similarity_fn_name", "tokenizer"]
 _ST_INIT = ["__init__: model_name_or_path has no default", "__init__: no modules", "__init__: no model_card_data"]
 _NO_POOL_KWARGS = ["no **kwargs"]
 # Where bertlite's signatures differ from sentence-transformers 6's, on purpose (docs/migration.md lists them):
@@ -685,3 +691,45 @@ def test_to_moves_casts_and_readies_again(folders: dict[str, Path]) -> None:
         quantized.to(torch.float16)
     with pytest.raises(ValueError, match="int8"):
         quantized.save("unused")
+
+
+@pytest.mark.parametrize(
+    ("name", "folder"), [("CrossEncoder", "reranker"), ("SparseEncoder", "splade"), ("MultiVectorEncoder", "colbert")]
+)
+def test_tokenizer_tokenize_and_preprocess_are_sentence_transformers(
+    name: str, folder: str, folders: dict[str, Path]
+) -> None:
+    theirs = getattr(sentence_transformers, name)(str(folders[folder]), device="cpu")
+    ours = getattr(bertlite, name)(str(folders[folder]), **F32)
+    texts = ["a first text", "naïve café, 日本語 🙂", "and a longer second one " * 80]
+    inputs = PAIRS if name == "CrossEncoder" else texts
+    ours_tok, theirs_tok = ours.tokenizer, theirs.tokenizer
+    assert type(ours_tok).__name__ == type(theirs_tok).__name__
+    assert ours_tok.model_max_length == theirs_tok.model_max_length == ours.max_seq_length
+    assert (ours_tok.pad_token, ours_tok.pad_token_id) == (theirs_tok.pad_token, theirs_tok.pad_token_id)
+    assert ours_tok.tokenize(texts[1]) == theirs_tok.tokenize(texts[1])
+    kwargs = {"padding": True, "truncation": True, "return_tensors": "pt"}
+    ours_batch, theirs_batch = ours_tok(texts, **kwargs), theirs_tok(texts, **kwargs)
+    assert list(ours_batch) == list(theirs_batch)
+    assert all(torch.equal(ours_batch[k], theirs_batch[k]) for k in theirs_batch)
+    assert ours_tok.decode(ours_batch["input_ids"][1]) == theirs_tok.decode(theirs_batch["input_ids"][1])
+    assert_same(dict(ours.tokenize(inputs)), dict(theirs.tokenize(inputs)), "tokenize")
+    assert_same(dict(ours.preprocess(inputs, prompt="p: ")), dict(theirs.preprocess(inputs, prompt="p: ")), "prompt")
+    assert ours.preprocess([]) == theirs.preprocess([]) == {}
+    ours.max_seq_length = theirs.max_seq_length = 16  # the tokenizer follows, as sentence-transformers' does
+    assert ours.tokenizer.model_max_length == theirs.tokenizer.model_max_length == 16
+    assert_same(dict(ours.tokenize(inputs)), dict(theirs.tokenize(inputs)), "tokenize at 16")
+    # bertlite's own step beside them: the `tokenizers` backend and its unpadded Encodings (the multi-vector
+    # job's carry its document marker, so they are not sentence-transformers' plain tokens).
+    if name != "MultiVectorEncoder":
+        padded = ours.tokenize(inputs)
+        rows = zip(padded["input_ids"], padded["attention_mask"], strict=True)
+        assert [e.ids for e in ours.encodings(inputs)] == [ids[mask.bool()].tolist() for ids, mask in rows]
+    assert type(ours.backend_tokenizer).__module__ == "tokenizers"
+
+
+def test_a_transformers_tokenizer_wraps_as_its_backend(folders: dict[str, Path]) -> None:
+    loaded = bertlite.CrossEncoder(str(folders["reranker"]), **F32)
+    wrapped = bertlite.CrossEncoder(loaded.model, loaded.tokenizer)  # transformers' surface, as a user has it
+    assert wrapped.backend_tokenizer.to_str() == loaded.backend_tokenizer.to_str()
+    np.testing.assert_array_equal(wrapped.predict(PAIRS), loaded.predict(PAIRS))

@@ -34,7 +34,7 @@ class RecordingEmbedder:
         self.gate.set()
         self.entered = threading.Event()
 
-    def tokenize(self, texts: Sequence[str]) -> list[str]:
+    def encodings(self, texts: Sequence[str]) -> list[str]:
         return list(texts)
 
     def encode_tokenized(

@@ -119,14 +119,14 @@ def test_v1_rerank_takes_document_objects_and_returns_them(rerank_server: str, r
     results = r.json()["results"]
     assert [x["index"] for x in results] == [e["corpus_id"] for e in expected]
     assert [x["document"] for x in results] == [documents[e["corpus_id"]] for e in expected]
-    tokens = sum(len(e.ids) for e in reranker.tokenize([(QUERY, d) for d in DOCUMENTS]))
+    tokens = sum(len(e.ids) for e in reranker.encodings([(QUERY, d) for d in DOCUMENTS]))
     assert r.json()["usage"] == {"total_tokens": tokens}
 
 
 def test_tei_rerank_and_predict_equal_predict(rerank_server: str, reranker: CrossEncoder) -> None:
     pairs = [(QUERY, d) for d in DOCUMENTS]
     scores = reranker.predict(pairs)
-    logits = reranker.encode_tokenized(reranker.tokenize(pairs))[:, 0]
+    logits = reranker.encode_tokenized(reranker.encodings(pairs))[:, 0]
     body = {"query": QUERY, "texts": DOCUMENTS, "return_text": True}
     ranked = httpx.post(f"{rerank_server}/rerank", json=body, headers=auth()).json()
     assert [x["index"] for x in ranked] == list(np.argsort(-scores, kind="stable"))
@@ -211,7 +211,7 @@ def test_info_tokenize_and_decode_on_a_reranker(rerank_server: str, reranker: Cr
     info = httpx.get(f"{rerank_server}/info", headers=auth()).json()
     assert info["model_type"] == {"reranker": {"id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0}}}
     tokens = httpx.post(f"{rerank_server}/tokenize", json={"inputs": ["Sort it"]}, headers=auth()).json()
-    ids = reranker.tokenizer.encode("Sort it").ids
+    ids = reranker.backend_tokenizer.encode("Sort it").ids
     assert [t["id"] for t in tokens[0]] == ids
     assert tokens[0][0] == {"id": ids[0], "text": "[CLS]", "special": True, "start": None, "stop": None}
     assert tokens[0][1] == {"id": ids[1], "text": "Sort", "special": False, "start": 0, "stop": 4}
@@ -233,7 +233,7 @@ def test_a_classifier_predicts_labels_and_refuses_rerank(folders: dict[str, Path
     classifier = CrossEncoder.from_pretrained(folders["classifier"], dtype="float32")
     inputs = [["a premise", "a hypothesis"], ["good", "day"], ["bad", "day"]]
     expected = classifier.predict([tuple(x) for x in inputs], apply_softmax=True)
-    logits = classifier.encode_tokenized(classifier.tokenize(["one text"]))[0]  # the activation is the identity
+    logits = classifier.encode_tokenized(classifier.encodings(["one text"]))[0]  # the activation is the identity
     with running(lambda: classifier) as (url, _):
         got = httpx.post(f"{url}/predict", json={"inputs": inputs}).json()
         single = httpx.post(f"{url}/predict", json={"inputs": "one text"}).json()  # TEI classifies one text too
@@ -257,7 +257,7 @@ def test_a_classifier_predicts_labels_and_refuses_rerank(folders: dict[str, Path
 def test_embed_sparse_equals_sparse_encoder(folders: dict[str, Path]) -> None:
     encoder = SparseEncoder.from_pretrained(folders["splade"], dtype="float32")
     texts = DOCUMENTS[:3]
-    expected = encoder.encode_tokenized(encoder.tokenize(texts))
+    expected = encoder.encode_tokenized(encoder.encodings(texts))
     with running(lambda: encoder) as (url, _):
         got = httpx.post(f"{url}/embed_sparse", json={"inputs": texts}).json()
         for row, (indices, values) in zip(got, expected, strict=True):

@@ -177,9 +177,9 @@ def test_a_long_query_is_tokenized_once_per_request(reranker_folder: Path) -> No
     reranker = CrossEncoder.from_pretrained(reranker_folder, dtype="float32")
     reranker.tokenize_pairs("a query", ["a document"])  # builds its pair tokenizer, counted from here on
     # Every tokenizer a rerank request can go through: the job's, the long-text cutter's, the pairs'.
-    counters = [CountingTokenizer(reranker.tokenizer), CountingTokenizer(reranker._cutter._counter)]
+    counters = [CountingTokenizer(reranker.backend_tokenizer), CountingTokenizer(reranker._cutter._counter)]
     counters.append(CountingTokenizer(reranker._query_pairs._tokenizer))
-    reranker.tokenizer, reranker._cutter._counter, reranker._query_pairs._tokenizer = counters
+    reranker.backend_tokenizer, reranker._cutter._counter, reranker._query_pairs._tokenizer = counters
     query = words(200_000, 1)[:1_000_000]  # 1 MB: before, each of the 32 pairs read it all (11.6 s)
     documents = [f"document {i} of the same length" for i in range(10, 42)]
 
