@@ -29,6 +29,7 @@ from bertlite.layers.attention import (
     PACKED_ATTENTION,
     PACKED_BIASED_ATTENTION,
     check_attn_implementation,
+    packed_first_token_attention,
     padded_attention,
 )
 from bertlite.layers.packing import PackedLayout
@@ -133,6 +134,9 @@ class ModernBertAttention(nn.Module):
         self.out_drop = nn.Dropout(config.attention_dropout) if config.attention_dropout > 0.0 else nn.Identity()
         self.attention_dropout = config.attention_dropout
         self.attn_implementation = check_attn_implementation(attn_implementation)
+        # Set by the module swap that installs a Wo taking forward(x, residual=) (layers.onednn.optimize,
+        # quant.int8.quantize_int8): the layer's residual add then runs inside Wo's GEMM. Inference only.
+        self.fuses_residual = False
 
     def forward(
         self,
@@ -141,9 +145,13 @@ class ModernBertAttention(nn.Module):
         attention_bias: Tensor | None = None,
         output_attentions: bool = False,
         layout: PackedLayout | None = None,
+        first_token_of: Tensor | None = None,
+        residual: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """hidden_states (B, T, H) with an additive attention_bias ((B, 1, 1, T) or the window's (B, 1, T, T)), or
-        packed (N, H) rows with their layout (attention_bias then the (1, 1, T, T) window grid, or None)."""
+        packed (N, H) rows with their layout (attention_bias then the (1, 1, T, T) window grid, or None);
+        first_token_of (packed): only these sequences' first-token queries, (R, H) out; residual: added inside
+        Wo (fuses_residual, inference), the output then the layer's new hidden states."""
         name = "eager" if output_attentions else self.attn_implementation
         dropout_p = self.attention_dropout if self.training else 0.0
         cos, sin = position_embeddings
@@ -153,13 +161,17 @@ class ModernBertAttention(nn.Module):
             query = apply_rotary(rows[:, 0], cos[:, None], sin[:, None])
             key = apply_rotary(rows[:, 1], cos[:, None], sin[:, None])
             qkv = torch.cat([query, key, rows[:, 2]], dim=1).view(len(rows), -1)  # (N, 3H)
-            if attention_bias is None:
-                context, probs = PACKED_ATTENTION[name](qkv, layout, self.num_heads, self.scaling, dropout_p)
-            else:
-                context, probs = PACKED_BIASED_ATTENTION[name](
-                    qkv, layout, self.num_heads, self.scaling, dropout_p, attention_bias
+            args = (qkv, layout, self.num_heads, self.scaling, dropout_p)
+            if first_token_of is not None:  # the window grid, if any, is read at the first query's row
+                context, probs = (
+                    packed_first_token_attention(*args[:2], first_token_of, *args[2:], attention_bias),
+                    None,
                 )
-            return self.out_drop(self.Wo(context)), probs
+            elif attention_bias is None:
+                context, probs = PACKED_ATTENTION[name](*args)
+            else:
+                context, probs = PACKED_BIASED_ATTENTION[name](*args, attention_bias)
+            return self._out(context, residual), probs
         input_shape = hidden_states.shape[:-1]
         query, key, value = qkv.view(*input_shape, 3, -1, self.head_dim).unbind(dim=-3)
         query, key, value = (t.transpose(1, 2) for t in (query, key, value))  # (B, nh, T, hs)
@@ -167,7 +179,11 @@ class ModernBertAttention(nn.Module):
         key = apply_rotary(key, cos[:, None], sin[:, None])
         context, probs = padded_attention(name)(query, key, value, attention_bias, self.scaling, dropout_p)
         context = context.reshape(*input_shape, -1).contiguous()  # (B, T, H)
-        return self.out_drop(self.Wo(context)), probs
+        return self._out(context, residual), probs
+
+    def _out(self, context: Tensor, residual: Tensor | None) -> Tensor:
+        """Wo on the context: with the residual added in its GEMM when given (fuses_residual: no dropout runs)."""
+        return self.Wo(context, residual=residual) if residual is not None else self.out_drop(self.Wo(context))
 
 
 class ModernBertMLP(nn.Module):
@@ -180,16 +196,21 @@ class ModernBertMLP(nn.Module):
         self.act = ACT2FN[config.hidden_activation]
         self.drop = nn.Dropout(config.mlp_dropout)
         self.Wo = nn.Linear(config.intermediate_size, config.hidden_size, bias=config.mlp_bias)
+        self.fuses_residual = False  # as ModernBertAttention's, for Wo
 
-    def forward(self, hidden_states: Tensor) -> Tensor:
+    def forward(self, hidden_states: Tensor, residual: Tensor | None = None) -> Tensor:
+        """(..., H) -> (..., H); residual (fuses_residual, inference): added inside Wo's GEMM, no dropout."""
         input, gate = self.Wi(hidden_states).chunk(2, dim=-1)
+        if residual is not None:
+            return self.Wo(self.act(input) * gate, residual=residual)
         return self.Wo(self.drop(self.act(input) * gate))
 
 
 class ModernBertEncoderLayer(nn.Module):
     """transformers' ModernBertEncoderLayer: x + attn(attn_norm(x)), then x + mlp(mlp_norm(x)) (pre-norm)."""
 
-    # Where its parts are, for the module swaps (bertlite.layers.roles); the residual adds stay in forward.
+    # Where its parts are, for the module swaps (bertlite.layers.roles): Wo and mlp.Wo take the residual add
+    # into their GEMMs once swapped (residual_owners).
     roles = LayerRoles(
         attention="attn",
         query="",
@@ -201,6 +222,7 @@ class ModernBertEncoderLayer(nn.Module):
         output="mlp.Wo",
         qkv="attn.Wqkv",
         gated=True,
+        residual_owners={"attention_output": "attn", "output": "mlp"},
     )
 
     def __init__(self, config: ModernBertConfig, layer_idx: int, attn_implementation: str = DEFAULT_ATTENTION) -> None:
@@ -221,11 +243,21 @@ class ModernBertEncoderLayer(nn.Module):
         attention_bias: Tensor | None = None,
         output_attentions: bool = False,
         layout: PackedLayout | None = None,
+        first_token_of: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
+        """first_token_of (packed): only these sequences' first-token rows come out, (R, H); every row's keys
+        and values are still computed."""
+        normed = self.attn_norm(hidden_states)
+        if first_token_of is not None:
+            hidden_states = hidden_states[layout.starts[first_token_of]]  # the residual of the rows kept
+        fused = not self.training  # the swapped Linears add the residual inside their GEMMs
+        residual = hidden_states if fused and self.attn.fuses_residual else None
         attn_output, probs = self.attn(
-            self.attn_norm(hidden_states), position_embeddings, attention_bias, output_attentions, layout
+            normed, position_embeddings, attention_bias, output_attentions, layout, first_token_of, residual
         )
-        hidden_states = hidden_states + attn_output
+        hidden_states = attn_output if residual is not None else hidden_states + attn_output
+        if fused and self.mlp.fuses_residual:
+            return self.mlp(self.mlp_norm(hidden_states), residual=hidden_states), probs
         return hidden_states + self.mlp(self.mlp_norm(hidden_states)), probs
 
 
@@ -399,12 +431,10 @@ class ModernBertModel(ModernBertPreTrainedModel):
                     raise ValueError(f"{name} is not taken with a packed batch: the layout (lengths=) says it")
             if inputs_embeds is not None:
                 raise ValueError("a packed batch takes input_ids (total_tokens,), not inputs_embeds")
-            out = self._forward_packed(input_ids, lengths, layout, output_attentions, output_hidden_states)
-            if first_token_of is not None:
-                check_first_token_of(first_token_of, out[1].batch_size, output_attentions)
-                out = (out[0][out[1].starts[first_token_of]], *out[2:])
-            else:
-                out = (out[0], *out[2:])
+            out = self._forward_packed(
+                input_ids, lengths, layout, output_attentions, output_hidden_states, first_token_of
+            )
+            out = (out[0], *out[2:])
         else:
             if first_token_of is not None:
                 raise ValueError("first_token_of takes a packed batch (lengths= or layout=)")
@@ -440,6 +470,7 @@ class ModernBertModel(ModernBertPreTrainedModel):
         layout: PackedLayout | None,
         output_attentions: bool,
         output_hidden_states: bool,
+        first_token_of: Tensor | None = None,
     ) -> tuple[Any, ...]:
         if input_ids is None:
             raise ValueError("a packed batch needs input_ids of shape (total_tokens,)")
@@ -449,12 +480,16 @@ class ModernBertModel(ModernBertPreTrainedModel):
         check_packed_inputs(self.config, input_ids, lengths, None)
         if layout is None:
             layout = PackedLayout.from_lengths(lengths, self.embeddings.tok_embeddings.weight.dtype)
+        if first_token_of is not None:
+            check_first_token_of(first_token_of, layout.batch_size, output_attentions)
         hidden_states = self.embeddings(input_ids=input_ids)
         window = self.config.sliding_window
         biases = {"full_attention": None, "sliding_attention": None}
         if any(layer.attention_type == "sliding_attention" for layer in self.layers) and layout.max_length > window + 1:
             biases["sliding_attention"] = window_bias(layout.max_length, window, hidden_states)[None, None]
-        out = self._run_layers(hidden_states, layout.positions, biases, output_attentions, output_hidden_states, layout)
+        out = self._run_layers(
+            hidden_states, layout.positions, biases, output_attentions, output_hidden_states, layout, first_token_of
+        )
         return out[0], layout, *out[1:]
 
     def _padded_biases(self, attention_mask: Tensor | None, embeddings: Tensor) -> dict[str, Tensor | None]:
@@ -485,19 +520,23 @@ class ModernBertModel(ModernBertPreTrainedModel):
         output_attentions: bool,
         output_hidden_states: bool,
         layout: PackedLayout | None,
+        first_token_of: Tensor | None = None,
     ) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
         """The layers and final_norm; (last_hidden_state, hidden_states, attentions), as transformers records them
-        (hidden_states: the embeddings, then each layer's output, the last one after final_norm)."""
+        (hidden_states: the embeddings, then each layer's output, the last one after final_norm). first_token_of
+        (packed): the last layer computes only these sequences' first-token rows."""
         types = {layer.attention_type for layer in self.layers}
         rotary = {t: self.rotary_emb(hidden_states, position_ids, t) for t in sorted(types)}
         all_hidden = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
+        last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             args = (hidden_states, rotary[layer.attention_type], biases[layer.attention_type], output_attentions)
+            rows = first_token_of if i == last else None
             if self.gradient_checkpointing and self.training and i % self.checkpoint_every_n_layers == 0:
-                hidden_states, probs = checkpoint(layer, *args, layout, **self.checkpoint_kwargs)
+                hidden_states, probs = checkpoint(layer, *args, layout, rows, **self.checkpoint_kwargs)
             else:
-                hidden_states, probs = layer(*args, layout)
+                hidden_states, probs = layer(*args, layout, rows)
             if all_hidden is not None:
                 all_hidden.append(hidden_states)
             if all_attentions is not None:

@@ -428,6 +428,7 @@ def test_the_cpu_fast_path_matches_transformers_and_eager_undoes_it(model_folder
     fast = linear_works(torch.float32)  # oneDNN's Linear runs here
     assert (type(layer.attn.Wqkv) is OneDNNLinear) == fast and (type(layer.mlp.Wi) is OneDNNLinear) == fast
     assert layer.attn.attn_implementation == "auto" and fast <= (layer.mlp.Wi.activation is None)  # GeGLU: outside
+    assert layer.attn.fuses_residual == layer.mlp.fuses_residual == fast  # the residual adds inside Wo's GEMMs
     batch = padded_batch()
     real = batch["attention_mask"].bool()
     with torch.no_grad():
@@ -436,8 +437,31 @@ def test_the_cpu_fast_path_matches_transformers_and_eager_undoes_it(model_folder
         torch.testing.assert_close(ours(**batch).last_hidden_state[real], expected[real], **TOL)
         ours.set_attn_implementation("eager")
         assert type(layer.attn.Wqkv) is torch.nn.Linear and type(layer.mlp.Wi) is torch.nn.Linear
+        assert not layer.attn.fuses_residual and not layer.mlp.fuses_residual
         assert torch.equal(ours(**batch).last_hidden_state, expected)
     assert list(ours.state_dict()) == list(hf.state_dict())
+
+
+@pytest.mark.parametrize("prepare", ["plain", "ready", "int8"])
+def test_the_last_layer_computes_only_the_first_tokens_asked_for(model_folder, prepare: str) -> None:
+    config, path = model_folder
+    ours = ModernBertModel.from_pretrained(path)
+    if prepare == "ready":
+        ours = ready(ours)
+    elif prepare == "int8":
+        quantize_int8(ours, kernel="dequantize", alpha=None, compile_quantization=False)
+    batch = packed(padded_batch())
+    rows_seen: list[int] = []
+    hook = ours.layers[-1].mlp.Wi.register_forward_hook(lambda _m, args, _o: rows_seen.append(args[0].shape[0]))
+    try:
+        with torch.no_grad():
+            every_row = ours(**batch).last_hidden_state
+            first = ours(**batch, first_token_of=torch.tensor([2, 0, 1, 2])).last_hidden_state
+    finally:
+        hook.remove()
+    starts = torch.tensor([0, 30, 41])  # the three texts' first rows (30, 11 and 20 tokens)
+    assert rows_seen == [len(every_row), 4]  # the last layer's feed-forward ran on the 4 rows asked for
+    torch.testing.assert_close(first, every_row[starts[[2, 0, 1, 2]]], **TOL)
 
 
 def test_jobs_ready_modernbert_in_float_and_int8(st_folder: Path) -> None:
