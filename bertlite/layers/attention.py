@@ -246,6 +246,58 @@ def packed_first_token_attention(
     return context.reshape(batch, hidden)[sequences]  # (B, nh, 1, hs) -> (R, H)
 
 
+# Queries per SDPA call of packed_windowed_attention: each call's scores are (sequences, nh, chunk, chunk + 2w),
+# so memory grows with the tokens, not with the square of the longest text.
+WINDOW_CHUNK = 256
+
+
+def packed_windowed_attention(
+    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float, window: int
+) -> tuple[Tensor, None]:
+    """Sliding-window attention on each sequence's own rows: a query sees the keys at most `window` positions
+    away, in its own sequence only, as an additive window bias on the padded grid would give it.
+
+    One SDPA call per run of equal-length sequences and per WINDOW_CHUNK queries, on only the keys those
+    queries can see, so neither padding nor a (T, T) grid is made: an 8,192-token text takes memory linear
+    in its tokens. On the CPU, bf16/fp16 run in float32 (as packed_auto_attention's per-sequence calls).
+
+    Args:
+        qkv, layout, heads, scaling, dropout_p: as in packed_eager_attention.
+        window: the tokens a query sees on each side.
+
+    Returns:
+        ((N, H) context, None).
+    """
+    dtype = qkv.dtype
+    if qkv.device.type == "cpu" and dtype in (torch.bfloat16, torch.float16):
+        qkv = qkv.float()
+    hidden = qkv.shape[1] // 3
+    head_size = hidden // heads
+    out = torch.empty(qkv.shape[0], hidden, dtype=qkv.dtype, device=qkv.device)
+    minimum = torch.finfo(qkv.dtype).min
+    for start, count, length in layout.runs:
+        rows = slice(start, start + count * length)
+        q, k, v = qkv[rows].view(count, length, 3, heads, head_size).permute(2, 0, 3, 1, 4)  # (n, nh, L, hs)
+        context = out[rows].view(count, length, heads, head_size)
+        for first in range(0, length, WINDOW_CHUNK):
+            last = min(first + WINDOW_CHUNK, length)
+            low, high = max(0, first - window), min(length, last + window)
+            queries = torch.arange(first, last, device=qkv.device)[:, None]
+            keys = torch.arange(low, high, device=qkv.device)[None, :]
+            far = (queries - keys).abs() > window
+            bias = torch.zeros(far.shape, dtype=qkv.dtype, device=qkv.device).masked_fill_(far, minimum)
+            chunk = F.scaled_dot_product_attention(
+                q[:, :, first:last],
+                k[:, :, low:high],
+                v[:, :, low:high],
+                attn_mask=bias,
+                dropout_p=dropout_p,
+                scale=scaling,
+            )
+            context[:, first:last].copy_(chunk.transpose(1, 2))
+    return out.to(dtype), None
+
+
 # A grid more than this many times the real tokens (mixed lengths, as a server's batches have) costs more
 # in padded attention than one SDPA call per sequence, Python loop included; length-sorted batches have
 # runs of equal lengths, one call each, and no grid at all.

@@ -5,9 +5,10 @@ attention runs one fused `attn.Wqkv` and rotary positions (a global base for ful
 one for sliding-window layers), the feed-forward is GeGLU (`mlp.Wi` gives input and gate, `mlp.Wo`), Linears and
 LayerNorms may have no bias, and there is a `final_norm` and no pooler. So it has its own module tree here, on
 the shared attention kernels (layers.attention) and PackedLayout, the PreTrainedModel surface and the loader.
-A sliding-window layer is an additive window mask: (B, 1, T, T) on a padded batch; packed, one (1, 1, T, T)
-grid every sequence reads its own corner of (each sequence starts at position 0), so the window never crosses
-sequences. The heads are in models.modernbert_heads. The layer declares its parts (LayerRoles: Wqkv as one fused
+A sliding-window layer is an additive window mask, (B, 1, T, T), on a padded batch; packed, each sequence
+attends within its own rows, a chunk of queries at a time over only the keys their window reaches
+(layers.attention.packed_windowed_attention), so the window never crosses sequences and memory grows with the
+tokens, not with the square of the longest text. The heads are in models.modernbert_heads. The layer declares its parts (LayerRoles: Wqkv as one fused
 query|key|value Linear, Wi as a gated intermediate), so the CPU's oneDNN Linears and int8 swap in as for BERT.
 """
 
@@ -27,9 +28,10 @@ from bertlite.layers.activations import ACT2FN
 from bertlite.layers.attention import (
     DEFAULT_ATTENTION,
     PACKED_ATTENTION,
-    PACKED_BIASED_ATTENTION,
     check_attn_implementation,
+    packed_eager_attention,
     packed_first_token_attention,
+    packed_windowed_attention,
     padded_attention,
 )
 from bertlite.layers.packing import PackedLayout
@@ -142,16 +144,17 @@ class ModernBertAttention(nn.Module):
         self,
         hidden_states: Tensor,
         position_embeddings: tuple[Tensor, Tensor],
-        attention_bias: Tensor | None = None,
+        attention_bias: Tensor | int | None = None,
         output_attentions: bool = False,
         layout: PackedLayout | None = None,
         first_token_of: Tensor | None = None,
         residual: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """hidden_states (B, T, H) with an additive attention_bias ((B, 1, 1, T) or the window's (B, 1, T, T)), or
-        packed (N, H) rows with their layout (attention_bias then the (1, 1, T, T) window grid, or None);
-        first_token_of (packed): only these sequences' first-token queries, (R, H) out; residual: added inside
-        Wo (fuses_residual, inference), the output then the layer's new hidden states."""
+        packed (N, H) rows with their layout (attention_bias then the sliding window, an int: the tokens a query
+        sees on each side, or None); first_token_of (packed): only these sequences' first-token queries, (R, H)
+        out; residual: added inside Wo (fuses_residual, inference), the output then the layer's new hidden
+        states."""
         name = "eager" if output_attentions else self.attn_implementation
         dropout_p = self.attention_dropout if self.training else 0.0
         cos, sin = position_embeddings
@@ -161,16 +164,7 @@ class ModernBertAttention(nn.Module):
             query = apply_rotary(rows[:, 0], cos[:, None], sin[:, None])
             key = apply_rotary(rows[:, 1], cos[:, None], sin[:, None])
             qkv = torch.cat([query, key, rows[:, 2]], dim=1).view(len(rows), -1)  # (N, 3H)
-            args = (qkv, layout, self.num_heads, self.scaling, dropout_p)
-            if first_token_of is not None:  # the window grid, if any, is read at the first query's row
-                context, probs = (
-                    packed_first_token_attention(*args[:2], first_token_of, *args[2:], attention_bias),
-                    None,
-                )
-            elif attention_bias is None:
-                context, probs = PACKED_ATTENTION[name](*args)
-            else:
-                context, probs = PACKED_BIASED_ATTENTION[name](*args, attention_bias)
+            context, probs = self._packed(qkv, layout, name, dropout_p, attention_bias, first_token_of)
             return self._out(context, residual), probs
         input_shape = hidden_states.shape[:-1]
         query, key, value = qkv.view(*input_shape, 3, -1, self.head_dim).unbind(dim=-3)
@@ -180,6 +174,27 @@ class ModernBertAttention(nn.Module):
         context, probs = padded_attention(name)(query, key, value, attention_bias, self.scaling, dropout_p)
         context = context.reshape(*input_shape, -1).contiguous()  # (B, T, H)
         return self._out(context, residual), probs
+
+    def _packed(
+        self,
+        qkv: Tensor,
+        layout: PackedLayout,
+        name: str,
+        dropout_p: float,
+        window: int | None,
+        first_token_of: Tensor | None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attention on packed rows: global (window None), or each sequence's own sliding window, never a (T, T)
+        grid except for the eager reference (which gives probabilities)."""
+        args = (qkv, layout, self.num_heads, self.scaling, dropout_p)
+        if first_token_of is not None:
+            bias = None if window is None else window_row(layout.max_length, window, qkv)  # the first query's row
+            return packed_first_token_attention(*args[:2], first_token_of, *args[2:], bias), None
+        if window is None:
+            return PACKED_ATTENTION[name](*args)
+        if name == "eager":
+            return packed_eager_attention(*args, window_bias(layout.max_length, window, qkv)[None, None])
+        return packed_windowed_attention(*args, window)
 
     def _out(self, context: Tensor, residual: Tensor | None) -> Tensor:
         """Wo on the context: with the residual added in its GEMM when given (fuses_residual: no dropout runs)."""
@@ -240,7 +255,7 @@ class ModernBertEncoderLayer(nn.Module):
         self,
         hidden_states: Tensor,
         position_embeddings: tuple[Tensor, Tensor],
-        attention_bias: Tensor | None = None,
+        attention_bias: Tensor | int | None = None,
         output_attentions: bool = False,
         layout: PackedLayout | None = None,
         first_token_of: Tensor | None = None,
@@ -484,9 +499,10 @@ class ModernBertModel(ModernBertPreTrainedModel):
             check_first_token_of(first_token_of, layout.batch_size, output_attentions)
         hidden_states = self.embeddings(input_ids=input_ids)
         window = self.config.sliding_window
-        biases = {"full_attention": None, "sliding_attention": None}
-        if any(layer.attention_type == "sliding_attention" for layer in self.layers) and layout.max_length > window + 1:
-            biases["sliding_attention"] = window_bias(layout.max_length, window, hidden_states)[None, None]
+        # Packed, a sliding layer gets its window's size, not a (T, T) bias: it attends per sequence, in chunks.
+        biases: dict[str, int | None] = {"full_attention": None, "sliding_attention": None}
+        if layout.max_length > window + 1:  # else every key is within every query's window
+            biases["sliding_attention"] = window
         out = self._run_layers(
             hidden_states, layout.positions, biases, output_attentions, output_hidden_states, layout, first_token_of
         )
@@ -516,7 +532,7 @@ class ModernBertModel(ModernBertPreTrainedModel):
         self,
         hidden_states: Tensor,
         position_ids: Tensor,
-        biases: dict[str, Tensor | None],
+        biases: dict[str, Tensor | int | None],
         output_attentions: bool,
         output_hidden_states: bool,
         layout: PackedLayout | None,
@@ -549,6 +565,14 @@ class ModernBertModel(ModernBertPreTrainedModel):
             None if all_hidden is None else tuple(all_hidden),
             None if all_attentions is None else tuple(all_attentions),
         )
+
+
+def window_row(length: int, window: int, like: Tensor) -> Tensor:
+    """window_bias's first row, (1, 1, 1, T), without the (T, T) grid: what position 0 sees."""
+    far = torch.arange(length, device=like.device) > window
+    return torch.zeros(length, dtype=like.dtype, device=like.device).masked_fill_(far, torch.finfo(like.dtype).min)[
+        None, None, None
+    ]
 
 
 def window_bias(length: int, window: int, like: Tensor) -> Tensor:

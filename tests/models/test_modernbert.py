@@ -638,3 +638,74 @@ def test_to_bertlite_and_use_bertlite_take_modernbert(st_folder: Path) -> None:
     use_bertlite(model)
     assert any(type(m).__name__ == "ModernBertModel" and m.__module__.startswith("bertlite") for m in model.modules())
     np.testing.assert_allclose(model.encode(TEXTS, convert_to_numpy=True), expected, atol=1e-5, rtol=0)
+
+
+# --- long texts: each sequence's own window, in chunks -------------------------------------------------------
+
+
+@pytest.mark.parametrize("chunk", [5, 7, 64])
+@pytest.mark.parametrize("attn", ["auto", "per_sequence", "sdpa", "nested"])
+def test_windowed_attention_in_chunks_matches_transformers(model_folder, attn, chunk, monkeypatch) -> None:
+    # Chunks of queries smaller than the texts and than the windows (4 and 20 tokens each side): every boundary
+    # case of the keys a chunk reads; lengths in runs of equal ones and alone.
+    import bertlite.layers.attention as attention
+
+    monkeypatch.setattr(attention, "WINDOW_CHUNK", chunk)
+    config, path = model_folder
+    hf, hf_eager = make_hf(config=config, attn="sdpa"), make_hf(config=config)
+    ours = ModernBertModel.from_pretrained(path, attn_implementation=attn)
+    lengths = torch.tensor([60, 60, 33, 9])
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(5, TINY_MODERNBERT["vocab_size"], (4, 60), generator=g)
+    mask = (torch.arange(60)[None] < lengths[:, None]).long()
+    with torch.no_grad():
+        expected = hf(input_ids=ids, attention_mask=mask).last_hidden_state[mask.bool()]
+        spread = (hf_eager(input_ids=ids, attention_mask=mask).last_hidden_state[mask.bool()] - expected).abs()
+        got = ours(input_ids=ids[mask.bool()], lengths=lengths).last_hidden_state
+    # Within 1e-5 of transformers' sdpa, plus its own spread to its eager path where rounding is amplified (one
+    # value here differs by 1.7e-5 between transformers' two kernels); a key read outside a window moves ~0.1.
+    assert bool(((got - expected).abs() <= 1e-5 + spread).all()), (got - expected).abs().max()
+
+
+def test_an_8192_token_text_matches_transformers(tmp_path) -> None:
+    hf = make_hf(max_position_embeddings=8192, local_attention=128, attn="sdpa")
+    hf.save_pretrained(tmp_path)
+    ours = ready(ModernBertModel.from_pretrained(tmp_path))
+    ids = torch.randint(5, TINY_MODERNBERT["vocab_size"], (1, 8192), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        expected = hf(input_ids=ids).last_hidden_state[0]
+        got = ours(input_ids=ids[0], lengths=torch.tensor([8192])).last_hidden_state
+        first = ours(input_ids=ids[0], lengths=torch.tensor([8192]), first_token_of=torch.tensor([0]))
+    torch.testing.assert_close(got, expected, **TOL)
+    torch.testing.assert_close(first.last_hidden_state, expected[:1], **TOL)
+
+
+_LONG_PEAK_SCRIPT = """
+import sys, torch
+from bertlite.jobs.prepare import ready
+from bertlite.models.modernbert import ModernBertModel
+
+def status(key):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(key)) / 1024
+
+model = ready(ModernBertModel.from_pretrained(sys.argv[1]))
+ids = torch.randint(5, 300, (8192,), generator=torch.Generator().manual_seed(0))
+with torch.inference_mode():
+    model(input_ids=ids[:300], lengths=torch.tensor([300]))  # every kernel built once, on a short text
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = status("VmRSS:")
+    model(input_ids=ids, lengths=torch.tensor([8192]))
+print(status("VmHWM:") - before)
+"""
+
+
+def test_an_8192_token_text_takes_memory_linear_in_its_tokens(tmp_path) -> None:
+    from tests.helpers import run_fresh_without_isa_caps
+
+    # hidden 32, intermediate 40: the activations of 8,192 tokens are a few MiB; one (T, T) float32 grid is 256 MiB.
+    make_hf(max_position_embeddings=8192, local_attention=128).save_pretrained(tmp_path)
+    result = run_fresh_without_isa_caps(["-c", _LONG_PEAK_SCRIPT, str(tmp_path)], timeout=300)
+    growth = float(result.stdout.split()[-1])
+    assert growth < 96, f"peak RSS grew {growth:.0f} MiB for one 8,192-token text"
