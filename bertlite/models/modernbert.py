@@ -8,8 +8,9 @@ the shared attention kernels (layers.attention) and PackedLayout, the PreTrained
 A sliding-window layer is an additive window mask, (B, 1, T, T), on a padded batch; packed, each sequence
 attends within its own rows, a chunk of queries at a time over only the keys their window reaches
 (layers.attention.packed_windowed_attention), so the window never crosses sequences and memory grows with the
-tokens, not with the square of the longest text. The heads are in models.modernbert_heads. The layer declares its parts (LayerRoles: Wqkv as one fused
-query|key|value Linear, Wi as a gated intermediate), so the CPU's oneDNN Linears and int8 swap in as for BERT.
+tokens, not with the square of the longest text. The heads are in models.modernbert_heads. The layer declares
+its parts (LayerRoles: Wqkv as one fused query|key|value Linear, Wi as a gated intermediate, Wo and mlp.Wo
+taking the residual add), so the CPU's oneDNN Linears and int8 swap in as for BERT.
 """
 
 from __future__ import annotations
