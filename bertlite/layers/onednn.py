@@ -250,6 +250,8 @@ class OneDNNLinear(_KeepsDerived, nn.Linear):
     (bertlite.layers.linear_choice); that form reads the plain weight, so it keeps no packed copy.
     """
 
+    kernel = "onednn"  # the class's default: a module pickled before kernels were chosen unpickles with it
+
     def __init__(
         self, linear: nn.Linear, activation: str | None = None, pack: bool = False, kernel: str = "onednn"
     ) -> None:
@@ -286,6 +288,8 @@ class FusedQKV(_KeepsDerived, nn.Module):
     layout) as a derived copy, rebuilt if any of them changes. kernel: as OneDNNLinear's ("mkl": F.linear
     on the CPU too, over the plain concatenation).
     """
+
+    kernel = "onednn"  # as OneDNNLinear's
 
     def __init__(
         self, query: nn.Linear, key: nn.Linear, value: nn.Linear, pack: bool = False, kernel: str = "onednn"

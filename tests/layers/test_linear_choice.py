@@ -244,3 +244,19 @@ def test_the_kernel_timing_leaves_torchs_random_state_be(monkeypatch):
     state = torch.random.get_rng_state()
     time_kernels(torch.float32, LinearShape(16, 24, "add"), PACKING)
     assert torch.equal(torch.random.get_rng_state(), state)
+
+
+def test_a_module_pickled_without_a_kernel_runs_onednns() -> None:
+    import pickle
+
+    from bertlite.layers.onednn import FusedQKV, OneDNNLinear
+
+    linears = [torch.nn.Linear(8, 8) for _ in range(3)]
+    x = torch.randn(5, 8)
+    for module in (OneDNNLinear(linears[0]), FusedQKV(*linears)):
+        del module.__dict__["kernel"]  # as an earlier bertlite pickled it
+        loaded = pickle.loads(pickle.dumps(module))
+        assert loaded.kernel == "onednn"
+        with torch.no_grad():
+            expected = torch.cat([m(x) for m in linears], dim=-1) if isinstance(module, FusedQKV) else linears[0](x)
+            torch.testing.assert_close(loaded(x), expected, rtol=1e-5, atol=1e-5)
