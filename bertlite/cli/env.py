@@ -133,13 +133,13 @@ def linear_kernels(hidden: int, intermediate: int, activation: str | None) -> li
     import torch
 
     from bertlite.layers.linear_choice import encoder_shapes, kernel_choice
-    from bertlite.layers.onednn import linear_add_works, packing_works
+    from bertlite.layers.onednn import OneDNNLinear, linear_add_works, packing_works
 
     rows = []
     for role, shape in encoder_shapes(hidden, intermediate, activation).items():
         if shape.epilogue == "add" and not linear_add_works(torch.float32):
             continue  # optimize leaves this Linear as it is
-        choice = kernel_choice(torch.float32, shape, packing_works(torch.float32))
+        choice = kernel_choice(torch.float32, shape, packing_works(torch.float32), OneDNNLinear)
         rows.append(
             {
                 "role": role,

@@ -23,6 +23,9 @@ KERNEL_DTYPES = (torch.float32,)  # bf16's F.linear runs oneDNN's GEMM too: noth
 # about one sample's work (measured.SAMPLE_SECONDS) per pass at BERT-base's sizes on two cores.
 KERNEL_TOKENS = 1024
 _kernel_choices: dict[str, Choice] = {}
+# What runs a Linear in one of the forms: (linear, activation, pack, kernel) -> module. layers.onednn passes its
+# OneDNNLinear (it imports this module, so this one takes it as an argument), and the timing runs that very module.
+Build = Callable[[torch.nn.Linear, "str | None", bool, str], torch.nn.Module]
 
 
 @dataclass(frozen=True)
@@ -65,35 +68,36 @@ def encoder_shapes(hidden: int, intermediate: int, activation: str | None) -> di
     }
 
 
-def linear_kernel(dtype: torch.dtype, shape: LinearShape, packed: bool) -> str:
+def linear_kernel(dtype: torch.dtype, shape: LinearShape, packed: bool, build: Build) -> str:
     """The kernel a Linear of `shape` runs on this CPU: "mkl" where kernel_choice picked it, else "onednn".
 
     Args:
         dtype: the Linear's dtype; only KERNEL_DTYPES are timed, the others run oneDNN's.
         shape: the Linear's shape and epilogue.
         packed: whether the oneDNN form keeps its weight in oneDNN's blocked layout.
+        build: the module that runs a Linear in each form (layers.onednn.OneDNNLinear), for the timing.
 
     Returns:
         "onednn" or "mkl".
     """
     if dtype not in KERNEL_DTYPES:
         return KERNELS[0]
-    return kernel_choice(dtype, shape, packed).picked
+    return kernel_choice(dtype, shape, packed, build).picked
 
 
-def kernel_choice(dtype: torch.dtype, shape: LinearShape, packed: bool) -> Choice:
+def kernel_choice(dtype: torch.dtype, shape: LinearShape, packed: bool, build: Build) -> Choice:
     """time_kernels()'s verdict on this CPU: timed once per shape, kept where its rounds agree
     (bertlite.utils.measured).
 
     Args:
-        dtype, shape, packed: as linear_kernel.
+        dtype, shape, packed, build: as linear_kernel.
 
     Returns:
         The Choice between "onednn" (the default) and "mkl".
     """
     key = kernel_key(dtype, shape, packed)
     if key not in _kernel_choices:
-        _kernel_choices[key] = choose(key, *KERNELS, lambda: time_kernels(dtype, shape, packed))
+        _kernel_choices[key] = choose(key, *KERNELS, lambda: time_kernels(dtype, shape, packed, build))
     return _kernel_choices[key]
 
 
@@ -112,19 +116,18 @@ def kernel_key(dtype: torch.dtype, shape: LinearShape, packed: bool) -> str:
     return machine_key(detect(), f"linear kernel: {dtype} {shape.describe()}, oneDNN weight {weight}")
 
 
-def time_kernels(dtype: torch.dtype, shape: LinearShape, packed: bool) -> Rounds:
+def time_kernels(dtype: torch.dtype, shape: LinearShape, packed: bool, build: Build) -> Rounds:
     """Time the Linear as the model runs it on oneDNN's GEMM and on MKL's, in interleaved rounds.
 
     Args:
         dtype: the Linear's dtype.
         shape: the Linear's shape and epilogue.
         packed: whether the oneDNN form keeps its weight in oneDNN's blocked layout.
+        build: as linear_kernel.
 
     Returns:
         The Rounds of "onednn" and "mkl" (bertlite.utils.measured.time_rounds).
     """
-    from bertlite.layers.onednn import OneDNNLinear  # that module installs the verdicts, so it imports this one
-
     generator = torch.Generator().manual_seed(0)  # not torch's global one: readying a model leaves its state be
     linear = torch.nn.Linear(shape.in_features, shape.out_features, bias=shape.bias, device="meta")
     weight = 0.05 * torch.randn(shape.out_features, shape.in_features, generator=generator)
@@ -135,7 +138,7 @@ def time_kernels(dtype: torch.dtype, shape: LinearShape, packed: bool) -> Rounds
     residual = torch.randn(KERNEL_TOKENS, shape.out_features, generator=generator).to(dtype)
     residual = residual if shape.epilogue == "add" else None
     activation = None if shape.epilogue in ("none", "add") else shape.epilogue
-    modules = {kernel: OneDNNLinear(linear, activation, packed, kernel) for kernel in KERNELS}
+    modules = {kernel: build(linear, activation, packed, kernel) for kernel in KERNELS}
     return time_rounds({kernel: _no_grad(module, x, residual) for kernel, module in modules.items()})
 
 

@@ -445,7 +445,7 @@ def _form(linear: nn.Linear, epilogue: str, pack_weights: bool, outputs: int = 1
     packed where pack_weights and packing_works, unless MKL's was timed faster at its shape (linear_kernel)."""
     pack = _packs(linear, pack_weights)
     shape = LinearShape(linear.in_features, outputs * linear.out_features, epilogue, linear.bias is not None)
-    return {"pack": pack, "kernel": linear_kernel(linear.weight.dtype, shape, pack)}
+    return {"pack": pack, "kernel": linear_kernel(linear.weight.dtype, shape, pack, OneDNNLinear)}
 
 
 def _plain(module: OneDNNLinear) -> nn.Linear:

@@ -40,7 +40,7 @@ def kernel_timing(monkeypatch: pytest.MonkeyPatch, tmp_path):
     timed: list[tuple] = []
 
     def use(speed_up) -> list[tuple]:
-        def fake(dtype, shape, packed):
+        def fake(dtype, shape, packed, build):
             timed.append((dtype, shape, packed))
             return mkl_x(speed_up(shape))
 
@@ -172,7 +172,7 @@ def test_a_shape_whose_intermediate_activation_runs_apart_is_timed_without_it(ke
 
 def test_other_dtypes_run_onednn_untimed(kernel_timing):
     timed = kernel_timing(lambda shape: 2.0)
-    assert linear_kernel(torch.bfloat16, LinearShape(32, 32), packed=False) == "onednn" and timed == []
+    assert linear_kernel(torch.bfloat16, LinearShape(32, 32), False, OneDNNLinear) == "onednn" and timed == []
 
 
 def test_restore_gives_back_plain_linears_with_the_same_parameters(kernel_timing):
@@ -192,7 +192,7 @@ def test_the_kernel_timing_runs_both_forms(monkeypatch, epilogue):
     monkeypatch.setattr(measured, "MIN_SHARE", 0.0)  # every round counts, however busy the machine ...
     monkeypatch.setattr(measured, "BUDGET_SECONDS", float("inf"))  # ... and slow
     monkeypatch.setattr(bertlite.layers.linear_choice, "KERNEL_TOKENS", 64)
-    rounds = time_kernels(torch.float32, LinearShape(16, 24, epilogue), PACKING)
+    rounds = time_kernels(torch.float32, LinearShape(16, 24, epilogue), PACKING, OneDNNLinear)
     assert set(rounds.seconds) == {"onednn", "mkl"} and rounds.busy == 0
     assert all(len(s) == measured.ROUNDS and all(0 < x < float("inf") for x in s) for s in rounds.seconds.values())
 
@@ -200,9 +200,9 @@ def test_the_kernel_timing_runs_both_forms(monkeypatch, epilogue):
 def test_the_verdict_is_kept_for_later_processes(kernel_timing):
     timed = kernel_timing(lambda shape: 1.3 if shape.epilogue == "add" else 1.0)
     shape = LinearShape(32, 32, "add")
-    assert linear_kernel(torch.float32, shape, True) == "mkl"
+    assert linear_kernel(torch.float32, shape, True, OneDNNLinear) == "mkl"
     bertlite.layers.linear_choice._kernel_choices.clear()  # a new process: the file answers
-    assert linear_kernel(torch.float32, shape, True) == "mkl" and len(timed) == 1
+    assert linear_kernel(torch.float32, shape, True, OneDNNLinear) == "mkl" and len(timed) == 1
     entry = json.loads(measured.cache_path().read_text())[kernel_key(torch.float32, shape, True)]
     assert entry == {"rounds": mkl_x(1.3).seconds, "busy": 0}
     assert "linear kernel: torch.float32 32 -> 32, add epilogue, oneDNN weight packed" in kernel_key(
@@ -242,7 +242,7 @@ def test_env_lists_the_kernel_verdict_of_each_of_bert_bases_shapes(kernel_timing
 def test_the_kernel_timing_leaves_torchs_random_state_be(monkeypatch):
     monkeypatch.setattr(measured, "BUDGET_SECONDS", 0.0)  # one round at most: only the random state matters here
     state = torch.random.get_rng_state()
-    time_kernels(torch.float32, LinearShape(16, 24, "add"), PACKING)
+    time_kernels(torch.float32, LinearShape(16, 24, "add"), PACKING, OneDNNLinear)
     assert torch.equal(torch.random.get_rng_state(), state)
 
 

@@ -25,7 +25,7 @@ def onednn_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     of MKL's is tested in test_linear_choice)."""
     rounds = measured.Rounds({"onednn": [0.01] * measured.ROUNDS, "mkl": [0.02] * measured.ROUNDS})
     verdict = measured.judge(rounds, "onednn", "mkl")
-    monkeypatch.setattr(bertlite.layers.linear_choice, "kernel_choice", lambda dtype, shape, packed: verdict)
+    monkeypatch.setattr(bertlite.layers.linear_choice, "kernel_choice", lambda dtype, shape, packed, build: verdict)
 
 
 def packed_copies(model: torch.nn.Module) -> list[torch.Tensor]:
