@@ -18,9 +18,9 @@ from torch import Tensor
 from bertlite.jobs.base import DEFAULT_MAX_TOKENS, GPU_MAX_TOKENS, Text
 from bertlite.jobs.embedder import Embedder
 from bertlite.jobs.pooling import pool as pool_rows
-from bertlite.jobs.process_pool import run_in_pool, start_pool, stop_pool
+from bertlite.jobs.process_pool import run_in_pool
 from bertlite.jobs.st_compat import resolve_model_name, st_load_kwargs
-from bertlite.jobs.st_surface import STTokenizing
+from bertlite.jobs.st_surface import STMembers
 from bertlite.util import quantize_embeddings
 
 __all__ = ["SentenceTransformer", "default_device"]
@@ -47,7 +47,7 @@ def default_device() -> str:
     return "cpu"
 
 
-class SentenceTransformer(STTokenizing, Embedder):
+class SentenceTransformer(STMembers, Embedder):
     """bertlite's Embedder, built and called as sentence-transformers' SentenceTransformer.
 
     `SentenceTransformer("all-MiniLM-L6-v2")` loads through Embedder.from_pretrained; encode takes
@@ -331,25 +331,6 @@ class SentenceTransformer(STTokenizing, Embedder):
         if options["max_tokens"] is None and (self.unpad or self.device.type == "cuda"):
             options = {**options, "max_tokens": GPU_MAX_TOKENS if self.device.type == "cuda" else DEFAULT_MAX_TOKENS}
         return Embedder.encode(self, texts, batch_size, show_progress_bar, "torch", **options)
-
-    def start_multi_process_pool(self, target_devices: list[str] | None = None) -> dict[str, Any]:
-        """Start processes that encode with a copy of this model each, for encode(pool=...)
-        (bertlite.jobs.process_pool.start_pool: the model moves to the CPU first; CPU processes share the cores).
-
-        Args:
-            target_devices: one process per entry ("cuda:0", "cpu", ...); None: every CUDA device, else
-                min(4, os.cpu_count()) CPU processes.
-
-        Returns:
-            The pool: {"input": queue, "output": queue, "processes": [...]}; stop it with
-            stop_multi_process_pool.
-        """
-        return start_pool(self, target_devices)
-
-    @staticmethod
-    def stop_multi_process_pool(pool: dict[str, Any]) -> None:
-        """Stop the processes of a pool start_multi_process_pool started, and close its queues."""
-        stop_pool(pool)
 
     def _encode_in_pool(
         self,

@@ -1,8 +1,9 @@
 """sentence-transformers' surface that the jobs share: tokenizer, tokenize, max_seq_length, to, save / save_pretrained.
 
-STSurface is mixed into CrossEncoder, SparseEncoder and MultiVectorEncoder (its STTokenizing into
-SentenceTransformer too); each job names the modules, Transformer settings and config its saved folder holds
-(_st_modules, _transformer_config, _st_config), and save() writes the folder sentence-transformers loads.
+STSurface is mixed into CrossEncoder, SparseEncoder and MultiVectorEncoder (its STMembers, the tokenizer and
+the pool, into SentenceTransformer too); each job names the modules, Transformer settings and config its saved
+folder holds (_st_modules, _transformer_config, _st_config), and save() writes the folder sentence-transformers
+loads.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from bertlite.jobs.st_compat import resolve_model_name, st_load_kwargs
 from bertlite.quant.int8 import is_quantized
 from bertlite.tokenization import BertTokenizer
 
-__all__ = ["STSurface", "STTokenizing", "check_wrapped"]
+__all__ = ["STSurface", "STMembers", "check_wrapped"]
 # The special tokens a saved tokenizer names: the first of each that its vocabulary has (BERT's, then
 # RoBERTa's); padding needs the pad token.
 SPECIAL_TOKENS = {
@@ -70,8 +71,9 @@ def transformers_tokenizer(backend: Tokenizer, max_length: int, pad_id: int | No
     )
 
 
-class STTokenizing:
-    """sentence-transformers' tokenizer and tokenize: transformers' tokenizer surface and padded input tensors.
+class STMembers:
+    """sentence-transformers' members that its four classes share: tokenizer and tokenize (transformers' tokenizer
+    surface and padded input tensors), and the multi-process pool's start and stop.
 
     Mixed into SentenceTransformer, CrossEncoder, SparseEncoder and MultiVectorEncoder before BaseEncoder, whose
     backend_tokenizer (the `tokenizers` Tokenizer the job runs), pad_id, max_length and preprocess it reads.
@@ -112,10 +114,29 @@ class STTokenizing:
         """
         return self.preprocess(texts, **kwargs)
 
+    def start_multi_process_pool(self, target_devices: list[str] | None = None) -> dict[str, Any]:
+        """Start processes that each run a copy of this model, for pool= (bertlite.jobs.process_pool.start_pool:
+        the model moves to the CPU first; CPU processes share the cores).
 
-class STSurface(STTokenizing):
-    """sentence-transformers' members that every job shares: tokenizer, tokenize, max_seq_length, to,
-    save / save_pretrained.
+        Args:
+            target_devices: one process per entry ("cuda:0", "cpu", ...); None: every CUDA device, else
+                min(4, os.cpu_count()) CPU processes.
+
+        Returns:
+            The pool: {"input": queue, "output": queue, "processes": [...]}; stop it with
+            stop_multi_process_pool.
+        """
+        return start_pool(self, target_devices)
+
+    @staticmethod
+    def stop_multi_process_pool(pool: dict[str, Any]) -> None:
+        """Stop the processes of a pool start_multi_process_pool started, and close its queues."""
+        stop_pool(pool)
+
+
+class STSurface(STMembers):
+    """sentence-transformers' members that every job besides SentenceTransformer shares: STMembers', and the loading
+    by name, the pool's calls, save / save_pretrained.
 
     Mixed into CrossEncoder, SparseEncoder and MultiVectorEncoder, before BaseEncoder (it reads its
     model, bert, backend_tokenizer, max_length, prompts and pack_weights).
@@ -158,25 +179,6 @@ class STSurface(STTokenizing):
             raise TypeError(f"{name}({model_name_or_path!r}, tokenizer): the folder's tokenizer is loaded with it")
         resolved = resolve_model_name(model_name_or_path, organization)
         return self._load(resolved, **st_load_kwargs(**st_kwargs))
-
-    def start_multi_process_pool(self, target_devices: list[str] | None = None) -> dict[str, Any]:
-        """Start processes that each run a copy of this job, for pool= (bertlite.jobs.process_pool.start_pool:
-        the job moves to the CPU first; CPU processes share the cores).
-
-        Args:
-            target_devices: one process per entry ("cuda:0", "cpu", ...); None: every CUDA device, else
-                min(4, os.cpu_count()) CPU processes.
-
-        Returns:
-            The pool: {"input": queue, "output": queue, "processes": [...]}; stop it with
-            stop_multi_process_pool.
-        """
-        return start_pool(self, target_devices)
-
-    @staticmethod
-    def stop_multi_process_pool(pool: dict[str, Any]) -> None:
-        """Stop the processes of a pool start_multi_process_pool started, and close its queues."""
-        stop_pool(pool)
 
     def _pooled(
         self,
