@@ -26,11 +26,10 @@ from bertlite.tokenization import BertTokenizer
 
 __all__ = ["STSurface", "STMembers", "check_wrapped"]
 # The special tokens a saved tokenizer names: the first of each that its vocabulary has (BERT's, then
-# RoBERTa's); padding needs the pad token.
+# RoBERTa's). The pad token is the one the job pads with (jobs.base.pad_id).
 SPECIAL_TOKENS = {
     "cls_token": ("[CLS]", "<s>"),
     "sep_token": ("[SEP]", "</s>"),
-    "pad_token": ("[PAD]", "<pad>"),
     "unk_token": ("[UNK]", "<unk>"),
     "mask_token": ("[MASK]", "<mask>"),
 }
@@ -40,26 +39,24 @@ TRANSFORMER_MODULE = "sentence_transformers.base.modules.transformer.Transformer
 _TOKENIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def transformers_tokenizer(backend: Tokenizer, max_length: int, pad_id: int | None = None) -> BertTokenizer:
+def transformers_tokenizer(backend: Tokenizer, max_length: int, pad_id: int) -> BertTokenizer:
     """transformers' tokenizer surface over a job's `tokenizers` backend: what sentence-transformers' model.tokenizer
     is, and what save() writes.
 
     Args:
         backend: the job's tokenizer (a copy is wrapped, without truncation).
         max_length: the job's max_length, as model_max_length.
-        pad_id: the id the job pads with (its pad token); None: the vocabulary's [PAD] or <pad>.
+        pad_id: the id the job pads with: its token is the pad token.
 
     Returns:
         A BertTokenizer that runs the backend as it is (its normalizer, pre-tokenizer and template), with the
         special tokens its vocabulary has (BERT's or RoBERTa's names).
     """
-    specials = {}
+    specials = {"pad_token": backend.id_to_token(pad_id)}
     for name, candidates in SPECIAL_TOKENS.items():
         found = [token for token in candidates if backend.token_to_id(token) is not None]
         if found:
             specials[name] = found[0]
-    if pad_id is not None:
-        specials["pad_token"] = backend.id_to_token(pad_id)
     copy = Tokenizer.from_str(backend.to_str())
     copy.no_truncation()
     return BertTokenizer(
