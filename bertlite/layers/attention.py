@@ -251,6 +251,23 @@ def packed_first_token_attention(
 WINDOW_CHUNK = 256
 
 
+def window_bias(queries: range, keys: range, window: int, like: Tensor) -> Tensor:
+    """A sliding window as an additive bias: 0 where |query - key| <= window, the dtype's min elsewhere.
+
+    Args:
+        queries, keys: the positions of the queries and of the keys.
+        window: the tokens a query sees on each side.
+        like: a tensor whose dtype and device the bias takes.
+
+    Returns:
+        (len(queries), len(keys)).
+    """
+    q = torch.arange(queries.start, queries.stop, device=like.device)[:, None]
+    k = torch.arange(keys.start, keys.stop, device=like.device)[None, :]
+    far = (q - k).abs() > window
+    return torch.zeros(far.shape, dtype=like.dtype, device=like.device).masked_fill_(far, torch.finfo(like.dtype).min)
+
+
 def packed_windowed_attention(
     qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float, window: int
 ) -> tuple[Tensor, None]:
@@ -274,7 +291,6 @@ def packed_windowed_attention(
     hidden = qkv.shape[1] // 3
     head_size = hidden // heads
     out = torch.empty(qkv.shape[0], hidden, dtype=qkv.dtype, device=qkv.device)
-    minimum = torch.finfo(qkv.dtype).min
     for start, count, length in layout.runs:
         rows = slice(start, start + count * length)
         q, k, v = qkv[rows].view(count, length, 3, heads, head_size).permute(2, 0, 3, 1, 4)  # (n, nh, L, hs)
@@ -282,10 +298,7 @@ def packed_windowed_attention(
         for first in range(0, length, WINDOW_CHUNK):
             last = min(first + WINDOW_CHUNK, length)
             low, high = max(0, first - window), min(length, last + window)
-            queries = torch.arange(first, last, device=qkv.device)[:, None]
-            keys = torch.arange(low, high, device=qkv.device)[None, :]
-            far = (queries - keys).abs() > window
-            bias = torch.zeros(far.shape, dtype=qkv.dtype, device=qkv.device).masked_fill_(far, minimum)
+            bias = window_bias(range(first, last), range(low, high), window, qkv)
             chunk = F.scaled_dot_product_attention(
                 q[:, :, first:last],
                 k[:, :, low:high],

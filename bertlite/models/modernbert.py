@@ -34,6 +34,7 @@ from bertlite.layers.attention import (
     packed_first_token_attention,
     packed_windowed_attention,
     padded_attention,
+    window_bias,
 )
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
@@ -189,12 +190,14 @@ class ModernBertAttention(nn.Module):
         grid except for the eager reference (which gives probabilities)."""
         args = (qkv, layout, self.num_heads, self.scaling, dropout_p)
         if first_token_of is not None:
-            bias = None if window is None else window_row(layout.max_length, window, qkv)  # the first query's row
+            # Every first token is at position 0: its row of the window is the only one read.
+            bias = None if window is None else window_bias(range(1), range(layout.max_length), window, qkv)[None, None]
             return packed_first_token_attention(*args[:2], first_token_of, *args[2:], bias), None
         if window is None:
             return PACKED_ATTENTION[name](*args)
         if name == "eager":
-            return packed_eager_attention(*args, window_bias(layout.max_length, window, qkv)[None, None])
+            grid = range(layout.max_length)
+            return packed_eager_attention(*args, window_bias(grid, grid, window, qkv)[None, None])
         return packed_windowed_attention(*args, window)
 
     def _out(self, context: Tensor, residual: Tensor | None) -> Tensor:
@@ -566,32 +569,6 @@ class ModernBertModel(ModernBertPreTrainedModel):
             None if all_hidden is None else tuple(all_hidden),
             None if all_attentions is None else tuple(all_attentions),
         )
-
-
-def window_row(length: int, window: int, like: Tensor) -> Tensor:
-    """window_bias's first row, (1, 1, 1, T), without the (T, T) grid: what position 0 sees."""
-    far = torch.arange(length, device=like.device) > window
-    return torch.zeros(length, dtype=like.dtype, device=like.device).masked_fill_(far, torch.finfo(like.dtype).min)[
-        None, None, None
-    ]
-
-
-def window_bias(length: int, window: int, like: Tensor) -> Tensor:
-    """The sliding window as an additive bias: 0 where |query - key| <= window, the dtype's min elsewhere.
-
-    Args:
-        length: T, the grid's length.
-        window: the tokens a query sees on each side (config.sliding_window).
-        like: a tensor whose dtype and device the bias takes.
-
-    Returns:
-        (T, T).
-    """
-    positions = torch.arange(length, device=like.device)
-    far = (positions[None, :] - positions[:, None]).abs() > window
-    return torch.zeros(length, length, dtype=like.dtype, device=like.device).masked_fill_(
-        far, torch.finfo(like.dtype).min
-    )
 
 
 # Gradient checkpointing runs in ModernBertModel; set_attn_implementation reaches each layer's attention.
