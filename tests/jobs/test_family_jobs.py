@@ -110,6 +110,22 @@ def test_multi_vector_encoder_on_xlm_roberta_gives_sentence_transformers_vectors
         assert (torch.as_tensor(g) - torch.as_tensor(e)).abs().max().item() <= TOL
 
 
+def family_folder(
+    auto_class: type, model_type: str, folder: Path, real_model_path: Path, norms_at: float, std: float
+) -> None:
+    """A tiny random `model_type` model of `auto_class` with the real WordPiece tokenizer (so both libraries read
+    the same ids), saved by transformers: every weight normal around 0 (LayerNorm weights around norms_at)."""
+    sizes = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)
+    config = transformers.AutoConfig.for_model(model_type, **sizes, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = auto_class.from_config(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.normal_(norms_at if "norm" in name.lower() and name.endswith("weight") else 0.0, std)
+    model.save_pretrained(folder)
+    transformers.AutoTokenizer.from_pretrained(real_model_path).save_pretrained(folder)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model_type", ["distilbert", "electra", "mpnet", "roberta"])
 def test_sparse_encoder_on_every_family_gives_sentence_transformers_vectors(
@@ -121,15 +137,9 @@ def test_sparse_encoder_on_every_family_gives_sentence_transformers_vectors(
     from sentence_transformers.base.modules import Transformer
     from sentence_transformers.sparse_encoder.modules import SpladePooling
 
-    sizes = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)
-    config = transformers.AutoConfig.for_model(model_type, **sizes, max_position_embeddings=64)
-    torch.manual_seed(0)
-    model = transformers.AutoModelForMaskedLM.from_config(config).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0.0, 0.3)
-    model.save_pretrained(tmp_path / "mlm")
-    transformers.AutoTokenizer.from_pretrained(real_model_path).save_pretrained(tmp_path / "mlm")
+    family_folder(
+        transformers.AutoModelForMaskedLM, model_type, tmp_path / "mlm", real_model_path, norms_at=0.0, std=0.3
+    )
     transformer = Transformer(str(tmp_path / "mlm"), max_seq_length=24, transformer_task="fill-mask")
     SparseEncoder(modules=[transformer, SpladePooling("max")], device="cpu").save(str(tmp_path / "splade"))
     texts = ["The weather is lovely today.", "a", "naïve café, 日本語 🙂", "It's so sunny outside! " * 5]
@@ -150,15 +160,8 @@ def test_multi_vector_encoder_on_every_family_gives_sentence_transformers_vector
     from sentence_transformers.base.modules import Dense, Normalize, Transformer
     from sentence_transformers.multi_vector_encoder.modules import MultiVectorMask
 
-    sizes = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)
-    config = transformers.AutoConfig.for_model(model_type, **sizes, max_position_embeddings=64)
-    torch.manual_seed(0)
-    model = transformers.AutoModel.from_config(config).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():  # LayerNorms around 1, so the token vectors differ
-            p.normal_(1.0 if "norm" in name.lower() and name.endswith("weight") else 0.0, 0.1)
-    model.save_pretrained(tmp_path / "base")
-    transformers.AutoTokenizer.from_pretrained(real_model_path).save_pretrained(tmp_path / "base")
+    # LayerNorms around 1, so the token vectors differ.
+    family_folder(transformers.AutoModel, model_type, tmp_path / "base", real_model_path, norms_at=1.0, std=0.1)
     dense = Dense(32, 16, bias=False, activation_function=torch.nn.Identity(), module_input_name="token_embeddings")
     with torch.no_grad():
         dense.linear.weight.normal_(0.0, 0.5)
