@@ -56,8 +56,7 @@ def bench_int8(model_path: str, texts: list[str], rounds: int, compiled: bool = 
     Returns:
         Per config: seconds per round, texts/s, x fp32 (ratio of medians and per round), min and mean cosine.
     """
-    from bertlite.quant import compiled as compiled_quant
-    from bertlite.quant.int8 import build_compiled_quantization
+    from bertlite.quant.int8 import build_compiled_quantization, describe_quantization
 
     if compiled:  # before the models are quantized, which then run it
         build_compiled_quantization()
@@ -84,7 +83,7 @@ def bench_int8(model_path: str, texts: list[str], rounds: int, compiled: bool = 
             "min_cosine_vs_fp32": float(cosine.min()),
             "mean_cosine_vs_fp32": float(cosine.mean()),
         }
-    return {"texts": len(texts), "rounds": rounds, "input_quantization": compiled_quant.describe(), "configs": configs}
+    return {"texts": len(texts), "rounds": rounds, "input_quantization": describe_quantization(), "configs": configs}
 
 
 def format_int8(result: dict[str, Any]) -> str:

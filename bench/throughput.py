@@ -227,9 +227,9 @@ def run(args: argparse.Namespace) -> None:
         vectors = results["throughput"].pop("vectors")
         print(format_throughput(results["throughput"], emulated["not_capped"] if emulated else {}))
         if "bertlite_int8" in args.configs:
-            from bertlite.quant import compiled as compiled_quant
+            from bertlite.quant.int8 import describe_quantization
 
-            results["int8_input_quantization"] = compiled_quant.describe()
+            results["int8_input_quantization"] = describe_quantization()
             print(f"bertlite_int8's input quantization: {results['int8_input_quantization']}")
     if args.families:
         peaks = results["throughput"]["gemm_peak_gflops"] if "throughput" in results else measure_peaks()

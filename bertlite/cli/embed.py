@@ -306,10 +306,10 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
     seconds = time.perf_counter() - start
     stats = embedder.last_stats
     precision = embedder.precision
-    if precision == "int8":  # whether a long job's compiled input quantization ran (bertlite.quant.compiled)
-        from bertlite.quant import compiled as compiled_quant
+    if precision == "int8":  # whether a long job's compiled kernels ran (bertlite.quant.int8)
+        from bertlite.quant.int8 import compiled_quantization_built
 
-        precision += ", compiled quantization" if compiled_quant.built() else ", eager quantization"
+        precision += ", compiled quantization" if compiled_quantization_built() else ", eager quantization"
     print(
         f"embedded {stats.texts} texts ({stats.tokens} tokens, {stats.truncated} truncated) in {seconds:.1f} s "
         f"({precision}): "

@@ -18,11 +18,13 @@ import torch
 from torch import Tensor, nn
 
 from bertlite.errors import Int8PrecisionWarning
+from bertlite.layers.activations import ACT2FN
 from bertlite.layers.onednn import restore
 from bertlite.layers.roles import (
     BERT_ROLES,
     LINEAR_ROLES,
     attention_of,
+    get_part,
     model_layers,
     part,
     replace,
@@ -30,6 +32,7 @@ from bertlite.layers.roles import (
     set_fuses_residual,
 )
 from bertlite.quant import compiled as compiled_quant
+from bertlite.quant import ops
 from bertlite.quant.allocator import keep_freed_memory
 from bertlite.quant.calibration import CALIBRATION_TEXTS, activation_ranges, outlier_channels, smoothing_factors
 from bertlite.quant.kernels import (
@@ -63,6 +66,8 @@ __all__ = [
     "Int8Linear",
     "Int8PrecisionWarning",
     "build_compiled_quantization",
+    "compiled_quantization_built",
+    "describe_quantization",
     "describe_int8",
     "int8_grid",
     "int8_kernel_available",
@@ -175,14 +180,28 @@ def quantize_int8(
 
 
 def build_compiled_quantization() -> bool:
-    """Build the compiled input-quantization kernel now (once per process; seconds).
+    """Build the int8 Linears' compiled kernels now (once per process; seconds): bertlite.quant.ops' C++
+    passes, or where they cannot build, torch.compile's input quantization (bertlite.quant.compiled).
 
-    Models quantized after it (quantize_int8's compile_quantization=None) use it.
+    Models quantized after it (quantize_int8's compile_quantization=None) use them.
 
     Returns:
-        Whether it works here (if not, compiled_quant.reason() says why).
+        Whether either works here (if not, describe_quantization() says why).
     """
-    return compiled_quant.build(_reference_rows)
+    return ops.build() or compiled_quant.build(_reference_rows)
+
+
+def compiled_quantization_built() -> bool:
+    """Whether this process has built the int8 Linears' compiled kernels (either kind)."""
+    return ops.built() or compiled_quant.built()
+
+
+def describe_quantization() -> str:
+    """How the int8 Linears quantize their inputs and scale their outputs now, in words (for a record)."""
+    if ops.built():
+        return "compiled (C++ ops: one pass to quantize, one to scale and activate)"
+    described = compiled_quant.describe()
+    return described if ops.reason() is None else f"{described}; C++ ops: {ops.reason()}"
 
 
 def _compiled_inputs(kernel: str, compile_quantization: bool | None) -> bool:
@@ -201,8 +220,10 @@ def _compiled_inputs(kernel: str, compile_quantization: bool | None) -> bool:
     if int8_grid(kernel).reduced:
         warn_user(f"int8 on this CPU: {REDUCED_GRID_NOTE}", Int8PrecisionWarning)
     if compile_quantization and not build_compiled_quantization():
-        raise ValueError(f"compile_quantization=True, but it does not work here: {compiled_quant.reason()}")
-    return compile_quantization is not False and compiled_quant.built()
+        raise ValueError(
+            f"compile_quantization=True, but it does not work here: {compiled_quant.reason()} (C++ ops: {ops.reason()})"
+        )
+    return compile_quantization is not False and compiled_quantization_built()
 
 
 def _calibrate(
@@ -297,6 +318,11 @@ def _install(layer: nn.Module, qkv_name: str, role: str, quantized: Int8Linear) 
             path = roles.path(projection)
             name = f"{qkv_name.removesuffix('qkv')}{path.rpartition('.')[2]}"  # encoder.layer.3.attention.self.key
             replace(layer, projection, FusedIntoQKV(name, qkv_name))
+    elif role == "intermediate":
+        replace(layer, role, quantized)
+        if not roles_of(layer).gated:  # GeGLU's activation reads half of the output: it stays the layer's
+            quantized.activation = get_part(layer, roles_of(layer).activation.rpartition(".")[0]).hidden_act
+            replace(layer, "activation", ACT2FN["linear"])  # applied by the Int8Linear now
     else:
         replace(layer, role, quantized)
         set_fuses_residual(layer, role, True)  # attention output, output: the residual add goes in

@@ -156,11 +156,11 @@ def describe_int8() -> dict[str, object]:
     if compiled_quant.enabled_by_environment():
         after = f"{compiled_quant.BUILD_AFTER_TOKENS:,}"
         quantizing = (
-            "inputs quantized by eager ops, or by a torch.compile kernel where it builds: `bertlite serve`, "
-            f"`bertlite embed` of {after}+ tokens"
+            "inputs quantized and outputs scaled by eager ops, or by C++ ops (else a torch.compile kernel) "
+            f"where they build: `bertlite serve`, `bertlite embed` of {after}+ tokens"
         )
     else:
-        quantizing = "inputs quantized by eager ops (BERTLITE_INT8_COMPILE=0)"
+        quantizing = "inputs quantized and outputs scaled by eager ops (BERTLITE_INT8_COMPILE=0)"
     summary = f"kernel {kernel}, {bits}; {quantizing}"
     return {"kernel": kernel, "grid": grid._asdict(), "compile_quantization": quantizing, "summary": summary}
 

@@ -13,7 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from bertlite.layers.activations import ACT2FN
 from bertlite.quant import compiled as compiled_quant
+from bertlite.quant import ops
 from bertlite.quant.kernels import _GEMMS, ZERO_POINT_0_KERNELS, _pack, int8_grid, resolve_kernel
 from bertlite.quant.rows import quantize_rows
 
@@ -36,6 +38,7 @@ class Int8Linear(nn.Module):
         asymmetric: bool = False,
         compiled: bool = False,
         outliers: tuple[Tensor, Tensor] | None = None,
+        activation: str | None = None,
     ) -> None:
         """Wrap an already quantized weight; Int8Linear.from_linear quantizes a float Linear.
 
@@ -49,10 +52,13 @@ class Int8Linear(nn.Module):
             asymmetric: each token's int8 range spans its own [min, max] instead of [-max|x|, max|x|],
                 twice the resolution for one-sided inputs such as GELU's output; the offset is added back
                 through the weight's row sums.
-            compiled: quantize the input with bertlite.quant.compiled's kernel, once it is built.
+            compiled: run the built kernels where this process has them: bertlite.quant.ops' passes, else
+                bertlite.quant.compiled's input quantization.
             outliers: (channels (k,) long, weight (out_features, k) float) for input channels that stay
                 float32: they are left out of each token's int8 range and multiplied by this weight
                 (the int8 weight's columns there are 0); None: every channel is quantized.
+            activation: a name in ACT2FN applied to the output (the intermediate's GELU, inside
+                bertlite.quant.ops' pass where it has it); None: none.
 
         Raises:
             ValueError: a weight that is not int8 or not within the kernel's grid, or a kernel that does
@@ -80,6 +86,7 @@ class Int8Linear(nn.Module):
         channels, outlier_weight = outliers if outliers is not None else (None, None)
         self.register_buffer("outlier_channels", channels)
         self.register_buffer("outlier_weight", None if outlier_weight is None else outlier_weight.to(torch.float32))
+        self.activation = activation
 
     def _check_weight(self, weight: Tensor) -> None:
         """Refuse a weight that self.kernel would not multiply exactly on this machine's grid (self.grid).
@@ -218,7 +225,7 @@ class Int8Linear(nn.Module):
         return _GEMMS[self.kernel](qx, self.zero_point, self.packed_weight, self.weight_scale)
 
     def forward(self, x: Tensor, residual: Tensor | None = None) -> Tensor:
-        """Compute x @ W.T + b, plus residual when given.
+        """Compute x @ W.T + b, plus residual when given, then self.activation when set.
 
         Args:
             x: (..., in_features) float.
@@ -240,11 +247,40 @@ class Int8Linear(nn.Module):
             )
         if x.numel() == 0:  # no tokens: the per-token reductions have nothing to reduce
             out = x.new_zeros(*leading, self.out_features, dtype=torch.float32)
-            return out if residual is None else out + residual
+            out = out if residual is None else out + residual
+            return ACT2FN[self.activation](out) if self.activation else out
         rows = x.reshape(-1, self.in_features)
+        if self.compiled and ops.usable():
+            return self._forward_ops(rows, residual).view(*leading, self.out_features)
         qx, scale, offset, kept = self._quantize_around_outliers(rows)
         out = self._dequantize(self.gemm(qx), scale, offset, residual, kept)
+        out = ACT2FN[self.activation](out) if self.activation else out
         return out.view(*leading, self.out_features)
+
+    def _forward_ops(self, rows: Tensor, residual: Tensor | None) -> Tensor:
+        """forward's numbers with bertlite.quant.ops' two passes around the GEMM.
+
+        Args:
+            rows: (M, in_features) float.
+            residual: forward's, or None.
+
+        Returns:
+            (M, out_features) float32.
+        """
+        rows = rows.to(torch.float32).contiguous()
+        channels, top, zero_point = self.outlier_channels, self.grid.activation_max, self.zero_point
+        qx, scale, low = ops.quantize_rows(rows, self.input_scale, channels, self.asymmetric, top, zero_point)
+        offset = (low.add_(scale, alpha=zero_point) if zero_point else low) if self.asymmetric else None
+        if residual is not None:
+            residual = residual.reshape(-1, self.out_features).to(torch.float32).contiguous()
+        # The float32 channels' products and a residual go in before the activation: then it runs as its own op.
+        alone = channels is None and residual is None
+        inside = self.activation if alone and self.activation in ops.ACTIVATIONS else None
+        row_sums = self.row_sums if self.asymmetric else None
+        out = ops.dequantize(self.gemm(qx), scale, offset, row_sums, self.bias, residual, inside)
+        if channels is not None:
+            out.addmm_(rows.index_select(1, channels), self.outlier_weight.T)
+        return ACT2FN[self.activation](out) if self.activation and not inside else out
 
     def _quantize_around_outliers(self, rows: Tensor) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
         """Quantize the input per token, the float32 channels (self.outlier_channels) left out of its range.
@@ -315,7 +351,8 @@ class Int8Linear(nn.Module):
             f"smooth={self.input_scale is not None}, asymmetric={self.asymmetric}, kernel={self.kernel!r}, "
             f"activation_max={self.grid.activation_max}, weight_limit={self.grid.weight_limit}, "
             f"pair_limit={self.grid.pair_limit}, compiled={self.compiled}, "
-            f"float32_channels={0 if self.outlier_channels is None else len(self.outlier_channels)}"
+            f"float32_channels={0 if self.outlier_channels is None else len(self.outlier_channels)}, "
+            f"activation={self.activation}"
         )
 
 

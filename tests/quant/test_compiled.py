@@ -14,6 +14,7 @@ from torch._dynamo.utils import counters
 from bertlite.jobs.embedder import Embedder
 from bertlite.quant import compiled as compiled_quant
 from bertlite.quant import int8 as quantization
+from bertlite.quant import ops
 from bertlite.quant.int8 import Int8Linear, quantize_int8, quantize_rows
 from tests.helpers import make_hf_model, random_batch, to_bertlite
 
@@ -66,6 +67,7 @@ def test_compiled_kernel_gives_the_eager_integers_bit_for_bit(built, rows, depth
 def test_int8_vectors_are_the_same_with_and_without_the_compiled_kernel(
     built, monkeypatch, real_model_path: Path, corpus_texts: list[str]
 ) -> None:
+    monkeypatch.setattr(ops, "_state", {})  # this kernel, not the C++ ops a test before may have built
     compiled = Embedder.from_pretrained(real_model_path, dtype="int8")
     eager = Embedder.from_pretrained(real_model_path, dtype="float32")
     quantize_int8(eager.model, eager.tokenizer, compile_quantization=False)
@@ -90,9 +92,12 @@ def test_int8_vectors_are_the_same_with_and_without_the_compiled_kernel(
 
 @pytest.fixture
 def fresh_state(monkeypatch: pytest.MonkeyPatch) -> dict:
-    """A process where the kernel was never built: what build() decides here stays in this test."""
+    """A process where the kernel was never built, nor the C++ ops that come first (bertlite.quant.ops,
+    tests/quant/test_ops.py): what build() decides here stays in this test."""
     state: dict = {}
     monkeypatch.setattr(compiled_quant, "_state", state)
+    monkeypatch.setattr(ops, "_state", {})
+    monkeypatch.setenv("BERTLITE_INT8_OPS", "0")
     return state
 
 

@@ -397,12 +397,11 @@ def test_serve_dtype_int8_builds_the_compiled_quantization_and_serves_the_int8_v
 ) -> None:
     from bertlite.cli import build_parser
     from bertlite.cli.loading import load_job
-    from bertlite.quant import compiled as compiled_quant
-    from bertlite.quant.int8 import Int8Linear
+    from bertlite.quant.int8 import Int8Linear, compiled_quantization_built, describe_quantization
 
     args = build_parser().parse_args(["serve", str(real_folder), "--dtype", "int8"])
     embedder = load_job(args)
-    assert embedder.precision == "int8" and compiled_quant.built(), compiled_quant.reason()
+    assert embedder.precision == "int8" and compiled_quantization_built(), describe_quantization()
     assert all(m.compiled for m in embedder.model.modules() if isinstance(m, Int8Linear))
     expected = embedder.encode(texts)
     with running(lambda: embedder, model_name="minilm") as (url, _):

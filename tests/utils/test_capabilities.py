@@ -371,10 +371,10 @@ def test_env_says_which_int8_kernel_and_grid_run_here(monkeypatch, capsys, grid,
     [
         (
             "1",
-            "inputs quantized by eager ops, or by a torch.compile kernel where it builds: `bertlite serve`, "
-            "`bertlite embed` of 2,000,000+ tokens",
+            "inputs quantized and outputs scaled by eager ops, or by C++ ops (else a torch.compile kernel) where "
+            "they build: `bertlite serve`, `bertlite embed` of 2,000,000+ tokens",
         ),
-        ("0", "inputs quantized by eager ops (BERTLITE_INT8_COMPILE=0)"),
+        ("0", "inputs quantized and outputs scaled by eager ops (BERTLITE_INT8_COMPILE=0)"),
     ],
 )
 def test_env_says_how_int8_inputs_are_quantized(monkeypatch, capsys, setting, expected):

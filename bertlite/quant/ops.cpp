@@ -1,0 +1,218 @@
+// Int8Linear's passes over its activations as one pass each: quantizing its input per row, and turning its
+// GEMM's products into its output (scales, offset, bias, residual, activation). bertlite/quant/ops.py
+// builds this file once per process and checks it against the eager ops.
+#include <torch/library.h>
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/cpu/vec/vec.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+using Vec = at::vec::Vectorized<float>;
+
+// The activations by code. GELU as 0.5 * y * (1 + erf(y / sqrt 2)), erf as a rational function of x on
+// [-4, 4] (beyond, erf is +-1 in float32): x P(x^2) / Q(x^2), the approximation Eigen and XLA use for
+// float32, within a few ulp of erf, cheaper than torch's full-precision erf.
+constexpr int64_t kIdentity = 0;
+constexpr int64_t kGelu = 1;
+constexpr float kAlpha[] = {-2.72614225801306e-10f, 2.77068142495902e-08f, -2.10102402082508e-06f,
+                            -5.69250639462346e-05f, -7.34990630326855e-04f, -2.95459980854025e-03f,
+                            -1.60960333262415e-02f};
+constexpr float kBeta[] = {-1.45660718464996e-05f, -2.13374055278905e-04f, -1.68282697438203e-03f,
+                           -7.37332916720468e-03f, -1.42647390514189e-02f};
+
+inline Vec gelu(Vec y) {
+  const Vec x = at::vec::clamp(y * Vec(static_cast<float>(M_SQRT1_2)), Vec(-4.0f), Vec(4.0f));
+  const Vec x2 = x * x;
+  Vec p = Vec(kAlpha[0]);
+  for (int i = 1; i < 7; ++i) p = at::vec::fmadd(x2, p, Vec(kAlpha[i]));
+  Vec q = Vec(kBeta[0]);
+  for (int i = 1; i < 5; ++i) q = at::vec::fmadd(x2, q, Vec(kBeta[i]));
+  return Vec(0.5f) * y * (Vec(1.0f) + x * p / q);
+}
+
+inline float gelu(float y) {
+  const float x = std::clamp(y * static_cast<float>(M_SQRT1_2), -4.0f, 4.0f), x2 = x * x;
+  float p = kAlpha[0], q = kBeta[0];
+  for (int i = 1; i < 7; ++i) p = std::fma(x2, p, kAlpha[i]);
+  for (int i = 1; i < 5; ++i) q = std::fma(x2, q, kBeta[i]);
+  return 0.5f * y * (1.0f + x * p / q);
+}
+
+// The smallest of vmin's lanes and the largest of vmax's.
+std::pair<float, float> lanes_range(const Vec& vmin, const Vec& vmax) {
+  alignas(64) float lows[Vec::size()];
+  alignas(64) float highs[Vec::size()];
+  vmin.store(lows);
+  vmax.store(highs);
+  return {*std::min_element(lows, lows + Vec::size()), *std::max_element(highs, highs + Vec::size())};
+}
+
+// Values in [0, 255] as uint8 rounded to nearest even, one vector's worth.
+inline void store_codes(const Vec& values, uint8_t* out) {
+#if defined(CPU_CAPABILITY_AVX512)
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(values)));
+#elif defined(CPU_CAPABILITY_AVX2)
+  const __m256i words = _mm256_cvtps_epi32(values);
+  const __m128i shorts = _mm_packus_epi32(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm_packus_epi16(shorts, shorts));
+#else
+  alignas(64) float lanes[Vec::size()];
+  values.store(lanes);
+  for (int64_t j = 0; j < Vec::size(); ++j) out[j] = static_cast<uint8_t>(std::nearbyint(lanes[j]));
+#endif
+}
+
+const float* data_or_null(const std::optional<at::Tensor>& t, int64_t numel, const char* name) {
+  if (!t.has_value()) return nullptr;
+  TORCH_CHECK(t->scalar_type() == at::kFloat && t->is_contiguous() && t->numel() == numel, name,
+              " must be a contiguous float32 tensor of ", numel, " values");
+  return t->data_ptr<float>();
+}
+
+// One row of dequantize, its activation fixed at compile time so that the loop holds no branch on it.
+template <int64_t kActivation>
+void dequantize_row(float* row, int64_t n_cols, float row_scale, float row_offset, const float* sums,
+                    const float* biases, const float* res) {
+  const Vec vscale(row_scale), voffset(row_offset);
+  int64_t n = 0;
+  for (; n + Vec::size() <= n_cols; n += Vec::size()) {
+    Vec y = Vec::loadu(row + n) * vscale;
+    if (res) y = Vec::loadu(res + n) + y;
+    else if (biases) y = Vec::loadu(biases + n) + y;
+    if (sums) y = y + voffset * Vec::loadu(sums + n);
+    if (res && biases) y = y + Vec::loadu(biases + n);
+    (kActivation == kGelu ? gelu(y) : y).store(row + n);
+  }
+  for (; n < n_cols; ++n) {
+    float y = row[n] * row_scale;
+    if (res) y = res[n] + y;
+    else if (biases) y = biases[n] + y;
+    if (sums) y = y + row_offset * sums[n];
+    if (res && biases) y = y + biases[n];
+    row[n] = kActivation == kGelu ? gelu(y) : y;
+  }
+}
+
+// out = activation(products * scale + bias + offset * row_sums) or products * scale + residual + offset *
+// row_sums + bias, in place, in the order Int8Linear's eager ops compute it.
+at::Tensor dequantize(at::Tensor products, const at::Tensor& scale, const std::optional<at::Tensor>& offset,
+                      const std::optional<at::Tensor>& row_sums, const std::optional<at::Tensor>& bias,
+                      const std::optional<at::Tensor>& residual, int64_t activation) {
+  TORCH_CHECK(products.dim() == 2 && products.is_contiguous() && products.scalar_type() == at::kFloat,
+              "products must be a contiguous 2-D float32 tensor");
+  TORCH_CHECK(activation == kIdentity || activation == kGelu, "unknown activation code ", activation);
+  TORCH_CHECK(!(residual.has_value() && activation != kIdentity), "an activation goes without a residual");
+  TORCH_CHECK(offset.has_value() == row_sums.has_value(), "offset and row_sums go together");
+  const int64_t n_rows = products.size(0), n_cols = products.size(1);
+  const float* scales = data_or_null(scale, n_rows, "scale");
+  const float* offsets = data_or_null(offset, n_rows, "offset");
+  const float* sums = data_or_null(row_sums, n_cols, "row_sums");
+  const float* biases = data_or_null(bias, n_cols, "bias");
+  const float* residuals = data_or_null(residual, n_rows * n_cols, "residual");
+  float* out = products.data_ptr<float>();
+  at::parallel_for(0, n_rows, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t m = begin; m < end; ++m) {
+      const float* res = residuals ? residuals + m * n_cols : nullptr;
+      const float row_offset = offsets ? offsets[m] : 0.0f;
+      if (activation == kGelu) {
+        dequantize_row<kGelu>(out + m * n_cols, n_cols, scales[m], row_offset, sums, biases, res);
+      } else {
+        dequantize_row<kIdentity>(out + m * n_cols, n_cols, scales[m], row_offset, sums, biases, res);
+      }
+    }
+  });
+  return products;
+}
+
+// Each row of x (times input_scale) to uint8: symmetric, q = round(x / scale + zero_point) with scale =
+// max|x| / (zero_point - 1); asymmetric, q = round((x - min) / scale) with scale = (max - min) / top. The
+// channels in `skipped` count as zeros (the Linear keeps them in float32). Returns q, scale and the row minimum.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> quantize_rows(const at::Tensor& x,
+                                                             const std::optional<at::Tensor>& input_scale,
+                                                             const at::Tensor& skipped, bool asymmetric,
+                                                             int64_t top, int64_t zero_point) {
+  TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && x.scalar_type() == at::kFloat,
+              "x must be a contiguous 2-D float32 tensor");
+  TORCH_CHECK(skipped.scalar_type() == at::kLong && skipped.is_contiguous(), "skipped must be int64 channels");
+  const int64_t n_rows = x.size(0), n_cols = x.size(1), n_skipped = skipped.numel();
+  const float* scaling = data_or_null(input_scale, n_cols, "input_scale");
+  const int64_t* channels = skipped.data_ptr<int64_t>();
+  for (int64_t j = 0; j < n_skipped; ++j) {
+    TORCH_CHECK(channels[j] >= 0 && channels[j] < n_cols, "skipped channel ", channels[j], " out of range");
+  }
+  auto codes = at::empty({n_rows, n_cols}, x.options().dtype(at::kByte));
+  auto scales = at::empty({n_rows, 1}, x.options());
+  auto lows = at::empty({n_rows, 1}, x.options());
+  const float* in = x.data_ptr<float>();
+  uint8_t* code_data = codes.data_ptr<uint8_t>();
+  float* scale_out = scales.data_ptr<float>();
+  float* low_out = lows.data_ptr<float>();
+  const float ftop = static_cast<float>(top), fzero = static_cast<float>(zero_point);
+  at::parallel_for(0, n_rows, 16, [&](int64_t begin, int64_t end) {
+    // The row as quantized, where it is not x's own: scaled, its skipped channels zeroed.
+    std::vector<float> buffer(scaling || n_skipped ? n_cols : 0);
+    for (int64_t m = begin; m < end; ++m) {
+      const float* row = in + m * n_cols;
+      int64_t n = 0;
+      if (!buffer.empty()) {
+        for (; n + Vec::size() <= n_cols; n += Vec::size()) {
+          Vec v = Vec::loadu(row + n);
+          if (scaling) v = v * Vec::loadu(scaling + n);
+          v.store(buffer.data() + n);
+        }
+        for (; n < n_cols; ++n) buffer[n] = scaling ? row[n] * scaling[n] : row[n];
+        for (int64_t j = 0; j < n_skipped; ++j) buffer[channels[j]] = 0.0f;
+        row = buffer.data();
+        n = 0;
+      }
+      Vec vmin(std::numeric_limits<float>::infinity()), vmax(-std::numeric_limits<float>::infinity());
+      for (; n + Vec::size() <= n_cols; n += Vec::size()) {
+        const Vec v = Vec::loadu(row + n);
+        vmin = at::vec::minimum(vmin, v);
+        vmax = at::vec::maximum(vmax, v);
+      }
+      auto [low, high] = lanes_range(vmin, vmax);
+      for (; n < n_cols; ++n) {
+        low = std::min(low, row[n]);
+        high = std::max(high, row[n]);
+      }
+      const float step = asymmetric ? std::max((high - low) / ftop, 1e-30f)
+                                    : std::max(std::max(high, -low) / (fzero - 1.0f), 1e-30f);
+      const float inverse = 1.0f / step, shift = asymmetric ? low : 0.0f, add = asymmetric ? 0.0f : fzero;
+      scale_out[m] = step;
+      low_out[m] = low;
+      uint8_t* q = code_data + m * n_cols;
+      const Vec vshift(shift), vinverse(inverse), vadd(add), vtop(ftop), vzero(0.0f);
+      n = 0;
+      for (; n + Vec::size() <= n_cols; n += Vec::size()) {
+        // the zero point added before rounding, as the eager ops' quantize_per_tensor does
+        const Vec r = (Vec::loadu(row + n) - vshift) * vinverse + vadd;
+        store_codes(at::vec::clamp(r, vzero, vtop), q + n);
+      }
+      for (; n < n_cols; ++n) {
+        q[n] = static_cast<uint8_t>(std::nearbyint(std::clamp((row[n] - shift) * inverse + add, 0.0f, ftop)));
+      }
+    }
+  });
+  return {codes, scales, lows};
+}
+
+}  // namespace
+
+TORCH_LIBRARY(bertlite_int8, m) {
+  m.def(
+      "dequantize(Tensor(a!) products, Tensor scale, Tensor? offset, Tensor? row_sums, Tensor? bias, "
+      "Tensor? residual, int activation) -> Tensor(a!)");
+  m.def(
+      "quantize_rows(Tensor x, Tensor? input_scale, Tensor skipped, bool asymmetric, int top, int zero_point) "
+      "-> (Tensor, Tensor, Tensor)");
+  m.impl("dequantize", c10::DispatchKey::CPU, TORCH_FN(dequantize));
+  m.impl("quantize_rows", c10::DispatchKey::CPU, TORCH_FN(quantize_rows));
+}

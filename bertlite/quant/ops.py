@@ -1,0 +1,251 @@
+"""Int8Linear's passes over its activations as C++ ops (ops.cpp), built once per process where a compiler is.
+
+Eagerly, an Int8Linear reads and writes its activations once per op: each token's min and max, the
+quantizing multiply and round, then the output's token scale, offset, bias, residual add and activation,
+and its float32 channels zeroed and put back. `quantize_rows` does the input's in one pass per row (its
+float32 channels count as zeros, as the eager ops zero them) and `dequantize` the output's, the
+activation included (GELU as accurate as torch's float32 GELU). They are checked against the eager ops
+on a probe when built (a mismatch keeps the eager ops) and in tests: the same integers, the same outputs
+within float32 rounding. They are used unless the eager ops were timed faster on this CPU, once per
+machine (timing_choice).
+
+Built with torch's C++ extension tools (a C++ compiler and ninja), for this CPU's vector width: the
+first build takes about 10 s, later processes load the cached library in about a second. It is
+built with Int8Linear's compiled quantization (bertlite.quant.int8.build_compiled_quantization: `bertlite
+serve` at start, `bertlite embed` for an input that repays it) and used before torch.compile's kernel.
+BERTLITE_INT8_OPS=0 leaves it out (BERTLITE_INT8_COMPILE=0 leaves out every compiled kernel).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from bertlite.models.inputs import recording_graph
+from bertlite.utils.measured import Choice, Rounds, choose, machine_key, time_rounds
+
+# The activations `dequantize` computes, by their config name (ACT2FN's key), and their code in ops.cpp.
+ACTIVATIONS = {"gelu": 1}
+_SOURCE = Path(__file__).with_name("ops.cpp")
+# The vector flags of each of torch's CPU capabilities (torch.backends.cpu.get_cpu_capability), as torch
+# builds its own kernels for that capability; any other capability builds the portable vectors.
+_CAPABILITY_FLAGS = {
+    "AVX512": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma", "-DCPU_CAPABILITY_AVX512"],
+    "AVX2": ["-mavx2", "-mfma", "-mf16c", "-DCPU_CAPABILITY_AVX2"],
+}
+_state: dict[str, object] = {}  # "ops": torch.ops.bertlite_int8 once built and checked (None if not); "reason"
+_lock = threading.Lock()
+_NO_CHANNELS: dict[str, Tensor] = {}
+_choices: dict[str, Choice] = {}
+# The timed shape: a batch of tokens through a BERT-base-sized feed-forward's middle.
+TIMED_TOKENS, TIMED_WIDTH = 256, 3072
+
+
+def enabled_by_environment() -> bool:
+    return os.environ.get("BERTLITE_INT8_OPS", "1") != "0" and os.environ.get("BERTLITE_INT8_COMPILE", "1") != "0"
+
+
+def build() -> bool:
+    """Build and check the ops once per process (later calls return at once).
+
+    Returns:
+        Whether they are usable here; if not, reason() says why.
+    """
+    with _lock:
+        if "ops" not in _state:
+            _state["ops"], _state["reason"] = _build()
+        return _state["ops"] is not None
+
+
+def built() -> bool:
+    return _state.get("ops") is not None
+
+
+def reason() -> str | None:
+    """Why the ops are not used (None when they are, or before build())."""
+    return _state.get("reason")  # type: ignore[return-value]
+
+
+def usable() -> bool:
+    """Whether this forward can run the ops: built, no grad (int8 is inference only), no graph recorded."""
+    return _state.get("ops") is not None and not torch.is_grad_enabled() and not recording_graph()
+
+
+def _flags() -> list[str]:
+    capability = torch.backends.cpu.get_cpu_capability()
+    vector = _CAPABILITY_FLAGS.get(capability, [])
+    # at::parallel_for runs on torch's OpenMP threads only when compiled with OpenMP, as torch is here.
+    threads = ["-fopenmp"] if torch.backends.openmp.is_available() else []
+    # No FMA contraction: each value rounds as the eager ops' separate multiply and add round it.
+    return ["-O3", "-ffp-contract=off", f"-DCPU_CAPABILITY={capability}", *vector, *threads]
+
+
+def _build() -> tuple[object, str | None]:
+    """torch.ops.bertlite_int8 built, loaded and checked against the eager ops, or None and why not."""
+    if not enabled_by_environment():
+        return None, "BERTLITE_INT8_OPS=0 or BERTLITE_INT8_COMPILE=0"
+    try:
+        ops = _load()
+    except Exception as error:  # no compiler, no ninja, no headers: keep the eager ops
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return None, f"its C++ build failed here ({type(error).__name__}: {first[:200]})"
+    mismatch = _check(ops)
+    if mismatch:
+        return None, mismatch
+    choice = timing_choice(ops)
+    if choice.picked != "ops":
+        return None, f"timed slower than the eager ops on this CPU ({choice.summary()})"
+    return ops, None
+
+
+def timing_choice(ops: object) -> Choice:
+    """time_passes()' verdict on this CPU: the ops unless the eager ops ran faster by FASTER_BY in every
+    round; timed once per machine and kept with the other measured verdicts (bertlite.utils.measured)."""
+    from bertlite.utils.capabilities import detect
+
+    key = machine_key(detect(), f"int8 passes: C++ ops vs eager ops, {TIMED_TOKENS} x {TIMED_WIDTH}")
+    if key not in _choices:
+        _choices[key] = choose(key, "ops", "eager", lambda: time_passes(ops))
+    return _choices[key]
+
+
+def time_passes(ops: object) -> Rounds:
+    """Time the passes around the feed-forward's two GEMMs as the ops and as the eager ops, interleaved:
+    the intermediate's output (token scale, offset, bias, GELU) and the output Linear's input quantization.
+
+    Args:
+        ops: torch.ops.bertlite_int8.
+
+    Returns:
+        The Rounds of "ops" and "eager" (bertlite.utils.measured.time_rounds).
+    """
+    from bertlite.layers.activations import ACT2FN
+    from bertlite.quant.rows import quantize_rows as eager_rows
+
+    generator = torch.Generator().manual_seed(0)
+    products = torch.randn(TIMED_TOKENS, TIMED_WIDTH, generator=generator) * 100
+    scale, offset = torch.rand(TIMED_TOKENS, 1, generator=generator) * 0.01, torch.randn(TIMED_TOKENS, 1)
+    row_sums, bias = torch.randn(TIMED_WIDTH, generator=generator), torch.randn(TIMED_WIDTH, generator=generator)
+    gelu = ACT2FN["gelu"]
+
+    def with_ops() -> None:
+        out = ops.dequantize(products.clone(), scale, offset, row_sums, bias, None, ACTIVATIONS["gelu"])  # type: ignore[attr-defined]
+        ops.quantize_rows(out, None, no_channels(), True, 255, 0)  # type: ignore[attr-defined]
+
+    def eager() -> None:
+        out = torch.addcmul(bias, products.clone(), scale).addcmul_(offset, row_sums)
+        eager_rows(gelu(out), None, True, 255, 0)
+
+    with torch.inference_mode():
+        return time_rounds({"ops": with_ops, "eager": eager})
+
+
+def _load() -> object:
+    """Build ops.cpp for this CPU (or find it built in torch's extension cache) and load it: torch.ops.bertlite_int8."""
+    from torch.utils import cpp_extension
+
+    flags = _flags()
+    cpp_extension.load(
+        f"bertlite_int8_ops_{torch.backends.cpu.get_cpu_capability().lower()}",
+        [str(_SOURCE)],
+        extra_cflags=flags,
+        extra_ldflags=[flag for flag in flags if flag == "-fopenmp"],
+        is_python_module=False,
+    )
+    return torch.ops.bertlite_int8
+
+
+def _check(ops: object) -> str | None:
+    """Why the ops' numbers differ from the eager ops' on a probe, or None where they agree: at most one
+    uint8 step apart on at most 1 value in 1,000, scales and outputs within float32 rounding."""
+    from bertlite.layers.activations import ACT2FN
+    from bertlite.quant.rows import quantize_rows as eager_rows
+
+    generator = torch.Generator().manual_seed(0)
+    # Rows with an outlier channel and one-sided ones; a width that leaves the vector loops a scalar tail.
+    x = torch.randn(97, 401, generator=generator) * 3
+    x[:, 7] *= 40
+    x[48:] = x[48:].clamp(min=-0.17)
+    smooth = torch.rand(401, generator=generator) + 0.5
+    channels = torch.tensor([7, 400])
+    for asymmetric, input_scale, skipped in ((False, None, None), (False, smooth, None), (True, None, channels)):
+        zero_point = 0 if asymmetric else 128
+        reference = x if skipped is None else x.index_fill(1, skipped, 0.0)
+        q, scale, low = eager_rows(reference, input_scale, asymmetric, 255, zero_point)
+        q_ops, scale_ops, low_ops = ops.quantize_rows(  # type: ignore[attr-defined]
+            x, input_scale, no_channels() if skipped is None else skipped, asymmetric, 255, zero_point
+        )
+        steps = (q.to(torch.int16) - q_ops.to(torch.int16)).abs()
+        close = torch.allclose(scale_ops, scale, rtol=1e-6, atol=0) and torch.allclose(low_ops, low, rtol=1e-6)
+        if int(steps.max()) > 1 or int(steps.count_nonzero()) * 1000 > q.numel() or not close:
+            return "its uint8 values differ from the eager ops' on this machine"
+    products = torch.randn(97, 401, generator=generator) * 100
+    scale, offset = torch.rand(97, 1, generator=generator) * 0.02, torch.randn(97, 1, generator=generator)
+    row_sums, bias = torch.randn(401, generator=generator), torch.randn(401, generator=generator)
+    residual = torch.randn(97, 401, generator=generator)
+    expected = (
+        (ACT2FN["gelu"](bias + products * scale + offset * row_sums), None, "gelu"),
+        (residual + products * scale + offset * row_sums + bias, residual, None),
+    )
+    for reference, added, activation in expected:
+        out = ops.dequantize(products.clone(), scale, offset, row_sums, bias, added, ACTIVATIONS.get(activation, 0))  # type: ignore[attr-defined]
+        if not torch.allclose(out, reference, rtol=1e-5, atol=1e-5 * float(reference.abs().max())):
+            return "its outputs differ from the eager ops' on this machine"
+    return None
+
+
+def no_channels() -> Tensor:
+    """An empty channel list: `quantize_rows` with no float32 channels."""
+    if "empty" not in _NO_CHANNELS:
+        with torch.inference_mode(False):
+            _NO_CHANNELS["empty"] = torch.empty(0, dtype=torch.long)
+    return _NO_CHANNELS["empty"]
+
+
+def quantize_rows(
+    x: Tensor, input_scale: Tensor | None, skipped: Tensor | None, asymmetric: bool, top: int, zero_point: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    """bertlite.quant.rows.quantize_rows in one pass per row, the channels in `skipped` counted as zeros.
+
+    Args:
+        x: (M, K) float32, contiguous.
+        input_scale: (K,) multiplies x first; None: no scaling.
+        skipped: (k,) int64 channels left out of each row's range (quantized as zeros); None: none.
+        asymmetric, top, zero_point: as quantize_rows' activation_max and zero_point.
+
+    Returns:
+        (M, K) uint8 q, (M, 1) scale and (M, 1) row minimum.
+    """
+    channels = no_channels() if skipped is None else skipped
+    return _state["ops"].quantize_rows(x, input_scale, channels, asymmetric, top, zero_point)  # type: ignore[union-attr]
+
+
+def dequantize(
+    products: Tensor,
+    scale: Tensor,
+    offset: Tensor | None,
+    row_sums: Tensor | None,
+    bias: Tensor | None,
+    residual: Tensor | None,
+    activation: str | None,
+) -> Tensor:
+    """Int8Linear's output from its GEMM's products in one pass, in place.
+
+    Args:
+        products: (M, N) float32 contiguous, overwritten.
+        scale: (M, 1) per token.
+        offset: (M, 1) per token with row_sums (N,): adds offset x row_sums; None: both None.
+        bias: (N,), or None.
+        residual: (M, N) contiguous, added; None: nothing added. Not with an activation.
+        activation: a name in ACTIVATIONS applied last, or None.
+
+    Returns:
+        products, now activation(products x scale + bias + offset x row_sums) or products x scale + residual
+        + offset x row_sums + bias.
+    """
+    code = ACTIVATIONS[activation] if activation else 0
+    return _state["ops"].dequantize(products, scale, offset, row_sums, bias, residual, code)  # type: ignore[union-attr]
