@@ -37,14 +37,16 @@ def measure(tree: Path, dtype: str, model: str, texts: int) -> float:
 
     Args:
         tree: a checkout whose bertlite/ the child imports.
-        dtype: "int8" (quantize), or a dtype name Embedder.from_pretrained takes.
+        dtype: "int8" (quantize, eager ops), "int8-compiled" (quantize after building the compiled kernels,
+            as a long job does), or a dtype name Embedder.from_pretrained takes.
         model: the checkpoint.
         texts: corpus texts to embed.
 
     Returns:
         Texts per second of the timed encode.
     """
-    env = child_env() | {"PYTHONPATH": f"{tree}:{ROOT}", "BERTLITE_INT8_COMPILE": "0"}
+    compiled = "1" if dtype == "int8-compiled" else "0"
+    env = child_env() | {"PYTHONPATH": f"{tree}:{ROOT}", "BERTLITE_INT8_COMPILE": compiled}
     command = [sys.executable, "-m", "bench.compare_child", dtype, model, str(texts)]
     out = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
     if out.returncode:
