@@ -47,7 +47,10 @@ def measure(tree: Path, dtype: str, model: str, texts: int) -> float:
     """
     compiled = "1" if dtype == "int8-compiled" else "0"
     env = child_env() | {"PYTHONPATH": f"{tree}:{ROOT}", "BERTLITE_INT8_COMPILE": compiled}
-    command = [sys.executable, "-m", "bench.compare_child", dtype, model, str(texts)]
+    # This tree's child script for both trees (it knows every dtype spelling), run without putting bench/ on the
+    # path; `tree`'s bertlite comes first on it.
+    child = f"import runpy; runpy.run_path({str(ROOT / 'bench' / 'compare_child.py')!r}, run_name='__main__')"
+    command = [sys.executable, "-c", child, dtype, model, str(texts)]
     out = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"bench compare: the child for {tree} ({dtype}) failed:\n{out.stderr[-2000:]}")
