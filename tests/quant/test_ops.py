@@ -243,3 +243,43 @@ def test_the_timing_races_the_ops_against_the_eager_ops(built) -> None:
     rounds = ops.time_passes(torch.ops.bertlite_int8)
     assert set(rounds.seconds) == {"ops", "eager"}
     assert all(s > 0 for seconds in rounds.seconds.values() for s in seconds)
+
+
+# The vector widths below this CPU's: each is a build of its own (ops.cpp's AVX2 and portable code paths), held
+# to the same eager reference, in a process that runs torch at that width (ATEN_CPU_CAPABILITY).
+WIDTHS = ("default", "avx2", "avx512")
+HERE = torch.backends.cpu.get_cpu_capability().lower()
+NARROWER = WIDTHS[: WIDTHS.index(HERE)] if HERE in WIDTHS else ("default",)  # ARM, POWER: the portable build
+WIDTH_CHECK = """
+import torch
+from bertlite.quant import ops
+from bertlite.quant.rows import quantize_rows
+from tests.quant.test_compiled import rows_with_ties
+from tests.quant.test_ops import assert_gelu_close
+assert ops.build(), ops.reason()
+for asymmetric, zero_point in ((False, 128), (True, 0)):
+    x = rows_with_ties(257, 401, asymmetric, 255, zero_point)
+    channels = torch.tensor([5, 133, 400])
+    got = ops.quantize_rows(x, None, channels, asymmetric, 255, zero_point)
+    expected = quantize_rows(x.index_fill(1, channels, 0.0), None, asymmetric, 255, zero_point)
+    assert all(torch.equal(a, b) for a, b in zip(got, expected)), asymmetric
+y = torch.linspace(-40, 40, 100_003)[None]
+assert_gelu_close(ops.dequantize(y.clone(), torch.ones(1, 1), None, None, None, None, "gelu"), y)
+print(torch.backends.cpu.get_cpu_capability(), "ok")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", NARROWER)
+def test_each_narrower_vector_width_gives_the_eager_numbers(width: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": width, "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, "-c", WIDTH_CHECK], env=env, cwd=root, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-2:] == [width.upper(), "ok"]
