@@ -46,6 +46,7 @@ TIMED_TOKENS, TIMED_WIDTH = 256, 3072
 
 
 def enabled_by_environment() -> bool:
+    """Whether the environment allows the ops (BERTLITE_INT8_OPS and BERTLITE_INT8_COMPILE not "0")."""
     return os.environ.get("BERTLITE_INT8_OPS", "1") != "0" and os.environ.get("BERTLITE_INT8_COMPILE", "1") != "0"
 
 
@@ -62,6 +63,7 @@ def build() -> bool:
 
 
 def built() -> bool:
+    """Whether this process built and checked the ops, and uses them."""
     return _state.get("ops") is not None
 
 
@@ -76,9 +78,10 @@ def usable() -> bool:
 
 
 def _flags() -> list[str]:
+    """The compiler flags for this CPU's capability (the vector width torch dispatches to here)."""
     capability = torch.backends.cpu.get_cpu_capability()
     vector = _CAPABILITY_FLAGS.get(capability, [])
-    # at::parallel_for runs on torch's OpenMP threads only when compiled with OpenMP, as torch is here.
+    # at::parallel_for runs on torch's OpenMP threads only when compiled with OpenMP, as torch is (where it is).
     threads = ["-fopenmp"] if torch.backends.openmp.is_available() else []
     # No FMA contraction: each value rounds as the eager ops' separate multiply and add round it.
     return ["-O3", "-ffp-contract=off", f"-DCPU_CAPABILITY={capability}", *vector, *threads]
