@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -268,6 +268,29 @@ def window_bias(queries: range, keys: range, window: int, like: Tensor) -> Tenso
     return torch.zeros(far.shape, dtype=like.dtype, device=like.device).masked_fill_(far, torch.finfo(like.dtype).min)
 
 
+def run_views(
+    qkv: Tensor, out: Tensor, layout: PackedLayout, heads: int
+) -> Iterator[tuple[Tensor, Tensor, Tensor, Tensor, int]]:
+    """Each run of equal-length sequences (layout.runs), whose packed rows already are a (sequences, length) grid.
+
+    Args:
+        qkv: (N, 3H) packed query|key|value.
+        out: (N, H), where the context goes.
+        layout: the batch's layout.
+        heads: attention heads.
+
+    Yields:
+        Per run: query, key and value as (n, heads, L, head_size) views of qkv, the run's (n, L, heads,
+        head_size) view of out, and L.
+    """
+    hidden = out.shape[1]
+    head_size = hidden // heads
+    for start, count, length in layout.runs:
+        rows = slice(start, start + count * length)
+        q, k, v = qkv[rows].view(count, length, 3, heads, head_size).permute(2, 0, 3, 1, 4)
+        yield q, k, v, out[rows].view(count, length, heads, head_size), length
+
+
 def packed_windowed_attention(
     qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float, window: int
 ) -> tuple[Tensor, None]:
@@ -288,13 +311,8 @@ def packed_windowed_attention(
     dtype = qkv.dtype
     if qkv.device.type == "cpu" and dtype in (torch.bfloat16, torch.float16):
         qkv = qkv.float()
-    hidden = qkv.shape[1] // 3
-    head_size = hidden // heads
-    out = torch.empty(qkv.shape[0], hidden, dtype=qkv.dtype, device=qkv.device)
-    for start, count, length in layout.runs:
-        rows = slice(start, start + count * length)
-        q, k, v = qkv[rows].view(count, length, 3, heads, head_size).permute(2, 0, 3, 1, 4)  # (n, nh, L, hs)
-        context = out[rows].view(count, length, heads, head_size)
+    out = qkv.new_empty(qkv.shape[0], qkv.shape[1] // 3)
+    for q, k, v, context, length in run_views(qkv, out, layout, heads):
         for first in range(0, length, WINDOW_CHUNK):
             last = min(first + WINDOW_CHUNK, length)
             low, high = max(0, first - window), min(length, last + window)
@@ -433,15 +451,11 @@ def packed_per_sequence_attention(
     Returns:
         ((N, H) context, None).
     """
-    hidden = qkv.shape[1] // 3
-    head_size = hidden // heads
-    out = torch.empty(qkv.shape[0], hidden, dtype=qkv.dtype, device=qkv.device)
-    for start, count, length in layout.runs:
-        rows = slice(start, start + count * length)
-        q, k, v = qkv[rows].view(count, length, 3, heads, head_size).permute(2, 0, 3, 1, 4)  # (n, nh, L, hs)
+    out = qkv.new_empty(qkv.shape[0], qkv.shape[1] // 3)
+    for q, k, v, context, length in run_views(qkv, out, layout, heads):
         bias = None if position_bias is None else position_bias[:, :, :length, :length]  # (1, nh, L, L)
-        context = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p, scale=scaling)
-        out[rows].view(count, length, heads, head_size).copy_(context.transpose(1, 2))
+        attended = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p, scale=scaling)
+        context.copy_(attended.transpose(1, 2))
     return out, None
 
 
