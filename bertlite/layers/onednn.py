@@ -26,8 +26,8 @@ from bertlite.layers.activations import ACT2FN
 from bertlite.layers.linear_choice import KERNELS, LinearShape, linear_kernel
 from bertlite.layers.roles import (
     RESIDUAL_ROLES,
+    activation_owner,
     attention_of,
-    get_part,
     model_layers,
     part,
     replace,
@@ -370,7 +370,7 @@ def optimize(model: nn.Module, pack_weights: bool = True, fuse_activation: bool 
                 set_fuses_residual(layer, role, True)
         intermediate = part(layer, "intermediate")
         if _replaceable(intermediate):
-            hidden_act = _activation_owner(layer).hidden_act
+            hidden_act = activation_owner(layer).hidden_act
             fused = None if roles.gated else _fused_activation(hidden_act, intermediate, fuse_activation)
             form = _form(intermediate, fused or "none", pack_weights)
             replace(layer, "intermediate", OneDNNLinear(intermediate, activation=fused, **form))
@@ -403,13 +403,8 @@ def restore(model: nn.Module) -> nn.Module:
                 set_fuses_residual(layer, role, False)
         if isinstance(part(layer, "intermediate"), OneDNNLinear):
             replace(layer, "intermediate", _plain(part(layer, "intermediate")))
-            replace(layer, "activation", ACT2FN[_activation_owner(layer).hidden_act])
+            replace(layer, "activation", ACT2FN[activation_owner(layer).hidden_act])
     return model
-
-
-def _activation_owner(layer: nn.Module) -> nn.Module:
-    """The module holding a layer's intermediate activation, and its name in `hidden_act`."""
-    return get_part(layer, roles_of(layer).activation.rpartition(".")[0])
 
 
 def is_optimized(model: nn.Module) -> bool:

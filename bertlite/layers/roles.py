@@ -137,6 +137,11 @@ def set_fuses_residual(layer: nn.Module, role: str, value: bool) -> None:
         get_part(layer, owner).fuses_residual = value
 
 
+def activation_owner(layer: nn.Module) -> nn.Module:
+    """The module holding a layer's intermediate activation, and its name in `hidden_act`."""
+    return get_part(layer, roles_of(layer).activation.rpartition(".")[0])
+
+
 def attention_of(layer: nn.Module) -> nn.Module:
     """The module that runs a layer's attention (its attn_implementation and qkv)."""
     return part(layer, "attention")

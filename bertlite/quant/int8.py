@@ -23,8 +23,8 @@ from bertlite.layers.onednn import restore
 from bertlite.layers.roles import (
     BERT_ROLES,
     LINEAR_ROLES,
+    activation_owner,
     attention_of,
-    get_part,
     model_layers,
     part,
     replace,
@@ -321,7 +321,7 @@ def _install(layer: nn.Module, qkv_name: str, role: str, quantized: Int8Linear) 
     elif role == "intermediate":
         replace(layer, role, quantized)
         if not roles_of(layer).gated:  # GeGLU's activation reads half of the output: it stays the layer's
-            quantized.activation = get_part(layer, roles_of(layer).activation.rpartition(".")[0]).hidden_act
+            quantized.activation = activation_owner(layer).hidden_act
             replace(layer, "activation", ACT2FN["linear"])  # applied by the Int8Linear now
     else:
         replace(layer, role, quantized)
