@@ -207,10 +207,16 @@ class Int8Linear(nn.Module):
         top, zero_point = self.grid.activation_max, self.zero_point
         rows = compiled_quant.quantize(x, self.input_scale, self.asymmetric, top, zero_point) if self.compiled else None
         q, scale, low = rows or quantize_rows(x, self.input_scale, self.asymmetric, top, zero_point)
+        return q, scale, self._offset(scale, low)
+
+    def _offset(self, scale: Tensor, low: Tensor) -> Tensor | None:
+        """The per-token offset of an asymmetric input from its rows' minimum (in place), None if symmetric.
+
+        x ~ scale * q + low, so x ~ scale * (q - zp) + offset with offset = low + zp * scale.
+        """
         if not self.asymmetric:
-            return q, scale, None
-        # x ~ scale * q + low, so x ~ scale * (q - zp) + offset with offset = low + zp * scale.
-        return q, scale, low.add_(scale, alpha=zero_point) if zero_point else low
+            return None
+        return low.add_(scale, alpha=self.zero_point) if self.zero_point else low
 
     def gemm(self, qx: Tensor) -> Tensor:
         """Multiply quantized input by the int8 weight.
@@ -270,7 +276,7 @@ class Int8Linear(nn.Module):
         rows = rows.to(torch.float32).contiguous()
         channels, top, zero_point = self.outlier_channels, self.grid.activation_max, self.zero_point
         qx, scale, low = ops.quantize_rows(rows, self.input_scale, channels, self.asymmetric, top, zero_point)
-        offset = (low.add_(scale, alpha=zero_point) if zero_point else low) if self.asymmetric else None
+        offset = self._offset(scale, low)
         if residual is not None:
             residual = residual.reshape(-1, self.out_features).to(torch.float32).contiguous()
         # The float32 channels' products and a residual go in before the activation: then it runs as its own op.

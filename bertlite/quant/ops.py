@@ -39,7 +39,7 @@ _CAPABILITY_FLAGS = {
 }
 _state: dict[str, object] = {}  # "ops": torch.ops.bertlite_int8 once built and checked (None if not); "reason"
 _lock = threading.Lock()
-_NO_CHANNELS: dict[str, Tensor] = {}
+_NO_CHANNELS = torch.empty(0, dtype=torch.long)  # quantize_rows with no float32 channels
 _choices: dict[str, Choice] = {}
 # The timed shape: a batch of tokens through a BERT-base-sized feed-forward's middle.
 TIMED_TOKENS, TIMED_WIDTH = 256, 3072
@@ -137,7 +137,7 @@ def time_passes(ops: object) -> Rounds:
 
     def with_ops() -> None:
         out = ops.dequantize(products.clone(), scale, offset, row_sums, bias, None, ACTIVATIONS["gelu"])  # type: ignore[attr-defined]
-        ops.quantize_rows(out, None, no_channels(), True, 255, 0)  # type: ignore[attr-defined]
+        ops.quantize_rows(out, None, _NO_CHANNELS, True, 255, 0)  # type: ignore[attr-defined]
 
     def eager() -> None:
         out = torch.addcmul(bias, products.clone(), scale).addcmul_(offset, row_sums)
@@ -180,7 +180,7 @@ def _check(ops: object) -> str | None:
         reference = x if skipped is None else x.index_fill(1, skipped, 0.0)
         q, scale, low = eager_rows(reference, input_scale, asymmetric, 255, zero_point)
         q_ops, scale_ops, low_ops = ops.quantize_rows(  # type: ignore[attr-defined]
-            x, input_scale, no_channels() if skipped is None else skipped, asymmetric, 255, zero_point
+            x, input_scale, _NO_CHANNELS if skipped is None else skipped, asymmetric, 255, zero_point
         )
         steps = (q.to(torch.int16) - q_ops.to(torch.int16)).abs()
         close = torch.allclose(scale_ops, scale, rtol=1e-6, atol=0) and torch.allclose(low_ops, low, rtol=1e-6)
@@ -201,14 +201,6 @@ def _check(ops: object) -> str | None:
     return None
 
 
-def no_channels() -> Tensor:
-    """An empty channel list: `quantize_rows` with no float32 channels."""
-    if "empty" not in _NO_CHANNELS:
-        with torch.inference_mode(False):
-            _NO_CHANNELS["empty"] = torch.empty(0, dtype=torch.long)
-    return _NO_CHANNELS["empty"]
-
-
 def quantize_rows(
     x: Tensor, input_scale: Tensor | None, skipped: Tensor | None, asymmetric: bool, top: int, zero_point: int
 ) -> tuple[Tensor, Tensor, Tensor]:
@@ -223,7 +215,7 @@ def quantize_rows(
     Returns:
         (M, K) uint8 q, (M, 1) scale and (M, 1) row minimum.
     """
-    channels = no_channels() if skipped is None else skipped
+    channels = _NO_CHANNELS if skipped is None else skipped
     return _state["ops"].quantize_rows(x, input_scale, channels, asymmetric, top, zero_point)  # type: ignore[union-attr]
 
 
