@@ -40,11 +40,25 @@ def rows_with_ties(rows: int, depth: int, asymmetric: bool, activation_max: int,
     return x
 
 
-@pytest.mark.parametrize("rows", [1, 4, 257])
-@pytest.mark.parametrize("depth", [384, 401])
-@pytest.mark.parametrize("smoothed", [False, True])
-@pytest.mark.parametrize("asymmetric", [False, True])
-@pytest.mark.parametrize("grid", [quantization.FULL_GRID, quantization.Int8Grid(127, 127)], ids=["8-bit", "7-bit"])
+def every_quantization_form(test):
+    """Parametrize `test` over the inputs and forms a row quantization must give the eager integers for: rows,
+    depth (384, and 401 for a scalar tail), smoothed, asymmetric, and the full and a 7-bit grid."""
+    for mark in reversed(
+        [
+            pytest.mark.parametrize("rows", [1, 4, 257]),
+            pytest.mark.parametrize("depth", [384, 401]),
+            pytest.mark.parametrize("smoothed", [False, True]),
+            pytest.mark.parametrize("asymmetric", [False, True]),
+            pytest.mark.parametrize(
+                "grid", [quantization.FULL_GRID, quantization.Int8Grid(127, 127)], ids=["8-bit", "7-bit"]
+            ),
+        ]
+    ):
+        test = mark(test)
+    return test
+
+
+@every_quantization_form
 @pytest.mark.slow
 def test_compiled_kernel_gives_the_eager_integers_bit_for_bit(built, rows, depth, smoothed, asymmetric, grid):
     zero_point = 0 if asymmetric else grid.zero_point

@@ -13,12 +13,11 @@ from torch import nn
 
 from bertlite.jobs.embedder import Embedder
 from bertlite.layers.activations import ACT2FN, identity
-from bertlite.quant import int8 as quantization
 from bertlite.quant import ops
 from bertlite.quant.int8 import Int8Linear, quantize_int8
 from bertlite.quant.rows import quantize_rows
 from tests.helpers import make_hf_model, random_batch, to_bertlite
-from tests.quant.test_compiled import rows_with_ties
+from tests.quant.test_compiled import every_quantization_form, rows_with_ties
 from tests.quant.test_int8 import EIGHT_BIT_BARS, assert_meets_bars
 
 
@@ -51,11 +50,7 @@ def counting(built, monkeypatch: pytest.MonkeyPatch) -> Counting:
     return counter
 
 
-@pytest.mark.parametrize("rows", [1, 4, 257])
-@pytest.mark.parametrize("depth", [384, 401])
-@pytest.mark.parametrize("smoothed", [False, True])
-@pytest.mark.parametrize("asymmetric", [False, True])
-@pytest.mark.parametrize("grid", [quantization.FULL_GRID, quantization.Int8Grid(127, 127)], ids=["8-bit", "7-bit"])
+@every_quantization_form
 @pytest.mark.parametrize("skipped", [False, True], ids=["all-channels", "float32-channels"])
 def test_quantize_rows_gives_the_eager_integers_bit_for_bit(built, rows, depth, smoothed, asymmetric, grid, skipped):
     zero_point = 0 if asymmetric else grid.zero_point
