@@ -26,17 +26,12 @@ import torch
 from torch import Tensor
 
 from bertlite.models.inputs import recording_graph
+from bertlite.utils import native
 from bertlite.utils.measured import Choice, Rounds, choose, machine_key, time_rounds
 
 # The activations `dequantize` computes, by their config name (ACT2FN's key), and their code in ops.cpp.
 ACTIVATIONS = {"gelu": 1}
 _SOURCE = Path(__file__).with_name("ops.cpp")
-# The vector flags of each of torch's CPU capabilities (torch.backends.cpu.get_cpu_capability), as torch
-# builds its own kernels for that capability; any other capability builds the portable vectors.
-_CAPABILITY_FLAGS = {
-    "AVX512": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma", "-DCPU_CAPABILITY_AVX512"],
-    "AVX2": ["-mavx2", "-mfma", "-mf16c", "-DCPU_CAPABILITY_AVX2"],
-}
 _state: dict[str, object] = {}  # "ops": torch.ops.bertlite_int8 once built and checked (None if not); "reason"
 _lock = threading.Lock()
 _NO_CHANNELS = torch.empty(0, dtype=torch.long)  # quantize_rows with no float32 channels
@@ -77,16 +72,6 @@ def usable() -> bool:
     return _state.get("ops") is not None and not torch.is_grad_enabled() and not recording_graph()
 
 
-def _flags() -> list[str]:
-    """The compiler flags for this CPU's capability (the vector width torch dispatches to here)."""
-    capability = torch.backends.cpu.get_cpu_capability()
-    vector = _CAPABILITY_FLAGS.get(capability, [])
-    # at::parallel_for runs on torch's OpenMP threads only when compiled with OpenMP, as torch is (where it is).
-    threads = ["-fopenmp"] if torch.backends.openmp.is_available() else []
-    # No FMA contraction: each value rounds as the eager ops' separate multiply and add round it.
-    return ["-O3", "-ffp-contract=off", f"-DCPU_CAPABILITY={capability}", *vector, *threads]
-
-
 def _build() -> tuple[object, str | None]:
     """torch.ops.bertlite_int8 built, loaded and checked against the eager ops, or None and why not."""
     if not enabled_by_environment():
@@ -94,8 +79,7 @@ def _build() -> tuple[object, str | None]:
     try:
         ops = _load()
     except Exception as error:  # no compiler, no ninja, no headers: keep the eager ops
-        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        return None, f"its C++ build failed here ({type(error).__name__}: {first[:200]})"
+        return None, f"its C++ build failed here ({native.first_line(error)})"
     mismatch = _check(ops)
     if mismatch:
         return None, mismatch
@@ -149,16 +133,7 @@ def time_passes(ops: object) -> Rounds:
 
 def _load() -> object:
     """Build ops.cpp for this CPU (or find it built in torch's extension cache) and load it: torch.ops.bertlite_int8."""
-    from torch.utils import cpp_extension
-
-    flags = _flags()
-    cpp_extension.load(
-        f"bertlite_int8_ops_{torch.backends.cpu.get_cpu_capability().lower()}",
-        [str(_SOURCE)],
-        extra_cflags=flags,
-        extra_ldflags=[flag for flag in flags if flag == "-fopenmp"],
-        is_python_module=False,
-    )
+    native.load("bertlite_int8_ops", _SOURCE)
     return torch.ops.bertlite_int8
 
 
