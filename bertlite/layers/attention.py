@@ -8,13 +8,14 @@ of the layout it is given:
   "eager" is its reference (the padded eager on a scattered grid); "sdpa" is one SDPA
   call on the padded grid; "per_sequence" one SDPA call per run of equal lengths, no grid;
   "half_bmm" two batched GEMMs on a head-major grid (bf16/fp16); "nested" torch's jagged
-  tensors; "varlen" flash attention over the packed rows themselves (CUDA, bf16/fp16: the GPU's
-  packed default, which jobs.prepare installs where it runs); "auto" picks one of the CPU forms
-  per batch, by its shape and dtype (the default that layers.onednn.optimize installs). On a
-  padded batch "auto" and "varlen" are "sdpa".
+  tensors; "varlen" one call over the packed rows themselves: flash attention on CUDA (bf16/fp16:
+  the GPU's packed default, which jobs.prepare installs where it runs), bertlite's C++ op on the CPU
+  (layers.native_attention: layers.onednn.optimize installs it where it was built and timed faster);
+  "auto" picks one of the CPU's SDPA forms per batch, by its shape and dtype (the default that
+  layers.onednn.optimize installs otherwise). On a padded batch "auto" and "varlen" are "sdpa".
 A model with a relative position bias (MPNet) gives it to every implementation as `position_bias`, the
-(1, nh, T, T) terms added to the scaled scores; packed, "nested" and "varlen" (kernels without an additive
-bias) run "sdpa" instead (PACKED_BIASED_ATTENTION).
+(1, nh, T, T) terms added to the scaled scores; packed, "nested" (a kernel without an additive bias) runs
+"sdpa" instead, "varlen" "auto" on the CPU and "sdpa" elsewhere (PACKED_BIASED_ATTENTION).
 Attention is the only step that looks at sequence boundaries.
 """
 
@@ -486,11 +487,15 @@ def packed_nested_attention(
 def packed_varlen_attention(
     qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
 ) -> tuple[Tensor, None]:
-    """Flash attention on the packed rows as they are, each sequence found by layout.cu_seqlens: one call,
-    no grid, no padding (torch.nn.attention.varlen, the kernel flash-attention's unpadded BERT runs).
+    """Attention on the packed rows as they are, each sequence found by layout.cu_seqlens: one call, no grid,
+    no padding. On CUDA (bf16/fp16) torch's flash attention (torch.nn.attention.varlen, the kernel
+    flash-attention's unpadded BERT runs); on the CPU bertlite's C++ op (bertlite.layers.native_attention,
+    built on the first call where no caller built it), bf16/fp16 in float32 as "auto" runs them.
 
-    CUDA with bf16/fp16 only, inference only; jobs.prepare.packed_attention_for checks that it runs on
-    the model's device and dtype before installing it.
+    Inference only: on the CPU, a forward that records gradients or drops probabilities out runs "auto"
+    (the same numbers within float32 rounding). jobs.prepare.packed_attention_for checks that the CUDA
+    kernel runs on the model's device and dtype before installing it; layers.onednn.optimize installs the
+    CPU op where it was built and timed faster than SDPA here.
 
     Args:
         qkv, layout, heads, scaling, dropout_p: as in packed_eager_attention.
@@ -499,15 +504,18 @@ def packed_varlen_attention(
         ((N, H) context, None).
 
     Raises:
-        ValueError: dropout_p is not 0, or qkv is not a CUDA float16/bfloat16 tensor.
-        AttentionUnavailableError: this torch has no varlen_attn.
+        ValueError: on CUDA, dropout_p is not 0, or qkv is not float16/bfloat16; another device.
+        AttentionUnavailableError: this torch has no varlen_attn (CUDA), or the C++ op does not build or
+            check out here (CPU).
     """
+    if qkv.device.type == "cpu":
+        return _cpu_varlen_attention(qkv, layout, heads, scaling, dropout_p)
     if dropout_p:
         raise ValueError("attn_implementation='varlen' runs inference only (no attention dropout)")
     if qkv.device.type != "cuda" or qkv.dtype not in (torch.float16, torch.bfloat16):
         raise ValueError(
-            f"attn_implementation='varlen' runs on CUDA in float16 or bfloat16, got {qkv.device.type} {qkv.dtype}; "
-            "use 'sdpa' or 'auto'"
+            f"attn_implementation='varlen' runs on the CPU, or on CUDA in float16 or bfloat16, got "
+            f"{qkv.device.type} {qkv.dtype}; use 'sdpa' or 'auto'"
         )
     if varlen_attn is None:
         raise AttentionUnavailableError(
@@ -521,6 +529,44 @@ def packed_varlen_attention(
     cu_seqlens, width = layout.cu_seqlens, layout.max_length
     context = varlen_attn(query, key, value, cu_seqlens, cu_seqlens, width, width, **scale)  # (N, nh, hs)
     return context.reshape(n, heads * head_size), None
+
+
+def _cpu_varlen_attention(
+    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
+) -> tuple[Tensor, None]:
+    """packed_varlen_attention on the CPU: bertlite's C++ op, or "auto" where it cannot run this forward."""
+    from bertlite.layers import native_attention
+
+    if dropout_p or (torch.is_grad_enabled() and qkv.requires_grad):  # the op has no backward
+        return packed_auto_attention(qkv, layout, heads, scaling, dropout_p)
+    if not native_attention.available():
+        raise AttentionUnavailableError(
+            f"attn_implementation='varlen' on the CPU runs bertlite's C++ attention, which is not available "
+            f"here: {native_attention.reason()}; use 'auto'"
+        )
+    context = native_attention.packed_attention(qkv.float(), layout, heads, scaling)
+    return context.to(qkv.dtype), None
+
+
+def packed_biased_varlen_attention(
+    qkv: Tensor,
+    layout: PackedLayout,
+    heads: int,
+    scaling: float,
+    dropout_p: float,
+    position_bias: Tensor | None = None,
+) -> tuple[Tensor, None]:
+    """ "varlen" for a model with a position bias, which neither varlen kernel adds: "auto" on the CPU (SDPA
+    per run), "sdpa" on the padded grid elsewhere.
+
+    Args:
+        qkv, layout, heads, scaling, dropout_p, position_bias: as in packed_eager_attention.
+
+    Returns:
+        ((N, H) context, None).
+    """
+    fallback = packed_auto_attention if qkv.device.type == "cpu" else packed_sdpa_attention
+    return fallback(qkv, layout, heads, scaling, dropout_p, position_bias)
 
 
 PACKED_ATTENTION: dict[str, PackedAttentionFn] = {
@@ -539,7 +585,7 @@ PACKED_BIASED_ATTENTION: dict[str, Callable[..., tuple[Tensor, Tensor | None]]] 
     "per_sequence": packed_per_sequence_attention,
     "half_bmm": packed_half_bmm_attention,
     "nested": packed_sdpa_attention,
-    "varlen": packed_sdpa_attention,
+    "varlen": packed_biased_varlen_attention,
     "auto": packed_auto_attention,
 }
 DEFAULT_ATTENTION = "sdpa"

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from bertlite.layers import native_attention
 from bertlite.layers.activations import ACT2FN
 from bertlite.layers.linear_choice import KERNELS, LinearShape, linear_kernel
 from bertlite.layers.roles import (
@@ -330,9 +331,10 @@ def optimize(model: nn.Module, pack_weights: bool = True, fuse_activation: bool 
     query/key/value run as one FusedQKV (a layer whose one Linear already gives them, ModernBERT's Wqkv, runs it as
     a OneDNNLinear); each encoder dense runs as a OneDNNLinear with its activation (intermediate, where that pays
     on this CPU; not a gated one's) or residual add (attention output, output) fused; attention
-    "sdpa" becomes "auto"
-    (bertlite.layers.attention). Only plain float32/bfloat16 Linears on the CPU are replaced (int8's
-    modules, adapters and other devices are left as they are), and only with forms oneDNN runs here.
+    "sdpa" becomes "varlen" where this process built the C++ attention and it was timed faster here
+    (bertlite.layers.native_attention), else "auto" (bertlite.layers.attention). Only plain float32/bfloat16
+    Linears on the CPU are replaced (int8's modules, adapters and other devices are left as they are), and
+    only with forms oneDNN runs here.
     A float32 Linear runs MKL's GEMM (torch's F.linear) instead where that was timed faster at its shape
     on this CPU (bertlite.layers.linear_choice; timed once per shape, here, not per call).
 
@@ -361,7 +363,7 @@ def optimize(model: nn.Module, pack_weights: bool = True, fuse_activation: bool 
             if all(_replaceable(m) for m in linears) and all(m.bias is not None for m in linears):
                 attention.qkv = FusedQKV(*linears, **_form(linears[0], "none", pack_weights, outputs=3))
         if attention.attn_implementation == "sdpa":
-            attention.attn_implementation = "auto"
+            attention.attn_implementation = "varlen" if native_attention.built() else "auto"
         for role in RESIDUAL_ROLES:
             dense = part(layer, role)
             if _replaceable(dense) and linear_add_works(dense.weight.dtype):

@@ -100,11 +100,12 @@ def test_no_varlen_attention_off_cuda_or_in_float32() -> None:
     assert prepare.packed_attention_for(torch.device("cuda"), torch.float32, 8) is None
 
 
-def test_varlen_attention_off_cuda_is_refused_by_name() -> None:
-    hf = make_hf_model()
-    model = to_bertlite(hf, attn="varlen")
-    with pytest.raises(ValueError, match=r"'varlen' runs on CUDA in float16 or bfloat16, got cpu torch.float32"):
-        model(input_ids=torch.tensor([5, 6, 7, 8]), lengths=torch.tensor([3, 1]))
+def test_varlen_attention_off_the_cpu_and_cuda_is_refused_by_name() -> None:
+    # On the CPU "varlen" is bertlite's C++ attention (tests/layers/test_native_attention.py).
+    layout = PackedLayout.from_lengths(torch.tensor([3, 1]), torch.float32, device="meta")
+    qkv = torch.empty(4, 3 * 2 * 8, device="meta")
+    with pytest.raises(ValueError, match=r"'varlen' runs on the CPU, or on CUDA in float16 or bfloat16, got meta"):
+        packed_varlen_attention(qkv, layout, 2, 8**-0.5, 0.0)
 
 
 def test_a_layout_built_for_another_device_keeps_its_runs_and_cumulative_lengths() -> None:

@@ -236,7 +236,7 @@ def test_left_padding_and_given_positions_are_transformers_bitwise(model_folder)
             assert torch.equal(ours(**batch, **extra).last_hidden_state, hf(**batch, **extra).last_hidden_state)
 
 
-@pytest.mark.parametrize("attn", sorted(set(PACKED_ATTENTION) - {"varlen"}))
+@pytest.mark.parametrize("attn", sorted(PACKED_ATTENTION))
 def test_sdpa_and_every_packed_attention_match_transformers(model_folder, attn) -> None:
     config, path = model_folder
     hf = make_hf(config=config)

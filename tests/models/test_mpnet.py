@@ -130,7 +130,7 @@ def test_left_padding_and_given_positions_are_transformers_bitwise(folder) -> No
             assert torch.equal(ours(**batch, **extra).last_hidden_state, hf(**batch, **extra).last_hidden_state)
 
 
-@pytest.mark.parametrize("attn", sorted(set(PACKED_ATTENTION) - {"varlen"}))
+@pytest.mark.parametrize("attn", sorted(PACKED_ATTENTION))
 def test_sdpa_and_every_packed_attention_match_transformers(folder, attn) -> None:
     config, path = folder
     hf = make_hf(config=config)

@@ -94,8 +94,8 @@ def test_forward_matches_transformers(case, attn):
     torch.testing.assert_close(got.pooler_output, expected.pooler_output, atol=1e-5, rtol=0)
 
 
-# "varlen" runs on CUDA in half precision only (tests/jobs/test_prepare.py checks it there).
-@given(cases(), st.sampled_from(sorted(set(PACKED_ATTENTION) - {"varlen"})))
+# "varlen" on the CPU is bertlite's C++ attention (tests/layers/test_native_attention.py builds and checks it).
+@given(cases(), st.sampled_from(sorted(PACKED_ATTENTION)))
 @pytest.mark.slow
 def test_unpadded_path_matches_transformers_on_real_tokens(case, attn):
     config, inputs, seed = case
