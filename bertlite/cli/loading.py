@@ -1,5 +1,5 @@
 """The one place a `bertlite` command loads its job (embed, its other tasks, rerank, serve): its flags mapped
-to the job class's from_pretrained, and int8's compiled input quantization built first where it repays.
+to the job class's from_pretrained, and the compiled kernels built first where they repay.
 
 Torch-free at import, as the parsers are: the job classes are imported when a job loads.
 """
@@ -24,8 +24,8 @@ def load_job(args: argparse.Namespace, kind: str | None = None) -> Any:
 
     Maps the flags the commands share (--dtype, int8 included, --device, --pack-weights, --max-length,
     --truncate-dim, and embed's --pooling and --normalize) to from_pretrained's keywords; a flag a
-    command does not have, or did not get, leaves the job's default. With --dtype int8 it first builds
-    the compiled input quantization where the command repays it (build_int8_kernel). Except in
+    command does not have, or did not get, leaves the job's default. It first builds the compiled
+    kernels where the command repays them (build_kernels). Except in
     serve, a SlowDtypeWarning or Int8PrecisionWarning is one `bertlite COMMAND: warning: ...` line.
 
     Args:
@@ -48,7 +48,7 @@ def load_job(args: argparse.Namespace, kind: str | None = None) -> Any:
     if kind in ("sparse", "multi-vector") and kinds.detect_kind(args.model) == "m3":
         kind = "m3"  # BGE-M3's lexical weights and ColBERT vectors come from its own heads
     options = job_options(args, kind)
-    build_int8_kernel(args)
+    build_kernels(args)
     if args.command == "serve":  # loaded in the worker thread: catching warnings there would catch other threads'
         return kinds.load_job(kind, args.model, **options)
     with one_line_dtype_warnings(f"bertlite {args.command}"):
@@ -70,17 +70,23 @@ def job_options(args: argparse.Namespace, kind: str) -> dict[str, Any]:
     return options
 
 
-def build_int8_kernel(args: argparse.Namespace) -> None:
-    """With --dtype int8, build int8's compiled input quantization before the job loads, so its model
-    runs it on every token: in `serve` always (a server is the long job that repays it, and no request
-    waits for it), in `embed` when its input is a file large enough to repay it
-    (bertlite.quant.compiled.repays). Stdin, a pipe, a short file and `rerank` keep the eager ops (the
-    same vectors); so does a machine where it cannot build."""
-    if args.dtype != "int8" or not (args.command == "serve" or (args.command == "embed" and _input_repays(args))):
+def build_kernels(args: argparse.Namespace) -> None:
+    """Build the compiled kernels a long job repays before the job loads, so that its model runs them on
+    every token: in `serve` always (a server is the long job, and no request waits for them), in `embed`
+    when its input is a file large enough (bertlite.quant.compiled.repays). On the CPU that is the C++
+    packed attention (bertlite.layers.native_attention); with --dtype int8 also int8's compiled input
+    quantization. Stdin, a pipe, a short file and `rerank` keep torch's ops (the same vectors within
+    float32 rounding); so does a machine where they cannot build."""
+    if not (args.command == "serve" or (args.command == "embed" and _input_repays(args))):
         return
-    from bertlite.quant.int8 import build_compiled_quantization
+    if args.device in (None, "cpu"):
+        from bertlite.layers import native_attention
 
-    build_compiled_quantization()
+        native_attention.build()
+    if args.dtype == "int8":
+        from bertlite.quant.int8 import build_compiled_quantization
+
+        build_compiled_quantization()
 
 
 def _input_repays(args: argparse.Namespace) -> bool:

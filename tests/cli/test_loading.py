@@ -1,5 +1,6 @@
-"""cli/loading.load_job: each command's flags become the same from_pretrained keywords, once, and int8's
-compiled quantization is built where the command repays it (recorded here, nothing is loaded)."""
+"""cli/loading.load_job: each command's flags become the same from_pretrained keywords, once, and the compiled
+kernels (the C++ attention; int8's quantization) are built where the command repays them (recorded here,
+nothing is loaded or built)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import bertlite.quant.int8
 from bertlite.cli import build_parser
 from bertlite.cli.loading import load_job
 from bertlite.errors import SlowDtypeWarning
+from bertlite.layers import native_attention
 
 
 @pytest.fixture
@@ -31,11 +33,13 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, dict[str, Any
     return seen
 
 
-@pytest.fixture
-def builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """One entry per build of int8's compiled quantization; every input of 1,000 bytes or more repays it."""
-    seen: list[int] = []
-    monkeypatch.setattr(bertlite.quant.int8, "build_compiled_quantization", lambda: seen.append(1))
+@pytest.fixture(autouse=True)
+def builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """One entry per build: "attention" (the C++ attention) or "int8" (int8's compiled quantization); every
+    input of 1,000 bytes or more repays them."""
+    seen: list[str] = []
+    monkeypatch.setattr(native_attention, "build", lambda: seen.append("attention"))
+    monkeypatch.setattr(bertlite.quant.int8, "build_compiled_quantization", lambda: seen.append("int8"))
     monkeypatch.setattr(bertlite.quant.compiled, "repays", lambda text_bytes: text_bytes >= 1000)
     return seen
 
@@ -51,7 +55,7 @@ def parse(*argv: str) -> Any:
 PLACEMENT = {"device": None, "dtype": "int8", "pack_weights": False}
 
 
-def test_every_command_maps_its_flags_to_the_same_keywords(loads: list, builds: list[int]) -> None:
+def test_every_command_maps_its_flags_to_the_same_keywords(loads: list, builds: list[str]) -> None:
     common = ("--dtype", "int8", "--no-pack-weights")
     load_job(
         parse("embed", "m", "-i", "-", "-o", "o.npy", *common, "--max-length", "64", "--pooling", "cls"), "embedding"
@@ -72,30 +76,29 @@ def test_every_command_maps_its_flags_to_the_same_keywords(loads: list, builds: 
     assert all("quantize" not in keywords for _, _, keywords in loads)  # int8 is one spelling: dtype="int8"
 
 
-def test_truncate_dim_for_a_kind_that_cannot_cut_is_refused_before_loading(loads: list, builds: list[int]) -> None:
+def test_truncate_dim_for_a_kind_that_cannot_cut_is_refused_before_loading(loads: list, builds: list[str]) -> None:
     with pytest.raises(ValueError, match="--truncate-dim: the model is a sparse model, whose outputs cannot be cut"):
         load_job(parse("serve", "m", "--dtype", "int8", "--truncate-dim", "8"))
     assert loads == [] and builds == []
 
 
-def test_int8_builds_the_compiled_quantization_where_the_command_repays_it(
-    loads: list, builds: list[int], tmp_path: Path
-) -> None:
+def test_the_kernels_are_built_where_the_command_repays_them(loads: list, builds: list[str], tmp_path: Path) -> None:
     big, small = tmp_path / "big.txt", tmp_path / "small.txt"
     big.write_text("a text\n" * 200)
     small.write_text("a text\n")
     load_job(parse("serve", "m", "--dtype", "int8"))
-    assert builds == [1]  # a server always: it is the long job
+    assert builds == ["attention", "int8"]  # a server always: it is the long job
     load_job(parse("embed", "m", "-i", str(big), "-o", "o.npy", "--dtype", "int8"), "embedding")
-    assert builds == [1, 1]
+    load_job(parse("embed", "m", "-i", str(big), "-o", "o.npy", "--dtype", "float32"), "embedding")
+    assert builds == ["attention", "int8"] * 2 + ["attention"]
     for argv in (
         ("embed", "m", "-i", str(small), "-o", "o.npy", "--dtype", "int8"),  # too short to repay it
         ("embed", "m", "-i", "-", "-o", "o.npy", "--dtype", "int8"),  # stdin: its length is not known
-        ("embed", "m", "-i", str(big), "-o", "o.npy", "--dtype", "float32"),
-        ("rerank", "m", "-i", str(big), "-o", "o.jsonl", "--dtype", "int8"),  # keeps the eager ops
+        ("embed", "m", "-i", str(big), "-o", "o.npy", "--dtype", "float32", "--device", "cuda"),  # a CPU kernel
+        ("rerank", "m", "-i", str(big), "-o", "o.jsonl", "--dtype", "int8"),  # keeps torch's ops
     ):
         load_job(parse(*argv), "embedding")
-    assert builds == [1, 1]
+    assert builds == ["attention", "int8"] * 2 + ["attention"]
 
 
 def test_dtype_warnings_are_one_line_on_stderr_except_in_serve(
