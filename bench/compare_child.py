@@ -1,6 +1,7 @@
 """One measurement of `python -m bench compare`, in a child process: DTYPE MODEL TEXTS -> one JSON line.
 
-It uses only bertlite's public API (Embedder), so it runs against any commit's tree.
+It uses only bertlite's public API (Embedder, and the compiled kernels where the tree has them), so it runs against
+any commit's tree.
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ def main() -> None:
     from bertlite import Embedder
 
     dtype, model, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    try:  # the C++ attention, where this tree has it: built before the model is made ready, as a long job does
+        from bertlite.layers import native_attention
+    except ImportError:
+        pass
+    else:
+        native_attention.build()
     if dtype == "int8-compiled":  # as a long job runs int8: its compiled kernels built before it quantizes
         from bertlite.quant.int8 import build_compiled_quantization
 

@@ -26,6 +26,7 @@ CONFIGS: dict[str, tuple[str, Callable[[str], Runner]]] = {
     "hf_eager_fp32_sorted": ("fp32", lambda p: transformers_runner(p, "eager", torch.float32, sort=True)),
     "sentence_transformers_fp32": ("fp32", sentence_transformers_runner),
     # the packed attention implementations of bertlite.layers.attention, for --configs attention
+    "bertlite_fp32_auto_attention": ("fp32", lambda p: bertlite_runner(p, None, attn_implementation="auto")),
     "bertlite_fp32_per_sequence": ("fp32", lambda p: bertlite_runner(p, None, attn_implementation="per_sequence")),
     "bertlite_fp32_nested": ("fp32", lambda p: bertlite_runner(p, None, attn_implementation="nested")),
     "bertlite_fp32_padded_batches": ("fp32", lambda p: bertlite_runner(p, None, BATCH_SIZE, unpad=False)),
@@ -56,6 +57,7 @@ GROUPS: dict[str, list[str]] = {
     ],
     "attention": [
         "bertlite_fp32",
+        "bertlite_fp32_auto_attention",
         "bertlite_fp32_per_sequence",
         "bertlite_fp32_nested",
         "bertlite_fp32_padded_batches",

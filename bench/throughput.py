@@ -226,6 +226,10 @@ def run(args: argparse.Namespace) -> None:
         results["throughput"] = bench_throughput(model_path, texts, args.configs, args.rounds, args.pause)
         vectors = results["throughput"].pop("vectors")
         print(format_throughput(results["throughput"], emulated["not_capped"] if emulated else {}))
+        from bertlite.layers import native_attention
+
+        results["cpu_attention"] = native_attention.describe()
+        print(f"bertlite's attention on the CPU: {results['cpu_attention']}")
         if "bertlite_int8" in args.configs:
             from bertlite.quant.int8 import describe_quantization
 

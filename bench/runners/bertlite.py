@@ -8,8 +8,8 @@ from bench.runners import Runner
 
 
 def load_bertlite(model_path: str, dtype: str | None, **embedder_kwargs: Any) -> Any:
-    """Embedder.from_pretrained; int8 with its compiled quantization built first, as a long job runs it
-    (compiled_quant.BUILD_AFTER_TOKENS).
+    """Embedder.from_pretrained with the compiled kernels built first, as a long job runs it (`bertlite serve`,
+    `bertlite embed` of a large file): the C++ attention, and for int8 its compiled quantization.
 
     Args:
         model_path: the checkpoint folder.
@@ -20,7 +20,9 @@ def load_bertlite(model_path: str, dtype: str | None, **embedder_kwargs: Any) ->
         The Embedder.
     """
     from bertlite import Embedder
+    from bertlite.layers import native_attention
 
+    native_attention.build()  # before the model is made ready, which then installs it
     if dtype == "int8":  # before the model is quantized, which then runs it
         from bertlite.quant.int8 import build_compiled_quantization
 
