@@ -492,10 +492,11 @@ def packed_varlen_attention(
     flash-attention's unpadded BERT runs); on the CPU bertlite's C++ op (bertlite.layers.native_attention,
     built on the first call where no caller built it), bf16/fp16 in float32 as "auto" runs them.
 
-    Inference only: on the CPU, a forward that records gradients or drops probabilities out runs "auto"
-    (the same numbers within float32 rounding). jobs.prepare.packed_attention_for checks that the CUDA
-    kernel runs on the model's device and dtype before installing it; layers.onednn.optimize installs the
-    CPU op where it was built and timed faster than SDPA here.
+    Inference only: on the CPU, a forward that records gradients, drops probabilities out or is recorded
+    into a graph (torch.compile, torch.export) runs "auto" (the same numbers within float32 rounding).
+    jobs.prepare.packed_attention_for checks that the CUDA kernel runs on the model's device and dtype
+    before installing it; layers.onednn.optimize installs the CPU op where it was built and timed faster
+    than SDPA here.
 
     Args:
         qkv, layout, heads, scaling, dropout_p: as in packed_eager_attention.
@@ -536,8 +537,10 @@ def _cpu_varlen_attention(
 ) -> tuple[Tensor, None]:
     """packed_varlen_attention on the CPU: bertlite's C++ op, or "auto" where it cannot run this forward."""
     from bertlite.layers import native_attention
+    from bertlite.utils.graph import recording_graph
 
-    if dropout_p or (torch.is_grad_enabled() and qkv.requires_grad):  # the op has no backward
+    # The op has no backward and no graph form (torch.compile, torch.export, tracing): those run SDPA.
+    if dropout_p or (torch.is_grad_enabled() and qkv.requires_grad) or recording_graph():
         return packed_auto_attention(qkv, layout, heads, scaling, dropout_p)
     if not native_attention.available():
         raise AttentionUnavailableError(

@@ -22,6 +22,7 @@ import threading
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from bertlite.layers.packing import PackedLayout
@@ -111,15 +112,13 @@ def _load() -> object:
 def _check(ops: object) -> str | None:
     """Why the op's context differs from per-sequence SDPA's on a probe, or None where it agrees within
     float32 rounding: lengths across the vector widths' edges, head sizes on and off the vector width."""
-    from bertlite.layers.attention import packed_per_sequence_attention
-
     generator = torch.Generator().manual_seed(0)
-    lengths = torch.tensor([1, 3, 16, 17, 40, 70, 129])
-    layout = PackedLayout.from_lengths(lengths, torch.float32)
+    lengths = [1, 3, 16, 17, 40, 70, 129]
+    cu_seqlens = torch.tensor([0, *lengths]).cumsum(0)
     for heads, head_size in ((4, 32), (2, 20), (3, 64)):
-        qkv = torch.randn(int(lengths.sum()), 3 * heads * head_size, generator=generator) * 2
-        expected, _ = packed_per_sequence_attention(qkv, layout, heads, head_size**-0.5, 0.0)
-        got = ops.packed_attention(qkv, layout.cu_seqlens, heads, head_size**-0.5)  # type: ignore[attr-defined]
+        qkv = torch.randn(sum(lengths), 3 * heads * head_size, generator=generator) * 2
+        expected = sdpa_runs(qkv, [(1, length) for length in lengths], heads, head_size**-0.5)
+        got = ops.packed_attention(qkv, cu_seqlens, heads, head_size**-0.5)  # type: ignore[attr-defined]
         if not torch.allclose(got, expected, rtol=1e-5, atol=1e-5 * float(expected.abs().max())):
             return "its outputs differ from SDPA's on this machine"
     return None
@@ -146,20 +145,41 @@ def time_attention(ops: object) -> Rounds:
     Returns:
         The Rounds of "native" and "sdpa" (bertlite.utils.measured.time_rounds).
     """
-    from bertlite.layers.attention import packed_per_sequence_attention
-
     generator = torch.Generator().manual_seed(0)
-    lengths = torch.full((TIMED_SEQUENCES,), TIMED_LENGTH)
-    layout = PackedLayout.from_lengths(lengths, torch.float32)
-    qkv = torch.randn(int(lengths.sum()), 3 * TIMED_HEADS * TIMED_HEAD_SIZE, generator=generator)
+    qkv = torch.randn(TIMED_SEQUENCES * TIMED_LENGTH, 3 * TIMED_HEADS * TIMED_HEAD_SIZE, generator=generator)
+    cu_seqlens = torch.arange(TIMED_SEQUENCES + 1) * TIMED_LENGTH
     scaling = TIMED_HEAD_SIZE**-0.5
     with torch.inference_mode():
         return time_rounds(
             {
-                "native": lambda: ops.packed_attention(qkv, layout.cu_seqlens, TIMED_HEADS, scaling),  # type: ignore[attr-defined]
-                "sdpa": lambda: packed_per_sequence_attention(qkv, layout, TIMED_HEADS, scaling, 0.0),
+                "native": lambda: ops.packed_attention(qkv, cu_seqlens, TIMED_HEADS, scaling),  # type: ignore[attr-defined]
+                "sdpa": lambda: sdpa_runs(qkv, [(TIMED_SEQUENCES, TIMED_LENGTH)], TIMED_HEADS, scaling),
             }
         )
+
+
+def sdpa_runs(qkv: Tensor, runs: list[tuple[int, int]], heads: int, scaling: float) -> Tensor:
+    """torch's SDPA on packed rows, one call per run of equal-length sequences, as attention "auto" runs a
+    length-sorted batch: the op's reference and its rival in the timing.
+
+    Args:
+        qkv: (N, 3H) float32 query|key|value rows.
+        runs: (sequences, length) of each run, in row order.
+        heads: attention heads.
+        scaling: the factor on q.k.
+
+    Returns:
+        (N, H) context.
+    """
+    hidden = qkv.shape[1] // 3
+    out, start = qkv.new_empty(qkv.shape[0], hidden), 0
+    for count, length in runs:
+        rows = slice(start, start + count * length)
+        q, k, v = qkv[rows].view(count, length, 3, heads, hidden // heads).permute(2, 0, 3, 1, 4)
+        context = F.scaled_dot_product_attention(q, k, v, scale=scaling)  # (count, heads, length, head_size)
+        out[rows].view(count, length, heads, hidden // heads).copy_(context.transpose(1, 2))
+        start += count * length
+    return out
 
 
 def packed_attention(qkv: Tensor, layout: PackedLayout, heads: int, scaling: float) -> Tensor:

@@ -24,14 +24,10 @@ import torch
 from torch import Tensor
 
 from bertlite.config import BertConfig
+from bertlite.utils.graph import recording_graph
 
 # What an embedding lookup takes; uint8, int16 and bool ids fail deep inside torch.
 ID_DTYPES = (torch.int64, torch.int32)
-
-
-def recording_graph() -> bool:
-    """Whether this forward is being recorded into a graph rather than run (see the module docstring)."""
-    return torch.jit.is_tracing() or torch.compiler.is_compiling()
 
 
 def check_ids(name: str, ids: Tensor, limit: int, limit_name: str) -> None:

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from bertlite.errors import CompiledQuantizationWarning
-from bertlite.models.inputs import recording_graph
+from bertlite.utils.graph import recording_graph
 from bertlite.utils.warn import warn_user
 
 # "kernel": the compiled function once built and checked (None if that failed); "reason": why it is not used

@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from bertlite.models.inputs import recording_graph
 from bertlite.utils import native
+from bertlite.utils.graph import recording_graph
 from bertlite.utils.measured import Choice, Rounds, choose, machine_key, time_rounds
 
 # The activations `dequantize` computes, by their config name (ACT2FN's key), and their code in ops.cpp.

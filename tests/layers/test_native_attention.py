@@ -103,6 +103,23 @@ def test_a_forward_that_records_gradients_runs_auto_and_trains(available) -> Non
     torch.testing.assert_close(grads["varlen"], grads["auto"], atol=1e-6, rtol=1e-5)
 
 
+def test_a_forward_recorded_into_a_graph_runs_auto(available, monkeypatch: pytest.MonkeyPatch) -> None:
+    # torch.compile, torch.export and tracing record SDPA: the op has no graph form.
+    import bertlite.utils.graph
+
+    def not_in_a_graph(*args: object) -> None:
+        raise AssertionError("the C++ op ran while a graph was recorded")
+
+    hf = make_hf_model(attn="eager")
+    batch = packed_inputs(random_batch(hf.config, batch=3, seq=9))
+    with torch.no_grad():
+        expected = to_bertlite(hf, attn="auto")(**batch).last_hidden_state
+        monkeypatch.setattr(bertlite.utils.graph, "recording_graph", lambda: True)
+        monkeypatch.setattr(native_attention, "packed_attention", not_in_a_graph)
+        got = to_bertlite(hf, attn="varlen")(**batch).last_hidden_state
+    assert torch.equal(got, expected)
+
+
 def test_optimize_installs_varlen_only_where_the_op_was_chosen(available, monkeypatch: pytest.MonkeyPatch) -> None:
     hf = make_hf_model(attn="eager")
     monkeypatch.setitem(native_attention._state, "faster", False)
