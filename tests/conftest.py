@@ -31,15 +31,18 @@ def bertlite_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ["BERTLITE_CACHE_DIR"] = saved
 
 
+CHOICE_KEYS = ("faster", "timed", "slower")  # native_attention's state of build()'s timing
+
+
 @pytest.fixture(autouse=True)
 def native_attention_choice() -> Iterator[None]:
     """A test that builds the C++ attention (a `serve` load, native_attention.build()) leaves the op loaded but
     not chosen, so models later tests make ready keep the attention they name ("auto")."""
     from bertlite.layers import native_attention
 
-    saved = {key: native_attention._state[key] for key in ("faster", "slower") if key in native_attention._state}
+    saved = {key: native_attention._state[key] for key in CHOICE_KEYS if key in native_attention._state}
     yield
-    for key in ("faster", "slower"):
+    for key in CHOICE_KEYS:
         native_attention._state.pop(key, None)
     native_attention._state.update(saved)
 

@@ -24,7 +24,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "the dtype that dtype='auto' (the default of Embedder and bertlite embed) resolves to, and the timing it "
         "rests on (bfloat16's speed-up over float32 per round: min, median and max, the rounds dropped because "
         "other processes had the CPU, and whether the verdict was kept for later processes); the int8 kernel and "
-        "integer ranges that dtype='int8' gets here (probed); whether GELU runs inside the GEMM here (timed); and "
+        "integer ranges that dtype='int8' gets here (probed); whether long jobs run the C++ attention here (built, "
+        "checked and timed); whether GELU runs inside the GEMM here (timed); and "
         "which GEMM, oneDNN's or MKL's, runs each float32 Linear shape of BERT-base here (timed by the same rule). "
         "Exit status 0; 2 when BERTLITE_AUTO_DTYPE is not float32 or bfloat16.",
     )
@@ -69,7 +70,8 @@ def _report(caps: Capabilities, verdict: Verdict) -> dict[str, Any]:
 
     Returns:
         The report --json prints: versions, capabilities, threads, cuda_available, auto_dtype (per device),
-        auto_dtype_measurement, int8, families, gelu_fused_in_gemm where float32 GELU can run inside the GEMM, and
+        auto_dtype_measurement, int8, families, cpu_attention (the C++ attention built, checked and timed here:
+        whether long jobs run it, and why), gelu_fused_in_gemm where float32 GELU can run inside the GEMM, and
         float32_linear_kernels where oneDNN's float32 linear runs (linear_kernels).
     """
     import platform
@@ -77,6 +79,7 @@ def _report(caps: Capabilities, verdict: Verdict) -> dict[str, Any]:
     import tokenizers
     import torch
 
+    from bertlite.layers import native_attention
     from bertlite.layers.onednn import activation_fusion_pays, activation_fusion_works, fusion_seconds, linear_works
     from bertlite.quant.int8 import describe_int8
     from bertlite.utils.capabilities import resolve_dtype
@@ -101,6 +104,7 @@ def _report(caps: Capabilities, verdict: Verdict) -> dict[str, Any]:
         },
         "int8": describe_int8(),
         "families": families(),
+        "cpu_attention": {"native": native_attention.build(), "summary": native_attention.describe()},
     }
     if activation_fusion_works("gelu", torch.float32):
         # BERT-base's intermediate Linear; a model times its own sizes when it is optimized.
@@ -183,6 +187,7 @@ def _print_report(report: dict[str, Any], caps: Capabilities, verdict: Verdict) 
     timed = " (BERT-base's Linears; Embedder times the model's own)" if verdict.spread else ""
     print(f"dtype='auto' on cpu: {verdict.reason}{timed}")
     print(f"dtype='int8' runs: {report['int8']['summary']}")
+    print(f"attention on cpu for long jobs (serve, embed of a large file): {report['cpu_attention']['summary']}")
     print(f"model families: {', '.join(report['families'])} (every job runs on each: docs/jobs.md)")
     if "gelu_fused_in_gemm" in report:
         fusion = report["gelu_fused_in_gemm"]

@@ -31,7 +31,7 @@ from bertlite.utils.measured import Choice, Rounds, choose, machine_key, time_ro
 
 _SOURCE = Path(__file__).with_name("attention.cpp")
 # "ops": torch.ops.bertlite_attention once built and checked (None if not), "reason": why not; "faster": the
-# timing's verdict, "slower": why it is not used
+# timing's verdict, with "timed" (its summary) or "slower" (why the op is not used)
 _state: dict[str, object] = {}
 _lock = threading.Lock()
 _choices: dict[str, Choice] = {}
@@ -57,7 +57,9 @@ def build() -> bool:
         if "faster" not in _state:
             choice = timing_choice(_state["ops"])
             _state["faster"] = choice.picked == "native"
-            if not _state["faster"]:
+            if _state["faster"]:
+                _state["timed"] = choice.summary()
+            else:
                 _state["slower"] = f"timed slower than SDPA on this CPU ({choice.summary()})"
         return bool(_state["faster"])
 
@@ -87,7 +89,7 @@ def reason() -> str | None:
 def describe() -> str:
     """The attention models made ready now run on the CPU, in words (for a record)."""
     if built():
-        return "varlen: bertlite's C++ attention over the packed rows"
+        return f"varlen: bertlite's C++ attention over the packed rows ({_state['timed']})"
     return f"auto: SDPA per run of equal lengths ({reason() or 'the C++ attention was not built in this process'})"
 
 

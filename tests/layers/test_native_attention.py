@@ -173,6 +173,22 @@ def test_an_op_that_disagrees_with_sdpa_is_not_used(available, monkeypatch: pyte
     assert native_attention._load_checked() == (None, "its outputs differ from SDPA's on this machine")
 
 
+def test_env_says_whether_long_jobs_run_the_op_and_why(available, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from bertlite.cli import main
+
+    assert main(["env", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["cpu_attention"]
+    assert report["native"] == native_attention.built()
+    assert report["summary"].startswith("varlen: bertlite's C++ attention" if report["native"] else "auto: SDPA")
+    assert "sdpa ran" in report["summary"]  # the timing's rounds, either way
+    assert main(["env"]) == 0
+    assert f"attention on cpu for long jobs (serve, embed of a large file): {report['summary']}\n" in (
+        capsys.readouterr().out
+    )
+
+
 def test_the_timing_runs_both_forms_in_rounds(available) -> None:
     rounds = native_attention.time_attention(torch.ops.bertlite_attention)
     assert set(rounds.seconds) == {"native", "sdpa"}
