@@ -122,7 +122,7 @@ void softmax_rows(float* scores, int64_t width, float* inverse) {
   }
 }
 
-// out_r[0:head_size] = inverse_r * sum_j p_r[j] v_j for `rows` (<= kRows) queries, 2 vectors of the head at a time.
+// out_r[0:head_size] = inverse_r * sum_j p_r[j] v_j for R queries, 2 vectors of the head at a time.
 template <int64_t R>
 void weigh_values(const float* p, int64_t width, const float* v, int64_t v_stride, int64_t length,
                   int64_t head_size, const float* inverse, float* const* out) {

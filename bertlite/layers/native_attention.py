@@ -9,7 +9,7 @@ Its softmax runs in float32 with the exponential torch's CPU flash attention use
 
 It is checked against SDPA on a probe when built (a mismatch keeps SDPA) and in tests, and used unless
 SDPA was timed faster on this CPU, once per machine (timing_choice). Built with torch's C++ extension
-tools (bertlite.utils.native): about 10 s the first time on a machine, about a second in later processes.
+tools (bertlite.utils.native): about 10 s the first time on a machine, well under a second in later processes.
 `bertlite serve` builds it at start, `bertlite embed` for a large input, a caller with build(); models
 made ready after that (layers.onednn.optimize) run it as their attention "varlen".
 BERTLITE_NATIVE_ATTENTION=0 leaves it out.
@@ -185,7 +185,7 @@ def sdpa_runs(qkv: Tensor, runs: list[tuple[int, int]], heads: int, scaling: flo
 
 
 def packed_attention(qkv: Tensor, layout: PackedLayout, heads: int, scaling: float) -> Tensor:
-    """Each sequence's queries over its own keys, on the packed rows as they are (build() first).
+    """Each sequence's queries over its own keys, on the packed rows as they are (available() or build() first).
 
     Args:
         qkv: (N, 3H) float32 query|key|value rows, columns contiguous.
