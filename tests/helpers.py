@@ -288,6 +288,20 @@ def run_fresh_without_isa_caps(
     return result
 
 
+# The vector widths torch dispatches to below this CPU's: bertlite's C++ kernels build each as its own library
+# (their AVX2 and portable code paths), so each is checked in a process that runs torch at that width.
+VECTOR_WIDTHS = ("default", "avx2", "avx512")
+_HERE = torch.backends.cpu.get_cpu_capability().lower()
+NARROWER_WIDTHS = VECTOR_WIDTHS[: VECTOR_WIDTHS.index(_HERE)] if _HERE in VECTOR_WIDTHS else ("default",)  # ARM, POWER
+
+
+def run_at_vector_width(width: str, code: str) -> None:
+    """Run `code` in a fresh interpreter whose torch runs at `width` (ATEN_CPU_CAPABILITY); it must succeed
+    within 600 s (a first build of a kernel included) and print the capability it ran at, then "ok"."""
+    done = run_fresh_without_isa_caps(["-c", code], timeout=600, ATEN_CPU_CAPABILITY=width)
+    assert done.stdout.split()[-2:] == [width.upper(), "ok"]
+
+
 # A damaged tokenizer file, as a user meets one: name -> (file to damage, its bytes or None for a folder).
 DAMAGED_TOKENIZERS = {
     "truncated": ("tokenizer.json", b'{"version": "1.0", "truncation": null, "added_tok'),

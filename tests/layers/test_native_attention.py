@@ -4,9 +4,6 @@ run it match transformers; optimize installs it only where it was built and time
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +16,15 @@ from bertlite.layers import native_attention
 from bertlite.layers.attention import packed_eager_attention, packed_per_sequence_attention
 from bertlite.layers.onednn import optimize
 from bertlite.layers.packing import PackedLayout
-from tests.helpers import make_hf_model, packed_inputs, random_batch, real_tokens, to_bertlite
+from tests.helpers import (
+    NARROWER_WIDTHS,
+    make_hf_model,
+    packed_inputs,
+    random_batch,
+    real_tokens,
+    run_at_vector_width,
+    to_bertlite,
+)
 from tests.quant.test_int8 import EIGHT_BIT_BARS, assert_meets_bars
 
 
@@ -220,11 +225,7 @@ def test_int8_with_the_op_meets_the_bars(chosen, real_model_path: Path, corpus_t
     assert_meets_bars(int8.encode(texts), fp32.encode(texts), EIGHT_BIT_BARS)
 
 
-# The vector widths below this CPU's: each is a build of its own (attention.cpp's AVX2 and portable code paths),
-# held to the same reference, in a process that runs torch at that width (ATEN_CPU_CAPABILITY).
-WIDTHS = ("default", "avx2", "avx512")
-HERE = torch.backends.cpu.get_cpu_capability().lower()
-NARROWER = WIDTHS[: WIDTHS.index(HERE)] if HERE in WIDTHS else ("default",)  # ARM, POWER: the portable build
+# Each narrower vector width's build (attention.cpp's AVX2 and portable code paths), held to the same reference.
 WIDTH_CHECK = """
 import torch
 from bertlite.layers import native_attention
@@ -241,12 +242,6 @@ print(torch.backends.cpu.get_cpu_capability(), "ok")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("width", NARROWER)
+@pytest.mark.parametrize("width", NARROWER_WIDTHS)
 def test_each_narrower_vector_width_is_as_close_as_sdpa(width: str) -> None:
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "ATEN_CPU_CAPABILITY": width, "PYTHONPATH": str(root)}
-    done = subprocess.run(
-        [sys.executable, "-c", WIDTH_CHECK], env=env, cwd=root, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split()[-2:] == [width.upper(), "ok"]
+    run_at_vector_width(width, WIDTH_CHECK)

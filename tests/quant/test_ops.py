@@ -16,7 +16,7 @@ from bertlite.layers.activations import ACT2FN, identity
 from bertlite.quant import ops
 from bertlite.quant.int8 import Int8Linear, quantize_int8
 from bertlite.quant.rows import quantize_rows
-from tests.helpers import make_hf_model, random_batch, to_bertlite
+from tests.helpers import NARROWER_WIDTHS, make_hf_model, random_batch, run_at_vector_width, to_bertlite
 from tests.quant.test_compiled import every_quantization_form, rows_with_ties
 from tests.quant.test_int8 import EIGHT_BIT_BARS, assert_meets_bars
 
@@ -240,11 +240,7 @@ def test_the_timing_races_the_ops_against_the_eager_ops(built) -> None:
     assert all(s > 0 for seconds in rounds.seconds.values() for s in seconds)
 
 
-# The vector widths below this CPU's: each is a build of its own (ops.cpp's AVX2 and portable code paths), held
-# to the same eager reference, in a process that runs torch at that width (ATEN_CPU_CAPABILITY).
-WIDTHS = ("default", "avx2", "avx512")
-HERE = torch.backends.cpu.get_cpu_capability().lower()
-NARROWER = WIDTHS[: WIDTHS.index(HERE)] if HERE in WIDTHS else ("default",)  # ARM, POWER: the portable build
+# Each narrower vector width's build (ops.cpp's AVX2 and portable code paths), held to the same eager reference.
 WIDTH_CHECK = """
 import torch
 from bertlite.quant import ops
@@ -265,16 +261,6 @@ print(torch.backends.cpu.get_cpu_capability(), "ok")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("width", NARROWER)
+@pytest.mark.parametrize("width", NARROWER_WIDTHS)
 def test_each_narrower_vector_width_gives_the_eager_numbers(width: str) -> None:
-    import os
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "ATEN_CPU_CAPABILITY": width, "PYTHONPATH": str(root)}
-    done = subprocess.run(
-        [sys.executable, "-c", WIDTH_CHECK], env=env, cwd=root, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split()[-2:] == [width.upper(), "ok"]
+    run_at_vector_width(width, WIDTH_CHECK)
