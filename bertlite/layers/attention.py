@@ -30,7 +30,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from bertlite.errors import AttentionUnavailableError
+from bertlite.layers import native_attention
 from bertlite.layers.packing import PackedLayout
+from bertlite.utils import graph
 
 try:
     from torch.nn.attention.varlen import varlen_attn
@@ -536,11 +538,8 @@ def _cpu_varlen_attention(
     qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
 ) -> tuple[Tensor, None]:
     """packed_varlen_attention on the CPU: bertlite's C++ op, or "auto" where it cannot run this forward."""
-    from bertlite.layers import native_attention
-    from bertlite.utils.graph import recording_graph
-
     # The op has no backward and no graph form (torch.compile, torch.export, tracing): those run SDPA.
-    if dropout_p or (torch.is_grad_enabled() and qkv.requires_grad) or recording_graph():
+    if dropout_p or (torch.is_grad_enabled() and qkv.requires_grad) or graph.recording_graph():
         return packed_auto_attention(qkv, layout, heads, scaling, dropout_p)
     if not native_attention.available():
         raise AttentionUnavailableError(
