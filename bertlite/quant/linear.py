@@ -85,7 +85,9 @@ class Int8Linear(nn.Module):
         self.register_buffer("row_sums", row_sums if asymmetric else None)
         channels, outlier_weight = outliers if outliers is not None else (None, None)
         self.register_buffer("outlier_channels", channels)
-        self.register_buffer("outlier_weight", None if outlier_weight is None else outlier_weight.to(torch.float32))
+        # (k, out_features): one row per float32 channel, as bertlite.quant.ops' dequantize reads it
+        kept_weight = None if outlier_weight is None else outlier_weight.to(torch.float32).T.contiguous()
+        self.register_buffer("outlier_weight", kept_weight)
         self.activation = activation
 
     def _check_weight(self, weight: Tensor) -> None:
@@ -275,17 +277,15 @@ class Int8Linear(nn.Module):
         """
         rows = rows.to(torch.float32).contiguous()
         channels, top, zero_point = self.outlier_channels, self.grid.activation_max, self.zero_point
-        qx, scale, low = ops.quantize_rows(rows, self.input_scale, channels, self.asymmetric, top, zero_point)
+        qx, scale, low, kept = ops.quantize_rows(rows, self.input_scale, channels, self.asymmetric, top, zero_point)
         offset = self._offset(scale, low)
         if residual is not None:
             residual = residual.reshape(-1, self.out_features).to(torch.float32).contiguous()
-        # The float32 channels' products and a residual go in before the activation: then it runs as its own op.
-        alone = channels is None and residual is None
-        inside = self.activation if alone and self.activation in ops.ACTIVATIONS else None
+        # A residual goes in before the activation: then it runs as its own op.
+        inside = self.activation if residual is None and self.activation in ops.ACTIVATIONS else None
         row_sums = self.row_sums if self.asymmetric else None
-        out = ops.dequantize(self.gemm(qx), scale, offset, row_sums, self.bias, residual, inside)
-        if channels is not None:
-            out.addmm_(rows.index_select(1, channels), self.outlier_weight.T)
+        kept, kept_weight = (kept, self.outlier_weight) if channels is not None else (None, None)
+        out = ops.dequantize(self.gemm(qx), scale, offset, row_sums, self.bias, residual, inside, kept, kept_weight)
         return ACT2FN[self.activation](out) if self.activation and not inside else out
 
     def _quantize_around_outliers(self, rows: Tensor) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
@@ -344,11 +344,8 @@ class Int8Linear(nn.Module):
             out.add_(self.bias)
         if kept is not None:  # the float32 channels' products
             kept = kept.to(torch.float32)
-            out = (
-                torch.addmm(out, kept, self.outlier_weight.T)
-                if out.requires_grad
-                else out.addmm_(kept, self.outlier_weight.T)
-            )
+            weight = self.outlier_weight
+            out = torch.addmm(out, kept, weight) if out.requires_grad else out.addmm_(kept, weight)
         return out
 
     def extra_repr(self) -> str:

@@ -46,13 +46,41 @@ inline float gelu(float y) {
   return 0.5f * y * (1.0f + x * p / q);
 }
 
-// The smallest of vmin's lanes and the largest of vmax's.
-std::pair<float, float> lanes_range(const Vec& vmin, const Vec& vmax) {
-  alignas(64) float lows[Vec::size()];
-  alignas(64) float highs[Vec::size()];
-  vmin.store(lows);
-  vmax.store(highs);
-  return {*std::min_element(lows, lows + Vec::size()), *std::max_element(highs, highs + Vec::size())};
+// A row's smallest and largest value; NaN for both where the row holds a NaN (as torch's amin and amax give).
+// Plain min and max drop NaN, so a running sum carries it; four chains each, so that no one waits on the
+// latency of the one before.
+std::pair<float, float> row_range(const float* row, int64_t n_cols) {
+  const Vec inf(std::numeric_limits<float>::infinity());
+  Vec lows[4] = {inf, inf, inf, inf}, highs[4] = {-inf, -inf, -inf, -inf}, sum(0.0f);
+  int64_t n = 0;
+  for (; n + 4 * Vec::size() <= n_cols; n += 4 * Vec::size()) {
+    for (int a = 0; a < 4; ++a) {
+      const Vec v = Vec::loadu(row + n + a * Vec::size());
+      lows[a] = at::vec::clamp_max(lows[a], v);
+      highs[a] = at::vec::clamp_min(highs[a], v);
+      sum = sum + v;
+    }
+  }
+  for (; n + Vec::size() <= n_cols; n += Vec::size()) {
+    const Vec v = Vec::loadu(row + n);
+    lows[0] = at::vec::clamp_max(lows[0], v);
+    highs[0] = at::vec::clamp_min(highs[0], v);
+    sum = sum + v;
+  }
+  alignas(64) float low_lanes[Vec::size()], high_lanes[Vec::size()], sum_lanes[Vec::size()];
+  at::vec::minimum(at::vec::minimum(lows[0], lows[1]), at::vec::minimum(lows[2], lows[3])).store(low_lanes);
+  at::vec::maximum(at::vec::maximum(highs[0], highs[1]), at::vec::maximum(highs[2], highs[3])).store(high_lanes);
+  sum.store(sum_lanes);
+  float low = *std::min_element(low_lanes, low_lanes + Vec::size());
+  float high = *std::max_element(high_lanes, high_lanes + Vec::size());
+  bool nan = std::any_of(sum_lanes, sum_lanes + Vec::size(), [](float v) { return std::isnan(v); });
+  for (; n < n_cols; ++n) {
+    low = std::min(low, row[n]);
+    high = std::max(high, row[n]);
+    nan = nan || std::isnan(row[n]);
+  }
+  if (nan) return {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::quiet_NaN()};
+  return {low, high};
 }
 
 // Values in [0, 255] as uint8 rounded to nearest even, one vector's worth.
@@ -77,65 +105,103 @@ const float* data_or_null(const std::optional<at::Tensor>& t, int64_t numel, con
   return t->data_ptr<float>();
 }
 
+// What dequantize adds to a row's scaled products besides its offset: the Linear's columns (row_sums, bias, the
+// float32 channels' weight) and the rows' own (residual, the float32 channels' inputs); null where absent.
+struct Addends {
+  const float* sums;
+  const float* biases;
+  const float* residuals;    // (M, N)
+  const float* kept;         // (M, k): each row's inputs on its float32 channels
+  const float* kept_weight;  // (k, N): their weight, one row per channel
+  int64_t n_kept;
+};
+
 // One row of dequantize, its activation fixed at compile time so that the loop holds no branch on it.
 template <int64_t kActivation>
-void dequantize_row(float* row, int64_t n_cols, float row_scale, float row_offset, const float* sums,
-                    const float* biases, const float* res) {
+void dequantize_row(float* row, int64_t m, int64_t n_cols, float row_scale, float row_offset, const Addends& a) {
+  const float* res = a.residuals ? a.residuals + m * n_cols : nullptr;
+  const float* kept = a.kept + m * a.n_kept;
   const Vec vscale(row_scale), voffset(row_offset);
   int64_t n = 0;
   for (; n + Vec::size() <= n_cols; n += Vec::size()) {
     Vec y = Vec::loadu(row + n) * vscale;
     if (res) y = Vec::loadu(res + n) + y;
-    else if (biases) y = Vec::loadu(biases + n) + y;
-    if (sums) y = y + voffset * Vec::loadu(sums + n);
-    if (res && biases) y = y + Vec::loadu(biases + n);
+    else if (a.biases) y = Vec::loadu(a.biases + n) + y;
+    if (a.sums) y = y + voffset * Vec::loadu(a.sums + n);
+    if (res && a.biases) y = y + Vec::loadu(a.biases + n);
+    for (int64_t j = 0; j < a.n_kept; ++j) y = y + Vec(kept[j]) * Vec::loadu(a.kept_weight + j * n_cols + n);
     (kActivation == kGelu ? gelu(y) : y).store(row + n);
   }
   for (; n < n_cols; ++n) {
     float y = row[n] * row_scale;
     if (res) y = res[n] + y;
-    else if (biases) y = biases[n] + y;
-    if (sums) y = y + row_offset * sums[n];
-    if (res && biases) y = y + biases[n];
+    else if (a.biases) y = a.biases[n] + y;
+    if (a.sums) y = y + row_offset * a.sums[n];
+    if (res && a.biases) y = y + a.biases[n];
+    for (int64_t j = 0; j < a.n_kept; ++j) y = y + kept[j] * a.kept_weight[j * n_cols + n];
     row[n] = kActivation == kGelu ? gelu(y) : y;
   }
 }
 
-// out = activation(products * scale + bias + offset * row_sums) or products * scale + residual + offset *
-// row_sums + bias, in place, in the order Int8Linear's eager ops compute it.
+// out = products * scale + bias + offset * row_sums, or products * scale + residual + offset * row_sums + bias,
+// in place, in the order Int8Linear's eager ops compute it; then plus kept @ kept_weight (the float32
+// channels' products), then the activation.
 at::Tensor dequantize(at::Tensor products, const at::Tensor& scale, const std::optional<at::Tensor>& offset,
                       const std::optional<at::Tensor>& row_sums, const std::optional<at::Tensor>& bias,
-                      const std::optional<at::Tensor>& residual, int64_t activation) {
+                      const std::optional<at::Tensor>& residual, const std::optional<at::Tensor>& kept,
+                      const std::optional<at::Tensor>& kept_weight, int64_t activation) {
   TORCH_CHECK(products.dim() == 2 && products.is_contiguous() && products.scalar_type() == at::kFloat,
               "products must be a contiguous 2-D float32 tensor");
   TORCH_CHECK(activation == kIdentity || activation == kGelu, "unknown activation code ", activation);
   TORCH_CHECK(!(residual.has_value() && activation != kIdentity), "an activation goes without a residual");
   TORCH_CHECK(offset.has_value() == row_sums.has_value(), "offset and row_sums go together");
+  TORCH_CHECK(kept.has_value() == kept_weight.has_value(), "kept and kept_weight go together");
   const int64_t n_rows = products.size(0), n_cols = products.size(1);
+  const int64_t n_kept = kept.has_value() ? kept->size(-1) : 0;
   const float* scales = data_or_null(scale, n_rows, "scale");
   const float* offsets = data_or_null(offset, n_rows, "offset");
-  const float* sums = data_or_null(row_sums, n_cols, "row_sums");
-  const float* biases = data_or_null(bias, n_cols, "bias");
-  const float* residuals = data_or_null(residual, n_rows * n_cols, "residual");
+  const Addends addends{data_or_null(row_sums, n_cols, "row_sums"),
+                        data_or_null(bias, n_cols, "bias"),
+                        data_or_null(residual, n_rows * n_cols, "residual"),
+                        data_or_null(kept, n_rows * n_kept, "kept"),
+                        data_or_null(kept_weight, n_kept * n_cols, "kept_weight"),
+                        n_kept};
   float* out = products.data_ptr<float>();
   at::parallel_for(0, n_rows, 16, [&](int64_t begin, int64_t end) {
     for (int64_t m = begin; m < end; ++m) {
-      const float* res = residuals ? residuals + m * n_cols : nullptr;
       const float row_offset = offsets ? offsets[m] : 0.0f;
       if (activation == kGelu) {
-        dequantize_row<kGelu>(out + m * n_cols, n_cols, scales[m], row_offset, sums, biases, res);
+        dequantize_row<kGelu>(out + m * n_cols, m, n_cols, scales[m], row_offset, addends);
       } else {
-        dequantize_row<kIdentity>(out + m * n_cols, n_cols, scales[m], row_offset, sums, biases, res);
+        dequantize_row<kIdentity>(out + m * n_cols, m, n_cols, scales[m], row_offset, addends);
       }
     }
   });
   return products;
 }
 
+// A row's codes: asymmetric, round((x - low) * inverse); symmetric, round(x * inverse + zero_point) (the zero
+// point added before rounding, as the eager ops' quantize_per_tensor does); clamped to [0, top].
+template <bool kAsymmetric>
+void store_row_codes(const float* row, int64_t n_cols, uint8_t* q, float low_or_zero, float inverse, float top) {
+  const Vec vshift(low_or_zero), vinverse(inverse), vtop(top), vzero(0.0f);
+  int64_t n = 0;
+  for (; n + Vec::size() <= n_cols; n += Vec::size()) {
+    const Vec v = Vec::loadu(row + n);
+    const Vec r = kAsymmetric ? (v - vshift) * vinverse : v * vinverse + vshift;
+    store_codes(at::vec::clamp(r, vzero, vtop), q + n);
+  }
+  for (; n < n_cols; ++n) {
+    const float r = kAsymmetric ? (row[n] - low_or_zero) * inverse : row[n] * inverse + low_or_zero;
+    q[n] = static_cast<uint8_t>(std::nearbyint(std::clamp(r, 0.0f, top)));
+  }
+}
+
 // Each row of x (times input_scale) to uint8: symmetric, q = round(x / scale + zero_point) with scale =
 // max|x| / (zero_point - 1); asymmetric, q = round((x - min) / scale) with scale = (max - min) / top. The
-// channels in `skipped` count as zeros (the Linear keeps them in float32). Returns q, scale and the row minimum.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> quantize_rows(const at::Tensor& x,
+// channels in `skipped` count as zeros (the Linear keeps them in float32). Returns q, scale, the row minimum and
+// each row's values on the skipped channels (as x holds them).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> quantize_rows(const at::Tensor& x,
                                                              const std::optional<at::Tensor>& input_scale,
                                                              const at::Tensor& skipped, bool asymmetric,
                                                              int64_t top, int64_t zero_point) {
@@ -151,7 +217,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> quantize_rows(const at::Tensor& x
   auto codes = at::empty({n_rows, n_cols}, x.options().dtype(at::kByte));
   auto scales = at::empty({n_rows, 1}, x.options());
   auto lows = at::empty({n_rows, 1}, x.options());
+  auto kept = at::empty({n_rows, n_skipped}, x.options());
   const float* in = x.data_ptr<float>();
+  float* kept_out = kept.data_ptr<float>();
   uint8_t* code_data = codes.data_ptr<uint8_t>();
   float* scale_out = scales.data_ptr<float>();
   float* low_out = lows.data_ptr<float>();
@@ -161,8 +229,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> quantize_rows(const at::Tensor& x
     std::vector<float> buffer(scaling || n_skipped ? n_cols : 0);
     for (int64_t m = begin; m < end; ++m) {
       const float* row = in + m * n_cols;
-      int64_t n = 0;
+      for (int64_t j = 0; j < n_skipped; ++j) kept_out[m * n_skipped + j] = row[channels[j]];
       if (!buffer.empty()) {
+        int64_t n = 0;
         for (; n + Vec::size() <= n_cols; n += Vec::size()) {
           Vec v = Vec::loadu(row + n);
           if (scaling) v = v * Vec::loadu(scaling + n);
@@ -171,38 +240,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> quantize_rows(const at::Tensor& x
         for (; n < n_cols; ++n) buffer[n] = scaling ? row[n] * scaling[n] : row[n];
         for (int64_t j = 0; j < n_skipped; ++j) buffer[channels[j]] = 0.0f;
         row = buffer.data();
-        n = 0;
       }
-      Vec vmin(std::numeric_limits<float>::infinity()), vmax(-std::numeric_limits<float>::infinity());
-      for (; n + Vec::size() <= n_cols; n += Vec::size()) {
-        const Vec v = Vec::loadu(row + n);
-        vmin = at::vec::minimum(vmin, v);
-        vmax = at::vec::maximum(vmax, v);
-      }
-      auto [low, high] = lanes_range(vmin, vmax);
-      for (; n < n_cols; ++n) {
-        low = std::min(low, row[n]);
-        high = std::max(high, row[n]);
-      }
+      const auto [low, high] = row_range(row, n_cols);
       const float step = asymmetric ? std::max((high - low) / ftop, 1e-30f)
                                     : std::max(std::max(high, -low) / (fzero - 1.0f), 1e-30f);
-      const float inverse = 1.0f / step, shift = asymmetric ? low : 0.0f, add = asymmetric ? 0.0f : fzero;
+      const float inverse = 1.0f / step;
       scale_out[m] = step;
       low_out[m] = low;
       uint8_t* q = code_data + m * n_cols;
-      const Vec vshift(shift), vinverse(inverse), vadd(add), vtop(ftop), vzero(0.0f);
-      n = 0;
-      for (; n + Vec::size() <= n_cols; n += Vec::size()) {
-        // the zero point added before rounding, as the eager ops' quantize_per_tensor does
-        const Vec r = (Vec::loadu(row + n) - vshift) * vinverse + vadd;
-        store_codes(at::vec::clamp(r, vzero, vtop), q + n);
-      }
-      for (; n < n_cols; ++n) {
-        q[n] = static_cast<uint8_t>(std::nearbyint(std::clamp((row[n] - shift) * inverse + add, 0.0f, ftop)));
+      if (std::isnan(step)) {
+        std::fill(q, q + n_cols, uint8_t{0});  // the row's NaN scale carries the NaN into its output
+      } else if (asymmetric) {
+        store_row_codes<true>(row, n_cols, q, low, inverse, ftop);
+      } else {
+        store_row_codes<false>(row, n_cols, q, fzero, inverse, ftop);
       }
     }
   });
-  return {codes, scales, lows};
+  return {codes, scales, lows, kept};
 }
 
 }  // namespace
@@ -210,10 +265,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> quantize_rows(const at::Tensor& x
 TORCH_LIBRARY(bertlite_int8, m) {
   m.def(
       "dequantize(Tensor(a!) products, Tensor scale, Tensor? offset, Tensor? row_sums, Tensor? bias, "
-      "Tensor? residual, int activation) -> Tensor(a!)");
+      "Tensor? residual, Tensor? kept, Tensor? kept_weight, int activation) -> Tensor(a!)");
   m.def(
       "quantize_rows(Tensor x, Tensor? input_scale, Tensor skipped, bool asymmetric, int top, int zero_point) "
-      "-> (Tensor, Tensor, Tensor)");
+      "-> (Tensor, Tensor, Tensor, Tensor)");
   m.impl("dequantize", c10::DispatchKey::CPU, TORCH_FN(dequantize));
   m.impl("quantize_rows", c10::DispatchKey::CPU, TORCH_FN(quantize_rows));
 }

@@ -120,7 +120,7 @@ def time_passes(ops: object) -> Rounds:
     gelu = ACT2FN["gelu"]
 
     def with_ops() -> None:
-        out = ops.dequantize(products.clone(), scale, offset, row_sums, bias, None, ACTIVATIONS["gelu"])  # type: ignore[attr-defined]
+        out = ops.dequantize(products.clone(), scale, offset, row_sums, bias, None, None, None, ACTIVATIONS["gelu"])  # type: ignore[attr-defined]
         ops.quantize_rows(out, None, _NO_CHANNELS, True, 255, 0)  # type: ignore[attr-defined]
 
     def eager() -> None:
@@ -150,27 +150,33 @@ def _check(ops: object) -> str | None:
     x[48:] = x[48:].clamp(min=-0.17)
     smooth = torch.rand(401, generator=generator) + 0.5
     channels = torch.tensor([7, 400])
-    for asymmetric, input_scale, skipped in ((False, None, None), (False, smooth, None), (True, None, channels)):
+    forms = ((False, None, _NO_CHANNELS), (False, smooth, _NO_CHANNELS), (True, None, channels))
+    for asymmetric, input_scale, skipped in forms:
         zero_point = 0 if asymmetric else 128
-        reference = x if skipped is None else x.index_fill(1, skipped, 0.0)
+        reference = x.index_fill(1, skipped, 0.0)
         q, scale, low = eager_rows(reference, input_scale, asymmetric, 255, zero_point)
-        q_ops, scale_ops, low_ops = ops.quantize_rows(  # type: ignore[attr-defined]
-            x, input_scale, _NO_CHANNELS if skipped is None else skipped, asymmetric, 255, zero_point
-        )
+        q_ops, scale_ops, low_ops, kept = ops.quantize_rows(x, input_scale, skipped, asymmetric, 255, zero_point)  # type: ignore[attr-defined]
         steps = (q.to(torch.int16) - q_ops.to(torch.int16)).abs()
         close = torch.allclose(scale_ops, scale, rtol=1e-6, atol=0) and torch.allclose(low_ops, low, rtol=1e-6)
         if int(steps.max()) > 1 or int(steps.count_nonzero()) * 1000 > q.numel() or not close:
             return "its uint8 values differ from the eager ops' on this machine"
+        if not torch.equal(kept, x[:, skipped]):
+            return "the float32 channels' inputs it gives differ from the input's on this machine"
     products = torch.randn(97, 401, generator=generator) * 100
     scale, offset = torch.rand(97, 1, generator=generator) * 0.02, torch.randn(97, 1, generator=generator)
     row_sums, bias = torch.randn(401, generator=generator), torch.randn(401, generator=generator)
     residual = torch.randn(97, 401, generator=generator)
+    kept, kept_weight = torch.randn(97, 2, generator=generator) * 20, torch.randn(2, 401, generator=generator)
+    outputs = bias + products * scale + offset * row_sums
     expected = (
-        (ACT2FN["gelu"](bias + products * scale + offset * row_sums), None, "gelu"),
-        (residual + products * scale + offset * row_sums + bias, residual, None),
+        (ACT2FN["gelu"](outputs), None, None, "gelu"),
+        (ACT2FN["gelu"](torch.addmm(outputs, kept, kept_weight)), None, kept, "gelu"),
+        (residual + products * scale + offset * row_sums + bias, residual, None, None),
     )
-    for reference, added, activation in expected:
-        out = ops.dequantize(products.clone(), scale, offset, row_sums, bias, added, ACTIVATIONS.get(activation, 0))  # type: ignore[attr-defined]
+    for reference, added, channels, activation in expected:
+        weight = None if channels is None else kept_weight
+        code = ACTIVATIONS.get(activation, 0)
+        out = ops.dequantize(products.clone(), scale, offset, row_sums, bias, added, channels, weight, code)  # type: ignore[attr-defined]
         if not torch.allclose(out, reference, rtol=1e-5, atol=1e-5 * float(reference.abs().max())):
             return "its outputs differ from the eager ops' on this machine"
     return None
@@ -178,7 +184,7 @@ def _check(ops: object) -> str | None:
 
 def quantize_rows(
     x: Tensor, input_scale: Tensor | None, skipped: Tensor | None, asymmetric: bool, top: int, zero_point: int
-) -> tuple[Tensor, Tensor, Tensor]:
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """bertlite.quant.rows.quantize_rows in one pass per row, the channels in `skipped` counted as zeros.
 
     Args:
@@ -188,7 +194,8 @@ def quantize_rows(
         asymmetric, top, zero_point: as quantize_rows' activation_max and zero_point.
 
     Returns:
-        (M, K) uint8 q, (M, 1) scale and (M, 1) row minimum.
+        (M, K) uint8 q, (M, 1) scale, (M, 1) row minimum, and (M, k) x's values on the skipped channels (what
+        the Linear multiplies in float32; (M, 0) with none).
     """
     channels = _NO_CHANNELS if skipped is None else skipped
     return _state["ops"].quantize_rows(x, input_scale, channels, asymmetric, top, zero_point)  # type: ignore[union-attr]
@@ -202,6 +209,8 @@ def dequantize(
     bias: Tensor | None,
     residual: Tensor | None,
     activation: str | None,
+    kept: Tensor | None = None,
+    kept_weight: Tensor | None = None,
 ) -> Tensor:
     """Int8Linear's output from its GEMM's products in one pass, in place.
 
@@ -212,10 +221,12 @@ def dequantize(
         bias: (N,), or None.
         residual: (M, N) contiguous, added; None: nothing added. Not with an activation.
         activation: a name in ACTIVATIONS applied last, or None.
+        kept: (M, k) the inputs on the Linear's float32 channels, with kept_weight (k, N) their weight
+            (contiguous): adds kept @ kept_weight before the activation; None: both None.
 
     Returns:
-        products, now activation(products x scale + bias + offset x row_sums) or products x scale + residual
-        + offset x row_sums + bias.
+        products, now activation(products x scale + bias + offset x row_sums + kept @ kept_weight) or
+        products x scale + residual + offset x row_sums + bias + kept @ kept_weight.
     """
     code = ACTIVATIONS[activation] if activation else 0
-    return _state["ops"].dequantize(products, scale, offset, row_sums, bias, residual, code)  # type: ignore[union-attr]
+    return _state["ops"].dequantize(products, scale, offset, row_sums, bias, residual, kept, kept_weight, code)  # type: ignore[union-attr]

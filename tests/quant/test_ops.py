@@ -62,15 +62,38 @@ def test_quantize_rows_gives_the_eager_integers_bit_for_bit(built, rows, depth, 
     # The eager ops quantize the float32 channels as zeros: Int8Linear zeroes them first.
     reference = x if channels is None else x.index_fill(1, channels, 0.0)
     expected = quantize_rows(reference, input_scale, asymmetric, grid.activation_max, zero_point)
-    for value, eager in zip(got, expected, strict=True):
+    for value, eager in zip(got[:3], expected, strict=True):
         assert torch.equal(value, eager)
+    assert torch.equal(got[3], x[:, channels] if skipped else x[:, :0])  # the float32 channels' inputs, unscaled
     assert torch.equal(x, before)  # the input is left alone
+
+
+def assert_nan_rows_stay_nan(width: int) -> None:
+    """A NaN in a row, wherever it falls (each part of the vector loops, the scalar tail), makes that row's scale
+    and minimum NaN, as the eager ops' do, and leaves the other rows' numbers alone."""
+    x = torch.randn(5, width, generator=torch.Generator().manual_seed(3))
+    nan_rows = {0: 2, 1: width - 17, 2: width - 1}  # row -> NaN column
+    for row, column in nan_rows.items():
+        x[row, column] = float("nan")
+    for asymmetric, zero_point in ((False, 128), (True, 0)):
+        q, scale, low, _ = ops.quantize_rows(x, None, None, asymmetric, 255, zero_point)
+        eager_q, eager_scale, eager_low = quantize_rows(x, None, asymmetric, 255, zero_point)
+        rows = list(nan_rows)
+        assert scale[rows].isnan().all() and low[rows].isnan().all() and eager_scale[rows].isnan().all()
+        assert torch.equal(q[3:], eager_q[3:]) and torch.equal(scale[3:], eager_scale[3:])
+
+
+def test_a_nan_in_a_row_makes_its_scale_nan(built) -> None:
+    assert_nan_rows_stay_nan(401)
 
 
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("offset", [False, True])
 @pytest.mark.parametrize(("activation", "residual"), [(None, False), (None, True), ("gelu", False)])
-def test_dequantize_gives_the_eager_outputs_within_float32_rounding(built, activation, bias, offset, residual):
+@pytest.mark.parametrize("channels", [0, 2], ids=["int8-only", "float32-channels"])
+def test_dequantize_gives_the_eager_outputs_within_float32_rounding(
+    built, activation, bias, offset, residual, channels
+):
     generator = torch.Generator().manual_seed(3)
     rows, width = 37, 401  # a width that leaves the vector loop a scalar tail
     products = torch.randn(rows, width, generator=generator) * 300
@@ -84,12 +107,20 @@ def test_dequantize_gives_the_eager_outputs_within_float32_rounding(built, activ
     expected = expected + biases if bias and not residual else expected
     expected = expected + offsets * row_sums if offset else expected
     expected = expected + biases if bias and residual else expected
+    kept = torch.randn(rows, channels, generator=generator) * 20 if channels else None
+    kept_weight = torch.randn(channels, width, generator=generator) if channels else None
+    expected = torch.addmm(expected, kept, kept_weight) if channels else expected
     got = products.clone()
-    assert ops.dequantize(got, scale, offsets, row_sums, biases, added, activation) is got  # in place
-    if activation:
+    assert ops.dequantize(got, scale, offsets, row_sums, biases, added, activation, kept, kept_weight) is got
+    # The float32 channels' products sum in another order than addmm's: two roundings of the largest value.
+    atol = 2.4e-7 * float(expected.abs().max()) if channels else 1e-6
+    if activation and channels:  # GELU's slope is at most 1.13: its input's rounding, plus its own bound
+        exact = F.gelu(expected.double())
+        torch.testing.assert_close(got.double(), exact, rtol=2.4e-7, atol=1.5e-6 + 1.13 * atol)
+    elif activation:
         assert_gelu_close(got, expected)
     else:
-        torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(got, expected, rtol=1e-6, atol=atol)
 
 
 def assert_gelu_close(got: torch.Tensor, before: torch.Tensor) -> None:
@@ -212,8 +243,8 @@ def test_ops_that_disagree_with_the_eager_ops_are_not_used(built, monkeypatch, f
 
     class OffByOne:
         def quantize_rows(self, *args):
-            q, scale, low = library.quantize_rows(*args)
-            return q.add(1).clamp(max=255).to(torch.uint8), scale, low
+            q, scale, low, kept = library.quantize_rows(*args)
+            return q.add(1).clamp(max=255).to(torch.uint8), scale, low, kept
 
         def dequantize(self, *args):
             return library.dequantize(*args)
@@ -246,14 +277,16 @@ import torch
 from bertlite.quant import ops
 from bertlite.quant.rows import quantize_rows
 from tests.quant.test_compiled import rows_with_ties
-from tests.quant.test_ops import assert_gelu_close
+from tests.quant.test_ops import assert_gelu_close, assert_nan_rows_stay_nan
 assert ops.build(), ops.reason()
+assert_nan_rows_stay_nan(401)
 for asymmetric, zero_point in ((False, 128), (True, 0)):
     x = rows_with_ties(257, 401, asymmetric, 255, zero_point)
     channels = torch.tensor([5, 133, 400])
     got = ops.quantize_rows(x, None, channels, asymmetric, 255, zero_point)
     expected = quantize_rows(x.index_fill(1, channels, 0.0), None, asymmetric, 255, zero_point)
     assert all(torch.equal(a, b) for a, b in zip(got, expected)), asymmetric
+    assert torch.equal(got[3], x[:, channels])
 y = torch.linspace(-40, 40, 100_003)[None]
 assert_gelu_close(ops.dequantize(y.clone(), torch.ones(1, 1), None, None, None, None, "gelu"), y)
 print(torch.backends.cpu.get_cpu_capability(), "ok")
