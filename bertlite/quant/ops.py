@@ -2,8 +2,9 @@
 
 Eagerly, an Int8Linear reads and writes its activations once per op: each token's min and max, the
 quantizing multiply and round, then the output's token scale, offset, bias, residual add and activation,
-and its float32 channels zeroed and put back. `quantize_rows` does the input's in one pass per row (its
-float32 channels count as zeros, as the eager ops zero them) and `dequantize` the output's, the
+and its float32 channels zeroed, put back and multiplied by their own GEMM. `quantize_rows` does the
+input's in one pass per row (its float32 channels count as zeros, as the eager ops zero them, and their
+values come out beside the codes) and `dequantize` the output's, the float32 channels' products and the
 activation included (GELU as accurate as torch's float32 GELU). They are checked against the eager ops
 on a probe when built (a mismatch keeps the eager ops) and in tests: the same integers, the same outputs
 within float32 rounding. They are used unless the eager ops were timed faster on this CPU, once per
