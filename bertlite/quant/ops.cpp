@@ -7,9 +7,11 @@
 #include <ATen/cpu/vec/vec.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -121,32 +123,50 @@ struct Addends {
   int64_t n_kept;
 };
 
-// One row of dequantize, its activation fixed at compile time so that the loop holds no branch on it.
-template <int64_t kActivation>
+// Which addends and activation a row has, as bits of dequantize_row's template argument: its loop then tests
+// none of them per vector.
+constexpr int kHasResidual = 1, kHasBias = 2, kHasSums = 4, kHasKept = 8, kHasGelu = 16;
+
+template <int kForm>
 void dequantize_row(float* row, int64_t m, int64_t n_cols, float row_scale, float row_offset, const Addends& a) {
-  const float* res = a.residuals ? a.residuals + m * n_cols : nullptr;
-  const float* kept = a.kept + m * a.n_kept;
+  constexpr bool res = kForm & kHasResidual, bias = kForm & kHasBias, sums = kForm & kHasSums;
+  constexpr bool kept = kForm & kHasKept, with_gelu = kForm & kHasGelu;
+  const float* residual = res ? a.residuals + m * n_cols : nullptr;
+  const float* inputs = kept ? a.kept + m * a.n_kept : nullptr;
   const Vec vscale(row_scale), voffset(row_offset);
   int64_t n = 0;
   for (; n + Vec::size() <= n_cols; n += Vec::size()) {
     Vec y = Vec::loadu(row + n) * vscale;
-    if (res) y = Vec::loadu(res + n) + y;
-    else if (a.biases) y = Vec::loadu(a.biases + n) + y;
-    if (a.sums) y = y + voffset * Vec::loadu(a.sums + n);
-    if (res && a.biases) y = y + Vec::loadu(a.biases + n);
-    for (int64_t j = 0; j < a.n_kept; ++j) y = y + Vec(kept[j]) * Vec::loadu(a.kept_weight + j * n_cols + n);
-    (kActivation == kGelu ? gelu(y) : y).store(row + n);
+    if constexpr (res) y = Vec::loadu(residual + n) + y;
+    else if constexpr (bias) y = Vec::loadu(a.biases + n) + y;
+    if constexpr (sums) y = y + voffset * Vec::loadu(a.sums + n);
+    if constexpr (res && bias) y = y + Vec::loadu(a.biases + n);
+    if constexpr (kept) {
+      for (int64_t j = 0; j < a.n_kept; ++j) y = y + Vec(inputs[j]) * Vec::loadu(a.kept_weight + j * n_cols + n);
+    }
+    (with_gelu ? gelu(y) : y).store(row + n);
   }
   for (; n < n_cols; ++n) {
     float y = row[n] * row_scale;
-    if (res) y = res[n] + y;
-    else if (a.biases) y = a.biases[n] + y;
-    if (a.sums) y = y + row_offset * a.sums[n];
-    if (res && a.biases) y = y + a.biases[n];
-    for (int64_t j = 0; j < a.n_kept; ++j) y = y + kept[j] * a.kept_weight[j * n_cols + n];
-    row[n] = kActivation == kGelu ? gelu(y) : y;
+    if constexpr (res) y = residual[n] + y;
+    else if constexpr (bias) y = a.biases[n] + y;
+    if constexpr (sums) y = y + row_offset * a.sums[n];
+    if constexpr (res && bias) y = y + a.biases[n];
+    if constexpr (kept) {
+      for (int64_t j = 0; j < a.n_kept; ++j) y = y + inputs[j] * a.kept_weight[j * n_cols + n];
+    }
+    row[n] = with_gelu ? gelu(y) : y;
   }
 }
+
+using DequantizeRow = void (*)(float*, int64_t, int64_t, float, float, const Addends&);
+
+// dequantize_row of each form, indexed by its bits.
+template <int... kForms>
+constexpr std::array<DequantizeRow, sizeof...(kForms)> forms_of(std::integer_sequence<int, kForms...>) {
+  return {&dequantize_row<kForms>...};
+}
+constexpr auto kDequantizeRows = forms_of(std::make_integer_sequence<int, 2 * kHasGelu>{});
 
 // out = products * scale + bias + offset * row_sums, or products * scale + residual + offset * row_sums + bias,
 // in place, in the order Int8Linear's eager ops compute it; then plus kept @ kept_weight (the float32
@@ -171,15 +191,13 @@ at::Tensor dequantize(at::Tensor products, const at::Tensor& scale, const std::o
                         data_or_null(kept, n_rows * n_kept, "kept"),
                         data_or_null(kept_weight, n_kept * n_cols, "kept_weight"),
                         n_kept};
+  const int form = (addends.residuals ? kHasResidual : 0) | (addends.biases ? kHasBias : 0) |
+                   (addends.sums ? kHasSums : 0) | (n_kept ? kHasKept : 0) | (activation == kGelu ? kHasGelu : 0);
+  const DequantizeRow dequantize_row = kDequantizeRows[form];
   float* out = products.data_ptr<float>();
   at::parallel_for(0, n_rows, 16, [&](int64_t begin, int64_t end) {
     for (int64_t m = begin; m < end; ++m) {
-      const float row_offset = offsets ? offsets[m] : 0.0f;
-      if (activation == kGelu) {
-        dequantize_row<kGelu>(out + m * n_cols, m, n_cols, scales[m], row_offset, addends);
-      } else {
-        dequantize_row<kIdentity>(out + m * n_cols, m, n_cols, scales[m], row_offset, addends);
-      }
+      dequantize_row(out + m * n_cols, m, n_cols, scales[m], offsets ? offsets[m] : 0.0f, addends);
     }
   });
   return products;
