@@ -90,7 +90,8 @@ std::pair<float, float> row_range(const float* row, int64_t n_cols) {
   return {low, high};
 }
 
-// Values in [0, 255] as uint8 rounded to nearest even, one vector's worth.
+// Values in [0, 255] as uint8 rounded to nearest even, one vector's worth (saturating: a value a few ulps
+// beyond the range lands on its end; the portable path also takes NaN to 0).
 inline void store_codes(const Vec& values, uint8_t* out) {
 #if defined(CPU_CAPABILITY_AVX512)
   _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(values)));
@@ -101,7 +102,9 @@ inline void store_codes(const Vec& values, uint8_t* out) {
 #else
   alignas(64) float lanes[Vec::size()];
   values.store(lanes);
-  for (int64_t j = 0; j < Vec::size(); ++j) out[j] = static_cast<uint8_t>(std::nearbyint(lanes[j]));
+  for (int64_t j = 0; j < Vec::size(); ++j) {
+    out[j] = lanes[j] >= 0.0f ? static_cast<uint8_t>(std::nearbyint(std::min(lanes[j], 255.0f))) : 0;
+  }
 #endif
 }
 
@@ -204,15 +207,16 @@ at::Tensor dequantize(at::Tensor products, const at::Tensor& scale, const std::o
 }
 
 // A row's codes: asymmetric, round((x - low) * inverse); symmetric, round(x * inverse + zero_point) (the zero
-// point added before rounding, as the eager ops' quantize_per_tensor does); clamped to [0, top].
+// point added before rounding, as the eager ops' quantize_per_tensor does). No clamp to [0, top] in the vector
+// loop: x - low is within [0, high - low] and |x| within max|x|, so a value lies in the range but for the
+// rounding of inverse (a few ulps), which store_codes' saturation and rounding absorb.
 template <bool kAsymmetric>
 void store_row_codes(const float* row, int64_t n_cols, uint8_t* q, float low_or_zero, float inverse, float top) {
-  const Vec vshift(low_or_zero), vinverse(inverse), vtop(top), vzero(0.0f);
+  const Vec vshift(low_or_zero), vinverse(inverse);
   int64_t n = 0;
   for (; n + Vec::size() <= n_cols; n += Vec::size()) {
     const Vec v = Vec::loadu(row + n);
-    const Vec r = kAsymmetric ? (v - vshift) * vinverse : v * vinverse + vshift;
-    store_codes(at::vec::clamp(r, vzero, vtop), q + n);
+    store_codes(kAsymmetric ? (v - vshift) * vinverse : v * vinverse + vshift, q + n);
   }
   for (; n < n_cols; ++n) {
     const float r = kAsymmetric ? (row[n] - low_or_zero) * inverse : row[n] * inverse + low_or_zero;
@@ -271,8 +275,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> quantize_rows(const a
       scale_out[m] = step;
       low_out[m] = low;
       uint8_t* q = code_data + m * n_cols;
-      if (std::isnan(step)) {
-        std::fill(q, q + n_cols, uint8_t{0});  // the row's NaN scale carries the NaN into its output
+      if (!std::isfinite(step)) {  // a NaN or an infinity in the row: its scale carries that into its output
+        std::fill(q, q + n_cols, uint8_t{0});
       } else if (asymmetric) {
         store_row_codes<true>(row, n_cols, q, low, inverse, ftop);
       } else {

@@ -70,17 +70,20 @@ def test_quantize_rows_gives_the_eager_integers_bit_for_bit(built, rows, depth, 
 
 def assert_nan_rows_stay_nan(width: int) -> None:
     """A NaN in a row, wherever it falls (each part of the vector loops, the scalar tail), makes that row's scale
-    and minimum NaN, as the eager ops' do, and leaves the other rows' numbers alone."""
-    x = torch.randn(5, width, generator=torch.Generator().manual_seed(3))
+    and minimum NaN, as the eager ops' do; an infinity makes its scale infinite, as theirs; the other rows'
+    numbers stay the eager ops'."""
+    x = torch.randn(6, width, generator=torch.Generator().manual_seed(3))
     nan_rows = {0: 2, 1: width - 17, 2: width - 1}  # row -> NaN column
     for row, column in nan_rows.items():
         x[row, column] = float("nan")
+    x[3, 7] = float("inf")
     for asymmetric, zero_point in ((False, 128), (True, 0)):
         q, scale, low, _ = ops.quantize_rows(x, None, None, asymmetric, 255, zero_point)
         eager_q, eager_scale, eager_low = quantize_rows(x, None, asymmetric, 255, zero_point)
         rows = list(nan_rows)
         assert scale[rows].isnan().all() and low[rows].isnan().all() and eager_scale[rows].isnan().all()
-        assert torch.equal(q[3:], eager_q[3:]) and torch.equal(scale[3:], eager_scale[3:])
+        assert scale[3].isinf().all() and eager_scale[3].isinf().all()
+        assert torch.equal(q[4:], eager_q[4:]) and torch.equal(scale[4:], eager_scale[4:])
 
 
 def test_a_nan_in_a_row_makes_its_scale_nan(built) -> None:
