@@ -21,7 +21,8 @@ constexpr int64_t kRows = 4;         // queries per register block
 constexpr int64_t kQueryBlock = 64;  // queries per work item: long sequences split between threads
 
 struct Item {
-  int64_t start, length, head, first, last;  // the sequence's first row and length; the head; its queries
+  int64_t start, head, first, last;  // the sequence's first row; the head; its queries
+  int64_t keys_first, keys_last;     // the keys its queries see: the sequence's, or their windows'
 };
 
 #if defined(CPU_CAPABILITY_AVX512)
@@ -158,11 +159,28 @@ void weigh_values(const float* p, int64_t width, const float* v, int64_t v_strid
   }
 }
 
+// With a sliding window, row r's query (at key index query + r) sees only the keys at most `window` away:
+// the others' scores become -inf. Every row keeps its own key, so each softmax has a finite maximum.
+template <int64_t R>
+void mask_window(float* scores, int64_t width, int64_t keys, int64_t query, int64_t window) {
+  if (window < 0) return;
+  constexpr float kMasked = -std::numeric_limits<float>::infinity();
+  for (int64_t r = 0; r < R; ++r) {
+    float* s = scores + r * width;
+    const int64_t low = std::clamp(query + r - window, int64_t{0}, keys);
+    const int64_t high = std::clamp(query + r + window + 1, int64_t{0}, keys);
+    std::fill(s, s + low, kMasked);
+    std::fill(s + high, s + keys, kMasked);
+  }
+}
+
 template <int64_t R>
 void block(const float* const* q, const float* kt, const float* mask, const float* v, int64_t v_stride, int64_t length,
-           int64_t width, int64_t head_size, float scale, float* scores, float* const* out) {
+           int64_t width, int64_t head_size, float scale, int64_t query, int64_t window, float* scores,
+           float* const* out) {
   float inverse[kRows];
   score_rows<R>(q, kt, mask, head_size, width, scale, scores);
+  mask_window<R>(scores, width, length, query, window);
   softmax_rows<R>(scores, width, inverse);
   weigh_values<R>(scores, width, v, v_stride, length, head_size, inverse, out);
 }
@@ -170,7 +188,7 @@ void block(const float* const* q, const float* kt, const float* mask, const floa
 // Ask for the next item's query, key and value rows while this one runs: each row is a few cache lines
 // one (N, 3H) row apart, a stride the hardware prefetchers do not follow across pages.
 void prefetch_item(const Item& item, const float* qkv, int64_t stride, int64_t hidden, int64_t head_size) {
-  for (int64_t j = 0; j < item.length; ++j) {
+  for (int64_t j = item.keys_first; j < item.keys_last; ++j) {
     const char* row = reinterpret_cast<const char*>(qkv + (item.start + j) * stride + item.head * head_size);
     for (int64_t part = 0; part < 3; ++part)
       for (int64_t byte = 0; byte < head_size * 4; byte += 64)
@@ -179,37 +197,44 @@ void prefetch_item(const Item& item, const float* qkv, int64_t stride, int64_t h
 }
 
 void run_item(const Item& item, const float* qkv, int64_t stride, int64_t hidden, int64_t head_size, float scale,
-              float* out, std::vector<float>& kt, std::vector<float>& mask, std::vector<float>& scores) {
-  const int64_t length = item.length, width = (length + kLanes - 1) / kLanes * kLanes;
+              int64_t window, float* out, std::vector<float>& kt, std::vector<float>& mask,
+              std::vector<float>& scores) {
+  const int64_t keys = item.keys_last - item.keys_first, width = (keys + kLanes - 1) / kLanes * kLanes;
   kt.resize(head_size * width);
-  const float* key = qkv + item.start * stride + hidden + item.head * head_size;
-  pack_keys(key, stride, length, head_size, width, kt.data());
+  const float* key = qkv + (item.start + item.keys_first) * stride + hidden + item.head * head_size;
+  pack_keys(key, stride, keys, head_size, width, kt.data());
   mask.assign(width, 0.0f);
-  std::fill(mask.begin() + length, mask.end(), -std::numeric_limits<float>::infinity());
+  std::fill(mask.begin() + keys, mask.end(), -std::numeric_limits<float>::infinity());
   scores.resize(kRows * width);
-  const float* value = qkv + item.start * stride + 2 * hidden + item.head * head_size;
+  const float* value = qkv + (item.start + item.keys_first) * stride + 2 * hidden + item.head * head_size;
   for (int64_t i = item.first; i < item.last; i += kRows) {
-    const int64_t rows = std::min(kRows, item.last - i);
+    const int64_t rows = std::min(kRows, item.last - i), query = i - item.keys_first;
     const float* q[kRows];
     float* o[kRows];
     for (int64_t r = 0; r < rows; ++r) {
       q[r] = qkv + (item.start + i + r) * stride + item.head * head_size;
       o[r] = out + (item.start + i + r) * hidden + item.head * head_size;
     }
+    const float* k = kt.data();
+    const float* m = mask.data();
+    float* p = scores.data();
     switch (rows) {
-      case 4: block<4>(q, kt.data(), mask.data(), value, stride, length, width, head_size, scale, scores.data(), o); break;
-      case 3: block<3>(q, kt.data(), mask.data(), value, stride, length, width, head_size, scale, scores.data(), o); break;
-      case 2: block<2>(q, kt.data(), mask.data(), value, stride, length, width, head_size, scale, scores.data(), o); break;
-      default: block<1>(q, kt.data(), mask.data(), value, stride, length, width, head_size, scale, scores.data(), o); break;
+      case 4: block<4>(q, k, m, value, stride, keys, width, head_size, scale, query, window, p, o); break;
+      case 3: block<3>(q, k, m, value, stride, keys, width, head_size, scale, query, window, p, o); break;
+      case 2: block<2>(q, k, m, value, stride, keys, width, head_size, scale, query, window, p, o); break;
+      default: block<1>(q, k, m, value, stride, keys, width, head_size, scale, query, window, p, o); break;
     }
   }
 }
 
-// (N, 3H) float32 query|key|value rows, (B + 1) int64 sequence offsets -> (N, H) context.
-at::Tensor packed_attention(const at::Tensor& qkv, const at::Tensor& cu_seqlens, int64_t heads, double scale) {
+// (N, 3H) float32 query|key|value rows, (B + 1) int64 sequence offsets -> (N, H) context; window >= 0: each query
+// sees only the keys of its sequence at most `window` positions away (a sliding window), -1: all of them.
+at::Tensor packed_attention(const at::Tensor& qkv, const at::Tensor& cu_seqlens, int64_t heads, double scale,
+                            int64_t window) {
   TORCH_CHECK(qkv.dim() == 2 && qkv.scalar_type() == at::kFloat && qkv.stride(1) == 1,
               "qkv must be (N, 3H) float32 rows with contiguous columns");
   TORCH_CHECK(heads > 0 && qkv.size(1) % (3 * heads) == 0, "qkv's width must be 3 x heads x head_size");
+  TORCH_CHECK(window >= -1, "window must be -1 (none) or a number of positions");
   TORCH_CHECK(cu_seqlens.dim() == 1 && cu_seqlens.size(0) >= 1 &&
                   (cu_seqlens.scalar_type() == at::kInt || cu_seqlens.scalar_type() == at::kLong),
               "cu_seqlens must be (B + 1) int32 or int64");
@@ -227,8 +252,10 @@ at::Tensor packed_attention(const at::Tensor& qkv, const at::Tensor& cu_seqlens,
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t first = 0; first < length; first += kQueryBlock) {
         const int64_t last = std::min(length, first + kQueryBlock);
-        items.push_back({cu[b], length, h, first, last});
-        cost.push_back(cost.back() + static_cast<double>(last - first) * (length + 16) * head_size);
+        const int64_t keys_first = window < 0 ? 0 : std::max<int64_t>(0, first - window);
+        const int64_t keys_last = window < 0 ? length : std::min(length, last + window);
+        items.push_back({cu[b], h, first, last, keys_first, keys_last});
+        cost.push_back(cost.back() + static_cast<double>(last - first) * (keys_last - keys_first + 16) * head_size);
       }
   }
   const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), items.size()));
@@ -244,7 +271,8 @@ at::Tensor packed_attention(const at::Tensor& qkv, const at::Tensor& cu_seqlens,
     for (int64_t t = begin; t < end; ++t)
       for (int64_t i = split[t]; i < split[t + 1]; ++i) {
         if (i + 1 < split[t + 1]) prefetch_item(items[i + 1], data, stride, hidden, head_size);
-        run_item(items[i], data, stride, hidden, head_size, static_cast<float>(scale), context, kt, mask, scores);
+        run_item(items[i], data, stride, hidden, head_size, static_cast<float>(scale), window, context, kt, mask,
+                 scores);
       }
   });
   return out;
@@ -253,7 +281,7 @@ at::Tensor packed_attention(const at::Tensor& qkv, const at::Tensor& cu_seqlens,
 }  // namespace
 
 TORCH_LIBRARY(bertlite_attention, m) {
-  m.def("packed_attention(Tensor qkv, Tensor cu_seqlens, int heads, float scale) -> Tensor");
+  m.def("packed_attention(Tensor qkv, Tensor cu_seqlens, int heads, float scale, int window=-1) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(bertlite_attention, CPU, m) { m.impl("packed_attention", &packed_attention); }

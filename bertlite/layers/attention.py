@@ -534,19 +534,43 @@ def packed_varlen_attention(
     return context.reshape(n, heads * head_size), None
 
 
-def _cpu_varlen_attention(
-    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
+def packed_windowed_varlen_attention(
+    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float, window: int
 ) -> tuple[Tensor, None]:
-    """packed_varlen_attention on the CPU: bertlite's C++ op, or "auto" where it cannot run this forward."""
+    """packed_windowed_attention for attention "varlen": on the CPU bertlite's C++ op, which takes the window
+    itself (each query block over only the keys its window reaches, in one parallel loop); elsewhere
+    packed_windowed_attention.
+
+    Args:
+        qkv, layout, heads, scaling, dropout_p, window: as in packed_windowed_attention.
+
+    Returns:
+        ((N, H) context, None).
+
+    Raises:
+        AttentionUnavailableError: the C++ op does not build or check out here (CPU).
+    """
+    if qkv.device.type == "cpu":
+        return _cpu_varlen_attention(qkv, layout, heads, scaling, dropout_p, window)
+    return packed_windowed_attention(qkv, layout, heads, scaling, dropout_p, window)
+
+
+def _cpu_varlen_attention(
+    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float, window: int | None = None
+) -> tuple[Tensor, None]:
+    """packed_varlen_attention on the CPU (with a sliding window when given): bertlite's C++ op, or SDPA
+    ("auto", or packed_windowed_attention) where it cannot run this forward."""
     # The op has no backward and no graph form (torch.compile, torch.export, tracing): those run SDPA.
     if dropout_p or (torch.is_grad_enabled() and qkv.requires_grad) or graph.recording_graph():
+        if window is not None:
+            return packed_windowed_attention(qkv, layout, heads, scaling, dropout_p, window)
         return packed_auto_attention(qkv, layout, heads, scaling, dropout_p)
     if not native_attention.available():
         raise AttentionUnavailableError(
             f"attn_implementation='varlen' on the CPU runs bertlite's C++ attention, which is not available "
             f"here: {native_attention.reason()}; use 'auto'"
         )
-    context = native_attention.packed_attention(qkv.float(), layout, heads, scaling)
+    context = native_attention.packed_attention(qkv.float(), layout, heads, scaling, window)
     return context.to(qkv.dtype), None
 
 

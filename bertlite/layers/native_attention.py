@@ -5,7 +5,8 @@ torch's SDPA runs one call per run of equal lengths, and its CPU kernel costs mi
 attention's time. `packed_attention` takes the packed rows as they are (each sequence found by the
 layout's cu_seqlens, as flash attention's varlen form does) and runs every (sequence, head, block of
 queries) in one parallel loop, split between the threads by cost, with the next item's rows prefetched.
-Its softmax runs in float32 with the exponential torch's CPU flash attention uses.
+Its softmax runs in float32 with the exponential torch's CPU flash attention uses. With a sliding window
+(ModernBERT's local layers) each block of queries reads only the keys its window reaches.
 
 It is checked against SDPA on a probe when built (a mismatch keeps SDPA) and in tests, and used unless
 SDPA was timed faster on this CPU, once per machine (timing_choice). Built with torch's C++ extension
@@ -117,10 +118,10 @@ def _check(ops: object) -> str | None:
     generator = torch.Generator().manual_seed(0)
     lengths = [1, 3, 16, 17, 40, 70, 129]
     cu_seqlens = torch.tensor([0, *lengths]).cumsum(0)
-    for heads, head_size in ((4, 32), (2, 20), (3, 64)):
+    for (heads, head_size), window in zip(((4, 32), (2, 20), (3, 64)), (None, 5, 40), strict=True):
         qkv = torch.randn(sum(lengths), 3 * heads * head_size, generator=generator) * 2
-        expected = sdpa_runs(qkv, [(1, length) for length in lengths], heads, head_size**-0.5)
-        got = ops.packed_attention(qkv, cu_seqlens, heads, head_size**-0.5)  # type: ignore[attr-defined]
+        expected = sdpa_runs(qkv, [(1, length) for length in lengths], heads, head_size**-0.5, window)
+        got = ops.packed_attention(qkv, cu_seqlens, heads, head_size**-0.5, -1 if window is None else window)  # type: ignore[attr-defined]
         if not torch.allclose(got, expected, rtol=1e-5, atol=1e-5 * float(expected.abs().max())):
             return "its outputs differ from SDPA's on this machine"
     return None
@@ -160,7 +161,9 @@ def time_attention(ops: object) -> Rounds:
         )
 
 
-def sdpa_runs(qkv: Tensor, runs: list[tuple[int, int]], heads: int, scaling: float) -> Tensor:
+def sdpa_runs(
+    qkv: Tensor, runs: list[tuple[int, int]], heads: int, scaling: float, window: int | None = None
+) -> Tensor:
     """torch's SDPA on packed rows, one call per run of equal-length sequences, as attention "auto" runs a
     length-sorted batch: the op's reference and its rival in the timing.
 
@@ -169,6 +172,7 @@ def sdpa_runs(qkv: Tensor, runs: list[tuple[int, int]], heads: int, scaling: flo
         runs: (sequences, length) of each run, in row order.
         heads: attention heads.
         scaling: the factor on q.k.
+        window: a sliding window (the keys at most this many positions away), as a boolean mask; None: none.
 
     Returns:
         (N, H) context.
@@ -178,13 +182,17 @@ def sdpa_runs(qkv: Tensor, runs: list[tuple[int, int]], heads: int, scaling: flo
     for count, length in runs:
         rows = slice(start, start + count * length)
         q, k, v = qkv[rows].view(count, length, 3, heads, hidden // heads).permute(2, 0, 3, 1, 4)
-        context = F.scaled_dot_product_attention(q, k, v, scale=scaling)  # (count, heads, length, head_size)
+        positions = torch.arange(length)
+        near = None if window is None else (positions[None, :] - positions[:, None]).abs() <= window
+        context = F.scaled_dot_product_attention(q, k, v, attn_mask=near, scale=scaling)  # (count, heads, length, hs)
         out[rows].view(count, length, heads, hidden // heads).copy_(context.transpose(1, 2))
         start += count * length
     return out
 
 
-def packed_attention(qkv: Tensor, layout: PackedLayout, heads: int, scaling: float) -> Tensor:
+def packed_attention(
+    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, window: int | None = None
+) -> Tensor:
     """Each sequence's queries over its own keys, on the packed rows as they are (available() or build() first).
 
     Args:
@@ -192,8 +200,10 @@ def packed_attention(qkv: Tensor, layout: PackedLayout, heads: int, scaling: flo
         layout: the batch's PackedLayout (its cu_seqlens find the sequences).
         heads: attention heads.
         scaling: the factor on q.k.
+        window: a sliding window: each query sees only the keys at most this many positions away; None: all.
 
     Returns:
         (N, H) context.
     """
-    return _state["ops"].packed_attention(qkv, layout.cu_seqlens, heads, scaling)  # type: ignore[union-attr]
+    ops = _state["ops"]
+    return ops.packed_attention(qkv, layout.cu_seqlens, heads, scaling, -1 if window is None else window)  # type: ignore[union-attr]

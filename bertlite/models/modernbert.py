@@ -7,8 +7,9 @@ LayerNorms may have no bias, and there is a `final_norm` and no pooler. So it ha
 the shared attention kernels (layers.attention) and PackedLayout, the PreTrainedModel surface and the loader.
 A sliding-window layer is an additive window mask, (B, 1, T, T), on a padded batch; packed, each sequence
 attends within its own rows, a chunk of queries at a time over only the keys their window reaches
-(layers.attention.packed_windowed_attention), so the window never crosses sequences and memory grows with the
-tokens, not with the square of the longest text. The heads are in models.modernbert_heads. The layer declares
+(layers.attention.packed_windowed_attention; with attention "varlen" on the CPU, bertlite's C++ op, which takes
+the window itself), so the window never crosses sequences and memory grows with the tokens, not with the square
+of the longest text. The heads are in models.modernbert_heads. The layer declares
 its parts (LayerRoles: Wqkv as one fused query|key|value Linear, Wi as a gated intermediate, Wo and mlp.Wo
 taking the residual add), so the CPU's oneDNN Linears and int8 swap in as for BERT.
 """
@@ -33,6 +34,7 @@ from bertlite.layers.attention import (
     packed_eager_attention,
     packed_first_token_attention,
     packed_windowed_attention,
+    packed_windowed_varlen_attention,
     padded_attention,
     window_bias,
 )
@@ -198,6 +200,8 @@ class ModernBertAttention(nn.Module):
         if name == "eager":
             grid = range(layout.max_length)
             return packed_eager_attention(*args, window_bias(grid, grid, window, qkv)[None, None])
+        if name == "varlen":
+            return packed_windowed_varlen_attention(*args, window)
         return packed_windowed_attention(*args, window)
 
     def _out(self, context: Tensor, residual: Tensor | None) -> Tensor:

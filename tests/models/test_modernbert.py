@@ -644,7 +644,7 @@ def test_to_bertlite_and_use_bertlite_take_modernbert(st_folder: Path) -> None:
 
 
 @pytest.mark.parametrize("chunk", [5, 7, 64])
-@pytest.mark.parametrize("attn", ["auto", "per_sequence", "sdpa", "nested"])
+@pytest.mark.parametrize("attn", ["auto", "per_sequence", "sdpa", "nested", "varlen"])
 def test_windowed_attention_in_chunks_matches_transformers(model_folder, attn, chunk, monkeypatch) -> None:
     # Chunks of queries smaller than the texts and than the windows (4 and 20 tokens each side): every boundary
     # case of the keys a chunk reads; lengths in runs of equal ones and alone.
