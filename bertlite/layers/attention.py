@@ -487,7 +487,7 @@ def packed_nested_attention(
 
 
 def packed_varlen_attention(
-    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float
+    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float, window: int | None = None
 ) -> tuple[Tensor, None]:
     """Attention on the packed rows as they are, each sequence found by layout.cu_seqlens: one call, no grid,
     no padding. On CUDA (bf16/fp16) torch's flash attention (torch.nn.attention.varlen, the kernel
@@ -500,8 +500,12 @@ def packed_varlen_attention(
     before installing it; layers.onednn.optimize installs the CPU op where it was built and timed faster
     than SDPA here.
 
+    With a sliding window (ModernBERT's local layers), the C++ op takes it itself: each block of queries over
+    only the keys its window reaches; off the CPU, packed_windowed_attention runs it.
+
     Args:
         qkv, layout, heads, scaling, dropout_p: as in packed_eager_attention.
+        window: the tokens a query sees on each side (as in packed_windowed_attention); None: every key.
 
     Returns:
         ((N, H) context, None).
@@ -512,7 +516,9 @@ def packed_varlen_attention(
             check out here (CPU).
     """
     if qkv.device.type == "cpu":
-        return _cpu_varlen_attention(qkv, layout, heads, scaling, dropout_p)
+        return _cpu_varlen_attention(qkv, layout, heads, scaling, dropout_p, window)
+    if window is not None:  # torch's varlen kernel takes no window
+        return packed_windowed_attention(qkv, layout, heads, scaling, dropout_p, window)
     if dropout_p:
         raise ValueError("attn_implementation='varlen' runs inference only (no attention dropout)")
     if qkv.device.type != "cuda" or qkv.dtype not in (torch.float16, torch.bfloat16):
@@ -532,27 +538,6 @@ def packed_varlen_attention(
     cu_seqlens, width = layout.cu_seqlens, layout.max_length
     context = varlen_attn(query, key, value, cu_seqlens, cu_seqlens, width, width, **scale)  # (N, nh, hs)
     return context.reshape(n, heads * head_size), None
-
-
-def packed_windowed_varlen_attention(
-    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float, window: int
-) -> tuple[Tensor, None]:
-    """packed_windowed_attention for attention "varlen": on the CPU bertlite's C++ op, which takes the window
-    itself (each query block over only the keys its window reaches, in one parallel loop); elsewhere
-    packed_windowed_attention.
-
-    Args:
-        qkv, layout, heads, scaling, dropout_p, window: as in packed_windowed_attention.
-
-    Returns:
-        ((N, H) context, None).
-
-    Raises:
-        AttentionUnavailableError: the C++ op does not build or check out here (CPU).
-    """
-    if qkv.device.type == "cpu":
-        return _cpu_varlen_attention(qkv, layout, heads, scaling, dropout_p, window)
-    return packed_windowed_attention(qkv, layout, heads, scaling, dropout_p, window)
 
 
 def _cpu_varlen_attention(

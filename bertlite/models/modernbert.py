@@ -33,8 +33,8 @@ from bertlite.layers.attention import (
     check_attn_implementation,
     packed_eager_attention,
     packed_first_token_attention,
+    packed_varlen_attention,
     packed_windowed_attention,
-    packed_windowed_varlen_attention,
     padded_attention,
     window_bias,
 )
@@ -201,7 +201,7 @@ class ModernBertAttention(nn.Module):
             grid = range(layout.max_length)
             return packed_eager_attention(*args, window_bias(grid, grid, window, qkv)[None, None])
         if name == "varlen":
-            return packed_windowed_varlen_attention(*args, window)
+            return packed_varlen_attention(*args, window)
         return packed_windowed_attention(*args, window)
 
     def _out(self, context: Tensor, residual: Tensor | None) -> Tensor:
