@@ -21,9 +21,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         description="Print the versions of bertlite, torch, tokenizers and Python; this CPU's capabilities "
         "(torch's vector ISA, native bf16/fp16 GEMMs, AVX-512 / VNNI / AMX flags from /proc/cpuinfo, and any ISA "
         "cap set in the environment, such as ONEDNN_MAX_CPU_ISA=AVX2, which makes this an emulated smaller CPU); "
-        "the dtype that dtype='auto' (the default of Embedder and bertlite embed) resolves to, and the timing it "
-        "rests on (bfloat16's speed-up over float32 per round: min, median and max, the rounds dropped because "
-        "other processes had the CPU, and whether the verdict was kept for later processes); the int8 kernel and "
+        "the dtype that dtype='auto' (asked for: the default is float32) resolves to on this kind of CPU "
+        "and why (a rule of the CPU's kind, never a timing, so every process on this CPU picks the same; each job "
+        "then keeps bfloat16 only where it meets the job's accuracy bar); the int8 kernel and "
         "integer ranges that dtype='int8' gets here (probed); whether long jobs run the C++ attention here (built, "
         "checked and timed); whether GELU runs inside the GEMM here (timed); and "
         "which GEMM, oneDNN's or MKL's, runs each float32 Linear shape of BERT-base here (timed by the same rule). "
@@ -70,9 +70,10 @@ def _report(caps: Capabilities, verdict: Verdict) -> dict[str, Any]:
 
     Returns:
         The report --json prints: versions, capabilities, threads, cuda_available, auto_dtype (per device),
-        auto_dtype_measurement, int8, families, cpu_attention (the C++ attention built, checked and timed here:
-        whether long jobs run it, and why), gelu_fused_in_gemm where float32 GELU can run inside the GEMM, and
-        float32_linear_kernels where oneDNN's float32 linear runs (linear_kernels).
+        auto_dtype_reason (why, by this CPU's kind; each job then holds bfloat16 to its accuracy bar), int8,
+        families, cpu_attention (the C++ attention built, checked and timed here: whether long jobs run it, and
+        why), gelu_fused_in_gemm where float32 GELU can run inside the GEMM, and float32_linear_kernels where
+        oneDNN's float32 linear runs (linear_kernels).
     """
     import platform
 
@@ -95,13 +96,7 @@ def _report(caps: Capabilities, verdict: Verdict) -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "cuda_available": torch.cuda.is_available(),
         "auto_dtype": {"cpu": verdict.dtype},
-        "auto_dtype_measurement": {
-            "reason": verdict.reason,
-            "seconds": verdict.seconds,
-            "x_float32": verdict.ratios(),
-            "spread": verdict.spread,
-            "kept": verdict.kept,
-        },
+        "auto_dtype_reason": verdict.reason,
         "int8": describe_int8(),
         "families": families(),
         "cpu_attention": {"native": native_attention.build(), "summary": native_attention.describe()},
@@ -184,8 +179,7 @@ def _print_report(report: dict[str, Any], caps: Capabilities, verdict: Verdict) 
     print(f"cpu: {caps.summary()}")
     print(f"torch threads: {report['threads']}; cuda available: {'yes' if report['cuda_available'] else 'no'}")
     print("dtype='auto' resolves to: " + ", ".join(f"{d} on {dev}" for dev, d in report["auto_dtype"].items()))
-    timed = " (BERT-base's Linears; Embedder times the model's own)" if verdict.spread else ""
-    print(f"dtype='auto' on cpu: {verdict.reason}{timed}")
+    print(f"dtype='auto' on cpu: {verdict.reason}; each job keeps bfloat16 only where it meets its accuracy bar")
     print(f"dtype='int8' runs: {report['int8']['summary']}")
     print(f"attention on cpu for long jobs (serve, embed of a large file): {report['cpu_attention']['summary']}")
     print(f"model families: {', '.join(report['families'])} (every job runs on each: docs/jobs.md)")

@@ -19,6 +19,7 @@ from tokenizers import Encoding, Tokenizer
 from torch import Tensor, nn
 
 # The input checks live in jobs/inputs.py; the jobs and the CLI import them from here too.
+from bertlite.jobs import bars
 from bertlite.jobs.inputs import (  # noqa: F401
     Text,
     check_count,
@@ -28,7 +29,7 @@ from bertlite.jobs.inputs import (  # noqa: F401
     with_prompt,
 )
 from bertlite.jobs.long_texts import TextCutter
-from bertlite.jobs.prepare import LoadOptions, check_device, ready  # noqa: F401 (LoadOptions: its old home)
+from bertlite.jobs.prepare import AUTO_VERDICTS, LoadOptions, check_device, ready  # noqa: F401 (LoadOptions: its old home)
 from bertlite.layers.onednn import restore
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import attention_of, model_layers
@@ -109,6 +110,8 @@ class BaseEncoder:
         self._set_backend(tokenizer)
         self.max_length = max_length
         self.last_stats = EncodeStats()
+        self._auto = AUTO_VERDICTS.pop(model, None)  # dtype="auto": settle_auto holds bfloat16 to the job's bar
+        self._precision_reason = _asked_for(self.precision)
 
     @property
     def max_length(self) -> int:
@@ -192,6 +195,56 @@ class BaseEncoder:
     def precision(self) -> str:
         """What the Linear layers compute in, by name: "int8" for a quantized model, else the dtype's name."""
         return "int8" if is_quantized(self.bert) else str(self.dtype).removeprefix("torch.")
+
+    @property
+    def precision_reason(self) -> str:
+        """One line: the precision this job runs in and why (dtype="auto"'s verdict and the job's bar)."""
+        return self._precision_reason
+
+    def settle_auto(self) -> Self:
+        """For dtype="auto" on the CPU: run bfloat16 only where the CPU runs it faster and the job meets its bar.
+
+        The model was loaded in float32. Where the CPU's verdict is bfloat16 (bertlite.utils.auto_dtype), the
+        job's answers on bars.CALIBRATION_TEXTS in float32 and in bfloat16 are held to its bar (bertlite.jobs.bars);
+        a model that misses it goes back to its float32 weights, exactly. A job not loaded with "auto" is left
+        as it is. Each job's constructor calls this last, once its own settings are in place.
+
+        Returns:
+            This encoder.
+        """
+        verdict, self._auto = self._auto, None
+        if verdict is None:
+            return self
+        if verdict.dtype == "float32" or self.device.type != "cpu":
+            self._precision_reason = f"float32: dtype='auto' keeps float32 here: {verdict.reason}"
+            return self
+        reference = self._bar_outputs()
+        restore(self.model)  # the plain modules, whose float32 weights are kept to go back to
+        kept = {name: tensor.detach().clone() for name, tensor in self.model.state_dict().items()}
+        ready(self.model, pack_weights=self.pack_weights)
+        self.to(torch.bfloat16)  # the heads a job keeps beside its model stay float32
+        measured = self._bar(reference, self._bar_outputs(), "bfloat16")
+        if measured.passed:
+            self._precision_reason = (
+                f"bfloat16: dtype='auto' picks it: {verdict.reason}; this job's bar: {measured.summary}"
+            )
+            return self
+        restore(self.model)
+        self.model.to(torch.float32).load_state_dict(kept)
+        ready(self.model, pack_weights=self.pack_weights)
+        self._precision_reason = (
+            f"float32: dtype='auto' keeps float32: bfloat16 misses this job's bar ({measured.summary}), "
+            f"though {verdict.reason}"
+        )
+        return self
+
+    def _bar_outputs(self) -> Any:
+        """The job's answer on bars.CALIBRATION_TEXTS, for settle_auto."""
+        raise NotImplementedError
+
+    def _bar(self, reference: Any, fast: Any, mode: str) -> bars.Measured:
+        """Hold a fast mode's _bar_outputs to float32's by the job's bar (bertlite.jobs.bars)."""
+        raise NotImplementedError
 
     @property
     def tokenizer(self) -> Tokenizer:
@@ -533,6 +586,13 @@ class BaseEncoder:
             "token_type_ids": types.to(device),
             "attention_mask": mask.to(device),
         }
+
+
+def _asked_for(precision: str) -> str:
+    """precision_reason for a job not loaded with dtype="auto"."""
+    if precision == "float32":
+        return "float32: the reference's numbers (dtype='auto' asks for the fastest mode that keeps the job's bar)"
+    return f"{precision}: asked for"
 
 
 def pad_id(tokenizer: Tokenizer, config_pad_id: int | None) -> int:

@@ -17,6 +17,7 @@ from tokenizers import Encoding, Tokenizer
 from torch import Tensor, nn
 
 from bertlite.config import CONFIG_CLASSES, BertConfig
+from bertlite.jobs import bars
 from bertlite.jobs.activation import default_activation, folder_activation, resolve_activation
 from bertlite.jobs.base import (
     BaseEncoder,
@@ -129,7 +130,7 @@ class CrossEncoder(STSurface, BaseEncoder):
             )
             max_length = max_length if max_length is not None else folder["max_length"]
             activation_fn = activation_fn if activation_fn is not None else folder["activation_fn"]
-            prompts = {**folder["prompts"], **(prompts or {})}
+            prompts = {**(folder["prompts"] or {}), **(prompts or {})}
             default_prompt_name = (
                 default_prompt_name if default_prompt_name is not None else folder["default_prompt_name"]
             )
@@ -146,6 +147,15 @@ class CrossEncoder(STSurface, BaseEncoder):
         self._query_pairs: QueryPairs | None = None  # built on first use, again once max_length changes
         if device is not None and isinstance(model_name_or_path, nn.Module):
             self.to(device)
+        self.settle_auto()
+
+    def _bar_outputs(self) -> np.ndarray:
+        pairs, _ = bars.calibration_pairs()
+        scores = self.activation(self.encode_tokenized(self._encode_texts(pairs)))
+        return scores[:, 0] if scores.shape[1] == 1 else scores
+
+    def _bar(self, reference: np.ndarray, fast: np.ndarray, mode: str) -> bars.Measured:
+        return bars.scores(reference, fast, mode, bars.calibration_pairs()[1])
 
     @classmethod
     def from_pretrained(

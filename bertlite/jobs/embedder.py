@@ -16,6 +16,7 @@ import torch
 from tokenizers import Encoding, Tokenizer
 from torch import Tensor
 
+from bertlite.jobs import bars
 from bertlite.jobs.base import (
     CHUNK_TEXTS,
     DEFAULT_BATCH_SIZE,
@@ -127,6 +128,13 @@ class Embedder(SentenceTransformerMembers, BaseEncoder):
         self.include_prompt = True
         self.truncate_dim = None
         self.truncate_dim = self._check_truncate_dim(truncate_dim)
+        self.settle_auto()
+
+    def _bar_outputs(self) -> np.ndarray:
+        return self.encode_tokenized(self._encode_texts(bars.CALIBRATION_TEXTS))
+
+    def _bar(self, reference: np.ndarray, fast: np.ndarray, mode: str) -> bars.Measured:
+        return bars.embeddings(reference, fast, mode)
 
     @classmethod
     def from_pretrained(

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from bertlite.checkpoint.hub import resolve_file
 from bertlite.checkpoint.load import iter_tensors
 from bertlite.errors import CheckpointError
+from bertlite.jobs import bars
 from bertlite.jobs.base import BaseEncoder, EncodeStats, check_count, progress_bar, with_prompt
 from bertlite.jobs.long_texts import TextCutter
 from bertlite.jobs.prepare import LoadOptions
@@ -88,6 +89,19 @@ class M3Encoder(BaseEncoder):
         self.unused_ids = torch.tensor(sorted({i for i in ids if i is not None}), dtype=torch.long)
         self._length_tokenizers: dict[int, tuple[Tokenizer, TextCutter]] = {}
         self._set_prompts(None, None)  # the server's prompt fields resolve to none
+        self.settle_auto()
+
+    def _bar_outputs(self) -> tuple[Any, ...]:
+        encodings = self._encode_texts(bars.CALIBRATION_TEXTS)
+        return tuple(self.encode_tokenized(encodings, output_value=name) for name in (None, "sparse", "colbert_vecs"))
+
+    def _bar(self, reference: tuple[Any, ...], fast: tuple[Any, ...], mode: str) -> bars.Measured:
+        held = (
+            bars.embeddings(reference[0], fast[0], mode),
+            bars.sparse(reference[1], fast[1], mode),
+            bars.maxsim(reference[2], fast[2], mode),
+        )
+        return bars.Measured(all(m.passed for m in held), "; ".join(m.summary for m in held))
 
     @classmethod
     def from_pretrained(

@@ -17,6 +17,7 @@ import torch
 from tokenizers import Encoding, Tokenizer
 from torch import Tensor, nn
 
+from bertlite.jobs import bars
 from bertlite.jobs.base import (
     BaseEncoder,
     EncodeStats,
@@ -177,6 +178,13 @@ class MultiVectorEncoder(MultiVectorMembers, STSurface, BaseEncoder):
         self._build_task_tokenizers()
         if device is not None and isinstance(model_name_or_path, nn.Module):
             self.to(device)
+        self.settle_auto()
+
+    def _bar_outputs(self) -> list[np.ndarray]:
+        return self.encode_tokenized(self._encode_texts(bars.CALIBRATION_TEXTS))
+
+    def _bar(self, reference: list[np.ndarray], fast: list[np.ndarray], mode: str) -> bars.Measured:
+        return bars.maxsim(reference, fast, mode)
 
     def _set_projection(self, projection: nn.Module) -> None:
         """Keep the projection on the model's device, and the full token-vector dimension it gives."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -19,7 +20,7 @@ import torch
 from tokenizers import Tokenizer
 from torch import nn
 
-from bertlite.config import CONFIG_CLASSES, BertConfig
+from bertlite.config import BertConfig
 from bertlite.layers.attention import packed_per_sequence_attention, packed_varlen_attention
 from bertlite.layers.onednn import FusedQKV, fast_linear, optimize
 from bertlite.layers.roles import attention_of, model_layers, part, roles_of
@@ -27,12 +28,16 @@ from bertlite.models.auto import BASE_MODELS, AutoModel, read_model_type
 from bertlite.models.bert import BertModel
 from bertlite.quant.int8 import quantize_int8
 from bertlite.tokenization import load_tokenizer
-from bertlite.utils.capabilities import resolve_dtype
+from bertlite.utils.auto_dtype import Verdict, auto_dtype
+from bertlite.utils.capabilities import detect, resolve_dtype
 from bertlite.utils.warn import warn_user
 
-__all__ = ["LoadOptions", "check_device", "check_precision", "packed_attention_for", "ready"]
+__all__ = ["AUTO_VERDICTS", "LoadOptions", "check_device", "check_precision", "packed_attention_for", "ready"]
 
 M = TypeVar("M", bound=nn.Module)
+
+# dtype="auto" on the CPU: the CPU's verdict for each model loaded in float32, until its job settles it.
+AUTO_VERDICTS: weakref.WeakKeyDictionary[nn.Module, Verdict] = weakref.WeakKeyDictionary()
 
 
 def check_precision(dtype: torch.dtype | str | None, quantize: str | None) -> bool:
@@ -140,14 +145,13 @@ class LoadOptions:
             loader: the model class's from_pretrained, or a function with its keywords that also checks the
                 loaded model (and returns it alone).
             name_or_path: a local checkpoint folder or a hub id.
-            config: the checkpoint's config, when the job has read it; None: read here when "auto" on CPU
-                times the model's own sizes, else by `loader`. Either way `loader` is given it: config.json is
-                read once.
+            config: the checkpoint's config, when the job has read it; None: read by `loader`.
             **model_kwargs: the model's constructor arguments (add_pooling_layer).
 
         Returns:
             (model, tokenizer); int8 loads float32, then bertlite.quant.int8.quantize_int8 swaps the
-            Linears, calibrated with the tokenizer.
+            Linears, calibrated with the tokenizer. "auto" on the CPU loads float32 and keeps the CPU's
+            verdict in AUTO_VERDICTS, for the job to hold bfloat16 to its bar (BaseEncoder.settle_auto).
 
         Raises:
             ValueError: an unknown dtype.
@@ -157,14 +161,11 @@ class LoadOptions:
         model_type = config.model_type if config is not None else read_model_type(name_or_path, self.hub_kwargs)
         if getattr(loader, "__self__", None) is BertModel and model_type in BASE_MODELS and model_type != "bert":
             loader = AutoModel.model_class(model_type).from_pretrained  # the family's base model
-        sizes = None
+        verdict = None
         if self.dtype == "auto" and not self.int8 and (self.device is None or self.device.type == "cpu"):
-            if config is None:  # read as `loader` would (config.json's keys absorb model_kwargs), then given to it
-                config, model_kwargs = CONFIG_CLASSES.get(model_type, BertConfig).from_pretrained(
-                    name_or_path, return_unused_kwargs=True, **self.hub_kwargs, **model_kwargs
-                )
-            sizes = (config.hidden_size, config.intermediate_size)
-        dtype = resolve_dtype(None if self.int8 else self.dtype, self.device, sizes)
+            # The job holds a bfloat16 candidate to its bar (BaseEncoder.settle_auto), so it loads float32 first.
+            verdict = auto_dtype(detect())
+        dtype = torch.float32 if verdict is not None else resolve_dtype(None if self.int8 else self.dtype, self.device)
         model = loader(
             name_or_path,
             config=config,
@@ -174,6 +175,8 @@ class LoadOptions:
             **model_kwargs,
             **self.hub_kwargs,
         )
+        if verdict is not None:
+            AUTO_VERDICTS[model] = verdict
         tokenizer = load_tokenizer(name_or_path, **self.hub_kwargs)
         if self.int8:
             quantize_int8(model, tokenizer)

@@ -18,6 +18,7 @@ from torch import Tensor
 
 from bertlite.config import CONFIG_CLASSES, BertConfig
 from bertlite.errors import CheckpointError
+from bertlite.jobs import bars
 from bertlite.jobs.base import (
     CHUNK_TEXTS,
     BaseEncoder,
@@ -168,6 +169,13 @@ class SparseEncoder(SparseEncoderMembers, STSurface, BaseEncoder):
         self._set_prompts(prompts, default_prompt_name)
         if device is not None and isinstance(model_name_or_path, torch.nn.Module):
             self.to(device)
+        self.settle_auto()
+
+    def _bar_outputs(self) -> list[SparseRow]:
+        return self.encode_tokenized(self._encode_texts(bars.CALIBRATION_TEXTS))
+
+    def _bar(self, reference: list[SparseRow], fast: list[SparseRow], mode: str) -> bars.Measured:
+        return bars.sparse(reference, fast, mode)
 
     @classmethod
     def from_pretrained(

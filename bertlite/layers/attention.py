@@ -11,8 +11,9 @@ of the layout it is given:
   tensors; "varlen" one call over the packed rows themselves: flash attention on CUDA (bf16/fp16:
   the GPU's packed default, which jobs.prepare installs where it runs), bertlite's C++ op on the CPU
   (layers.native_attention: layers.onednn.optimize installs it where it was built and timed faster);
-  "auto" picks one of the CPU's SDPA forms per batch, by its shape and dtype (the default that
-  layers.onednn.optimize installs otherwise). On a padded batch "auto" and "varlen" are "sdpa".
+  "auto" is "per_sequence" on the CPU, in float32 (the default that layers.onednn.optimize installs
+  otherwise), so a text's context does not depend on what shares its batch. On a padded batch "auto"
+  and "varlen" are "sdpa".
 A model with a relative position bias (MPNet) gives it to every implementation as `position_bias`, the
 (1, nh, T, T) terms added to the scaled scores; packed, "nested" (a kernel without an additive bias) runs
 "sdpa" instead, "varlen" "auto" on the CPU and "sdpa" elsewhere (PACKED_BIASED_ATTENTION).
@@ -332,15 +333,6 @@ def packed_windowed_attention(
     return out.to(dtype), None
 
 
-# A grid more than this many times the real tokens (mixed lengths, as a server's batches have) costs more
-# in padded attention than one SDPA call per sequence, Python loop included; length-sorted batches have
-# runs of equal lengths, one call each, and no grid at all.
-PER_SEQUENCE_GRID_RATIO = 2.0
-# Up to this length, bf16/fp16 attention as batched GEMMs beats SDPA's CPU kernel, whose per-(sequence,
-# head) overhead dominates at short lengths; past it SDPA in float32 is faster (and more accurate).
-HALF_BMM_MAX_LENGTH = 128
-
-
 def packed_auto_attention(
     qkv: Tensor,
     layout: PackedLayout,
@@ -349,11 +341,10 @@ def packed_auto_attention(
     dropout_p: float,
     position_bias: Tensor | None = None,
 ) -> tuple[Tensor, None]:
-    """The fastest of the implementations below for this batch, by its shape and dtype.
+    """On the CPU, SDPA on each sequence's own rows, in float32 (bf16/fp16 too: as fast there, and more accurate).
 
-    On CPU: a batch with runs of equal lengths (length-sorted) or a grid mostly padding runs
-    per_sequence, in float32 (bf16/fp16 too: faster there, and more accurate); other bf16/fp16 batches
-    run half_bmm up to HALF_BMM_MAX_LENGTH tokens, else SDPA in float32. Elsewhere: sdpa.
+    A sequence's context is then the same bits whatever else shares its batch: no padded grid, whose width
+    (the batch's longest text) would change the order SDPA sums a row in. Elsewhere: sdpa.
 
     Args:
         qkv, layout, heads, scaling, dropout_p, position_bias: as in packed_eager_attention.
@@ -365,15 +356,7 @@ def packed_auto_attention(
     if qkv.device.type != "cpu" or dtype not in (torch.float32, torch.bfloat16, torch.float16):
         return packed_sdpa_attention(qkv, layout, heads, scaling, dropout_p, position_bias)
     as_float = None if position_bias is None else position_bias.float()
-    grid_rows = layout.batch_size * layout.max_length
-    if len(layout.runs) < layout.batch_size or grid_rows > PER_SEQUENCE_GRID_RATIO * qkv.shape[0]:
-        context, _ = packed_per_sequence_attention(qkv.float(), layout, heads, scaling, dropout_p, as_float)
-        return context.to(dtype), None
-    if dtype == torch.float32:
-        return packed_sdpa_attention(qkv, layout, heads, scaling, dropout_p, position_bias)
-    if layout.max_length <= HALF_BMM_MAX_LENGTH and dropout_p == 0:
-        return packed_half_bmm_attention(qkv, layout, heads, scaling, dropout_p, position_bias)
-    context, _ = packed_sdpa_attention(qkv.float(), layout, heads, scaling, dropout_p, as_float)
+    context, _ = packed_per_sequence_attention(qkv.float(), layout, heads, scaling, dropout_p, as_float)
     return context.to(dtype), None
 
 

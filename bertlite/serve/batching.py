@@ -339,7 +339,7 @@ class Batcher:
 
 def _one_forward(embedder: Any) -> bool:
     """Whether a batch runs as one forward: on a CPU in float32 on the unpadded path, where the model
-    runs the mixed lengths of a server's batch with attention per sequence (attention.PER_SEQUENCE_GRID_RATIO)
+    runs the mixed lengths of a server's batch with attention per sequence (attention "auto" or "varlen")
     instead of encode()'s length-sorted sub-batches."""
     if not embedder.unpad:
         return False

@@ -1,15 +1,18 @@
-"""dtype="auto" on a CPU by measurement: float32, or bfloat16 where it is measured faster here.
+"""dtype="auto" on a CPU: bfloat16 on the kinds of CPU where it was measured faster than float32, else float32.
 
-Which CPUs run bf16 fast is not a rule of flags: a CPU's bf16 dot products, its AMX tiles and the
-kernels torch ships decide it together. So where bf16 is native (Capabilities.bf16_native), the first
-"auto" times a pass of a BERT layer's Linears (fused query|key|value, attention output, intermediate,
-output) at the model's sizes in float32 and in bfloat16, on oneDNN's linear as the model runs it, in
-interleaved rounds, and picks bfloat16 only when it is at least measured.FASTER_BY faster in every round
-(bertlite.utils.measured has the rule). A verdict whose rounds agree is kept per CPU, ISA caps, torch
-version, thread count and sizes, in the process and in the user cache folder, so later processes do
-not time again; rounds that disagree (or too few, on a busy machine) give float32 and are not kept. float16
-is never picked: its range (65,504) overflows on real checkpoints' activations, and a NaN vector would be a
-silently wrong number.
+The verdict is a rule of the CPU's kind, not a timing taken at load: a timing taken while other processes
+hold the CPU cannot decide, and two replicas of one deployment on the same CPU must run the same mode and so
+serve the same numbers. The rule comes from bertlite's own end-to-end measurements (`python -m bench
+throughput`, the result files under bench/results/ name each CPU):
+
+- Intel with AMX (amx_bf16): bf16 GEMMs run on the tiles, 2.7-4.1x float32 end to end -> bfloat16;
+- AMD with AVX512_BF16 (Zen 4 and later): 1.6x float32 end to end -> bfloat16;
+- Intel with AVX512_BF16 but no AMX (Cooper Lake): bf16 GEMMs at half float32's rate (0.71x) -> float32;
+- no native bf16 (AVX2, AVX-512 without bf16, an ISA cap below it): torch emulates bf16 -> float32.
+
+float16 is never picked: its range (65,504) overflows on real checkpoints' activations, and a NaN vector
+would be a silently wrong number. Each job then keeps bfloat16 only where it meets the job's accuracy bar
+on held-out texts (bertlite.jobs.bars); this module says only what the CPU runs fast.
 
 BERTLITE_AUTO_DTYPE=float32|bfloat16 forces the verdict.
 """
@@ -18,10 +21,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-from bertlite.utils.measured import Choice, Rounds, cache_path, choose, machine_key, time_rounds
 
 if TYPE_CHECKING:
     import torch
@@ -29,11 +30,8 @@ if TYPE_CHECKING:
     from bertlite.utils.capabilities import Capabilities
 
 FORCE_VARIABLE = "BERTLITE_AUTO_DTYPE"
-TOKENS = 256  # rows of the timed batch: a packed batch of short texts, and a few tens of ms per pass
-DEFAULT_SIZES = (768, 3072)  # hidden and intermediate sizes of BERT-base, when no model is named
+TOKENS = 256  # rows of linear_pass's batch: a packed batch of short texts
 CANDIDATES = ("float32", "bfloat16")
-
-_verdicts: dict[str, Verdict] = {}
 
 
 @dataclass(frozen=True)
@@ -41,29 +39,18 @@ class Verdict:
     """What dtype="auto" picks on this CPU, and why."""
 
     dtype: str  # "float32" or "bfloat16"
-    reason: str  # one line for `bertlite env`, with the spread of the rounds
-    seconds: dict[str, float] = field(default_factory=dict)  # median seconds per pass per dtype; empty when not timed
-    spread: dict[str, float] = field(default_factory=dict)  # rounds counted and dropped; bf16's min/median/max x
-    kept: bool = False  # the rounds agreed, so later processes use this verdict without timing
-
-    def ratios(self) -> dict[str, float]:
-        """How many times faster than float32 each timed dtype ran, the median over the rounds (empty when
-        nothing was timed)."""
-        if "median" not in self.spread:
-            return {}
-        return {"float32": 1.0, "bfloat16": self.spread["median"]}
+    reason: str  # one line, for `bertlite env`, the server's /info and the load message
 
 
-def auto_dtype(caps: Capabilities, sizes: tuple[int, int] | None = None) -> Verdict:
-    """The dtype "auto" runs a model in on this CPU.
+def auto_dtype(caps: Capabilities) -> Verdict:
+    """The dtype "auto" runs a model in on this CPU, by the CPU's kind (the module docstring has the rule).
 
     Args:
         caps: this CPU's capabilities (bertlite.utils.capabilities.detect()).
-        sizes: the model's (hidden_size, intermediate_size); None: BERT-base's.
 
     Returns:
-        The Verdict: forced by BERTLITE_AUTO_DTYPE, float32 where bf16 is not native (nothing is
-        timed), else from a timing of this CPU, cached.
+        The Verdict: forced by BERTLITE_AUTO_DTYPE, else by the rule. The same CPU gives the same verdict
+        in every process, however busy the machine.
 
     Raises:
         ValueError: BERTLITE_AUTO_DTYPE is set to something other than float32 or bfloat16.
@@ -74,34 +61,16 @@ def auto_dtype(caps: Capabilities, sizes: tuple[int, int] | None = None) -> Verd
             raise ValueError(f"{FORCE_VARIABLE}={forced!r}: choose one of {', '.join(CANDIDATES)}")
         return Verdict(forced, f"forced by {FORCE_VARIABLE}")
     if not caps.bf16_native:
-        return Verdict("float32", "bfloat16 is not native on this CPU, so it is not timed")
-    hidden, intermediate = sizes or DEFAULT_SIZES
-    key = machine_key(caps, f"dtype auto: hidden {hidden} intermediate {intermediate}")
-    if key not in _verdicts:
-        _verdicts[key] = _verdict(choose(key, *CANDIDATES, lambda: measure(_shapes(hidden, intermediate))))
-    return _verdicts[key]
-
-
-def measure(shapes: Sequence[tuple[int, int]], dtypes: Sequence[str] = CANDIDATES) -> Rounds:
-    """Time a pass of Linears of these shapes per dtype in interleaved rounds (bertlite.utils.measured.time_rounds).
-
-    Args:
-        shapes: (out_features, in_features) of each Linear.
-        dtypes: dtype names; the first is the baseline.
-
-    Returns:
-        The Rounds: dtype name -> seconds per pass in each round that counted.
-    """
-    return time_rounds({name: linear_pass(name, shapes) for name in dtypes})
-
-
-def _shapes(hidden: int, intermediate: int) -> list[tuple[int, int]]:
-    return [(3 * hidden, hidden), (hidden, hidden), (intermediate, hidden), (hidden, intermediate)]
-
-
-def _verdict(choice: Choice) -> Verdict:
-    how = f"timed earlier on this CPU (cached in {cache_path()})" if choice.cached else "timed on this CPU"
-    return Verdict(choice.picked, f"{how}: {choice.summary()}", choice.seconds(), choice.spread(), choice.decided)
+        return Verdict("float32", "bfloat16 is not native on this CPU (torch would emulate it, several times slower)")
+    flags = caps.flags or ()
+    if "amx_bf16" in flags:
+        return Verdict("bfloat16", "this CPU has AMX bf16 tiles (bfloat16 measured 2.7-4.1x float32 on such CPUs)")
+    if "AMD" in (caps.model_name or "").upper():
+        return Verdict("bfloat16", "AMD with AVX512_BF16 (bfloat16 measured 1.6x float32 on Zen 4)")
+    return Verdict(
+        "float32",
+        "AVX512_BF16 without AMX (bfloat16 GEMMs measured at half float32's rate on such Intel CPUs)",
+    )
 
 
 def linear_pass(name: str, shapes: Sequence[tuple[int, int]], tokens: int = TOKENS) -> Any:

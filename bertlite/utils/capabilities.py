@@ -2,8 +2,8 @@
 
 bfloat16 can be fast only where the CPU has it natively, and keeps its vectors close to float32's
 (tests/utils/test_capabilities.py checks it on the corpus); without it torch emulates bf16 GEMMs and
-they run several times slower than float32. Whether native bf16 is faster than float32 is measured,
-not read from flags: "auto" times both (bertlite.utils.auto_dtype). An explicit bf16 or fp16 on a
+they run several times slower than float32. Where native bf16 is faster than float32 was measured per
+kind of CPU, and "auto" follows that rule (bertlite.utils.auto_dtype). An explicit bf16 or fp16 on a
 CPU without native support warns once.
 Importing this module does not import torch.
 
@@ -86,8 +86,8 @@ DTYPE_NAMES = ("float32", "bfloat16", "float16")  # the dtypes a command runs th
 # The --dtype of `bertlite embed` and `bertlite serve`.
 DTYPE_CHOICES = ["auto", *DTYPE_NAMES]
 DTYPE_HELP = (
-    "model dtype (default: auto = bfloat16 where this CPU runs it natively and measurably faster, else float32; "
-    "`bertlite env` says which); "
+    "model dtype (default: float32, the reference's numbers; auto = the fastest that keeps the job's accuracy bar "
+    "here, bfloat16 or float32, and `bertlite env` says which); "
     "bfloat16/float16 on a CPU without native support run several times slower than float32"
 )
 
@@ -205,18 +205,16 @@ _warned: set[str] = set()
 def resolve_dtype(
     dtype: torch.dtype | str | None,
     device: torch.device | str | None = None,
-    sizes: tuple[int, int] | None = None,
 ) -> torch.dtype:
     """Resolve the dtype Embedder loads a model in.
 
     Args:
-        dtype: "auto": on CPU bfloat16 where bf16 is native and timed at least 1.1x faster than float32
-            at the model's sizes (bertlite.utils.auto_dtype), else float32; on CUDA bfloat16 or float16
+        dtype: "auto": on CPU bfloat16 on the kinds of CPU where it was measured faster than float32
+            (bertlite.utils.auto_dtype), else float32; on CUDA bfloat16 or float16
             (accelerator_dtype); on any other device float32. None: float32. A torch dtype or its name ("bfloat16",
             "torch.float16"...): as given; bfloat16 or float16 on a CPU without native support runs,
             with a SlowDtypeWarning once per process and dtype.
         device: the device the model will run on; None means CPU.
-        sizes: the model's (hidden_size, intermediate_size), which "auto" times; None: BERT-base's.
 
     Returns:
         The torch dtype to load the model in.
@@ -234,7 +232,7 @@ def resolve_dtype(
             return accelerator_dtype(torch.device(device))
         from bertlite.utils.auto_dtype import auto_dtype
 
-        picked = getattr(torch, auto_dtype(detect(), sizes).dtype)
+        picked = getattr(torch, auto_dtype(detect()).dtype)
         _warn_if_emulated(picked)  # only a forced verdict can pick an emulated dtype
         return picked
     resolved = parse_dtype(dtype) or torch.float32
