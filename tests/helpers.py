@@ -482,3 +482,48 @@ def colbert_folder(
     ]
     MultiVectorEncoder(modules=modules, prompts=prompts, device="cpu").save_pretrained(str(folder))
     return folder
+
+
+def bert_m3_folder(real_model_path: Path, folder: Path, seed: int = 0) -> Path:
+    """A tiny random BERT (hidden 32, the real tokenizer) with BGE-M3's two heads saved beside it as
+    FlagEmbedding saves them: colbert_linear.pt (32 -> 16) and sparse_linear.pt (32 -> 1)."""
+    bert = make_hf_model(seed=seed, vocab_size=30522, max_position_embeddings=512, add_pooling_layer=False)
+    with torch.no_grad():
+        for name, p in bert.named_parameters():  # LayerNorms around 1, so token rows differ
+            p.normal_(1.0 if "LayerNorm.weight" in name else 0.0, 0.2)
+    bert.save_pretrained(folder)
+    transformers.AutoTokenizer.from_pretrained(real_model_path).save_pretrained(folder)
+    colbert, sparse = torch.nn.Linear(32, 16), torch.nn.Linear(32, 1)
+    with torch.no_grad():
+        for p in (*colbert.parameters(), *sparse.parameters()):
+            p.normal_(0.0, 0.5)
+        sparse.bias.fill_(0.05)  # some weights positive, some cut by relu
+    torch.save(colbert.state_dict(), folder / "colbert_linear.pt")
+    torch.save(sparse.state_dict(), folder / "sparse_linear.pt")
+    return folder
+
+
+@torch.inference_mode()
+def m3_reference(folder: Path, texts: list[str]) -> dict[str, list]:
+    """BGE-M3's three outputs of bert_m3_folder's model, computed with transformers' BertModel (eager, float32)
+    one text at a time: the first token's row normalized; relu(sparse_linear) per token, the largest per
+    token id, [CLS], [PAD], [UNK] and zeros left out; colbert_linear of every row but the first, normalized."""
+    model = transformers.BertModel.from_pretrained(folder, add_pooling_layer=False, attn_implementation="eager")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    colbert, sparse = torch.nn.Linear(32, 16), torch.nn.Linear(32, 1)
+    colbert.load_state_dict(torch.load(folder / "colbert_linear.pt", weights_only=True))
+    sparse.load_state_dict(torch.load(folder / "sparse_linear.pt", weights_only=True))
+    unused = {tokenizer.cls_token_id, tokenizer.pad_token_id, tokenizer.unk_token_id}
+    out: dict[str, list] = {"dense_vecs": [], "lexical_weights": [], "colbert_vecs": []}
+    for text in texts:
+        batch = tokenizer(text, return_tensors="pt")
+        hidden = model.eval()(**batch).last_hidden_state[0]
+        out["dense_vecs"].append(torch.nn.functional.normalize(hidden[0], dim=-1).numpy())
+        weights: dict[str, float] = {}
+        ids, values = batch["input_ids"][0].tolist(), torch.relu(sparse(hidden))[:, 0].tolist()
+        for token_id, weight in zip(ids, values, strict=True):
+            if token_id not in unused and weight > weights.get(str(token_id), 0.0):
+                weights[str(token_id)] = weight
+        out["lexical_weights"].append(weights)
+        out["colbert_vecs"].append(torch.nn.functional.normalize(colbert(hidden[1:]), dim=-1).numpy())
+    return out

@@ -210,7 +210,7 @@ def embed_dataset(
     num_replicas: int = 2,
     threads_per_replica: int = 1,
     keep_text: bool = False,
-    dtype: str | None = "auto",
+    dtype: str | None = None,
     pooling: str | None = None,
     normalize: bool | None = None,
     max_length: int | None = None,

@@ -183,7 +183,7 @@ class BaseEncoder:
 
     @property
     def dtype(self) -> torch.dtype:
-        """The dtype the model runs in (what dtype="auto" resolved to)."""
+        """The dtype the model runs in (float32 unless asked otherwise; what dtype="auto" resolved to)."""
         return self.bert.dtype
 
     @property

@@ -163,7 +163,7 @@ class CrossEncoder(STSurface, BaseEncoder):
         name_or_path: str | os.PathLike,
         *,
         device: torch.device | str | None = None,
-        dtype: torch.dtype | str | None = "auto",
+        dtype: torch.dtype | str | None = None,
         quantize: str | None = None,
         max_length: int | None = None,
         unpad: bool = True,
@@ -183,8 +183,8 @@ class CrossEncoder(STSurface, BaseEncoder):
         Args:
             name_or_path: a local checkpoint folder or a hub id.
             device: where the model runs; None: the CPU.
-            dtype: "auto", None (float32), a dtype or its name, as Embedder.from_pretrained; "int8": as
-                quantize="int8".
+            dtype: None (default: float32), "auto", a dtype or its name, as Embedder.from_pretrained;
+                "int8": as quantize="int8".
             quantize: "int8": load float32, then bertlite.quant.int8.quantize_int8; None: no quantization.
             max_length: as in __init__; None: the folder's, else the model's max_position_embeddings.
             unpad: see __init__.
@@ -220,7 +220,7 @@ class CrossEncoder(STSurface, BaseEncoder):
         name_or_path: str | os.PathLike,
         *,
         device: torch.device | str | None = None,
-        dtype: torch.dtype | str | None = "auto",
+        dtype: torch.dtype | str | None = None,
         quantize: str | None = None,
         allow_nonfinite: bool = False,
         **hub_kwargs: Any,

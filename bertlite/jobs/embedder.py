@@ -142,7 +142,7 @@ class Embedder(SentenceTransformerMembers, BaseEncoder):
         name_or_path: str | os.PathLike,
         *,
         device: torch.device | str | None = None,
-        dtype: torch.dtype | str | None = "auto",
+        dtype: torch.dtype | str | None = None,
         pooling: str | Sequence[str] | None = None,
         normalize: bool | None = None,
         max_length: int | None = None,
@@ -163,9 +163,10 @@ class Embedder(SentenceTransformerMembers, BaseEncoder):
         Args:
             name_or_path: a local checkpoint folder or a hub id.
             device: where the model runs (e.g. "cpu", "cuda:1"); None: the CPU.
-            dtype: "auto" (bfloat16 where this CPU runs it natively and measurably faster, else float32),
-                None (float32), a dtype or its name; see bertlite.utils.capabilities.resolve_dtype.
-                "int8": as quantize="int8".
+            dtype: None (default): float32, the numbers transformers and sentence-transformers compute;
+                "auto": asked for, the fastest dtype that keeps the job's answer (bfloat16 where this kind of
+                CPU runs it faster and the job meets its bar, bfloat16 or float16 on CUDA, else float32); a
+                dtype or its name; see bertlite.utils.capabilities.resolve_dtype. "int8": as quantize="int8".
             pooling: mode(s) as in __init__; None: the folder's, else "mean".
             normalize: as in __init__; None: the folder's, else False.
             max_length: as in __init__; None: the folder's, else the model's max_position_embeddings.

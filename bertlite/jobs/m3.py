@@ -109,7 +109,7 @@ class M3Encoder(BaseEncoder):
         name_or_path: str | os.PathLike,
         *,
         device: torch.device | str | None = None,
-        dtype: torch.dtype | str | None = "auto",
+        dtype: torch.dtype | str | None = None,
         quantize: str | None = None,
         max_length: int | None = DEFAULT_MAX_LENGTH,
         normalize_embeddings: bool = True,

@@ -219,7 +219,7 @@ class MultiVectorEncoder(MultiVectorMembers, STSurface, BaseEncoder):
         name_or_path: str | os.PathLike,
         *,
         device: torch.device | str | None = None,
-        dtype: torch.dtype | str | None = "auto",
+        dtype: torch.dtype | str | None = None,
         quantize: str | None = None,
         max_length: int | None = None,
         unpad: bool = True,
@@ -233,7 +233,7 @@ class MultiVectorEncoder(MultiVectorMembers, STSurface, BaseEncoder):
         Args:
             name_or_path: a local folder or a hub id.
             device: where the model runs; None: the CPU.
-            dtype: as Embedder.from_pretrained's ("auto", None, a dtype or its name; "int8": quantize="int8").
+            dtype: as Embedder.from_pretrained's (None: float32; "auto", a dtype or its name; "int8": int8).
             quantize: "int8": the base model's Linear layers in int8 (bertlite.quant.int8); None: none.
             max_length: tokens per text when no task length applies; None: the folder's.
             unpad, allow_nonfinite, pack_weights: as Embedder.from_pretrained's.
@@ -277,7 +277,7 @@ class MultiVectorEncoder(MultiVectorMembers, STSurface, BaseEncoder):
         name_or_path: str | os.PathLike,
         *,
         device: torch.device | str | None = None,
-        dtype: torch.dtype | str | None = "auto",
+        dtype: torch.dtype | str | None = None,
         quantize: str | None = None,
         allow_nonfinite: bool = False,
         **hub_kwargs: Any,

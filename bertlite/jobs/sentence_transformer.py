@@ -93,7 +93,7 @@ class SentenceTransformer(STMembers, Embedder):
             use_auth_token: the deprecated spelling of token.
             trust_remote_code, model_kwargs, processor_kwargs, config_kwargs, use_kernels, kernel_config,
                 backend: as st_load_kwargs maps or refuses them; model_kwargs={"dtype": ...} picks the dtype
-                (default: bertlite's "auto").
+                (default: float32, as sentence-transformers; "auto": bertlite's fastest for this machine).
             model_card_data: sentence-transformers' model-card data; unused (no model card is written).
             similarity_fn_name: "cosine", "dot", "euclidean" or "manhattan"; None: the folder's, else cosine.
             truncate_dim: keep the first truncate_dim dimensions of every vector; None: all.
@@ -125,7 +125,7 @@ class SentenceTransformer(STMembers, Embedder):
         self._load(
             resolve_model_name(model_name_or_path),
             device=kwargs.pop("device") or default_device(),
-            dtype=kwargs.pop("dtype", "auto"),
+            dtype=kwargs.pop("dtype", None),
             pooling=None,
             normalize=None,
             max_length=None,

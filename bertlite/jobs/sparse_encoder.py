@@ -183,7 +183,7 @@ class SparseEncoder(SparseEncoderMembers, STSurface, BaseEncoder):
         name_or_path: str | os.PathLike,
         *,
         device: torch.device | str | None = None,
-        dtype: torch.dtype | str | None = "auto",
+        dtype: torch.dtype | str | None = None,
         quantize: str | None = None,
         max_length: int | None = None,
         max_active_dims: int | None = None,
@@ -202,7 +202,7 @@ class SparseEncoder(SparseEncoderMembers, STSurface, BaseEncoder):
         Args:
             name_or_path: a local checkpoint folder or a hub id.
             device: where the model runs; None: the CPU.
-            dtype: as Embedder.from_pretrained's ("auto", None for float32, a dtype or its name, "int8").
+            dtype: as Embedder.from_pretrained's (None: float32; "auto", a dtype or its name, "int8").
             quantize: "int8": the encoder's Linears in int8 (bertlite.quant.int8), the head in float32.
             max_length: tokens per text; None: the folder's max_seq_length (or its tokenizer's
                 model_max_length), else the model's max_position_embeddings.
@@ -247,7 +247,7 @@ class SparseEncoder(SparseEncoderMembers, STSurface, BaseEncoder):
         name_or_path: str | os.PathLike,
         *,
         device: torch.device | str | None = None,
-        dtype: torch.dtype | str | None = "auto",
+        dtype: torch.dtype | str | None = None,
         quantize: str | None = None,
         allow_nonfinite: bool = False,
         **hub_kwargs: Any,

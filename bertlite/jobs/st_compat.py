@@ -168,8 +168,8 @@ def st_load_kwargs(
         cache_folder: the hub cache, as `cache_dir`; None: $SENTENCE_TRANSFORMERS_HOME if set (as
             sentence-transformers reads it), else huggingface_hub's default.
         revision, local_files_only, token: hub options, passed on under the same names.
-        model_kwargs: "dtype" or "torch_dtype" (a torch dtype, its name or "auto": bertlite's "auto",
-            chosen for this machine, not config.json's dtype), and "device_map" naming one device (it wins
+        model_kwargs: "dtype" or "torch_dtype" (unset: float32; a torch dtype, its name or "auto": bertlite's
+            "auto", chosen for this machine, not config.json's dtype), and "device_map" naming one device (it wins
             over `device`, as in sentence-transformers). Other keys are refused.
         processor_kwargs, config_kwargs: must be empty: bertlite reads the tokenizer and config as saved.
         use_kernels, kernel_config: must be off: bertlite chooses its kernels itself.
