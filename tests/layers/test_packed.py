@@ -227,18 +227,20 @@ def test_per_sequence_attention_over_runs_matches_transformers_eager(lengths):
     torch.testing.assert_close(context, eager_reference(qkv, lengths, 4, 0.3))
 
 
-def test_auto_runs_float32_per_run_of_equal_lengths_or_of_a_mostly_padding_grid(monkeypatch):
-    calls = []
-    per_sequence = bertlite.layers.attention.packed_per_sequence_attention
-    monkeypatch.setattr(
-        bertlite.layers.attention, "packed_per_sequence_attention", lambda *a: calls.append(1) or per_sequence(*a)
-    )
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_auto_gives_a_sequence_the_same_bits_whatever_shares_its_batch(dtype):
     torch.manual_seed(0)
-    # grid 4.4x the real tokens; two runs of equal lengths; all lengths apart, grid 1.1x the real tokens
-    for lengths, expected in (([30, 2, 3, 1], 1), ([30, 30, 7, 7, 7], 1), ([30, 28, 25, 29], 0)):
-        lengths = torch.tensor(lengths)
-        qkv = torch.randn(int(lengths.sum()), 3 * 48)
-        calls.clear()
-        context, _ = packed_auto_attention(qkv, PackedLayout.from_lengths(lengths), 4, 0.3, 0.0)
-        assert len(calls) == expected
-        torch.testing.assert_close(context, eager_reference(qkv, lengths, 4, 0.3))
+    rows = {n: torch.randn(n, 3 * 48).to(dtype) for n in (30, 29, 7, 2, 1)}  # one sequence of each length
+    alone = {
+        n: packed_auto_attention(qkv, PackedLayout.from_lengths(torch.tensor([n])), 4, 0.3, 0.0)[0]
+        for n, qkv in rows.items()
+    }
+    # a padded grid 4.4x the real tokens, runs of equal lengths, all lengths apart (grid 1.1x): the shapes that
+    # once picked a padded grid or per-run calls by the batch
+    for lengths in ([30, 2, 7, 1], [30, 30, 7, 7, 7], [30, 29, 7, 2], [1, 2, 7, 29, 30]):
+        qkv = torch.cat([rows[n] for n in lengths])
+        context, _ = packed_auto_attention(qkv, PackedLayout.from_lengths(torch.tensor(lengths)), 4, 0.3, 0.0)
+        for sequence, start in zip(lengths, torch.tensor([0, *lengths]).cumsum(0).tolist(), strict=False):
+            assert torch.equal(context[start : start + sequence], alone[sequence]), (lengths, sequence)
+        if dtype == torch.float32:
+            torch.testing.assert_close(context, eager_reference(qkv, torch.tensor(lengths), 4, 0.3))
