@@ -13,7 +13,7 @@ import pytest
 
 from bertlite.jobs.kinds import detect_kind
 from bertlite.jobs.m3 import M3Encoder
-from tests.jobs.test_m3 import write_m3_folder
+from tests.jobs.test_m3 import RTOL, write_m3_folder
 from tests.serve_helpers import one_torch_thread, running  # noqa: F401 (one_torch_thread: an autouse fixture)
 
 pytestmark = pytest.mark.slow  # a server in a thread, over HTTP
@@ -48,7 +48,8 @@ def test_one_server_gives_the_three_outputs_of_the_python_api(folder: Path) -> N
     np.testing.assert_allclose(tei_dense, expected["dense_vecs"], atol=1e-5, rtol=0)
     for row, weights in zip(sparse, expected["lexical_weights"], strict=True):
         assert [str(x["index"]) for x in row] == sorted(weights, key=int)
-        np.testing.assert_allclose([x["value"] for x in row], [weights[k] for k in sorted(weights, key=int)], atol=1e-5)
+        values = [weights[k] for k in sorted(weights, key=int)]
+        np.testing.assert_allclose([x["value"] for x in row], values, atol=1e-5, rtol=RTOL)  # weights reach tens
     for row, vectors in zip(colbert, expected["colbert_vecs"], strict=True):
         assert np.asarray(row).shape == vectors.shape
         np.testing.assert_allclose(row, vectors, atol=1e-5, rtol=0)
