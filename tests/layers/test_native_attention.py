@@ -21,6 +21,8 @@ from bertlite.layers.attention import (
 )
 from bertlite.layers.onednn import optimize
 from bertlite.layers.packing import PackedLayout
+from bertlite.utils import measured
+from bertlite.utils.measured import ROUNDS, Rounds
 from tests.helpers import (
     NARROWER_WIDTHS,
     make_hf_model,
@@ -199,26 +201,77 @@ def test_an_op_that_disagrees_with_sdpa_is_not_used(available, monkeypatch: pyte
     assert native_attention._load_checked() == (None, "its outputs differ from SDPA's on this machine")
 
 
-def test_env_says_whether_long_jobs_run_the_op_and_why(available, capsys: pytest.CaptureFixture[str]) -> None:
+def rounds_of(native_x: float | None) -> Rounds:
+    """Rounds in which the op ran native_x times as fast as SDPA; None: every round dropped (a busy machine)."""
+    if native_x is None:
+        return Rounds({"native": [], "sdpa": []}, busy=41)
+    return Rounds({"native": [0.01] * ROUNDS, "sdpa": [0.01 * native_x] * ROUNDS})
+
+
+@pytest.fixture
+def attention_timing(available, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """attention_timing(native_x): build() times again, and its timing gives rounds_of(native_x) whatever the load
+    and the CPU, with nothing kept yet (a cache folder of the test's own). Returns the list of timings taken."""
+    monkeypatch.setenv("BERTLITE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(native_attention, "_choices", {})
+    for key in ("faster", "timed", "slower"):  # conftest's native_attention_choice puts them back
+        monkeypatch.delitem(native_attention._state, key, raising=False)
+    timed: list[object] = []
+
+    def use(native_x: float | None) -> list[object]:
+        monkeypatch.setattr(native_attention, "time_attention", lambda ops: timed.append(ops) or rounds_of(native_x))
+        return timed
+
+    return use
+
+
+@pytest.mark.parametrize(
+    ("native_x", "native", "summary"),
+    [
+        (
+            2.0,
+            True,
+            "varlen: bertlite's C++ attention over the packed rows (sdpa ran 0.50x native (0.50-0.50x over 5 rounds): "
+            "native (sdpa is picked at >= 1.10x in every round))",
+        ),
+        (
+            0.5,
+            False,
+            "auto: SDPA per run of equal lengths (timed slower than SDPA on this CPU (sdpa ran 2.00x native "
+            "(2.00-2.00x over 5 rounds): sdpa (sdpa is picked at >= 1.10x in every round)))",
+        ),
+        (
+            None,
+            True,
+            "varlen: bertlite's C++ attention over the packed rows (no round counted (41 dropped: other processes had "
+            "the CPU): native, not kept: 0 of 5 rounds counted in the time allowed (try 1 of 3))",
+        ),
+    ],
+    ids=["op-faster", "sdpa-faster", "every-round-busy"],
+)
+def test_env_says_whether_long_jobs_run_the_op_and_why(
+    attention_timing, native_x: float | None, native: bool, summary: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     import json
 
     from bertlite.cli import main
 
+    timed = attention_timing(native_x)
     assert main(["env", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)["cpu_attention"]
-    assert report["native"] == native_attention.built()
-    assert report["summary"].startswith("varlen: bertlite's C++ attention" if report["native"] else "auto: SDPA")
-    assert "sdpa ran" in report["summary"]  # the timing's rounds, either way
-    assert main(["env"]) == 0
-    assert f"attention on cpu for long jobs (serve, embed of a large file): {report['summary']}\n" in (
-        capsys.readouterr().out
-    )
+    assert report == {"native": native, "summary": summary}
+    assert native_attention.built() == report["native"] and len(timed) == 1
+    assert main(["env"]) == 0  # the verdict of this process: not timed again
+    assert f"attention on cpu for long jobs (serve, embed of a large file): {summary}\n" in capsys.readouterr().out
+    assert len(timed) == 1
 
 
-def test_the_timing_runs_both_forms_in_rounds(available) -> None:
+def test_the_timing_runs_both_forms_in_rounds(available, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(measured, "MIN_SHARE", 0.0)  # every round counts, however busy the machine ...
+    monkeypatch.setattr(measured, "BUDGET_SECONDS", float("inf"))  # ... and slow
     rounds = native_attention.time_attention(torch.ops.bertlite_attention)
-    assert set(rounds.seconds) == {"native", "sdpa"}
-    assert all(s > 0 for seconds in rounds.seconds.values() for s in seconds)
+    assert set(rounds.seconds) == {"native", "sdpa"} and rounds.busy == 0
+    assert all(len(s) == ROUNDS and all(0 < x < float("inf") for x in s) for s in rounds.seconds.values())
 
 
 @pytest.mark.slow
