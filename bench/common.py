@@ -9,7 +9,8 @@ import platform
 import statistics
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -144,6 +145,33 @@ def rotated(names: Sequence[str], round_: int) -> list[str]:
     so no name always runs right after a given other and drift on a shared machine hits all alike."""
     shift = round_ % len(names) if names else 0
     return [*names[shift:], *names[:shift]]
+
+
+def timed_rounds(
+    runs: dict[str, Callable[[], Any]], rounds: int, pause_s: float, count: int, label: str = ""
+) -> tuple[dict[str, list[float]], dict[str, Any]]:
+    """Call each run once per round, in rotated order, each after `pause_s` idle, and time the call.
+
+    Args:
+        runs: name -> a call that does one round's work.
+        rounds: how many rounds.
+        pause_s: seconds idle before each call (other engines' spinning threads go quiet).
+        count: the texts each call handles, for the progress line's texts/s.
+        label: put before each name in the progress lines on stderr.
+
+    Returns:
+        Per name its seconds per round, and per name what its last call returned.
+    """
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
+    outputs: dict[str, Any] = {}
+    for r in range(rounds):
+        for name in rotated(list(runs), r):
+            time.sleep(pause_s)
+            start = time.perf_counter()
+            outputs[name] = runs[name]()
+            seconds[name].append(time.perf_counter() - start)
+            print(f"  round {r + 1}/{rounds} {label}{name}: {count / seconds[name][-1]:.1f} texts/s", file=sys.stderr)
+    return seconds, outputs
 
 
 def per_round_ratio(base_seconds: Iterable[float], seconds: Iterable[float]) -> float:

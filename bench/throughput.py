@@ -4,22 +4,25 @@ Every config embeds the same texts (mean pooling, L2 normalized) in rotated roun
 pause; the median round counts, with each config's per-round ratio to bertlite fp32, its useful
 GFLOP/s as % of the measured GEMM peak, and its vectors' distance to transformers eager fp32.
 Optionally in the same run: `bertlite embed` (--cli), the input checks' and load check's costs,
-the profile (--profile) and cold start (--cold-rounds).
+the profile (--profile) and cold start (--cold-rounds), and per job (--jobs: embed, rerank, sparse,
+multi-vector) bertlite float32 / auto / int8 with each mode's accuracy bar beside its speed (bench.modes).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
-import time
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from bench import checks, cold_start, embed_cli, emulate, families, profile
-from bench.common import add_model_and_json_arguments, per_round_ratio, read_corpus, rotated, write_json
+from bench import checks, cold_start, embed_cli, emulate, families, modes, profile
+from bench.common import add_model_and_json_arguments, per_round_ratio, read_corpus, timed_rounds, write_json
 from bench.configs import CONFIGS, GROUPS, expand
 from bench.flops import gemm_peak, useful_gflop
 from bench.runners import BATCH_SIZE, PeerMissing
@@ -72,15 +75,8 @@ def bench_throughput(
         runners[name](texts[:64])  # warm-up: first-call allocations and kernel selection
     configs = list(runners)
     reference = transformers_runner(model_path, "eager", torch.float32, sort=False)(texts)
-    seconds: dict[str, list[float]] = {name: [] for name in configs}
-    vectors: dict[str, np.ndarray] = {}
-    for r in range(rounds):
-        for name in rotated(configs, r):
-            time.sleep(pause_s)
-            start = time.perf_counter()
-            vectors[name] = runners[name](texts)
-            seconds[name].append(time.perf_counter() - start)
-            print(f"  round {r + 1}/{rounds} {name}: {len(texts) / seconds[name][-1]:.1f} texts/s", file=sys.stderr)
+    runs = {name: functools.partial(runners[name], texts) for name in configs}
+    seconds, vectors = timed_rounds(runs, rounds, pause_s, len(texts))
     gflop = useful_gflop(model_path, texts)
     peaks = dict(peaks or measure_peaks())
     config = AutoConfig.from_pretrained(model_path)  # the checkpoint's family's (bench.families)
@@ -174,6 +170,14 @@ def _families(spec: str) -> list[str]:
         raise argparse.ArgumentTypeError(str(e)) from e
 
 
+def _jobs(spec: str) -> list[str]:
+    names = [name for name in spec.split(",") if name]
+    unknown = [name for name in names if name not in modes.JOBS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown jobs {unknown}; choose from {', '.join(modes.JOBS)}")
+    return names
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The throughput job's flags."""
     parser.add_argument("--texts", type=int, default=1000, help="first N corpus texts; 0 = all 11,491 (default 1000)")
@@ -199,6 +203,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=sorted(families.SHAPES),
         default="minilm",
         help="the families' layer shape: all-MiniLM-L6-v2's (default) or tiny, for a smoke run",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=_jobs,
+        default="",
+        help="also time each job in bertlite float32, auto and int8, with each mode's accuracy bar against float32: "
+        f"comma-separated of {', '.join(modes.JOBS)} (embed takes --texts texts, the others --job-texts)",
+    )
+    parser.add_argument(
+        "--job-texts",
+        type=int,
+        default=300,
+        help="texts per round for --jobs other than embed (rerank: (query, passage) pairs) (default 300)",
     )
     parser.add_argument("--cli", action="store_true", help="also time `bertlite embed` on the same texts")
     parser.add_argument(
@@ -235,6 +252,11 @@ def run(args: argparse.Namespace) -> None:
 
             results["int8_input_quantization"] = describe_quantization()
             print(f"bertlite_int8's input quantization: {results['int8_input_quantization']}")
+    if args.jobs:
+        counts = {name: len(texts) if name == "embed" else args.job_texts for name in args.jobs}
+        with tempfile.TemporaryDirectory(prefix="bench-modes-") as scratch:
+            results["modes"] = modes.bench_modes(model_path, args.jobs, counts, args.rounds, args.pause, Path(scratch))
+        print("\n" + modes.format_modes(results["modes"]))
     if args.families:
         peaks = results["throughput"]["gemm_peak_gflops"] if "throughput" in results else measure_peaks()
         results["families"] = families.bench_families(
