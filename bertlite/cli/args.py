@@ -22,7 +22,7 @@ def add_command(
 def add_model_placement(p: argparse.ArgumentParser, extra_dtypes: tuple[str, ...] = ()) -> None:
     """--dtype and --device of a command that loads the model to use it (embed, serve); extra_dtypes: more
     --dtype choices this command takes (embed: int8)."""
-    p.add_argument("--dtype", default="auto", choices=[*DTYPE_CHOICES, *extra_dtypes], help=DTYPE_HELP)
+    p.add_argument("--dtype", default="float32", choices=[*DTYPE_CHOICES, *extra_dtypes], help=DTYPE_HELP)
     p.add_argument("--device", help="torch device, e.g. cpu or cuda (default: cpu)")
     p.add_argument(
         "--pack-weights",

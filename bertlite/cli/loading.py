@@ -26,7 +26,8 @@ def load_job(args: argparse.Namespace, kind: str | None = None) -> Any:
     --truncate-dim, and embed's --pooling and --normalize) to from_pretrained's keywords; a flag a
     command does not have, or did not get, leaves the job's default. It first builds the compiled
     kernels where the command repays them (build_kernels). Except in
-    serve, a SlowDtypeWarning or Int8PrecisionWarning is one `bertlite COMMAND: warning: ...` line.
+    serve, a SlowDtypeWarning or Int8PrecisionWarning is one `bertlite COMMAND: warning: ...` line. Once
+    loaded, precision_note's line, if any, goes to stderr as `bertlite COMMAND: ...`.
 
     Args:
         args: the parsed arguments of `bertlite embed`, `rerank` or `serve` (args.command names it).
@@ -50,9 +51,40 @@ def load_job(args: argparse.Namespace, kind: str | None = None) -> Any:
     options = job_options(args, kind)
     build_kernels(args)
     if args.command == "serve":  # loaded in the worker thread: catching warnings there would catch other threads'
-        return kinds.load_job(kind, args.model, **options)
-    with one_line_dtype_warnings(f"bertlite {args.command}"):
-        return kinds.load_job(kind, args.model, **options)
+        job = kinds.load_job(kind, args.model, **options)
+    else:
+        with one_line_dtype_warnings(f"bertlite {args.command}"):
+            job = kinds.load_job(kind, args.model, **options)
+    if note := precision_note(args, job):
+        print(f"bertlite {args.command}: {note}", file=sys.stderr, flush=True)
+    return job
+
+
+def precision_note(args: argparse.Namespace, job: Any) -> str | None:
+    """What a command says at load about the precision its job runs: with --dtype auto, the mode chosen and
+    why; in float32 where --dtype auto would run faster here, that it runs the reference's numbers and what
+    auto runs; else None (the user asked for what runs, and nothing faster exists here)."""
+    if args.dtype == "auto":
+        return f"--dtype auto runs {job.precision_reason}"  # it names the precision first
+    if job.precision == "float32" and (faster := auto_precision(job)) != "float32":
+        return f"running float32 (the reference's numbers); --dtype auto may run {faster} here"
+    return None
+
+
+def auto_precision(job: Any) -> str:
+    """The dtype --dtype auto would try for the job's model on its device, by name: on the CPU this CPU's
+    verdict (bertlite.utils.auto_dtype; the job's bar may still keep float32), on CUDA the GPU's native half
+    precision. float32 where BERTLITE_AUTO_DTYPE is misspelt: a load with --dtype auto says so."""
+    from bertlite.utils.capabilities import accelerator_dtype, detect
+
+    if job.device.type != "cpu":
+        return str(accelerator_dtype(job.device)).removeprefix("torch.")
+    from bertlite.utils.auto_dtype import auto_dtype
+
+    try:
+        return auto_dtype(detect()).dtype
+    except ValueError:
+        return "float32"
 
 
 def job_options(args: argparse.Namespace, kind: str) -> dict[str, Any]:

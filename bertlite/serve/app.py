@@ -153,6 +153,8 @@ def _info(service: Service) -> Response:
         "routes": list(service.routes),
         "max_input_length": service.limits.max_input_length,
         "dtype": job.precision,
+        "precision": job.precision,  # float32 unless the server was started with --dtype
+        "precision_reason": job.precision_reason,
     }
     if service.model_type == "embedding":
         body |= {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -24,9 +25,9 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, dict[str, Any
     """Each (kind, model, keywords) load_job hands bertlite.jobs.kinds.load_job, which loads nothing."""
     seen: list[tuple[str, str, dict[str, Any]]] = []
 
-    def record(kind: str, name_or_path: str, **kwargs: Any) -> str:
+    def record(kind: str, name_or_path: str, **kwargs: Any) -> SimpleNamespace:
         seen.append((kind, name_or_path, kwargs))
-        return "job"
+        return SimpleNamespace(precision="int8")  # not float32, so load_job prints no line about auto
 
     monkeypatch.setattr(bertlite.jobs.kinds, "load_job", record)
     monkeypatch.setattr(bertlite.jobs.kinds, "detect_kind", lambda name_or_path: "sparse")
@@ -104,9 +105,9 @@ def test_the_kernels_are_built_where_the_command_repays_them(loads: list, builds
 def test_dtype_warnings_are_one_line_on_stderr_except_in_serve(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def slow(kind: str, name_or_path: str, **kwargs: Any) -> str:
+    def slow(kind: str, name_or_path: str, **kwargs: Any) -> SimpleNamespace:
         warnings.warn("bfloat16 is slow here", SlowDtypeWarning, stacklevel=2)
-        return "job"
+        return SimpleNamespace(precision="bfloat16")
 
     monkeypatch.setattr(bertlite.jobs.kinds, "load_job", slow)
     load_job(parse("rerank", "m", "-i", "-", "-o", "o.jsonl", "--dtype", "bfloat16"), "cross-encoder")
