@@ -29,7 +29,7 @@ from bertlite.jobs.inputs import (  # noqa: F401
     with_prompt,
 )
 from bertlite.jobs.long_texts import TextCutter
-from bertlite.jobs.prepare import AUTO_VERDICTS, LoadOptions, check_device, ready  # noqa: F401 (LoadOptions: its old home)
+from bertlite.jobs.prepare import AUTO_VERDICTS, BF16_COMPUTE, LoadOptions, check_device, ready  # noqa: F401 (LoadOptions: its old home)
 from bertlite.layers.onednn import restore
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import attention_of, model_layers
@@ -100,7 +100,10 @@ class BaseEncoder:
             unpad: run packed batches, real tokens only; False: padded batches, as transformers runs them.
             pack_weights: ready's pack_weights.
         """
-        self.model = ready(model, pack_weights=pack_weights)
+        # dtype="bfloat16" on the CPU: float32 Parameters, bf16 GEMM inputs (jobs.prepare.ready's compute).
+        self._compute = torch.bfloat16 if model in BF16_COMPUTE else None
+        BF16_COMPUTE.discard(model)
+        self.model = ready(model, pack_weights=pack_weights, compute=self._compute)
         self.pack_weights = pack_weights  # to() readies the model again with it
         self.bert: BertModel = model if isinstance(model, BertModel) else model.base_model
         self.unpad = unpad
@@ -175,7 +178,9 @@ class BaseEncoder:
                 attention.attn_implementation = "sdpa"
         self.model.to(*args, **kwargs)
         self._moved(*args, **kwargs)
-        ready(self.model, pack_weights=self.pack_weights)
+        if dtype is not None:  # a cast: the model computes in its new dtype
+            self._compute = None
+        ready(self.model, pack_weights=self.pack_weights, compute=self._compute)
         return self
 
     def _moved(self, *args: Any, **kwargs: Any) -> None:
@@ -194,7 +199,9 @@ class BaseEncoder:
     @property
     def precision(self) -> str:
         """What the Linear layers compute in, by name: "int8" for a quantized model, else the dtype's name."""
-        return "int8" if is_quantized(self.bert) else str(self.dtype).removeprefix("torch.")
+        if is_quantized(self.bert):
+            return "int8"
+        return str(self._compute or self.dtype).removeprefix("torch.")
 
     @property
     def precision_reason(self) -> str:
@@ -205,8 +212,9 @@ class BaseEncoder:
         """For dtype="auto" on the CPU: run bfloat16 only where the CPU runs it faster and the job meets its bar.
 
         The model was loaded in float32. Where the CPU's verdict is bfloat16 (bertlite.utils.auto_dtype), the
-        job's answers on bars.CALIBRATION_TEXTS in float32 and in bfloat16 are held to its bar (bertlite.jobs.bars);
-        a model that misses it goes back to its float32 weights, exactly. A job not loaded with "auto" is left
+        job's answers on bars.CALIBRATION_TEXTS in float32 and with its GEMMs on bfloat16 inputs (the rest in
+        float32: jobs.prepare.ready's compute) are held to its bar (bertlite.jobs.bars); a model that misses
+        it runs float32 again, exactly: its float32 Parameters are never changed. A job not loaded with "auto" is left
         as it is. Each job's constructor calls this last, once its own settings are in place.
 
         Returns:
@@ -219,24 +227,25 @@ class BaseEncoder:
             self._precision_reason = f"float32: dtype='auto' keeps float32 here: {verdict.reason}"
             return self
         reference = self._bar_outputs()
-        restore(self.model)  # the plain modules, whose float32 weights are kept to go back to
-        kept = {name: tensor.detach().clone() for name, tensor in self.model.state_dict().items()}
-        ready(self.model, pack_weights=self.pack_weights)
-        self.to(torch.bfloat16)  # the heads a job keeps beside its model stay float32
+        self._compute_in(torch.bfloat16)
         measured = self._bar(reference, self._bar_outputs(), "bfloat16")
         if measured.passed:
             self._precision_reason = (
                 f"bfloat16: dtype='auto' picks it: {verdict.reason}; this job's bar: {measured.summary}"
             )
             return self
-        restore(self.model)
-        self.model.to(torch.float32).load_state_dict(kept)
-        ready(self.model, pack_weights=self.pack_weights)
+        self._compute_in(None)  # the float32 Parameters were never changed: exactly float32 again
         self._precision_reason = (
             f"float32: dtype='auto' keeps float32: bfloat16 misses this job's bar ({measured.summary}), "
             f"though {verdict.reason}"
         )
         return self
+
+    def _compute_in(self, compute: torch.dtype | None) -> None:
+        """Ready the float32 model again, its GEMMs on `compute` inputs (None: float32 throughout)."""
+        restore(self.model)
+        self._compute = compute
+        ready(self.model, pack_weights=self.pack_weights, compute=compute)
 
     def _bar_outputs(self) -> Any:
         """The job's answer on bars.CALIBRATION_TEXTS, for settle_auto."""

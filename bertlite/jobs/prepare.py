@@ -32,12 +32,22 @@ from bertlite.utils.auto_dtype import Verdict, auto_dtype
 from bertlite.utils.capabilities import detect, resolve_dtype
 from bertlite.utils.warn import warn_user
 
-__all__ = ["AUTO_VERDICTS", "LoadOptions", "check_device", "check_precision", "packed_attention_for", "ready"]
+__all__ = [
+    "AUTO_VERDICTS",
+    "BF16_COMPUTE",
+    "LoadOptions",
+    "check_device",
+    "check_precision",
+    "packed_attention_for",
+    "ready",
+]
 
 M = TypeVar("M", bound=nn.Module)
 
 # dtype="auto" on the CPU: the CPU's verdict for each model loaded in float32, until its job settles it.
 AUTO_VERDICTS: weakref.WeakKeyDictionary[nn.Module, Verdict] = weakref.WeakKeyDictionary()
+# dtype="bfloat16" on the CPU: models loaded in float32 whose job runs their GEMMs on bf16 inputs (ready's compute).
+BF16_COMPUTE: weakref.WeakSet[nn.Module] = weakref.WeakSet()
 
 
 def check_precision(dtype: torch.dtype | str | None, quantize: str | None) -> bool:
@@ -151,7 +161,9 @@ class LoadOptions:
         Returns:
             (model, tokenizer); int8 loads float32, then bertlite.quant.int8.quantize_int8 swaps the
             Linears, calibrated with the tokenizer. "auto" on the CPU loads float32 and keeps the CPU's
-            verdict in AUTO_VERDICTS, for the job to hold bfloat16 to its bar (BaseEncoder.settle_auto).
+            verdict in AUTO_VERDICTS, for the job to hold bfloat16 to its bar (BaseEncoder.settle_auto);
+            "bfloat16" on the CPU loads float32 and puts the model in BF16_COMPUTE, for the job to run its
+            GEMMs on bf16 inputs and the rest in float32 (ready's compute).
 
         Raises:
             ValueError: an unknown dtype.
@@ -161,11 +173,13 @@ class LoadOptions:
         model_type = config.model_type if config is not None else read_model_type(name_or_path, self.hub_kwargs)
         if getattr(loader, "__self__", None) is BertModel and model_type in BASE_MODELS and model_type != "bert":
             loader = AutoModel.model_class(model_type).from_pretrained  # the family's base model
-        verdict = None
-        if self.dtype == "auto" and not self.int8 and (self.device is None or self.device.type == "cpu"):
+        verdict, on_cpu = None, self.device is None or self.device.type == "cpu"
+        if self.dtype == "auto" and not self.int8 and on_cpu:
             # The job holds a bfloat16 candidate to its bar (BaseEncoder.settle_auto), so it loads float32 first.
             verdict = auto_dtype(detect())
         dtype = torch.float32 if verdict is not None else resolve_dtype(None if self.int8 else self.dtype, self.device)
+        bf16_compute = on_cpu and dtype == torch.bfloat16
+        dtype = torch.float32 if bf16_compute else dtype  # float32 Parameters, bf16 GEMM inputs (ready's compute)
         model = loader(
             name_or_path,
             config=config,
@@ -177,13 +191,15 @@ class LoadOptions:
         )
         if verdict is not None:
             AUTO_VERDICTS[model] = verdict
+        if bf16_compute:
+            BF16_COMPUTE.add(model)
         tokenizer = load_tokenizer(name_or_path, **self.hub_kwargs)
         if self.int8:
             quantize_int8(model, tokenizer)
         return model, tokenizer
 
 
-def ready(model: M, pack_weights: bool = True) -> M:
+def ready(model: M, pack_weights: bool = True, compute: torch.dtype | None = None) -> M:
     """Put a model in eval mode with its device's fast inference modules, in place, and return it.
 
     On the CPU: oneDNN's Linears and attention "auto" (bertlite.layers.onednn.optimize), and oneDNN's
@@ -195,6 +211,8 @@ def ready(model: M, pack_weights: bool = True) -> M:
     Args:
         model: a BertModel, or a head whose base model is `model.base_model`.
         pack_weights: keep float32 CPU weights in oneDNN's blocked layout (faster, one more copy of them).
+        compute: torch.bfloat16 on the CPU: a float32 model's GEMMs take bf16 inputs, the rest stays float32
+            (bertlite.layers.onednn.optimize); None: the model computes in its own dtype.
 
     Returns:
         The model.
@@ -204,15 +222,15 @@ def ready(model: M, pack_weights: bool = True) -> M:
     if bert.attn_implementation == "eager":
         return model
     if bert.device.type == "cpu":
-        optimize(model, pack_weights=pack_weights)
+        optimize(model, pack_weights=pack_weights, compute=compute)
         # BERT's masked-LM head (cls.predictions) or RoBERTa's (lm_head); DistilBERT's projection is vocab_projector,
         # ELECTRA's generator_lm_head, ModernBERT's decoder.
         head = getattr(getattr(model, "cls", None), "predictions", None) or getattr(model, "lm_head", None)
         if isinstance(getattr(head, "decoder", None), nn.Linear):
-            head.decoder = fast_linear(head.decoder, pack_weights)
+            head.decoder = fast_linear(head.decoder, pack_weights, compute)
         for name in ("vocab_projector", "generator_lm_head", "decoder"):
             if isinstance(getattr(model, name, None), nn.Linear):
-                setattr(model, name, fast_linear(getattr(model, name), pack_weights))
+                setattr(model, name, fast_linear(getattr(model, name), pack_weights, compute))
         return model
     head_size = bert.config.hidden_size // bert.config.num_attention_heads
     attention = packed_attention_for(bert.device, bert.dtype, head_size)

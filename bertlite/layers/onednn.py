@@ -11,6 +11,13 @@ oneDNN's or MKL's (torch's F.linear), is timed once per CPU and shape (bertlite.
 
 The modules keep the Parameters of the Linears they replace, so state_dict() and saving see
 transformers' keys; `restore(model)` puts plain Linears back (the reference path).
+
+`optimize(model, compute=torch.bfloat16)` runs a float32 model's GEMMs on bfloat16 inputs and keeps
+everything else in float32: each module casts its input to bf16 and multiplies by a bf16 copy of its
+weight (oneDNN accumulates in float32), and its output goes on in float32 (the residual add, LayerNorm,
+attention's softmax, the heads), except the intermediate activation's, which only the next GEMM reads.
+bf16's 8 bits then touch each GEMM's inputs once instead of compounding through the residual stream,
+and the float32 Parameters stay as they were, so going back to float32 is exact.
 """
 
 from __future__ import annotations
@@ -252,9 +259,15 @@ class OneDNNLinear(_KeepsDerived, nn.Linear):
     """
 
     kernel = "onednn"  # the class's default: a module pickled before kernels were chosen unpickles with it
+    compute = None  # likewise: float32 Parameters computed in their own dtype
 
     def __init__(
-        self, linear: nn.Linear, activation: str | None = None, pack: bool = False, kernel: str = "onednn"
+        self,
+        linear: nn.Linear,
+        activation: str | None = None,
+        pack: bool = False,
+        kernel: str = "onednn",
+        compute: torch.dtype | None = None,
     ) -> None:
         nn.Module.__init__(self)
         if kernel not in KERNELS:
@@ -262,10 +275,13 @@ class OneDNNLinear(_KeepsDerived, nn.Linear):
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight, self.bias = linear.weight, linear.bias
         self.activation = activation
-        self.kernel = kernel
-        self.pack = pack and kernel == "onednn"
+        self.kernel = "onednn" if compute is not None else kernel
+        self.pack = pack and self.kernel == "onednn" and compute is None
+        self.compute = compute
 
     def forward(self, x: Tensor, residual: Tensor | None = None) -> Tensor:
+        if self.compute is not None and _runs_here(x):
+            return self._mixed(x, residual)
         if self.kernel == "mkl" or not _runs_here(x):
             return torch_linear(x, self.weight, self.bias, self.activation, residual)
         weight = self.weight
@@ -276,8 +292,25 @@ class OneDNNLinear(_KeepsDerived, nn.Linear):
         attr, algorithm = FUSED_ACTIVATIONS[self.activation] if self.activation else ("none", "")
         return torch.ops.mkldnn._linear_pointwise(x, weight, self.bias, attr, [], algorithm)
 
+    def _mixed(self, x: Tensor, residual: Tensor | None) -> Tensor:
+        """The GEMM on `compute` inputs, accumulated in float32; the output in float32 but for an activation's."""
+        weight, bias = derived(self, "_derived_compute", [self.weight, self.bias], self._compute_copies)
+        if self.activation is not None:  # the next GEMM's input, which it would round to `compute` anyway
+            attr, algorithm = FUSED_ACTIVATIONS[self.activation]
+            return torch.ops.mkldnn._linear_pointwise(x.to(self.compute), weight, bias, attr, [], algorithm)
+        out = torch.ops.mkldnn._linear_pointwise(x.to(self.compute), weight, None, "none", [], "").float()
+        if self.bias is not None:
+            out.add_(self.bias)
+        return out if residual is None else out.add_(residual)
+
+    def _compute_copies(self) -> tuple[Tensor, Tensor | None]:
+        # The activation runs in the GEMM's epilogue, which takes the bias in the inputs' dtype.
+        bias = self.bias.detach().to(self.compute) if self.bias is not None and self.activation else None
+        return self.weight.detach().to(self.compute), bias
+
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, activation={self.activation}, pack={self.pack}, kernel={self.kernel}"
+        compute = "" if self.compute is None else f", compute={self.compute}"
+        return f"{super().extra_repr()}, activation={self.activation}, pack={self.pack}, kernel={self.kernel}{compute}"
 
 
 class FusedQKV(_KeepsDerived, nn.Module):
@@ -291,28 +324,40 @@ class FusedQKV(_KeepsDerived, nn.Module):
     """
 
     kernel = "onednn"  # as OneDNNLinear's
+    compute = None  # as OneDNNLinear's
 
     def __init__(
-        self, query: nn.Linear, key: nn.Linear, value: nn.Linear, pack: bool = False, kernel: str = "onednn"
+        self,
+        query: nn.Linear,
+        key: nn.Linear,
+        value: nn.Linear,
+        pack: bool = False,
+        kernel: str = "onednn",
+        compute: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         if kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
         self.__dict__["projections"] = (query, key, value)  # not submodules: no second set of keys
-        self.kernel = kernel
-        self.pack = pack and kernel == "onednn"
+        self.kernel = "onednn" if compute is not None else kernel
+        self.pack = pack and self.kernel == "onednn" and compute is None
+        self.compute = compute
 
     def forward(self, x: Tensor) -> Tensor:
         if torch.is_grad_enabled():  # training runs the Parameters themselves
             return torch.cat([m(x) for m in self.projections], dim=-1)
         weight, bias = derived(self, "_derived_fused", self._sources(), self._fuse)
+        if self.compute is not None and _runs_here(x):
+            # Attention reads query|key|value in float32, as it does a float32 model's.
+            out = torch.ops.mkldnn._linear_pointwise(x.to(self.compute), weight, None, "none", [], "").float()
+            return out.add_(bias)
         if self.kernel == "onednn" and _runs_here(x):
             return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
         # MKL's GEMM where it was timed faster, a GPU's, or a dtype oneDNN does not take.
         return F.linear(x, weight, bias)
 
     def extra_repr(self) -> str:
-        return f"pack={self.pack}, kernel={self.kernel}"
+        return f"pack={self.pack}, kernel={self.kernel}" + ("" if self.compute is None else f", compute={self.compute}")
 
     def _sources(self) -> list[Tensor]:
         return [t for m in self.projections for t in (m.weight, m.bias)]
@@ -320,11 +365,18 @@ class FusedQKV(_KeepsDerived, nn.Module):
     def _fuse(self) -> tuple[Tensor, Tensor]:
         weight = torch.cat([m.weight.detach() for m in self.projections])
         bias = torch.cat([m.bias.detach() for m in self.projections])
+        if self.compute is not None:
+            return weight.to(self.compute), bias
         packs = self.pack and weight.dtype in PACKED_DTYPES and weight.device.type == "cpu"
         return (pack_weight(weight) if packs else weight), bias
 
 
-def optimize(model: nn.Module, pack_weights: bool = True, fuse_activation: bool | None = None) -> nn.Module:
+def optimize(
+    model: nn.Module,
+    pack_weights: bool = True,
+    fuse_activation: bool | None = None,
+    compute: torch.dtype | None = None,
+) -> nn.Module:
     """Install the fast inference modules in a bertlite BERT model, in place, and return it.
 
     Each layer's parts are found by their roles (bertlite.layers.roles), so every family's names work.
@@ -344,7 +396,9 @@ def optimize(model: nn.Module, pack_weights: bool = True, fuse_activation: bool 
             encoder's dense weights; none for a Linear that runs MKL's GEMM).
         fuse_activation: run the intermediate activation inside the GEMM (True, where oneDNN runs that
             form for the dtype: activation_fusion_works) or after it (False); None: whichever
-            activation_fusion_pays says on this CPU.
+            activation_fusion_pays says on this CPU (with `compute`: inside, where it runs).
+        compute: torch.bfloat16: the float32 Linears' GEMMs take bf16 inputs, everything else stays float32
+            (the module docstring); None: each Linear computes in its own dtype.
 
     Returns:
         The model.
@@ -352,33 +406,58 @@ def optimize(model: nn.Module, pack_weights: bool = True, fuse_activation: bool 
     layers = model_layers(model)
     if layers is None:
         raise TypeError(f"optimize takes a bertlite BERT model, got {type(model).__name__}")
+    if compute is not None and not linear_works(compute):
+        raise ValueError(f"compute={compute} does not run on oneDNN here")
+    forms = _Forms(pack_weights, compute)
+    fuse = True if compute is not None and fuse_activation is None else fuse_activation
     for layer in layers:
         attention, roles = attention_of(layer), roles_of(layer)
-        if roles.qkv:
-            qkv = part(layer, "qkv")
-            if _replaceable(qkv):
-                replace(layer, "qkv", OneDNNLinear(qkv, **_form(qkv, "none", pack_weights)))
-        elif attention.qkv is None:
-            linears = tuple(part(layer, role) for role in ("query", "key", "value"))
-            if all(_replaceable(m) for m in linears) and all(m.bias is not None for m in linears):
-                attention.qkv = FusedQKV(*linears, **_form(linears[0], "none", pack_weights, outputs=3))
+        forms.install_qkv(layer)
         if attention.attn_implementation == "sdpa":
             attention.attn_implementation = "varlen" if native_attention.built() else "auto"
         for role in RESIDUAL_ROLES:
             dense = part(layer, role)
-            if _replaceable(dense) and linear_add_works(dense.weight.dtype):
+            if forms.replaceable(dense) and linear_add_works(dense.weight.dtype):
                 epilogue = "add" if role in roles.residual_owners else "none"  # a layer with no owner never passes it
-                replace(layer, role, OneDNNLinear(dense, **_form(dense, epilogue, pack_weights)))
+                replace(layer, role, OneDNNLinear(dense, **forms.form(dense, epilogue)))
                 set_fuses_residual(layer, role, True)
         intermediate = part(layer, "intermediate")
-        if _replaceable(intermediate):
+        if forms.replaceable(intermediate):
             hidden_act = activation_owner(layer).hidden_act
-            fused = None if roles.gated else _fused_activation(hidden_act, intermediate, fuse_activation)
-            form = _form(intermediate, fused or "none", pack_weights)
+            fused = None if roles.gated else _fused_activation(hidden_act, intermediate, fuse, compute)
+            form = forms.form(intermediate, fused or "none")
             replace(layer, "intermediate", OneDNNLinear(intermediate, activation=fused, **form))
             if fused is not None:
                 replace(layer, "activation", ACT2FN["linear"])  # applied inside the GEMM now
     return model
+
+
+class _Forms:
+    """Which Linears optimize replaces, and each replacement's form: kernel and packing (float32 and bf16 models),
+    or `compute` (a float32 model's GEMMs on bf16 inputs)."""
+
+    def __init__(self, pack_weights: bool, compute: torch.dtype | None) -> None:
+        self.pack_weights, self.compute = pack_weights, compute
+
+    def replaceable(self, linear: nn.Module) -> bool:
+        return _replaceable(linear) and (self.compute is None or linear.weight.dtype == torch.float32)
+
+    def form(self, linear: nn.Linear, epilogue: str, outputs: int = 1) -> dict[str, Any]:
+        if self.compute is not None:
+            return {"compute": self.compute}
+        return _form(linear, epilogue, self.pack_weights, outputs)
+
+    def install_qkv(self, layer: nn.Module) -> None:
+        """query|key|value as one module: the layer's own fused Linear (ModernBERT's Wqkv), or a FusedQKV."""
+        attention = attention_of(layer)
+        if roles_of(layer).qkv:
+            qkv = part(layer, "qkv")
+            if self.replaceable(qkv):
+                replace(layer, "qkv", OneDNNLinear(qkv, **self.form(qkv, "none")))
+        elif attention.qkv is None:
+            linears = tuple(part(layer, role) for role in ("query", "key", "value"))
+            if all(self.replaceable(m) for m in linears) and all(m.bias is not None for m in linears):
+                attention.qkv = FusedQKV(*linears, **self.form(linears[0], "none", outputs=3))
 
 
 def restore(model: nn.Module) -> nn.Module:
@@ -419,11 +498,13 @@ def _replaceable(module: nn.Module) -> bool:
     return type(module) is nn.Linear and weight.device.type == "cpu" and linear_works(weight.dtype)
 
 
-def _fused_activation(activation: str, linear: nn.Linear, fuse: bool | None) -> str | None:
+def _fused_activation(
+    activation: str, linear: nn.Linear, fuse: bool | None, compute: torch.dtype | None = None
+) -> str | None:
     if (
         activation not in FUSED_ACTIVATIONS
         or fuse is False
-        or not activation_fusion_works(activation, linear.weight.dtype)
+        or not activation_fusion_works(activation, compute or linear.weight.dtype)
     ):
         return None
     if fuse is None and not activation_fusion_pays(
@@ -451,7 +532,7 @@ def _plain(module: OneDNNLinear) -> nn.Linear:
     return linear
 
 
-def fast_linear(linear: nn.Module, pack_weights: bool = True) -> nn.Module:
+def fast_linear(linear: nn.Module, pack_weights: bool = True, compute: torch.dtype | None = None) -> nn.Module:
     """`linear` as a OneDNNLinear (the same Parameters) where optimize would replace it, else `linear` itself.
 
     For a head's Linear outside the encoder, such as the masked-LM decoder a SPLADE model runs on every token.
@@ -459,8 +540,13 @@ def fast_linear(linear: nn.Module, pack_weights: bool = True) -> nn.Module:
     Args:
         linear: the module.
         pack_weights: keep a float32 weight in oneDNN's blocked layout (one more copy of it).
+        compute: as optimize's: bf16 inputs to the GEMM of a float32 Linear, its output float32.
 
     Returns:
         The module to use in its place.
     """
-    return OneDNNLinear(linear, pack=_packs(linear, pack_weights)) if _replaceable(linear) else linear
+    if not _replaceable(linear):
+        return linear
+    if compute is not None:
+        return OneDNNLinear(linear, compute=compute) if linear.weight.dtype == torch.float32 else linear
+    return OneDNNLinear(linear, pack=_packs(linear, pack_weights))

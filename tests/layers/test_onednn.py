@@ -199,6 +199,34 @@ def test_bf16_is_optimized_without_packing_and_close_to_fp32():
     assert hidden.dtype == torch.bfloat16 and cosine.min() > 0.99
 
 
+def test_bf16_compute_keeps_the_residual_stream_in_float32_and_the_parameters_exact():
+    # Weights at init scale (0.02), as a trained checkpoint's are: bf16's error then compounds as it does there.
+    torch.manual_seed(0)
+    hf = make_hf_model(hidden_size=128, num_attention_heads=4, intermediate_size=512, num_hidden_layers=4)
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if "LayerNorm" not in name:
+                p.normal_(0.0, 0.05)
+    inputs = packed_inputs(random_batch(hf.config, batch=4, seq=30))
+    reference = to_bertlite(hf, attn="sdpa")
+    kept = {name: t.clone() for name, t in reference.state_dict().items()}
+    with torch.no_grad():
+        fp32 = reference(**inputs).last_hidden_state
+        mixed_model = optimize(to_bertlite(hf, attn="sdpa"), compute=torch.bfloat16)
+        mixed = mixed_model(**inputs).last_hidden_state
+        pure = optimize(to_bertlite(hf, attn="sdpa").to(torch.bfloat16))(**inputs).last_hidden_state.float()
+    assert mixed.dtype == torch.float32 and packed_copies(mixed_model) == []
+    modules = [m for m in mixed_model.modules() if isinstance(m, (OneDNNLinear, FusedQKV))]
+    assert modules and all(m.compute == torch.bfloat16 for m in modules)
+    mixed_error, pure_error = (mixed - fp32).abs().max(), (pure - fp32).abs().max()
+    assert 0 < mixed_error < pure_error / 2, (mixed_error, pure_error)  # bf16 ran, and compounded less
+    assert all(torch.equal(t, kept[name]) for name, t in mixed_model.state_dict().items())
+    with torch.no_grad():  # back to float32: the Parameters never changed, so float32's bits
+        assert torch.equal(
+            optimize(restore(mixed_model))(**inputs).last_hidden_state, optimize(reference)(**inputs).last_hidden_state
+        )
+
+
 @pytest.mark.parametrize("works", [True, False])
 def test_only_forms_onednn_runs_here_are_installed(works, monkeypatch):
     probed = {(form, dtype): works for form in ("linear", "linear_add", "packed") for dtype in (torch.float32,)}
