@@ -342,3 +342,16 @@ def test_int8_meets_its_bar_on_held_out_texts(job: Job, float32: Any) -> None:
     assert measured.passed, measured.summary
     if isinstance(encoder, Embedder):
         assert min_cosine(float32, outputs) >= bars.EMBEDDING_MIN_COSINE["int8"]
+
+
+def test_bfloat16_asked_for_meets_its_bar_on_held_out_texts(job: Job, float32: Any) -> None:
+    """dtype="bfloat16" by name: float32 Parameters, GEMMs on bf16 inputs, held to the same bar as auto's."""
+    encoder = job.load("bfloat16")
+    assert (encoder.precision, encoder.dtype) == ("bfloat16", torch.float32)
+    assert encoder.precision_reason == "bfloat16: asked for"
+    outputs = job.outputs(encoder)
+    assert not bitwise_equal(outputs, float32)  # bfloat16 runs
+    measured = job.judge(float32, outputs, "bfloat16")
+    assert measured.passed, measured.summary
+    if isinstance(encoder, Embedder):
+        assert min_cosine(float32, outputs) >= bars.EMBEDDING_MIN_COSINE["bfloat16"]
