@@ -544,8 +544,9 @@ class CrossEncoder(STSurface, BaseEncoder):
             out, layout = self.forward_packed(encodings, device)
             return self.model.classify_packed(out.last_hidden_state, layout)[:n].float().cpu()
         out, _ = self.forward_packed(encodings, device, first_tokens_only=True)  # the heads read [CLS] only
-        pooled = out.pooler_output[:n] if out.pooler_output is not None else None
-        return self._classify(out.last_hidden_state[:n], pooled)
+        # The head runs on every row the forward gave, filler rows included: on the CPU a count on shape_tokens'
+        # grid (a multiple of 8), on which its GEMM rounds a text's row alike in any batch (on_whole_blocks).
+        return self._classify(out.last_hidden_state, out.pooler_output)[:n]
 
     @torch.inference_mode()
     def _run_padded(self, encodings: list[Encoding], device: torch.device) -> Tensor:

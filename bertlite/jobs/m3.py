@@ -22,7 +22,7 @@ from bertlite.checkpoint.hub import resolve_file
 from bertlite.checkpoint.load import iter_tensors
 from bertlite.errors import CheckpointError
 from bertlite.jobs import bars
-from bertlite.jobs.base import BaseEncoder, EncodeStats, check_count, progress_bar, with_prompt
+from bertlite.jobs.base import BaseEncoder, EncodeStats, check_count, on_whole_blocks, progress_bar, with_prompt
 from bertlite.jobs.long_texts import TextCutter
 from bertlite.jobs.prepare import LoadOptions
 from bertlite.jobs.st_config import M3_FILES
@@ -374,12 +374,13 @@ class M3Encoder(BaseEncoder):
             dense = nn.functional.normalize(dense, dim=-1) if self.normalize_embeddings else dense
             dense = dense.cpu().numpy()
         if wanted[1]:
-            weights = torch.relu(self.sparse_linear(hidden)).squeeze(-1).cpu().split(lengths.tolist())
+            # Both heads run on whole row blocks, so a text's weights and vectors do not depend on its batch.
+            weights = torch.relu(on_whole_blocks(self.sparse_linear, hidden)).squeeze(-1).cpu().split(lengths.tolist())
             sparse = [self._lexical_weights(w, e.ids) for w, e in zip(weights, encodings, strict=True)]
         if wanted[2]:
             rest = torch.ones(len(hidden), dtype=torch.bool)
             rest[starts] = False  # every token but each text's first
-            vectors = self.colbert_linear(hidden[rest.to(hidden.device)])
+            vectors = on_whole_blocks(self.colbert_linear, hidden[rest.to(hidden.device)])
             vectors = nn.functional.normalize(vectors, dim=-1) if self.normalize_embeddings else vectors
             colbert = [v.numpy() for v in vectors.cpu().split((lengths - 1).tolist())]
         return [

@@ -23,6 +23,7 @@ from bertlite.jobs.base import (
     EncodeStats,
     check_count,
     check_text,
+    on_whole_blocks,
     progress_bar,
 )
 from bertlite.jobs.long_texts import TextCutter
@@ -545,7 +546,7 @@ class MultiVectorEncoder(MultiVectorMembers, STSurface, BaseEncoder):
     def _split(self, hidden: Tensor, encodings: list[Encoding], device: torch.device) -> list[Tensor]:
         """Project the real rows (N, H), keep the scored ones, one (tokens_kept, dim) tensor per sequence."""
         keep = self._keep(encodings, device)
-        vectors = self.projection(hidden.float())[keep]
+        vectors = on_whole_blocks(self.projection, hidden.float())[keep]  # a text's vectors whatever its batch
         counts = keep.split([len(e.ids) for e in encodings])
         return list(vectors.split([int(c.sum()) for c in counts]))
 

@@ -24,6 +24,7 @@ from bertlite.jobs.base import (
     BaseEncoder,
     EncodeStats,
     Text,
+    on_whole_blocks,
     progress_bar,
     with_prompt,
 )
@@ -417,7 +418,8 @@ class SparseEncoder(SparseEncoderMembers, STSurface, BaseEncoder):
         """
         pooled = torch.empty(len(lengths), self.vocab_size, dtype=torch.float32, device=hidden.device)
         for first, last, start, stop in _head_groups(lengths, HEAD_ROWS):
-            logits = self.model._prediction_scores(hidden[start:stop])  # (rows, vocab): the family's MLM head
+            # (rows, vocab): the family's MLM head, on whole row blocks so a text's logits do not depend on its batch
+            logits = on_whole_blocks(self.model._prediction_scores, hidden[start:stop])
             owner = torch.repeat_interleave(
                 torch.arange(last - first, device=hidden.device),
                 torch.tensor(lengths[first:last], device=hidden.device),
