@@ -200,7 +200,7 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
         help="continue from the rows an earlier run of the same job wrote before it died (.npy and .jsonl), "
         "and if this run fails, keep its rows for the next --resume",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, and no note that --dtype auto may run faster")
 
 
 def _add_ray_arguments(p: argparse.ArgumentParser) -> None:

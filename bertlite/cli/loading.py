@@ -62,10 +62,12 @@ def load_job(args: argparse.Namespace, kind: str | None = None) -> Any:
 
 def precision_note(args: argparse.Namespace, job: Any) -> str | None:
     """What a command says at load about the precision its job runs: with --dtype auto, the mode chosen and
-    why; in float32 where --dtype auto would run faster here, that it runs the reference's numbers and what
-    auto runs; else None (the user asked for what runs, and nothing faster exists here)."""
+    why; in float32 where --dtype auto may run faster here, that it runs the reference's numbers and what auto
+    may run (not with --quiet); else None."""
     if args.dtype == "auto":
         return f"--dtype auto runs {job.precision_reason}"  # it names the precision first
+    if getattr(args, "quiet", False):
+        return None
     if job.precision == "float32" and (faster := auto_precision(job)) != "float32":
         return f"running float32 (the reference's numbers); --dtype auto may run {faster} here"
     return None

@@ -75,7 +75,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         default=True,
         help="replace an existing OUTPUT (default); --no-overwrite refuses to",
     )
-    p.add_argument("--quiet", action="store_true", help="no summary line")
+    p.add_argument("--quiet", action="store_true", help="no summary line, and no note that --dtype auto may run faster")
 
 
 def run(args: argparse.Namespace) -> int:

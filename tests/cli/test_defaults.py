@@ -52,11 +52,14 @@ def test_embed_equals_sentence_transformers(
     real_model_path: Path, texts_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "vectors.npy"
-    err = run(["embed", str(real_model_path), "-i", str(texts_file), "-o", str(out), "--quiet"], capsys)
+    argv = ["embed", str(real_model_path), "-i", str(texts_file), "-o", str(out)]
+    err = run(argv, capsys)
     expected = STSentenceTransformer(str(real_model_path), device="cpu").encode(TEXTS)
     assert np.abs(np.load(out) - expected).max() <= TOL
     assert f"bertlite embed: {FLOAT32_NOTE}\n" in err
     assert "(float32)" in err.splitlines()[-1], err  # the summary names the precision that ran
+    out.unlink()
+    assert FLOAT32_NOTE not in run([*argv, "--quiet"], capsys)  # --quiet: no note
 
 
 def test_rerank_equals_sentence_transformers(
@@ -94,5 +97,5 @@ def test_no_note_where_auto_keeps_float32(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("BERTLITE_AUTO_DTYPE", "float32")
-    err = run(["embed", str(real_model_path), "-i", str(texts_file), "-o", str(tmp_path / "v.npy"), "--quiet"], capsys)
+    err = run(["embed", str(real_model_path), "-i", str(texts_file), "-o", str(tmp_path / "v.npy")], capsys)
     assert "--dtype auto" not in err
