@@ -27,9 +27,7 @@ from bench.configs import CONFIGS, GROUPS, expand
 from bench.flops import gemm_peak, useful_gflop
 from bench.runners import BATCH_SIZE, PeerMissing
 from bench.runners.transformers import transformers_runner
-from bertlite.models.auto import AutoConfig
 from bertlite.quant.allocator import keep_freed_memory
-from bertlite.utils.capabilities import resolve_dtype
 
 # Seconds idle before each timed run. Every engine keeps its own thread pool (torch and CTranslate2
 # each load their own libgomp; ONNX Runtime and OpenVINO have their own), whose threads spin for a
@@ -79,9 +77,9 @@ def bench_throughput(
     seconds, vectors = timed_rounds(runs, rounds, pause_s, len(texts))
     gflop = useful_gflop(model_path, texts)
     peaks = dict(peaks or measure_peaks())
-    config = AutoConfig.from_pretrained(model_path)  # the checkpoint's family's (bench.families)
-    auto = resolve_dtype("auto", sizes=(config.hidden_size, config.intermediate_size))  # as the runner's Embedder
-    peaks["auto"] = peaks["bf16" if auto == torch.bfloat16 else "fp32"]
+    # what dtype="auto" ran: bfloat16 where the CPU kind and the bar allow it (BaseEncoder.settle_auto)
+    auto = getattr(runners.get("bertlite_auto"), "precision", "float32")
+    peaks["auto"] = peaks["bf16" if auto == "bfloat16" else "fp32"]
     base = seconds.get("bertlite_fp32")
     results = {}
     for name in configs:

@@ -52,4 +52,9 @@ def bertlite_runner(
     embedder = load_bertlite(model_path, dtype, **embedder_kwargs)
     if attn_implementation is not None:
         embedder.model.set_attn_implementation(attn_implementation)
-    return lambda texts: embedder.encode(texts, batch_size=batch_size, show_progress_bar=False)
+
+    def run(texts: list[str]) -> Any:
+        return embedder.encode(texts, batch_size=batch_size, show_progress_bar=False)
+
+    run.precision = embedder.precision  # what it runs in (for dtype="auto", what it settled on)
+    return run
