@@ -138,6 +138,11 @@ def test_maxsim_bar_is_the_largest_relative_difference_between_texts() -> None:
     assert not bars.maxsim([a, b], [np.array([[1.0, 0.0], [0.6, 0.8]]), b], "int8").passed
     empty = np.zeros((0, 2))
     assert bars.maxsim([empty, b], [empty, b], "bfloat16").passed  # no tokens: MaxSim 0, no division by it
+    # a score near 0 is held in units of the query's tokens (one here), not divided by almost nothing:
+    # MaxSim([1, 0] with [0, 1]) = 0, with [0.001, 1] = 0.001: 1e-3 of one token
+    q, d = np.array([[1.0, 0.0]]), np.array([[0.0, 1.0]])
+    near_zero = bars.maxsim([q, d], [q, np.array([[0.001, 1.0]])], "bfloat16")
+    assert near_zero.passed and near_zero.summary == "max MaxSim relative difference 1.00e-03 (bar <= 0.002)"
 
 
 def test_the_int8_bars_are_no_tighter_than_bfloat16s() -> None:
