@@ -225,8 +225,9 @@ def packed_first_token_attention(
 ) -> Tensor:
     """The attention of only some sequences' first token ([CLS]), each over its own sequence's keys.
 
-    The last layer of a model whose head reads only [CLS] needs no other query: one SDPA call with one
-    query per sequence, on the keys and values scattered to the padded grid, then the rows asked for.
+    The last layer of a model whose head reads only [CLS] needs no other query: one SDPA call per sequence
+    asked for, its one query on its own keys and values (no padded grid, whose width would change the sum),
+    then the rows asked for.
 
     Args:
         qkv: (N, 3H), each row query|key|value of one real token.
@@ -239,15 +240,17 @@ def packed_first_token_attention(
         (R, H) context.
     """
     hidden = qkv.shape[1] // 3
-    batch, width, head_dim = layout.batch_size, layout.max_length, hidden // heads
-    kv = qkv[:, hidden:]
-    grid = kv if layout.attention_bias is None else layout.scatter_to_grid(kv)  # no padding: already the grid
-    key, value = grid.view(batch, width, 2, heads, head_dim).permute(2, 0, 3, 1, 4)  # (B, nh, T, hs)
-    query = qkv[layout.starts, :hidden].view(batch, heads, 1, head_dim)  # (B, nh, 1, hs)
-    bias = None if layout.attention_bias is None else layout.attention_bias.to(qkv.dtype)
-    bias = _with_position_bias(bias, None if position_bias is None else position_bias[:, :, :1])  # (B, nh, 1, T)
-    context = F.scaled_dot_product_attention(query, key, value, attn_mask=bias, dropout_p=dropout_p, scale=scaling)
-    return context.reshape(batch, hidden)[sequences]  # (B, nh, 1, hs) -> (R, H)
+    head_dim = hidden // heads
+    out = qkv.new_empty(layout.batch_size, hidden)
+    starts, lengths = layout.starts.tolist(), layout.lengths.tolist()
+    for i in sorted(set(sequences.tolist())):  # each sequence by itself: its bits whatever shares its batch
+        rows = qkv[starts[i] : starts[i] + lengths[i]]
+        query = rows[:1, :hidden].view(1, 1, heads, head_dim).transpose(1, 2)  # (1, nh, 1, hs)
+        key, value = rows[:, hidden:].view(1, -1, 2, heads, head_dim).permute(2, 0, 3, 1, 4)  # (1, nh, L, hs)
+        bias = None if position_bias is None else position_bias[:, :, :1, : lengths[i]]  # (1, nh, 1, L)
+        context = F.scaled_dot_product_attention(query, key, value, attn_mask=bias, dropout_p=dropout_p, scale=scaling)
+        out[i] = context.reshape(hidden)
+    return out[sequences]  # (R, H)
 
 
 # Queries per SDPA call of packed_windowed_attention: each call's scores are (sequences, nh, chunk, chunk + 2w),
@@ -273,7 +276,7 @@ def window_bias(queries: range, keys: range, window: int, like: Tensor) -> Tenso
 
 
 def run_views(
-    qkv: Tensor, out: Tensor, layout: PackedLayout, heads: int
+    qkv: Tensor, out: Tensor, layout: PackedLayout, heads: int, one_by_one: bool = False
 ) -> Iterator[tuple[Tensor, Tensor, Tensor, Tensor, int]]:
     """Each run of equal-length sequences (layout.runs), whose packed rows already are a (sequences, length) grid.
 
@@ -282,6 +285,7 @@ def run_views(
         out: (N, H), where the context goes.
         layout: the batch's layout.
         heads: attention heads.
+        one_by_one: each sequence as a run of its own.
 
     Yields:
         Per run: query, key and value as (n, heads, L, head_size) views of qkv, the run's (n, L, heads,
@@ -289,7 +293,10 @@ def run_views(
     """
     hidden = out.shape[1]
     head_size = hidden // heads
-    for start, count, length in layout.runs:
+    runs = layout.runs
+    if one_by_one:
+        runs = [(start + i * length, 1, length) for start, count, length in runs for i in range(count)]
+    for start, count, length in runs:
         rows = slice(start, start + count * length)
         q, k, v = qkv[rows].view(count, length, 3, heads, head_size).permute(2, 0, 3, 1, 4)
         yield q, k, v, out[rows].view(count, length, heads, head_size), length
@@ -341,10 +348,11 @@ def packed_auto_attention(
     dropout_p: float,
     position_bias: Tensor | None = None,
 ) -> tuple[Tensor, None]:
-    """On the CPU, SDPA on each sequence's own rows, in float32 (bf16/fp16 too: as fast there, and more accurate).
+    """On the CPU, one SDPA call per sequence on its own rows, in float32 (bf16/fp16 too: as fast, more accurate).
 
     A sequence's context is then the same bits whatever else shares its batch: no padded grid, whose width
-    (the batch's longest text) would change the order SDPA sums a row in. Elsewhere: sdpa.
+    (the batch's longest text) would change the order SDPA sums a row in, and no batch of sequences, whose
+    size changes how torch's CPU kernel splits its work. Elsewhere: sdpa.
 
     Args:
         qkv, layout, heads, scaling, dropout_p, position_bias: as in packed_eager_attention.
@@ -356,7 +364,7 @@ def packed_auto_attention(
     if qkv.device.type != "cpu" or dtype not in (torch.float32, torch.bfloat16, torch.float16):
         return packed_sdpa_attention(qkv, layout, heads, scaling, dropout_p, position_bias)
     as_float = None if position_bias is None else position_bias.float()
-    context, _ = packed_per_sequence_attention(qkv.float(), layout, heads, scaling, dropout_p, as_float)
+    context, _ = packed_per_sequence_attention(qkv.float(), layout, heads, scaling, dropout_p, as_float, True)
     return context.to(dtype), None
 
 
@@ -424,6 +432,7 @@ def packed_per_sequence_attention(
     scaling: float,
     dropout_p: float,
     position_bias: Tensor | None = None,
+    one_by_one: bool = False,
 ) -> tuple[Tensor, None]:
     """SDPA on each sequence's own rows, no padding anywhere.
 
@@ -433,12 +442,14 @@ def packed_per_sequence_attention(
     Args:
         qkv, layout, heads, scaling, dropout_p, position_bias: as in packed_eager_attention (a run of length
             L reads its [:L, :L] corner).
+        one_by_one: one call per sequence: the call a sequence alone gets, so its bits do not depend on how
+            many others of its length share the batch (torch's CPU kernel splits its work by the batch's size).
 
     Returns:
         ((N, H) context, None).
     """
     out = qkv.new_empty(qkv.shape[0], qkv.shape[1] // 3)
-    for q, k, v, context, length in run_views(qkv, out, layout, heads):
+    for q, k, v, context, length in run_views(qkv, out, layout, heads, one_by_one):
         bias = None if position_bias is None else position_bias[:, :, :length, :length]  # (1, nh, L, L)
         attended = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p, scale=scaling)
         context.copy_(attended.transpose(1, 2))

@@ -294,7 +294,8 @@ class OneDNNLinear(_KeepsDerived, nn.Linear):
 
     def _mixed(self, x: Tensor, residual: Tensor | None) -> Tensor:
         """The GEMM on `compute` inputs, accumulated in float32; the output in float32 but for an activation's."""
-        weight, bias = derived(self, "_derived_compute", [self.weight, self.bias], self._compute_copies)
+        sources = [self.weight] if self.bias is None else [self.weight, self.bias]
+        weight, bias = derived(self, "_derived_compute", sources, self._compute_copies)
         if self.activation is not None:  # the next GEMM's input, which it would round to `compute` anyway
             attr, algorithm = FUSED_ACTIVATIONS[self.activation]
             return torch.ops.mkldnn._linear_pointwise(x.to(self.compute), weight, bias, attr, [], algorithm)
