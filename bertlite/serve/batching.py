@@ -51,7 +51,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 from tokenizers import Encoding
 
 from bertlite.quant.allocator import release_freed_memory
@@ -338,12 +337,10 @@ class Batcher:
 
 
 def _one_forward(embedder: Any) -> bool:
-    """Whether a batch runs as one forward: on a CPU in float32 on the unpadded path, where the model
-    runs the mixed lengths of a server's batch with attention per sequence (attention "auto" or "varlen")
-    instead of encode()'s length-sorted sub-batches."""
-    if not embedder.unpad:
-        return False
-    return embedder.model.device.type == "cpu" and embedder.dtype == torch.float32
+    """Whether a batch runs as one forward: on a CPU on the unpadded path, where the model runs the mixed
+    lengths of a server's batch with attention per sequence (attention "auto" or "varlen"), every dtype in
+    float32, instead of encode()'s length-sorted sub-batches."""
+    return embedder.unpad and embedder.model.device.type == "cpu"
 
 
 def _nonfinite(rows: Any) -> str | None:

@@ -510,9 +510,9 @@ def test_pack_weights_flag_reaches_the_model_and_keeps_the_vectors(
     seen: list[bool] = []
     original = bertlite.jobs.prepare.optimize
 
-    def recording(model: BertPreTrainedModel, pack_weights: bool = True) -> BertPreTrainedModel:
+    def recording(model: BertPreTrainedModel, pack_weights: bool = True, **kwargs: Any) -> BertPreTrainedModel:
         seen.append(pack_weights)
-        return original(model, pack_weights=pack_weights)
+        return original(model, pack_weights=pack_weights, **kwargs)
 
     monkeypatch.setattr(bertlite.jobs.prepare, "optimize", recording)
     out = tmp_path / "out.npy"
