@@ -188,7 +188,8 @@ class BaseEncoder:
 
     @property
     def dtype(self) -> torch.dtype:
-        """The dtype the model runs in (float32 unless asked otherwise; what dtype="auto" resolved to)."""
+        """The dtype of the model's Parameters: float32 unless asked otherwise. With dtype="bfloat16" or "auto" on
+        the CPU they stay float32, and `precision` names what the GEMMs compute in."""
         return self.bert.dtype
 
     @property
@@ -198,7 +199,8 @@ class BaseEncoder:
 
     @property
     def precision(self) -> str:
-        """What the Linear layers compute in, by name: "int8" for a quantized model, else the dtype's name."""
+        """What the Linear layers compute in, by name: "int8" for a quantized model, "bfloat16" for a float32 model
+        whose GEMMs take bf16 inputs (dtype="bfloat16" or "auto" on the CPU), else the dtype's name."""
         if is_quantized(self.bert):
             return "int8"
         return str(self._compute or self.dtype).removeprefix("torch.")
@@ -214,8 +216,8 @@ class BaseEncoder:
         The model was loaded in float32. Where the CPU's verdict is bfloat16 (bertlite.utils.auto_dtype), the
         job's answers on bars.CALIBRATION_TEXTS in float32 and with its GEMMs on bfloat16 inputs (the rest in
         float32: jobs.prepare.ready's compute) are held to its bar (bertlite.jobs.bars); a model that misses
-        it runs float32 again, exactly: its float32 Parameters are never changed. A job not loaded with "auto" is left
-        as it is. Each job's constructor calls this last, once its own settings are in place.
+        it runs float32 again, exactly: its float32 Parameters are never changed. A job not loaded with "auto"
+        is left as it is. Each job's constructor calls this last, once its own settings are in place.
 
         Returns:
             This encoder.
