@@ -215,7 +215,8 @@ class BaseEncoder:
 
         The model was loaded in float32. Where the CPU's verdict is bfloat16 (bertlite.utils.auto_dtype), the
         job's answers on bars.CALIBRATION_TEXTS in float32 and with its GEMMs on bfloat16 inputs (the rest in
-        float32: jobs.prepare.ready's compute) are held to its bar (bertlite.jobs.bars); a model that misses
+        float32: jobs.prepare.ready's compute) are held to its bar with bars.AUTO_MARGIN to spare, so other texts
+        keep the bar too (bertlite.jobs.bars); a model that misses
         it runs float32 again, exactly: its float32 Parameters are never changed. A job not loaded with "auto"
         is left as it is. Each job's constructor calls this last, once its own settings are in place.
 
@@ -230,7 +231,7 @@ class BaseEncoder:
             return self
         reference = self._bar_outputs()
         self._compute_in(torch.bfloat16)
-        measured = self._bar(reference, self._bar_outputs(), "bfloat16")
+        measured = self._bar(reference, self._bar_outputs(), "bfloat16", bars.AUTO_MARGIN)
         if measured.passed:
             self._precision_reason = (
                 f"bfloat16: dtype='auto' picks it: {verdict.reason}; this job's bar: {measured.summary}"
@@ -253,8 +254,8 @@ class BaseEncoder:
         """The job's answer on bars.CALIBRATION_TEXTS, for settle_auto."""
         raise NotImplementedError
 
-    def _bar(self, reference: Any, fast: Any, mode: str) -> bars.Measured:
-        """Hold a fast mode's _bar_outputs to float32's by the job's bar (bertlite.jobs.bars)."""
+    def _bar(self, reference: Any, fast: Any, mode: str, margin: float = 1.0) -> bars.Measured:
+        """Hold a fast mode's _bar_outputs to float32's by the job's bar (bertlite.jobs.bars), `margin` inside it."""
         raise NotImplementedError
 
     @property

@@ -154,8 +154,8 @@ class CrossEncoder(STSurface, BaseEncoder):
         scores = self.activation(self.encode_tokenized(self._encode_texts(pairs)))
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
-    def _bar(self, reference: np.ndarray, fast: np.ndarray, mode: str) -> bars.Measured:
-        return bars.scores(reference, fast, mode, bars.calibration_pairs()[1])
+    def _bar(self, reference: np.ndarray, fast: np.ndarray, mode: str, margin: float = 1.0) -> bars.Measured:
+        return bars.scores(reference, fast, mode, bars.calibration_pairs()[1], margin)
 
     @classmethod
     def from_pretrained(

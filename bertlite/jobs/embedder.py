@@ -133,8 +133,8 @@ class Embedder(SentenceTransformerMembers, BaseEncoder):
     def _bar_outputs(self) -> np.ndarray:
         return self.encode_tokenized(self._encode_texts(bars.CALIBRATION_TEXTS))
 
-    def _bar(self, reference: np.ndarray, fast: np.ndarray, mode: str) -> bars.Measured:
-        return bars.embeddings(reference, fast, mode)
+    def _bar(self, reference: np.ndarray, fast: np.ndarray, mode: str, margin: float = 1.0) -> bars.Measured:
+        return bars.embeddings(reference, fast, mode, margin)
 
     @classmethod
     def from_pretrained(

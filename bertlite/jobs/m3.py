@@ -95,11 +95,11 @@ class M3Encoder(BaseEncoder):
         encodings = self._encode_texts(bars.CALIBRATION_TEXTS)
         return tuple(self.encode_tokenized(encodings, output_value=name) for name in (None, "sparse", "colbert_vecs"))
 
-    def _bar(self, reference: tuple[Any, ...], fast: tuple[Any, ...], mode: str) -> bars.Measured:
+    def _bar(self, reference: tuple[Any, ...], fast: tuple[Any, ...], mode: str, margin: float = 1.0) -> bars.Measured:
         held = (
-            bars.embeddings(reference[0], fast[0], mode),
-            bars.sparse(reference[1], fast[1], mode),
-            bars.maxsim(reference[2], fast[2], mode),
+            bars.embeddings(reference[0], fast[0], mode, margin),
+            bars.sparse(reference[1], fast[1], mode, margin),
+            bars.maxsim(reference[2], fast[2], mode, margin),
         )
         return bars.Measured(all(m.passed for m in held), "; ".join(m.summary for m in held))
 

@@ -184,8 +184,10 @@ class MultiVectorEncoder(MultiVectorMembers, STSurface, BaseEncoder):
     def _bar_outputs(self) -> list[np.ndarray]:
         return self.encode_tokenized(self._encode_texts(bars.CALIBRATION_TEXTS))
 
-    def _bar(self, reference: list[np.ndarray], fast: list[np.ndarray], mode: str) -> bars.Measured:
-        return bars.maxsim(reference, fast, mode)
+    def _bar(
+        self, reference: list[np.ndarray], fast: list[np.ndarray], mode: str, margin: float = 1.0
+    ) -> bars.Measured:
+        return bars.maxsim(reference, fast, mode, margin)
 
     def _set_projection(self, projection: nn.Module) -> None:
         """Keep the projection on the model's device, and the full token-vector dimension it gives."""

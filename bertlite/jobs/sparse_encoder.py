@@ -175,8 +175,8 @@ class SparseEncoder(SparseEncoderMembers, STSurface, BaseEncoder):
     def _bar_outputs(self) -> list[SparseRow]:
         return self.encode_tokenized(self._encode_texts(bars.CALIBRATION_TEXTS))
 
-    def _bar(self, reference: list[SparseRow], fast: list[SparseRow], mode: str) -> bars.Measured:
-        return bars.sparse(reference, fast, mode)
+    def _bar(self, reference: list[SparseRow], fast: list[SparseRow], mode: str, margin: float = 1.0) -> bars.Measured:
+        return bars.sparse(reference, fast, mode, margin)
 
     @classmethod
     def from_pretrained(

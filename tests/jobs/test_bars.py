@@ -151,6 +151,18 @@ def test_the_int8_bars_are_no_tighter_than_bfloat16s() -> None:
         assert 0 < table["bfloat16"] <= table["int8"]
 
 
+def test_a_margin_holds_a_fast_mode_that_far_inside_the_bar() -> None:
+    # min cosine 0.99993: inside 0.9999, not 1.5x inside it (1 - 1e-4 / 1.5 = 0.9999333)
+    reference, fast = np.array([[1.0, 0.0]]), np.array([[0.99993, np.sqrt(1 - 0.99993**2)]])
+    assert bars.embeddings(reference, fast, "bfloat16").passed
+    held = bars.embeddings(reference, fast, "bfloat16", margin=1.5)
+    assert not held.passed and held.summary == "min cosine to float32 0.999930 (bar >= 0.9999 with a 1.5x margin)"
+    # a score 7e-3 away: inside 1e-2, not 1.5x inside it (6.67e-3)
+    assert not bars.scores(np.array([0.5]), np.array([0.507]), "bfloat16", margin=1.5).passed
+    assert bars.sparse([row([1], [1.0])], [row([1], [0.987])], "bfloat16", margin=1.5).passed  # 1.3e-2 <= 1.33e-2
+    assert not bars.maxsim([np.array([[1.0, 0.0]])], [np.array([[1.0015, 0.0]])], "bfloat16", margin=1.5).passed
+
+
 def test_calibration_pairs_are_each_query_against_the_other_texts() -> None:
     pairs, groups = bars.calibration_pairs()
     texts = bars.CALIBRATION_TEXTS
@@ -335,7 +347,11 @@ def test_the_bar_decides_what_auto_keeps(job: Job, float32: Any, bar: str, monke
     else:
         assert encoder.precision == "float32" and encoder.dtype == torch.float32
         assert "bfloat16 misses this job's bar" in encoder.precision_reason
-        assert "(bar >= 1.0000001)" in encoder.precision_reason or "(bar <= 0.0)" in encoder.precision_reason
+        margin = f"with a {bars.AUTO_MARGIN}x margin)"
+        assert (
+            f"(bar >= 1.0000001 {margin}" in encoder.precision_reason
+            or f"(bar <= 0.0 {margin}" in encoder.precision_reason
+        )
         assert bitwise_equal(outputs, float32)
 
 
