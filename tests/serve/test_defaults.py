@@ -31,17 +31,14 @@ from tests.serve_helpers import one_torch_thread, running  # noqa: F401 (one_tor
 
 pytestmark = pytest.mark.slow  # a server per kind of model, over HTTP
 
+# What they check must hold where dtype="auto" would run bfloat16 (the defaults never ask for it).
+pytestmark = pytest.mark.usefixtures("auto_would_pick_bfloat16")
+
 TOL = 1e-5
 QUERY = "how do I sort a list in python"
 TEXTS = ["sorted(list) returns a new list", "the weather is fine today", "naïve café 🙂", "tea"]
 LABELS = {0: "negative", 1: "neutral", 2: "positive"}
 FLOAT32_NOTE = "bertlite serve: running float32 (the reference's numbers); --dtype auto may run bfloat16 here"
-
-
-@pytest.fixture(autouse=True)
-def auto_would_pick_bfloat16(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("BERTLITE_AUTO_DTYPE", "bfloat16")
-    yield
 
 
 @pytest.fixture(scope="module")
