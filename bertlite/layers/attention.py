@@ -11,8 +11,8 @@ of the layout it is given:
   tensors; "varlen" one call over the packed rows themselves: flash attention on CUDA (bf16/fp16:
   the GPU's packed default, which jobs.prepare installs where it runs), bertlite's C++ op on the CPU
   (layers.native_attention: layers.onednn.optimize installs it where it was built and timed faster);
-  "auto" is "per_sequence" on the CPU, in float32 (the default that layers.onednn.optimize installs
-  otherwise), so a text's context does not depend on what shares its batch. On a padded batch "auto"
+  "auto" is one SDPA call per sequence on the CPU, in float32 (the default that layers.onednn.optimize
+  installs otherwise), so a text's context does not depend on what shares its batch. On a padded batch "auto"
   and "varlen" are "sdpa".
 A model with a relative position bias (MPNet) gives it to every implementation as `position_bias`, the
 (1, nh, T, T) terms added to the scaled scores; packed, "nested" (a kernel without an additive bias) runs
@@ -225,9 +225,11 @@ def packed_first_token_attention(
 ) -> Tensor:
     """The attention of only some sequences' first token ([CLS]), each over its own sequence's keys.
 
-    The last layer of a model whose head reads only [CLS] needs no other query: one SDPA call per sequence
-    asked for, its one query on its own keys and values (no padded grid, whose width would change the sum),
-    then the rows asked for.
+    The last layer of a model whose head reads only [CLS] needs no other query. On the CPU: one SDPA call
+    per sequence asked for, its one query on its own keys and values (no padded grid, whose width would
+    change the sum), so a sequence's bits do not depend on its batch. Elsewhere (a GPU, where a call per
+    sequence would cost a launch each): one call with one query per sequence on the keys and values
+    scattered to the padded grid.
 
     Args:
         qkv: (N, 3H), each row query|key|value of one real token.
@@ -241,6 +243,8 @@ def packed_first_token_attention(
     """
     hidden = qkv.shape[1] // 3
     head_dim = hidden // heads
+    if qkv.device.type != "cpu":
+        return _first_token_on_grid(qkv, layout, heads, scaling, dropout_p, position_bias)[sequences]
     out = qkv.new_empty(layout.batch_size, hidden)
     starts, lengths = layout.starts.tolist(), layout.lengths.tolist()
     for i in sorted(set(sequences.tolist())):  # each sequence by itself: its bits whatever shares its batch
@@ -251,6 +255,22 @@ def packed_first_token_attention(
         context = F.scaled_dot_product_attention(query, key, value, attn_mask=bias, dropout_p=dropout_p, scale=scaling)
         out[i] = context.reshape(hidden)
     return out[sequences]  # (R, H)
+
+
+def _first_token_on_grid(
+    qkv: Tensor, layout: PackedLayout, heads: int, scaling: float, dropout_p: float, position_bias: Tensor | None
+) -> Tensor:
+    """Every sequence's first-token context, (B, H), from one SDPA call on the padded grid."""
+    hidden = qkv.shape[1] // 3
+    batch, width, head_dim = layout.batch_size, layout.max_length, hidden // heads
+    kv = qkv[:, hidden:]
+    grid = kv if layout.attention_bias is None else layout.scatter_to_grid(kv)  # no padding: already the grid
+    key, value = grid.view(batch, width, 2, heads, head_dim).permute(2, 0, 3, 1, 4)  # (B, nh, T, hs)
+    query = qkv[layout.starts, :hidden].view(batch, heads, 1, head_dim)  # (B, nh, 1, hs)
+    bias = None if layout.attention_bias is None else layout.attention_bias.to(qkv.dtype)
+    bias = _with_position_bias(bias, None if position_bias is None else position_bias[:, :, :1])  # (B, nh, 1, T)
+    context = F.scaled_dot_product_attention(query, key, value, attn_mask=bias, dropout_p=dropout_p, scale=scaling)
+    return context.reshape(batch, hidden)  # (B, nh, 1, hs) -> (B, H)
 
 
 # Queries per SDPA call of packed_windowed_attention: each call's scores are (sequences, nh, chunk, chunk + 2w),
