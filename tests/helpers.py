@@ -276,10 +276,11 @@ def run_fresh_without_isa_caps(
     args: list[str], *, drop: tuple[str, ...] = (), timeout: float = 120, **variables: str
 ) -> subprocess.CompletedProcess[str]:
     """`python *args` in a fresh interpreter on this checkout, which must succeed within `timeout` seconds:
-    offline, with none of this process's ISA caps (ISA_VARIABLES) or `drop` in its environment and
-    `variables` set. A kernel library reads its cap once, at its first use, so only a fresh process starts
-    under given caps (and a fresh process is what a memory measurement needs)."""
-    env = {name: value for name, value in os.environ.items() if name not in ISA_VARIABLES and name not in drop}
+    offline, with none of this process's ISA caps (ISA_VARIABLES), forced auto verdict (BERTLITE_AUTO_DTYPE)
+    or `drop` in its environment and `variables` set. A kernel library reads its cap once, at its first use,
+    so only a fresh process starts under given caps (and a fresh process is what a memory measurement needs)."""
+    dropped = {*ISA_VARIABLES, "BERTLITE_AUTO_DTYPE", *drop}
+    env = {name: value for name, value in os.environ.items() if name not in dropped}
     env |= {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", **variables}
     result = subprocess.run(
         [sys.executable, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False

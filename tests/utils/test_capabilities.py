@@ -288,8 +288,10 @@ def test_detect_is_probed_once():
 
 @pytest.fixture
 def isa_env(monkeypatch: pytest.MonkeyPatch):
-    """isa_env(**variables): run detect() afresh with exactly these ISA_VARIABLES set (none by default)."""
+    """isa_env(**variables): run detect() afresh with exactly these ISA_VARIABLES set (none by default), and auto's
+    verdict not forced."""
     monkeypatch.setattr(capabilities, "_warned", set())
+    monkeypatch.delenv("BERTLITE_AUTO_DTYPE", raising=False)
     for name in ISA_VARIABLES:
         monkeypatch.delenv(name, raising=False)
 
