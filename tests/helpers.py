@@ -494,14 +494,20 @@ def bert_m3_folder(real_model_path: Path, folder: Path, seed: int = 0) -> Path:
             p.normal_(1.0 if "LayerNorm.weight" in name else 0.0, 0.2)
     bert.save_pretrained(folder)
     transformers.AutoTokenizer.from_pretrained(real_model_path).save_pretrained(folder)
-    colbert, sparse = torch.nn.Linear(32, 16), torch.nn.Linear(32, 1)
+    save_m3_heads(folder, hidden=32, colbert_dim=16)
+    return folder
+
+
+def save_m3_heads(folder: Path, hidden: int, colbert_dim: int) -> None:
+    """BGE-M3's two random heads in `folder` as FlagEmbedding saves them: colbert_linear.pt (hidden ->
+    colbert_dim) and sparse_linear.pt (hidden -> 1), with torch's global generator (seed it first)."""
+    colbert, sparse = torch.nn.Linear(hidden, colbert_dim), torch.nn.Linear(hidden, 1)
     with torch.no_grad():
         for p in (*colbert.parameters(), *sparse.parameters()):
             p.normal_(0.0, 0.5)
         sparse.bias.fill_(0.05)  # some weights positive, some cut by relu
     torch.save(colbert.state_dict(), folder / "colbert_linear.pt")
     torch.save(sparse.state_dict(), folder / "sparse_linear.pt")
-    return folder
 
 
 @torch.inference_mode()

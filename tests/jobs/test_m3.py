@@ -14,6 +14,7 @@ import transformers
 import bertlite
 from bertlite import CheckpointError
 from bertlite.jobs.m3 import M3Encoder
+from tests.helpers import save_m3_heads
 from tests.models.test_roberta import TINY_ROBERTA, unigram_tokenizer
 
 TEXTS = [
@@ -45,13 +46,7 @@ def write_m3_folder(folder: Path) -> Path:
             p.normal_(1.0 if "LayerNorm.weight" in name else 0.0, 0.2)
     model.save_pretrained(folder)
     unigram_tokenizer(folder)
-    colbert, sparse = torch.nn.Linear(32, 32), torch.nn.Linear(32, 1)
-    with torch.no_grad():
-        for p in (*colbert.parameters(), *sparse.parameters()):
-            p.normal_(0.0, 0.5)
-        sparse.bias.fill_(0.05)  # some weights positive, some cut by relu
-    torch.save(colbert.state_dict(), folder / "colbert_linear.pt")
-    torch.save(sparse.state_dict(), folder / "sparse_linear.pt")
+    save_m3_heads(folder, hidden=32, colbert_dim=32)
     return folder
 
 
