@@ -10,7 +10,6 @@ import numpy as np
 import torch
 
 from bench.runners import MAX_LENGTH
-from bertlite.utils.auto_dtype import linear_pass
 
 
 def useful_gflop(model_path: str, texts: list[str]) -> float:
@@ -57,7 +56,7 @@ def encoder_gflop(config: Any, lengths: Sequence[int], first_token_last_layer: b
 def gemm_peak(dtype: torch.dtype, max_seconds: float = 2.0) -> float:
     """The best GFLOP/s the models' own GEMM kernel reaches here, with this run's threads.
 
-    oneDNN's linear, float32 weights packed as the models keep them (bertlite.utils.auto_dtype.linear_pass),
+    oneDNN's linear, float32 weights packed as the models keep them (linear_pass),
     on BERT-shaped Linears (tokens x 384 -> 1536, 2,048 and 8,192 tokens) and a large square one
     (2,048 x 2,048 -> 2,048), so a model's share of it stays under 100%.
 
@@ -81,3 +80,43 @@ def gemm_peak(dtype: torch.dtype, max_seconds: float = 2.0) -> float:
         gflop = 2 * tokens * out_features * in_features * reps / 1e9
         best = max(best, gflop / (time.perf_counter() - start))
     return best
+
+
+def linear_pass(name: str, shapes: Sequence[tuple[int, int]], tokens: int = 256) -> Any:
+    """A function that runs x @ W.T for each shape, in dtype `name`, on the kernel the model uses.
+
+    Args:
+        name: a torch dtype's name ("float32", "bfloat16").
+        shapes: (out_features, in_features) of each Linear.
+        tokens: the rows of x.
+
+    Returns:
+        A function of no arguments that runs the Linears once.
+    """
+    import torch
+
+    dtype: torch.dtype = getattr(torch, name)
+    generator = torch.Generator().manual_seed(0)
+    inputs = {n: torch.randn(tokens, n, generator=generator).to(dtype) for n in {i for _, i in shapes}}
+    weights = [(0.05 * torch.randn(o, i, generator=generator)).to(dtype) for o, i in shapes]
+    linear = _onednn_linear(dtype, weights, tokens)
+    if linear is None:
+        import torch.nn.functional as F
+
+        return lambda: [F.linear(inputs[w.shape[1]], w) for w in weights]
+    return lambda: [linear(inputs[i], w) for (_, i), w in zip(shapes, weights, strict=True)]
+
+
+def _onednn_linear(dtype: torch.dtype, weights: list[torch.Tensor], tokens: int) -> Any:
+    """oneDNN's linear, as bertlite.layers.onednn runs it, float32 weights in its packed layout as the model
+    keeps them; None where this torch cannot run it."""
+    import torch
+
+    try:
+        packed = [torch.ops.mkldnn._reorder_linear_weight(w, tokens) for w in weights] if dtype == torch.float32 else []
+        x = torch.ones(2, weights[0].shape[1], dtype=dtype)
+        torch.ops.mkldnn._linear_pointwise(x, (packed or weights)[0], None, "none", [], "")
+    except (AttributeError, RuntimeError):
+        return None
+    weights[:] = packed or weights
+    return lambda x, w: torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")

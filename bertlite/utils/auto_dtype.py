@@ -20,17 +20,13 @@ BERTLITE_AUTO_DTYPE=float32|bfloat16 forces the verdict.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    import torch
-
     from bertlite.utils.capabilities import Capabilities
 
 FORCE_VARIABLE = "BERTLITE_AUTO_DTYPE"
-TOKENS = 256  # rows of linear_pass's batch: a packed batch of short texts
 CANDIDATES = ("float32", "bfloat16")
 
 
@@ -71,43 +67,3 @@ def auto_dtype(caps: Capabilities) -> Verdict:
         "float32",
         "AVX512_BF16 without AMX (bfloat16 GEMMs measured at half float32's rate on such Intel CPUs)",
     )
-
-
-def linear_pass(name: str, shapes: Sequence[tuple[int, int]], tokens: int = TOKENS) -> Any:
-    """A function that runs x @ W.T for each shape, in dtype `name`, on the kernel the model uses.
-
-    Args:
-        name: a torch dtype's name ("float32", "bfloat16").
-        shapes: (out_features, in_features) of each Linear.
-        tokens: the rows of x.
-
-    Returns:
-        A function of no arguments that runs the Linears once.
-    """
-    import torch
-
-    dtype: torch.dtype = getattr(torch, name)
-    generator = torch.Generator().manual_seed(0)
-    inputs = {n: torch.randn(tokens, n, generator=generator).to(dtype) for n in {i for _, i in shapes}}
-    weights = [(0.05 * torch.randn(o, i, generator=generator)).to(dtype) for o, i in shapes]
-    linear = _onednn_linear(dtype, weights, tokens)
-    if linear is None:
-        import torch.nn.functional as F
-
-        return lambda: [F.linear(inputs[w.shape[1]], w) for w in weights]
-    return lambda: [linear(inputs[i], w) for (_, i), w in zip(shapes, weights, strict=True)]
-
-
-def _onednn_linear(dtype: torch.dtype, weights: list[torch.Tensor], tokens: int) -> Any:
-    """oneDNN's linear (bertlite.layers.onednn's kernel, which utils, below layers, cannot import), float32
-    weights in its packed layout as the model keeps them; None where this torch cannot run it."""
-    import torch
-
-    try:
-        packed = [torch.ops.mkldnn._reorder_linear_weight(w, tokens) for w in weights] if dtype == torch.float32 else []
-        x = torch.ones(2, weights[0].shape[1], dtype=dtype)
-        torch.ops.mkldnn._linear_pointwise(x, (packed or weights)[0], None, "none", [], "")
-    except (AttributeError, RuntimeError):
-        return None
-    weights[:] = packed or weights
-    return lambda x, w: torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")
