@@ -81,7 +81,8 @@ class SlowDtypeWarning(UserWarning):
 
 
 class Int8PrecisionWarning(UserWarning):
-    """int8 on a CPU whose fast int8 kernels are exact only with 7-bit activations or weights: vectors drift more."""
+    """int8 drifts past its bar: a job's answer on the calibration texts misses its int8 bar (bertlite.jobs.bars),
+    or the CPU's fast int8 kernels are exact only with 7-bit activations or weights."""
 
 
 class CompiledQuantizationWarning(UserWarning):

@@ -18,8 +18,10 @@ import torch
 from tokenizers import Encoding, Tokenizer
 from torch import Tensor, nn
 
-# The input checks live in jobs/inputs.py; the jobs and the CLI import them from here too.
+from bertlite.errors import Int8PrecisionWarning
 from bertlite.jobs import bars
+
+# The input checks live in jobs/inputs.py; the jobs and the CLI import them from here too.
 from bertlite.jobs.inputs import (  # noqa: F401
     Text,
     check_count,
@@ -29,13 +31,21 @@ from bertlite.jobs.inputs import (  # noqa: F401
     with_prompt,
 )
 from bertlite.jobs.long_texts import TextCutter
-from bertlite.jobs.prepare import AUTO_VERDICTS, BF16_COMPUTE, LoadOptions, check_device, ready  # noqa: F401 (LoadOptions: its old home)
+from bertlite.jobs.prepare import (  # noqa: F401 (LoadOptions: its old home)
+    AUTO_VERDICTS,
+    BF16_COMPUTE,
+    INT8_PENDING,
+    LoadOptions,
+    check_device,
+    ready,
+)
 from bertlite.layers.onednn import restore
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import attention_of, model_layers
 from bertlite.models.bert import BertModel
-from bertlite.quant.int8 import is_quantized
+from bertlite.quant.int8 import is_quantized, quantize_int8
 from bertlite.tokenization import BatchEncoding
+from bertlite.utils.warn import warn_user
 
 if TYPE_CHECKING:
     from typing import Self  # Python 3.11; annotations only (they are strings here)
@@ -114,6 +124,7 @@ class BaseEncoder:
         self.max_length = max_length
         self.last_stats = EncodeStats()
         self._auto = AUTO_VERDICTS.pop(model, None)  # dtype="auto": settle_auto holds bfloat16 to the job's bar
+        self._int8 = INT8_PENDING.pop(model, None)  # dtype="int8": settle_auto quantizes and holds int8 to it
         self._precision_reason = _asked_for(self.precision)
 
     @property
@@ -211,7 +222,8 @@ class BaseEncoder:
         return self._precision_reason
 
     def settle_auto(self) -> Self:
-        """For dtype="auto" on the CPU: run bfloat16 only where the CPU runs it faster and the job meets its bar.
+        """Settle a fast mode the job was loaded with: dtype="auto" runs bfloat16 only where the CPU runs it faster
+        and the job meets its bar; dtype="int8" is quantized and held to the job's int8 bar (settle_int8).
 
         The model was loaded in float32. Where the CPU's verdict is bfloat16 (bertlite.utils.auto_dtype), the
         job's answers on bars.CALIBRATION_TEXTS in float32 and with its GEMMs on bfloat16 inputs (the rest in
@@ -223,6 +235,8 @@ class BaseEncoder:
         Returns:
             This encoder.
         """
+        if self._int8 is not None:
+            return self.settle_int8()
         verdict, self._auto = self._auto, None
         if verdict is None:
             return self
@@ -242,6 +256,29 @@ class BaseEncoder:
             f"float32: dtype='auto' keeps float32: bfloat16 misses this job's bar ({measured.summary}), "
             f"though {verdict.reason}"
         )
+        return self
+
+    def settle_int8(self) -> Self:
+        """For dtype="int8": quantize the float32 model (bertlite.quant.int8.quantize_int8, calibrated with its
+        tokenizer) and hold the job's answers on bars.CALIBRATION_TEXTS to its int8 bar. int8 was asked for, so it
+        runs either way; where it misses the bar an Int8PrecisionWarning says so, and precision_reason keeps the
+        measure.
+
+        Returns:
+            This encoder.
+        """
+        tokenizer, self._int8 = self._int8, None
+        reference = self._bar_outputs()
+        quantize_int8(self.model, tokenizer)
+        ready(self.model, pack_weights=self.pack_weights)
+        measured = self._bar(reference, self._bar_outputs(), "int8")
+        self._precision_reason = f"int8: asked for; this job's bar on the calibration texts: {measured.summary}"
+        if not measured.passed:
+            warn_user(
+                f"int8 misses this job's bar on bertlite's calibration texts ({measured.summary}); float32 (the "
+                "default) or dtype='auto' keep it",
+                Int8PrecisionWarning,
+            )
         return self
 
     def _compute_in(self, compute: torch.dtype | None) -> None:

@@ -1,10 +1,11 @@
 """Readying a model for inference, in one place: its dtype, its device's kernels, int8.
 
-Every job goes through here twice. Its from_pretrained checks the options (LoadOptions.check) and
-loads through LoadOptions.load: the dtype resolved for the device, the model loaded in it, int8 swapped
-in. Its constructor calls `ready`: the device's fast modules installed once, when the job is built,
-so no call chooses a kernel by what came before it. `bertlite serve` and `bertlite embed` also build
-int8's compiled input quantization before loading (bertlite.quant.compiled), for the same reason.
+Every job goes through here twice. Its from_pretrained checks the options (LoadOptions.check) and loads
+through LoadOptions.load: the dtype resolved for the device, the model loaded in it (int8: in float32,
+quantized once the job can hold it to its bar, BaseEncoder.settle_auto). Its constructor calls `ready`: the
+device's fast modules installed once, when the job is built, so no call chooses a kernel by what came before
+it. `bertlite serve` and `bertlite embed` also build int8's compiled input quantization before loading
+(bertlite.quant.compiled), for the same reason.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from bertlite.layers.onednn import FusedQKV, fast_linear, optimize
 from bertlite.layers.roles import attention_of, model_layers, part, roles_of
 from bertlite.models.auto import BASE_MODELS, AutoModel, read_model_type
 from bertlite.models.bert import BertModel
-from bertlite.quant.int8 import quantize_int8
 from bertlite.tokenization import load_tokenizer
 from bertlite.utils.auto_dtype import Verdict, auto_dtype
 from bertlite.utils.capabilities import detect, resolve_dtype
@@ -35,6 +35,7 @@ from bertlite.utils.warn import warn_user
 __all__ = [
     "AUTO_VERDICTS",
     "BF16_COMPUTE",
+    "INT8_PENDING",
     "LoadOptions",
     "check_device",
     "check_precision",
@@ -48,6 +49,8 @@ M = TypeVar("M", bound=nn.Module)
 AUTO_VERDICTS: weakref.WeakKeyDictionary[nn.Module, Verdict] = weakref.WeakKeyDictionary()
 # dtype="bfloat16" on the CPU: models loaded in float32 whose job runs their GEMMs on bf16 inputs (ready's compute).
 BF16_COMPUTE: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+# dtype="int8": models loaded in float32 with the tokenizer that calibrates them, until their job quantizes them.
+INT8_PENDING: weakref.WeakKeyDictionary[nn.Module, Tokenizer] = weakref.WeakKeyDictionary()
 
 
 def check_precision(dtype: torch.dtype | str | None, quantize: str | None) -> bool:
@@ -159,11 +162,11 @@ class LoadOptions:
             **model_kwargs: the model's constructor arguments (add_pooling_layer).
 
         Returns:
-            (model, tokenizer); int8 loads float32, then bertlite.quant.int8.quantize_int8 swaps the
-            Linears, calibrated with the tokenizer. "auto" on the CPU loads float32 and keeps the CPU's
-            verdict in AUTO_VERDICTS, for the job to hold bfloat16 to its bar (BaseEncoder.settle_auto);
-            "bfloat16" on the CPU loads float32 and puts the model in BF16_COMPUTE, for the job to run its
-            GEMMs on bf16 inputs and the rest in float32 (ready's compute).
+            (model, tokenizer); int8 loads float32 and keeps the tokenizer in INT8_PENDING, for the job to quantize
+            the model (bertlite.quant.int8.quantize_int8) and hold it to its bar. "auto" on the CPU loads float32
+            and keeps the CPU's verdict in AUTO_VERDICTS, for the job to hold bfloat16 to its bar
+            (BaseEncoder.settle_auto); "bfloat16" on the CPU loads float32 and puts the model in BF16_COMPUTE, for
+            the job to run its GEMMs on bf16 inputs and the rest in float32 (ready's compute).
 
         Raises:
             ValueError: an unknown dtype.
@@ -195,7 +198,7 @@ class LoadOptions:
             BF16_COMPUTE.add(model)
         tokenizer = load_tokenizer(name_or_path, **self.hub_kwargs)
         if self.int8:
-            quantize_int8(model, tokenizer)
+            INT8_PENDING[model] = tokenizer
         return model, tokenizer
 
 

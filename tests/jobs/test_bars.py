@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from bertlite import CrossEncoder, Embedder, MultiVectorEncoder, SparseEncoder
+from bertlite.errors import Int8PrecisionWarning
 from bertlite.jobs import bars
 from bertlite.jobs.base import BaseEncoder
 from bertlite.jobs.m3 import M3Encoder
@@ -358,11 +359,22 @@ def test_the_bar_decides_what_auto_keeps(job: Job, float32: Any, bar: str, monke
 def test_int8_meets_its_bar_on_held_out_texts(job: Job, float32: Any) -> None:
     encoder = job.load("int8")
     assert encoder.precision == "int8"
+    assert encoder.precision_reason.startswith("int8: asked for; this job's bar on the calibration texts: ")
     outputs = job.outputs(encoder)
     measured = job.judge(float32, outputs, "int8")
     assert measured.passed, measured.summary
     if isinstance(encoder, Embedder):
         assert min_cosine(float32, outputs) >= bars.EMBEDDING_MIN_COSINE["int8"]
+
+
+def test_int8_that_misses_its_bar_runs_and_says_so(job: Job, float32: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """int8 is asked for, so it runs whatever the bar says; a bar it cannot meet is one warning at load."""
+    for table in job.tables:
+        monkeypatch.setitem(table, "int8", 1.0000001 if table is bars.EMBEDDING_MIN_COSINE else 0.0)
+    with pytest.warns(Int8PrecisionWarning, match=r"int8 misses this job's bar .*\(bar (>= 1.0000001|<= 0.0)\)"):
+        encoder = job.load("int8")
+    assert encoder.precision == "int8"
+    assert not bitwise_equal(job.outputs(encoder), float32)
 
 
 def test_bfloat16_asked_for_meets_its_bar_on_held_out_texts(job: Job, float32: Any) -> None:
