@@ -24,6 +24,7 @@ from bertlite.jobs.base import (
     EncodeStats,
     check_count,
     check_text,
+    on_whole_blocks,
     progress_bar,
     with_prompt,
 )
@@ -542,7 +543,8 @@ class CrossEncoder(STSurface, BaseEncoder):
         n = len(encodings)
         if not getattr(self.model, "reads_first_token_only", True):  # ModernBERT's mean pooling reads every row
             out, layout = self.forward_packed(encodings, device)
-            return self.model.classify_packed(out.last_hidden_state, layout)[:n].float().cpu()
+            pooled = self.model.pool_packed(out.last_hidden_state, layout)[:n]
+            return on_whole_blocks(self.model.classify, pooled).float().cpu()  # a pair's bits in any batch
         out, _ = self.forward_packed(encodings, device, first_tokens_only=True)  # the heads read [CLS] only
         # The head runs on every row the forward gave, filler rows included: on the CPU a count on shape_tokens'
         # grid (a multiple of 8), on which its GEMM rounds a text's row alike in any batch (on_whole_blocks).
@@ -553,7 +555,8 @@ class CrossEncoder(STSurface, BaseEncoder):
         out, mask = self.forward_padded(encodings, device)
         if not getattr(self.model, "reads_first_token_only", True):
             layout = PackedLayout.from_mask(mask)
-            return self.model.classify_packed(layout.gather_from_grid(out.last_hidden_state), layout).float().cpu()
+            pooled = self.model.pool_packed(layout.gather_from_grid(out.last_hidden_state), layout)
+            return on_whole_blocks(self.model.classify, pooled).float().cpu()
         return self._classify(out.last_hidden_state[:, 0], out.pooler_output)
 
     def _classify(self, first_tokens: Tensor, pooled: Tensor | None) -> Tensor:

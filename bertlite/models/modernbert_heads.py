@@ -247,10 +247,22 @@ class ModernBertForSequenceClassification(_ModernBertWithHead):
         Returns:
             (B, num_labels) logits.
         """
+        return self.classify(self.pool_packed(hidden, layout))
+
+    def pool_packed(self, hidden: Tensor, layout: PackedLayout) -> Tensor:
+        """Each sequence of a packed batch pooled as config.classifier_pooling says: its first row, or its mean.
+
+        Args:
+            hidden: (N, H) last_hidden_state of a packed batch.
+            layout: its PackedLayout.
+
+        Returns:
+            (B, H) pooled rows, each from its own sequence's rows only.
+        """
         if self.config.classifier_pooling == "cls":
-            return self.classify(hidden[layout.starts])
+            return hidden[layout.starts]
         sums = hidden.new_zeros(layout.batch_size, hidden.shape[1]).index_add_(0, layout.sequence_index, hidden)
-        return self.classify(sums / layout.lengths[:, None].to(hidden.dtype))
+        return sums / layout.lengths[:, None].to(hidden.dtype)
 
 
 def sequence_loss(model: ModernBertForSequenceClassification, logits: Tensor, labels: Tensor) -> Tensor:

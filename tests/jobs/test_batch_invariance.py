@@ -163,6 +163,32 @@ def embedder_job(name: str, model: Embedder) -> Job:
     return Job(name, TEXTS, run)
 
 
+def modernbert_cross_job(name: str, size: str, real_model_path: Path, folder: Path) -> Job:
+    """A random 2-layer ModernBERT cross-encoder of `size` whose head mean-pools every row of a pair."""
+    shape = dict(SIZES[size])
+    std = shape.pop("std")
+    config = transformers.ModernBertConfig(
+        vocab_size=30522,
+        num_hidden_layers=2,
+        max_position_embeddings=MAX_POSITIONS,
+        classifier_pooling="mean",
+        num_labels=1,
+        pad_token_id=0,
+        cls_token_id=101,
+        sep_token_id=102,
+        **shape,
+    )
+    randomize(transformers.ModernBertForSequenceClassification(config), std).save_pretrained(folder)
+    for file in TOKENIZER_FILES:
+        shutil.copy(real_model_path / file, folder / file)
+    modern = CrossEncoder.from_pretrained(folder, dtype="float32")
+
+    def classify(pairs: list[Any], batch_size: int | None, max_tokens: int | None) -> list[tuple[np.ndarray, ...]]:
+        return [(bits(s),) for s in modern.predict(pairs, batch_size=batch_size, max_tokens=max_tokens)]
+
+    return Job(name, PAIRS, classify)
+
+
 def build_job(kind: str, size: str, real_model_path: Path, root: Path) -> Job:
     name = f"{kind}-{size}"
     folder = root / name
@@ -178,6 +204,8 @@ def build_job(kind: str, size: str, real_model_path: Path, root: Path) -> Job:
             return [(bits(s),) for s in scores]
 
         return Job(name, PAIRS, predict)
+    if kind == "modernbert-cross":
+        return modernbert_cross_job(name, size, real_model_path, folder)
     if kind == "sparse":
         base = bert_folder(real_model_path, root / f"{name}-mlm", size, transformers.BertForMaskedLM)
         splade = SparseEncoder.from_pretrained(splade_folder(base, folder), dtype="float32")
@@ -233,7 +261,7 @@ def build_job(kind: str, size: str, real_model_path: Path, root: Path) -> Job:
     raise ValueError(kind)
 
 
-KINDS = ["embedder", "cross-encoder", "sparse", "multi-vector", "m3"]
+KINDS = ["embedder", "cross-encoder", "modernbert-cross", "sparse", "multi-vector", "m3"]
 CASES = [f"{kind}-{size}" for kind in KINDS for size in SIZES]
 
 
