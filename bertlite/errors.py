@@ -1,6 +1,6 @@
 """The exceptions and warnings users catch, in one place; no torch import.
 
-Each is re-exported by the module that raises it, so `bertlite.checkpoint.hub.CheckpointNotFoundError`
+Each is re-exported by the module that raises it, so `bertlite.hub.CheckpointNotFoundError`
 and `bertlite.errors.CheckpointNotFoundError` are the same class.
 """
 

@@ -20,9 +20,9 @@ import torch
 from safetensors import SafetensorError, safe_open
 from torch import Tensor
 
-from bertlite.checkpoint.hub import resolve_file
 from bertlite.checkpoint.safety import check_bin_file, check_shard_name, unpickler_detail, without_unsafe_advice
 from bertlite.errors import CheckpointError, NotCachedError, WeightsNotFoundError
+from bertlite.hub import resolve_file
 
 SAFE_WEIGHTS_NAME = "model.safetensors"
 SAFE_WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
@@ -37,7 +37,7 @@ def resolve_weight_files(name_or_path: str | os.PathLike, **hub_kwargs: Any) -> 
 
     Args:
         name_or_path: a local folder or a hub id.
-        **hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file (revision, subfolder, ...).
+        **hub_kwargs: hub options of bertlite.hub.resolve_file (revision, subfolder, ...).
 
     Returns:
         The local paths: one file, or every shard a shard index names.

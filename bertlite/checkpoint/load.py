@@ -32,7 +32,6 @@ from bertlite.checkpoint.files import WEIGHTS_CANDIDATES as WEIGHTS_CANDIDATES
 from bertlite.checkpoint.files import WEIGHTS_INDEX_NAME as WEIGHTS_INDEX_NAME
 from bertlite.checkpoint.files import WEIGHTS_NAME as WEIGHTS_NAME
 from bertlite.checkpoint.files import checkpoint_keys, iter_tensors, resolve_weight_files
-from bertlite.checkpoint.hub import pop_hub_kwargs
 from bertlite.checkpoint.plan import MAX_LISTED as MAX_LISTED
 from bertlite.checkpoint.plan import LoadPlan, LoadReport, plan_load
 from bertlite.checkpoint.remap import BASE_MODULES as BASE_MODULES
@@ -46,6 +45,7 @@ from bertlite.checkpoint.safety import MAX_PICKLE_BYTES as MAX_PICKLE_BYTES
 from bertlite.checkpoint.safety import MAX_PICKLE_BYTES_PER_RECORD as MAX_PICKLE_BYTES_PER_RECORD
 from bertlite.config import TELEMETRY_KWARGS, BertConfig, as_bert_config
 from bertlite.errors import NONFINITE_HINT, STRICT_HINT, CheckpointError, ShapeMismatchError
+from bertlite.hub import pop_hub_kwargs
 from bertlite.utils.dtypes import parse_dtype
 from bertlite.utils.warn import warn_user
 
@@ -317,7 +317,7 @@ def from_pretrained(
         allow_nonfinite: a weight holding NaN or Inf is a CheckpointError naming it; True loads it with a
             warning (to inspect it).
         output_loading_info: also return transformers' loading-info dict.
-        **kwargs: the hub options of bertlite.checkpoint.hub.resolve_file (revision, cache_dir, token,
+        **kwargs: the hub options of bertlite.hub.resolve_file (revision, cache_dir, token,
             local_files_only, force_download, subfolder) find the files; config fields override the loaded
             config (num_labels=3, output_hidden_states=True, hidden_dropout_prob=0.0, ...; not allowed with a
             config object); the rest go to the constructor (add_pooling_layer=False).
@@ -363,7 +363,7 @@ def _pop_loading_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
             arguments are left.
 
     Returns:
-        The hub options (bertlite.checkpoint.hub.pop_hub_kwargs).
+        The hub options (bertlite.hub.pop_hub_kwargs).
     """
     hub_kwargs = pop_hub_kwargs(kwargs)
     for key in (*NO_OP_LOAD_KWARGS, *TELEMETRY_KWARGS):

@@ -213,7 +213,7 @@ def _weight_files(
     Returns:
         File name -> the tensors it holds (or an index's bytes), in the order they go into place.
     """
-    # Imported here, as in bertlite.checkpoint.hub: a load never needs it.
+    # Imported here, as in bertlite.hub: a load never needs it.
     from huggingface_hub import split_torch_state_dict_into_shards
 
     single, index_name, pattern = (

@@ -4,7 +4,6 @@ classes with CONFIG_CLASSES, by model_type (config.families).
 Importable without torch, so tools can read and check a config cheaply.
 """
 
-from bertlite.checkpoint.hub import HUB_KWARGS as HUB_KWARGS  # re-exported: auto.py and tokenization read it here
 from bertlite.config.bert import BertConfig, as_bert_config, bind_attention
 from bertlite.config.checks import (
     BERT_MODEL_TYPES,
@@ -30,6 +29,7 @@ from bertlite.config.families import (
     RobertaConfig,
     XLMRobertaConfig,
 )
+from bertlite.hub import HUB_KWARGS as HUB_KWARGS  # re-exported: auto.py and tokenization read it here
 
 __all__ = [
     "BERT_MODEL_TYPES",

@@ -13,7 +13,6 @@ from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from bertlite.checkpoint.hub import pop_hub_kwargs, resolve_file
 from bertlite.config.checks import (
     BERT_MODEL_TYPES,
     CONFIG_NAME,
@@ -31,6 +30,7 @@ from bertlite.config.checks import (
     read_json_object,
 )
 from bertlite.errors import CheckpointNotFoundError
+from bertlite.hub import pop_hub_kwargs, resolve_file
 from bertlite.utils.warn import warn_user
 
 
@@ -153,7 +153,7 @@ class BertConfig:
     ) -> BertConfig | tuple[BertConfig, dict[str, Any]]:
         """Read config.json from a local folder, a config file or a hub repo, as transformers does.
 
-        kwargs: the hub options of bertlite.checkpoint.hub.resolve_file (revision, cache_dir, token, local_files_only,
+        kwargs: the hub options of bertlite.hub.resolve_file (revision, cache_dir, token, local_files_only,
         force_download, subfolder), and config fields that override the loaded values (num_labels=3,
         output_hidden_states=True, hidden_dropout_prob=0.0, ...). Any other keyword is a TypeError naming
         it, unless return_unused_kwargs=True: then (config, the keywords it did not use) is returned.

@@ -181,7 +181,7 @@ class Embedder(SentenceTransformerMembers, BaseEncoder):
             similarity_fn_name: as in __init__; None: the folder's (config_sentence_transformers.json), else
                 "cosine".
             **hub_kwargs: hub options (revision, cache_dir, token, local_files_only, ...; see
-                bertlite.checkpoint.hub.resolve_file), used for every file of the checkpoint.
+                bertlite.hub.resolve_file), used for every file of the checkpoint.
 
         Returns:
             The Embedder.

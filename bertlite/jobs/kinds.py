@@ -46,7 +46,7 @@ def detect_kind(name_or_path: str | os.PathLike, **hub_kwargs: Any) -> str:
 
     Args:
         name_or_path: a local checkpoint folder or a hub id.
-        **hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file (revision, cache_dir, ...).
+        **hub_kwargs: hub options of bertlite.hub.resolve_file (revision, cache_dir, ...).
 
     Returns:
         One of KINDS: "embedding", "cross-encoder", "sparse", "multi-vector" or "m3".

@@ -18,9 +18,9 @@ import torch
 from tokenizers import Encoding, Tokenizer
 from torch import Tensor, nn
 
-from bertlite.checkpoint.hub import resolve_file
 from bertlite.checkpoint.load import iter_tensors
 from bertlite.errors import CheckpointError
+from bertlite.hub import resolve_file
 from bertlite.jobs import bars
 from bertlite.jobs.base import BaseEncoder, EncodeStats, check_count, on_whole_blocks, progress_bar, with_prompt
 from bertlite.jobs.long_texts import TextCutter

@@ -12,8 +12,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from bertlite.checkpoint.hub import resolve_file
 from bertlite.config import read_json_object
+from bertlite.hub import resolve_file
 from bertlite.jobs.st_config import read_max_length, read_model_json, read_sentence_transformers_prompts
 
 # Activations a Dense config may name (sentence-transformers stores the class path); None: no activation.
@@ -69,7 +69,7 @@ def read_multi_vector_settings(name_or_path: str | os.PathLike, **hub_kwargs: An
 
     Args:
         name_or_path: a local folder or a hub id.
-        **hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file (revision, cache_dir, ...).
+        **hub_kwargs: hub options of bertlite.hub.resolve_file (revision, cache_dir, ...).
 
     Returns:
         The settings.

@@ -9,9 +9,9 @@ import os
 import torch
 from torch import Tensor, nn
 
-from bertlite.checkpoint.hub import resolve_file
 from bertlite.checkpoint.load import iter_tensors
 from bertlite.errors import CheckpointError
+from bertlite.hub import resolve_file
 from bertlite.jobs.multi_vector_config import DenseSettings
 
 _ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "gelu": nn.functional.gelu, "sigmoid": torch.sigmoid}

@@ -47,7 +47,7 @@ def read_splade_settings(
     Args:
         name_or_path: a local folder or a hub id.
         architectures: config.json's architectures (the default modules depend on them).
-        **hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file.
+        **hub_kwargs: hub options of bertlite.hub.resolve_file.
 
     Returns:
         The settings.

@@ -12,9 +12,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from bertlite.checkpoint.hub import is_local, resolve_file
 from bertlite.config import read_json
 from bertlite.errors import CheckpointNotFoundError
+from bertlite.hub import is_local, resolve_file
 from bertlite.tokenization import LARGE_INTEGER
 
 POOLING_MODES = ("cls", "mean", "max", "pooler", "mean_sqrt_len")
@@ -82,7 +82,7 @@ def read_sentence_transformers_settings(
 
     Args:
         name_or_path: a local folder or a hub id.
-        **hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file (revision, cache_dir, ...).
+        **hub_kwargs: hub options of bertlite.hub.resolve_file (revision, cache_dir, ...).
 
     Returns:
         The settings: pooling modes, normalize (True with a Normalize module, False with modules.json
@@ -129,7 +129,7 @@ def has_m3_heads(name_or_path: str | os.PathLike, hub_kwargs: dict[str, Any]) ->
 
     Args:
         name_or_path: a local folder or a hub id.
-        hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file.
+        hub_kwargs: hub options of bertlite.hub.resolve_file.
     """
     if not is_local(name_or_path):
         if read_model_json(name_or_path, "config.json", hub_kwargs).get("model_type") != "xlm-roberta":
@@ -147,7 +147,7 @@ def read_max_length(name_or_path: str | os.PathLike, hub_kwargs: dict[str, Any])
 
     Args:
         name_or_path: a local folder or a hub id.
-        hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file.
+        hub_kwargs: hub options of bertlite.hub.resolve_file.
 
     Returns:
         The length; None: neither file says one (the model's max_position_embeddings applies).
@@ -191,7 +191,7 @@ def read_sentence_transformers_prompts(
 
     Args:
         name_or_path: a local folder or a hub id.
-        **hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file.
+        **hub_kwargs: hub options of bertlite.hub.resolve_file.
 
     Returns:
         (prompts by name, default_prompt_name or None).
@@ -271,7 +271,7 @@ def read_cross_encoder_settings(name_or_path: str | os.PathLike, **hub_kwargs: A
 
     Args:
         name_or_path: a local folder or a hub id.
-        **hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file.
+        **hub_kwargs: hub options of bertlite.hub.resolve_file.
 
     Returns:
         The settings.

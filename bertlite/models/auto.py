@@ -13,7 +13,6 @@ import importlib
 import os
 from typing import TYPE_CHECKING, Any
 
-from bertlite.checkpoint.hub import pop_hub_kwargs, resolve_file
 from bertlite.config import (
     BERT_MODEL_TYPES,
     CONFIG_CLASSES,
@@ -23,6 +22,7 @@ from bertlite.config import (
     as_bert_config,
     read_json_object,
 )
+from bertlite.hub import pop_hub_kwargs, resolve_file
 
 if TYPE_CHECKING:
     from bertlite.models.bert import BertPreTrainedModel
@@ -59,7 +59,7 @@ def checkpoint_model_type(
         name_or_path: a checkpoint folder, a hub id, or a path to config.json itself.
         what: the Auto class's name, for the message.
         model_types: the model_type values `what` loads.
-        **hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file (revision, subfolder, ...).
+        **hub_kwargs: hub options of bertlite.hub.resolve_file (revision, subfolder, ...).
 
     Returns:
         (model_type, architectures): "bert" for a config.json without model_type (or none), and the
@@ -121,7 +121,7 @@ def check_bert_checkpoint(name_or_path: str | os.PathLike, what: str, **hub_kwar
     Args:
         name_or_path: a checkpoint folder, a hub id, or a path to config.json itself.
         what: the Auto class's name, for the message.
-        **hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file (revision, subfolder, ...).
+        **hub_kwargs: hub options of bertlite.hub.resolve_file (revision, subfolder, ...).
 
     Returns:
         The config's architectures (maybe empty; empty without a config.json).

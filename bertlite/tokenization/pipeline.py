@@ -16,9 +16,9 @@ from typing import Any, NamedTuple
 
 from tokenizers import AddedToken, Encoding, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 
-from bertlite.checkpoint.hub import resolve_file
 from bertlite.config import FAMILIES, read_json_object
 from bertlite.errors import CheckpointError
+from bertlite.hub import resolve_file
 from bertlite.utils.files import write_temporaries
 from bertlite.utils.warn import warn_user
 
@@ -78,7 +78,7 @@ def load_tokenizer(name_or_path: str | os.PathLike, **hub_kwargs: Any) -> Tokeni
 
     Args:
         name_or_path: a local folder or a hub id.
-        **hub_kwargs: hub options of bertlite.checkpoint.hub.resolve_file (revision, cache_dir, ...).
+        **hub_kwargs: hub options of bertlite.hub.resolve_file (revision, cache_dir, ...).
 
     Returns:
         The Tokenizer from tokenizer.json when present, else from vocab.txt + tokenizer_config.json

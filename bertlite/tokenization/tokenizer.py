@@ -20,7 +20,7 @@ from typing import Any
 
 from tokenizers import Encoding, Tokenizer
 
-from bertlite.checkpoint.hub import HUB_KWARGS, pop_hub_kwargs
+from bertlite.hub import HUB_KWARGS, pop_hub_kwargs
 from bertlite.tokenization.base import SPECIAL_TOKENS, TokenizerBase, to_list
 from bertlite.tokenization.batch_encoding import BatchEncoding, padding_inputs
 from bertlite.tokenization.pipeline import (

@@ -26,8 +26,8 @@ from huggingface_hub import constants as hf_constants
 from torch import Tensor
 
 import bertlite
-from bertlite.checkpoint.hub import resolve_file
 from bertlite.errors import CheckpointNotFoundError, NotCachedError
+from bertlite.hub import resolve_file
 
 REPO_ID = "org/tiny-bert"
 # Commit ids only need to look like git's (40 lowercase hex): huggingface_hub
