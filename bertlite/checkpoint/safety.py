@@ -149,7 +149,7 @@ def _all_finite_in_file(path: Path, key: str, headers: dict[Path, dict[str, Any]
     """all_finite of a safetensors tensor loaded as it is (the model then holds the file's own mmapped
     pages), read from the file a chunk at a time instead of through that mapping: summing the tensor
     itself would fault every page in, and the embedding matrix, of which one sentence reads a few rows,
-    would stay resident (measured: peak RSS 357 vs 313 MiB to a first vector, all-MiniLM-L6-v2).
+    would stay resident.
     None where the file does not read back as its header says: the caller checks the tensor instead."""
     try:
         if path not in headers:

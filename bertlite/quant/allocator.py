@@ -3,11 +3,9 @@
 glibc's malloc serves a block above its mmap threshold (dynamic, 128 KiB up to 32 MiB) with
 fresh pages from the kernel and unmaps them on free, and returns a free heap top past its trim
 threshold. torch's CPU tensors come from malloc, so each (tokens, 1536) activation the int8 path
-allocates and frees per layer was faulted in page by page again: 350,000 minor page faults per
-500 corpus texts, and about 1.5x the time of the same forwards with the pages kept (measured,
-2 threads, all-MiniLM-L6-v2: 311-430 vs 476-712 texts/s; float32 and bf16 allocate less and ran
-the same either way). Raising both thresholds keeps freed blocks in the heap for the next batch:
-the process holds on to its peak, which it reached anyway.
+allocates and frees per layer was faulted in page by page again, a large share of an int8 forward's
+time (float32 and bf16 allocate less and are not slowed by it). Raising both thresholds keeps freed
+blocks in the heap for the next batch: the process holds on to its peak, which it reached anyway.
 
 Process-wide, so it is applied once and only where asked for (bertlite.quant.int8.quantize_int8);
 BERTLITE_KEEP_FREED_MEMORY=0 turns it off. A no-op where the C library is not glibc.

@@ -32,9 +32,8 @@ from bertlite.utils.warn import warn_user
 
 # "kernel": the compiled function once built and checked (None if that failed); "reason": why it is not used
 _state: dict[str, object] = {}
-# Measured (docs/int8.md): the build takes about 4.5 s where inductor's cache has it (15 s the first time
-# on a machine), and the kernel saves 0.15-0.25 ms per corpus text (30 tokens) on AVX-512 and under AVX2
-# caps: it repays a warm build after about 1M tokens, so a job of this many builds it.
+# The build takes seconds and the kernel saves a fraction of a millisecond per text, so only a job of this many
+# tokens repays it (docs/int8.md).
 BUILD_AFTER_TOKENS = 2_000_000
 # UTF-8 bytes per WordPiece token of English text (the corpus: 4.1); fewer would build for shorter jobs.
 BYTES_PER_TOKEN = 4

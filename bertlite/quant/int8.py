@@ -84,21 +84,18 @@ DEFAULT_ALPHA = 0.5  # SmoothQuant's migration strength: how much of an outlier 
 # "output"), so every family's layer is quantized alike; the comments and the *_LINEARS names are BERT's paths.
 # The encoder Linears quantize_int8 replaces: LINEAR_ROLES.
 # The Linears SmoothQuant rescales. Not output.dense: its input, GELU's output, has no shared outlier
-# channels to move (measured on the corpus, all-MiniLM-L6-v2: min / mean cosine 0.99828 / 0.99929
-# without, 0.99819 / 0.99922 with), and its 1 / s would cost a pass over the widest activation.
+# channels to move (smoothing it gains nothing), and its 1 / s would cost a pass over the widest activation.
 SMOOTHED_ROLES = ("qkv", "attention_output", "intermediate")
 # The Linears whose input is quantized over each token's [min, max], on every grid: the one-sided ones.
 # GELU's output is one-sided on every token; query|key|value's input (LayerNorm's output) on the [CLS]
-# and [SEP] rows, whose massive channel puts their max at 3-19x their |min|, so a symmetric range wastes
-# about half its levels on exactly the tokens that make a text of 2-3 tokens (all-MiniLM-L6-v2, full grid:
-# min / mean cosine 0.9964 / 0.9978 -> 0.9980 / 0.9986 on such texts, the corpus no worse). The attention's
-# context is two-sided: asymmetric there measured no better.
+# and [SEP] rows, whose massive channel puts their max far above their |min|, so a symmetric range wastes
+# about half its levels on exactly the tokens that make up a text of 2-3 tokens. The attention's context is
+# two-sided: an asymmetric range gains nothing there.
 ASYMMETRIC_ROLES = ("qkv", "intermediate", "output")
 # The Linears whose few outlier input channels stay float32. GELU's output in the first layers holds
-# "massive activations": one or two fixed channels at 13-25 on the [CLS] token (median channel max 1.5;
-# all-MiniLM-L6-v2, layers 0-3), so its per-token range is ~100x its other values, which then round to
-# a few levels. A text of 2-3 tokens ("" is [CLS] [SEP]) is mostly that token: min cosine 0.995 -> 0.998
-# with them kept out of the int8 range (measured on 14 such inputs; the corpus is unchanged or better).
+# "massive activations": one or two fixed channels on the [CLS] token an order of magnitude above the rest,
+# so its per-token range would round every other value to a few levels. A text of 2-3 tokens ("" is [CLS]
+# [SEP]) is mostly that token, so these channels stay out of the int8 range.
 OUTLIER_ROLES = ("output",)
 # The same, by their paths in a BertLayer (the names keep_fp32= and asymmetric= take for a BERT model).
 LAYER_LINEARS = tuple(BERT_ROLES.path(role) for role in LINEAR_ROLES)

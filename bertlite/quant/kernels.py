@@ -66,10 +66,8 @@ FULL_GRID = Int8Grid(255, 127)
 #   widest pair instead of its largest weight (all-MiniLM-L6-v2's rows lose 0.35 bit on average);
 # - u8 up to 127 (32258; fbgemm's reduce_range);
 # - weights in [-63, 63] (32130).
-# Exact products, all-MiniLM-L6-v2, min / mean cosine to float32 on 1,000 corpus texts | on texts of 2-3 tokens
-# (python -m bench grids): 0.99865 / 0.99945 | 0.99764 / 0.99838 with bounded pairs, 0.99725 / 0.99901 |
-# 0.99448 / 0.99602 with 7-bit activations, 0.99762 / 0.99881 | 0.99444 / 0.99660 with 7-bit weights,
-# against 0.99894 / 0.99958 | 0.99799 / 0.99858 on the full grid.
+# Bounded pairs come first: of the three it stays closest to the full grid's accuracy (docs/int8.md,
+# `python -m bench grids`).
 INT8_GRIDS = (FULL_GRID, Int8Grid(255, 127, pair_limit=128), Int8Grid(127, 127), Int8Grid(255, 63))
 _grids: dict[str, Int8Grid | None] = {}
 REDUCED_GRID_NOTE = (

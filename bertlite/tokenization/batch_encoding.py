@@ -160,7 +160,7 @@ class BatchEncoding(dict):
             if tensor_type == "pt":
                 import torch
 
-                # Integers through numpy (10x faster than torch.tensor on lists); other values (float labels)
+                # Integers through numpy (much faster than torch.tensor on lists); other values (float labels)
                 # as torch.tensor makes them, like transformers.
                 self[key] = (
                     torch.from_numpy(array.astype(np.int64)) if array.dtype.kind in "iu" else torch.tensor(value)
