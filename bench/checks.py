@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import statistics
-import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from bench.common import timed, timed_rounds
+
 
 def bench_validation(model_path: str, texts: list[str], rounds: int = 15) -> dict[str, Any]:
-    """Forward with and without bertlite.models.inputs's input checks, interleaved (the order alternating),
-    on the same length-sorted batches of 32, plus the checks timed alone.
+    """Forward with and without bertlite.models.inputs's input checks, and the checks alone, in rotated rounds
+    on the same length-sorted batches of 32.
 
     Args:
         model_path: the checkpoint folder.
@@ -30,35 +32,27 @@ def bench_validation(model_path: str, texts: list[str], rounds: int = 15) -> dic
     encodings = sorted(embedder.encodings(texts), key=lambda e: len(e.ids))
     batches = [embedder.collate(encodings[i : i + 32], torch.device("cpu")) for i in range(0, len(encodings), 32)]
 
-    def forward_all() -> float:
-        start = time.perf_counter()
+    def forward_all() -> None:
         with torch.inference_mode():
             for batch in batches:
                 model(**batch)
-        return time.perf_counter() - start
 
-    def checks_only() -> float:
-        start = time.perf_counter()
+    def checks_only() -> None:
         for batch in batches:
             check_inputs(model.config, batch["input_ids"], None, batch["attention_mask"], batch["token_type_ids"], None)
             ids = batch["input_ids"][batch["attention_mask"].bool()]
             check_packed_inputs(model.config, ids, batch["attention_mask"].sum(1), None)
-        return time.perf_counter() - start
 
-    def without_checks() -> float:
+    def without_checks() -> None:
         bertlite.models.bert.check_inputs = lambda *args: None
         try:
-            return forward_all()
+            forward_all()
         finally:
             bertlite.models.bert.check_inputs = check_inputs
 
     forward_all()
-    timings: dict[str, list[float]] = {"with_checks": [], "without_checks": [], "checks_alone": []}
-    for i in range(rounds):
-        runs = [("with_checks", forward_all), ("without_checks", without_checks)]
-        for name, run in runs if i % 2 == 0 else runs[::-1]:
-            timings[name].append(run())
-        timings["checks_alone"].append(checks_only())
+    runs = {"with_checks": forward_all, "without_checks": without_checks, "checks_alone": checks_only}
+    timings, _ = timed_rounds(runs, rounds, pause_s=0.0, label="validation ")
     medians = {name: statistics.median(values) for name, values in timings.items()}
     return {
         "batches": len(batches),
@@ -80,8 +74,8 @@ def format_validation(v: dict[str, Any]) -> str:
 
 
 def bench_nonfinite_check(model_path: str, rounds: int = 31) -> dict[str, Any]:
-    """from_pretrained with and without its NaN/Inf check (one sum per tensor), interleaved, each followed
-    by one short forward (which reads every weight too), plus the check timed alone.
+    """from_pretrained with and without its NaN/Inf check (one sum per tensor), each followed by one short
+    forward (which reads every weight too), and the check alone, in rotated rounds.
 
     Args:
         model_path: the checkpoint folder.
@@ -95,24 +89,30 @@ def bench_nonfinite_check(model_path: str, rounds: int = 31) -> dict[str, Any]:
 
     check = bertlite.checkpoint.safety.all_finite
     ids = torch.randint(1000, 2000, (1, 16))
-    timings: dict[str, list[float]] = {"load_with_check": [], "load_without_check": [], "check_alone": []}
-    timings |= {"load_forward_with_check": [], "load_forward_without_check": []}
-    for i in range(rounds):
-        runs = [("with_check", check), ("without_check", lambda tensor: True)]
-        for name, fn in runs if i % 2 == 0 else runs[::-1]:
+    load_seconds: dict[str, list[float]] = {"with_check": [], "without_check": []}
+
+    def load_and_forward(name: str, fn: Callable[[torch.Tensor], bool]) -> Callable[[], None]:
+        def call() -> None:
             bertlite.checkpoint.safety.all_finite = fn
-            start = time.perf_counter()
-            model = bertlite.BertModel.from_pretrained(model_path)
-            loaded = time.perf_counter()
+            try:
+                seconds, model = timed(lambda: bertlite.BertModel.from_pretrained(model_path))
+            finally:
+                bertlite.checkpoint.safety.all_finite = check
+            load_seconds[name].append(seconds)
             with torch.inference_mode():
                 model(input_ids=ids)
-            timings[f"load_{name}"].append(loaded - start)
-            timings[f"load_forward_{name}"].append(time.perf_counter() - start)
-        bertlite.checkpoint.safety.all_finite = check
-        tensors = list(model.state_dict().values())
-        start = time.perf_counter()
-        assert all(check(t) for t in tensors)
-        timings["check_alone"].append(time.perf_counter() - start)
+
+        return call
+
+    tensors = list(bertlite.BertModel.from_pretrained(model_path).state_dict().values())
+    runs = {
+        "load_forward_with_check": load_and_forward("with_check", check),
+        "load_forward_without_check": load_and_forward("without_check", lambda tensor: True),
+        "check_alone": lambda: all(check(t) for t in tensors),
+    }
+    timings, passed = timed_rounds(runs, rounds, pause_s=0.0, label="load check ")
+    assert passed["check_alone"]
+    timings |= {f"load_{name}": seconds for name, seconds in load_seconds.items()}
     return {
         "rounds": rounds,
         "threads": torch.get_num_threads(),

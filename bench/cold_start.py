@@ -10,15 +10,16 @@ import json
 import statistics
 import subprocess
 import sys
+from functools import partial
 from typing import Any
 
 from bench import emulate
 from bench.cold_child import LIBRARIES
-from bench.common import add_model_and_json_arguments, child_env, write_json
+from bench.common import add_model_and_json_arguments, child_env, interleaved, write_json
 
 
 def bench_cold_start(model_path: str, rounds: int) -> dict[str, Any]:
-    """Run each library's cold start `rounds` times, interleaved, each in a fresh process.
+    """Run each library's cold start `rounds` times, in rotated rounds, each in a fresh process.
 
     Args:
         model_path: the checkpoint folder.
@@ -30,19 +31,20 @@ def bench_cold_start(model_path: str, rounds: int) -> dict[str, Any]:
     Raises:
         RuntimeError: a child process failed.
     """
-    raw: dict[str, list[dict[str, float]]] = {lib: [] for lib in LIBRARIES}
-    for _ in range(rounds):
-        for lib in LIBRARIES:
-            proc = subprocess.run(
-                [sys.executable, "-m", "bench.cold_child", lib, model_path],
-                capture_output=True,
-                text=True,
-                env=child_env(),
-                check=False,
-            )
-            if proc.returncode != 0:
-                raise RuntimeError(f"{lib} cold start failed:\n{proc.stderr}")
-            raw[lib].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+    def cold_start(lib: str) -> dict[str, float]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "bench.cold_child", lib, model_path],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"{lib} cold start failed:\n{proc.stderr}")
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    raw = interleaved({lib: partial(cold_start, lib) for lib in LIBRARIES}, rounds, label="cold start ")
     median = {lib: {k: statistics.median(r[k] for r in runs) for k in runs[0]} for lib, runs in raw.items()}
     return {"rounds": rounds, "raw": raw, "median": median}
 

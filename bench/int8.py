@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-import numpy as np
 import torch
 
 from bench.common import (
@@ -21,9 +20,9 @@ from bench.common import (
     add_rounds_arguments,
     default_model_path,
     environment,
-    per_round_ratio,
+    rates,
     read_corpus,
-    rotated,
+    timed_rounds,
     write_json,
 )
 from bench.runners.torch_dynamic import torch_dynamic_embedder
@@ -63,26 +62,14 @@ def bench_int8(model_path: str, texts: list[str], rounds: int, compiled: bool = 
     embedders = {name: make(model_path) for name, make in CONFIGS.items()}
     for embedder in embedders.values():
         embedder.encode(texts[:64], show_progress_bar=False)
-    seconds: dict[str, list[float]] = {name: [] for name in embedders}
-    vectors: dict[str, np.ndarray] = {}
-    for r in range(rounds):
-        for name in rotated(list(embedders), r):
-            start = time.perf_counter()
-            vectors[name] = embedders[name].encode(texts, show_progress_bar=False)
-            seconds[name].append(time.perf_counter() - start)
-    base, reference = seconds["bertlite_fp32"], vectors["bertlite_fp32"]
-    configs = {}
-    for name in embedders:
-        median = statistics.median(seconds[name])
+    runs = {name: partial(embedder.encode, texts, show_progress_bar=False) for name, embedder in embedders.items()}
+    seconds, vectors = timed_rounds(runs, rounds, 0.0, len(texts))
+    configs = rates(seconds, len(texts), "bertlite_fp32", "per_round_x_fp32")
+    reference = vectors["bertlite_fp32"]
+    for name, r in configs.items():
         cosine = (vectors[name] * reference).sum(1)
-        configs[name] = {
-            "seconds": seconds[name],
-            "texts_per_s": len(texts) / median,
-            "x_fp32": statistics.median(base) / median,
-            "per_round_x_fp32": per_round_ratio(base, seconds[name]),
-            "min_cosine_vs_fp32": float(cosine.min()),
-            "mean_cosine_vs_fp32": float(cosine.mean()),
-        }
+        r["x_fp32"] = statistics.median(seconds["bertlite_fp32"]) / statistics.median(seconds[name])
+        r.update(min_cosine_vs_fp32=float(cosine.min()), mean_cosine_vs_fp32=float(cosine.mean()))
     return {"texts": len(texts), "rounds": rounds, "input_quantization": describe_quantization(), "configs": configs}
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 import warnings
 from collections.abc import Callable
 from functools import partial
@@ -19,7 +18,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from bench.common import environment, write_json
+from bench.common import environment, timed, write_json
 from bertlite.quant.int8 import INT8_KERNELS, Int8Linear, int8_kernel_available
 
 # (in_features, out_features): MiniLM-L6 / BERT-small (H=384) and BERT-base (H=768):
@@ -27,16 +26,11 @@ from bertlite.quant.int8 import INT8_KERNELS, Int8Linear, int8_kernel_available
 SHAPES = [(384, 1152), (384, 384), (384, 1536), (1536, 384), (768, 2304), (768, 3072), (3072, 768)]
 
 
-def timed(fn: Callable[[], object], repeats: int) -> float:
+def median_seconds(fn: Callable[[], object], repeats: int) -> float:
     """Median seconds of one call to fn over `repeats`, after two warm-up calls."""
     fn()
     fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return statistics.median(seconds for seconds, _ in (timed(fn) for _ in range(repeats)))
 
 
 def fbgemm_dynamic(weight: torch.Tensor, bias: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor] | None:
@@ -85,7 +79,7 @@ def bench_shape(tokens: int, k_in: int, n_out: int, kernels: list[str], repeats:
     fp32_seconds = None
     out = []
     for name, fn in rows.items():
-        seconds = timed(fn, repeats)
+        seconds = median_seconds(fn, repeats)
         fp32_seconds = fp32_seconds or seconds
         err = None
         if not name.startswith("  gemm"):  # the bare GEMM lacks the token scales and bias

@@ -12,10 +12,8 @@ with the per-round ratio to FlagEmbedding and how far the outputs are apart.
 from __future__ import annotations
 
 import argparse
-import statistics
-import sys
 import tempfile
-import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +21,18 @@ import numpy as np
 import torch
 
 from bench.common import (
+    PAUSE_S,
     add_model_and_json_arguments,
     add_rounds_arguments,
     default_model_path,
     environment,
-    per_round_ratio,
+    rates,
     read_corpus,
-    rotated,
+    timed_rounds,
     write_json,
 )
 from bench.runners import BATCH_SIZE, MAX_LENGTH
 
-PAUSE_S = 0.5  # idle seconds before each timed run, as bench.throughput's
 ALL = {"return_dense": True, "return_sparse": True, "return_colbert_vecs": True}
 
 
@@ -93,24 +91,10 @@ def bench_m3(folder: Path, texts: list[str], rounds: int, pause_s: float = PAUSE
     runs["flagembedding_fp32"] = lambda t: flag.encode(t, batch_size=BATCH_SIZE, max_length=MAX_LENGTH, **ALL)
     for run in runs.values():
         run(texts[:64])
-    seconds: dict[str, list[float]] = {name: [] for name in runs}
-    outputs: dict[str, dict] = {}
-    for r in range(rounds):
-        for name in rotated(list(runs), r):
-            time.sleep(pause_s)
-            start = time.perf_counter()
-            outputs[name] = runs[name](texts)
-            seconds[name].append(time.perf_counter() - start)
-            print(f"  round {r + 1}/{rounds} {name}: {len(texts) / seconds[name][-1]:.1f} texts/s", file=sys.stderr)
-    base = seconds["flagembedding_fp32"]
-    configs = {
-        name: {
-            "seconds": seconds[name],
-            "texts_per_s": len(texts) / statistics.median(seconds[name]),
-            "per_round_x_flagembedding": per_round_ratio(base, seconds[name]),
-        }
-        for name in runs
-    }
+    seconds, outputs = timed_rounds(
+        {name: partial(run, texts) for name, run in runs.items()}, rounds, pause_s, len(texts)
+    )
+    configs = rates(seconds, len(texts), "flagembedding_fp32", "per_round_x_flagembedding")
     return {
         "texts": len(texts),
         "rounds": rounds,
@@ -164,10 +148,7 @@ def format_m3(result: dict[str, Any]) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The m3 job's flags."""
-    add_rounds_arguments(parser, texts=1000)
-    parser.add_argument(
-        "--pause", type=float, default=PAUSE_S, help=f"idle seconds before each run (default {PAUSE_S})"
-    )
+    add_rounds_arguments(parser, texts=1000, pause=True)
     parser.add_argument("--folder", type=Path, help="build the BGE-M3 folder here (default: a temporary folder)")
     add_model_and_json_arguments(parser)
 

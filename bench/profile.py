@@ -7,12 +7,11 @@ float32's time over int8's GEMMs plus all that float32 spends outside its own GE
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Iterable
 from typing import Any
 
 from bench import emulate
-from bench.common import add_model_and_json_arguments, read_corpus, write_json
+from bench.common import add_model_and_json_arguments, read_corpus, timed, write_json
 from bench.runners.bertlite import load_bertlite
 
 PROFILED_DTYPES = (("fp32", None), ("bf16", "bfloat16"), ("int8", "int8"))
@@ -38,10 +37,13 @@ def profile_bertlite(model_path: str, texts: list[str], dtype: str | None, rows:
 
     embedder = load_bertlite(model_path, dtype)
     embedder.encode(texts[:200])
-    start = time.perf_counter()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        embedder.encode(texts)
-    seconds = time.perf_counter() - start
+
+    def encode_profiled() -> Any:
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            embedder.encode(texts)
+        return prof
+
+    seconds, prof = timed(encode_profiled)
     events = prof.key_averages()
     header = f"Profile: bertlite {dtype or 'float32'}, {len(texts)} texts in {seconds:.2f} s (profiler on)"
     return header + "\n" + events.table(sort_by="self_cpu_time_total", row_limit=rows), time_split(events, seconds)

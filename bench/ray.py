@@ -13,7 +13,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,8 @@ from bench.common import (
     child_env,
     default_model_path,
     environment,
-    rotated,
+    interleaved,
+    timed,
     write_json,
 )
 
@@ -44,16 +45,12 @@ def run_cli(args: list[str], cwd: Path) -> dict[str, Any]:
     Raises:
         RuntimeError: the command failed or printed no summary.
     """
-    start = time.perf_counter()
-    result = subprocess.run(
-        [sys.executable, "-m", "bertlite.cli", "embed", *args, "--quiet"],
-        cwd=cwd,
-        env=child_env(quiet=False),
-        capture_output=True,
-        text=True,
-        check=False,
+    command = [sys.executable, "-m", "bertlite.cli", "embed", *args, "--quiet"]
+    wall, result = timed(
+        lambda: subprocess.run(
+            command, cwd=cwd, env=child_env(quiet=False), capture_output=True, text=True, check=False
+        )
     )
-    wall = time.perf_counter() - start
     match = SUMMARY.search(result.stderr)
     if result.returncode != 0 or match is None:
         raise RuntimeError(f"bertlite embed {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
@@ -80,7 +77,6 @@ def bench_ray(model: str, lines: list[str], files: int, replicas: int, rounds: i
     Returns:
         Per engine, the medians of wall_texts_per_s and texts_per_s, and every run.
     """
-    runs: dict[str, list[dict[str, Any]]] = {"single": [], "ray": []}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "all.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -89,16 +85,15 @@ def bench_ray(model: str, lines: list[str], files: int, replicas: int, rounds: i
         for i in range(files):
             chunk = lines[i * per_file : (i + 1) * per_file]
             (work / "parts" / f"part{i:03d}.jsonl").write_text("\n".join(chunk) + "\n", encoding="utf-8")
+        single, ray = count(), count()  # each run writes its own output
         commands = {
-            "single": lambda r: [model, "-i", "all.jsonl", "-o", f"single{r}.npy"],
-            "ray": lambda r: (
-                [model, "-i", "parts/*.jsonl", "-o", f"ray{r}", "--engine", "ray"] + ["--replicas", str(replicas)]
+            "single": lambda: run_cli([model, "-i", "all.jsonl", "-o", f"single{next(single)}.npy"], work),
+            "ray": lambda: run_cli(
+                [model, "-i", "parts/*.jsonl", "-o", f"ray{next(ray)}", "--engine", "ray", "--replicas", str(replicas)],
+                work,
             ),
         }
-        for r in range(rounds):
-            for name in rotated(list(commands), r):
-                runs[name].append(run_cli(commands[name](r), work))
-                print(f"round {r + 1} {name}: {runs[name][-1]}", file=sys.stderr)
+        runs = interleaved(commands, rounds)
     return {
         name: {
             "wall_texts_per_s": statistics.median(r["wall_texts_per_s"] for r in results),

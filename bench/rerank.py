@@ -16,10 +16,9 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import sys
 import tempfile
-import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +32,12 @@ from bench.common import (
     environment,
     per_round_ratio,
     read_corpus,
-    rotated,
+    timed_rounds,
     write_json,
 )
 from bench.flops import encoder_gflop
 
 # Idle seconds before each timed run, so the other library's spinning threads are quiet (see bench.throughput).
-PAUSE_S = 0.5
 QUERY_WORDS = 8
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
 
@@ -124,15 +122,8 @@ def bench_rerank(
     for run in runners.values():
         run(pairs[:64])
     work = rerank_work(st, ours.model.config, pairs)
-    seconds: dict[str, list[float]] = {name: [] for name in runners}
-    scores: dict[str, np.ndarray] = {}
-    for r in range(rounds):
-        for name in rotated(list(runners), r):
-            time.sleep(pause_s)
-            start = time.perf_counter()
-            scores[name] = runners[name](pairs)
-            seconds[name].append(time.perf_counter() - start)
-            print(f"  round {r + 1}/{rounds} {name}: {len(pairs) / seconds[name][-1]:.1f} pairs/s", file=sys.stderr)
+    runs = {name: partial(run, pairs) for name, run in runners.items()}
+    seconds, scores = timed_rounds(runs, rounds, pause_s, len(pairs), unit="pairs")
     results: dict[str, dict[str, Any]] = {}
     for name, s in seconds.items():
         gflop = work["sentence_transformers_gflop" if name == "sentence_transformers" else "bertlite_gflop"]
@@ -253,8 +244,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The rerank job's flags."""
     parser.add_argument("--pairs", type=int, default=1000, help="(query, passage) pairs (default 1000)")
     parser.add_argument("--per-query", type=int, default=20, help="passages per query (default 20)")
-    add_rounds_arguments(parser)
-    parser.add_argument("--pause", type=float, default=PAUSE_S, help=f"idle seconds per run (default {PAUSE_S})")
+    add_rounds_arguments(parser, pause=True)
     parser.add_argument(
         "--cross-encoder",
         default=None,

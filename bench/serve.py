@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from statistics import median
 
-from bench.common import default_model_path, environment, read_corpus, write_json
+from bench.common import default_model_path, environment, read_corpus, timed, write_json
 from bench.serve_clients import BatcherOnly, Served
 
 REQUESTS = 256
@@ -50,9 +50,9 @@ class Offline:
         """One timed run (default: encode's defaults on all the texts at once): texts/s, and texts per
         CPU second of this process (the model, the tokenizer), which shared cores disturb less."""
         run = run or (lambda: self.embedder.encode(self.texts))
-        t, cpu = time.perf_counter(), time.process_time()
-        run()
-        wall, cpu = time.perf_counter() - t, time.process_time() - cpu
+        cpu = time.process_time()
+        wall, _ = timed(run)
+        cpu = time.process_time() - cpu
         return {
             "texts_per_s": round(len(self.texts) / wall, 1),
             "texts_per_cpu_s": round(len(self.texts) / cpu, 1),

@@ -11,29 +11,27 @@ round counts, with the per-round ratio and whether the two give the same vectors
 from __future__ import annotations
 
 import argparse
-import statistics
-import sys
 import tempfile
-import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from bench.common import (
+    PAUSE_S,
     add_model_and_json_arguments,
     add_rounds_arguments,
     default_model_path,
     environment,
-    per_round_ratio,
+    rates,
     read_corpus,
-    rotated,
+    timed_rounds,
     write_json,
 )
 from bench.runners import BATCH_SIZE, MAX_LENGTH
 
 ACTIVE_DIMS = 200  # non-zero dimensions per text the built head's bias aims at
-PAUSE_S = 0.5  # idle seconds before each timed run, as bench.throughput's
 
 
 def build_splade_folder(model_path: str, folder: Path, seed: int = 0) -> Path:
@@ -93,25 +91,13 @@ def bench_sparse(folder: Path, texts: list[str], rounds: int, pause_s: float = P
     }
     for encoder in encoders.values():
         encoder.encode(texts[:64], batch_size=BATCH_SIZE, show_progress_bar=False)
-    seconds: dict[str, list[float]] = {name: [] for name in encoders}
-    vectors: dict[str, torch.Tensor] = {}
-    for r in range(rounds):
-        for name in rotated(list(encoders), r):
-            time.sleep(pause_s)
-            start = time.perf_counter()
-            vectors[name] = encoders[name].encode(texts, batch_size=BATCH_SIZE, show_progress_bar=False)
-            seconds[name].append(time.perf_counter() - start)
-            print(f"  round {r + 1}/{rounds} {name}: {len(texts) / seconds[name][-1]:.1f} texts/s", file=sys.stderr)
-    ours, theirs = vectors["bertlite_fp32"].to_dense(), vectors["sentence_transformers_fp32"].to_dense()
-    base = seconds["sentence_transformers_fp32"]
-    configs = {
-        name: {
-            "seconds": seconds[name],
-            "texts_per_s": len(texts) / statistics.median(seconds[name]),
-            "per_round_x_sentence_transformers": per_round_ratio(base, seconds[name]),
-        }
-        for name in encoders
+    runs = {
+        name: partial(encoder.encode, texts, batch_size=BATCH_SIZE, show_progress_bar=False)
+        for name, encoder in encoders.items()
     }
+    seconds, vectors = timed_rounds(runs, rounds, pause_s, len(texts))
+    ours, theirs = vectors["bertlite_fp32"].to_dense(), vectors["sentence_transformers_fp32"].to_dense()
+    configs = rates(seconds, len(texts), "sentence_transformers_fp32", "per_round_x_sentence_transformers")
     return {
         "texts": len(texts),
         "rounds": rounds,
@@ -147,10 +133,7 @@ def format_sparse(result: dict[str, Any]) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The sparse job's flags."""
-    add_rounds_arguments(parser, texts=1000)
-    parser.add_argument(
-        "--pause", type=float, default=PAUSE_S, help=f"idle seconds before each run (default {PAUSE_S})"
-    )
+    add_rounds_arguments(parser, texts=1000, pause=True)
     parser.add_argument("--folder", type=Path, help="build the SPLADE model here (default: a temporary folder)")
     add_model_and_json_arguments(parser)
 
