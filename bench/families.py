@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from bench.common import default_model_path
+from bench.harness import bench_throughput
 from bench.runners import MAX_LENGTH
 
 # The configs each family runs (bench.configs.CONFIGS): bertlite against what its users run now; transformers
@@ -142,8 +143,6 @@ def bench_families(
     Returns:
         {"shape", "families": {model_type: bench_throughput's result (of family_configs) without its vectors}}.
     """
-    from bench.throughput import bench_throughput
-
     results = {}
     for model_type in families:
         print(f"  family {model_type}: building a random {shape}-shaped checkpoint", file=sys.stderr)
