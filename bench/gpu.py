@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import gc
 import statistics
-import time
 import traceback
 from collections.abc import Callable
 from functools import partial
@@ -39,12 +38,14 @@ from bench.common import (
     environment,
     per_round_ratio,
     read_corpus,
-    rotated,
+    timed,
+    timed_rounds,
     write_json,
 )
 from bench.flops import useful_gflop
 from bench.runners import MAX_LENGTH
-from bench.runners.transformers import mean_normalize
+from bench.runners.sentence_transformers import sentence_transformers_runner
+from bench.runners.transformers import from_pretrained_dtype_keyword, transformers_runner
 
 T = TypeVar("T")
 Runner = Callable[[list[str]], np.ndarray]  # texts -> (N, H) vectors on the host
@@ -126,15 +127,6 @@ def peer_dtype(device: torch.device) -> torch.dtype:
     return torch.float16 if device.type == "cuda" else torch.float32
 
 
-def from_pretrained_dtype_keyword() -> str:
-    """The dtype keyword of transformers' from_pretrained: `dtype` since 4.56 (`torch_dtype` warns there, and is
-    what older versions take). sentence-transformers hands model_kwargs to it unchanged."""
-    import transformers
-
-    major, minor = (int(part) for part in transformers.__version__.split(".")[:2])
-    return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
-
-
 def model_parity(model_path: str, texts: list[str], device: torch.device) -> dict[str, Any]:
     """bertlite BertModel vs transformers BertModel, fp32 eager on `device`, on one padded batch.
 
@@ -187,21 +179,6 @@ def load_embedders(model_path: str, device: torch.device, dtypes: list[str], fai
     return loaded
 
 
-def sentence_transformer(model_path: str, device: torch.device, dtype: torch.dtype) -> Any:
-    """SentenceTransformer on `device` in `dtype`, as its users ask for half precision (model_kwargs).
-
-    Raises:
-        RuntimeError: the model did not load in `dtype`.
-    """
-    from sentence_transformers import SentenceTransformer
-
-    model = SentenceTransformer(model_path, device=str(device), model_kwargs={from_pretrained_dtype_keyword(): dtype})
-    loaded = next(model.parameters()).dtype
-    if loaded != dtype:
-        raise RuntimeError(f"asked sentence-transformers for {dtype}, it loaded {loaded}")
-    return model
-
-
 def embedder_parity(
     model_path: str, embedders: dict[str, Any], texts: list[str], device: torch.device, failures: Failures
 ) -> dict[str, Any]:
@@ -236,58 +213,13 @@ def embedder_parity(
             "mean_cosine_vs_float32": float(cos.mean()),
         }
 
-    def st_vectors() -> np.ndarray:
-        model = sentence_transformer(model_path, device, torch.float32)
-        return model.encode(texts, show_progress_bar=False)
-
-    st = failures.attempt(f"sentence-transformers fp32 on {device}", st_vectors)
+    st = failures.attempt(
+        f"sentence-transformers fp32 on {device}",
+        lambda: sentence_transformers_runner(model_path, device, torch.float32)(texts),
+    )
     if st is not None:
         result["min_cosine_st_fp32_vs_bertlite_fp32"] = float(cosines(st, reference).min())
     return result
-
-
-def transformers_sorted_runner(model_path: str, device: torch.device, dtype: torch.dtype, batch_size: int) -> Runner:
-    """transformers' BertModel, sdpa, on length-sorted padded batches: the texts tokenized once, each batch padded
-    to its longest text, mean pooling and L2 normalization in torch on the device (as sentence-transformers pools),
-    the vectors copied to the host once at the end.
-
-    Args:
-        model_path: the checkpoint folder.
-        device: where the model runs.
-        dtype: the model's dtype.
-        batch_size: texts per batch.
-
-    Returns:
-        The runner.
-    """
-    import transformers
-
-    tokenizer = transformers.AutoTokenizer.from_pretrained(model_path)
-    model = transformers.AutoModel.from_pretrained(
-        model_path, attn_implementation="sdpa", **{from_pretrained_dtype_keyword(): dtype}
-    )
-    model = model.to(device).eval()
-    pad = tokenizer.pad_token_id or 0
-
-    def run(texts: list[str]) -> np.ndarray:
-        ids = tokenizer(texts, truncation=True, max_length=MAX_LENGTH)["input_ids"]
-        order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))
-        pooled = []
-        with torch.inference_mode():
-            for start in range(0, len(order), batch_size):
-                rows = order[start : start + batch_size]
-                shape = (len(rows), len(ids[rows[0]]))
-                input_ids, mask = np.full(shape, pad, np.int64), np.zeros(shape, np.int64)
-                for row, i in enumerate(rows):
-                    input_ids[row, : len(ids[i])], mask[row, : len(ids[i])] = ids[i], 1
-                input_ids_t, mask_t = torch.from_numpy(input_ids).to(device), torch.from_numpy(mask).to(device)
-                hidden = model(input_ids=input_ids_t, attention_mask=mask_t).last_hidden_state  # (B, T, H)
-                pooled.append(mean_normalize(hidden, mask_t))
-            vectors = torch.empty(len(texts), pooled[0].shape[1], device=device)
-            vectors[torch.tensor(order, device=device)] = torch.cat(pooled)
-        return vectors.cpu().numpy()
-
-    return run
 
 
 def build_runners(
@@ -310,31 +242,32 @@ def build_runners(
     half_name = str(half).removeprefix("torch.")
     hf = failures.attempt(
         f"load transformers sdpa {half_name} on {device}",
-        partial(transformers_sorted_runner, model_path, device, half, batch_size),
+        partial(transformers_runner, model_path, "sdpa", half, sort=True, device=device, batch_size=batch_size),
     )
     if hf is not None:
         runners["transformers_sdpa_sorted"] = (half_name, hf)
     st = failures.attempt(
-        f"load sentence-transformers {half_name} on {device}", partial(sentence_transformer, model_path, device, half)
+        f"load sentence-transformers {half_name} on {device}",
+        partial(sentence_transformers_runner, model_path, device, half, batch_size),
     )
     if st is not None:
-        runners["sentence_transformers"] = (
-            half_name,
-            partial(st.encode, batch_size=batch_size, show_progress_bar=False),
-        )
+        runners["sentence_transformers"] = (half_name, st)
     if "float32" in embedders:
         runners["bertlite_fp32"] = ("float32", partial(embedders["float32"].encode, show_progress_bar=False))
     return runners
 
 
-def timed(run: Runner, texts: list[str], device: torch.device, reps: int) -> float:
-    """Seconds for `reps` passes of `run` over the texts, the device's queue drained before each clock read."""
-    synchronize(device)
-    start = time.perf_counter()
-    for _ in range(reps):
-        run(texts)
-    synchronize(device)
-    return time.perf_counter() - start
+def passes(run: Runner, texts: list[str], device: torch.device, reps: int) -> Callable[[], int]:
+    """`reps` passes of `run` over the texts, the device's queue drained after them, so a clock read after the
+    call counts their work (each call starts on a drained queue: the previous one drained it); returns reps."""
+
+    def call() -> int:
+        for _ in range(reps):
+            run(texts)
+        synchronize(device)
+        return reps
+
+    return call
 
 
 def throughput(
@@ -345,7 +278,8 @@ def throughput(
     rounds: int,
     failures: Failures,
 ) -> dict[str, dict[str, Any]]:
-    """Time each config: a warm-up, one timed pass that sets its repetitions, then rounds in rotated order.
+    """Time each config: a warm-up, one timed pass that sets its repetitions, then rounds in rotated order
+    (bench.common.timed_rounds).
 
     Args:
         runners: build_runners()'s configs.
@@ -363,23 +297,25 @@ def throughput(
 
         def calibrate(run: Runner = run) -> float:
             run(texts[:64])  # first-call allocations and kernel choices; the timed pass warms the rest
-            return timed(run, texts, device, 1)
+            synchronize(device)
+            return timed(passes(run, texts, device, 1))[0]
 
         one_pass = failures.attempt(f"warm-up {name}", calibrate)
         if one_pass is not None:
             reps[name] = max(1, round(seconds / one_pass))
             say(f"  warm {name}: one pass {one_pass:.3f} s, {reps[name]} per round")
-    per_round: dict[str, list[float]] = {name: [] for name in reps}
-    for r in range(rounds):
-        for name in rotated(list(per_round), r):
-            elapsed = failures.attempt(
-                f"round {r + 1} {name}", partial(timed, runners[name][1], texts, device, reps[name])
-            )
-            if elapsed is None:
-                del per_round[name]
-                continue
-            per_round[name].append(reps[name] * len(texts) / elapsed)
-            say(f"  round {r + 1}/{rounds} {name}: {per_round[name][-1]:,.1f} texts/s")
+    failed: set[str] = set()
+
+    def attempt(name: str) -> Callable[[], None]:
+        call = passes(runners[name][1], texts, device, reps[name])
+
+        def run() -> None:
+            if name not in failed and failures.attempt(f"timed round of {name}", call) is None:
+                failed.add(name)
+
+        return run
+
+    per_round, _ = timed_rounds({name: attempt(name) for name in reps}, rounds, 0.0, len(texts))
     return {
         name: {
             "dtype": runners[name][0],
@@ -387,7 +323,9 @@ def throughput(
             "texts_per_s_per_round": rates,
             "texts_per_s": statistics.median(rates),
         }
-        for name, rates in per_round.items()
+        for name, seconds_per_round in per_round.items()
+        if name not in failed
+        for rates in [[reps[name] * len(texts) / s for s in seconds_per_round]]
     }
 
 
@@ -466,6 +404,34 @@ def format_throughput(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def check_parity(
+    model_path: str, texts: list[str], device: torch.device, failures: Failures
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The parity step: model_parity, then embedder_parity of every dtype of embedder_dtypes, and the bars.
+
+    Returns:
+        The parity result (model, embedder, bars), and the Embedders it loaded, by dtype name.
+    """
+    parity: dict[str, Any] = {
+        "model": failures.attempt(
+            f"bertlite vs transformers fp32 eager on {device}",
+            partial(model_parity, model_path, texts[:PARITY_TEXTS], device),
+        )
+    }
+    free(device)
+    embedders = load_embedders(model_path, device, embedder_dtypes(device), failures)
+    parity["embedder"] = embedder_parity(model_path, embedders, texts[:COSINE_TEXTS], device, failures)
+    auto = parity["embedder"]["dtypes"].get("auto")
+    parity["bars"] = {
+        "fp32_max_abs_diff": None
+        if parity["model"] is None
+        else parity["model"]["max_abs_diff_last_hidden_state"] < FP32_MAX_ABS_DIFF,
+        "auto_min_cosine": None if auto is None else auto["min_cosine_vs_float32"] >= AUTO_MIN_COSINE,
+    }
+    say(format_parity(parity))
+    return parity, embedders
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The gpu job's flags."""
     parser.add_argument("--device", default=None, help="where to run (default: cuda if available, else cpu)")
@@ -499,33 +465,16 @@ def run(args: argparse.Namespace) -> None:
     failures.attempt("quieting transformers' progress bars", quiet_transformers)
     texts = read_corpus(args.texts)
 
-    started = time.perf_counter()
     say("parity")
-    parity: dict[str, Any] = {
-        "model": failures.attempt(
-            f"bertlite vs transformers fp32 eager on {device}",
-            partial(model_parity, model_path, texts[:PARITY_TEXTS], device),
-        )
-    }
-    free(device)
-    embedders = load_embedders(model_path, device, embedder_dtypes(device), failures)
-    parity["embedder"] = embedder_parity(model_path, embedders, texts[:COSINE_TEXTS], device, failures)
-    auto = parity["embedder"]["dtypes"].get("auto")
-    parity["bars"] = {
-        "fp32_max_abs_diff": None
-        if parity["model"] is None
-        else parity["model"]["max_abs_diff_last_hidden_state"] < FP32_MAX_ABS_DIFF,
-        "auto_min_cosine": None if auto is None else auto["min_cosine_vs_float32"] >= AUTO_MIN_COSINE,
-    }
-    say(format_parity(parity))
+    parity_s, (parity, embedders) = timed(partial(check_parity, model_path, texts, device, failures))
     write_json(args.json, "gpu", {"parity": parity, "throughput": None, "failures": failures.lines}, env)  # if cut off
     for dtype in set(embedders) - {"auto", "float32"}:  # the throughput configs keep auto and float32
         del embedders[dtype]
     free(device)
 
-    say(f"throughput ({time.perf_counter() - started:.0f} s in)")
+    say(f"throughput ({parity_s:.0f} s in)")
     runners = build_runners(model_path, embedders, device, args.batch_size, failures)
-    configs = throughput(runners, texts, device, args.seconds, args.rounds, failures)
+    throughput_s, configs = timed(partial(throughput, runners, texts, device, args.seconds, args.rounds, failures))
     gflop = failures.attempt("counting the corpus FLOPs", partial(useful_gflop, model_path, texts))
     peak = args.peak_tflops if cuda else None
     result = {
@@ -542,7 +491,7 @@ def run(args: argparse.Namespace) -> None:
         "ratios": add_work(configs, gflop, len(texts), peak),
     }
     say(format_throughput(result))
-    say(f"done in {time.perf_counter() - started:.0f} s")
+    say(f"done in {parity_s + throughput_s:.0f} s")
     write_json(args.json, "gpu", {"parity": parity, "throughput": result, "failures": failures.lines}, env)
     if failures.lines or False in parity["bars"].values():
         say(f"{len(failures.lines)} step(s) failed; parity bars {parity['bars']}")
