@@ -15,7 +15,7 @@ from typing import Any
 
 from bench import emulate
 from bench.cold_child import LIBRARIES
-from bench.common import add_model_and_json_arguments, child_env, interleaved, write_json
+from bench.common import child_env, interleaved, write_json
 
 
 def bench_cold_start(model_path: str, rounds: int) -> dict[str, Any]:
@@ -74,8 +74,7 @@ def format_cold_start(result: dict[str, Any]) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The cold-start job's flags."""
     parser.add_argument("--rounds", type=int, default=5, help="fresh processes per library (default 5)")
-    emulate.add_isa_argument(parser)
-    add_model_and_json_arguments(parser)
+    emulate.add_start_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> None:

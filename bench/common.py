@@ -9,6 +9,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from importlib import metadata
@@ -265,7 +266,7 @@ def add_model_and_json_arguments(parser: Any) -> None:
 
 def add_rounds_arguments(parser: Any, texts: int | None = None, rounds: int = 3, pause: bool = False) -> None:
     """Add the flags of a job that times interleaved rounds: --rounds, --threads, --texts when `texts` (its
-    default) is given, and --pause when `pause`."""
+    default) is given, --pause when `pause`, then --model and --json (add_model_and_json_arguments)."""
     if texts is not None:
         parser.add_argument("--texts", type=int, default=texts, help=f"first N corpus texts (default {texts})")
     parser.add_argument("--rounds", type=int, default=rounds, help=f"interleaved rounds (default {rounds})")
@@ -274,6 +275,56 @@ def add_rounds_arguments(parser: Any, texts: int | None = None, rounds: int = 3,
         parser.add_argument(
             "--pause", type=float, default=PAUSE_S, help=f"idle seconds before each timed run (default {PAUSE_S})"
         )
+    add_model_and_json_arguments(parser)
+
+
+def start(args: Any, packages: Sequence[str] = ()) -> tuple[str, dict[str, Any]]:
+    """The start of a job with add_rounds_arguments' flags: torch's threads set to --threads.
+
+    Args:
+        args: the job's parsed arguments (threads, model).
+        packages: more packages whose versions the environment record lists.
+
+    Returns:
+        The model path (--model, else the packaged checkpoint) and environment()'s record.
+    """
+    import torch
+
+    torch.set_num_threads(args.threads)
+    model_path = args.model or default_model_path()
+    return model_path, environment(model_path, packages)
+
+
+def run_on_built_folder(
+    args: Any,
+    job: str,
+    packages: Sequence[str],
+    build: Callable[[str, Path], Path],
+    bench: Callable[[Path, list[str], int, float], dict[str, Any]],
+    report: Callable[[dict[str, Any]], str],
+) -> None:
+    """Run a job that builds its model folder (in --folder, else a temporary one) from --model's checkpoint,
+    times it on --texts corpus texts, prints its table and writes the JSON.
+
+    Args:
+        args: the job's parsed arguments (add_rounds_arguments' flags with --pause, and --folder).
+        job: the job's name.
+        packages: more packages whose versions the environment record lists.
+        build: (checkpoint, folder) -> the folder it built.
+        bench: (folder, texts, rounds, pause_s) -> the result.
+        report: the result's table.
+    """
+    model_path, env = start(args, packages)
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = build(model_path, args.folder or Path(scratch) / job)
+        result = bench(folder, read_corpus(args.texts), args.rounds, args.pause)
+    print(report(result))
+    write_json(args.json, job, result, env)
+
+
+def table(title: str, header: str, rows: Iterable[str], *notes: str) -> str:
+    """A job's printed table: its title, the column header, a row per config, then any notes."""
+    return "\n".join([title, header, *rows, *notes])
 
 
 def write_json(path: Path | None, job: str, result: dict[str, Any], env: dict[str, Any]) -> None:

@@ -18,15 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.common import (
-    ROOT,
-    child_env,
-    default_model_path,
-    environment,
-    interleaved,
-    per_round_ratio,
-    write_json,
-)
+from bench.common import ROOT, child_env, default_model_path, environment, interleaved, per_round_ratio, write_json
 
 DTYPES = ("float32", "auto", "int8")
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from bench.common import ROOT
+from bench.common import ROOT, add_model_and_json_arguments
 from bertlite.utils.capabilities import EMULATED_CPUS, ISA_VARIABLES, Capabilities, resolve_dtype
 
 # CTranslate2 reads CT2_FORCE_CPU_ISA (it raises where the CPU lacks the ISA).
@@ -87,14 +87,15 @@ def banner(capabilities: Capabilities, emulated: dict[str, Any] | None) -> str:
     return f"EMULATED CPU (--isa {emulated['isa']}): {emulated['emulates']}, by {caps}; {emulated['note']}\n{line}"
 
 
-def add_isa_argument(parser: Any) -> None:
-    """Add --isa to a job's argparse parser."""
+def add_start_arguments(parser: Any) -> None:
+    """Add the flags start() reads to a job's argparse parser: --isa, then --model and --json."""
     parser.add_argument(
         "--isa",
         choices=sorted(EMULATED_CPUS),
         help="emulate a CPU with less: re-run under the libraries' ISA caps "
         "(bertlite.utils.capabilities.EMULATED_CPUS); the result's capabilities record it",
     )
+    add_model_and_json_arguments(parser)
 
 
 def start(args: Any, packages: tuple[str, ...] = ()) -> tuple[str, dict[str, Any]]:

@@ -15,16 +15,7 @@ from typing import Any
 
 import torch
 
-from bench.common import (
-    add_model_and_json_arguments,
-    add_rounds_arguments,
-    default_model_path,
-    environment,
-    rates,
-    read_corpus,
-    timed_rounds,
-    write_json,
-)
+from bench.common import add_rounds_arguments, rates, read_corpus, start, table, timed_rounds, write_json
 from bench.runners.torch_dynamic import torch_dynamic_embedder
 
 CONFIGS: dict[str, Callable[[str], Any]] = {
@@ -75,17 +66,16 @@ def bench_int8(model_path: str, texts: list[str], rounds: int, compiled: bool = 
 
 def format_int8(result: dict[str, Any]) -> str:
     """The table of bench_int8's result."""
-    lines = [
+    return table(
         f"{result['texts']} corpus texts, {torch.get_num_threads()} threads, median of {result['rounds']} "
         f"interleaved rounds; bertlite int8's input quantization: {result['input_quantization']}",
         f"{'config':30} {'texts/s':>8} {'x fp32':>7} {'x fp32/rnd':>10} {'min cos':>8} {'mean cos':>9}",
-    ]
-    for name, r in result["configs"].items():
-        lines.append(
+        (
             f"{name:30} {r['texts_per_s']:8.1f} {r['x_fp32']:7.2f} {r['per_round_x_fp32']:10.2f} "
             f"{r['min_cosine_vs_fp32']:8.5f} {r['mean_cosine_vs_fp32']:9.6f}"
-        )
-    return "\n".join(lines)
+            for name, r in result["configs"].items()
+        ),
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,14 +84,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--eager-quantization", action="store_true", help="int8 with the eager quantization ops, as a short job"
     )
-    add_model_and_json_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> None:
     """Run the int8 job and write the JSON."""
-    torch.set_num_threads(args.threads)
-    model_path = args.model or default_model_path()
-    env = environment(model_path)
+    model_path, env = start(args)
     result = bench_int8(model_path, read_corpus(args.texts), args.rounds, compiled=not args.eager_quantization)
     print(f"CPU: {env['capabilities']['model_name']}; torch {env['capabilities']['cpu_capability']}")
     print(format_int8(result))

@@ -12,7 +12,6 @@ with the per-round ratio to FlagEmbedding and how far the outputs are apart.
 from __future__ import annotations
 
 import argparse
-import tempfile
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -20,17 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bench.common import (
-    PAUSE_S,
-    add_model_and_json_arguments,
-    add_rounds_arguments,
-    default_model_path,
-    environment,
-    rates,
-    read_corpus,
-    timed_rounds,
-    write_json,
-)
+from bench.common import PAUSE_S, add_rounds_arguments, rates, read_corpus, run_on_built_folder, table, timed_rounds
 from bench.runners import BATCH_SIZE, MAX_LENGTH
 
 ALL = {"return_dense": True, "return_sparse": True, "return_colbert_vecs": True}
@@ -129,37 +118,28 @@ def differences(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
 
 def format_m3(result: dict[str, Any]) -> str:
     """The table of bench_m3's result."""
-    lines = [
+    return table(
         f"BGE-M3 encode, dense + lexical + ColBERT: {result['texts']} corpus texts, batch {result['batch_size']}, "
         f"max length {result['max_length']}, {result['threads']} threads, median of {result['rounds']} rounds "
         f"(bertlite auto: {result['precision_auto']})",
         f"{'library':22} {'texts/s':>8} {'x Flag/rnd':>11}",
-    ]
-    for name, r in result["configs"].items():
-        lines.append(f"{name:22} {r['texts_per_s']:8.1f} {r['per_round_x_flagembedding']:11.2f}")
-    lines.append(
+        (
+            f"{name:22} {r['texts_per_s']:8.1f} {r['per_round_x_flagembedding']:11.2f}"
+            for name, r in result["configs"].items()
+        ),
         f"bertlite fp32 vs FlagEmbedding: dense max abs diff {result['dense_max_abs_diff']:.1e}, ColBERT "
         f"{result['colbert_max_abs_diff']:.1e}, lexical {result['lexical_max_abs_diff']:.1e} "
         f"({result['lexical_texts_with_other_tokens']} texts with other tokens; "
-        f"{result['mean_lexical_tokens']:.1f} tokens per text)"
+        f"{result['mean_lexical_tokens']:.1f} tokens per text)",
     )
-    return "\n".join(lines)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The m3 job's flags."""
     add_rounds_arguments(parser, texts=1000, pause=True)
     parser.add_argument("--folder", type=Path, help="build the BGE-M3 folder here (default: a temporary folder)")
-    add_model_and_json_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> None:
     """Build the BGE-M3 folder, run the m3 job and write the JSON."""
-    torch.set_num_threads(args.threads)
-    model_path = args.model or default_model_path()
-    env = environment(model_path, ("FlagEmbedding",))
-    with tempfile.TemporaryDirectory() as scratch:
-        folder = build_m3_folder(model_path, args.folder or Path(scratch) / "bge-m3")
-        result = bench_m3(folder, read_corpus(args.texts), args.rounds, args.pause)
-    print(format_m3(result))
-    write_json(args.json, "m3", result, env)
+    run_on_built_folder(args, "m3", ("FlagEmbedding",), build_m3_folder, bench_m3, format_m3)

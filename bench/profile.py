@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from bench import emulate
-from bench.common import add_model_and_json_arguments, read_corpus, timed, write_json
+from bench.common import read_corpus, timed, write_json
 from bench.runners.bertlite import load_bertlite
 
 PROFILED_DTYPES = (("fp32", None), ("bf16", "bfloat16"), ("int8", "int8"))
@@ -138,8 +138,7 @@ def bench_profile(model_path: str, texts: list[str]) -> dict[str, Any]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The profile job's flags."""
     parser.add_argument("--texts", type=int, default=1000, help="first N corpus texts; 0 = all 11,491 (default 1000)")
-    emulate.add_isa_argument(parser)
-    add_model_and_json_arguments(parser)
+    emulate.add_start_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> None:

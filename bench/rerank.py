@@ -26,7 +26,6 @@ import numpy as np
 import torch
 
 from bench.common import (
-    add_model_and_json_arguments,
     add_rounds_arguments,
     default_model_path,
     environment,
@@ -251,7 +250,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a cross-encoder folder to run (default: one built from --model's weights and a random classifier)",
     )
     parser.add_argument("--no-int8", action="store_true", help="time bertlite float32 only")
-    add_model_and_json_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> None:

@@ -11,24 +11,13 @@ round counts, with the per-round ratio and whether the two give the same vectors
 from __future__ import annotations
 
 import argparse
-import tempfile
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from bench.common import (
-    PAUSE_S,
-    add_model_and_json_arguments,
-    add_rounds_arguments,
-    default_model_path,
-    environment,
-    rates,
-    read_corpus,
-    timed_rounds,
-    write_json,
-)
+from bench.common import PAUSE_S, add_rounds_arguments, rates, read_corpus, run_on_built_folder, table, timed_rounds
 from bench.runners import BATCH_SIZE, MAX_LENGTH
 
 ACTIVE_DIMS = 200  # non-zero dimensions per text the built head's bias aims at
@@ -116,35 +105,26 @@ def bench_sparse(folder: Path, texts: list[str], rounds: int, pause_s: float = P
 
 def format_sparse(result: dict[str, Any]) -> str:
     """The table of bench_sparse's result."""
-    lines = [
+    return table(
         f"SPLADE encode: {result['texts']} corpus texts, batch {result['batch_size']}, float32, "
         f"{result['threads']} threads, median of {result['rounds']} interleaved rounds",
         f"{'library':30} {'texts/s':>8} {'x ST/rnd':>9}",
-    ]
-    for name, r in result["configs"].items():
-        lines.append(f"{name:30} {r['texts_per_s']:8.1f} {r['per_round_x_sentence_transformers']:9.2f}")
-    lines.append(
+        (
+            f"{name:30} {r['texts_per_s']:8.1f} {r['per_round_x_sentence_transformers']:9.2f}"
+            for name, r in result["configs"].items()
+        ),
         f"same active dims: {result['same_active_dims']} ({result['rows_with_other_active_dims']} rows differ), "
         f"largest weight active on one side only {result['max_weight_active_on_one_side']:.2e}, "
-        f"max abs diff {result['max_abs_diff']:.2e}, mean active dims {result['mean_active_dims']:.1f}"
+        f"max abs diff {result['max_abs_diff']:.2e}, mean active dims {result['mean_active_dims']:.1f}",
     )
-    return "\n".join(lines)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The sparse job's flags."""
     add_rounds_arguments(parser, texts=1000, pause=True)
     parser.add_argument("--folder", type=Path, help="build the SPLADE model here (default: a temporary folder)")
-    add_model_and_json_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> None:
     """Build the SPLADE folder, run the sparse job and write the JSON."""
-    torch.set_num_threads(args.threads)
-    model_path = args.model or default_model_path()
-    env = environment(model_path, ("sentence-transformers",))
-    with tempfile.TemporaryDirectory() as scratch:
-        folder = build_splade_folder(model_path, args.folder or Path(scratch) / "splade")
-        result = bench_sparse(folder, read_corpus(args.texts), args.rounds, args.pause)
-    print(format_sparse(result))
-    write_json(args.json, "sparse", result, env)
+    run_on_built_folder(args, "sparse", ("sentence-transformers",), build_splade_folder, bench_sparse, format_sparse)

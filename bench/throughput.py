@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from bench import checks, cold_start, embed_cli, emulate, families, modes, profile
-from bench.common import PAUSE_S, add_model_and_json_arguments, read_corpus, write_json
+from bench.common import PAUSE_S, read_corpus, write_json
 from bench.configs import CONFIGS, GROUPS, expand
 from bench.harness import bench_throughput, measure_peaks
 from bench.runners import BATCH_SIZE
@@ -132,8 +132,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--validation", action="store_true", help="measure the cost of the input checks")
     parser.add_argument("--nonfinite-check", action="store_true", help="measure the cost of the NaN/Inf load check")
-    emulate.add_isa_argument(parser)
-    add_model_and_json_arguments(parser)
+    emulate.add_start_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> None:
