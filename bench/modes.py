@@ -215,11 +215,9 @@ def bench_modes(
     """
     from bertlite.layers import native_attention
     from bertlite.quant.allocator import keep_freed_memory
-    from bertlite.quant.int8 import build_compiled_quantization, describe_quantization
+    from bertlite.quant.int8 import describe_quantization
 
     allocator_kept = keep_freed_memory()  # as bench_throughput: one allocator setting for every mode
-    native_attention.build()  # the compiled kernels a long job builds first, before the models are made ready
-    build_compiled_quantization()
     results = {
         name: bench_job(name, make_job(name, model_path, scratch, counts[name]), rounds, pause_s) for name in jobs
     }

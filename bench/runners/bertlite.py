@@ -8,8 +8,7 @@ from bench.runners import Runner
 
 
 def load_bertlite(model_path: str, dtype: str | None, **embedder_kwargs: Any) -> Any:
-    """Embedder.from_pretrained with the compiled kernels built first, as a long job runs it (`bertlite serve`,
-    `bertlite embed` of a large file): the C++ attention, and for int8 its compiled quantization.
+    """Embedder.from_pretrained, which readies the kernels the commands run (the C++ attention, int8's C++ ops).
 
     Args:
         model_path: the checkpoint folder.
@@ -20,13 +19,7 @@ def load_bertlite(model_path: str, dtype: str | None, **embedder_kwargs: Any) ->
         The Embedder.
     """
     from bertlite import Embedder
-    from bertlite.layers import native_attention
 
-    native_attention.build()  # before the model is made ready, which then installs it
-    if dtype == "int8":  # before the model is quantized, which then runs it
-        from bertlite.quant.int8 import build_compiled_quantization
-
-        build_compiled_quantization()
     return Embedder.from_pretrained(model_path, dtype=dtype, **embedder_kwargs)
 
 

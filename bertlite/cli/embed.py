@@ -306,7 +306,7 @@ def _embed_single(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
     seconds = time.perf_counter() - start
     stats = embedder.last_stats
     precision = embedder.precision
-    if precision == "int8":  # whether a long job's compiled kernels ran (bertlite.quant.int8)
+    if precision == "int8":  # whether the compiled (C++ or torch.compile) quantization ran (bertlite.quant.int8)
         from bertlite.quant.int8 import compiled_quantization_built
 
         precision += ", compiled quantization" if compiled_quantization_built() else ", eager quantization"

@@ -24,7 +24,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "the dtype that dtype='auto' (asked for: the default is float32) resolves to on this kind of CPU "
         "and why (a rule of the CPU's kind, never a timing, so every process on this CPU picks the same; each job "
         "then keeps bfloat16 only where it meets the job's accuracy bar); the int8 kernel and "
-        "integer ranges that dtype='int8' gets here (probed); whether long jobs run the C++ attention here (built, "
+        "integer ranges that dtype='int8' gets here (probed); whether the jobs run the C++ attention here (built, "
         "checked and timed); whether GELU runs inside the GEMM here (timed); and "
         "which GEMM, oneDNN's or MKL's, runs each float32 Linear shape of BERT-base here (timed by the same rule). "
         "Exit status 0; 2 when BERTLITE_AUTO_DTYPE is not float32 or bfloat16.",
@@ -71,7 +71,7 @@ def _report(caps: Capabilities, verdict: Verdict) -> dict[str, Any]:
     Returns:
         The report --json prints: versions, capabilities, threads, cuda_available, auto_dtype (per device),
         auto_dtype_reason (why, by this CPU's kind; each job then holds bfloat16 to its accuracy bar), int8,
-        families, cpu_attention (the C++ attention built, checked and timed here: whether long jobs run it, and
+        families, cpu_attention (the C++ attention built, checked and timed here: whether the jobs run it, and
         why), gelu_fused_in_gemm where float32 GELU can run inside the GEMM, and float32_linear_kernels where
         oneDNN's float32 linear runs (linear_kernels).
     """
@@ -181,7 +181,7 @@ def _print_report(report: dict[str, Any], caps: Capabilities, verdict: Verdict) 
     print("dtype='auto' resolves to: " + ", ".join(f"{d} on {dev}" for dev, d in report["auto_dtype"].items()))
     print(f"dtype='auto' on cpu: {verdict.reason}; each job keeps bfloat16 only where it meets its accuracy bar")
     print(f"dtype='int8' runs: {report['int8']['summary']}")
-    print(f"attention on cpu for long jobs (serve, embed of a large file): {report['cpu_attention']['summary']}")
+    print(f"attention on cpu: {report['cpu_attention']['summary']}")
     print(f"model families: {', '.join(report['families'])} (every job runs on each: docs/jobs.md)")
     if "gelu_fused_in_gemm" in report:
         fusion = report["gelu_fused_in_gemm"]

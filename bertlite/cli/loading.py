@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -23,11 +22,11 @@ def load_job(args: argparse.Namespace, kind: str | None = None) -> Any:
     """The job a command's arguments name, loaded once from args.model.
 
     Maps the flags the commands share (--dtype, int8 included, --device, --pack-weights, --max-length,
-    --truncate-dim, and embed's --pooling and --normalize) to from_pretrained's keywords; a flag a
-    command does not have, or did not get, leaves the job's default. It first builds the compiled
-    kernels where the command repays them (build_kernels). Except in
-    serve, a SlowDtypeWarning or Int8PrecisionWarning is one `bertlite COMMAND: warning: ...` line. Once
-    loaded, precision_note's line, if any, goes to stderr as `bertlite COMMAND: ...`.
+    --truncate-dim, and embed's --pooling and --normalize) to from_pretrained's keywords; a flag a command does
+    not have, or did not get, leaves the job's default. The job readies its own kernels, as in Python
+    (bertlite.jobs.prepare.ready), so a command runs what a script runs. Except in serve, a SlowDtypeWarning or
+    Int8PrecisionWarning is one `bertlite COMMAND: warning: ...` line. Once loaded, precision_note's line, if
+    any, goes to stderr as `bertlite COMMAND: ...`.
 
     Args:
         args: the parsed arguments of `bertlite embed`, `rerank` or `serve` (args.command names it).
@@ -49,7 +48,6 @@ def load_job(args: argparse.Namespace, kind: str | None = None) -> Any:
     if kind in ("sparse", "multi-vector") and kinds.detect_kind(args.model) == "m3":
         kind = "m3"  # BGE-M3's lexical weights and ColBERT vectors come from its own heads
     options = job_options(args, kind)
-    build_kernels(args)
     if args.command == "serve":  # loaded in the worker thread: catching warnings there would catch other threads'
         job = kinds.load_job(kind, args.model, **options)
     else:
@@ -102,33 +100,6 @@ def job_options(args: argparse.Namespace, kind: str) -> dict[str, Any]:
     if "truncate_dim" in options and kind not in _TRUNCATABLE:
         raise ValueError(f"--truncate-dim: the model is a {kind} model, whose outputs cannot be cut")
     return options
-
-
-def build_kernels(args: argparse.Namespace) -> None:
-    """Build the compiled kernels a long job repays before the job loads, so that its model runs them on
-    every token: in `serve` always (a server is the long job, and no request waits for them), in `embed`
-    when its input is a file large enough (bertlite.quant.compiled.repays). On the CPU that is the C++
-    packed attention (bertlite.layers.native_attention); with --dtype int8 also int8's compiled input
-    quantization. Stdin, a pipe, a short file and `rerank` keep torch's ops (the same vectors within
-    float32 rounding); so does a machine where they cannot build."""
-    if not (args.command == "serve" or (args.command == "embed" and _input_repays(args))):
-        return
-    if args.device in (None, "cpu"):
-        from bertlite.layers import native_attention
-
-        native_attention.build()
-    if args.dtype == "int8":
-        from bertlite.quant.int8 import build_compiled_quantization
-
-        build_compiled_quantization()
-
-
-def _input_repays(args: argparse.Namespace) -> bool:
-    if args.input == "-" or not os.path.isfile(args.input):
-        return False
-    from bertlite.quant import compiled as compiled_quant
-
-    return compiled_quant.repays(os.path.getsize(args.input))
 
 
 @contextlib.contextmanager

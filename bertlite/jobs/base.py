@@ -45,10 +45,10 @@ from bertlite.jobs.prepare import (  # noqa: F401 (LoadOptions: its old home)
     LoadOptions,
     check_device,
     ready,
+    unready,
 )
 from bertlite.layers.onednn import restore
 from bertlite.layers.packing import PackedLayout
-from bertlite.layers.roles import attention_of, model_layers
 from bertlite.models.bert import BertModel
 from bertlite.quant.int8 import is_quantized, quantize_int8
 from bertlite.tokenization import BatchEncoding
@@ -189,11 +189,7 @@ class BaseEncoder:
                 "this model is int8-quantized, which runs on the CPU in int8 only; load it again with the "
                 "device and dtype you want (from_pretrained(device=..., dtype=...))"
             )
-        restore(self.model)
-        for layer in model_layers(self.bert):
-            attention = attention_of(layer)  # BERT's attention.self, DistilBERT's attention (layers.roles)
-            if attention.attn_implementation in ("auto", "varlen"):  # set by ready for a device
-                attention.attn_implementation = "sdpa"
+        unready(self.model)
         self.model.to(*args, **kwargs)
         self._moved(*args, **kwargs)
         if dtype is not None:  # a cast: the model computes in its new dtype

@@ -22,8 +22,9 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from bertlite.config import BertConfig
+from bertlite.layers import native_attention
 from bertlite.layers.attention import packed_per_sequence_attention, packed_varlen_attention
-from bertlite.layers.onednn import FusedQKV, fast_linear, optimize
+from bertlite.layers.onednn import FusedQKV, fast_linear, optimize, restore
 from bertlite.layers.roles import attention_of, model_layers, part, roles_of
 from bertlite.models.auto import BASE_MODELS, AutoModel, read_model_type
 from bertlite.models.bert import BertModel
@@ -41,6 +42,7 @@ __all__ = [
     "check_precision",
     "packed_attention_for",
     "ready",
+    "unready",
 ]
 
 M = TypeVar("M", bound=nn.Module)
@@ -202,6 +204,16 @@ class LoadOptions:
         return model, tokenizer
 
 
+def unready(model: nn.Module) -> None:
+    """Undo `ready`, in place: the plain modules back (bertlite.layers.onednn.restore) and each layer's attention
+    "sdpa" again where ready chose it for the device, so the model can move or be cast and be readied again."""
+    restore(model)
+    for layer in model_layers(model):
+        attention = attention_of(layer)  # BERT's attention.self, DistilBERT's attention (layers.roles)
+        if attention.attn_implementation in ("auto", "varlen"):  # set by ready for a device
+            attention.attn_implementation = "sdpa"
+
+
 def ready(model: M, pack_weights: bool = True, compute: torch.dtype | None = None) -> M:
     """Put a model in eval mode with its device's fast inference modules, in place, and return it.
 
@@ -225,6 +237,9 @@ def ready(model: M, pack_weights: bool = True, compute: torch.dtype | None = Non
     if bert.attn_implementation == "eager":
         return model
     if bert.device.type == "cpu":
+        # The C++ attention, where it builds, checks and times faster here (BERTLITE_NATIVE_ATTENTION=0: never):
+        # built once per machine, loaded in well under a second after that, so every entry point runs it.
+        native_attention.build()
         optimize(model, pack_weights=pack_weights, compute=compute)
         # BERT's masked-LM head (cls.predictions) or RoBERTa's (lm_head); DistilBERT's projection is vocab_projector,
         # ELECTRA's generator_lm_head, ModernBERT's decoder.

@@ -9,9 +9,9 @@ so it gives bitwise the same uint8 values and scales: checked on a probe when it
 mismatch keeps the eager ops) and in tests. Whether it runs changes no vector.
 
 It needs a working torch.compile (inductor and a C++ compiler), and its build takes seconds, so it is
-built once per process only for work that repays it, before the model is quantized (quantize_int8 decides
-then, for every token the model will see): `bertlite serve` builds it at start, `bertlite embed` for an
-input of BUILD_AFTER_TOKENS or more (repays()), a caller with build() or compile_quantization=True.
+built only when asked for, before the model is quantized (quantize_int8 decides then, for every token the
+model will see): build(), or quantize_int8(compile_quantization=True) where bertlite.quant.ops' C++ passes
+do not work.
 One graph serves the four forms Int8Linear uses (symmetric or not, smoothed or not), with dynamic
 shapes, so batches of any size reuse it. Without a compiler, or with BERTLITE_INT8_COMPILE=0, the eager
 ops run throughout; a failure at run time falls back to them too, with one warning.
@@ -32,11 +32,6 @@ from bertlite.utils.warn import warn_user
 
 # "kernel": the compiled function once built and checked (None if that failed); "reason": why it is not used
 _state: dict[str, object] = {}
-# The build takes seconds and the kernel saves a fraction of a millisecond per text, so only a job of this many
-# tokens repays it (docs/int8.md).
-BUILD_AFTER_TOKENS = 2_000_000
-# UTF-8 bytes per WordPiece token of English text (the corpus: 4.1); fewer would build for shorter jobs.
-BYTES_PER_TOKEN = 4
 _lock = threading.Lock()
 
 
@@ -97,11 +92,6 @@ def build(reference: Reference) -> bool:
 
 def built() -> bool:
     return _state.get("kernel") is not None
-
-
-def repays(text_bytes: int) -> bool:
-    """Whether a job over this much text repays the build (at BYTES_PER_TOKEN, BUILD_AFTER_TOKENS or more)."""
-    return text_bytes // BYTES_PER_TOKEN >= BUILD_AFTER_TOKENS and enabled_by_environment()
 
 
 def describe() -> str:

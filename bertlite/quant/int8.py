@@ -142,12 +142,12 @@ def quantize_int8(
             the base model ("encoder.layer.3.output.dense").
         asymmetric: Linears, named the same way, whose input is quantized over each token's
             [min, max]; None: ASYMMETRIC_LINEARS, the one-sided ones.
-        compile_quantization: quantize each Linear's input in one kernel compiled by torch.compile
-            (bertlite.quant.compiled: the same numbers as the eager ops, faster, but seconds to build).
-            Decided here, for every token this model will see. None (default): the compiled kernel
-            where this process has built it already (build_compiled_quantization: `bertlite serve` does
-            at start, `bertlite embed` for an input that repays the build), else the eager ops; True:
-            built here, and a machine where it cannot build is refused; False: the eager ops.
+        compile_quantization: how each Linear quantizes its input and scales its output, decided here for
+            every token this model will see (the same numbers every way). None (default): bertlite.quant.ops'
+            C++ passes, built here once per process where they build, check and time faster (else torch.compile's
+            kernel where this process built it, else the eager ops); True: build_compiled_quantization here (the
+            C++ passes, else torch.compile's kernel: seconds), and a machine where neither builds is refused;
+            False: the eager ops.
 
     Returns:
         The model, quantized in place.
@@ -220,6 +220,8 @@ def _compiled_inputs(kernel: str, compile_quantization: bool | None) -> bool:
         raise ValueError(
             f"compile_quantization=True, but it does not work here: {compiled_quant.reason()} (C++ ops: {ops.reason()})"
         )
+    if compile_quantization is None:
+        ops.build()  # the C++ passes: built once per machine, loaded in well under a second after that
     return compile_quantization is not False and compiled_quantization_built()
 
 

@@ -152,10 +152,9 @@ def describe_int8() -> dict[str, object]:
         bits = f"{grid.activation_bits}-bit activations, {grid.weight_bits}-bit weights: the vectors drift more "
         bits += "(Int8PrecisionWarning)"
     if compiled_quant.enabled_by_environment():
-        after = f"{compiled_quant.BUILD_AFTER_TOKENS:,}"
         quantizing = (
-            "inputs quantized and outputs scaled by eager ops, or by C++ ops (else a torch.compile kernel) "
-            f"where they build: `bertlite serve`, `bertlite embed` of {after}+ tokens"
+            "inputs quantized and outputs scaled by C++ ops where they build, check and time faster, else by eager "
+            "ops (a torch.compile kernel where asked for: quantize_int8(compile_quantization=True))"
         )
     else:
         quantizing = "inputs quantized and outputs scaled by eager ops (BERTLITE_INT8_COMPILE=0)"

@@ -52,8 +52,8 @@ class Int8Linear(nn.Module):
             asymmetric: each token's int8 range spans its own [min, max] instead of [-max|x|, max|x|],
                 twice the resolution for one-sided inputs such as GELU's output; the offset is added back
                 through the weight's row sums.
-            compiled: run the built kernels where this process has them: bertlite.quant.ops' passes, else
-                bertlite.quant.compiled's input quantization.
+            compiled: run the kernels this process has built (fixed here, for every forward): bertlite.quant.ops'
+                passes, else bertlite.quant.compiled's input quantization; with neither built, the eager ops.
             outliers: (channels (k,) long, weight (out_features, k) float) for input channels that stay
                 float32: they are left out of each token's int8 range and multiplied by this weight
                 (the int8 weight's columns there are 0); None: every channel is quantized.
@@ -76,7 +76,8 @@ class Int8Linear(nn.Module):
         self.register_buffer("bias", None if bias is None else bias.detach().to(torch.float32))
         self.register_buffer("input_scale", None if input_scale is None else input_scale.to(torch.float32))
         self.asymmetric = asymmetric
-        # Quantize the input with bertlite.quant.compiled's kernel once it is built (the same numbers).
+        # How this Linear quantizes its input and scales its output, fixed now (each route gives the same
+        # numbers): "ops" (bertlite.quant.ops' C++ passes), "compiled" (bertlite.quant.compiled), "eager".
         self.compiled = compiled
         # What the GEMM subtracts from the uint8 activations: 0 for asymmetric ones where the kernel allows.
         self.zero_point = 0 if asymmetric and self.kernel in ZERO_POINT_0_KERNELS else self.grid.zero_point
@@ -190,11 +191,23 @@ class Int8Linear(nn.Module):
         input_scale = None if smooth is None or smooth_folded else 1.0 / smooth
         return cls(qweight, weight_scale, bias, input_scale, kernel, asymmetric, compiled, outliers)
 
+    @property
+    def compiled(self) -> bool:
+        """Whether this Linear runs built kernels (route "ops" or "compiled") rather than the eager ops."""
+        return self.route != "eager"
+
+    @compiled.setter
+    def compiled(self, value: bool) -> None:
+        """True: the kernels this process has built now, for every later forward; False: the eager ops."""
+        self.route = "eager"
+        if value:
+            self.route = "ops" if ops.built() else "compiled" if compiled_quant.built() else "eager"
+
     def quantize_input(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
         """Quantize the input per token, rounding to nearest.
 
         uint8 either way: oneDNN's x86 int8 kernels take u8 activations, and with s8 ones some ISAs fall
-        back to a far slower reference kernel. With self.compiled, in one compiled kernel
+        back to a far slower reference kernel. On route "compiled", in one compiled kernel
         (bertlite.quant.compiled), the same numbers.
 
         Args:
@@ -207,7 +220,8 @@ class Int8Linear(nn.Module):
             takes it).
         """
         top, zero_point = self.grid.activation_max, self.zero_point
-        rows = compiled_quant.quantize(x, self.input_scale, self.asymmetric, top, zero_point) if self.compiled else None
+        compiled = self.route == "compiled"
+        rows = compiled_quant.quantize(x, self.input_scale, self.asymmetric, top, zero_point) if compiled else None
         q, scale, low = rows or quantize_rows(x, self.input_scale, self.asymmetric, top, zero_point)
         return q, scale, self._offset(scale, low)
 
@@ -258,7 +272,7 @@ class Int8Linear(nn.Module):
             out = out if residual is None else out + residual
             return ACT2FN[self.activation](out) if self.activation else out
         rows = x.reshape(-1, self.in_features)
-        if self.compiled and ops.usable():
+        if self.route == "ops" and ops.usable():  # usable: no grad, no graph being recorded
             return self._forward_ops(rows, residual).view(*leading, self.out_features)
         qx, scale, offset, kept = self._quantize_around_outliers(rows)
         out = self._dequantize(self.gemm(qx), scale, offset, residual, kept)
@@ -353,7 +367,7 @@ class Int8Linear(nn.Module):
             f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
             f"smooth={self.input_scale is not None}, asymmetric={self.asymmetric}, kernel={self.kernel!r}, "
             f"activation_max={self.grid.activation_max}, weight_limit={self.grid.weight_limit}, "
-            f"pair_limit={self.grid.pair_limit}, compiled={self.compiled}, "
+            f"pair_limit={self.grid.pair_limit}, route={self.route}, "
             f"float32_channels={0 if self.outlier_channels is None else len(self.outlier_channels)}, "
             f"activation={self.activation}"
         )

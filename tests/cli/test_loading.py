@@ -1,6 +1,5 @@
-"""cli/loading.load_job: each command's flags become the same from_pretrained keywords, once, and the compiled
-kernels (the C++ attention; int8's quantization) are built where the command repays them (recorded here,
-nothing is loaded or built)."""
+"""cli/loading.load_job: each command's flags become the same from_pretrained keywords, once, and no command
+builds a kernel of its own (recorded here, nothing is loaded or built; tests/cli/test_kernels.py loads)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from typing import Any
 import pytest
 
 import bertlite.jobs.kinds
-import bertlite.quant.compiled
 import bertlite.quant.int8
 from bertlite.cli import build_parser
 from bertlite.cli.loading import load_job
@@ -36,12 +34,11 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, dict[str, Any
 
 @pytest.fixture(autouse=True)
 def builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """One entry per build: "attention" (the C++ attention) or "int8" (int8's compiled quantization); every
-    input of 1,000 bytes or more repays them."""
+    """One entry per build a command would start itself: "attention" (the C++ attention) or "int8" (int8's
+    compiled quantization)."""
     seen: list[str] = []
     monkeypatch.setattr(native_attention, "build", lambda: seen.append("attention"))
     monkeypatch.setattr(bertlite.quant.int8, "build_compiled_quantization", lambda: seen.append("int8"))
-    monkeypatch.setattr(bertlite.quant.compiled, "repays", lambda text_bytes: text_bytes >= 1000)
     return seen
 
 
@@ -83,23 +80,18 @@ def test_truncate_dim_for_a_kind_that_cannot_cut_is_refused_before_loading(loads
     assert loads == [] and builds == []
 
 
-def test_the_kernels_are_built_where_the_command_repays_them(loads: list, builds: list[str], tmp_path: Path) -> None:
-    big, small = tmp_path / "big.txt", tmp_path / "small.txt"
-    big.write_text("a text\n" * 200)
-    small.write_text("a text\n")
-    load_job(parse("serve", "m", "--dtype", "int8"))
-    assert builds == ["attention", "int8"]  # a server always: it is the long job
-    load_job(parse("embed", "m", "-i", str(big), "-o", "o.npy", "--dtype", "int8"), "embedding")
-    load_job(parse("embed", "m", "-i", str(big), "-o", "o.npy", "--dtype", "float32"), "embedding")
-    assert builds == ["attention", "int8"] * 2 + ["attention"]
+def test_the_commands_build_no_kernels_of_their_own(loads: list, builds: list[str], tmp_path: Path) -> None:
+    """A job readies its own kernels when it is built (bertlite.jobs.prepare.ready), as a script's does."""
+    big = tmp_path / "big.txt"
+    big.write_text("a text\n" * 200_000)
     for argv in (
-        ("embed", "m", "-i", str(small), "-o", "o.npy", "--dtype", "int8"),  # too short to repay it
-        ("embed", "m", "-i", "-", "-o", "o.npy", "--dtype", "int8"),  # stdin: its length is not known
-        ("embed", "m", "-i", str(big), "-o", "o.npy", "--dtype", "float32", "--device", "cuda"),  # a CPU kernel
-        ("rerank", "m", "-i", str(big), "-o", "o.jsonl", "--dtype", "int8"),  # keeps torch's ops
+        ("serve", "m", "--dtype", "int8"),
+        ("embed", "m", "-i", str(big), "-o", "o.npy", "--dtype", "int8"),
+        ("embed", "m", "-i", "-", "-o", "o.npy"),
+        ("rerank", "m", "-i", str(big), "-o", "o.jsonl", "--dtype", "int8"),
     ):
         load_job(parse(*argv), "embedding")
-    assert builds == ["attention", "int8"] * 2 + ["attention"]
+    assert len(loads) == 4 and builds == []
 
 
 def test_dtype_warnings_are_one_line_on_stderr_except_in_serve(

@@ -262,7 +262,7 @@ def test_env_says_whether_long_jobs_run_the_op_and_why(
     assert report == {"native": native, "summary": summary}
     assert native_attention.built() == report["native"] and len(timed) == 1
     assert main(["env"]) == 0  # the verdict of this process: not timed again
-    assert f"attention on cpu for long jobs (serve, embed of a large file): {summary}\n" in capsys.readouterr().out
+    assert f"attention on cpu: {summary}\n" in capsys.readouterr().out
     assert len(timed) == 1
 
 

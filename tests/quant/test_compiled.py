@@ -82,6 +82,7 @@ def test_int8_vectors_are_the_same_with_and_without_the_compiled_kernel(
     built, monkeypatch, real_model_path: Path, corpus_texts: list[str]
 ) -> None:
     monkeypatch.setattr(ops, "_state", {})  # this kernel, not the C++ ops a test before may have built
+    monkeypatch.setenv("BERTLITE_INT8_OPS", "0")  # nor the ones quantize_int8 builds by default
     compiled = Embedder.from_pretrained(real_model_path, dtype="int8")
     eager = Embedder.from_pretrained(real_model_path, dtype="float32")
     quantize_int8(eager.model, eager.tokenizer, compile_quantization=False)
@@ -222,7 +223,6 @@ def test_the_input_quantization_is_chosen_when_the_model_is_built(
         return fake_kernel(calls), None
 
     monkeypatch.setattr(compiled_quant, "_build", counted_build)
-    monkeypatch.setattr(compiled_quant, "BUILD_AFTER_TOKENS", 10)  # a job this long would repay a build
     eager = Embedder.from_pretrained(real_model_path, dtype="int8")  # nothing built: the eager ops
     assert {m.compiled for m in eager.model.modules() if isinstance(m, Int8Linear)} == {False}
     before = eager.encode(["a short text"])
@@ -241,19 +241,21 @@ def test_the_input_quantization_is_chosen_when_the_model_is_built(
     assert len(calls) == linears and builds == [1]
 
 
-@pytest.mark.parametrize("long_job", [False, True])
+@pytest.mark.parametrize("built", [False, True])
 @pytest.mark.slow
 def test_bertlite_embed_says_which_quantization_ran(
-    monkeypatch, capsys, fresh_state, long_job, real_model_path: Path, corpus_texts: list[str], tmp_path: Path
+    monkeypatch, capsys, fresh_state, built, real_model_path: Path, corpus_texts: list[str], tmp_path: Path
 ) -> None:
+    """The command builds nothing of its own: it runs the quantization a script's Embedder runs, and says which."""
     from bertlite.cli import main
 
     calls: list = []
     monkeypatch.setattr(compiled_quant, "_build", lambda reference: (fake_kernel(calls), None))
-    monkeypatch.setattr(compiled_quant, "BUILD_AFTER_TOKENS", 10 if long_job else 10**9)
+    if built:
+        assert quantization.build_compiled_quantization()
     source, out = tmp_path / "in.txt", tmp_path / "out.npy"
     source.write_text("".join(t + "\n" for t in corpus_texts[:6] if "\n" not in t), encoding="utf-8")
     assert main(["embed", str(real_model_path), "-i", str(source), "-o", str(out), "--dtype", "int8", "--quiet"]) == 0
     summary = capsys.readouterr().err
-    expected = "(int8, compiled quantization)" if long_job else "(int8, eager quantization)"
-    assert expected in summary and bool(calls) == long_job
+    expected = "(int8, compiled quantization)" if built else "(int8, eager quantization)"
+    assert expected in summary and bool(calls) == built
