@@ -20,7 +20,7 @@ from bertlite.cli.writing import (
     resume_rows,
     write_output,
 )
-from bertlite.jobs.st_config import DEFAULT_POOLING, POOLING_MODES
+from bertlite.jobs.st.folders import DEFAULT_POOLING, POOLING_MODES
 
 if TYPE_CHECKING:  # the embedder imports torch, which --help and argument errors never need
     from bertlite.files.writers import VectorWriter

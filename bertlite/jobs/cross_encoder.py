@@ -30,24 +30,26 @@ from bertlite.jobs.base import (
 )
 from bertlite.jobs.pairs import PairIds, QueryPairs
 from bertlite.jobs.prepare import LoadOptions
-from bertlite.jobs.st_compat import CROSS_ENCODER_ORGANIZATION
-from bertlite.jobs.st_config import read_cross_encoder_settings
-from bertlite.jobs.st_surface import STSurface, check_wrapped
+from bertlite.jobs.st.base import LoadingKeywords, STBase, check_wrapped
+from bertlite.jobs.st.folders import read_cross_encoder_settings
+from bertlite.jobs.st.names import CROSS_ENCODER_ORGANIZATION
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.auto import AutoModelForSequenceClassification, read_model_type
 from bertlite.models.heads import BertForSequenceClassification
 from bertlite.models.modernbert_heads import ModernBertForSequenceClassification
 from bertlite.utils.warn import warn_user
 
-__all__ = ["CrossEncoder", "STSurface", "resolve_activation"]
+__all__ = ["CrossEncoder", "STBase", "resolve_activation"]
 
 Pair = tuple[str, str] | list[str]
 # Keywords sentence-transformers' CrossEncoder.rank accepts and ignores (deprecated there).
 IGNORED_RANK_KWARGS = ("convert_to_numpy", "convert_to_tensor", "apply_softmax", "num_workers")
 
 
-class CrossEncoder(STSurface, BaseEncoder):
+class CrossEncoder(STBase, BaseEncoder):
     """A BertForSequenceClassification and its tokenizer: (query, document) pairs in, scores out."""
+
+    default_huggingface_organization = CROSS_ENCODER_ORGANIZATION
 
     def __init__(
         self,
@@ -96,39 +98,25 @@ class CrossEncoder(STSurface, BaseEncoder):
             pack_weights: see BaseEncoder.
             num_labels: the labels the checkpoint must have (bertlite does not build a fresh classifier);
                 None: its own.
-            device: where the model runs; None: the CPU. With a model: moved there (to()).
+            device: where the model runs; None: CUDA, else MPS, else the CPU (st.base.default_device, as
+                sentence-transformers). With a model: moved there (to()); None: where it is.
             cache_folder, trust_remote_code, revision, local_files_only, token, model_kwargs,
                 processor_kwargs, config_kwargs, use_kernels, kernel_config, backend: sentence-transformers'
-                loading options, mapped by bertlite.jobs.st_compat.st_load_kwargs (model_kwargs' dtype is
+                loading options (bertlite.jobs.st.base.LoadingKeywords: model_kwargs' dtype is
                 from_pretrained's dtype; trust_remote_code=True and the options bertlite lacks are refused).
 
         Raises:
             TypeError: a model without a classifier on the pooler output; a tokenizer missing with a model,
                 or given with a name; loading options given with a model.
             ValueError: a default_prompt_name not in prompts; num_labels other than the checkpoint's; what
-                st_load_kwargs and from_pretrained refuse.
+                LoadingKeywords and from_pretrained refuse.
         """
-        st_kwargs = {
-            "device": device,
-            "cache_folder": cache_folder,
-            "trust_remote_code": trust_remote_code,
-            "revision": revision,
-            "local_files_only": local_files_only,
-            "token": token,
-            "model_kwargs": model_kwargs,
-            "processor_kwargs": processor_kwargs,
-            "config_kwargs": config_kwargs,
-            "use_kernels": use_kernels,
-            "kernel_config": kernel_config,
-            "backend": backend,
-        }
+        loading = LoadingKeywords.of(locals())
         if isinstance(model_name_or_path, nn.Module):
             model = model_name_or_path
-            check_wrapped(tokenizer, st_kwargs)
+            check_wrapped(tokenizer, loading)
         else:
-            model, tokenizer, folder = self._load_by_name(
-                model_name_or_path, tokenizer, CROSS_ENCODER_ORGANIZATION, st_kwargs
-            )
+            model, tokenizer, folder = self._load_by_name(model_name_or_path, tokenizer, loading)
             max_length = max_length if max_length is not None else folder["max_length"]
             activation_fn = activation_fn if activation_fn is not None else folder["activation_fn"]
             prompts = {**(folder["prompts"] or {}), **(prompts or {})}
@@ -202,7 +190,7 @@ class CrossEncoder(STSurface, BaseEncoder):
                 say), a device this machine cannot use, an unknown dtype or quantize.
         """
         model, tokenizer, folder = cls._load(
-            name_or_path, device=device, dtype=dtype, quantize=quantize, allow_nonfinite=allow_nonfinite, **hub_kwargs
+            name_or_path, LoadOptions.check(quantize, dtype, device, allow_nonfinite, hub_kwargs)
         )
         return cls(
             model,
@@ -217,18 +205,11 @@ class CrossEncoder(STSurface, BaseEncoder):
 
     @classmethod
     def _load(
-        cls,
-        name_or_path: str | os.PathLike,
-        *,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | str | None = None,
-        quantize: str | None = None,
-        allow_nonfinite: bool = False,
-        **hub_kwargs: Any,
+        cls, name_or_path: str | os.PathLike, options: LoadOptions
     ) -> tuple[BertForSequenceClassification, Tokenizer, dict[str, Any]]:
         """from_pretrained's loading: the model, its tokenizer and the folder's settings (max_length,
         activation_fn, prompts, default_prompt_name), None where the folder says nothing."""
-        options = LoadOptions.check(quantize, dtype, device, allow_nonfinite, hub_kwargs)
+        hub_kwargs = options.hub_kwargs
         settings = read_cross_encoder_settings(name_or_path, **hub_kwargs)
         config = CONFIG_CLASSES.get(read_model_type(name_or_path, hub_kwargs), BertConfig).from_pretrained(
             name_or_path, **hub_kwargs

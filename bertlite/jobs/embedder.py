@@ -1,7 +1,7 @@
 """Text to vectors: tokenizer, length-sorted batching, pooling. `Embedder.encode`.
 
 A sentence-transformers folder's settings (pooling, normalization, max length, prompts)
-come from bertlite.jobs.st_config, so the vectors are those SentenceTransformer(...).encode
+come from bertlite.jobs.st.folders, so the vectors are those SentenceTransformer(...).encode
 gives, without importing it or transformers.
 """
 
@@ -29,10 +29,10 @@ from bertlite.jobs.base import (
     shape_tokens,
     with_prompt,
 )
-from bertlite.jobs.embedder_st import SentenceTransformerMembers
 from bertlite.jobs.pooling import FIRST_TOKEN_POOLING, POOLER_NEEDED, pool, pool_packed
 from bertlite.jobs.prepare import LoadOptions, check_device
-from bertlite.jobs.st_config import (
+from bertlite.jobs.st.base import NORMALIZE_MODULE, STBase
+from bertlite.jobs.st.folders import (
     DEFAULT_NORMALIZE,
     DEFAULT_POOLING,
     POOLING_MODES,
@@ -42,6 +42,7 @@ from bertlite.jobs.st_config import (
     read_sentence_transformers_settings,
 )
 from bertlite.models.bert import BertModel
+from bertlite.util import SIMILARITY_FUNCTIONS
 
 if TYPE_CHECKING:
     from typing import Self  # Python 3.11; annotations only (they are strings here)
@@ -60,12 +61,27 @@ __all__ = [
     "check_device",
 ]
 
+# The Pooling module a saved folder names (its class path in sentence-transformers 6).
+POOLING_MODULE = "sentence_transformers.sentence_transformer.modules.pooling.Pooling"
+# sentence-transformers' pooling_mode names where bertlite's differ.
+ST_POOLING_NAMES = {"mean_sqrt_len": "mean_sqrt_len_tokens"}
+
 
 # --- the embedder -----------------------------------------------------------------
 
 
-class Embedder(SentenceTransformerMembers, BaseEncoder):
-    """A BertModel, its tokenizer and a pooling: texts in, one vector per text out."""
+class Embedder(STBase, BaseEncoder):
+    """A BertModel, its tokenizer and a pooling: texts in, one vector per text out.
+
+    sentence-transformers' members (STBase's: save, the pool; similarity, encode_query, ... below) under its
+    names, but `tokenizer` and `tokenize` keep the Embedder's own meaning: the `tokenizers` backend and its
+    Encodings (encodings()). SentenceTransformer gives them sentence-transformers' meaning.
+    """
+
+    # The Embedder's documented contract, not STBase's: the `tokenizers` backend, and tokenize() returning
+    # unpadded Encodings (encodings()); SentenceTransformer puts STBase's back.
+    tokenizer = BaseEncoder.tokenizer
+    tokenize = BaseEncoder.tokenize
 
     def __init__(
         self,
@@ -271,14 +287,8 @@ class Embedder(SentenceTransformerMembers, BaseEncoder):
         return truncate_dim
 
     def resolve_prompt(self, prompt: str | None = None, prompt_name: str | None = None) -> str:
-        """Pick the text put before every input.
-
-        Args:
-            prompt: the text itself; wins when given.
-            prompt_name: a key of `prompts`; None: the default prompt, if any.
-
-        Returns:
-            prompt, else prompts[prompt_name], else the default prompt, else "".
+        """BaseEncoder.resolve_prompt's text (prompt, else prompts[prompt_name], else the default prompt, else ""),
+        given one of prompt and prompt_name at most.
 
         Raises:
             ValueError: both arguments given, an unknown prompt_name, or a non-empty prompt for a
@@ -484,6 +494,114 @@ class Embedder(SentenceTransformerMembers, BaseEncoder):
         pooled = torch.nn.functional.normalize(pooled, p=2, dim=-1) if self.normalize else pooled
         # sentence-transformers truncates after its Normalize module and does not re-normalize.
         return pooled[:, : self.dimension].contiguous()
+
+    @property
+    def similarity_fn_name(self) -> str:
+        """What similarity() computes: "cosine" (the default), "dot", "euclidean" or "manhattan"."""
+        if self._similarity_fn_name is None:
+            self._similarity_fn_name = "cosine"
+        return self._similarity_fn_name
+
+    @similarity_fn_name.setter
+    def similarity_fn_name(self, value: Any) -> None:
+        """A name, or a sentence_transformers.SimilarityFunction (its .value is the name); None: "cosine"
+        on first use."""
+        value = getattr(value, "value", value)  # a SimilarityFunction enum member
+        if value is not None and value not in SIMILARITY_FUNCTIONS:
+            raise ValueError(
+                f"{type(self).__name__} only supports similarity_fn_name in {list(SIMILARITY_FUNCTIONS)}, got {value!r}"
+            )
+        self._similarity_fn_name = value
+
+    def similarity(self, embeddings1: Any, embeddings2: Any) -> Tensor:
+        """Every vector of embeddings1 against every vector of embeddings2, by similarity_fn_name.
+
+        Args:
+            embeddings1: (n, dim) or (dim,) vectors: a tensor, a numpy array, or a list of vectors.
+            embeddings2: (m, dim) or (dim,) vectors.
+
+        Returns:
+            (n, m) float tensor of scores (higher is more similar), as sentence-transformers computes them.
+        """
+        return SIMILARITY_FUNCTIONS[self.similarity_fn_name][0](embeddings1, embeddings2)
+
+    def similarity_pairwise(self, embeddings1: Any, embeddings2: Any) -> Tensor:
+        """embeddings1[i] against embeddings2[i], by similarity_fn_name: an (n,) float tensor."""
+        return SIMILARITY_FUNCTIONS[self.similarity_fn_name][1](embeddings1, embeddings2)
+
+    def get_sentence_embedding_dimension(self) -> int:
+        """The length of the vectors encode() returns (truncate_dim when set): `dimension`."""
+        return self.dimension
+
+    def get_embedding_dimension(self) -> int:
+        """The same as get_sentence_embedding_dimension (sentence-transformers 6's newer name)."""
+        return self.dimension
+
+    def query_prompt_name(self, prompt_name: str | None, prompt: str | None) -> str | None:
+        """The prompt encode_query uses: the one given, else the "query" prompt if the model has one, which
+        wins over the default prompt (sentence-transformers' rule)."""
+        return self._prompt_for("query", prompt_name, prompt)
+
+    def document_prompt_name(self, prompt_name: str | None, prompt: str | None) -> str | None:
+        """The prompt encode_document uses: the one given, else the first of "document", "passage" and
+        "corpus" the model has (sentence-transformers' rule)."""
+        return self._prompt_for("document", prompt_name, prompt)
+
+    def encode_query(
+        self, texts: Sequence[Text], prompt_name: str | None = None, prompt: str | None = None, **kwargs: Any
+    ) -> Any:
+        """encode() for search queries: with the model's "query" prompt unless one is given.
+
+        Args:
+            texts, prompt_name, prompt, **kwargs: as encode()'s.
+
+        Returns:
+            What encode() returns.
+        """
+        return self.encode(texts, prompt_name=self.query_prompt_name(prompt_name, prompt), prompt=prompt, **kwargs)
+
+    def encode_document(
+        self, texts: Sequence[Text], prompt_name: str | None = None, prompt: str | None = None, **kwargs: Any
+    ) -> Any:
+        """encode() for the documents searched: with the model's "document" (or "passage", "corpus") prompt
+        unless one is given.
+
+        Args:
+            texts, prompt_name, prompt, **kwargs: as encode()'s.
+
+        Returns:
+            What encode() returns.
+        """
+        return self.encode(texts, prompt_name=self.document_prompt_name(prompt_name, prompt), prompt=prompt, **kwargs)
+
+    # --- save()'s hooks (STBase's one save path): Pooling, then Normalize when normalizing ---------------
+
+    def _st_modules(self) -> list[tuple[str, str, dict[str, Any], torch.nn.Module | None]]:
+        """The Pooling module (and Normalize when normalizing) after the Transformer.
+
+        Raises:
+            ValueError: pooling "pooler", which sentence-transformers' Pooling lacks.
+        """
+        if "pooler" in self.pooling:
+            raise ValueError("pooling='pooler' has no sentence-transformers Pooling mode, so no folder can say it")
+        pooling = [ST_POOLING_NAMES.get(mode, mode) for mode in self.pooling]
+        config = {
+            "embedding_dimension": self.bert.config.hidden_size,
+            "pooling_mode": pooling[0] if len(pooling) == 1 else pooling,
+            "include_prompt": self.include_prompt,
+        }
+        modules: list[tuple[str, str, dict[str, Any], torch.nn.Module | None]] = [
+            ("Pooling", POOLING_MODULE, config, None)
+        ]
+        if self.normalize:
+            sentence = {"module_input_name": "sentence_embedding", "module_output_name": "sentence_embedding"}
+            modules.append(("Normalize", NORMALIZE_MODULE, sentence, None))
+        return modules
+
+    def _st_config(self) -> dict[str, Any]:
+        """A SentenceTransformer's config (an Embedder's folder is one), with similarity_fn_name."""
+        config = {**super()._st_config(), "model_type": "SentenceTransformer"}
+        return {**config, "similarity_fn_name": self.similarity_fn_name}
 
 
 def _check_output_value(output_value: str) -> str:

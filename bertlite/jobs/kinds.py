@@ -10,7 +10,7 @@ import importlib
 import os
 from typing import Any
 
-from bertlite.jobs.st_config import has_m3_heads, read_model_json
+from bertlite.jobs.st.folders import has_m3_heads, read_model_json
 
 # kind -> (module, class) of the job class that runs it; imported on use (each pulls in its own head).
 KINDS = {

@@ -25,7 +25,7 @@ from bertlite.jobs import bars
 from bertlite.jobs.base import BaseEncoder, EncodeStats, check_count, on_whole_blocks, progress_bar, with_prompt
 from bertlite.jobs.long_texts import TextCutter
 from bertlite.jobs.prepare import LoadOptions
-from bertlite.jobs.st_config import M3_FILES
+from bertlite.jobs.st.folders import M3_FILES
 from bertlite.models.bert import BertModel
 
 __all__ = ["M3Encoder", "colbert_score", "lexical_matching_score"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from functools import partialmethod
 from typing import Any
 
 import numpy as np
@@ -28,13 +29,11 @@ from bertlite.jobs.base import (
 )
 from bertlite.jobs.long_texts import TextCutter
 from bertlite.jobs.maxsim import maxsim, maxsim_pairwise
-from bertlite.jobs.multi_vector_config import (
-    read_multi_vector_settings,
-)
-from bertlite.jobs.multi_vector_st import MultiVectorMembers
 from bertlite.jobs.prepare import LoadOptions
 from bertlite.jobs.projection import Dense, Normalize, load_dense
-from bertlite.jobs.st_surface import STSurface, check_wrapped
+from bertlite.jobs.st.base import TASK_PROMPTS, LoadingKeywords, STBase, check_wrapped
+from bertlite.jobs.st.folders import read_multi_vector_settings
+from bertlite.jobs.st.multi_vector import MultiVectorMembers
 from bertlite.models.bert import BertModel
 
 __all__ = ["MultiVectorEncoder", "Dense", "Normalize", "maxsim", "maxsim_pairwise"]
@@ -52,7 +51,7 @@ TASK_SETTINGS = (
 )
 
 
-class MultiVectorEncoder(MultiVectorMembers, STSurface, BaseEncoder):
+class MultiVectorEncoder(MultiVectorMembers, STBase, BaseEncoder):
     """A BertModel, its tokenizer and a projection: texts in, one vector per kept token out."""
 
     def __init__(
@@ -117,34 +116,22 @@ class MultiVectorEncoder(MultiVectorMembers, STSurface, BaseEncoder):
                 re-normalized); None: all.
             unpad, pack_weights: as in BaseEncoder.
             token_pooling: None (sentence-transformers' token pooling is not implemented).
-            device: where the model runs; None: the CPU. With a model: moved there (to()).
+            device: where the model runs; None: CUDA, else MPS, else the CPU (st.base.default_device, as
+                sentence-transformers). With a model: moved there (to()); None: where it is.
             cache_folder, trust_remote_code, revision, local_files_only, token, model_kwargs,
                 processor_kwargs, config_kwargs, use_kernels, kernel_config, backend: sentence-transformers'
-                loading options, mapped by bertlite.jobs.st_compat.st_load_kwargs (model_kwargs' dtype is
+                loading options (bertlite.jobs.st.base.LoadingKeywords: model_kwargs' dtype is
                 from_pretrained's dtype; trust_remote_code=True and the options bertlite lacks are refused).
 
         Raises:
             TypeError: a tokenizer or projection missing with a model, or given with a name; loading
                 options given with a model.
             ValueError: a bad length, expansion, similarity_fn_name, default_prompt_name or truncate_dim,
-                a token_pooling, what st_load_kwargs and from_pretrained refuse.
+                a token_pooling, what LoadingKeywords and from_pretrained refuse.
         """
         if token_pooling is not None:
             raise ValueError("token_pooling is not implemented in bertlite's MultiVectorEncoder; leave it None")
-        st_kwargs = {
-            "device": device,
-            "cache_folder": cache_folder,
-            "trust_remote_code": trust_remote_code,
-            "revision": revision,
-            "local_files_only": local_files_only,
-            "token": token,
-            "model_kwargs": model_kwargs,
-            "processor_kwargs": processor_kwargs,
-            "config_kwargs": config_kwargs,
-            "use_kernels": use_kernels,
-            "kernel_config": kernel_config,
-            "backend": backend,
-        }
+        loading = LoadingKeywords.of(locals())
         given = {
             "projection": projection,
             "max_length": max_length,
@@ -160,13 +147,13 @@ class MultiVectorEncoder(MultiVectorMembers, STSurface, BaseEncoder):
         }
         if isinstance(model_name_or_path, nn.Module):
             model = model_name_or_path
-            check_wrapped(tokenizer, st_kwargs)
+            check_wrapped(tokenizer, loading)
             if projection is None:
                 raise TypeError("a model needs its projection: pass (model, tokenizer, projection)")
         else:
             if projection is not None:
                 raise TypeError(f"MultiVectorEncoder({model_name_or_path!r}, ...): the folder's projection is loaded")
-            model, tokenizer, folder = self._load_by_name(model_name_or_path, tokenizer, None, st_kwargs)
+            model, tokenizer, folder = self._load_by_name(model_name_or_path, tokenizer, loading)
             given = {key: value if value is not None else folder[key] for key, value in given.items()}
             prompts = {**folder["prompts"], **(prompts or {})}
         self._task_tokenizers: dict[str | None, tuple[Tokenizer, TextCutter]] = {}
@@ -253,7 +240,7 @@ class MultiVectorEncoder(MultiVectorMembers, STSurface, BaseEncoder):
             CheckpointError: projection weights that do not fit their config.
         """
         model, tokenizer, folder = cls._load(
-            name_or_path, device=device, dtype=dtype, quantize=quantize, allow_nonfinite=allow_nonfinite, **hub_kwargs
+            name_or_path, LoadOptions.check(quantize, dtype, device, allow_nonfinite, hub_kwargs)
         )
         return cls(
             model,
@@ -276,18 +263,11 @@ class MultiVectorEncoder(MultiVectorMembers, STSurface, BaseEncoder):
 
     @classmethod
     def _load(
-        cls,
-        name_or_path: str | os.PathLike,
-        *,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | str | None = None,
-        quantize: str | None = None,
-        allow_nonfinite: bool = False,
-        **hub_kwargs: Any,
+        cls, name_or_path: str | os.PathLike, options: LoadOptions
     ) -> tuple[BertModel, Tokenizer, dict[str, Any]]:
         """from_pretrained's loading: the model, its tokenizer and the folder's projection and settings."""
+        hub_kwargs = options.hub_kwargs
         settings = read_multi_vector_settings(name_or_path, **hub_kwargs)
-        options = LoadOptions.check(quantize, dtype, device, allow_nonfinite, hub_kwargs)
         model, tokenizer = options.load(BertModel.from_pretrained, name_or_path, add_pooling_layer=False)
         hidden = model.config.hidden_size
         steps = [
@@ -357,8 +337,7 @@ class MultiVectorEncoder(MultiVectorMembers, STSurface, BaseEncoder):
 
     def _task_prompt_name(self, task: str | None) -> str | None:
         # encode_query uses the "query" prompt; encode_document the first of document / passage / corpus.
-        names = {"query": ("query",), "document": ("document", "passage", "corpus")}.get(task or "", ())
-        return next((name for name in names if name in self.prompts), None)
+        return self._prompt_for(task, None, None) if task in TASK_PROMPTS else None
 
     # --- tokenizing ---------------------------------------------------------------------
 
@@ -503,6 +482,52 @@ class MultiVectorEncoder(MultiVectorMembers, STSurface, BaseEncoder):
         if convert_to_numpy:
             result = [vectors.cpu().numpy() for vectors in result]
         return result[0] if single else result
+
+    def _encode_for(
+        self,
+        task: str,
+        inputs: Sequence[str] | str,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int | None = None,
+        show_progress_bar: bool | None = None,
+        output_value: str = "token_embeddings",
+        convert_to_numpy: bool = False,
+        device: torch.device | str | None = None,
+        normalize_embeddings: bool = False,
+        token_pooling: None = None,
+        truncate_dim: int | None = None,
+        pool: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
+        *,
+        max_tokens: int | None = None,
+        on_long: str = "truncate",
+    ) -> list[Tensor] | list[np.ndarray] | Tensor | np.ndarray:
+        """encode_query (task "query") and encode_document ("document"): encode() with the model's prompt for
+        the task (its "query" prompt; its "document", "passage" or "corpus" prompt) unless prompt or prompt_name
+        is given (sentence-transformers' rule), and the task's lengths and skiplist."""
+        return self.encode(
+            inputs,
+            self._prompt_for(task, prompt_name, prompt),
+            prompt,
+            batch_size,
+            show_progress_bar,
+            output_value,
+            convert_to_numpy,
+            device,
+            normalize_embeddings,
+            token_pooling,
+            truncate_dim,
+            pool,
+            chunk_size,
+            task=task,
+            max_tokens=max_tokens,
+            on_long=on_long,
+        )
+
+    # sentence-transformers' encode_query and encode_document: one signature, the task bound.
+    encode_query = partialmethod(_encode_for, "query")
+    encode_document = partialmethod(_encode_for, "document")
 
     def _encode_rows(
         self, encodings: list[Encoding], batch_size: int | None, max_tokens: int | None, show: bool | None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from bertlite.jobs.st_config import POOLING_MODES
+from bertlite.jobs.st.folders import POOLING_MODES
 from bertlite.layers.packing import PackedLayout
 
 __all__ = ["FIRST_TOKEN_POOLING", "POOLER_NEEDED", "pool", "pool_packed"]

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from bertlite.checkpoint.load import iter_tensors
 from bertlite.errors import CheckpointError
 from bertlite.hub import resolve_file
-from bertlite.jobs.multi_vector_config import DenseSettings
+from bertlite.jobs.st.folders import DenseSettings
 
 _ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "gelu": nn.functional.gelu, "sigmoid": torch.sigmoid}
 

@@ -1,6 +1,6 @@
 """`bertlite.SentenceTransformer`: the Embedder built and called as sentence-transformers' SentenceTransformer.
 
-The constructor resolves the name and maps sentence-transformers' keywords through bertlite.jobs.st_compat;
+The constructor resolves the name and maps sentence-transformers' keywords through bertlite.jobs.st.base;
 encode takes sentence-transformers' arguments in its order and returns its types; a multi-process pool
 splits the CPU's cores between its processes.
 """
@@ -8,6 +8,7 @@ splits the CPU's cores between its processes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partialmethod
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,8 @@ from bertlite.jobs.base import DEFAULT_MAX_TOKENS, GPU_MAX_TOKENS, Text
 from bertlite.jobs.embedder import Embedder
 from bertlite.jobs.pooling import pool as pool_rows
 from bertlite.jobs.process_pool import run_in_pool
-from bertlite.jobs.st_compat import resolve_model_name, st_load_kwargs
-from bertlite.jobs.st_surface import STMembers
+from bertlite.jobs.st.base import LoadingKeywords, STBase, default_device
+from bertlite.jobs.st.names import SENTENCE_TRANSFORMERS_ORGANIZATION
 from bertlite.util import quantize_embeddings
 
 __all__ = ["SentenceTransformer", "default_device"]
@@ -38,23 +39,19 @@ def _row(value: Any, row: int, rows: int) -> Any:
     return value[row] if isinstance(value, Tensor) and value.ndim > 0 and value.shape[0] == rows else value
 
 
-def default_device() -> str:
-    """The device sentence-transformers picks when given none: CUDA, else Apple's MPS, else the CPU."""
-    if torch.cuda.is_available():
-        return "cuda"
-    if torch.backends.mps.is_available():
-        return "mps"
-    return "cpu"
-
-
-class SentenceTransformer(STMembers, Embedder):
+class SentenceTransformer(Embedder):
     """bertlite's Embedder, built and called as sentence-transformers' SentenceTransformer.
 
     `SentenceTransformer("all-MiniLM-L6-v2")` loads through Embedder.from_pretrained; encode takes
     sentence-transformers' arguments in its order and returns its types (one vector for one string,
     numpy by default, tensors or a list of tensors on request, quantized codes for a precision). Every
-    other member is the Embedder's. docs/migration.md lists what differs.
+    other member is the Embedder's, but `tokenizer` and `tokenize` are sentence-transformers' (STBase's:
+    transformers' tokenizer surface, padded input tensors). docs/migration.md lists what differs.
     """
+
+    default_huggingface_organization = SENTENCE_TRANSFORMERS_ORGANIZATION
+    tokenizer = STBase.tokenizer
+    tokenize = STBase.tokenize
 
     def __init__(
         self,
@@ -89,17 +86,17 @@ class SentenceTransformer(STMembers, Embedder):
             device: where the model runs; None: CUDA if available, else MPS, else the CPU.
             prompts: added to the folder's prompts (these win on a shared name).
             default_prompt_name: the prompt used when encode gets none; None: the folder's.
-            cache_folder, revision, local_files_only, token: hub options (st_load_kwargs).
+            cache_folder, revision, local_files_only, token: hub options (LoadingKeywords).
             use_auth_token: the deprecated spelling of token.
             trust_remote_code, model_kwargs, processor_kwargs, config_kwargs, use_kernels, kernel_config,
-                backend: as st_load_kwargs maps or refuses them; model_kwargs={"dtype": ...} picks the dtype
+                backend: as LoadingKeywords maps or refuses them; model_kwargs={"dtype": ...} picks the dtype
                 (default: float32, as sentence-transformers; "auto": bertlite's fastest for this machine).
             model_card_data: sentence-transformers' model-card data; unused (no model card is written).
             similarity_fn_name: "cosine", "dot", "euclidean" or "manhattan"; None: the folder's, else cosine.
             truncate_dim: keep the first truncate_dim dimensions of every vector; None: all.
 
         Raises:
-            ValueError: no model_name_or_path, or modules; what st_load_kwargs and Embedder.from_pretrained
+            ValueError: no model_name_or_path, or modules; what LoadingKeywords and Embedder.from_pretrained
                 refuse.
             NotADirectoryError, FileNotFoundError: as resolve_model_name.
         """
@@ -108,23 +105,11 @@ class SentenceTransformer(STMembers, Embedder):
                 "bertlite's SentenceTransformer loads a saved model: give model_name_or_path (a folder or hub id); "
                 "building one from modules= is not supported"
             )
-        kwargs = st_load_kwargs(
-            device=device,
-            trust_remote_code=trust_remote_code,
-            cache_folder=cache_folder,
-            revision=revision,
-            local_files_only=local_files_only,
-            token=token if token is not None else use_auth_token,
-            model_kwargs=model_kwargs,
-            processor_kwargs=processor_kwargs,
-            config_kwargs=config_kwargs,
-            use_kernels=use_kernels,
-            kernel_config=kernel_config,
-            backend=backend,
-        )
+        token = token if token is not None else use_auth_token
+        name, kwargs = self._by_name(model_name_or_path, None, LoadingKeywords.of(locals()))
         self._load(
-            resolve_model_name(model_name_or_path),
-            device=kwargs.pop("device") or default_device(),
+            name,
+            device=kwargs.pop("device"),
             dtype=kwargs.pop("dtype", None),
             pooling=None,
             normalize=None,
@@ -351,8 +336,9 @@ class SentenceTransformer(STMembers, Embedder):
             return [tokens for result in results for tokens in result]
         return torch.cat(results)
 
-    def encode_query(  # type: ignore[override]
+    def _encode_for(
         self,
+        task: str,
         inputs: Sequence[Text] | Text,
         prompt_name: str | None = None,
         prompt: str | None = None,
@@ -369,10 +355,11 @@ class SentenceTransformer(STMembers, Embedder):
         chunk_size: int | None = None,
         **kwargs: Any,
     ) -> Any:
-        """encode() for search queries: with the model's "query" prompt unless one is given (see encode)."""
+        """encode_query (task "query") and encode_document ("document"): encode() with the model's prompt for the
+        task (its "query" prompt; its "document", "passage" or "corpus" prompt) unless one is given (see encode)."""
         return self.encode(
             inputs,
-            self.query_prompt_name(prompt_name, prompt),
+            self._prompt_for(task, prompt_name, prompt),
             prompt,
             batch_size,
             show_progress_bar,
@@ -388,40 +375,6 @@ class SentenceTransformer(STMembers, Embedder):
             **kwargs,
         )
 
-    def encode_document(  # type: ignore[override]
-        self,
-        inputs: Sequence[Text] | Text,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        batch_size: int = 32,
-        show_progress_bar: bool | None = None,
-        output_value: str | None = "sentence_embedding",
-        precision: str = "float32",
-        convert_to_numpy: bool = True,
-        convert_to_tensor: bool = False,
-        device: str | list[str | Any] | None = None,
-        normalize_embeddings: bool = False,
-        truncate_dim: int | None = None,
-        pool: dict[str, Any] | None = None,
-        chunk_size: int | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        """encode() for searched documents: with the model's "document" (or "passage", "corpus") prompt unless
-        one is given (see encode)."""
-        return self.encode(
-            inputs,
-            self.document_prompt_name(prompt_name, prompt),
-            prompt,
-            batch_size,
-            show_progress_bar,
-            output_value,
-            precision,
-            convert_to_numpy,
-            convert_to_tensor,
-            device,
-            normalize_embeddings,
-            truncate_dim,
-            pool,
-            chunk_size,
-            **kwargs,
-        )
+    # sentence-transformers' encode_query and encode_document: one signature, the task bound.
+    encode_query = partialmethod(_encode_for, "query")  # type: ignore[assignment]
+    encode_document = partialmethod(_encode_for, "document")  # type: ignore[assignment]

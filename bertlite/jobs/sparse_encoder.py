@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterator, Sequence
+from functools import partialmethod
 from typing import Any
 
 import torch
@@ -29,17 +30,17 @@ from bertlite.jobs.base import (
     with_prompt,
 )
 from bertlite.jobs.prepare import LoadOptions
-from bertlite.jobs.sparse_config import (
+from bertlite.jobs.sparse_vectors import SparseRow, assemble, join_chunks, keep_top, sparse_parts
+from bertlite.jobs.st.base import LoadingKeywords, STBase, check_wrapped
+from bertlite.jobs.st.folders import (
     EMBEDDER_HINT,
     SPLADE_ACTIVATIONS,
     SPLADE_POOLING,
     check_max_active_dims,
     read_splade_settings,
 )
-from bertlite.jobs.sparse_encoder_st import SparseEncoderMembers
-from bertlite.jobs.sparse_vectors import SparseRow, assemble, join_chunks, keep_top, sparse_parts
-from bertlite.jobs.st_compat import SPARSE_ENCODER_ORGANIZATION
-from bertlite.jobs.st_surface import STSurface, check_wrapped
+from bertlite.jobs.st.names import SPARSE_ENCODER_ORGANIZATION
+from bertlite.jobs.st.sparse_encoder import SparseEncoderMembers
 from bertlite.models.auto import AutoModelForMaskedLM, read_model_type
 from bertlite.models.heads import BertForMaskedLM
 from bertlite.utils.warn import warn_user
@@ -51,8 +52,10 @@ __all__ = ["SparseEncoder", "SparseRow"]
 HEAD_ROWS = 1024
 
 
-class SparseEncoder(SparseEncoderMembers, STSurface, BaseEncoder):
+class SparseEncoder(SparseEncoderMembers, STBase, BaseEncoder):
     """A BertForMaskedLM and its tokenizer: texts in, one sparse vocabulary-sized (SPLADE) vector per text out."""
+
+    default_huggingface_organization = SPARSE_ENCODER_ORGANIZATION
 
     def __init__(
         self,
@@ -105,40 +108,26 @@ class SparseEncoder(SparseEncoderMembers, STSurface, BaseEncoder):
             default_prompt_name: the prompt that applies unless encode() is given prompt or prompt_name.
             similarity_fn_name: "dot" (None: the folder's, else dot) or "cosine", for similarity().
             pack_weights: see BaseEncoder.
-            device: where the model runs; None: the CPU. With a model: moved there (to()).
+            device: where the model runs; None: CUDA, else MPS, else the CPU (st.base.default_device, as
+                sentence-transformers). With a model: moved there (to()); None: where it is.
             cache_folder, trust_remote_code, revision, local_files_only, token, model_kwargs,
                 processor_kwargs, config_kwargs, use_kernels, kernel_config, backend: sentence-transformers'
-                loading options, mapped by bertlite.jobs.st_compat.st_load_kwargs (model_kwargs' dtype is
+                loading options (bertlite.jobs.st.base.LoadingKeywords: model_kwargs' dtype is
                 from_pretrained's dtype; trust_remote_code=True and the options bertlite lacks are refused).
 
         Raises:
             TypeError: a model without a masked-LM head; a tokenizer missing with a model, or given with a
                 name; loading options given with a model.
             ValueError: an unknown pooling_strategy, activation_function or similarity_fn_name, a bad
-                max_active_dims, a default_prompt_name not in prompts, what st_load_kwargs refuses.
+                max_active_dims, a default_prompt_name not in prompts, what LoadingKeywords refuses.
             CheckpointError: not a SPLADE checkpoint (see from_pretrained).
         """
-        st_kwargs = {
-            "device": device,
-            "cache_folder": cache_folder,
-            "trust_remote_code": trust_remote_code,
-            "revision": revision,
-            "local_files_only": local_files_only,
-            "token": token,
-            "model_kwargs": model_kwargs,
-            "processor_kwargs": processor_kwargs,
-            "config_kwargs": config_kwargs,
-            "use_kernels": use_kernels,
-            "kernel_config": kernel_config,
-            "backend": backend,
-        }
+        loading = LoadingKeywords.of(locals())
         if isinstance(model_name_or_path, torch.nn.Module):
             model = model_name_or_path
-            check_wrapped(tokenizer, st_kwargs)
+            check_wrapped(tokenizer, loading)
         else:
-            model, tokenizer, folder = self._load_by_name(
-                model_name_or_path, tokenizer, SPARSE_ENCODER_ORGANIZATION, st_kwargs
-            )
+            model, tokenizer, folder = self._load_by_name(model_name_or_path, tokenizer, loading)
             given = {
                 "pooling_strategy": pooling_strategy,
                 "activation_function": activation_function,
@@ -224,7 +213,7 @@ class SparseEncoder(SparseEncoderMembers, STSurface, BaseEncoder):
                 argument __init__ refuses.
         """
         model, tokenizer, folder = cls._load(
-            name_or_path, device=device, dtype=dtype, quantize=quantize, allow_nonfinite=allow_nonfinite, **hub_kwargs
+            name_or_path, LoadOptions.check(quantize, dtype, device, allow_nonfinite, hub_kwargs)
         )
         return cls(
             model,
@@ -244,17 +233,10 @@ class SparseEncoder(SparseEncoderMembers, STSurface, BaseEncoder):
 
     @classmethod
     def _load(
-        cls,
-        name_or_path: str | os.PathLike,
-        *,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | str | None = None,
-        quantize: str | None = None,
-        allow_nonfinite: bool = False,
-        **hub_kwargs: Any,
+        cls, name_or_path: str | os.PathLike, options: LoadOptions
     ) -> tuple[BertForMaskedLM, Tokenizer, dict[str, Any]]:
         """from_pretrained's loading: the model, its tokenizer and the folder's settings for __init__."""
-        options = LoadOptions.check(quantize, dtype, device, allow_nonfinite, hub_kwargs)
+        hub_kwargs = options.hub_kwargs
         config = CONFIG_CLASSES.get(read_model_type(name_or_path, hub_kwargs), BertConfig).from_pretrained(
             name_or_path, **hub_kwargs
         )
@@ -360,6 +342,49 @@ class SparseEncoder(SparseEncoderMembers, STSurface, BaseEncoder):
             progress.close()
         device = torch.device("cpu") if save_to_cpu else self.device
         return assemble(rows, self.vocab_size, device, convert_to_tensor, convert_to_sparse_tensor, single)
+
+    def _encode_for(
+        self,
+        task: str,
+        inputs: str | Sequence[Text],
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        convert_to_tensor: bool = True,
+        convert_to_sparse_tensor: bool = True,
+        save_to_cpu: bool = False,
+        device: str | torch.device | list[str | torch.device] | None = None,
+        max_active_dims: int | None = None,
+        pool: dict[str, Any] | None = None,
+        chunk_size: int | None = None,
+        *,
+        max_tokens: int | None = None,
+        on_long: str = "truncate",
+    ) -> Tensor | list[Tensor]:
+        """encode_query (task "query") and encode_document ("document"): encode() with the model's prompt for
+        the task (its "query" prompt; its "document", "passage" or "corpus" prompt) unless prompt or prompt_name
+        is given (sentence-transformers' rule)."""
+        return self.encode(
+            inputs,
+            self._prompt_for(task, prompt_name, prompt),
+            prompt,
+            batch_size,
+            show_progress_bar,
+            convert_to_tensor,
+            convert_to_sparse_tensor,
+            save_to_cpu,
+            device,
+            max_active_dims,
+            pool,
+            chunk_size,
+            max_tokens=max_tokens,
+            on_long=on_long,
+        )
+
+    # sentence-transformers' encode_query and encode_document: one signature, the task bound.
+    encode_query = partialmethod(_encode_for, "query")
+    encode_document = partialmethod(_encode_for, "document")
 
     def encode_tokenized(
         self,

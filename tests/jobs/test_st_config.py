@@ -1,4 +1,4 @@
-"""bertlite.jobs.st_config: sentence-transformers folder metadata, read without torch."""
+"""bertlite.jobs.st.folders: sentence-transformers folder metadata, read without torch."""
 
 import json
 import subprocess
@@ -7,13 +7,13 @@ import sys
 import numpy as np
 import pytest
 
-from bertlite.jobs.st_config import read_sentence_transformers_settings
+from bertlite.jobs.st.folders import read_sentence_transformers_settings
 
 
 def test_reads_the_metadata_without_importing_torch(real_model_path):
     code = (
         "import sys\n"
-        "from bertlite.jobs.st_config import read_sentence_transformers_prompts, read_sentence_transformers_settings\n"
+        "from bertlite.jobs.st.folders import read_sentence_transformers_prompts, read_sentence_transformers_settings\n"
         "s = read_sentence_transformers_settings(sys.argv[1])\n"
         "print(s.pooling, s.normalize, s.max_length, read_sentence_transformers_prompts(sys.argv[1]))\n"
         "heavy = ('torch', 'transformers', 'sentence_transformers')\n"

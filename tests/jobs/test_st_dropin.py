@@ -1,7 +1,7 @@
 # ruff: noqa: E501 (the documentation snippets keep their long lines as written)
 """sentence-transformers code runs unchanged on bertlite.SentenceTransformer and bertlite.util.
 
-The constructor's mapping (bertlite.jobs.st_compat) is checked against sentence-transformers' own rules.
+The constructor's mapping (bertlite.jobs.st.base, bertlite.jobs.st.names) is checked against sentence-transformers' own rules.
 """
 
 from __future__ import annotations
@@ -23,14 +23,10 @@ from sentence_transformers.util.misc import ORIGINAL_TRANSFORMER_MODELS as ST_OR
 
 import bertlite
 import bertlite.util
-from bertlite.jobs.st_compat import (
-    CROSS_ENCODER_ORGANIZATION,
-    ORIGINAL_TRANSFORMER_MODELS,
-    resolve_model_name,
-    st_load_kwargs,
-)
+from bertlite.jobs.st.base import st_load_kwargs
+from bertlite.jobs.st.names import CROSS_ENCODER_ORGANIZATION, ORIGINAL_TRANSFORMER_MODELS, resolve_model_name
 
-# --- the constructor's name and keywords (st_compat) --------------------------------
+# --- the constructor's name and keywords (st.names, st.base) ----------------------------
 
 
 def test_original_transformer_models_are_sentence_transformers_list() -> None:

@@ -25,6 +25,8 @@ import sentence_transformers
 import torch
 
 import bertlite
+from bertlite.jobs.prepare import LoadOptions
+from bertlite.jobs.st.base import default_device
 from tests.helpers import COLBERT_OPTIONS, colbert_folder, cross_encoder_folder, masked_lm_folder, splade_folder
 from tests.serve_helpers import one_torch_thread  # noqa: F401 (an autouse fixture)
 
@@ -662,8 +664,8 @@ def test_a_bare_name_is_looked_up_where_sentence_transformers_looks(
     cls = getattr(bertlite, name)
     seen = {}
 
-    def load(name_or_path: str, **kwargs: Any) -> Any:
-        seen.update(name=name_or_path, **kwargs)
+    def load(name_or_path: str, options: LoadOptions) -> Any:
+        seen.update(name=name_or_path, device=options.device, dtype=options.dtype, **options.hub_kwargs)
         raise RuntimeError("stop")
 
     monkeypatch.setattr(cls, "_load", staticmethod(load))
@@ -671,7 +673,7 @@ def test_a_bare_name_is_looked_up_where_sentence_transformers_looks(
         cls(bare, revision="v1", cache_folder="/cache", token="t", local_files_only=True, **F32)
     assert seen == {
         "name": resolved,
-        "device": None,
+        "device": torch.device(default_device()),  # sentence-transformers' rule: the CPU on a machine without GPU
         "revision": "v1",
         "cache_dir": "/cache",
         "token": "t",

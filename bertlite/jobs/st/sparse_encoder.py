@@ -1,22 +1,21 @@
 """The SparseEncoder's members under sentence-transformers' names: encode_query and encode_document,
-similarity, decode, sparsity, the embedding dimension, and what save() writes. A mixin of SparseEncoder, kept
-apart from the encoding path so each file holds one job.
+similarity, decode, sparsity, the embedding dimension, and save()'s hooks (STBase's one save path). A mixin of
+bertlite.jobs.sparse_encoder.SparseEncoder, kept apart from the encoding path so each file holds one job.
 """
 
 from __future__ import annotations
 
 import itertools
 import warnings
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from bertlite.jobs.base import Text
-from bertlite.jobs.sparse_config import SIMILARITY_FUNCTIONS
 from bertlite.jobs.sparse_vectors import SparseRow, as_batch, unit_rows
+from bertlite.jobs.st.base import check_similarity_fn_name
+from bertlite.jobs.st.folders import SPLADE_SIMILARITY_FUNCTIONS as SIMILARITY_FUNCTIONS
 from bertlite.util import SIMILARITY_FUNCTIONS as UTIL_SIMILARITY_FUNCTIONS
 
 # The similarity functions that are distances: bertlite.util's (matrix, pairwise) functions, exact on dense
@@ -36,15 +35,9 @@ class SparseEncoderMembers:
 
     @similarity_fn_name.setter
     def similarity_fn_name(self, value: str | None) -> None:
-        """None: "dot"; sentence-transformers' SimilarityFunction members by their value.
-
-        Raises:
-            ValueError: a name other than "dot" or "cosine".
-        """
-        value = getattr(value, "value", value)
-        if value not in (None, *SIMILARITY_FUNCTIONS):
-            raise ValueError(f"similarity_fn_name={value!r} must be one of {', '.join(SIMILARITY_FUNCTIONS)}")
-        self._similarity_fn_name = value or "dot"
+        """None: "dot"; sentence-transformers' SimilarityFunction members by their value
+        (check_similarity_fn_name: ValueError for another name)."""
+        self._similarity_fn_name = check_similarity_fn_name(value, SIMILARITY_FUNCTIONS)
 
     def get_embedding_dimension(self) -> int:
         """sentence-transformers' name for `dimension`."""
@@ -75,101 +68,6 @@ class SparseEncoderMembers:
             "similarity_fn_name": self.similarity_fn_name,
             **({"max_active_dims": self.max_active_dims} if self.max_active_dims is not None else {}),
         }
-
-    def encode_query(
-        self,
-        inputs: str | Sequence[Text],
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        batch_size: int = 32,
-        show_progress_bar: bool | None = None,
-        convert_to_tensor: bool = True,
-        convert_to_sparse_tensor: bool = True,
-        save_to_cpu: bool = False,
-        device: str | torch.device | list[str | torch.device] | None = None,
-        max_active_dims: int | None = None,
-        pool: dict[str, Any] | None = None,
-        chunk_size: int | None = None,
-        *,
-        max_tokens: int | None = None,
-        on_long: str = "truncate",
-    ) -> Tensor | list[Tensor]:
-        """encode() with the "query" prompt unless prompt or prompt_name is given (sentence-transformers' rule).
-
-        Args:
-            inputs, prompt_name, prompt, batch_size, show_progress_bar, convert_to_tensor,
-                convert_to_sparse_tensor, save_to_cpu, device, max_active_dims, pool, chunk_size, max_tokens,
-                on_long: as encode().
-
-        Returns:
-            As encode().
-        """
-        if prompt_name is None and prompt is None and "query" in self.prompts:
-            prompt_name = "query"
-        return self.encode(
-            inputs,
-            prompt_name,
-            prompt,
-            batch_size,
-            show_progress_bar,
-            convert_to_tensor,
-            convert_to_sparse_tensor,
-            save_to_cpu,
-            device,
-            max_active_dims,
-            pool,
-            chunk_size,
-            max_tokens=max_tokens,
-            on_long=on_long,
-        )
-
-    def encode_document(
-        self,
-        inputs: str | Sequence[Text],
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        batch_size: int = 32,
-        show_progress_bar: bool | None = None,
-        convert_to_tensor: bool = True,
-        convert_to_sparse_tensor: bool = True,
-        save_to_cpu: bool = False,
-        device: str | torch.device | list[str | torch.device] | None = None,
-        max_active_dims: int | None = None,
-        pool: dict[str, Any] | None = None,
-        chunk_size: int | None = None,
-        *,
-        max_tokens: int | None = None,
-        on_long: str = "truncate",
-    ) -> Tensor | list[Tensor]:
-        """encode() with the first of the "document", "passage", "corpus" prompts the model has, unless prompt or
-        prompt_name is given (sentence-transformers' rule).
-
-        Args:
-            inputs, prompt_name, prompt, batch_size, show_progress_bar, convert_to_tensor,
-                convert_to_sparse_tensor, save_to_cpu, device, max_active_dims, pool, chunk_size, max_tokens,
-                on_long: as encode().
-
-        Returns:
-            As encode().
-        """
-        if prompt_name is None and prompt is None:
-            prompt_name = next((name for name in ("document", "passage", "corpus") if name in self.prompts), None)
-        return self.encode(
-            inputs,
-            prompt_name,
-            prompt,
-            batch_size,
-            show_progress_bar,
-            convert_to_tensor,
-            convert_to_sparse_tensor,
-            save_to_cpu,
-            device,
-            max_active_dims,
-            pool,
-            chunk_size,
-            max_tokens=max_tokens,
-            on_long=on_long,
-        )
 
     def decode(
         self, embeddings: Tensor | SparseRow, top_k: int | None = None

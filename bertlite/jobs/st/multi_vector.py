@@ -1,25 +1,22 @@
 """The MultiVectorEncoder's members under sentence-transformers' names: encode_query and encode_document,
-similarity (MaxSim), the embedding dimension, and what save() writes. A mixin of MultiVectorEncoder, kept
-apart from the encoding path so each file holds one job.
+similarity (MaxSim), the embedding dimension, and save()'s hooks (STBase's one save path). A mixin of
+bertlite.jobs.multi_vector.MultiVectorEncoder, kept apart from the encoding path so each file holds one job.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-import torch
 from torch import Tensor, nn
 
 from bertlite.jobs.maxsim import maxsim, maxsim_pairwise
-from bertlite.jobs.multi_vector_config import DENSE_ACTIVATIONS, SIMILARITY_FN_NAMES
 from bertlite.jobs.projection import Dense, Normalize
+from bertlite.jobs.st.base import FEATURE_EXTRACTION, NORMALIZE_MODULE, check_similarity_fn_name
+from bertlite.jobs.st.folders import DENSE_ACTIVATIONS, SIMILARITY_FN_NAMES
 
 # What save() writes for each module after the Transformer: sentence-transformers' classes.
 DENSE_MODULE = "sentence_transformers.base.modules.dense.Dense"
 MASK_MODULE = "sentence_transformers.multi_vector_encoder.modules.multi_vector_mask.MultiVectorMask"
-NORMALIZE_MODULE = "sentence_transformers.base.modules.normalize.Normalize"
 TOKEN_VECTORS = {"module_input_name": "token_embeddings", "module_output_name": "token_embeddings"}
 
 
@@ -34,15 +31,8 @@ class MultiVectorMembers:
 
     @similarity_fn_name.setter
     def similarity_fn_name(self, value: str | None) -> None:
-        """None: "maxsim".
-
-        Raises:
-            ValueError: a name other than "maxsim" or "meanmaxsim".
-        """
-        value = getattr(value, "value", value)
-        if value not in (None, *SIMILARITY_FN_NAMES):
-            raise ValueError(f"similarity_fn_name={value!r} must be one of {', '.join(SIMILARITY_FN_NAMES)}")
-        self._similarity_fn_name = value or "maxsim"
+        """None: "maxsim" (check_similarity_fn_name: ValueError for another name)."""
+        self._similarity_fn_name = check_similarity_fn_name(value, SIMILARITY_FN_NAMES)
 
     def get_embedding_dimension(self) -> int:
         """sentence-transformers' name for `dimension`."""
@@ -51,9 +41,7 @@ class MultiVectorMembers:
     def _transformer_config(self) -> dict[str, Any]:
         lengths = {"query_length": self.query_length, "document_length": self.document_length}
         return {
-            "transformer_task": "feature-extraction",
-            "modality_config": {"text": {"method": "forward", "method_output_name": "last_hidden_state"}},
-            "module_output_name": "token_embeddings",
+            **FEATURE_EXTRACTION,
             **{key: value for key, value in lengths.items() if value is not None},
             **({"query_expansion": self.query_expansion} if self.query_expansion else {}),
         }
@@ -97,100 +85,6 @@ class MultiVectorMembers:
     def _st_config(self) -> dict[str, Any]:
         truncate = {"truncate_dim": self.truncate_dim} if self.truncate_dim is not None else {}
         return {**super()._st_config(), "similarity_fn_name": self.similarity_fn_name, **truncate}
-
-    def encode_query(
-        self,
-        inputs: Sequence[str] | str,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        batch_size: int | None = None,
-        show_progress_bar: bool | None = None,
-        output_value: str = "token_embeddings",
-        convert_to_numpy: bool = False,
-        device: torch.device | str | None = None,
-        normalize_embeddings: bool = False,
-        token_pooling: None = None,
-        truncate_dim: int | None = None,
-        pool: dict[str, Any] | None = None,
-        chunk_size: int | None = None,
-        *,
-        max_tokens: int | None = None,
-        on_long: str = "truncate",
-    ) -> list[Tensor] | list[np.ndarray] | Tensor | np.ndarray:
-        """encode() of queries: the "query" prompt (unless prompt or prompt_name is given), task="query".
-
-        Args:
-            inputs, prompt_name, prompt, batch_size, show_progress_bar, output_value, convert_to_numpy, device,
-                normalize_embeddings, token_pooling, truncate_dim, pool, chunk_size, max_tokens, on_long: as in
-                encode().
-        """
-        if prompt_name is None and prompt is None:
-            prompt_name = self._task_prompt_name("query")
-        return self.encode(
-            inputs,
-            prompt_name,
-            prompt,
-            batch_size,
-            show_progress_bar,
-            output_value,
-            convert_to_numpy,
-            device,
-            normalize_embeddings,
-            token_pooling,
-            truncate_dim,
-            pool,
-            chunk_size,
-            task="query",
-            max_tokens=max_tokens,
-            on_long=on_long,
-        )
-
-    def encode_document(
-        self,
-        inputs: Sequence[str] | str,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        batch_size: int | None = None,
-        show_progress_bar: bool | None = None,
-        output_value: str = "token_embeddings",
-        convert_to_numpy: bool = False,
-        device: torch.device | str | None = None,
-        normalize_embeddings: bool = False,
-        token_pooling: None = None,
-        truncate_dim: int | None = None,
-        pool: dict[str, Any] | None = None,
-        chunk_size: int | None = None,
-        *,
-        max_tokens: int | None = None,
-        on_long: str = "truncate",
-    ) -> list[Tensor] | list[np.ndarray] | Tensor | np.ndarray:
-        """encode() of documents: the first of the "document", "passage", "corpus" prompts, task="document".
-
-        Args:
-            inputs, prompt_name, prompt, batch_size, show_progress_bar, output_value, convert_to_numpy, device,
-                normalize_embeddings, token_pooling, truncate_dim, pool, chunk_size, max_tokens, on_long: as in
-                encode().
-        """
-        if prompt_name is None and prompt is None:
-            prompt_name = self._task_prompt_name("document")
-        return self.encode(
-            inputs,
-            prompt_name,
-            prompt,
-            batch_size,
-            show_progress_bar,
-            output_value,
-            convert_to_numpy,
-            device,
-            normalize_embeddings,
-            token_pooling,
-            truncate_dim,
-            pool,
-            chunk_size,
-            task="document",
-            max_tokens=max_tokens,
-            on_long=on_long,
-        )
 
     def similarity(self, embeddings1: Any, embeddings2: Any) -> Tensor:
         """The all-pairs MaxSim (or MeanMaxSim, by similarity_fn_name) matrix of queries and documents.
