@@ -408,6 +408,8 @@ class BertPreTrainedModel(PreTrainedModel):
         elif isinstance(module, nn.LayerNorm):
             module.weight.fill_(1.0)
             module.bias.zero_()
+        elif hasattr(module, "decoder") and isinstance(module._parameters.get("bias"), nn.Parameter):
+            module.bias.zero_()  # a language-model head's bare bias (BertLMPredictionHead, RobertaLMHead)
 
 
 def _check_layout_kwargs(

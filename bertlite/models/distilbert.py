@@ -5,8 +5,9 @@ transformers' DistilBertModel is BERT's post-LayerNorm encoder with other names 
 LayerNorm eps fixed at 1e-12 and, optionally, fixed sinusoidal positions. Here the attention is BertSelfAttention
 (the kernels by name, the packed path, the first-token path), the encoder is BertEncoder and the forward is
 BertModel's; TransformerBlock.roles tells the module swaps (oneDNN, int8) where its Linears are. The heads are
-BERT's with DistilBERT's modules: the masked-LM head is vocab_transform, activation, vocab_layer_norm and
-vocab_projector; the sequence classifier reads the first token through pre_classifier and a ReLU.
+DistilBERT's own classes (DistilBertPreTrainedModel and ModelWithHead), in its argument order, with its modules:
+the masked-LM head is vocab_transform, activation, vocab_layer_norm and vocab_projector; the sequence classifier
+reads the first token through pre_classifier and a ReLU.
 """
 
 from __future__ import annotations
@@ -30,10 +31,24 @@ from bertlite.models.heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
-    _BertWithHead,
+    bert_inputs,
+    check_span_labels,
+    classifier_dropout,
+    first_tokens,
+    flat_choices,
+    sequence_classification_loss,
+    span_outputs,
+    token_loss,
 )
-from bertlite.models.outputs import BaseModelOutputWithPooling
-from bertlite.models.roberta import first_tokens
+from bertlite.models.modeling_utils import ModelWithHead, PreTrainedModel
+from bertlite.models.outputs import (
+    BaseModelOutputWithPooling,
+    MaskedLMOutput,
+    MultipleChoiceModelOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
 
 # transformers' DistilBERT fixes every LayerNorm's eps (its config has no layer_norm_eps).
 LAYER_NORM_EPS = 1e-12
@@ -327,13 +342,17 @@ class DistilBertModel(BertModel):
         )
 
 
-class _DistilBertHead:
-    """What the DistilBERT heads set on a BERT head: the base model, its prefix and the config class."""
+class DistilBertPreTrainedModel(PreTrainedModel):
+    """transformers' DistilBertPreTrainedModel: what the DistilBERT heads share: the config, the base model under
+    "distilbert", its position embeddings, and BERT's init and module types (DistilBertModel runs BERT's core)."""
 
     config_class = DistilBertConfig
     base_model_prefix = "distilbert"
     base_model_class = DistilBertModel
     _as_config = staticmethod(_distilbert_config)
+    _checkpointed_module_types = BertPreTrainedModel._checkpointed_module_types
+    _attention_module_types = BertPreTrainedModel._attention_module_types
+    _init_weights = BertPreTrainedModel._init_weights
 
     def get_position_embeddings(self) -> nn.Embedding:
         """The base model's position embeddings."""
@@ -344,18 +363,23 @@ class _DistilBertHead:
         self.distilbert.resize_position_embeddings(new_num_position_embeddings)
 
 
-def _bert_call(forward: Any, model: nn.Module, args: tuple[Tensor | None, ...], **kwargs: Any) -> Any:
-    """A BERT head's forward from DistilBERT's arguments: (input_ids, attention_mask, inputs_embeds, position_ids)
-    in BERT's order; token_type_ids dropped, as DistilBERT ignores them."""
-    input_ids, attention_mask, inputs_embeds, position_ids = args
+def distilbert_inputs(
+    input_ids: Tensor | None,
+    attention_mask: Tensor | None,
+    inputs_embeds: Tensor | None,
+    position_ids: Tensor | None,
+    kwargs: dict[str, Any],
+) -> dict[str, Tensor]:
+    """A DistilBERT head's inputs by name, for its base model; token_type_ids leave kwargs (DistilBERT ignores them)."""
     kwargs.pop("token_type_ids", None)
-    return forward(model, input_ids, attention_mask, None, position_ids, inputs_embeds, **kwargs)
+    return bert_inputs(input_ids, attention_mask, None, position_ids, inputs_embeds)
 
 
-class DistilBertForMaskedLM(_DistilBertHead, BertForMaskedLM):
+class DistilBertForMaskedLM(DistilBertPreTrainedModel, ModelWithHead):
     """transformers' DistilBertForMaskedLM: vocab_transform, activation, vocab_layer_norm, vocab_projector (tied to
     the word embeddings when config.tie_word_embeddings)."""
 
+    output_embeddings = "vocab_projector"
     _tied_weights_keys = {"vocab_projector.weight": "distilbert.embeddings.word_embeddings.weight"}
 
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
@@ -365,22 +389,14 @@ class DistilBertForMaskedLM(_DistilBertHead, BertForMaskedLM):
             config: the model's config.
             attn_implementation: as DistilBertModel's.
         """
-        _BertWithHead.__init__(self, config)
+        super().__init__(config)
         config = self.config
         self.activation = ACT2FN[config.hidden_act]
-        self._add_base_model(config, attn_implementation, add_pooling_layer=False)
+        self._add_base_model(attn_implementation)
         self.vocab_transform = nn.Linear(config.hidden_size, config.hidden_size)
         self.vocab_layer_norm = nn.LayerNorm(config.hidden_size, eps=LAYER_NORM_EPS)
         self.vocab_projector = nn.Linear(config.hidden_size, config.vocab_size)
         self.post_init()
-
-    def get_output_embeddings(self) -> nn.Linear:
-        """The vocabulary projection, vocab_projector."""
-        return self.vocab_projector
-
-    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
-        """Replace vocab_projector with `new_embeddings`."""
-        self.vocab_projector = new_embeddings
 
     def _prediction_scores(self, sequence_output: Tensor) -> Tensor:
         """(..., vocab) logits from hidden states (..., H): the masked-LM head alone (SPLADE runs it on its rows)."""
@@ -394,18 +410,16 @@ class DistilBertForMaskedLM(_DistilBertHead, BertForMaskedLM):
         labels: Tensor | None = None,
         position_ids: Tensor | None = None,
         **kwargs: Any,
-    ) -> Any:
+    ) -> MaskedLMOutput | tuple[Tensor, ...]:
         """BertForMaskedLM.forward in transformers' DistilBERT argument order (labels before position_ids)."""
-        return _bert_call(
-            BertForMaskedLM.forward,
-            self,
-            (input_ids, attention_mask, inputs_embeds, position_ids),
-            labels=labels,
-            **kwargs,
-        )
+        inputs = distilbert_inputs(input_ids, attention_mask, inputs_embeds, position_ids, kwargs)
+        outputs = self._encode(**inputs, **kwargs)
+        logits = self._prediction_scores(outputs.last_hidden_state)  # (B, T, vocab)
+        loss = token_loss(logits, labels)
+        return self._finish(MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
 
 
-class DistilBertForSequenceClassification(_DistilBertHead, BertForSequenceClassification):
+class DistilBertForSequenceClassification(DistilBertPreTrainedModel, ModelWithHead):
     """transformers' DistilBertForSequenceClassification: the first token through pre_classifier, ReLU, dropout
     (seq_classif_dropout) and classifier."""
 
@@ -416,17 +430,14 @@ class DistilBertForSequenceClassification(_DistilBertHead, BertForSequenceClassi
             config: the model's config (num_labels: the classes).
             attn_implementation: as DistilBertModel's.
         """
-        _BertWithHead.__init__(self, config)
+        super().__init__(config)
         config = self.config
         self.num_labels = config.num_labels
-        self._add_base_model(config, attn_implementation, add_pooling_layer=False)
+        self._add_base_model(attn_implementation)
         self.pre_classifier = nn.Linear(config.hidden_size, config.hidden_size)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.dropout = nn.Dropout(config.seq_classif_dropout)
         self.post_init()
-
-    def _classify(self, outputs: BaseModelOutputWithPooling, forward_kwargs: dict[str, Any]) -> Tensor:
-        return self.classify(first_tokens(outputs.last_hidden_state, forward_kwargs)[:, 0], None)
 
     def classify(self, first_tokens: Tensor | None, pooled: Tensor | None) -> Tensor:
         """BertForSequenceClassification.classify: DistilBERT's head reads the first tokens (B, H)."""
@@ -440,18 +451,16 @@ class DistilBertForSequenceClassification(_DistilBertHead, BertForSequenceClassi
         labels: Tensor | None = None,
         position_ids: Tensor | None = None,
         **kwargs: Any,
-    ) -> Any:
+    ) -> SequenceClassifierOutput | tuple[Tensor, ...]:
         """BertForSequenceClassification.forward in transformers' DistilBERT argument order."""
-        return _bert_call(
-            BertForSequenceClassification.forward,
-            self,
-            (input_ids, attention_mask, inputs_embeds, position_ids),
-            labels=labels,
-            **kwargs,
-        )
+        inputs = distilbert_inputs(input_ids, attention_mask, inputs_embeds, position_ids, kwargs)
+        outputs = self._encode(**inputs, **kwargs)
+        logits = self.classify(first_tokens(outputs.last_hidden_state, kwargs)[:, 0], None)  # (B, num_labels)
+        loss = None if labels is None else sequence_classification_loss(self.config, logits, labels)
+        return self._finish(SequenceClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
 
 
-class DistilBertForMultipleChoice(_DistilBertHead, BertForMultipleChoice):
+class DistilBertForMultipleChoice(DistilBertPreTrainedModel, ModelWithHead):
     """transformers' DistilBertForMultipleChoice: each choice's first token through pre_classifier, ReLU, dropout
     (seq_classif_dropout) and a one-score classifier."""
 
@@ -462,18 +471,14 @@ class DistilBertForMultipleChoice(_DistilBertHead, BertForMultipleChoice):
             config: the model's config.
             attn_implementation: as DistilBertModel's.
         """
-        _BertWithHead.__init__(self, config)
+        super().__init__(config)
         config = self.config
-        self._add_base_model(config, attn_implementation, add_pooling_layer=False)
+        self._add_base_model(attn_implementation)
         self.pre_classifier = nn.Linear(config.hidden_size, config.hidden_size)
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.dropout = nn.Dropout(config.seq_classif_dropout)
         self.post_init()
 
-    def _choice_scores(self, outputs: BaseModelOutputWithPooling) -> Tensor:
-        first = outputs.last_hidden_state[:, 0]  # (B * C, H): each choice's first token
-        return self.classifier(self.dropout(F.relu(self.pre_classifier(first))))
-
     def forward(
         self,
         input_ids: Tensor | None = None,
@@ -482,20 +487,34 @@ class DistilBertForMultipleChoice(_DistilBertHead, BertForMultipleChoice):
         labels: Tensor | None = None,
         position_ids: Tensor | None = None,
         **kwargs: Any,
-    ) -> Any:
+    ) -> MultipleChoiceModelOutput | tuple[Tensor, ...]:
         """BertForMultipleChoice.forward in transformers' DistilBERT argument order: inputs (B, num_choices, T)."""
-        return _bert_call(
-            BertForMultipleChoice.forward,
-            self,
-            (input_ids, attention_mask, inputs_embeds, position_ids),
-            labels=labels,
-            **kwargs,
-        )
+        inputs = distilbert_inputs(input_ids, attention_mask, inputs_embeds, position_ids, kwargs)
+        num_choices, inputs = flat_choices(type(self).__name__, **inputs)
+        outputs = self._encode(**inputs, **kwargs)
+        first = outputs.last_hidden_state[:, 0]  # (B * C, H): each choice's first token
+        logits = self.classifier(self.dropout(F.relu(self.pre_classifier(first)))).view(-1, num_choices)  # (B, C)
+        loss = F.cross_entropy(logits, labels) if labels is not None else None
+        return self._finish(MultipleChoiceModelOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
 
 
-class DistilBertForTokenClassification(_DistilBertHead, BertForTokenClassification):
+class DistilBertForTokenClassification(DistilBertPreTrainedModel, ModelWithHead):
     """transformers' DistilBertForTokenClassification: BERT's head (dropout, classifier) on DistilBertModel."""
 
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its head.
+
+        Args:
+            config: the model's config (num_labels: the classes).
+            attn_implementation: as DistilBertModel's.
+        """
+        super().__init__(config)
+        self.num_labels = self.config.num_labels
+        self._add_base_model(attn_implementation)
+        self.dropout = classifier_dropout(self.config)
+        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        self.post_init()
+
     def forward(
         self,
         input_ids: Tensor | None = None,
@@ -504,18 +523,16 @@ class DistilBertForTokenClassification(_DistilBertHead, BertForTokenClassificati
         labels: Tensor | None = None,
         position_ids: Tensor | None = None,
         **kwargs: Any,
-    ) -> Any:
+    ) -> TokenClassifierOutput | tuple[Tensor, ...]:
         """BertForTokenClassification.forward in transformers' DistilBERT argument order."""
-        return _bert_call(
-            BertForTokenClassification.forward,
-            self,
-            (input_ids, attention_mask, inputs_embeds, position_ids),
-            labels=labels,
-            **kwargs,
-        )
+        inputs = distilbert_inputs(input_ids, attention_mask, inputs_embeds, position_ids, kwargs)
+        outputs = self._encode(**inputs, **kwargs)
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
+        loss = token_loss(logits, labels)
+        return self._finish(TokenClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
 
 
-class DistilBertForQuestionAnswering(_DistilBertHead, BertForQuestionAnswering):
+class DistilBertForQuestionAnswering(DistilBertPreTrainedModel, ModelWithHead):
     """transformers' DistilBertForQuestionAnswering: dropout (qa_dropout) on the hidden states, then qa_outputs."""
 
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
@@ -528,11 +545,12 @@ class DistilBertForQuestionAnswering(_DistilBertHead, BertForQuestionAnswering):
         Raises:
             ValueError: config.num_labels is not 2.
         """
-        super().__init__(config, attn_implementation)
+        super().__init__(config)
+        self.num_labels = check_span_labels(self)
+        self._add_base_model(attn_implementation)
+        self.qa_outputs = nn.Linear(self.config.hidden_size, self.config.num_labels)
         self.dropout = nn.Dropout(self.config.qa_dropout)
-
-    def _span_logits(self, sequence_output: Tensor) -> Tensor:
-        return self.qa_outputs(self.dropout(sequence_output))
+        self.post_init()
 
     def forward(
         self,
@@ -543,13 +561,26 @@ class DistilBertForQuestionAnswering(_DistilBertHead, BertForQuestionAnswering):
         end_positions: Tensor | None = None,
         position_ids: Tensor | None = None,
         **kwargs: Any,
-    ) -> Any:
+    ) -> QuestionAnsweringModelOutput | tuple[Tensor, ...]:
         """BertForQuestionAnswering.forward in transformers' DistilBERT argument order."""
-        return _bert_call(
-            BertForQuestionAnswering.forward,
-            self,
-            (input_ids, attention_mask, inputs_embeds, position_ids),
-            start_positions=start_positions,
-            end_positions=end_positions,
-            **kwargs,
-        )
+        inputs = distilbert_inputs(input_ids, attention_mask, inputs_embeds, position_ids, kwargs)
+        outputs = self._encode(**inputs, **kwargs)
+        logits = self.qa_outputs(self.dropout(outputs.last_hidden_state))  # (B, T, 2)
+        loss, start_logits, end_logits = span_outputs(logits, start_positions, end_positions)
+        output = QuestionAnsweringModelOutput(loss, start_logits, end_logits, outputs.hidden_states, outputs.attentions)
+        return self._finish(output, kwargs)
+
+
+# isinstance(model, BertPreTrainedModel), isinstance(model, BertForSequenceClassification) and the like hold for
+# DistilBERT's classes, as integrations.Trainer and CrossEncoder check and as when its heads inherited BERT's:
+# virtual subclasses (PreTrainedModel is an ABC), so each head's MRO stays DistilBERT's own.
+for bert_class, ours in (
+    (BertPreTrainedModel, DistilBertPreTrainedModel),
+    (BertForMaskedLM, DistilBertForMaskedLM),
+    (BertForSequenceClassification, DistilBertForSequenceClassification),
+    (BertForMultipleChoice, DistilBertForMultipleChoice),
+    (BertForTokenClassification, DistilBertForTokenClassification),
+    (BertForQuestionAnswering, DistilBertForQuestionAnswering),
+):
+    bert_class.register(ours)
+del bert_class, ours

@@ -7,7 +7,8 @@ else is BertModel's, packed path included: the projection runs on the embeddings
 classifier reads the first token through dense, GELU and out_proj (the ms-marco-electra cross-encoders),
 the generator's masked-LM head is generator_predictions + generator_lm_head (tied to the word embeddings),
 the discriminator's replaced-token head is discriminator_predictions, multiple choice scores each choice's
-sequence_summary (the config's summary_* fields); token classification and question answering are BERT's heads.
+sequence_summary (the config's summary_* fields); token classification and question answering are BERT's modules.
+Each head is ELECTRA's own class, on ElectraPreTrainedModel and ModelWithHead.
 """
 
 from __future__ import annotations
@@ -19,18 +20,32 @@ from torch import Tensor, nn
 
 from bertlite.config import BertConfig, ElectraConfig
 from bertlite.layers.activations import ACT2FN
-from bertlite.models.bert import BertEmbeddings, BertModel
+from bertlite.models.bert import BertEmbeddings, BertModel, BertPreTrainedModel
 from bertlite.models.heads import (
     BertForMaskedLM,
     BertForMultipleChoice,
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
-    _BertWithHead,
-    _classifier_dropout,
+    bert_inputs,
+    check_span_labels,
+    classifier_dropout,
+    family_config,
+    first_tokens,
+    flat_choices,
+    sequence_classification_loss,
+    span_outputs,
+    token_loss,
 )
-from bertlite.models.outputs import BaseModelOutputWithPooling, ElectraForPreTrainingOutput
-from bertlite.models.roberta import _family_config, first_tokens
+from bertlite.models.modeling_utils import ModelWithHead, PreTrainedModel
+from bertlite.models.outputs import (
+    ElectraForPreTrainingOutput,
+    MaskedLMOutput,
+    MultipleChoiceModelOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
 
 # transformers' summary_type values its sequence summary computes ("attn" it leaves unimplemented).
 SUMMARY_TYPES = ("first", "last", "mean", "cls_index")
@@ -57,7 +72,7 @@ class ElectraModel(BertModel):
     config_class = ElectraConfig
     base_model_prefix = "electra"
     embeddings_class = ElectraEmbeddings
-    _as_config = _family_config(ElectraConfig)
+    _as_config = family_config(ElectraConfig)
 
     def __init__(
         self, config: BertConfig, add_pooling_layer: bool = False, attn_implementation: str | None = None
@@ -103,7 +118,7 @@ class ElectraClassificationHead(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.activation = ACT2FN["gelu"]  # GELU whatever hidden_act, as ELECTRA's authors (not BERT's tanh)
-        self.dropout = _classifier_dropout(config)
+        self.dropout = classifier_dropout(config)
         self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
 
     def forward(self, features: Tensor) -> Tensor:
@@ -174,16 +189,20 @@ class ElectraSequenceSummary(nn.Module):
         return self.last_dropout(self.activation(self.summary(self.first_dropout(output))))
 
 
-class _ElectraHead:
-    """What the ELECTRA heads set on a BERT head: the base model, its prefix and the config class."""
+class ElectraPreTrainedModel(PreTrainedModel):
+    """transformers' ElectraPreTrainedModel: what the ELECTRA heads share: the config, the base model under
+    "electra", and BERT's init and module types (ElectraModel is BertModel's tree)."""
 
     config_class = ElectraConfig
     base_model_prefix = "electra"
     base_model_class = ElectraModel
-    _as_config = _family_config(ElectraConfig)
+    _as_config = family_config(ElectraConfig)
+    _checkpointed_module_types = BertPreTrainedModel._checkpointed_module_types
+    _attention_module_types = BertPreTrainedModel._attention_module_types
+    _init_weights = BertPreTrainedModel._init_weights
 
 
-class ElectraForSequenceClassification(_ElectraHead, BertForSequenceClassification):
+class ElectraForSequenceClassification(ElectraPreTrainedModel, ModelWithHead):
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
         """Build the model and its head (no pooler: the classifier reads the first token).
 
@@ -191,22 +210,37 @@ class ElectraForSequenceClassification(_ElectraHead, BertForSequenceClassificati
             config: the model's config (num_labels: the classes).
             attn_implementation: as BertForSequenceClassification's.
         """
-        _BertWithHead.__init__(self, config)
-        config = self.config
-        self.num_labels = config.num_labels
-        self._add_base_model(config, attn_implementation, add_pooling_layer=False)
-        self.classifier = ElectraClassificationHead(config)
+        super().__init__(config)
+        self.num_labels = self.config.num_labels
+        self._add_base_model(attn_implementation)
+        self.classifier = ElectraClassificationHead(self.config)
         self.post_init()
 
-    def _classify(self, outputs: BaseModelOutputWithPooling, forward_kwargs: dict[str, Any]) -> Tensor:
-        return self.classifier(first_tokens(outputs.last_hidden_state, forward_kwargs))
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        **kwargs: Any,
+    ) -> SequenceClassifierOutput | tuple[Tensor, ...]:
+        """As BertForSequenceClassification.forward; the classifier reads each sequence's first token."""
+        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        outputs = self._encode(**inputs, **kwargs)
+        logits = self.classifier(first_tokens(outputs.last_hidden_state, kwargs))  # (B, num_labels)
+        loss = None if labels is None else sequence_classification_loss(self.config, logits, labels)
+        return self._finish(SequenceClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
 
     def classify(self, first_tokens: Tensor | None, pooled: Tensor | None) -> Tensor:
         """BertForSequenceClassification.classify: ELECTRA's head reads the first tokens (B, H)."""
         return self.classifier(first_tokens[:, None])
 
 
-class ElectraForMaskedLM(_ElectraHead, BertForMaskedLM):
+class ElectraForMaskedLM(ElectraPreTrainedModel, ModelWithHead):
+    output_embeddings = "generator_lm_head"
     _tied_weights_keys = {"generator_lm_head.weight": "electra.embeddings.word_embeddings.weight"}
 
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
@@ -216,25 +250,36 @@ class ElectraForMaskedLM(_ElectraHead, BertForMaskedLM):
             config: the model's config.
             attn_implementation: as BertForMaskedLM's.
         """
-        _BertWithHead.__init__(self, config)
-        self._add_base_model(self.config, attn_implementation, add_pooling_layer=False)
+        super().__init__(config)
+        self._add_base_model(attn_implementation)
         self.generator_predictions = ElectraGeneratorPredictions(self.config)
         self.generator_lm_head = nn.Linear(self.config.embedding_size, self.config.vocab_size)
         self.post_init()
 
-    def get_output_embeddings(self) -> nn.Linear:
-        """The language-model decoder, generator_lm_head."""
-        return self.generator_lm_head
-
-    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
-        """Replace the decoder with `new_embeddings`."""
-        self.generator_lm_head = new_embeddings
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        **kwargs: Any,
+    ) -> MaskedLMOutput | tuple[Tensor, ...]:
+        """As BertForMaskedLM.forward, through the generator's head."""
+        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        outputs = self._encode(**inputs, **kwargs)
+        logits = self._prediction_scores(outputs.last_hidden_state)  # (B, T, vocab)
+        loss = token_loss(logits, labels)
+        return self._finish(MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
 
     def _prediction_scores(self, sequence_output: Tensor) -> Tensor:
+        """(..., vocab) logits from hidden states (..., H): the masked-LM head alone (SPLADE runs it on its rows)."""
         return self.generator_lm_head(self.generator_predictions(sequence_output))
 
 
-class ElectraForPreTraining(_ElectraHead, _BertWithHead):
+class ElectraForPreTraining(ElectraPreTrainedModel, ModelWithHead):
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
         """Build the discriminator: the model and its replaced-token head.
 
@@ -244,7 +289,7 @@ class ElectraForPreTraining(_ElectraHead, _BertWithHead):
                 _attn_implementation, else "sdpa".
         """
         super().__init__(config)
-        self._add_base_model(self.config, attn_implementation, add_pooling_layer=False)
+        self._add_base_model(attn_implementation)
         self.discriminator_predictions = ElectraDiscriminatorPredictions(self.config)
         self.post_init()
 
@@ -272,7 +317,8 @@ class ElectraForPreTraining(_ElectraHead, _BertWithHead):
             ElectraForPreTrainingOutput: loss, logits (B, T) (packed: (N,)), hidden_states and attentions as
             BertModel.forward's; with return_dict=False the tuple of its non-None fields.
         """
-        outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        outputs = self._encode(**inputs, **kwargs)
         sequence_output = outputs.last_hidden_state
         logits = self.discriminator_predictions(sequence_output)  # (B, T)
         loss = None
@@ -287,7 +333,7 @@ class ElectraForPreTraining(_ElectraHead, _BertWithHead):
         return self._finish(output, kwargs)
 
 
-class ElectraForMultipleChoice(_ElectraHead, BertForMultipleChoice):
+class ElectraForMultipleChoice(ElectraPreTrainedModel, ModelWithHead):
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
         """Build the model and its head: the sequence summary of each choice, then one score.
 
@@ -295,19 +341,118 @@ class ElectraForMultipleChoice(_ElectraHead, BertForMultipleChoice):
             config: the model's config (its summary_* fields).
             attn_implementation: as BertForMultipleChoice's.
         """
-        _BertWithHead.__init__(self, config)
-        self._add_base_model(self.config, attn_implementation, add_pooling_layer=False)
+        super().__init__(config)
+        self._add_base_model(attn_implementation)
         self.sequence_summary = ElectraSequenceSummary(self.config)
         self.classifier = nn.Linear(self.config.hidden_size, 1)
         self.post_init()
 
-    def _choice_scores(self, outputs: BaseModelOutputWithPooling) -> Tensor:
-        return self.classifier(self.sequence_summary(outputs.last_hidden_state))
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        **kwargs: Any,
+    ) -> MultipleChoiceModelOutput | tuple[Tensor, ...]:
+        """As BertForMultipleChoice.forward; each choice scored from its sequence summary."""
+        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        num_choices, inputs = flat_choices(type(self).__name__, **inputs)
+        outputs = self._encode(**inputs, **kwargs)
+        logits = self.classifier(self.sequence_summary(outputs.last_hidden_state)).view(-1, num_choices)  # (B, C)
+        loss = F.cross_entropy(logits, labels) if labels is not None else None
+        return self._finish(MultipleChoiceModelOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
 
 
-class ElectraForTokenClassification(_ElectraHead, BertForTokenClassification):
-    """transformers' ElectraForTokenClassification: BERT's head on ElectraModel."""
+class ElectraForTokenClassification(ElectraPreTrainedModel, ModelWithHead):
+    """transformers' ElectraForTokenClassification: BERT's head (dropout, classifier) on ElectraModel."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its head.
+
+        Args:
+            config: the model's config (num_labels: the classes).
+            attn_implementation: as BertForTokenClassification's.
+        """
+        super().__init__(config)
+        self.num_labels = self.config.num_labels
+        self._add_base_model(attn_implementation)
+        self.dropout = classifier_dropout(self.config)
+        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        **kwargs: Any,
+    ) -> TokenClassifierOutput | tuple[Tensor, ...]:
+        """As BertForTokenClassification.forward."""
+        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        outputs = self._encode(**inputs, **kwargs)
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
+        loss = token_loss(logits, labels)
+        return self._finish(TokenClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
 
 
-class ElectraForQuestionAnswering(_ElectraHead, BertForQuestionAnswering):
-    """transformers' ElectraForQuestionAnswering: BERT's head on ElectraModel."""
+class ElectraForQuestionAnswering(ElectraPreTrainedModel, ModelWithHead):
+    """transformers' ElectraForQuestionAnswering: BERT's head (qa_outputs) on ElectraModel."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its head.
+
+        Args:
+            config: the model's config (num_labels must be 2: start, end).
+            attn_implementation: as BertForQuestionAnswering's.
+
+        Raises:
+            ValueError: config.num_labels is not 2.
+        """
+        super().__init__(config)
+        self.num_labels = check_span_labels(self)
+        self._add_base_model(attn_implementation)
+        self.qa_outputs = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        start_positions: Tensor | None = None,
+        end_positions: Tensor | None = None,
+        **kwargs: Any,
+    ) -> QuestionAnsweringModelOutput | tuple[Tensor, ...]:
+        """As BertForQuestionAnswering.forward."""
+        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        outputs = self._encode(**inputs, **kwargs)
+        logits = self.qa_outputs(outputs.last_hidden_state)  # (B, T, 2)
+        loss, start_logits, end_logits = span_outputs(logits, start_positions, end_positions)
+        output = QuestionAnsweringModelOutput(loss, start_logits, end_logits, outputs.hidden_states, outputs.attentions)
+        return self._finish(output, kwargs)
+
+
+# isinstance(model, BertPreTrainedModel), isinstance(model, BertForSequenceClassification) and the like hold for
+# ELECTRA's classes, as integrations.Trainer and CrossEncoder check and as when its heads inherited BERT's:
+# virtual subclasses (PreTrainedModel is an ABC), so each head's MRO stays ELECTRA's own.
+for bert_class, ours in (
+    (BertPreTrainedModel, ElectraPreTrainedModel),
+    (BertForSequenceClassification, ElectraForSequenceClassification),
+    (BertForMaskedLM, ElectraForMaskedLM),
+    (BertForMultipleChoice, ElectraForMultipleChoice),
+    (BertForTokenClassification, ElectraForTokenClassification),
+    (BertForQuestionAnswering, ElectraForQuestionAnswering),
+):
+    bert_class.register(ours)
+del bert_class, ours

@@ -7,29 +7,30 @@ transformers' reductions (mean, ignore_index -100). The masked-LM decoder is the
 word-embedding matrix itself when config.tie_word_embeddings (the default). Their outputs are
 in models.outputs (and importable from here).
 
-Over 600 lines: the eight transformers head classes, each a short __init__ and forward, stay together in
-the module their callers import them from.
+The bodies every family's heads share are plain functions here (bert_inputs, classifier_dropout, family_config,
+first_tokens, sequence_classification_loss, token_loss, span_outputs, flat_choices); each family writes its own
+head classes on its own PreTrainedModel and models.modeling_utils.ModelWithHead, as transformers does.
+
+Over 700 lines: BERT's eight head classes, each a short __init__ and forward, and the shared head bodies stay
+together in the module their callers import them from.
 """
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bertlite.config import BertConfig
+from bertlite.config import BertConfig, as_bert_config
 from bertlite.layers.activations import ACT2FN
 from bertlite.models.bert import BertModel, BertPreTrainedModel
-from bertlite.models.inputs import check_forward_kwargs
+from bertlite.models.modeling_utils import ModelWithHead
 from bertlite.models.outputs import (
-    BaseModelOutputWithPooling,
     BertForPreTrainingOutput,
     CausalLMOutput,
     MaskedLMOutput,
-    ModelOutput,
     MultipleChoiceModelOutput,
     NextSentencePredictorOutput,
     QuestionAnsweringModelOutput,
@@ -98,118 +99,149 @@ class BertPreTrainingHeads(nn.Module):
 # --- models --------------------------------------------------------------------
 
 
-# The keywords BertModel.forward takes by name: a head passes them on unchecked (see _encode).
-_BERT_MODEL_KEYWORDS = frozenset(
-    name
-    for name, parameter in inspect.signature(BertModel.forward).parameters.items()
-    if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY) and name != "self"
-)
+def bert_inputs(
+    input_ids: Tensor | None,
+    attention_mask: Tensor | None,
+    token_type_ids: Tensor | None,
+    position_ids: Tensor | None,
+    inputs_embeds: Tensor | None,
+) -> dict[str, Tensor]:
+    """A head's inputs by BertModel.forward's names, for its base model (_encode); those not given left out."""
+    inputs = {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "token_type_ids": token_type_ids,
+        "position_ids": position_ids,
+        "inputs_embeds": inputs_embeds,
+    }
+    return {name: value for name, value in inputs.items() if value is not None}
 
 
-class _BertWithHead(BertPreTrainedModel):
-    """What every head class shares: the base model call, init of the head, the output form.
+def classifier_dropout(config: BertConfig) -> nn.Dropout:
+    """The classifier heads' dropout: config.classifier_dropout, else hidden_dropout_prob, as transformers'."""
+    return nn.Dropout(config.hidden_dropout_prob if config.classifier_dropout is None else config.classifier_dropout)
 
-    Every head's forward takes transformers' inputs (input_ids, attention_mask, token_type_ids,
-    position_ids, inputs_embeds, in that order), its labels by keyword, and in **kwargs what goes to
-    BertModel.forward (output_attentions, output_hidden_states, ...) and return_dict, as transformers'
-    heads take them in **kwargs.
+
+def family_config(config_class: type[BertConfig]) -> Any:
+    """A model class's _as_config: its own config class, or one made from another library's config."""
+    return staticmethod(lambda config: as_bert_config(config, config_class))
+
+
+def first_tokens(hidden: Tensor, forward_kwargs: dict[str, Any]) -> Tensor:
+    """Each sequence's first token as (B, 1, H): from (B, T, H), or from a packed batch's (N, H) rows."""
+    if hidden.dim() == 3:
+        return hidden[:, :1]
+    layout = forward_kwargs.get("layout")
+    lengths = layout.lengths if layout is not None else torch.as_tensor(forward_kwargs["lengths"], device=hidden.device)
+    return hidden[torch.cumsum(lengths, 0) - lengths][:, None]  # (B, 1, H)
+
+
+def sequence_classification_loss(config: BertConfig, logits: Tensor, labels: Tensor) -> Tensor:
+    """transformers' sequence-classification loss by config.problem_type (inferred and stored when unset).
+
+    Args:
+        config: the classifier's config (num_labels, problem_type).
+        logits: (B, num_labels).
+        labels: (B,) floats or class ids, or (B, num_labels) 0/1 floats.
+
+    Returns:
+        The loss.
     """
+    num_labels = config.num_labels
+    if config.problem_type is None:
+        if num_labels == 1:
+            config.problem_type = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            config.problem_type = "single_label_classification"
+        else:
+            config.problem_type = "multi_label_classification"
+    if config.problem_type == "regression":
+        return F.mse_loss(logits.squeeze(), labels.squeeze()) if num_labels == 1 else F.mse_loss(logits, labels)
+    if config.problem_type == "single_label_classification":
+        return F.cross_entropy(logits.view(-1, num_labels), labels.view(-1))
+    return F.binary_cross_entropy_with_logits(logits, labels)
 
-    base_model_class: type[BertModel] = BertModel  # a family's base model (bertlite.models.roberta)
 
-    def _add_base_model(
-        self, config: BertConfig, attn_implementation: str | None, add_pooling_layer: bool = True
-    ) -> None:
-        """Build the base model under its prefix (`bert`; a family's, e.g. `roberta`), as transformers names it."""
-        base = self.base_model_class(
-            config, add_pooling_layer=add_pooling_layer, attn_implementation=attn_implementation
+def token_loss(logits: Tensor, labels: Tensor | None) -> Tensor | None:
+    """The mean cross-entropy over the scored tokens (labels -100 elsewhere); None without labels."""
+    return None if labels is None else F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1))
+
+
+def span_outputs(
+    logits: Tensor, start_positions: Tensor | None, end_positions: Tensor | None
+) -> tuple[Tensor | None, Tensor, Tensor]:
+    """The question-answering loss and logits from (B, T, 2) span logits, as transformers computes them.
+
+    Args:
+        logits: (B, T, 2) start and end logits.
+        start_positions, end_positions: (B,) (or (B, 1)) token indices of the answer span; the loss needs both.
+            Positions outside the sequence are clamped to T and add nothing.
+
+    Returns:
+        (loss: the mean of the start and end losses, or None; start_logits (B, T); end_logits (B, T)).
+    """
+    start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))  # (B, T) each
+    if start_positions is None or end_positions is None:
+        return None, start_logits, end_logits
+    if start_positions.dim() > 1:  # (B, 1), as some data loaders give them
+        start_positions = start_positions.squeeze(-1)
+    if end_positions.dim() > 1:
+        end_positions = end_positions.squeeze(-1)
+    ignored_index = start_logits.size(1)
+    start_positions = start_positions.clamp(0, ignored_index)
+    end_positions = end_positions.clamp(0, ignored_index)
+    start_loss = F.cross_entropy(start_logits, start_positions, ignore_index=ignored_index)
+    end_loss = F.cross_entropy(end_logits, end_positions, ignore_index=ignored_index)
+    return (start_loss + end_loss) / 2, start_logits, end_logits
+
+
+def check_span_labels(model: nn.Module) -> int:
+    """A question-answering head's num_labels: 2 (start, end), as its config must say.
+
+    Raises:
+        ValueError: config.num_labels is not 2 (transformers would fail later, unpacking the logits).
+    """
+    if model.config.num_labels != 2:
+        raise ValueError(f"{type(model).__name__} needs num_labels=2 (start, end), got {model.config.num_labels}")
+    return model.config.num_labels
+
+
+def flat_choices(owner: str, **inputs: Tensor | None) -> tuple[int, dict[str, Tensor | None]]:
+    """A multiple-choice batch as one of sequences: (B, C, T, ...) -> (B * C, T, ...), every choice its own.
+
+    Args:
+        owner: the head's class name, for the error.
+        **inputs: input_ids, attention_mask, token_type_ids, position_ids (B, C, T) and inputs_embeds
+            (B, C, T, H), None where not given.
+
+    Returns:
+        (C, the inputs flattened).
+
+    Raises:
+        ValueError: neither input_ids nor inputs_embeds, or not of the shape above.
+    """
+    input_ids, inputs_embeds = inputs.get("input_ids"), inputs.get("inputs_embeds")
+    first = input_ids if input_ids is not None else inputs_embeds
+    if first is None:
+        raise ValueError("pass exactly one of input_ids or inputs_embeds")
+    if first.dim() != (3 if input_ids is not None else 4):
+        name = "input_ids" if input_ids is not None else "inputs_embeds"
+        raise ValueError(
+            f"{owner} takes {name} of shape (batch, num_choices, seq_len"
+            f"{'' if input_ids is not None else ', hidden'}), got {tuple(first.shape)}"
         )
-        setattr(self, self.base_model_prefix, base)
-
-    def post_init(self) -> None:
-        # BertModel initialised itself; the head modules are the other children. On the
-        # meta device (from_pretrained) there is nothing to fill. Tying comes last, so
-        # the decoder's init cannot overwrite the embeddings it then shares.
-        if any(not p.is_meta for p in self.parameters()):
-            for name, child in self.named_children():
-                if name != self.base_model_prefix:
-                    child.apply(self._init_weights)
-        self.tie_weights()
-
-    @torch.no_grad()
-    def _init_weights(self, module: nn.Module) -> None:
-        super()._init_weights(module)
-        if isinstance(module, BertLMPredictionHead):
-            module.bias.zero_()  # a bare Parameter, which the per-layer scheme does not reach
-
-    @property
-    def attn_implementation(self) -> str:
-        """The attention implementation the base model's layers run."""
-        return self.base_model.attn_implementation
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        """The base model's word embeddings."""
-        return self.base_model.get_input_embeddings()
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        """Replace the base model's word embeddings with `value`."""
-        self.base_model.set_input_embeddings(value)
-
-    def _encode(
-        self,
-        input_ids: Tensor | None,
-        attention_mask: Tensor | None,
-        token_type_ids: Tensor | None,
-        position_ids: Tensor | None,
-        inputs_embeds: Tensor | None,
-        **encoder_inputs: Any,
-    ) -> BaseModelOutputWithPooling:
-        """BertModel's outputs for a head's forward, which passes all its **kwargs on as encoder_inputs.
-
-        A keyword BertModel.forward names (output_attentions, output_hidden_states, use_cache, and any it
-        takes later) reaches it as given, so a new one needs no change in the heads. return_dict is the
-        head's own (_finish). The others are checked here, so an error names the head; those BertModel
-        ignores (tokenizer extras, Trainer's num_items_in_batch, head_mask=None, ...) go on to it too.
-        """
-        encoder_inputs.pop("return_dict", None)
-        unnamed = {k: v for k, v in encoder_inputs.items() if k not in _BERT_MODEL_KEYWORDS}
-        check_forward_kwargs(type(self).__name__, unnamed)
-        return self.base_model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **encoder_inputs,
-        )
-
-    def _finish(self, output: ModelOutput, forward_kwargs: dict[str, Any]) -> Any:
-        """`output`, or its tuple when the forward's return_dict (else config.return_dict) is False."""
-        return_dict = forward_kwargs.get("return_dict")
-        return output if (self.config.return_dict if return_dict is None else return_dict) else output.to_tuple()
+    flat = {name: None if t is None else t.reshape(-1, *t.shape[2:]) for name, t in inputs.items()}  # (B * C, T, ...)
+    return first.shape[1], flat
 
 
-class _BertWithLMHead(_BertWithHead):
-    """A head with the masked-LM decoder `cls.predictions`, tied to the word embeddings when
-    config.tie_word_embeddings (tie_weights reads _tied_weights_keys: target -> source)."""
-
+class BertForPreTraining(BertPreTrainedModel, ModelWithHead):
+    base_model_class = BertModel
+    output_embeddings = "cls.predictions.decoder"
     _tied_weights_keys = {
         "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
         "cls.predictions.decoder.bias": "cls.predictions.bias",
     }
 
-    def get_output_embeddings(self) -> nn.Linear:
-        """The language-model decoder, cls.predictions.decoder."""
-        return self.cls.predictions.decoder
-
-    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
-        """Replace the decoder (and the bias it uses) with `new_embeddings`."""
-        self.cls.predictions.decoder = new_embeddings
-        self.cls.predictions.bias = new_embeddings.bias
-
-
-class BertForPreTraining(_BertWithLMHead):
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
         """Build the model and its head with freshly initialised weights (from_pretrained loads them).
 
@@ -220,7 +252,7 @@ class BertForPreTraining(_BertWithLMHead):
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
-        self._add_base_model(config, attn_implementation)
+        self._add_base_model(attn_implementation, add_pooling_layer=True)
         self.cls = BertPreTrainingHeads(config)
         self.post_init()
 
@@ -252,7 +284,8 @@ class BertForPreTraining(_BertWithLMHead):
             (B, T, vocab), seq_relationship_logits (B, 2), hidden_states and attentions as
             BertModel.forward's; with return_dict=False the tuple of its non-None fields.
         """
-        outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        outputs = self._encode(**inputs, **kwargs)
         prediction_scores, seq_relationship_score = self.cls(outputs.last_hidden_state, outputs.pooler_output)
         loss = None
         if labels is not None and next_sentence_label is not None:
@@ -265,7 +298,14 @@ class BertForPreTraining(_BertWithLMHead):
         return self._finish(output, kwargs)
 
 
-class BertLMHeadModel(_BertWithLMHead):
+class BertLMHeadModel(BertPreTrainedModel, ModelWithHead):
+    base_model_class = BertModel
+    output_embeddings = "cls.predictions.decoder"
+    _tied_weights_keys = {
+        "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+        "cls.predictions.decoder.bias": "cls.predictions.bias",
+    }
+
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
         """Build the model and its head with freshly initialised weights (from_pretrained loads them).
 
@@ -278,7 +318,7 @@ class BertLMHeadModel(_BertWithLMHead):
         config = self.config  # a bertlite.BertConfig, also when given transformers'
         if not config.is_decoder:
             warn_user("BertLMHeadModel without is_decoder=True attends both ways; set is_decoder=True")
-        self._add_base_model(config, attn_implementation, add_pooling_layer=False)
+        self._add_base_model(attn_implementation)
         self.cls = BertOnlyMLMHead(config)
         self.post_init()
 
@@ -310,7 +350,8 @@ class BertLMHeadModel(_BertWithLMHead):
             BertModel.forward's; with return_dict=False the tuple of its non-None fields.
         """
         shift_labels = kwargs.pop("shift_labels", None)
-        outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        outputs = self._encode(**inputs, **kwargs)
         logits = self.cls(outputs.last_hidden_state)  # (B, T, vocab)
         loss = None
         if labels is not None:
@@ -333,7 +374,14 @@ class BertLMHeadModel(_BertWithLMHead):
         return self._finish(CausalLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
 
 
-class BertForMaskedLM(_BertWithLMHead):
+class BertForMaskedLM(BertPreTrainedModel, ModelWithHead):
+    base_model_class = BertModel
+    output_embeddings = "cls.predictions.decoder"
+    _tied_weights_keys = {
+        "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+        "cls.predictions.decoder.bias": "cls.predictions.bias",
+    }
+
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
         """Build the model and its head with freshly initialised weights (from_pretrained loads them).
 
@@ -346,7 +394,7 @@ class BertForMaskedLM(_BertWithLMHead):
         config = self.config  # a bertlite.BertConfig, also when given transformers'
         if config.is_decoder:
             warn_user("BertForMaskedLM with is_decoder=True attends only to the left")
-        self._add_base_model(config, attn_implementation, add_pooling_layer=False)
+        self._add_base_model(attn_implementation)
         self.cls = BertOnlyMLMHead(config)
         self.post_init()
 
@@ -374,7 +422,8 @@ class BertForMaskedLM(_BertWithLMHead):
             MaskedLMOutput: loss, logits (B, T, vocab), hidden_states and attentions as
             BertModel.forward's; with return_dict=False the tuple of its non-None fields.
         """
-        outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        outputs = self._encode(**inputs, **kwargs)
         logits = self._prediction_scores(outputs.last_hidden_state)  # (B, T, vocab)
         loss = None
         if labels is not None:
@@ -386,7 +435,9 @@ class BertForMaskedLM(_BertWithLMHead):
         return self.cls(sequence_output)
 
 
-class BertForNextSentencePrediction(_BertWithHead):
+class BertForNextSentencePrediction(BertPreTrainedModel, ModelWithHead):
+    base_model_class = BertModel
+
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
         """Build the model and its head with freshly initialised weights (from_pretrained loads them).
 
@@ -397,7 +448,7 @@ class BertForNextSentencePrediction(_BertWithHead):
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
-        self._add_base_model(config, attn_implementation)
+        self._add_base_model(attn_implementation, add_pooling_layer=True)
         self.cls = BertOnlyNSPHead(config)
         self.post_init()
 
@@ -425,18 +476,17 @@ class BertForNextSentencePrediction(_BertWithHead):
             NextSentencePredictorOutput: loss, logits (B, 2), hidden_states and attentions as
             BertModel.forward's; with return_dict=False the tuple of its non-None fields.
         """
-        outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        outputs = self._encode(**inputs, **kwargs)
         logits = self.cls(outputs.pooler_output)  # (B, 2)
         loss = F.cross_entropy(logits.view(-1, 2), labels.view(-1)) if labels is not None else None
         output = NextSentencePredictorOutput(loss, logits, outputs.hidden_states, outputs.attentions)
         return self._finish(output, kwargs)
 
 
-def _classifier_dropout(config: BertConfig) -> nn.Dropout:
-    return nn.Dropout(config.hidden_dropout_prob if config.classifier_dropout is None else config.classifier_dropout)
+class BertForSequenceClassification(BertPreTrainedModel, ModelWithHead):
+    base_model_class = BertModel
 
-
-class BertForSequenceClassification(_BertWithHead):
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
         """Build the model and its head with freshly initialised weights (from_pretrained loads them).
 
@@ -448,8 +498,8 @@ class BertForSequenceClassification(_BertWithHead):
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
         self.num_labels = config.num_labels
-        self._add_base_model(config, attn_implementation)
-        self.dropout = _classifier_dropout(config)
+        self._add_base_model(attn_implementation, add_pooling_layer=True)
+        self.dropout = classifier_dropout(config)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
@@ -479,32 +529,12 @@ class BertForSequenceClassification(_BertWithHead):
             SequenceClassifierOutput: loss, logits (B, num_labels), hidden_states and attentions as
             BertModel.forward's; with return_dict=False the tuple of its non-None fields.
         """
-        outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        logits = self._classify(outputs, kwargs)  # (B, num_labels)
-        loss = None
-        if labels is not None:
-            if self.config.problem_type is None:
-                if self.num_labels == 1:
-                    self.config.problem_type = "regression"
-                elif labels.dtype in (torch.long, torch.int):
-                    self.config.problem_type = "single_label_classification"
-                else:
-                    self.config.problem_type = "multi_label_classification"
-            if self.config.problem_type == "regression":
-                if self.num_labels == 1:
-                    loss = F.mse_loss(logits.squeeze(), labels.squeeze())
-                else:
-                    loss = F.mse_loss(logits, labels)
-            elif self.config.problem_type == "single_label_classification":
-                loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
-            else:
-                loss = F.binary_cross_entropy_with_logits(logits, labels)
+        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        outputs = self._encode(**inputs, **kwargs)
+        logits = self.classify(None, outputs.pooler_output)  # (B, num_labels)
+        loss = None if labels is None else sequence_classification_loss(self.config, logits, labels)
         output = SequenceClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions)
         return self._finish(output, kwargs)
-
-    def _classify(self, outputs: BaseModelOutputWithPooling, forward_kwargs: dict[str, Any]) -> Tensor:
-        """(B, num_labels) logits from the base model's outputs: BERT classifies the pooler output."""
-        return self.classify(None, outputs.pooler_output)
 
     def classify(self, first_tokens: Tensor | None, pooled: Tensor | None) -> Tensor:
         """The head alone, for a caller that ran the base model itself (bertlite's CrossEncoder).
@@ -519,7 +549,9 @@ class BertForSequenceClassification(_BertWithHead):
         return self.classifier(self.dropout(pooled))
 
 
-class BertForMultipleChoice(_BertWithHead):
+class BertForMultipleChoice(BertPreTrainedModel, ModelWithHead):
+    base_model_class = BertModel
+
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
         """Build the model and its head with freshly initialised weights (from_pretrained loads them).
 
@@ -530,8 +562,8 @@ class BertForMultipleChoice(_BertWithHead):
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
-        self._add_base_model(config, attn_implementation)
-        self.dropout = _classifier_dropout(config)
+        self._add_base_model(attn_implementation, add_pooling_layer=True)
+        self.dropout = classifier_dropout(config)
         self.classifier = nn.Linear(config.hidden_size, 1)  # one score per choice
         self.post_init()
 
@@ -563,40 +595,19 @@ class BertForMultipleChoice(_BertWithHead):
         Raises:
             ValueError: neither input_ids nor inputs_embeds, or not of the shape above.
         """
-        first = input_ids if input_ids is not None else inputs_embeds
-        if first is None:
-            raise ValueError("pass exactly one of input_ids or inputs_embeds")
-        if first.dim() != (3 if input_ids is not None else 4):
-            name = "input_ids" if input_ids is not None else "inputs_embeds"
-            raise ValueError(
-                f"{type(self).__name__} takes {name} of shape (batch, num_choices, seq_len"
-                f"{'' if input_ids is not None else ', hidden'}), got {tuple(first.shape)}"
-            )
-        num_choices = first.shape[1]
-
-        def flat(t: Tensor | None, dims: int = 1) -> Tensor | None:
-            # (B, C, T, ...) -> (B * C, T, ...): every choice is a sequence of its own.
-            return None if t is None else t.reshape(-1, *t.shape[t.dim() - dims :])
-
-        outputs = self._encode(
-            flat(input_ids),
-            flat(attention_mask),
-            flat(token_type_ids),
-            flat(position_ids),
-            flat(inputs_embeds, dims=2),
-            **kwargs,
+        num_choices, inputs = flat_choices(
+            type(self).__name__, **bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
         )
-        logits = self._choice_scores(outputs).view(-1, num_choices)  # (B, C)
+        outputs = self._encode(**inputs, **kwargs)
+        logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)  # (B, C)
         loss = F.cross_entropy(logits, labels) if labels is not None else None
         output = MultipleChoiceModelOutput(loss, logits, outputs.hidden_states, outputs.attentions)
         return self._finish(output, kwargs)
 
-    def _choice_scores(self, outputs: BaseModelOutputWithPooling) -> Tensor:
-        """(B * C, 1) scores of the flattened choices from the base model's outputs: BERT scores the pooler output."""
-        return self.classifier(self.dropout(outputs.pooler_output))
 
+class BertForTokenClassification(BertPreTrainedModel, ModelWithHead):
+    base_model_class = BertModel
 
-class BertForTokenClassification(_BertWithHead):
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
         """Build the model and its head with freshly initialised weights (from_pretrained loads them).
 
@@ -608,8 +619,8 @@ class BertForTokenClassification(_BertWithHead):
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
         self.num_labels = config.num_labels
-        self._add_base_model(config, attn_implementation, add_pooling_layer=False)
-        self.dropout = _classifier_dropout(config)
+        self._add_base_model(attn_implementation)
+        self.dropout = classifier_dropout(config)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
@@ -637,16 +648,17 @@ class BertForTokenClassification(_BertWithHead):
             TokenClassifierOutput: loss, logits (B, T, num_labels), hidden_states and attentions as
             BertModel.forward's; with return_dict=False the tuple of its non-None fields.
         """
-        outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        outputs = self._encode(**inputs, **kwargs)
         logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
+        loss = token_loss(logits, labels)
         output = TokenClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions)
         return self._finish(output, kwargs)
 
 
-class BertForQuestionAnswering(_BertWithHead):
+class BertForQuestionAnswering(BertPreTrainedModel, ModelWithHead):
+    base_model_class = BertModel
+
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
         """Build the model and its head with freshly initialised weights (from_pretrained loads them).
 
@@ -660,11 +672,8 @@ class BertForQuestionAnswering(_BertWithHead):
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
-        if config.num_labels != 2:
-            # transformers would fail later, unpacking the logits; the two outputs are start and end.
-            raise ValueError(f"{type(self).__name__} needs num_labels=2 (start, end), got {config.num_labels}")
-        self.num_labels = config.num_labels
-        self._add_base_model(config, attn_implementation, add_pooling_layer=False)
+        self.num_labels = check_span_labels(self)
+        self._add_base_model(attn_implementation)
         self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
@@ -695,27 +704,12 @@ class BertForQuestionAnswering(_BertWithHead):
             start_logits (B, T), end_logits (B, T), hidden_states and attentions as
             BertModel.forward's; with return_dict=False the tuple of its non-None fields.
         """
-        outputs = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        logits = self._span_logits(outputs.last_hidden_state)  # (B, T, 2)
-        start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))  # (B, T) each
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            if start_positions.dim() > 1:  # (B, 1), as some data loaders give them
-                start_positions = start_positions.squeeze(-1)
-            if end_positions.dim() > 1:
-                end_positions = end_positions.squeeze(-1)
-            ignored_index = start_logits.size(1)
-            start_positions = start_positions.clamp(0, ignored_index)
-            end_positions = end_positions.clamp(0, ignored_index)
-            start_loss = F.cross_entropy(start_logits, start_positions, ignore_index=ignored_index)
-            end_loss = F.cross_entropy(end_logits, end_positions, ignore_index=ignored_index)
-            loss = (start_loss + end_loss) / 2
+        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        outputs = self._encode(**inputs, **kwargs)
+        logits = self.qa_outputs(outputs.last_hidden_state)  # (B, T, 2)
+        loss, start_logits, end_logits = span_outputs(logits, start_positions, end_positions)
         output = QuestionAnsweringModelOutput(loss, start_logits, end_logits, outputs.hidden_states, outputs.attentions)
         return self._finish(output, kwargs)
-
-    def _span_logits(self, sequence_output: Tensor) -> Tensor:
-        """(B, T, 2) start and end logits from the last hidden state: BERT's head is qa_outputs alone."""
-        return self.qa_outputs(sequence_output)
 
 
 # Every model class by name: what Auto* classes and the parity check build from a name.

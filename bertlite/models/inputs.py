@@ -196,3 +196,22 @@ def check_forward_kwargs(owner: str, kwargs: dict[str, Any]) -> None:
                 raise NotImplementedError(f"{owner}.forward(): {NONE_ONLY_FORWARD_KWARGS[name]} (pass None)")
             continue
         raise TypeError(f"{owner}.forward() got an unexpected keyword argument {name!r}")
+
+
+def packed_position_ids(input_ids: Tensor, position_ids: Tensor, padding_idx: int) -> Tensor:
+    """A packed batch's positions as transformers gives them from the ids: a padding_idx token in a text
+    (a literal "<pad>") takes position padding_idx and is not counted.
+
+    Args:
+        input_ids: (N,) the packed ids.
+        position_ids: (N,) padding_idx + 1 + each row's index in its sequence (BertModel's packed path).
+        padding_idx: the pad id, whose position row no real token uses.
+
+    Returns:
+        (N,) positions.
+    """
+    pad = input_ids.eq(padding_idx).long()
+    pads = torch.cumsum(pad, 0)  # pads up to each row, the row included
+    starts = torch.arange(len(input_ids), device=input_ids.device) - (position_ids - padding_idx - 1)
+    pads_in_sequence = pads - pads[starts] + pad[starts]  # from the row's sequence start to the row
+    return torch.where(pad.bool(), padding_idx, position_ids - pads_in_sequence)

@@ -10,7 +10,10 @@ what is its own: config_class, base_model_prefix, _init_weights, the module type
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
 import os
+from abc import ABCMeta
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -22,13 +25,19 @@ from bertlite.checkpoint import save as checkpoint_save
 from bertlite.config import BertConfig, bind_attention
 from bertlite.layers import onednn
 from bertlite.layers.attention import check_attn_implementation
+from bertlite.models.inputs import check_forward_kwargs
 
 # transformers' dummy_inputs ids (utils.DUMMY_INPUTS).
 DUMMY_INPUTS = [[7, 6, 0, 0, 1], [1, 2, 3, 0, 0], [0, 0, 0, 4, 5]]
 
 
-class PreTrainedModel(nn.Module):
-    """The base of every bertlite model: transformers' PreTrainedModel members, loading and saving."""
+class PreTrainedModel(nn.Module, metaclass=ABCMeta):
+    """The base of every bertlite model: transformers' PreTrainedModel members, loading and saving.
+
+    An ABC so that a family's classes can register as virtual subclasses of BERT's (isinstance(model,
+    BertPreTrainedModel) and isinstance(model, BertForSequenceClassification) hold for every BERT-like family, as
+    integrations.Trainer and CrossEncoder check), while each head's MRO stays its own family's.
+    """
 
     # transformers' class attributes that libraries read (Trainer, pipeline, PEFT); a family sets the first two.
     config_class: ClassVar[type | None] = None
@@ -462,3 +471,96 @@ class PreTrainedModel(nn.Module):
             if isinstance(module, self._attention_module_types):
                 module.attn_implementation = name
         bind_attention(self.config, self)
+
+
+@functools.cache
+def forward_keywords(model_class: type[nn.Module]) -> frozenset[str]:
+    """The keywords a base model's forward takes by name, its own and those of the forwards it overrides (MPNetModel
+    passes use_cache on to BertModel.forward): a head passes them to its base model unchecked.
+
+    Args:
+        model_class: a base model class (BertModel, MPNetModel, ...).
+
+    Returns:
+        The names, without self.
+    """
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    forwards = [vars(cls)["forward"] for cls in model_class.__mro__ if "forward" in vars(cls)]
+    return frozenset(
+        name
+        for forward in forwards
+        for name, parameter in inspect.signature(forward).parameters.items()
+        if parameter.kind in kinds and name != "self"
+    )
+
+
+class ModelWithHead(PreTrainedModel):
+    """What every task head class shares, whatever its family: the base model under base_model_prefix, the head's
+    init, the base model call and the output form.
+
+    A head class subclasses its family's PreTrainedModel and this, as transformers writes `RobertaForMaskedLM(
+    RobertaPreTrainedModel)`.
+    """
+
+    base_model_class: ClassVar[type[PreTrainedModel]]  # the family's base model, built under base_model_prefix
+    output_embeddings: ClassVar[str | None] = None  # a language-model head's decoder ("cls.predictions.decoder")
+
+    def _add_base_model(self, attn_implementation: str | None, add_pooling_layer: bool = False) -> None:
+        """Build the base model under its prefix (`bert`, `roberta`, ...), as transformers names it."""
+        base = self.base_model_class(
+            self.config, add_pooling_layer=add_pooling_layer, attn_implementation=attn_implementation
+        )
+        setattr(self, self.base_model_prefix, base)
+
+    def post_init(self) -> None:
+        # The base model initialised itself; the head modules are the other children. On the meta device
+        # (from_pretrained) there is nothing to fill. Tying comes last, so the decoder's init cannot overwrite the
+        # embeddings it then shares.
+        if any(not p.is_meta for p in self.parameters()):
+            for name, child in self.named_children():
+                if name != self.base_model_prefix:
+                    child.apply(self._init_weights)
+        self.tie_weights()
+
+    @property
+    def attn_implementation(self) -> str:
+        """The attention implementation the base model's layers run."""
+        return self.base_model.attn_implementation
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        """The base model's word embeddings."""
+        return self.base_model.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        """Replace the base model's word embeddings with `value`."""
+        self.base_model.set_input_embeddings(value)
+
+    def get_output_embeddings(self) -> nn.Module | None:
+        """The language-model decoder (output_embeddings), for the heads that have one; else None."""
+        return None if self.output_embeddings is None else self.get_submodule(self.output_embeddings)
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        """Replace the language-model decoder with `new_embeddings`, and the bare bias beside it that it uses."""
+        owner_name, _, name = self.output_embeddings.rpartition(".")
+        owner = self.get_submodule(owner_name)
+        setattr(owner, name, new_embeddings)
+        if isinstance(owner._parameters.get("bias"), nn.Parameter):  # BERT's and RoBERTa's heads keep one
+            owner.bias = new_embeddings.bias
+
+    def _encode(self, **inputs: Any) -> Any:
+        """The base model's outputs (return_dict=True) for a head's forward, which passes its inputs and **kwargs.
+
+        A keyword the base model's forward names (output_attentions, output_hidden_states, and any it takes later)
+        reaches it as given, so a new one needs no change in the heads. return_dict is the head's own (_finish).
+        The others are checked here, so an error names the head; those the base model ignores (tokenizer extras,
+        Trainer's num_items_in_batch, head_mask=None, ...) go on to it too.
+        """
+        inputs.pop("return_dict", None)
+        named = forward_keywords(type(self.base_model))
+        check_forward_kwargs(type(self).__name__, {k: v for k, v in inputs.items() if k not in named})
+        return self.base_model(**inputs, return_dict=True)
+
+    def _finish(self, output: Any, forward_kwargs: dict[str, Any]) -> Any:
+        """`output`, or its tuple when the forward's return_dict (else config.return_dict) is False."""
+        return_dict = forward_kwargs.get("return_dict")
+        return output if (self.config.return_dict if return_dict is None else return_dict) else output.to_tuple()

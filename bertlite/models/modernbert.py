@@ -17,7 +17,7 @@ taking the residual add), so the CPU's oneDNN Linears and int8 swap in as for BE
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -48,7 +48,7 @@ from bertlite.models.inputs import (
     recording_graph,
 )
 from bertlite.models.modeling_utils import PreTrainedModel
-from bertlite.models.outputs import BaseModelOutputWithPooling, ModelOutput
+from bertlite.models.outputs import BaseModelOutputWithPooling
 
 
 def _as_config(config: Any) -> ModernBertConfig:
@@ -317,20 +317,42 @@ def trunc_normal_init(module: nn.Module, std: float, cutoff: float) -> None:
         module.bias.zero_()
 
 
+class ModernBertPredictionHead(nn.Module):
+    """transformers' ModernBertPredictionHead: norm(act(dense(x))), the heads' shared transform."""
+
+    def __init__(self, config: ModernBertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size, config.classifier_bias)
+        self.act = ACT2FN[config.classifier_activation]
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        return self.norm(self.act(self.dense(hidden_states)))
+
+
 class ModernBertPreTrainedModel(PreTrainedModel):
     """What every ModernBERT class shares: its config class, base model prefix "model", transformers' init."""
 
     config_class = ModernBertConfig
     base_model_prefix = "model"
     _as_config = staticmethod(_as_config)
+    # A head's Linears and their init std (init_stds' keys), after the base model's scheme.
+    head_inits: ClassVar[dict[str, str]] = {}
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        """transformers' scheme: truncated normals (std by the Linear's place), LayerNorms at 1 and 0, biases 0."""
+        """transformers' scheme: truncated normals (std by the Linear's place), LayerNorms at 1 and 0, biases 0;
+        and for a head's Linears (head.dense, decoder, classifier)."""
         stds = init_stds(self.config)
 
         def init(linear: nn.Module, std: float) -> None:
             trunc_normal_init(linear, std, self.config.initializer_cutoff_factor)
+
+        if isinstance(module, ModernBertPredictionHead):
+            init(module.dense, stds["out"])
+        for name, std in self.head_inits.items():
+            if module is getattr(self, name, None):
+                init(module, stds[std])
 
         if isinstance(module, nn.LayerNorm):
             module.weight.fill_(1.0)
@@ -355,11 +377,6 @@ class ModernBertPreTrainedModel(PreTrainedModel):
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         """Replace the token embeddings with `value`."""
         self.base_model.embeddings.tok_embeddings = value
-
-    def _finish(self, output: ModelOutput, forward_kwargs: dict[str, Any]) -> Any:
-        """`output`, or its tuple when the forward's return_dict (else config.return_dict) is False."""
-        return_dict = forward_kwargs.get("return_dict")
-        return output if (self.config.return_dict if return_dict is None else return_dict) else output.to_tuple()
 
 
 class ModernBertModel(ModernBertPreTrainedModel):

@@ -1,7 +1,8 @@
 """ModernBERT's task heads under transformers' names: ModernBertForMaskedLM (head, decoder),
 ModernBertForSequenceClassification (the first token or the mean of the real tokens, then head, drop, classifier),
 ModernBertForTokenClassification, ModernBertForQuestionAnswering and ModernBertForMultipleChoice, each on
-ModernBertModel under `model`, as transformers' keys have them.
+ModernBertModel under `model`, as transformers' keys have them; each on ModernBertPreTrainedModel and
+ModelWithHead.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertlite.config.modernbert import ModernBertConfig
-from bertlite.layers.activations import ACT2FN
 from bertlite.layers.packing import PackedLayout
-from bertlite.models.modernbert import ModernBertModel, ModernBertPreTrainedModel, init_stds, trunc_normal_init
+from bertlite.models.heads import bert_inputs, sequence_classification_loss
+from bertlite.models.modeling_utils import ModelWithHead
+from bertlite.models.modernbert import ModernBertModel, ModernBertPredictionHead, ModernBertPreTrainedModel
 from bertlite.models.outputs import (
-    BaseModelOutputWithPooling,
     MaskedLMOutput,
     MultipleChoiceModelOutput,
     QuestionAnsweringModelOutput,
@@ -36,93 +37,34 @@ __all__ = [
 ]
 
 
-class ModernBertPredictionHead(nn.Module):
-    """transformers' ModernBertPredictionHead: norm(act(dense(x))), the heads' shared transform."""
+def add_classifier(model: ModernBertPreTrainedModel, num_outputs: int) -> None:
+    """A classifier head's modules, in transformers' order: head, drop and classifier (num_outputs wide).
 
-    def __init__(self, config: ModernBertConfig) -> None:
-        super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size, config.classifier_bias)
-        self.act = ACT2FN[config.classifier_activation]
-        self.norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
-
-    def forward(self, hidden_states: Tensor) -> Tensor:
-        return self.norm(self.act(self.dense(hidden_states)))
-
-
-class _ModernBertWithHead(ModernBertPreTrainedModel):
-    """What every ModernBERT head shares: the base model under `model`, the head's init, the base model call."""
-
-    # The head's Linears and their init std (init_stds' keys), after the base model's init.
-    head_inits: dict[str, str] = {}
-
-    def _add_base_model(self, attn_implementation: str | None) -> None:
-        self.model = ModernBertModel(self.config, attn_implementation=attn_implementation)
-
-    def post_init(self) -> None:
-        # The base model initialised itself; the head modules are the rest, then the tie.
-        if any(not p.is_meta for p in self.parameters()):
-            for name, child in self.named_children():
-                if name != "model":
-                    child.apply(self._init_weights)
-        self.tie_weights()
-
-    @torch.no_grad()
-    def _init_weights(self, module: nn.Module) -> None:
-        """The base model's scheme, and transformers' for the head's Linears (head.dense, decoder, classifier)."""
-        super()._init_weights(module)
-        stds, cutoff = init_stds(self.config), self.config.initializer_cutoff_factor
-        if isinstance(module, ModernBertPredictionHead):
-            trunc_normal_init(module.dense, stds["out"], cutoff)
-        for name, std in self.head_inits.items():
-            if module is getattr(self, name, None):
-                trunc_normal_init(module, stds[std], cutoff)
-
-    def _encode(
-        self,
-        input_ids: Tensor | None,
-        attention_mask: Tensor | None,
-        position_ids: Tensor | None,
-        inputs_embeds: Tensor | None,
-        kwargs: dict[str, Any],
-    ) -> BaseModelOutputWithPooling:
-        """The base model's outputs for a head's forward; kwargs (but return_dict, the head's own) go to it."""
-        inputs = {k: v for k, v in kwargs.items() if k != "return_dict"}
-        return self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **inputs,
-        )
+    Args:
+        model: the head class being built.
+        num_outputs: the classifier's outputs (num_labels, or 1 for a choice's score).
+    """
+    model.head = ModernBertPredictionHead(model.config)
+    model.drop = nn.Dropout(model.config.classifier_dropout)
+    model.classifier = nn.Linear(model.config.hidden_size, num_outputs)
 
 
-class ModernBertForMaskedLM(_ModernBertWithHead):
+class ModernBertForMaskedLM(ModernBertPreTrainedModel, ModelWithHead):
     """transformers' ModernBertForMaskedLM: head, then decoder (tied to the token embeddings by default)."""
 
+    base_model_class = ModernBertModel
+    output_embeddings = "decoder"
     _tied_weights_keys = {"decoder.weight": "model.embeddings.tok_embeddings.weight"}
     head_inits = {"decoder": "out"}
 
     def __init__(self, config: ModernBertConfig, attn_implementation: str | None = None) -> None:
-        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
-
-        Args:
-            config: the model's config.
-            attn_implementation: as ModernBertModel's.
-        """
+        """Build the model and its head, freshly initialised (from_pretrained loads the weights); attn_implementation:
+        as ModernBertModel's."""
         super().__init__(config)
         self._add_base_model(attn_implementation)
         self.head = ModernBertPredictionHead(self.config)
         self.decoder = nn.Linear(self.config.hidden_size, self.config.vocab_size, bias=self.config.decoder_bias)
         self.post_init()
-
-    def get_output_embeddings(self) -> nn.Linear:
-        """The decoder."""
-        return self.decoder
-
-    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
-        """Replace the decoder with `new_embeddings`."""
-        self.decoder = new_embeddings
 
     def forward(
         self,
@@ -145,7 +87,7 @@ class ModernBertForMaskedLM(_ModernBertWithHead):
         Returns:
             MaskedLMOutput: loss, logits, hidden_states, attentions; with return_dict=False its tuple.
         """
-        outputs = self._encode(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
+        outputs = self._encode(**bert_inputs(input_ids, attention_mask, None, position_ids, inputs_embeds), **kwargs)
         hidden = outputs.last_hidden_state
         if self.config.sparse_prediction and labels is not None:
             labels = labels.view(-1)
@@ -164,25 +106,20 @@ class ModernBertForMaskedLM(_ModernBertWithHead):
         return self.decoder(self.head(sequence_output))
 
 
-class ModernBertForSequenceClassification(_ModernBertWithHead):
+class ModernBertForSequenceClassification(ModernBertPreTrainedModel, ModelWithHead):
     """transformers' ModernBertForSequenceClassification: the first token or the mean of the real tokens
     (config.classifier_pooling), then head, drop and classifier."""
 
+    base_model_class = ModernBertModel
     head_inits = {"classifier": "final_out"}
 
     def __init__(self, config: ModernBertConfig, attn_implementation: str | None = None) -> None:
-        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
-
-        Args:
-            config: the model's config (num_labels: the classes).
-            attn_implementation: as ModernBertModel's.
-        """
+        """Build the model and its head, freshly initialised (from_pretrained loads the weights); attn_implementation:
+        as ModernBertModel's."""
         super().__init__(config)
         self.num_labels = self.config.num_labels
         self._add_base_model(attn_implementation)
-        self.head = ModernBertPredictionHead(self.config)
-        self.drop = nn.Dropout(self.config.classifier_dropout)
-        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        add_classifier(self, self.config.num_labels)
         self.post_init()
 
     @property
@@ -213,7 +150,7 @@ class ModernBertForSequenceClassification(_ModernBertWithHead):
         """
         if kwargs.get("lengths") is not None:  # a packed batch: its layout, for the per-sequence pooling
             kwargs["layout"] = PackedLayout.from_lengths(torch.as_tensor(kwargs.pop("lengths")), self.dtype)
-        outputs = self._encode(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
+        outputs = self._encode(**bert_inputs(input_ids, attention_mask, None, position_ids, inputs_embeds), **kwargs)
         hidden = outputs.last_hidden_state
         if kwargs.get("layout") is not None:
             logits = self.classify_packed(hidden, kwargs["layout"])
@@ -269,46 +206,29 @@ def sequence_loss(model: ModernBertForSequenceClassification, logits: Tensor, la
     """transformers' sequence-classification loss by config.problem_type (inferred and stored when unset).
 
     Args:
-        model: the classifier (its config and num_labels).
+        model: the classifier (its config).
         logits: (B, num_labels).
         labels: (B,) floats or class ids, or (B, num_labels) 0/1 floats.
 
     Returns:
         The loss.
     """
-    config, num_labels = model.config, model.num_labels
-    if config.problem_type is None:
-        if num_labels == 1:
-            config.problem_type = "regression"
-        elif labels.dtype in (torch.long, torch.int):
-            config.problem_type = "single_label_classification"
-        else:
-            config.problem_type = "multi_label_classification"
-    if config.problem_type == "regression":
-        return F.mse_loss(logits.squeeze(), labels.squeeze()) if num_labels == 1 else F.mse_loss(logits, labels)
-    if config.problem_type == "single_label_classification":
-        return F.cross_entropy(logits.view(-1, num_labels), labels.view(-1))
-    return F.binary_cross_entropy_with_logits(logits, labels)
+    return sequence_classification_loss(model.config, logits, labels)
 
 
-class ModernBertForTokenClassification(_ModernBertWithHead):
+class ModernBertForTokenClassification(ModernBertPreTrainedModel, ModelWithHead):
     """transformers' ModernBertForTokenClassification: head, drop and classifier on every token."""
 
+    base_model_class = ModernBertModel
     head_inits = {"classifier": "final_out"}
 
     def __init__(self, config: ModernBertConfig, attn_implementation: str | None = None) -> None:
-        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
-
-        Args:
-            config: the model's config (num_labels: the classes).
-            attn_implementation: as ModernBertModel's.
-        """
+        """Build the model and its head, freshly initialised (from_pretrained loads the weights); attn_implementation:
+        as ModernBertModel's."""
         super().__init__(config)
         self.num_labels = self.config.num_labels
         self._add_base_model(attn_implementation)
-        self.head = ModernBertPredictionHead(self.config)
-        self.drop = nn.Dropout(self.config.classifier_dropout)
-        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        add_classifier(self, self.config.num_labels)
         self.post_init()
 
     def forward(
@@ -331,7 +251,7 @@ class ModernBertForTokenClassification(_ModernBertWithHead):
         Returns:
             TokenClassifierOutput: loss, logits (B, T, num_labels), hidden_states, attentions.
         """
-        outputs = self._encode(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
+        outputs = self._encode(**bert_inputs(input_ids, attention_mask, None, position_ids, inputs_embeds), **kwargs)
         logits = self.classifier(self.drop(self.head(outputs.last_hidden_state)))
         loss = None
         if labels is not None:
@@ -339,24 +259,19 @@ class ModernBertForTokenClassification(_ModernBertWithHead):
         return self._finish(TokenClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
 
 
-class ModernBertForQuestionAnswering(_ModernBertWithHead):
+class ModernBertForQuestionAnswering(ModernBertPreTrainedModel, ModelWithHead):
     """transformers' ModernBertForQuestionAnswering: head, drop and classifier (start and end) on every token."""
 
+    base_model_class = ModernBertModel
     head_inits = {"classifier": "final_out"}
 
     def __init__(self, config: ModernBertConfig, attn_implementation: str | None = None) -> None:
-        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
-
-        Args:
-            config: the model's config (num_labels: 2, start and end).
-            attn_implementation: as ModernBertModel's.
-        """
+        """Build the model and its head, freshly initialised (from_pretrained loads the weights); attn_implementation:
+        as ModernBertModel's."""
         super().__init__(config)
         self.num_labels = self.config.num_labels
         self._add_base_model(attn_implementation)
-        self.head = ModernBertPredictionHead(self.config)
-        self.drop = nn.Dropout(self.config.classifier_dropout)
-        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        add_classifier(self, self.config.num_labels)
         self.post_init()
 
     def forward(
@@ -380,7 +295,9 @@ class ModernBertForQuestionAnswering(_ModernBertWithHead):
             QuestionAnsweringModelOutput: loss (mean of the start and end losses), start_logits and end_logits
             (B, T), hidden_states, attentions.
         """
-        outputs = self._encode(input_ids, attention_mask, position_ids, kwargs.pop("inputs_embeds", None), kwargs)
+        outputs = self._encode(
+            **bert_inputs(input_ids, attention_mask, None, position_ids, kwargs.pop("inputs_embeds", None)), **kwargs
+        )
         logits = self.classifier(self.drop(self.head(outputs.last_hidden_state)))
         start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))
         loss = None
@@ -394,24 +311,19 @@ class ModernBertForQuestionAnswering(_ModernBertWithHead):
         return self._finish(output, kwargs)
 
 
-class ModernBertForMultipleChoice(_ModernBertWithHead):
+class ModernBertForMultipleChoice(ModernBertPreTrainedModel, ModelWithHead):
     """transformers' ModernBertForMultipleChoice: each choice pooled (its first real token, or the mean of its real
     tokens), then head, drop and classifier: one score per choice."""
 
+    base_model_class = ModernBertModel
     head_inits = {"classifier": "final_out"}
 
     def __init__(self, config: ModernBertConfig, attn_implementation: str | None = None) -> None:
-        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
-
-        Args:
-            config: the model's config.
-            attn_implementation: as ModernBertModel's.
-        """
+        """Build the model and its head, freshly initialised (from_pretrained loads the weights); attn_implementation:
+        as ModernBertModel's."""
         super().__init__(config)
         self._add_base_model(attn_implementation)
-        self.head = ModernBertPredictionHead(self.config)
-        self.drop = nn.Dropout(self.config.classifier_dropout)
-        self.classifier = nn.Linear(self.config.hidden_size, 1)
+        add_classifier(self, 1)
         self.post_init()
 
     def forward(
@@ -453,7 +365,9 @@ class ModernBertForMultipleChoice(_ModernBertWithHead):
             return None if t is None else t.reshape(-1, *t.shape[t.dim() - dims :])  # (B * C, T, ...)
 
         attention_mask = flat(attention_mask)
-        outputs = self._encode(flat(input_ids), attention_mask, flat(position_ids), flat(inputs_embeds, 2), kwargs)
+        outputs = self._encode(
+            **bert_inputs(flat(input_ids), attention_mask, None, flat(position_ids), flat(inputs_embeds, 2)), **kwargs
+        )
         hidden = outputs.last_hidden_state  # (B * C, T, H)
         if self.config.classifier_pooling == "cls":
             # The first real token: the first column of a right-padded mask, as transformers takes it.

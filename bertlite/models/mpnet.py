@@ -6,9 +6,9 @@ Linears are `attention.attn.{q,k,v,o}`, and its residual's LayerNorm is `attenti
 (MPNetAttention); the encoder holds one table, `relative_attention_bias`, whose rows (one per bucket of
 the distance between query and key) are added to every layer's scaled scores (MPNetEncoder.position_bias);
 the forward takes no token_type_ids. The rest is BertModel's, the packed path included: a packed sequence of
-length L reads the [:L, :L] corner of one grid's bias (bertlite.layers.attention). The heads are RoBERTa's
-(masked LM; the sequence classifier on the first token) and BERT's (tokens, multiple choice, question
-answering), called in MPNet's argument order.
+length L reads the [:L, :L] corner of one grid's bias (bertlite.layers.attention). The heads are MPNet's own
+classes (MPNetPreTrainedModel and ModelWithHead), in MPNet's argument order, with RoBERTa's modules (masked LM;
+the sequence classifier on the first token) and BERT's (tokens, multiple choice, question answering).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import math
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertlite.config import BertConfig, MPNetConfig
@@ -24,8 +25,29 @@ from bertlite.config.families import MPNET_POSITION_BUCKETS
 from bertlite.layers.attention import DEFAULT_ATTENTION
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
-from bertlite.models.bert import BertEncoder, BertIntermediate, BertModel, BertOutput, BertSelfAttention
-from bertlite.models.heads import BertForMultipleChoice, BertForQuestionAnswering, BertForTokenClassification
+from bertlite.models.bert import (
+    BertEncoder,
+    BertIntermediate,
+    BertModel,
+    BertOutput,
+    BertPreTrainedModel,
+    BertSelfAttention,
+)
+from bertlite.models.heads import (
+    BertForMultipleChoice,
+    BertForQuestionAnswering,
+    BertForTokenClassification,
+    bert_inputs,
+    check_span_labels,
+    family_config,
+    first_tokens,
+    flat_choices,
+    sequence_classification_loss,
+    span_outputs,
+    token_loss,
+)
+from bertlite.models.inputs import packed_position_ids
+from bertlite.models.modeling_utils import ModelWithHead, PreTrainedModel
 from bertlite.models.outputs import (
     BaseModelOutputWithPooling,
     MaskedLMOutput,
@@ -35,10 +57,10 @@ from bertlite.models.outputs import (
     TokenClassifierOutput,
 )
 from bertlite.models.roberta import (
+    RobertaClassificationHead,
     RobertaForMaskedLM,
     RobertaForSequenceClassification,
-    _family_config,
-    packed_position_ids,
+    RobertaLMHead,
 )
 
 # transformers' MPNetEmbeddings pads with row 1 whatever config.pad_token_id says.
@@ -232,7 +254,7 @@ class MPNetModel(BertModel):
     base_model_prefix = "mpnet"
     embeddings_class = MPNetEmbeddings
     encoder_class = MPNetEncoder
-    _as_config = _family_config(MPNetConfig)
+    _as_config = family_config(MPNetConfig)
 
     def forward(
         self,
@@ -280,35 +302,52 @@ class MPNetModel(BertModel):
         )
 
 
-class _MPNetHead:
-    """What the MPNet heads set on a BERT or RoBERTa head: the base model, its prefix and the config class; and
-    the call of that head's forward from MPNet's argument order, which each head's forward makes."""
+class MPNetPreTrainedModel(PreTrainedModel):
+    """transformers' MPNetPreTrainedModel: what the MPNet heads share: the config, the base model under "mpnet",
+    and BERT's init and module types (MPNetModel is BertModel's tree)."""
 
     config_class = MPNetConfig
     base_model_prefix = "mpnet"
     base_model_class = MPNetModel
-    _as_config = _family_config(MPNetConfig)
-
-    def _head_forward(
-        self,
-        input_ids: Tensor | None,
-        attention_mask: Tensor | None,
-        position_ids: Tensor | None,
-        inputs_embeds: Tensor | None,
-        **kwargs: Any,
-    ) -> Any:
-        """The BERT or RoBERTa head's forward, without token_type_ids (ignored, as transformers' MPNet ignores it)."""
-        kwargs.pop("token_type_ids", None)
-        return super().forward(input_ids, attention_mask, None, position_ids, inputs_embeds, **kwargs)
+    _as_config = family_config(MPNetConfig)
+    _checkpointed_module_types = BertPreTrainedModel._checkpointed_module_types
+    _attention_module_types = BertPreTrainedModel._attention_module_types
+    _init_weights = BertPreTrainedModel._init_weights
 
 
-class MPNetForMaskedLM(_MPNetHead, RobertaForMaskedLM):
+def mpnet_inputs(
+    input_ids: Tensor | None,
+    attention_mask: Tensor | None,
+    position_ids: Tensor | None,
+    inputs_embeds: Tensor | None,
+    kwargs: dict[str, Any],
+) -> dict[str, Tensor]:
+    """An MPNet head's inputs by name, for its base model; token_type_ids leave kwargs (ignored, as transformers'
+    MPNet ignores them)."""
+    kwargs.pop("token_type_ids", None)
+    return bert_inputs(input_ids, attention_mask, None, position_ids, inputs_embeds)
+
+
+class MPNetForMaskedLM(MPNetPreTrainedModel, ModelWithHead):
     """transformers' MPNetForMaskedLM: RoBERTa's lm_head (MPNetLMHead is the same) on MPNetModel."""
 
+    output_embeddings = "lm_head.decoder"
     _tied_weights_keys = {
         "lm_head.decoder.weight": "mpnet.embeddings.word_embeddings.weight",
         "lm_head.decoder.bias": "lm_head.bias",
     }
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its masked-LM head, the decoder tied to the word embeddings.
+
+        Args:
+            config: the model's config.
+            attn_implementation: as BertForMaskedLM's.
+        """
+        super().__init__(config)
+        self._add_base_model(attn_implementation)
+        self.lm_head = RobertaLMHead(self.config)
+        self.post_init()
 
     def forward(
         self,
@@ -320,20 +359,18 @@ class MPNetForMaskedLM(_MPNetHead, RobertaForMaskedLM):
         labels: Tensor | None = None,
         **kwargs: Any,
     ) -> MaskedLMOutput | tuple[Tensor, ...]:
-        """BertForMaskedLM.forward in MPNet's argument order.
+        """BertForMaskedLM.forward in MPNet's argument order, through lm_head."""
+        outputs = self._encode(**mpnet_inputs(input_ids, attention_mask, position_ids, inputs_embeds, kwargs), **kwargs)
+        logits = self._prediction_scores(outputs.last_hidden_state)  # (B, T, vocab)
+        loss = token_loss(logits, labels)
+        return self._finish(MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
 
-        Args:
-            input_ids, attention_mask, position_ids, inputs_embeds: as in MPNetModel.forward.
-            labels: as in BertForMaskedLM.forward.
-            **kwargs: as in BertForMaskedLM.forward.
-
-        Returns:
-            As BertForMaskedLM.forward.
-        """
-        return self._head_forward(input_ids, attention_mask, position_ids, inputs_embeds, labels=labels, **kwargs)
+    def _prediction_scores(self, sequence_output: Tensor) -> Tensor:
+        """(..., vocab) logits from hidden states (..., H): the masked-LM head alone (SPLADE runs it on its rows)."""
+        return self.lm_head(sequence_output)
 
 
-class MPNetForSequenceClassification(_MPNetHead, RobertaForSequenceClassification):
+class MPNetForSequenceClassification(MPNetPreTrainedModel, ModelWithHead):
     """transformers' MPNetForSequenceClassification: RoBERTa's classifier on the first token, on MPNetModel."""
 
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
@@ -343,9 +380,13 @@ class MPNetForSequenceClassification(_MPNetHead, RobertaForSequenceClassificatio
             config: the model's config (num_labels: the classes).
             attn_implementation: as BertForSequenceClassification's.
         """
-        super().__init__(config, attn_implementation)
+        super().__init__(config)
+        self.num_labels = self.config.num_labels
+        self._add_base_model(attn_implementation)
+        self.classifier = RobertaClassificationHead(self.config)
         # transformers' MPNet heads drop out at hidden_dropout_prob, whatever classifier_dropout says.
         self.classifier.dropout = nn.Dropout(self.config.hidden_dropout_prob)
+        self.post_init()
 
     def forward(
         self,
@@ -357,21 +398,19 @@ class MPNetForSequenceClassification(_MPNetHead, RobertaForSequenceClassificatio
         labels: Tensor | None = None,
         **kwargs: Any,
     ) -> SequenceClassifierOutput | tuple[Tensor, ...]:
-        """BertForSequenceClassification.forward in MPNet's argument order.
+        """BertForSequenceClassification.forward in MPNet's argument order; the classifier reads the first token."""
+        outputs = self._encode(**mpnet_inputs(input_ids, attention_mask, position_ids, inputs_embeds, kwargs), **kwargs)
+        logits = self.classifier(first_tokens(outputs.last_hidden_state, kwargs))  # (B, num_labels)
+        loss = None if labels is None else sequence_classification_loss(self.config, logits, labels)
+        return self._finish(SequenceClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
 
-        Args:
-            input_ids, attention_mask, position_ids, inputs_embeds: as in MPNetModel.forward.
-            labels: as in BertForSequenceClassification.forward.
-            **kwargs: as in BertForSequenceClassification.forward.
-
-        Returns:
-            As BertForSequenceClassification.forward.
-        """
-        return self._head_forward(input_ids, attention_mask, position_ids, inputs_embeds, labels=labels, **kwargs)
+    def classify(self, first_tokens: Tensor | None, pooled: Tensor | None) -> Tensor:
+        """BertForSequenceClassification.classify: MPNet's head reads the first tokens (B, H)."""
+        return self.classifier(first_tokens[:, None])
 
 
-class MPNetForTokenClassification(_MPNetHead, BertForTokenClassification):
-    """transformers' MPNetForTokenClassification: BERT's head on MPNetModel."""
+class MPNetForTokenClassification(MPNetPreTrainedModel, ModelWithHead):
+    """transformers' MPNetForTokenClassification: BERT's head (dropout, classifier) on MPNetModel."""
 
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
         """Build the model and its head.
@@ -380,8 +419,12 @@ class MPNetForTokenClassification(_MPNetHead, BertForTokenClassification):
             config: the model's config (num_labels: the classes).
             attn_implementation: as BertForTokenClassification's.
         """
-        super().__init__(config, attn_implementation)
+        super().__init__(config)
+        self.num_labels = self.config.num_labels
+        self._add_base_model(attn_implementation)
         self.dropout = nn.Dropout(self.config.hidden_dropout_prob)  # as MPNetForSequenceClassification's
+        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        self.post_init()
 
     def forward(
         self,
@@ -393,20 +436,14 @@ class MPNetForTokenClassification(_MPNetHead, BertForTokenClassification):
         labels: Tensor | None = None,
         **kwargs: Any,
     ) -> TokenClassifierOutput | tuple[Tensor, ...]:
-        """BertForTokenClassification.forward in MPNet's argument order.
-
-        Args:
-            input_ids, attention_mask, position_ids, inputs_embeds: as in MPNetModel.forward.
-            labels: as in BertForTokenClassification.forward.
-            **kwargs: as in BertForTokenClassification.forward.
-
-        Returns:
-            As BertForTokenClassification.forward.
-        """
-        return self._head_forward(input_ids, attention_mask, position_ids, inputs_embeds, labels=labels, **kwargs)
+        """BertForTokenClassification.forward in MPNet's argument order."""
+        outputs = self._encode(**mpnet_inputs(input_ids, attention_mask, position_ids, inputs_embeds, kwargs), **kwargs)
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
+        loss = token_loss(logits, labels)
+        return self._finish(TokenClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
 
 
-class MPNetForMultipleChoice(_MPNetHead, BertForMultipleChoice):
+class MPNetForMultipleChoice(MPNetPreTrainedModel, ModelWithHead):
     """transformers' MPNetForMultipleChoice: BERT's head (the pooler's output, one score per choice) on MPNetModel."""
 
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
@@ -416,8 +453,11 @@ class MPNetForMultipleChoice(_MPNetHead, BertForMultipleChoice):
             config: the model's config.
             attn_implementation: as BertForMultipleChoice's.
         """
-        super().__init__(config, attn_implementation)
+        super().__init__(config)
+        self._add_base_model(attn_implementation, add_pooling_layer=True)
         self.dropout = nn.Dropout(self.config.hidden_dropout_prob)  # as MPNetForSequenceClassification's
+        self.classifier = nn.Linear(self.config.hidden_size, 1)  # one score per choice
+        self.post_init()
 
     def forward(
         self,
@@ -429,22 +469,33 @@ class MPNetForMultipleChoice(_MPNetHead, BertForMultipleChoice):
         labels: Tensor | None = None,
         **kwargs: Any,
     ) -> MultipleChoiceModelOutput | tuple[Tensor, ...]:
-        """BertForMultipleChoice.forward in MPNet's argument order.
+        """BertForMultipleChoice.forward in MPNet's argument order: inputs (B, num_choices, T)."""
+        inputs = mpnet_inputs(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
+        num_choices, inputs = flat_choices(type(self).__name__, **inputs)
+        outputs = self._encode(**inputs, **kwargs)
+        logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)  # (B, C)
+        loss = F.cross_entropy(logits, labels) if labels is not None else None
+        return self._finish(MultipleChoiceModelOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+
+
+class MPNetForQuestionAnswering(MPNetPreTrainedModel, ModelWithHead):
+    """transformers' MPNetForQuestionAnswering: BERT's head (qa_outputs) on MPNetModel."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its head.
 
         Args:
-            input_ids, attention_mask, position_ids, inputs_embeds: as in BertForMultipleChoice.forward,
-                (B, num_choices, T).
-            labels: as in BertForMultipleChoice.forward.
-            **kwargs: as in BertForMultipleChoice.forward.
+            config: the model's config (num_labels must be 2: start, end).
+            attn_implementation: as BertForQuestionAnswering's.
 
-        Returns:
-            As BertForMultipleChoice.forward.
+        Raises:
+            ValueError: config.num_labels is not 2.
         """
-        return self._head_forward(input_ids, attention_mask, position_ids, inputs_embeds, labels=labels, **kwargs)
-
-
-class MPNetForQuestionAnswering(_MPNetHead, BertForQuestionAnswering):
-    """transformers' MPNetForQuestionAnswering: BERT's head on MPNetModel."""
+        super().__init__(config)
+        self.num_labels = check_span_labels(self)
+        self._add_base_model(attn_implementation)
+        self.qa_outputs = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        self.post_init()
 
     def forward(
         self,
@@ -457,22 +508,24 @@ class MPNetForQuestionAnswering(_MPNetHead, BertForQuestionAnswering):
         end_positions: Tensor | None = None,
         **kwargs: Any,
     ) -> QuestionAnsweringModelOutput | tuple[Tensor, ...]:
-        """BertForQuestionAnswering.forward in MPNet's argument order.
+        """BertForQuestionAnswering.forward in MPNet's argument order."""
+        outputs = self._encode(**mpnet_inputs(input_ids, attention_mask, position_ids, inputs_embeds, kwargs), **kwargs)
+        logits = self.qa_outputs(outputs.last_hidden_state)  # (B, T, 2)
+        loss, start_logits, end_logits = span_outputs(logits, start_positions, end_positions)
+        output = QuestionAnsweringModelOutput(loss, start_logits, end_logits, outputs.hidden_states, outputs.attentions)
+        return self._finish(output, kwargs)
 
-        Args:
-            input_ids, attention_mask, position_ids, inputs_embeds: as in MPNetModel.forward.
-            start_positions, end_positions: as in BertForQuestionAnswering.forward.
-            **kwargs: as in BertForQuestionAnswering.forward.
 
-        Returns:
-            As BertForQuestionAnswering.forward.
-        """
-        return self._head_forward(
-            input_ids,
-            attention_mask,
-            position_ids,
-            inputs_embeds,
-            start_positions=start_positions,
-            end_positions=end_positions,
-            **kwargs,
-        )
+# isinstance(model, BertPreTrainedModel), isinstance(model, BertForSequenceClassification) and the like hold for
+# MPNet's classes, as integrations.Trainer and CrossEncoder check and as when its heads inherited BERT's and RoBERTa's:
+# virtual subclasses (PreTrainedModel is an ABC), so each head's MRO stays MPNet's own.
+for bert_class, ours in (
+    (BertPreTrainedModel, MPNetPreTrainedModel),
+    (RobertaForMaskedLM, MPNetForMaskedLM),
+    (RobertaForSequenceClassification, MPNetForSequenceClassification),
+    (BertForTokenClassification, MPNetForTokenClassification),
+    (BertForMultipleChoice, MPNetForMultipleChoice),
+    (BertForQuestionAnswering, MPNetForQuestionAnswering),
+):
+    bert_class.register(ours)
+del bert_class, ours

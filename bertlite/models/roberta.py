@@ -4,9 +4,10 @@ The three share transformers' RobertaModel architecture: the same embeddings, la
 (the same state_dict keys under the base model prefix "roberta"), and positions counted from
 pad_token_id + 1, padding keeping pad_token_id's row. That one difference is RobertaEmbeddings; the rest is
 BertModel's, packed path included (a packed batch's positions start at `first_position`). The heads are
-BERT's where transformers' are the same modules (token classification, question answering), and their own
-where they differ: the sequence classifier reads the first token through a dense + tanh layer (no pooler),
-the masked-LM head is `lm_head` (dense, GELU, layer_norm, decoder).
+RoBERTa's own, on RobertaPreTrainedModel and ModelWithHead: BERT's modules where transformers' are the same (token
+classification, question answering), and their own where they differ: the sequence classifier reads the first
+token through a dense + tanh layer (no pooler), the masked-LM head is `lm_head` (dense, GELU, layer_norm,
+decoder). XLM-RoBERTa's and CamemBERT's heads are RoBERTa's on their own config and base model.
 """
 
 from __future__ import annotations
@@ -17,17 +18,30 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bertlite.config import BertConfig, CamembertConfig, RobertaConfig, XLMRobertaConfig, as_bert_config
-from bertlite.models.bert import BertEmbeddings, BertModel
+from bertlite.config import BertConfig, CamembertConfig, RobertaConfig, XLMRobertaConfig
+from bertlite.models.bert import BertEmbeddings, BertModel, BertPreTrainedModel
 from bertlite.models.heads import (
     BertForMaskedLM,
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
-    _BertWithHead,
-    _classifier_dropout,
+    bert_inputs,
+    check_span_labels,
+    classifier_dropout,
+    family_config,
+    first_tokens,
+    sequence_classification_loss,
+    span_outputs,
+    token_loss,
 )
-from bertlite.models.outputs import BaseModelOutputWithPooling
+from bertlite.models.inputs import packed_position_ids
+from bertlite.models.modeling_utils import ModelWithHead, PreTrainedModel
+from bertlite.models.outputs import (
+    MaskedLMOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
 
 
 class RobertaEmbeddings(BertEmbeddings):
@@ -66,37 +80,13 @@ class RobertaEmbeddings(BertEmbeddings):
         return super().forward(input_ids, token_type_ids, position_ids, inputs_embeds)
 
 
-def packed_position_ids(input_ids: Tensor, position_ids: Tensor, padding_idx: int) -> Tensor:
-    """A packed batch's positions as transformers gives them from the ids: a padding_idx token in a text
-    (a literal "<pad>") takes position padding_idx and is not counted.
-
-    Args:
-        input_ids: (N,) the packed ids.
-        position_ids: (N,) padding_idx + 1 + each row's index in its sequence (BertModel's packed path).
-        padding_idx: the pad id, whose position row no real token uses.
-
-    Returns:
-        (N,) positions.
-    """
-    pad = input_ids.eq(padding_idx).long()
-    pads = torch.cumsum(pad, 0)  # pads up to each row, the row included
-    starts = torch.arange(len(input_ids), device=input_ids.device) - (position_ids - padding_idx - 1)
-    pads_in_sequence = pads - pads[starts] + pad[starts]  # from the row's sequence start to the row
-    return torch.where(pad.bool(), padding_idx, position_ids - pads_in_sequence)
-
-
-def _family_config(config_class: type[BertConfig]) -> Any:
-    """A model class's _as_config: its own config class, or one made from another library's config."""
-    return staticmethod(lambda config: as_bert_config(config, config_class))
-
-
 class RobertaModel(BertModel):
     """transformers' RobertaModel: BertModel with RoBERTa's embeddings and config."""
 
     config_class = RobertaConfig
     base_model_prefix = "roberta"
     embeddings_class = RobertaEmbeddings
-    _as_config = _family_config(RobertaConfig)
+    _as_config = family_config(RobertaConfig)
 
 
 class RobertaClassificationHead(nn.Module):
@@ -105,7 +95,7 @@ class RobertaClassificationHead(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.dropout = _classifier_dropout(config)
+        self.dropout = classifier_dropout(config)
         self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
 
     def forward(self, features: Tensor) -> Tensor:
@@ -129,25 +119,20 @@ class RobertaLMHead(nn.Module):
         return self.decoder(self.layer_norm(F.gelu(self.dense(features))))
 
 
-class _RobertaHead:
-    """What the RoBERTa heads set on a BERT head: the base model, its prefix and the config class."""
+class RobertaPreTrainedModel(PreTrainedModel):
+    """transformers' RobertaPreTrainedModel: what the RoBERTa heads share: the config, the base model under
+    "roberta", and BERT's init and module types (RobertaModel is BertModel's tree)."""
 
     config_class = RobertaConfig
     base_model_prefix = "roberta"
     base_model_class = RobertaModel
-    _as_config = _family_config(RobertaConfig)
+    _as_config = family_config(RobertaConfig)
+    _checkpointed_module_types = BertPreTrainedModel._checkpointed_module_types
+    _attention_module_types = BertPreTrainedModel._attention_module_types
+    _init_weights = BertPreTrainedModel._init_weights
 
 
-def first_tokens(hidden: Tensor, forward_kwargs: dict[str, Any]) -> Tensor:
-    """Each sequence's first token as (B, 1, H): from (B, T, H), or from a packed batch's (N, H) rows."""
-    if hidden.dim() == 3:
-        return hidden[:, :1]
-    layout = forward_kwargs.get("layout")
-    lengths = layout.lengths if layout is not None else torch.as_tensor(forward_kwargs["lengths"], device=hidden.device)
-    return hidden[torch.cumsum(lengths, 0) - lengths][:, None]  # (B, 1, H)
-
-
-class RobertaForSequenceClassification(_RobertaHead, BertForSequenceClassification):
+class RobertaForSequenceClassification(RobertaPreTrainedModel, ModelWithHead):
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
         """Build the model and its head (no pooler: the classifier reads the first token).
 
@@ -155,22 +140,37 @@ class RobertaForSequenceClassification(_RobertaHead, BertForSequenceClassificati
             config: the model's config (num_labels: the classes).
             attn_implementation: as BertForSequenceClassification's.
         """
-        _BertWithHead.__init__(self, config)
-        config = self.config
-        self.num_labels = config.num_labels
-        self._add_base_model(config, attn_implementation, add_pooling_layer=False)
-        self.classifier = RobertaClassificationHead(config)
+        super().__init__(config)
+        self.num_labels = self.config.num_labels
+        self._add_base_model(attn_implementation)
+        self.classifier = RobertaClassificationHead(self.config)
         self.post_init()
 
-    def _classify(self, outputs: BaseModelOutputWithPooling, forward_kwargs: dict[str, Any]) -> Tensor:
-        return self.classifier(first_tokens(outputs.last_hidden_state, forward_kwargs))
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        **kwargs: Any,
+    ) -> SequenceClassifierOutput | tuple[Tensor, ...]:
+        """As BertForSequenceClassification.forward; the classifier reads each sequence's first token."""
+        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        outputs = self._encode(**inputs, **kwargs)
+        logits = self.classifier(first_tokens(outputs.last_hidden_state, kwargs))  # (B, num_labels)
+        loss = None if labels is None else sequence_classification_loss(self.config, logits, labels)
+        return self._finish(SequenceClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
 
     def classify(self, first_tokens: Tensor | None, pooled: Tensor | None) -> Tensor:
         """BertForSequenceClassification.classify: RoBERTa's head reads the first tokens (B, H)."""
         return self.classifier(first_tokens[:, None])
 
 
-class RobertaForMaskedLM(_RobertaHead, BertForMaskedLM):
+class RobertaForMaskedLM(RobertaPreTrainedModel, ModelWithHead):
+    output_embeddings = "lm_head.decoder"
     _tied_weights_keys = {
         "lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
         "lm_head.decoder.bias": "lm_head.bias",
@@ -183,91 +183,197 @@ class RobertaForMaskedLM(_RobertaHead, BertForMaskedLM):
             config: the model's config.
             attn_implementation: as BertForMaskedLM's.
         """
-        _BertWithHead.__init__(self, config)
-        self._add_base_model(self.config, attn_implementation, add_pooling_layer=False)
+        super().__init__(config)
+        self._add_base_model(attn_implementation)
         self.lm_head = RobertaLMHead(self.config)
         self.post_init()
 
-    @torch.no_grad()
-    def _init_weights(self, module: nn.Module) -> None:
-        super()._init_weights(module)
-        if isinstance(module, RobertaLMHead):
-            module.bias.zero_()  # a bare Parameter, which the per-layer scheme does not reach
-
-    def get_output_embeddings(self) -> nn.Linear:
-        """The language-model decoder, lm_head.decoder."""
-        return self.lm_head.decoder
-
-    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
-        """Replace the decoder (and the bias it uses) with `new_embeddings`."""
-        self.lm_head.decoder = new_embeddings
-        self.lm_head.bias = new_embeddings.bias
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        **kwargs: Any,
+    ) -> MaskedLMOutput | tuple[Tensor, ...]:
+        """As BertForMaskedLM.forward, through lm_head."""
+        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        outputs = self._encode(**inputs, **kwargs)
+        logits = self._prediction_scores(outputs.last_hidden_state)  # (B, T, vocab)
+        loss = token_loss(logits, labels)
+        return self._finish(MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
 
     def _prediction_scores(self, sequence_output: Tensor) -> Tensor:
+        """(..., vocab) logits from hidden states (..., H): the masked-LM head alone (SPLADE runs it on its rows)."""
         return self.lm_head(sequence_output)
 
 
-class RobertaForTokenClassification(_RobertaHead, BertForTokenClassification):
-    """transformers' RobertaForTokenClassification: BERT's head on RobertaModel."""
+class RobertaForTokenClassification(RobertaPreTrainedModel, ModelWithHead):
+    """transformers' RobertaForTokenClassification: BERT's head (dropout, classifier) on RobertaModel."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its head.
+
+        Args:
+            config: the model's config (num_labels: the classes).
+            attn_implementation: as BertForTokenClassification's.
+        """
+        super().__init__(config)
+        self.num_labels = self.config.num_labels
+        self._add_base_model(attn_implementation)
+        self.dropout = classifier_dropout(self.config)
+        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        **kwargs: Any,
+    ) -> TokenClassifierOutput | tuple[Tensor, ...]:
+        """As BertForTokenClassification.forward."""
+        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        outputs = self._encode(**inputs, **kwargs)
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
+        loss = token_loss(logits, labels)
+        return self._finish(TokenClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
 
 
-class RobertaForQuestionAnswering(_RobertaHead, BertForQuestionAnswering):
-    """transformers' RobertaForQuestionAnswering: BERT's head on RobertaModel."""
+class RobertaForQuestionAnswering(RobertaPreTrainedModel, ModelWithHead):
+    """transformers' RobertaForQuestionAnswering: BERT's head (qa_outputs) on RobertaModel."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """Build the model and its head.
+
+        Args:
+            config: the model's config (num_labels must be 2: start, end).
+            attn_implementation: as BertForQuestionAnswering's.
+
+        Raises:
+            ValueError: config.num_labels is not 2.
+        """
+        super().__init__(config)
+        self.num_labels = check_span_labels(self)
+        self._add_base_model(attn_implementation)
+        self.qa_outputs = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        start_positions: Tensor | None = None,
+        end_positions: Tensor | None = None,
+        **kwargs: Any,
+    ) -> QuestionAnsweringModelOutput | tuple[Tensor, ...]:
+        """As BertForQuestionAnswering.forward."""
+        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        outputs = self._encode(**inputs, **kwargs)
+        logits = self.qa_outputs(outputs.last_hidden_state)  # (B, T, 2)
+        loss, start_logits, end_logits = span_outputs(logits, start_positions, end_positions)
+        output = QuestionAnsweringModelOutput(loss, start_logits, end_logits, outputs.hidden_states, outputs.attentions)
+        return self._finish(output, kwargs)
+
+
+# isinstance(model, BertPreTrainedModel), isinstance(model, BertForSequenceClassification) and the like hold for
+# RoBERTa's classes, as integrations.Trainer and CrossEncoder check and as when its heads inherited BERT's:
+# virtual subclasses (PreTrainedModel is an ABC), so each head's MRO stays RoBERTa's own.
+for bert_class, ours in (
+    (BertPreTrainedModel, RobertaPreTrainedModel),
+    (BertForSequenceClassification, RobertaForSequenceClassification),
+    (BertForMaskedLM, RobertaForMaskedLM),
+    (BertForTokenClassification, RobertaForTokenClassification),
+    (BertForQuestionAnswering, RobertaForQuestionAnswering),
+):
+    bert_class.register(ours)
+del bert_class, ours
 
 
 class XLMRobertaModel(RobertaModel):
     """transformers' XLMRobertaModel: RobertaModel on XLM-RoBERTa's config."""
 
     config_class = XLMRobertaConfig
-    _as_config = _family_config(XLMRobertaConfig)
+    _as_config = family_config(XLMRobertaConfig)
 
 
-class _XLMRobertaHead:
-    config_class = XLMRobertaConfig
-    base_model_class = XLMRobertaModel
-    _as_config = _family_config(XLMRobertaConfig)
-
-
-class XLMRobertaForSequenceClassification(_XLMRobertaHead, RobertaForSequenceClassification):
+class XLMRobertaForSequenceClassification(RobertaForSequenceClassification):
     """transformers' XLMRobertaForSequenceClassification: RobertaForSequenceClassification on XLM-RoBERTa's config."""
 
+    config_class = XLMRobertaConfig
+    base_model_class = XLMRobertaModel
+    _as_config = family_config(XLMRobertaConfig)
 
-class XLMRobertaForMaskedLM(_XLMRobertaHead, RobertaForMaskedLM):
+
+class XLMRobertaForMaskedLM(RobertaForMaskedLM):
     """transformers' XLMRobertaForMaskedLM: RobertaForMaskedLM on XLM-RoBERTa's config."""
 
+    config_class = XLMRobertaConfig
+    base_model_class = XLMRobertaModel
+    _as_config = family_config(XLMRobertaConfig)
 
-class XLMRobertaForTokenClassification(_XLMRobertaHead, RobertaForTokenClassification):
+
+class XLMRobertaForTokenClassification(RobertaForTokenClassification):
     """transformers' XLMRobertaForTokenClassification: RobertaForTokenClassification on XLM-RoBERTa's config."""
 
+    config_class = XLMRobertaConfig
+    base_model_class = XLMRobertaModel
+    _as_config = family_config(XLMRobertaConfig)
 
-class XLMRobertaForQuestionAnswering(_XLMRobertaHead, RobertaForQuestionAnswering):
+
+class XLMRobertaForQuestionAnswering(RobertaForQuestionAnswering):
     """transformers' XLMRobertaForQuestionAnswering: RobertaForQuestionAnswering on XLM-RoBERTa's config."""
+
+    config_class = XLMRobertaConfig
+    base_model_class = XLMRobertaModel
+    _as_config = family_config(XLMRobertaConfig)
 
 
 class CamembertModel(RobertaModel):
     """transformers' CamembertModel: RobertaModel on CamemBERT's config."""
 
     config_class = CamembertConfig
-    _as_config = _family_config(CamembertConfig)
+    _as_config = family_config(CamembertConfig)
 
 
-class _CamembertHead:
-    config_class = CamembertConfig
-    base_model_class = CamembertModel
-    _as_config = _family_config(CamembertConfig)
-
-
-class CamembertForSequenceClassification(_CamembertHead, RobertaForSequenceClassification):
+class CamembertForSequenceClassification(RobertaForSequenceClassification):
     """transformers' CamembertForSequenceClassification: RobertaForSequenceClassification on CamemBERT's config."""
 
+    config_class = CamembertConfig
+    base_model_class = CamembertModel
+    _as_config = family_config(CamembertConfig)
 
-class CamembertForMaskedLM(_CamembertHead, RobertaForMaskedLM):
+
+class CamembertForMaskedLM(RobertaForMaskedLM):
     """transformers' CamembertForMaskedLM: RobertaForMaskedLM on CamemBERT's config."""
 
+    config_class = CamembertConfig
+    base_model_class = CamembertModel
+    _as_config = family_config(CamembertConfig)
 
-class CamembertForTokenClassification(_CamembertHead, RobertaForTokenClassification):
+
+class CamembertForTokenClassification(RobertaForTokenClassification):
     """transformers' CamembertForTokenClassification: RobertaForTokenClassification on CamemBERT's config."""
 
+    config_class = CamembertConfig
+    base_model_class = CamembertModel
+    _as_config = family_config(CamembertConfig)
 
-class CamembertForQuestionAnswering(_CamembertHead, RobertaForQuestionAnswering):
+
+class CamembertForQuestionAnswering(RobertaForQuestionAnswering):
     """transformers' CamembertForQuestionAnswering: RobertaForQuestionAnswering on CamemBERT's config."""
+
+    config_class = CamembertConfig
+    base_model_class = CamembertModel
+    _as_config = family_config(CamembertConfig)
