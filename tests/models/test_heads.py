@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import warnings
@@ -366,3 +367,39 @@ def test_missing_embeddings_with_strict_false_are_initialised_once_and_tied(tmp_
     assert_tied(ours)
     embeddings = ours.bert.embeddings.word_embeddings.weight
     assert not embeddings.is_meta and torch.equal(embeddings[0], torch.zeros(32)) and 0.005 < embeddings.std() < 0.04
+
+
+FAMILY_MODULES = ("heads", "roberta", "electra", "distilbert", "mpnet", "modernbert_heads")
+
+
+def family_heads() -> list[type]:
+    modules = [importlib.import_module(f"bertlite.models.{name}") for name in FAMILY_MODULES]
+    return [
+        cls
+        for module in modules
+        for name, cls in vars(module).items()
+        if inspect.isclass(cls) and "For" in name and cls.__module__ == module.__name__
+    ]
+
+
+@pytest.mark.parametrize("head", family_heads(), ids=lambda cls: cls.__name__)
+def test_each_head_is_its_own_familys_and_still_an_instance_of_berts(head):
+    from bertlite.models.roberta import RobertaForMaskedLM, RobertaForSequenceClassification
+
+    # Its own family's PreTrainedModel and the shared head base; XLM-RoBERTa's and CamemBERT's are RoBERTa's heads.
+    task = head.__name__[head.__name__.index("For") :]
+    ours = [cls.__name__ for cls in head.__mro__ if cls.__module__.startswith("bertlite")]
+    if head.__name__.startswith(("XLMRoberta", "Camembert")):
+        assert ours[1] == "Roberta" + task
+        ours = ours[1:]
+    family = ours[0][: -len(task)]
+    assert ours == [ours[0], f"{family}PreTrainedModel", "ModelWithHead", "PreTrainedModel"]
+    # What callers check (CrossEncoder: BertForSequenceClassification; integrations.Trainer: BertPreTrainedModel)
+    # holds as when the heads inherited BERT's (and MPNet's RoBERTa's).
+    if family != "ModernBert":
+        assert issubclass(head, bertlite.BertPreTrainedModel)
+        # ElectraForPreTraining is the discriminator, not BERT's pre-training head.
+        if hasattr(bertlite, "Bert" + task) and head.__name__ != "ElectraForPreTraining":
+            assert issubclass(head, getattr(bertlite, "Bert" + task))
+    if head.__name__ in ("MPNetForMaskedLM", "MPNetForSequenceClassification"):
+        assert issubclass(head, RobertaForMaskedLM if task == "ForMaskedLM" else RobertaForSequenceClassification)
