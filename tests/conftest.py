@@ -31,20 +31,24 @@ def bertlite_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ["BERTLITE_CACHE_DIR"] = saved
 
 
-CHOICE_KEYS = ("faster", "timed", "slower")  # native_attention's state of build()'s timing
+CHOICE_KEYS = ("faster", "timed", "reason")  # native_attention's state of build()'s timing
 
 
 @pytest.fixture(autouse=True)
 def native_attention_choice() -> Iterator[None]:
-    """A test that builds the C++ attention (a `serve` load, native_attention.build()) leaves the op loaded but
-    not chosen, so models later tests make ready keep the attention they name ("auto")."""
+    """Each test starts with the C++ attention loaded (where it was) but not chosen, whatever a job or fixture
+    built before it: a model it makes ready with optimize() alone keeps the attention it names ("auto"), and
+    a job's readying chooses again (bertlite.jobs.prepare.ready). The state comes back after the test."""
     from bertlite.layers import native_attention
 
-    saved = {key: native_attention._state[key] for key in CHOICE_KEYS if key in native_attention._state}
+    state = native_attention.OP.state
+    saved = {key: state[key] for key in CHOICE_KEYS if key in state}
+    for key in ("faster", "timed"):
+        state.pop(key, None)
     yield
     for key in CHOICE_KEYS:
-        native_attention._state.pop(key, None)
-    native_attention._state.update(saved)
+        native_attention.OP.state.pop(key, None)
+    native_attention.OP.state.update(saved)
 
 
 @pytest.fixture

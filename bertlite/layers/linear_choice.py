@@ -15,14 +15,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from bertlite.utils.measured import Choice, Rounds, choose, machine_key, time_rounds
+from bertlite.utils.measured import Choice, Rounds, decide, machine_key, time_rounds
 
 KERNELS = ("onednn", "mkl")  # the default, then the challenger
 KERNEL_DTYPES = (torch.float32,)  # bf16's F.linear runs oneDNN's GEMM too: nothing to choose
 # Rows of the timed batch: half the jobs' largest batch, where both GEMMs run at their steady pace, and
 # about one sample's work (measured.SAMPLE_SECONDS) per pass at BERT-base's sizes on two cores.
 KERNEL_TOKENS = 1024
-_kernel_choices: dict[str, Choice] = {}
 # What runs a Linear in one of the forms: (linear, activation, pack, kernel) -> module. layers.onednn passes its
 # OneDNNLinear (it imports this module, so this one takes it as an argument), and the timing runs that very module.
 Build = Callable[[torch.nn.Linear, "str | None", bool, str], torch.nn.Module]
@@ -96,9 +95,7 @@ def kernel_choice(dtype: torch.dtype, shape: LinearShape, packed: bool, build: B
         The Choice between "onednn" (the default) and "mkl".
     """
     key = kernel_key(dtype, shape, packed)
-    if key not in _kernel_choices:
-        _kernel_choices[key] = choose(key, *KERNELS, lambda: time_kernels(dtype, shape, packed, build))
-    return _kernel_choices[key]
+    return decide(key, *KERNELS, lambda: time_kernels(dtype, shape, packed, build))
 
 
 def kernel_key(dtype: torch.dtype, shape: LinearShape, packed: bool) -> str:

@@ -8,18 +8,16 @@ queries) in one parallel loop, split between the threads by cost, with the next 
 Its softmax runs in float32 with the exponential torch's CPU flash attention uses. With a sliding window
 (ModernBERT's local layers) each block of queries reads only the keys its window reaches.
 
-It is checked against SDPA on a probe when built (a mismatch keeps SDPA) and in tests, and used unless
-SDPA was timed faster on this CPU, once per machine (timing_choice). Built with torch's C++ extension
+It is checked against SDPA on a probe when built (a mismatch keeps SDPA) and in tests, and used unless SDPA was
+timed faster on this CPU, once per machine (OP, a bertlite.utils.native.NativeOp). Built with torch's C++ extension
 tools (bertlite.utils.native): about 10 s the first time on a machine, well under a second in later processes.
-Every job builds it when it readies a model on the CPU (bertlite.jobs.prepare.ready), as does a caller of
-build(); models made ready after that (layers.onednn.optimize) run it as their attention "varlen".
+Every job builds it when it readies a model on the CPU (bertlite.jobs.prepare.ready), as does a caller of build();
+models made ready after that (layers.onednn.optimize) run it as their attention "varlen".
 BERTLITE_NATIVE_ATTENTION=0 leaves it out.
 """
 
 from __future__ import annotations
 
-import os
-import threading
 from pathlib import Path
 
 import torch
@@ -28,82 +26,37 @@ from torch import Tensor
 
 from bertlite.layers.packing import PackedLayout
 from bertlite.utils import native
-from bertlite.utils.measured import Choice, Rounds, choose, machine_key, time_rounds
+from bertlite.utils.measured import Rounds, time_rounds
 
 _SOURCE = Path(__file__).with_name("attention.cpp")
-# "ops": torch.ops.bertlite_attention once built and checked (None if not), "reason": why not; "faster": the
-# timing's verdict, with "timed" (its summary) or "slower" (why the op is not used)
-_state: dict[str, object] = {}
-_lock = threading.Lock()
-_choices: dict[str, Choice] = {}
 # The timed batch: 2,048 tokens in sequences of 32, BERT-base's 12 heads of 64.
 TIMED_SEQUENCES, TIMED_LENGTH, TIMED_HEADS, TIMED_HEAD_SIZE = 64, 32, 12, 64
+_TIMED = f"{TIMED_SEQUENCES} x {TIMED_LENGTH} tokens, {TIMED_HEADS} heads of {TIMED_HEAD_SIZE}"
+
+# The op's life in this process (the lambdas read this module's functions when called, so tests can swap them).
+OP = native.NativeOp(
+    load=lambda: _load(),
+    check=lambda ops: _check(ops),
+    variables=("BERTLITE_NATIVE_ATTENTION",),
+    timing=native.Timing(
+        f"packed attention: C++ op vs SDPA per run, {_TIMED}",
+        ("native", "sdpa"),
+        "SDPA",
+        lambda ops: time_attention(ops),
+    ),
+)
 
 
-def enabled_by_environment() -> bool:
-    """Whether the environment allows the op (BERTLITE_NATIVE_ATTENTION not "0")."""
-    return os.environ.get("BERTLITE_NATIVE_ATTENTION", "1") != "0"
-
-
-def build() -> bool:
-    """Build, check and time the op once per process (later calls return at once); models made ready
-    after it run it (layers.onednn.optimize installs "varlen" where built() is true).
-
-    Returns:
-        Whether it is used here; if not, reason() says why.
-    """
-    if not available():
-        return False
-    with _lock:
-        if "faster" not in _state:
-            choice = timing_choice(_state["ops"])
-            _state["faster"] = choice.picked == "native"
-            if _state["faster"]:
-                _state["timed"] = choice.summary()
-            else:
-                _state["slower"] = f"timed slower than SDPA on this CPU ({choice.summary()})"
-        return bool(_state["faster"])
-
-
-def available() -> bool:
-    """Build (or load) and check the op once per process, untimed: what an explicit "varlen" runs.
-
-    Returns:
-        Whether it runs here and agrees with SDPA; if not, reason() says why.
-    """
-    with _lock:
-        if "ops" not in _state:
-            _state["ops"], _state["reason"] = _load_checked()
-        return _state["ops"] is not None
-
-
-def built() -> bool:
-    """Whether this process built, checked and timed the op, and uses it for models made ready now."""
-    return bool(_state.get("faster"))
-
-
-def reason() -> str | None:
-    """Why the op is not used (None when it is, or before build())."""
-    return _state.get("reason") or _state.get("slower")  # type: ignore[return-value]
+# The op's verbs under this module's names: build() (build, check and time once per process; models made ready
+# after it run "varlen"), available() (built and checked, untimed: what an explicit "varlen" runs), built(), reason().
+build, available, built, reason = OP.build, OP.available, OP.built, OP.reason
 
 
 def describe() -> str:
     """The attention models made ready now run on the CPU, in words (for a record)."""
     if built():
-        return f"varlen: bertlite's C++ attention over the packed rows ({_state['timed']})"
+        return f"varlen: bertlite's C++ attention over the packed rows ({OP.state['timed']})"
     return f"auto: SDPA per run of equal lengths ({reason() or 'the C++ attention was not built in this process'})"
-
-
-def _load_checked() -> tuple[object, str | None]:
-    """torch.ops.bertlite_attention built, loaded and checked against SDPA, or None and why not."""
-    if not enabled_by_environment():
-        return None, "BERTLITE_NATIVE_ATTENTION=0"
-    try:
-        ops = _load()
-    except Exception as error:  # no compiler, no ninja, no headers: keep SDPA
-        return None, f"its C++ build failed here ({native.first_line(error)})"
-    mismatch = _check(ops)
-    return (None, mismatch) if mismatch else (ops, None)
 
 
 def _load() -> object:
@@ -125,18 +78,6 @@ def _check(ops: object) -> str | None:
         if not torch.allclose(got, expected, rtol=1e-5, atol=1e-5 * float(expected.abs().max())):
             return "its outputs differ from SDPA's on this machine"
     return None
-
-
-def timing_choice(ops: object) -> Choice:
-    """time_attention()'s verdict on this CPU: the op unless SDPA ran faster by FASTER_BY in every round;
-    timed once per machine and kept with the other measured verdicts (bertlite.utils.measured)."""
-    from bertlite.utils.capabilities import detect
-
-    shape = f"{TIMED_SEQUENCES} x {TIMED_LENGTH} tokens, {TIMED_HEADS} heads of {TIMED_HEAD_SIZE}"
-    key = machine_key(detect(), f"packed attention: C++ op vs SDPA per run, {shape}")
-    if key not in _choices:
-        _choices[key] = choose(key, "native", "sdpa", lambda: time_attention(ops))
-    return _choices[key]
 
 
 def time_attention(ops: object) -> Rounds:
@@ -205,5 +146,5 @@ def packed_attention(
     Returns:
         (N, H) context.
     """
-    ops = _state["ops"]
+    ops = OP.state["ops"]
     return ops.packed_attention(qkv, layout.cu_seqlens, heads, scaling, -1 if window is None else window)  # type: ignore[union-attr]

@@ -42,7 +42,7 @@ from bertlite.layers.roles import (
     roles_of,
     set_fuses_residual,
 )
-from bertlite.utils.measured import Choice, Rounds, choose, machine_key, time_rounds
+from bertlite.utils.measured import Choice, Rounds, decide, machine_key, time_rounds
 
 # Activations oneDNN fuses into the GEMM: name -> (attr, algorithm) of _linear_pointwise.
 FUSED_ACTIVATIONS = {"gelu": ("gelu", "none"), "gelu_pytorch_tanh": ("gelu", "tanh"), "relu": ("relu", "")}
@@ -53,7 +53,6 @@ PACKED_DTYPES = (torch.float32,)
 PACK_ROWS = 2048
 FUSION_TOKENS = 256  # rows of the timed batch that decides activation fusion: a few ms at BERT-base's sizes
 _probed: dict[tuple[str, torch.dtype], bool] = {}
-_fusion_choices: dict[str, Choice] = {}
 
 
 def _works(form: str, dtype: torch.dtype, probe: Callable[[], bool]) -> bool:
@@ -167,11 +166,7 @@ def fusion_choice(activation: str, dtype: torch.dtype, in_features: int, out_fea
     from bertlite.utils.capabilities import detect
 
     key = machine_key(detect(), f"{activation} epilogue: {dtype} {in_features} -> {out_features}")
-    if key not in _fusion_choices:
-        _fusion_choices[key] = choose(
-            key, "fused", "separate", lambda: time_fusion(activation, dtype, in_features, out_features)
-        )
-    return _fusion_choices[key]
+    return decide(key, "fused", "separate", lambda: time_fusion(activation, dtype, in_features, out_features))
 
 
 def time_fusion(activation: str, dtype: torch.dtype, in_features: int, out_features: int) -> Rounds:

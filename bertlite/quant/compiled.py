@@ -19,20 +19,15 @@ ops run throughout; a failure at run time falls back to them too, with one warni
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from bertlite.errors import CompiledQuantizationWarning
+from bertlite.utils import native
 from bertlite.utils.graph import recording_graph
 from bertlite.utils.warn import warn_user
-
-# "kernel": the compiled function once built and checked (None if that failed); "reason": why it is not used
-_state: dict[str, object] = {}
-_lock = threading.Lock()
 
 
 def fusable_quantize_rows(x: Tensor, input_scale: Tensor, constants: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -74,44 +69,16 @@ def ones(depth: int) -> Tensor:
     return _ones[depth]
 
 
-def enabled_by_environment() -> bool:
-    return os.environ.get("BERTLITE_INT8_COMPILE", "1") != "0"
+def _load() -> Any:
+    """torch.compile's kernel of fusable_quantize_rows, for every form and input size."""
+    return torch.compile(fusable_quantize_rows, dynamic=True)
 
 
-Reference = Callable[[Tensor, Tensor | None, bool], tuple[Tensor, Tensor]]
+def _check(kernel: Any) -> str | None:
+    """Why the kernel's uint8 values and scales differ from the eager ops' (quant.rows, at activation_max 255
+    and zero point 128) on a probe, or None where they are the same bits. Running it builds it (seconds)."""
+    from bertlite.quant.rows import _reference_rows
 
-
-def build(reference: Reference) -> bool:
-    """Build the kernel once per process (later calls return at once): whether it is usable. Why not,
-    if not: reason()."""
-    with _lock:
-        if "kernel" not in _state:
-            _state["kernel"], _state["reason"] = _build(reference)
-        return _state["kernel"] is not None
-
-
-def built() -> bool:
-    return _state.get("kernel") is not None
-
-
-def describe() -> str:
-    """Which quantization Int8Linear runs now, in words (for a benchmark's or a summary's record)."""
-    if built():
-        return "compiled (torch.compile)"
-    why = reason() or ("not built in this process" if enabled_by_environment() else "BERTLITE_INT8_COMPILE=0")
-    return f"eager ops: {why}"
-
-
-def reason() -> str | None:
-    """Why the compiled kernel is not used (None when it is, or while it builds)."""
-    return _state.get("reason")  # type: ignore[return-value]
-
-
-def _build(reference: Reference) -> tuple[object, str | None]:
-    """The compiled function checked against `reference` (input, input_scale, asymmetric -> the eager
-    uint8 values and scales at activation_max 255 and zero point 128), or None and why not."""
-    if not enabled_by_environment():
-        return None, "BERTLITE_INT8_COMPILE=0"
     generator = torch.Generator().manual_seed(0)
     # Rows with an outlier channel and one-sided ones; a size that leaves the vector loops a scalar tail.
     x = torch.randn(97, 401, generator=generator) * 3
@@ -121,23 +88,47 @@ def _build(reference: Reference) -> tuple[object, str | None]:
     x[0] = torch.linspace(-127.0, 127.0, 401).round()
     x[0, 1:-1] = x[0, 1:-1].clamp(-126, 126) + (0.5 - 2.0**-20)
     smooth = torch.rand(401, generator=generator) + 0.5
+    # As Embedder calls it: activations made in inference mode, the smoothing scale a buffer made outside it
+    # (the other way round is one more graph per form).
+    with torch.inference_mode():
+        x = x.clone()
+        for asymmetric in (False, True):
+            for input_scale in (None, smooth):
+                scaling = ones(x.shape[1]) if input_scale is None else input_scale
+                q, scale, _ = kernel(x, scaling, constants(asymmetric, 255, 0 if asymmetric else 128))
+                expected_q, expected_scale = _reference_rows(x, input_scale, asymmetric)
+                if not (torch.equal(q, expected_q) and torch.equal(scale, expected_scale)):
+                    return "its uint8 values differ from the eager ops' on this machine"
+    return None
+
+
+def _checked(kernel: Any) -> str | None:
+    """_check, where a compile failure (no compiler, an inductor that cannot build here) is a reason too:
+    torch.compile builds on the first call."""
     try:
-        kernel = torch.compile(fusable_quantize_rows, dynamic=True)
-        # As Embedder calls it: activations made in inference mode, the smoothing scale a buffer made outside it
-        # (the other way round is one more graph per form).
-        with torch.inference_mode():
-            x = x.clone()
-            for asymmetric in (False, True):
-                for input_scale in (None, smooth):
-                    scaling = ones(x.shape[1]) if input_scale is None else input_scale
-                    q, scale, _ = kernel(x, scaling, constants(asymmetric, 255, 0 if asymmetric else 128))
-                    expected_q, expected_scale = reference(x, input_scale, asymmetric)
-                    if not (torch.equal(q, expected_q) and torch.equal(scale, expected_scale)):
-                        return None, "its uint8 values differ from the eager ops' on this machine"
-    except Exception as error:  # no compiler, an inductor that cannot build here: keep the eager ops
-        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        return None, f"torch.compile failed here ({type(error).__name__}: {first[:200]})"
-    return kernel, None
+        return _check(kernel)
+    except Exception as error:
+        return f"torch.compile failed here ({native.first_line(error)})"
+
+
+# The kernel's life in this process: built only when asked for (seconds), untimed (the lambdas read this
+# module's functions when called, so tests can swap them).
+OP = native.NativeOp(
+    load=lambda: _load(),
+    check=lambda kernel: _checked(kernel),
+    variables=("BERTLITE_INT8_COMPILE",),
+    failed="torch.compile",
+)
+# The kernel's verbs under this module's names: build() (once per process), built(), reason().
+build, built, reason = OP.build, OP.built, OP.reason
+
+
+def describe() -> str:
+    """Which quantization Int8Linear runs now, in words (for a benchmark's or a summary's record)."""
+    if built():
+        return "compiled (torch.compile)"
+    why = reason() or ("not built in this process" if OP.enabled_by_environment() else "BERTLITE_INT8_COMPILE=0")
+    return f"eager ops: {why}"
 
 
 def quantize(
@@ -146,14 +137,14 @@ def quantize(
     """The compiled kernel's (q, scale, low), or None where the eager ops must run: not built, grad
     enabled (int8 is inference only; a graph with grad would be a second compile), or a graph being
     recorded (trace, export: the compiled call cannot be recorded)."""
-    kernel = _state.get("kernel")
+    kernel = OP.ops
     if kernel is None or torch.is_grad_enabled() or recording_graph():
         return None
     try:
         scaling = ones(x.shape[-1]) if input_scale is None else input_scale
         return kernel(x, scaling, constants(asymmetric, activation_max, zero_point))  # type: ignore[operator]
     except Exception as error:  # e.g. a recompile for a new input form that fails: same numbers eagerly
-        _state["kernel"], _state["reason"] = None, f"it failed at run time ({type(error).__name__})"
+        OP.fail(f"it failed at run time ({type(error).__name__})")
         warn_user(
             f"int8: the compiled quantization kernel failed ({type(error).__name__}: {str(error)[:200]}); "
             "the eager ops run from now on (the same numbers, slower)",

@@ -47,7 +47,7 @@ from bertlite.quant.kernels import (
     resolve_kernel,
 )
 from bertlite.quant.linear import FusedIntoQKV, Int8Linear, quantize_per_channel, widest_pairs
-from bertlite.quant.rows import _reference_rows, quantize_rows
+from bertlite.quant.rows import quantize_rows
 from bertlite.utils.warn import warn_user
 
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ def build_compiled_quantization() -> bool:
     Returns:
         Whether either works here (if not, describe_quantization() says why).
     """
-    return ops.build() or compiled_quant.build(_reference_rows)
+    return ops.build() or compiled_quant.build()
 
 
 def compiled_quantization_built() -> bool:

@@ -151,7 +151,7 @@ def describe_int8() -> dict[str, object]:
     else:
         bits = f"{grid.activation_bits}-bit activations, {grid.weight_bits}-bit weights: the vectors drift more "
         bits += "(Int8PrecisionWarning)"
-    if compiled_quant.enabled_by_environment():
+    if compiled_quant.OP.enabled_by_environment():
         quantizing = (
             "inputs quantized and outputs scaled by C++ ops where they build, check and time faster, else by eager "
             "ops (a torch.compile kernel where asked for: quantize_int8(compile_quantization=True))"

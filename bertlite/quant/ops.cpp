@@ -296,6 +296,9 @@ TORCH_LIBRARY(bertlite_int8, m) {
   m.def(
       "quantize_rows(Tensor x, Tensor? input_scale, Tensor skipped, bool asymmetric, int top, int zero_point) "
       "-> (Tensor, Tensor, Tensor, Tensor)");
-  m.impl("dequantize", c10::DispatchKey::CPU, TORCH_FN(dequantize));
-  m.impl("quantize_rows", c10::DispatchKey::CPU, TORCH_FN(quantize_rows));
+}
+
+TORCH_LIBRARY_IMPL(bertlite_int8, CPU, m) {
+  m.impl("dequantize", &dequantize);
+  m.impl("quantize_rows", &quantize_rows);
 }

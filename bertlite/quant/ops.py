@@ -8,19 +8,16 @@ values come out beside the codes) and `dequantize` the output's, the float32 cha
 activation included (GELU as accurate as torch's float32 GELU). They are checked against the eager ops
 on a probe when built (a mismatch keeps the eager ops) and in tests: the same integers, the same outputs
 within float32 rounding. They are used unless the eager ops were timed faster on this CPU, once per
-machine (timing_choice).
+machine (OP, a bertlite.utils.native.NativeOp).
 
 Built with torch's C++ extension tools (a C++ compiler and ninja), for this CPU's vector width: the
-first build takes about 10 s, later processes load the cached library in about a second. It is
-built with Int8Linear's compiled quantization (bertlite.quant.int8.build_compiled_quantization: `bertlite
-serve` at start, `bertlite embed` for an input that repays it) and used before torch.compile's kernel.
+first build takes about 10 s, later processes load the cached library in about a second. quantize_int8
+builds them before it quantizes, and they are used before torch.compile's kernel.
 BERTLITE_INT8_OPS=0 leaves it out (BERTLITE_INT8_COMPILE=0 leaves out every compiled kernel).
 """
 
 from __future__ import annotations
 
-import os
-import threading
 from pathlib import Path
 
 import torch
@@ -28,77 +25,35 @@ from torch import Tensor
 
 from bertlite.utils import native
 from bertlite.utils.graph import recording_graph
-from bertlite.utils.measured import Choice, Rounds, choose, machine_key, time_rounds
+from bertlite.utils.measured import Rounds, time_rounds
 
 # The activations `dequantize` computes, by their config name (ACT2FN's key), and their code in ops.cpp.
 ACTIVATIONS = {"gelu": 1}
 _SOURCE = Path(__file__).with_name("ops.cpp")
-_state: dict[str, object] = {}  # "ops": torch.ops.bertlite_int8 once built and checked (None if not); "reason"
-_lock = threading.Lock()
 _NO_CHANNELS = torch.empty(0, dtype=torch.long)  # quantize_rows with no float32 channels
-_choices: dict[str, Choice] = {}
 # The timed shape: a batch of tokens through a BERT-base-sized feed-forward's middle.
 TIMED_TOKENS, TIMED_WIDTH = 256, 3072
 
-
-def enabled_by_environment() -> bool:
-    """Whether the environment allows the ops (BERTLITE_INT8_OPS and BERTLITE_INT8_COMPILE not "0")."""
-    return os.environ.get("BERTLITE_INT8_OPS", "1") != "0" and os.environ.get("BERTLITE_INT8_COMPILE", "1") != "0"
-
-
-def build() -> bool:
-    """Build and check the ops once per process (later calls return at once).
-
-    Returns:
-        Whether they are usable here; if not, reason() says why.
-    """
-    with _lock:
-        if "ops" not in _state:
-            _state["ops"], _state["reason"] = _build()
-        return _state["ops"] is not None
-
-
-def built() -> bool:
-    """Whether this process built and checked the ops, and uses them."""
-    return _state.get("ops") is not None
-
-
-def reason() -> str | None:
-    """Why the ops are not used (None when they are, or before build())."""
-    return _state.get("reason")  # type: ignore[return-value]
+# The ops' life in this process (the lambdas read this module's functions when called, so tests can swap them).
+OP = native.NativeOp(
+    load=lambda: _load(),
+    check=lambda ops: _check(ops),
+    variables=("BERTLITE_INT8_OPS", "BERTLITE_INT8_COMPILE"),
+    timing=native.Timing(
+        f"int8 passes: C++ ops vs eager ops, {TIMED_TOKENS} x {TIMED_WIDTH}",
+        ("ops", "eager"),
+        "the eager ops",
+        lambda ops: time_passes(ops),
+    ),
+)
+# The ops' verbs under this module's names: build() (build, check and time once per process; models quantized
+# after it run them), built(), reason().
+build, built, reason = OP.build, OP.built, OP.reason
 
 
 def usable() -> bool:
     """Whether this forward can run the ops: built, no grad (int8 is inference only), no graph recorded."""
-    return _state.get("ops") is not None and not torch.is_grad_enabled() and not recording_graph()
-
-
-def _build() -> tuple[object, str | None]:
-    """torch.ops.bertlite_int8 built, loaded and checked against the eager ops, or None and why not."""
-    if not enabled_by_environment():
-        return None, "BERTLITE_INT8_OPS=0 or BERTLITE_INT8_COMPILE=0"
-    try:
-        ops = _load()
-    except Exception as error:  # no compiler, no ninja, no headers: keep the eager ops
-        return None, f"its C++ build failed here ({native.first_line(error)})"
-    mismatch = _check(ops)
-    if mismatch:
-        return None, mismatch
-    choice = timing_choice(ops)
-    if choice.picked != "ops":
-        return None, f"timed slower than the eager ops on this CPU ({choice.summary()})"
-    return ops, None
-
-
-def timing_choice(ops: object) -> Choice:
-    """time_passes()' verdict on this CPU: the ops unless the eager ops ran faster by FASTER_BY in every
-    round; timed once per machine and kept with the other measured verdicts (bertlite.utils.measured)."""
-    from bertlite.utils.capabilities import detect
-
-    key = machine_key(detect(), f"int8 passes: C++ ops vs eager ops, {TIMED_TOKENS} x {TIMED_WIDTH}")
-    if key not in _choices:
-        _choices[key] = choose(key, "ops", "eager", lambda: time_passes(ops))
-    return _choices[key]
+    return OP.built() and not torch.is_grad_enabled() and not recording_graph()
 
 
 def time_passes(ops: object) -> Rounds:
@@ -199,7 +154,7 @@ def quantize_rows(
         the Linear multiplies in float32; (M, 0) with none).
     """
     channels = _NO_CHANNELS if skipped is None else skipped
-    return _state["ops"].quantize_rows(x, input_scale, channels, asymmetric, top, zero_point)  # type: ignore[union-attr]
+    return OP.state["ops"].quantize_rows(x, input_scale, channels, asymmetric, top, zero_point)  # type: ignore[union-attr]
 
 
 def dequantize(
@@ -230,4 +185,4 @@ def dequantize(
         products x scale + residual + offset x row_sums + bias + kept @ kept_weight.
     """
     code = ACTIVATIONS[activation] if activation else 0
-    return _state["ops"].dequantize(products, scale, offset, row_sums, bias, residual, kept, kept_weight, code)  # type: ignore[union-attr]
+    return OP.state["ops"].dequantize(products, scale, offset, row_sums, bias, residual, kept, kept_weight, code)  # type: ignore[union-attr]

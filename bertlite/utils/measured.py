@@ -204,6 +204,24 @@ def _warm(run: Callable[[], Any], clock: Callable[[], float]) -> int:
     return max(1, min(MAX_PASSES, math.ceil(SAMPLE_SECONDS / max(took, 1e-9))))
 
 
+# Every verdict this process has decided or read, by machine_key: timed at most once per process.
+_decided: dict[str, Choice] = {}
+
+
+def decide(key: str, default: str, challenger: str, measure: Callable[[], Rounds]) -> Choice:
+    """choose()'s verdict, once per process: the one memo of every timed choice (kernels, fusion, native ops).
+
+    Args:
+        key, default, challenger, measure: as choose() takes them.
+
+    Returns:
+        The Choice.
+    """
+    if key not in _decided:
+        _decided[key] = choose(key, default, challenger, measure)
+    return _decided[key]
+
+
 def choose(key: str, default: str, challenger: str, measure: Callable[[], Rounds]) -> Choice:
     """The choice kept under `key`, else judge(measure()); a decided one is kept for later processes.
 

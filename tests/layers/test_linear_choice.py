@@ -35,7 +35,7 @@ def mkl_x(x: float) -> measured.Rounds:
 def kernel_timing(monkeypatch: pytest.MonkeyPatch, tmp_path):
     """kernel_timing(speed_up): the kernel timing says MKL runs each shape speed_up(shape) times as fast as oneDNN,
     with nothing timed or kept yet (a cache folder of the test's own). Returns the list of timed shapes."""
-    monkeypatch.setattr(bertlite.layers.linear_choice, "_kernel_choices", {})
+    monkeypatch.setattr(measured, "_decided", {})
     monkeypatch.setenv("BERTLITE_CACHE_DIR", str(tmp_path / "cache"))
     timed: list[tuple] = []
 
@@ -201,7 +201,7 @@ def test_the_verdict_is_kept_for_later_processes(kernel_timing):
     timed = kernel_timing(lambda shape: 1.3 if shape.epilogue == "add" else 1.0)
     shape = LinearShape(32, 32, "add")
     assert linear_kernel(torch.float32, shape, True, OneDNNLinear) == "mkl"
-    bertlite.layers.linear_choice._kernel_choices.clear()  # a new process: the file answers
+    measured._decided.clear()  # a new process: the file answers
     assert linear_kernel(torch.float32, shape, True, OneDNNLinear) == "mkl" and len(timed) == 1
     entry = json.loads(measured.cache_path().read_text())[kernel_key(torch.float32, shape, True)]
     assert entry == {"rounds": mkl_x(1.3).seconds, "busy": 0}
@@ -214,7 +214,7 @@ def test_env_lists_the_kernel_verdict_of_each_of_bert_bases_shapes(kernel_timing
     timed = kernel_timing(lambda shape: 1.3 if shape.out_features == 3072 else 0.9)
     fusion = measured.Rounds({"fused": [0.01] * measured.ROUNDS, "separate": [0.02] * measured.ROUNDS})
     monkeypatch.setattr(bertlite.layers.onednn, "time_fusion", lambda *args: fusion)  # GELU stays fused
-    monkeypatch.setattr(bertlite.layers.onednn, "_fusion_choices", {})
+    monkeypatch.setattr(measured, "_decided", {})
     activation = "gelu" if activation_fusion_works("gelu", torch.float32) else "none"
     assert main(["env", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["float32_linear_kernels"]

@@ -44,7 +44,7 @@ def available() -> bool:
 @pytest.fixture
 def chosen(available, monkeypatch: pytest.MonkeyPatch) -> None:
     """As where build() timed the op faster: models made ready in this test run it."""
-    monkeypatch.setitem(native_attention._state, "faster", True)
+    monkeypatch.setitem(native_attention.OP.state, "faster", True)
 
 
 def errors(qkv: torch.Tensor, layout: PackedLayout, heads: int, window: int | None = None) -> tuple[float, float]:
@@ -150,9 +150,9 @@ def test_a_forward_recorded_into_a_graph_runs_auto(available, monkeypatch: pytes
 
 def test_optimize_installs_varlen_only_where_the_op_was_chosen(available, monkeypatch: pytest.MonkeyPatch) -> None:
     hf = make_hf_model(attn="eager")
-    monkeypatch.setitem(native_attention._state, "faster", False)
+    monkeypatch.setitem(native_attention.OP.state, "faster", False)
     assert optimize(to_bertlite(hf, attn="sdpa")).attn_implementation == "auto"
-    monkeypatch.setitem(native_attention._state, "faster", True)
+    monkeypatch.setitem(native_attention.OP.state, "faster", True)
     fast = optimize(to_bertlite(hf, attn="sdpa"))
     assert fast.attn_implementation == "varlen"
     batch = random_batch(hf.config, batch=4, seq=17)
@@ -163,7 +163,7 @@ def test_optimize_installs_varlen_only_where_the_op_was_chosen(available, monkey
 
 
 def test_varlen_where_the_op_is_unavailable_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(native_attention, "_state", {"ops": None, "reason": "BERTLITE_NATIVE_ATTENTION=0"})
+    monkeypatch.setattr(native_attention.OP, "state", {"ops": None, "reason": "BERTLITE_NATIVE_ATTENTION=0"})
     model = to_bertlite(make_hf_model(), attn="varlen")
     with pytest.raises(AttentionUnavailableError, match=r"C\+\+ attention.*BERTLITE_NATIVE_ATTENTION=0; use 'auto'"):
         with torch.no_grad():
@@ -174,7 +174,7 @@ def test_the_environment_switch_and_a_failed_build_keep_sdpa(monkeypatch: pytest
     from torch.utils import cpp_extension
 
     monkeypatch.setenv("BERTLITE_NATIVE_ATTENTION", "0")
-    assert native_attention._load_checked() == (None, "BERTLITE_NATIVE_ATTENTION=0")
+    assert native_attention.OP._load_checked() == (None, "BERTLITE_NATIVE_ATTENTION=0")
     monkeypatch.delenv("BERTLITE_NATIVE_ATTENTION")
 
     def no_compiler(*args: object, **kwargs: object) -> None:
@@ -182,7 +182,7 @@ def test_the_environment_switch_and_a_failed_build_keep_sdpa(monkeypatch: pytest
 
     monkeypatch.setattr(cpp_extension, "load", no_compiler)
     state: dict = {}
-    monkeypatch.setattr(native_attention, "_state", state)
+    monkeypatch.setattr(native_attention.OP, "state", state)
     assert not native_attention.build()
     assert native_attention.reason() == (
         "its C++ build failed here (RuntimeError: Ninja is required to load C++ extensions)"
@@ -197,8 +197,8 @@ def test_an_op_that_disagrees_with_sdpa_is_not_used(available, monkeypatch: pyte
             return torch.ops.bertlite_attention.packed_attention(qkv, cu_seqlens, heads, scale, window) + 1e-3
 
     monkeypatch.setattr(native_attention, "_load", lambda: Shifted)
-    monkeypatch.setattr(native_attention, "_state", {})
-    assert native_attention._load_checked() == (None, "its outputs differ from SDPA's on this machine")
+    monkeypatch.setattr(native_attention.OP, "state", {})
+    assert native_attention.OP._load_checked() == (None, "its outputs differ from SDPA's on this machine")
 
 
 def rounds_of(native_x: float | None) -> Rounds:
@@ -213,9 +213,9 @@ def attention_timing(available, monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     """attention_timing(native_x): build() times again, and its timing gives rounds_of(native_x) whatever the load
     and the CPU, with nothing kept yet (a cache folder of the test's own). Returns the list of timings taken."""
     monkeypatch.setenv("BERTLITE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(native_attention, "_choices", {})
-    for key in ("faster", "timed", "slower"):  # conftest's native_attention_choice puts them back
-        monkeypatch.delitem(native_attention._state, key, raising=False)
+    monkeypatch.setattr(measured, "_decided", {})
+    for key in ("faster", "timed"):  # conftest's native_attention_choice puts them back
+        monkeypatch.delitem(native_attention.OP.state, key, raising=False)
     timed: list[object] = []
 
     def use(native_x: float | None) -> list[object]:

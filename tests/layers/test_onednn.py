@@ -63,7 +63,7 @@ def test_optimized_model_matches_transformers_padded_and_packed(hidden_act, pack
 def fusion_timing(monkeypatch: pytest.MonkeyPatch, tmp_path):
     """fusion_timing(fused_x): the timing of activation fusion says the fused GEMM runs fused_x times as long
     as GEMM-then-activation, with nothing timed or kept yet. Returns the list of timed (activation, sizes)."""
-    monkeypatch.setattr(bertlite.layers.onednn, "_fusion_choices", {})
+    monkeypatch.setattr(measured, "_decided", {})
     monkeypatch.setenv("BERTLITE_CACHE_DIR", str(tmp_path / "cache"))
     timed: list[tuple] = []
 
@@ -98,7 +98,7 @@ def test_the_fusion_timing_is_kept_for_later_processes(fusion_timing):
     timed = fusion_timing(1.3)
     hf = make_hf_model(hidden_act="gelu")
     optimize(to_bertlite(hf, attn="sdpa"))
-    bertlite.layers.onednn._fusion_choices.clear()  # a new process: the file answers
+    measured._decided.clear()  # a new process: the file answers
     again = optimize(to_bertlite(hf, attn="sdpa"))
     assert len(timed) == 1 and again.encoder.layer[0].intermediate.dense.activation is None
     (entry,) = json.loads(measured.cache_path().read_text()).items()

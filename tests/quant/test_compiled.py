@@ -21,7 +21,7 @@ from tests.helpers import make_hf_model, random_batch, to_bertlite
 
 @pytest.fixture(scope="module")
 def built() -> bool:
-    assert compiled_quant.build(quantization._reference_rows), compiled_quant.reason()
+    assert compiled_quant.build(), compiled_quant.reason()
     return True
 
 
@@ -81,7 +81,7 @@ def test_compiled_kernel_gives_the_eager_integers_bit_for_bit(built, rows, depth
 def test_int8_vectors_are_the_same_with_and_without_the_compiled_kernel(
     built, monkeypatch, real_model_path: Path, corpus_texts: list[str]
 ) -> None:
-    monkeypatch.setattr(ops, "_state", {})  # this kernel, not the C++ ops a test before may have built
+    monkeypatch.setattr(ops.OP, "state", {})  # this kernel, not the C++ ops a test before may have built
     monkeypatch.setenv("BERTLITE_INT8_OPS", "0")  # nor the ones quantize_int8 builds by default
     compiled = Embedder.from_pretrained(real_model_path, dtype="int8")
     eager = Embedder.from_pretrained(real_model_path, dtype="float32")
@@ -92,8 +92,8 @@ def test_int8_vectors_are_the_same_with_and_without_the_compiled_kernel(
     }
     assert flags == {"compiled": {True}, "eager": {False}}
     calls = []
-    kernel = compiled_quant._state["kernel"]
-    monkeypatch.setitem(compiled_quant._state, "kernel", lambda *args: calls.append(1) or kernel(*args))
+    kernel = compiled_quant.OP.state["ops"]
+    monkeypatch.setitem(compiled_quant.OP.state, "ops", lambda *args: calls.append(1) or kernel(*args))
     texts = corpus_texts[:300]
     frames = dict(counters["frames"])
     got = torch.from_numpy(compiled.encode(texts))
@@ -110,8 +110,8 @@ def fresh_state(monkeypatch: pytest.MonkeyPatch) -> dict:
     """A process where the kernel was never built, nor the C++ ops that come first (bertlite.quant.ops,
     tests/quant/test_ops.py): what build() decides here stays in this test."""
     state: dict = {}
-    monkeypatch.setattr(compiled_quant, "_state", state)
-    monkeypatch.setattr(ops, "_state", {})
+    monkeypatch.setattr(compiled_quant.OP, "state", state)
+    monkeypatch.setattr(ops.OP, "state", {})
     monkeypatch.setenv("BERTLITE_INT8_OPS", "0")
     return state
 
@@ -157,12 +157,17 @@ def test_environment_turns_it_off(monkeypatch, fresh_state) -> None:
 
 
 @pytest.mark.slow
-def test_a_kernel_that_disagrees_with_the_eager_ops_is_not_used(fresh_state) -> None:
+def test_a_kernel_that_disagrees_with_the_eager_ops_is_not_used(monkeypatch, fresh_state) -> None:
+    from bertlite.quant import rows
+
+    reference = rows._reference_rows
+
     def off_by_one(x, input_scale, asymmetric):
-        q, scale = quantization._reference_rows(x, input_scale, asymmetric)
+        q, scale = reference(x, input_scale, asymmetric)
         return q ^ 1, scale
 
-    assert not compiled_quant.build(off_by_one)
+    monkeypatch.setattr(rows, "_reference_rows", off_by_one)  # the kernel is checked against it
+    assert not compiled_quant.build()
     assert compiled_quant.reason() == "its uint8 values differ from the eager ops' on this machine"
 
 
@@ -182,7 +187,7 @@ def fake_kernel(calls: list, fail: bool = False):
 
 def test_the_kernel_runs_only_without_grad_and_outside_a_recorded_graph(monkeypatch, fresh_state) -> None:
     calls: list = []
-    fresh_state.update(kernel=fake_kernel(calls), reason=None)
+    fresh_state.update(ops=fake_kernel(calls), reason=None, faster=True)
     layer = Int8Linear.from_linear(nn.Linear(16, 8), kernel="dequantize", asymmetric=True, compiled=True)
     x = torch.randn(5, 16)
     with torch.no_grad():
@@ -199,7 +204,7 @@ def test_the_kernel_runs_only_without_grad_and_outside_a_recorded_graph(monkeypa
 
 def test_a_run_time_failure_warns_once_and_falls_back_to_the_same_numbers(fresh_state) -> None:
     calls: list = []
-    fresh_state.update(kernel=fake_kernel(calls, fail=True), reason=None)
+    fresh_state.update(ops=fake_kernel(calls, fail=True), reason=None, faster=True)
     layer = Int8Linear.from_linear(nn.Linear(16, 8), kernel="dequantize", compiled=True)
     x = torch.randn(5, 16)
     eager = quantize_rows(x, None, False, 255, 128)
@@ -218,11 +223,12 @@ def test_the_input_quantization_is_chosen_when_the_model_is_built(
 ) -> None:
     calls, builds = [], []
 
-    def counted_build(reference):
+    def counted_build():
         builds.append(1)
-        return fake_kernel(calls), None
+        return fake_kernel(calls)
 
-    monkeypatch.setattr(compiled_quant, "_build", counted_build)
+    monkeypatch.setattr(compiled_quant, "_load", counted_build)
+    monkeypatch.setattr(compiled_quant, "_checked", lambda kernel: None)  # the fake computes the eager ops
     eager = Embedder.from_pretrained(real_model_path, dtype="int8")  # nothing built: the eager ops
     assert {m.compiled for m in eager.model.modules() if isinstance(m, Int8Linear)} == {False}
     before = eager.encode(["a short text"])
@@ -250,7 +256,8 @@ def test_bertlite_embed_says_which_quantization_ran(
     from bertlite.cli import main
 
     calls: list = []
-    monkeypatch.setattr(compiled_quant, "_build", lambda reference: (fake_kernel(calls), None))
+    monkeypatch.setattr(compiled_quant, "_load", lambda: fake_kernel(calls))
+    monkeypatch.setattr(compiled_quant, "_checked", lambda kernel: None)  # the fake computes the eager ops
     if built:
         assert quantization.build_compiled_quantization()
     source, out = tmp_path / "in.txt", tmp_path / "out.npy"

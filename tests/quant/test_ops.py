@@ -34,8 +34,8 @@ def built() -> Iterator[bool]:
     """The ops built, checked and used, whatever a timing would say on this CPU and load (the verdict's use is
     tested below with timings of its own); the process's state of the ops comes back after this module."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ops, "_state", {})
-        patch.setattr(ops, "timing_choice", lambda library: ops_faster())
+        patch.setattr(ops.OP, "state", {})
+        patch.setattr(ops.OP, "verdict", lambda: ops_faster())
         assert ops.build(), ops.reason()
         yield True
 
@@ -58,8 +58,8 @@ class Counting:
 
 @pytest.fixture
 def counting(built, monkeypatch: pytest.MonkeyPatch) -> Counting:
-    counter = Counting(ops._state["ops"])
-    monkeypatch.setitem(ops._state, "ops", counter)
+    counter = Counting(ops.OP.state["ops"])
+    monkeypatch.setitem(ops.OP.state, "ops", counter)
     return counter
 
 
@@ -232,7 +232,7 @@ def test_int8_vectors_with_the_ops_meet_the_bars_and_the_eager_vectors(
 def fresh_state(monkeypatch: pytest.MonkeyPatch) -> dict:
     """A process where the ops were never built: what build() decides here stays in this test."""
     state: dict = {}
-    monkeypatch.setattr(ops, "_state", state)
+    monkeypatch.setattr(ops.OP, "state", state)
     return state
 
 
@@ -273,7 +273,7 @@ def test_ops_that_disagree_with_the_eager_ops_are_not_used(built, monkeypatch, f
 def test_ops_timed_slower_than_the_eager_ops_are_not_used(built, monkeypatch, fresh_state) -> None:
     rounds = Rounds({"ops": [2e-3] * 5, "eager": [1e-3] * 5})
     slower = Choice("ops", "eager", rounds, picked="eager", why="decided")
-    monkeypatch.setattr(ops, "timing_choice", lambda library: slower)
+    monkeypatch.setattr(ops.OP, "verdict", lambda: slower)
     assert not ops.build()
     assert ops.reason() == f"timed slower than the eager ops on this CPU ({slower.summary()})"
     assert "eager ran 2.00x ops" in ops.reason()
@@ -296,7 +296,7 @@ from bertlite.quant import ops
 from bertlite.quant.rows import quantize_rows
 from tests.quant.test_compiled import rows_with_ties
 from tests.quant.test_ops import assert_gelu_close, assert_nan_rows_stay_nan, ops_faster
-ops.timing_choice = lambda library: ops_faster()  # checked here, not timed: a busy machine decides nothing
+ops.OP.verdict = lambda: ops_faster()  # checked here, not timed: a busy machine decides nothing
 assert ops.build(), ops.reason()
 assert_nan_rows_stay_nan(401)
 for asymmetric, zero_point in ((False, 128), (True, 0)):
