@@ -455,7 +455,7 @@ def _load_linear(
     """A head's nn.Linear from its file beside the checkpoint (read weights-only).
 
     Raises:
-        CheckpointError: the file missing, not a Linear's weight (and bias), or holding NaN or Inf.
+        CheckpointError: the file missing, not a Linear's weight and bias, or holding NaN or Inf.
     """
     path = resolve_file(name_or_path, filename, **hub_kwargs)
     if path is None:
@@ -467,13 +467,14 @@ def _load_linear(
     weight, bias = state.get("weight"), state.get("bias")
     if weight is None or weight.ndim != 2 or set(state) - {"weight", "bias"}:
         raise CheckpointError(f"{path}: expected a Linear's weight and bias, got keys {sorted(state)}")
-    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+    if bias is None:  # FlagEmbedding's heads are Linears with a bias, and its load refuses a file without one
+        raise CheckpointError(f"{path}: no bias beside the weight: BGE-M3's heads have one (FlagEmbedding's too)")
+    if tuple(bias.shape) != (weight.shape[0],):
         raise CheckpointError(f"{path}: bias of shape {tuple(bias.shape)} for a weight of {tuple(weight.shape)}")
     if not allow_nonfinite and not all(torch.isfinite(t).all() for t in state.values()):
         raise CheckpointError(f"{path}: holds NaN or Inf (pass allow_nonfinite=True to load it anyway)")
-    linear = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None)
+    linear = nn.Linear(weight.shape[1], weight.shape[0])
     with torch.no_grad():
         linear.weight.copy_(weight.float())
-        if bias is not None:
-            linear.bias.copy_(bias.float())
+        linear.bias.copy_(bias.float())
     return linear

@@ -152,5 +152,19 @@ def test_a_folder_without_heads_is_refused_by_name(m3_folder: Path, tmp_path: Pa
         M3Encoder.from_pretrained(folder, dtype="float32")
 
 
+@pytest.mark.parametrize("head", ["sparse_linear.pt", "colbert_linear.pt"])
+def test_a_head_without_its_bias_is_refused(m3_folder: Path, tmp_path: Path, head: str) -> None:
+    """FlagEmbedding's heads are Linears with a bias and it refuses a file without one; so does bertlite, rather
+    than run the head as if the bias were 0."""
+    import shutil
+
+    folder = tmp_path / "no-bias"
+    shutil.copytree(m3_folder, folder)
+    state = torch.load(folder / head, weights_only=True)
+    torch.save({"weight": state["weight"]}, folder / head)
+    with pytest.raises(CheckpointError, match=rf"{head}: no bias beside the weight: BGE-M3's heads have one"):
+        M3Encoder.from_pretrained(folder, dtype="float32")
+
+
 def test_m3_encoder_is_public() -> None:
     assert bertlite.M3Encoder is M3Encoder
