@@ -28,6 +28,7 @@ from bertlite.layers.onednn import FusedQKV, fast_linear, optimize, restore
 from bertlite.layers.roles import attention_of, model_layers, part, roles_of
 from bertlite.models.auto import BASE_MODELS, AutoModel, read_model_type
 from bertlite.models.bert import BertModel
+from bertlite.quant.int8 import is_quantized
 from bertlite.tokenization import load_tokenizer
 from bertlite.utils.auto_dtype import Verdict, auto_dtype
 from bertlite.utils.capabilities import detect, resolve_dtype
@@ -217,11 +218,12 @@ def unready(model: nn.Module) -> None:
 def ready(model: M, pack_weights: bool = True, compute: torch.dtype | None = None) -> M:
     """Put a model in eval mode with its device's fast inference modules, in place, and return it.
 
-    On the CPU: oneDNN's Linears and attention "auto" (bertlite.layers.onednn.optimize), and oneDNN's
-    Linear for a masked-LM head's vocabulary projection, which costs as much as the whole encoder on every
-    token of a SPLADE model. Elsewhere (CUDA): query|key|value as one GEMM (FusedQKV) and, on CUDA,
-    attention "varlen" where it runs (packed_attention_for). A model whose attention is "eager", the
-    reference, is left as it is.
+    On the CPU: oneDNN's Linears and attention "auto" (one SDPA call per text), or in a fast mode (bf16 compute or
+    dtype, int8) the C++ attention "varlen" where it builds and times faster here (bertlite.layers.onednn .optimize,
+    bertlite.layers.native_attention), and oneDNN's Linear for a masked-LM head's vocabulary projection, which costs
+    as much as the whole encoder on every token of a SPLADE model. Elsewhere (CUDA): query|key|value as one GEMM
+    (FusedQKV) and, on CUDA, attention "varlen" where it runs (packed_attention_for). A model whose attention is
+    "eager", the reference, is left as it is.
 
     Args:
         model: a BertModel, or a head whose base model is `model.base_model`.
@@ -237,10 +239,13 @@ def ready(model: M, pack_weights: bool = True, compute: torch.dtype | None = Non
     if bert.attn_implementation == "eager":
         return model
     if bert.device.type == "cpu":
-        # The C++ attention, where it builds, checks and times faster here (BERTLITE_NATIVE_ATTENTION=0: never):
-        # built once per machine, loaded in well under a second after that, so every entry point runs it.
-        native_attention.build()
-        optimize(model, pack_weights=pack_weights, compute=compute)
+        # A fast mode (bf16 compute or dtype, int8) runs the C++ attention, where it builds, checks and times faster
+        # here (built once per machine, loaded in well under a second after that); float32 keeps one SDPA call
+        # per text, transformers' numbers within 1e-5 at any length.
+        fast = compute is not None or bert.dtype in (torch.bfloat16, torch.float16) or is_quantized(model)
+        if fast:
+            native_attention.build()
+        optimize(model, pack_weights=pack_weights, compute=compute, native=fast)
         # BERT's masked-LM head (cls.predictions) or RoBERTa's (lm_head); DistilBERT's projection is vocab_projector,
         # ELECTRA's generator_lm_head, ModernBERT's decoder.
         head = getattr(getattr(model, "cls", None), "predictions", None) or getattr(model, "lm_head", None)

@@ -11,8 +11,8 @@ Its softmax runs in float32 with the exponential torch's CPU flash attention use
 It is checked against SDPA on a probe when built (a mismatch keeps SDPA) and in tests, and used unless SDPA was
 timed faster on this CPU, once per machine (OP, a bertlite.utils.native.NativeOp). Built with torch's C++ extension
 tools (bertlite.utils.native): about 10 s the first time on a machine, well under a second in later processes.
-Every job builds it when it readies a model on the CPU (bertlite.jobs.prepare.ready), as does a caller of build();
-models made ready after that (layers.onednn.optimize) run it as their attention "varlen".
+A job in a fast mode (bf16, int8) builds it when it readies a model on the CPU (bertlite.jobs.prepare.ready), as
+does a caller of build(); models made ready after that (layers.onednn.optimize) run it as their attention "varlen".
 BERTLITE_NATIVE_ATTENTION=0 leaves it out.
 """
 

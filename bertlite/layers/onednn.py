@@ -51,6 +51,7 @@ PACKED_DTYPES = (torch.float32,)
 # The row count oneDNN is told to expect when it picks the packed layout: Embedder's batches hold
 # up to 2048 tokens; other row counts run on the same layout.
 PACK_ROWS = 2048
+NATIVE_ATTENTION_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # what the C++ attention runs (in float32)
 FUSION_TOKENS = 256  # rows of the timed batch that decides activation fusion: a few ms at BERT-base's sizes
 _probed: dict[tuple[str, torch.dtype], bool] = {}
 
@@ -372,6 +373,7 @@ def optimize(
     pack_weights: bool = True,
     fuse_activation: bool | None = None,
     compute: torch.dtype | None = None,
+    native: bool = True,
 ) -> nn.Module:
     """Install the fast inference modules in a bertlite BERT model, in place, and return it.
 
@@ -395,6 +397,7 @@ def optimize(
             activation_fusion_pays says on this CPU (with `compute`: inside, where it runs).
         compute: torch.bfloat16: the float32 Linears' GEMMs take bf16 inputs, everything else stays float32
             (the module docstring); None: each Linear computes in its own dtype.
+        native: "sdpa" may become the C++ attention where it was built here; False: "auto" always.
 
     Returns:
         The model.
@@ -409,8 +412,9 @@ def optimize(
     for layer in layers:
         attention, roles = attention_of(layer), roles_of(layer)
         forms.install_qkv(layer)
-        if attention.attn_implementation == "sdpa":
-            attention.attn_implementation = "varlen" if native_attention.built() else "auto"
+        if attention.attn_implementation == "sdpa":  # the C++ op computes in float32: not for a float64 model
+            use = native and native_attention.built() and next(layer.parameters()).dtype in NATIVE_ATTENTION_DTYPES
+            attention.attn_implementation = "varlen" if use else "auto"
         for role in RESIDUAL_ROLES:
             dense = part(layer, role)
             if forms.replaceable(dense) and linear_add_works(dense.weight.dtype):

@@ -7,7 +7,6 @@ import bertlite
 import bertlite.layers.attention
 import bertlite.layers.onednn
 from bertlite import Embedder
-from bertlite.layers import native_attention
 from bertlite.layers.attention import (
     PACKED_ATTENTION,
     PADDED_ATTENTION,
@@ -88,8 +87,7 @@ def test_embedder_honours_the_models_attn_implementation(monkeypatch):
     embedder = Embedder(model, tokenizer)
     texts = ["w1 w2 w3", "w4 w5", "w6"]
     fast = embedder.encode(texts)
-    chosen = "varlen" if native_attention.built() else "auto"  # the C++ attention where it builds here
-    assert calls[chosen] == model.config.num_hidden_layers and calls["eager"] == 0  # Embedder optimized it
+    assert calls["auto"] == model.config.num_hidden_layers and calls["eager"] == 0  # Embedder optimized it
     model.set_attn_implementation("eager")
     reference = embedder.encode(texts)
     assert calls["eager"] == model.config.num_hidden_layers

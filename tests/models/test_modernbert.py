@@ -466,7 +466,7 @@ def test_the_last_layer_computes_only_the_first_tokens_asked_for(model_folder, p
 
 def test_jobs_ready_modernbert_in_float_and_int8(st_folder: Path) -> None:
     embedder = bertlite.Embedder.from_pretrained(st_folder, dtype="float32")
-    assert embedder.model.attn_implementation == "auto"  # the CPU's attention, chosen by the batch's shape
+    assert embedder.model.attn_implementation == "auto"  # float32: one SDPA call per text
     embedder.to(torch.float64)  # moved: the plain modules back, then readied again
     assert embedder.model.attn_implementation == "auto" and embedder.dtype == torch.float64
     assert all(type(layer.attn.Wqkv) is torch.nn.Linear for layer in embedder.model.layers)  # oneDNN takes no float64
