@@ -47,7 +47,6 @@ from bertlite.jobs.prepare import (  # noqa: F401 (LoadOptions: its old home)
     ready,
     unready,
 )
-from bertlite.layers.onednn import restore
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.bert import BertModel
 from bertlite.quant.int8 import is_quantized, quantize_int8
@@ -272,6 +271,7 @@ class BaseEncoder:
         """
         tokenizer, self._int8 = self._int8, None
         reference = self._bar_outputs()
+        unready(self.model)  # float32's modules and attention out, so the int8 model is readied as one
         quantize_int8(self.model, tokenizer)
         ready(self.model, pack_weights=self.pack_weights)
         measured = self._bar(reference, self._bar_outputs(), "int8")
@@ -286,7 +286,7 @@ class BaseEncoder:
 
     def _compute_in(self, compute: torch.dtype | None) -> None:
         """Ready the float32 model again, its GEMMs on `compute` inputs (None: float32 throughout)."""
-        restore(self.model)
+        unready(self.model)
         self._compute = compute
         ready(self.model, pack_weights=self.pack_weights, compute=compute)
 
