@@ -495,6 +495,8 @@ class Embedder(STBase, BaseEncoder):
         # sentence-transformers truncates after its Normalize module and does not re-normalize.
         return pooled[:, : self.dimension].contiguous()
 
+    # --- sentence-transformers' members (SentenceTransformer has them under the same names) -----------
+
     @property
     def similarity_fn_name(self) -> str:
         """What similarity() computes: "cosine" (the default), "dot", "euclidean" or "manhattan"."""
