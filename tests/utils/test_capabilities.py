@@ -265,8 +265,8 @@ def test_env_says_which_int8_kernel_and_grid_run_here(monkeypatch, capsys, grid,
     [
         (
             "1",
-            "inputs quantized and outputs scaled by eager ops, or by C++ ops (else a torch.compile kernel) where "
-            "they build: `bertlite serve`, `bertlite embed` of 2,000,000+ tokens",
+            "inputs quantized and outputs scaled by C++ ops where they build, check and time faster, else by eager "
+            "ops (a torch.compile kernel where asked for: quantize_int8(compile_quantization=True))",
         ),
         ("0", "inputs quantized and outputs scaled by eager ops (BERTLITE_INT8_COMPILE=0)"),
     ],
