@@ -102,20 +102,11 @@ def _check(kernel: Any) -> str | None:
     return None
 
 
-def _checked(kernel: Any) -> str | None:
-    """_check, where a compile failure (no compiler, an inductor that cannot build here) is a reason too:
-    torch.compile builds on the first call."""
-    try:
-        return _check(kernel)
-    except Exception as error:
-        return f"torch.compile failed here ({native.first_line(error)})"
-
-
 # The kernel's life in this process: built only when asked for (seconds), untimed (the lambdas read this
 # module's functions when called, so tests can swap them).
 OP = native.NativeOp(
     load=lambda: _load(),
-    check=lambda kernel: _checked(kernel),
+    check=lambda kernel: _check(kernel),
     variables=("BERTLITE_INT8_COMPILE",),
     failed="torch.compile",
 )

@@ -104,7 +104,8 @@ class NativeOp:
         """
         Args:
             load: builds or loads the op (raises where it cannot: no compiler, no ninja).
-            check: why the loaded op's numbers differ from its reference's on a probe, or None.
+            check: why the loaded op's numbers differ from its reference's on a probe, or None (raising where
+                the op cannot build: a lazy one builds on its first call).
             variables: environment variables that leave the op out when "0".
             failed: what failed where load raises, in words ("its C++ build", "torch.compile").
             timing: how it is timed against its rival; None: used wherever it checks out.
@@ -178,9 +179,9 @@ class NativeOp:
         """The op loaded and checked, or None and why not."""
         if not self.enabled_by_environment():
             return None, " or ".join(f"{name}=0" for name in self.variables)
-        try:
+        try:  # a lazy op (torch.compile's) builds on its check's first call, so a failure there is a build's too
             ops = self.load()
+            mismatch = self.check(ops)
         except Exception as error:  # no compiler, no ninja, no headers: keep torch's ops
             return None, f"{self.failed} failed here ({first_line(error)})"
-        mismatch = self.check(ops)
         return (None, mismatch) if mismatch else (ops, None)

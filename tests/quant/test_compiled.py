@@ -230,7 +230,7 @@ def test_the_input_quantization_is_chosen_when_the_model_is_built(
         return fake_kernel(calls)
 
     monkeypatch.setattr(compiled_quant, "_load", counted_build)
-    monkeypatch.setattr(compiled_quant, "_checked", lambda kernel: None)  # the fake computes the eager ops
+    monkeypatch.setattr(compiled_quant, "_check", lambda kernel: None)  # the fake computes the eager ops
     eager = Embedder.from_pretrained(real_model_path, dtype="int8")  # nothing built: the eager ops
     assert {m.compiled for m in eager.model.modules() if isinstance(m, Int8Linear)} == {False}
     before = eager.encode(["a short text"])
@@ -259,7 +259,7 @@ def test_bertlite_embed_says_which_quantization_ran(
 
     calls: list = []
     monkeypatch.setattr(compiled_quant, "_load", lambda: fake_kernel(calls))
-    monkeypatch.setattr(compiled_quant, "_checked", lambda kernel: None)  # the fake computes the eager ops
+    monkeypatch.setattr(compiled_quant, "_check", lambda kernel: None)  # the fake computes the eager ops
     if built:
         assert quantization.build_compiled_quantization()
     source, out = tmp_path / "in.txt", tmp_path / "out.npy"
