@@ -1,8 +1,7 @@
 """bertlite int8 against fp32 and torch.ao's dynamic int8, packed and padded: texts/s and cosine to fp32.
 
 Every config embeds the same corpus texts, tokenization included, in rotated rounds after a warm-up
-round; the median round counts. bertlite int8 runs its compiled input quantization
-(bertlite.quant.compiled), as a long job does, unless --eager-quantization.
+round; the median round counts. bertlite int8 runs the kernels Embedder.from_pretrained readies for it.
 """
 
 from __future__ import annotations
@@ -34,22 +33,19 @@ def _embedder(model_path: str, **kwargs: Any) -> Any:
     return Embedder.from_pretrained(model_path, **kwargs)
 
 
-def bench_int8(model_path: str, texts: list[str], rounds: int, compiled: bool = True) -> dict[str, Any]:
+def bench_int8(model_path: str, texts: list[str], rounds: int) -> dict[str, Any]:
     """Time every CONFIGS entry in rotated rounds and compare its vectors with bertlite fp32's.
 
     Args:
         model_path: the checkpoint folder.
         texts: the texts each config embeds per round.
         rounds: timed rounds (after a warm-up round on 64 texts).
-        compiled: build int8's compiled input quantization; False keeps the eager ops (a short job's).
 
     Returns:
         Per config: seconds per round, texts/s, x fp32 (ratio of medians and per round), min and mean cosine.
     """
-    from bertlite.quant.int8 import build_compiled_quantization, describe_quantization
+    from bertlite.quant.int8 import describe_quantization
 
-    if compiled:  # before the models are quantized, which then run it
-        build_compiled_quantization()
     embedders = {name: make(model_path) for name, make in CONFIGS.items()}
     for embedder in embedders.values():
         embedder.encode(texts[:64], show_progress_bar=False)
@@ -81,15 +77,12 @@ def format_int8(result: dict[str, Any]) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The int8 job's flags."""
     add_rounds_arguments(parser, texts=300)
-    parser.add_argument(
-        "--eager-quantization", action="store_true", help="int8 with the eager quantization ops, as a short job"
-    )
 
 
 def run(args: argparse.Namespace) -> None:
     """Run the int8 job and write the JSON."""
     model_path, env = start(args)
-    result = bench_int8(model_path, read_corpus(args.texts), args.rounds, compiled=not args.eager_quantization)
+    result = bench_int8(model_path, read_corpus(args.texts), args.rounds)
     print(f"CPU: {env['capabilities']['model_name']}; torch {env['capabilities']['cpu_capability']}")
     print(format_int8(result))
     write_json(args.json, "int8", result, env)

@@ -99,7 +99,7 @@ def _report(caps: Capabilities, verdict: Verdict) -> dict[str, Any]:
         "auto_dtype_reason": verdict.reason,
         "int8": describe_int8(),
         "families": families(),
-        "cpu_attention": {"native": native_attention.build(), "summary": native_attention.describe()},
+        "cpu_attention": native_attention.survey(),
     }
     if activation_fusion_works("gelu", torch.float32):
         # BERT-base's intermediate Linear; a model times its own sizes when it is optimized.

@@ -59,6 +59,15 @@ def describe() -> str:
     return f"auto: SDPA per run of equal lengths ({reason() or 'the C++ attention was not built in this process'})"
 
 
+def survey() -> dict[str, object]:
+    """What a fast mode's attention runs here, for a report: the op built, checked and timed as readying does.
+
+    Returns:
+        {"native": whether the C++ attention is used, "summary": describe()}.
+    """
+    return {"native": build(), "summary": describe()}
+
+
 def _load() -> object:
     """Build attention.cpp for this CPU (or find it in torch's extension cache) and load it."""
     native.load("bertlite_attention", _SOURCE)

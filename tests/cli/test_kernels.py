@@ -50,3 +50,19 @@ def test_a_script_runs_the_kernels_the_commands_run(dtype: str, real_model_path:
         assert ("ops" in routes) == ops.built(), ops.reason()
     else:
         assert routes == set()
+
+
+def test_no_entry_point_builds_a_kernel() -> None:
+    # The commands and bench ready models through the same functions a script calls; only bench's compare child
+    # builds, for an older tree whose Python API readied nothing itself.
+    root = Path(__file__).resolve().parents[2]
+    builds = ("native_attention.build(", "build_compiled_quantization(", "ops.build(", "OP.build(", "build_kernels(")
+    files = [*(root / "bertlite" / "cli").rglob("*.py"), *(root / "bench").rglob("*.py")]
+    found = [
+        f"{path.relative_to(root)}: {call}"
+        for path in files
+        if path.name != "compare_child.py"
+        for call in builds
+        if call in path.read_text()
+    ]
+    assert len(files) > 20 and found == []
