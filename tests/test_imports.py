@@ -153,17 +153,3 @@ def test_writing_a_checkpoint_imports_no_int8():
 def test_every_public_name_resolves():
     for name in bertlite.__all__:
         assert getattr(bertlite, name) is not None, name
-
-
-def test_the_old_embed_paths_import_the_new_modules():
-    code = (
-        "import sys, bertlite.embed.io as io, bertlite.embed.kinds as old, bertlite.jobs.kinds as new\n"
-        "from bertlite.embed import partial\n"
-        "from bertlite.embed.io import SURROGATE, VectorWriter, read_texts\n"
-        "import bertlite.files.partial, bertlite.files.readers, bertlite.files.writers\n"
-        "assert old is new and new.__spec__.name == 'bertlite.jobs.kinds' and partial is bertlite.files.partial\n"
-        "assert read_texts is bertlite.files.readers.read_texts\n"
-        "assert VectorWriter is bertlite.files.writers.VectorWriter and SURROGATE.search('\\ud800')\n"
-        "print('torch' in sys.modules)"
-    )
-    assert run_python(code) == "False"  # an old path imports only what its new module does
