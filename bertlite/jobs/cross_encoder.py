@@ -32,6 +32,7 @@ from bertlite.jobs.pairs import PairIds, QueryPairs
 from bertlite.jobs.prepare import LoadOptions
 from bertlite.jobs.st.base import LoadingKeywords, STBase, check_wrapped
 from bertlite.jobs.st.folders import read_cross_encoder_settings
+from bertlite.jobs.st.keywords import renamed_keywords
 from bertlite.jobs.st.names import CROSS_ENCODER_ORGANIZATION
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.auto import AutoModelForSequenceClassification, read_model_type
@@ -312,6 +313,7 @@ class CrossEncoder(STBase, BaseEncoder):
         """
         return self._logits(list(encodings), batch_size, max_tokens, show_progress_bar=False).numpy()
 
+    @renamed_keywords(sentences="inputs", activation_fct="activation_fn")
     def predict(
         self,
         inputs: Sequence[Pair] | Pair,
@@ -382,6 +384,7 @@ class CrossEncoder(STBase, BaseEncoder):
             result = list(scores)
         return result[0] if single else result
 
+    @renamed_keywords(activation_fct="activation_fn")
     def rank(
         self,
         query: str,

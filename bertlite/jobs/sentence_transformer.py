@@ -21,6 +21,7 @@ from bertlite.jobs.embedder import Embedder
 from bertlite.jobs.pooling import pool as pool_rows
 from bertlite.jobs.process_pool import run_in_pool
 from bertlite.jobs.st.base import LoadingKeywords, STBase, default_device
+from bertlite.jobs.st.keywords import renamed_keywords
 from bertlite.jobs.st.names import SENTENCE_TRANSFORMERS_ORGANIZATION
 from bertlite.util import quantize_embeddings
 
@@ -125,6 +126,7 @@ class SentenceTransformer(Embedder):
             hub_kwargs=kwargs,
         )
 
+    @renamed_keywords(sentences="inputs")
     def encode(  # type: ignore[override]
         self,
         inputs: Sequence[Text] | Text,
@@ -336,6 +338,7 @@ class SentenceTransformer(Embedder):
             return [tokens for result in results for tokens in result]
         return torch.cat(results)
 
+    @renamed_keywords(sentences="inputs")
     def _encode_for(
         self,
         task: str,

@@ -39,6 +39,7 @@ from bertlite.jobs.st.folders import (
     check_max_active_dims,
     read_splade_settings,
 )
+from bertlite.jobs.st.keywords import renamed_keywords
 from bertlite.jobs.st.names import SPARSE_ENCODER_ORGANIZATION
 from bertlite.jobs.st.sparse_encoder import SparseEncoderMembers
 from bertlite.models.auto import AutoModelForMaskedLM, read_model_type
@@ -265,6 +266,7 @@ class SparseEncoder(SparseEncoderMembers, STBase, BaseEncoder):
 
     # --- sentence-transformers' API -------------------------------------------------
 
+    @renamed_keywords(sentences="inputs")
     def encode(
         self,
         inputs: str | Sequence[Text],
@@ -343,6 +345,7 @@ class SparseEncoder(SparseEncoderMembers, STBase, BaseEncoder):
         device = torch.device("cpu") if save_to_cpu else self.device
         return assemble(rows, self.vocab_size, device, convert_to_tensor, convert_to_sparse_tensor, single)
 
+    @renamed_keywords(sentences="inputs")
     def _encode_for(
         self,
         task: str,
