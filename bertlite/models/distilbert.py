@@ -31,14 +31,14 @@ from bertlite.models.heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
+    add_dropout_classifier,
     bert_inputs,
     check_span_labels,
-    classifier_dropout,
-    first_tokens,
-    flat_choices,
-    sequence_classification_loss,
+    masked_lm_forward,
+    multiple_choice_forward,
+    sequence_classification_forward,
     span_outputs,
-    token_loss,
+    token_classification_forward,
 )
 from bertlite.models.modeling_utils import ModelWithHead, PreTrainedModel
 from bertlite.models.outputs import (
@@ -413,10 +413,7 @@ class DistilBertForMaskedLM(DistilBertPreTrainedModel, ModelWithHead):
     ) -> MaskedLMOutput | tuple[Tensor, ...]:
         """BertForMaskedLM.forward in transformers' DistilBERT argument order (labels before position_ids)."""
         inputs = distilbert_inputs(input_ids, attention_mask, inputs_embeds, position_ids, kwargs)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self._prediction_scores(outputs.last_hidden_state)  # (B, T, vocab)
-        loss = token_loss(logits, labels)
-        return self._finish(MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+        return masked_lm_forward(self, **inputs, labels=labels, **kwargs)
 
 
 class DistilBertForSequenceClassification(DistilBertPreTrainedModel, ModelWithHead):
@@ -454,10 +451,7 @@ class DistilBertForSequenceClassification(DistilBertPreTrainedModel, ModelWithHe
     ) -> SequenceClassifierOutput | tuple[Tensor, ...]:
         """BertForSequenceClassification.forward in transformers' DistilBERT argument order."""
         inputs = distilbert_inputs(input_ids, attention_mask, inputs_embeds, position_ids, kwargs)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self.classify(first_tokens(outputs.last_hidden_state, kwargs)[:, 0], None)  # (B, num_labels)
-        loss = None if labels is None else sequence_classification_loss(self.config, logits, labels)
-        return self._finish(SequenceClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+        return sequence_classification_forward(self, **inputs, labels=labels, **kwargs)
 
 
 class DistilBertForMultipleChoice(DistilBertPreTrainedModel, ModelWithHead):
@@ -490,12 +484,12 @@ class DistilBertForMultipleChoice(DistilBertPreTrainedModel, ModelWithHead):
     ) -> MultipleChoiceModelOutput | tuple[Tensor, ...]:
         """BertForMultipleChoice.forward in transformers' DistilBERT argument order: inputs (B, num_choices, T)."""
         inputs = distilbert_inputs(input_ids, attention_mask, inputs_embeds, position_ids, kwargs)
-        num_choices, inputs = flat_choices(type(self).__name__, **inputs)
-        outputs = self._encode(**inputs, **kwargs)
-        first = outputs.last_hidden_state[:, 0]  # (B * C, H): each choice's first token
-        logits = self.classifier(self.dropout(F.relu(self.pre_classifier(first)))).view(-1, num_choices)  # (B, C)
-        loss = F.cross_entropy(logits, labels) if labels is not None else None
-        return self._finish(MultipleChoiceModelOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+        return multiple_choice_forward(self, **inputs, labels=labels, **kwargs)
+
+    def choice_scores(self, outputs: BaseModelOutputWithPooling) -> Tensor:
+        """(B * num_choices, 1) scores from the base model's outputs of every choice: each one's first token."""
+        first = outputs.last_hidden_state[:, 0]  # (B * C, H)
+        return self.classifier(self.dropout(F.relu(self.pre_classifier(first))))
 
 
 class DistilBertForTokenClassification(DistilBertPreTrainedModel, ModelWithHead):
@@ -511,8 +505,7 @@ class DistilBertForTokenClassification(DistilBertPreTrainedModel, ModelWithHead)
         super().__init__(config)
         self.num_labels = self.config.num_labels
         self._add_base_model(attn_implementation)
-        self.dropout = classifier_dropout(self.config)
-        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        add_dropout_classifier(self, self.config.num_labels)
         self.post_init()
 
     def forward(
@@ -526,10 +519,7 @@ class DistilBertForTokenClassification(DistilBertPreTrainedModel, ModelWithHead)
     ) -> TokenClassifierOutput | tuple[Tensor, ...]:
         """BertForTokenClassification.forward in transformers' DistilBERT argument order."""
         inputs = distilbert_inputs(input_ids, attention_mask, inputs_embeds, position_ids, kwargs)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
-        loss = token_loss(logits, labels)
-        return self._finish(TokenClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+        return token_classification_forward(self, **inputs, labels=labels, **kwargs)
 
 
 class DistilBertForQuestionAnswering(DistilBertPreTrainedModel, ModelWithHead):

@@ -27,25 +27,19 @@ from bertlite.models.heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
+    add_dropout_classifier,
     bert_inputs,
     check_span_labels,
     classifier_dropout,
     family_config,
-    first_tokens,
-    flat_choices,
-    sequence_classification_loss,
-    span_outputs,
-    token_loss,
+    masked_lm_forward,
+    multiple_choice_forward,
+    question_answering_forward,
+    sequence_classification_forward,
+    token_classification_forward,
 )
 from bertlite.models.modeling_utils import ModelWithHead, PreTrainedModel
-from bertlite.models.outputs import (
-    ElectraForPreTrainingOutput,
-    MaskedLMOutput,
-    MultipleChoiceModelOutput,
-    QuestionAnsweringModelOutput,
-    SequenceClassifierOutput,
-    TokenClassifierOutput,
-)
+from bertlite.models.outputs import BaseModelOutputWithPooling, ElectraForPreTrainingOutput
 
 # transformers' summary_type values its sequence summary computes ("attn" it leaves unimplemented).
 SUMMARY_TYPES = ("first", "last", "mean", "cls_index")
@@ -216,23 +210,7 @@ class ElectraForSequenceClassification(ElectraPreTrainedModel, ModelWithHead):
         self.classifier = ElectraClassificationHead(self.config)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        *,
-        labels: Tensor | None = None,
-        **kwargs: Any,
-    ) -> SequenceClassifierOutput | tuple[Tensor, ...]:
-        """As BertForSequenceClassification.forward; the classifier reads each sequence's first token."""
-        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self.classifier(first_tokens(outputs.last_hidden_state, kwargs))  # (B, num_labels)
-        loss = None if labels is None else sequence_classification_loss(self.config, logits, labels)
-        return self._finish(SequenceClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+    forward = sequence_classification_forward
 
     def classify(self, first_tokens: Tensor | None, pooled: Tensor | None) -> Tensor:
         """BertForSequenceClassification.classify: ELECTRA's head reads the first tokens (B, H)."""
@@ -256,23 +234,7 @@ class ElectraForMaskedLM(ElectraPreTrainedModel, ModelWithHead):
         self.generator_lm_head = nn.Linear(self.config.embedding_size, self.config.vocab_size)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        *,
-        labels: Tensor | None = None,
-        **kwargs: Any,
-    ) -> MaskedLMOutput | tuple[Tensor, ...]:
-        """As BertForMaskedLM.forward, through the generator's head."""
-        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self._prediction_scores(outputs.last_hidden_state)  # (B, T, vocab)
-        loss = token_loss(logits, labels)
-        return self._finish(MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+    forward = masked_lm_forward
 
     def _prediction_scores(self, sequence_output: Tensor) -> Tensor:
         """(..., vocab) logits from hidden states (..., H): the masked-LM head alone (SPLADE runs it on its rows)."""
@@ -347,24 +309,11 @@ class ElectraForMultipleChoice(ElectraPreTrainedModel, ModelWithHead):
         self.classifier = nn.Linear(self.config.hidden_size, 1)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        *,
-        labels: Tensor | None = None,
-        **kwargs: Any,
-    ) -> MultipleChoiceModelOutput | tuple[Tensor, ...]:
-        """As BertForMultipleChoice.forward; each choice scored from its sequence summary."""
-        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        num_choices, inputs = flat_choices(type(self).__name__, **inputs)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self.classifier(self.sequence_summary(outputs.last_hidden_state)).view(-1, num_choices)  # (B, C)
-        loss = F.cross_entropy(logits, labels) if labels is not None else None
-        return self._finish(MultipleChoiceModelOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+    forward = multiple_choice_forward
+
+    def choice_scores(self, outputs: BaseModelOutputWithPooling) -> Tensor:
+        """(B * num_choices, 1) scores from the base model's outputs of every choice: each choice's sequence summary."""
+        return self.classifier(self.sequence_summary(outputs.last_hidden_state))
 
 
 class ElectraForTokenClassification(ElectraPreTrainedModel, ModelWithHead):
@@ -380,27 +329,10 @@ class ElectraForTokenClassification(ElectraPreTrainedModel, ModelWithHead):
         super().__init__(config)
         self.num_labels = self.config.num_labels
         self._add_base_model(attn_implementation)
-        self.dropout = classifier_dropout(self.config)
-        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        add_dropout_classifier(self, self.config.num_labels)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        *,
-        labels: Tensor | None = None,
-        **kwargs: Any,
-    ) -> TokenClassifierOutput | tuple[Tensor, ...]:
-        """As BertForTokenClassification.forward."""
-        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
-        loss = token_loss(logits, labels)
-        return self._finish(TokenClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+    forward = token_classification_forward
 
 
 class ElectraForQuestionAnswering(ElectraPreTrainedModel, ModelWithHead):
@@ -422,25 +354,7 @@ class ElectraForQuestionAnswering(ElectraPreTrainedModel, ModelWithHead):
         self.qa_outputs = nn.Linear(self.config.hidden_size, self.config.num_labels)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        *,
-        start_positions: Tensor | None = None,
-        end_positions: Tensor | None = None,
-        **kwargs: Any,
-    ) -> QuestionAnsweringModelOutput | tuple[Tensor, ...]:
-        """As BertForQuestionAnswering.forward."""
-        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self.qa_outputs(outputs.last_hidden_state)  # (B, T, 2)
-        loss, start_logits, end_logits = span_outputs(logits, start_positions, end_positions)
-        output = QuestionAnsweringModelOutput(loss, start_logits, end_logits, outputs.hidden_states, outputs.attentions)
-        return self._finish(output, kwargs)
+    forward = question_answering_forward
 
 
 # isinstance(model, BertPreTrainedModel), isinstance(model, BertForSequenceClassification) and the like hold for

@@ -7,9 +7,12 @@ transformers' reductions (mean, ignore_index -100). The masked-LM decoder is the
 word-embedding matrix itself when config.tie_word_embeddings (the default). Their outputs are
 in models.outputs (and importable from here).
 
-The bodies every family's heads share are plain functions here (bert_inputs, classifier_dropout, family_config,
-first_tokens, sequence_classification_loss, token_loss, span_outputs, flat_choices); each family writes its own
-head classes on its own PreTrainedModel and models.modeling_utils.ModelWithHead, as transformers does.
+The bodies every family's heads share are plain functions here: one forward per task in BERT's argument order
+(sequence_classification_forward, masked_lm_forward, token_classification_forward, question_answering_forward,
+multiple_choice_forward), which a head binds as its forward or calls from its own argument order, and their parts
+(bert_inputs, add_dropout_classifier, classifier_dropout, family_config, first_tokens, sequence_classification_loss,
+token_loss, span_outputs, flat_choices). Each family writes its own head classes on its own PreTrainedModel and
+models.modeling_utils.ModelWithHead, as transformers does.
 
 Over 700 lines: BERT's eight head classes, each a short __init__ and forward, and the shared head bodies stay
 together in the module their callers import them from.
@@ -28,6 +31,7 @@ from bertlite.layers.activations import ACT2FN
 from bertlite.models.bert import BertModel, BertPreTrainedModel
 from bertlite.models.modeling_utils import ModelWithHead
 from bertlite.models.outputs import (
+    BaseModelOutputWithPooling,
     BertForPreTrainingOutput,
     CausalLMOutput,
     MaskedLMOutput,
@@ -234,6 +238,187 @@ def flat_choices(owner: str, **inputs: Tensor | None) -> tuple[int, dict[str, Te
     return first.shape[1], flat
 
 
+def add_dropout_classifier(model: nn.Module, num_outputs: int, dropout: nn.Dropout | None = None) -> None:
+    """A classifier head's modules, in transformers' order: `dropout`, then `classifier` (hidden_size -> num_outputs).
+
+    Args:
+        model: the head class being built, its base model already added.
+        num_outputs: the classifier's outputs (num_labels, or 1 for a choice's score).
+        dropout: the dropout to use; None: classifier_dropout(model.config).
+    """
+    model.dropout = classifier_dropout(model.config) if dropout is None else dropout
+    model.classifier = nn.Linear(model.config.hidden_size, num_outputs)
+
+
+# --- shared forwards -----------------------------------------------------------
+# One forward per task, in BERT's argument order: a head class whose forward is BERT's binds it (`forward =
+# token_classification_forward`); a family with another argument order calls it by keyword from its own forward.
+
+
+def sequence_classification_forward(
+    model: ModelWithHead,
+    input_ids: Tensor | None = None,
+    attention_mask: Tensor | None = None,
+    token_type_ids: Tensor | None = None,
+    position_ids: Tensor | None = None,
+    inputs_embeds: Tensor | None = None,
+    *,
+    labels: Tensor | None = None,
+    **kwargs: Any,
+) -> SequenceClassifierOutput | tuple[Tensor, ...]:
+    """Classify (or regress) each sequence: the head's classify() on the pooler output where the base model has a
+    pooler (BERT), else on each sequence's first token (RoBERTa, ELECTRA, MPNet, DistilBERT).
+
+    Args:
+        model: the head (its classify(first_tokens, pooled)).
+        input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in BertModel.forward.
+        labels: (B,) floats for regression, class ids for single-label, (B, num_labels) 0/1 floats
+            for multi-label classification (config.problem_type; inferred from num_labels and the
+            labels' dtype when unset, and then stored in the config, as transformers does).
+        **kwargs: the base model's other keywords (output_attentions, output_hidden_states, ...) and return_dict.
+
+    Returns:
+        SequenceClassifierOutput: loss, logits (B, num_labels), hidden_states and attentions as
+        BertModel.forward's; with return_dict=False the tuple of its non-None fields.
+    """
+    inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+    outputs = model._encode(**inputs, **kwargs)
+    pooled = outputs.pooler_output
+    first = first_tokens(outputs.last_hidden_state, kwargs)[:, 0] if pooled is None else None  # (B, H)
+    logits = model.classify(first, pooled)  # (B, num_labels)
+    loss = None if labels is None else sequence_classification_loss(model.config, logits, labels)
+    return model._finish(SequenceClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+
+
+def masked_lm_forward(
+    model: ModelWithHead,
+    input_ids: Tensor | None = None,
+    attention_mask: Tensor | None = None,
+    token_type_ids: Tensor | None = None,
+    position_ids: Tensor | None = None,
+    inputs_embeds: Tensor | None = None,
+    *,
+    labels: Tensor | None = None,
+    **kwargs: Any,
+) -> MaskedLMOutput | tuple[Tensor, ...]:
+    """Vocabulary logits for every token through the head's _prediction_scores, and the masked-LM loss.
+
+    Args:
+        model: the head (its _prediction_scores(hidden), which SPLADE also runs alone).
+        input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in BertModel.forward.
+        labels: (B, T) token ids at masked positions, -100 elsewhere.
+        **kwargs: the base model's other keywords (output_attentions, output_hidden_states, ...) and return_dict.
+
+    Returns:
+        MaskedLMOutput: loss, logits (B, T, vocab), hidden_states and attentions as
+        BertModel.forward's; with return_dict=False the tuple of its non-None fields.
+    """
+    inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+    outputs = model._encode(**inputs, **kwargs)
+    logits = model._prediction_scores(outputs.last_hidden_state)  # (B, T, vocab)
+    loss = token_loss(logits, labels)
+    return model._finish(MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+
+
+def token_classification_forward(
+    model: ModelWithHead,
+    input_ids: Tensor | None = None,
+    attention_mask: Tensor | None = None,
+    token_type_ids: Tensor | None = None,
+    position_ids: Tensor | None = None,
+    inputs_embeds: Tensor | None = None,
+    *,
+    labels: Tensor | None = None,
+    **kwargs: Any,
+) -> TokenClassifierOutput | tuple[Tensor, ...]:
+    """Classify every token through the head's dropout and classifier.
+
+    Args:
+        model: the head (its dropout and classifier, add_dropout_classifier's).
+        input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in BertModel.forward.
+        labels: (B, T) class ids, -100 where a token is not scored (padding, sub-words).
+        **kwargs: the base model's other keywords (output_attentions, output_hidden_states, ...) and return_dict.
+
+    Returns:
+        TokenClassifierOutput: loss, logits (B, T, num_labels), hidden_states and attentions as
+        BertModel.forward's; with return_dict=False the tuple of its non-None fields.
+    """
+    inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+    outputs = model._encode(**inputs, **kwargs)
+    logits = model.classifier(model.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
+    loss = token_loss(logits, labels)
+    return model._finish(TokenClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+
+
+def question_answering_forward(
+    model: ModelWithHead,
+    input_ids: Tensor | None = None,
+    attention_mask: Tensor | None = None,
+    token_type_ids: Tensor | None = None,
+    position_ids: Tensor | None = None,
+    inputs_embeds: Tensor | None = None,
+    *,
+    start_positions: Tensor | None = None,
+    end_positions: Tensor | None = None,
+    **kwargs: Any,
+) -> QuestionAnsweringModelOutput | tuple[Tensor, ...]:
+    """Score every token as the start and the end of the answer span, through the head's qa_outputs.
+
+    Args:
+        model: the head (its qa_outputs).
+        input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in BertModel.forward.
+        start_positions, end_positions: (B,) token indices of the answer span; the loss needs both.
+            Positions outside the sequence are clamped to T and add nothing, as in transformers.
+        **kwargs: the base model's other keywords (output_attentions, output_hidden_states, ...) and return_dict.
+
+    Returns:
+        QuestionAnsweringModelOutput: loss (mean of the start and end losses),
+        start_logits (B, T), end_logits (B, T), hidden_states and attentions as
+        BertModel.forward's; with return_dict=False the tuple of its non-None fields.
+    """
+    inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+    outputs = model._encode(**inputs, **kwargs)
+    logits = model.qa_outputs(outputs.last_hidden_state)  # (B, T, 2)
+    loss, start_logits, end_logits = span_outputs(logits, start_positions, end_positions)
+    output = QuestionAnsweringModelOutput(loss, start_logits, end_logits, outputs.hidden_states, outputs.attentions)
+    return model._finish(output, kwargs)
+
+
+def multiple_choice_forward(
+    model: ModelWithHead,
+    input_ids: Tensor | None = None,
+    attention_mask: Tensor | None = None,
+    token_type_ids: Tensor | None = None,
+    position_ids: Tensor | None = None,
+    inputs_embeds: Tensor | None = None,
+    *,
+    labels: Tensor | None = None,
+    **kwargs: Any,
+) -> MultipleChoiceModelOutput | tuple[Tensor, ...]:
+    """Score each choice of each example: the head's choice_scores on the base model's outputs of every choice.
+
+    Args:
+        model: the head (its choice_scores(outputs) -> (B * num_choices, 1)).
+        input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in BertModel.forward, with a
+            choices axis: (B, num_choices, T) (inputs_embeds (B, num_choices, T, H)).
+        labels: (B,) choice index.
+        **kwargs: the base model's other keywords (output_attentions, output_hidden_states, ...) and return_dict.
+
+    Returns:
+        MultipleChoiceModelOutput: loss, logits (B, num_choices), hidden_states and attentions as
+        BertModel.forward's; with return_dict=False the tuple of its non-None fields.
+
+    Raises:
+        ValueError: neither input_ids nor inputs_embeds, or not of the shape above.
+    """
+    inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+    num_choices, inputs = flat_choices(type(model).__name__, **inputs)
+    outputs = model._encode(**inputs, **kwargs)
+    logits = model.choice_scores(outputs).view(-1, num_choices)  # (B, C)
+    loss = F.cross_entropy(logits, labels) if labels is not None else None
+    return model._finish(MultipleChoiceModelOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+
+
 class BertForPreTraining(BertPreTrainedModel, ModelWithHead):
     base_model_class = BertModel
     output_embeddings = "cls.predictions.decoder"
@@ -243,12 +428,11 @@ class BertForPreTraining(BertPreTrainedModel, ModelWithHead):
     }
 
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
-        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
+        """Build the model and its head, freshly initialised (from_pretrained loads the weights).
 
         Args:
             config: the model's config.
-            attn_implementation: a name of bertlite.layers.attention's registry; None: the config's
-                _attn_implementation, else "sdpa".
+            attn_implementation: as BertModel's.
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
@@ -307,12 +491,11 @@ class BertLMHeadModel(BertPreTrainedModel, ModelWithHead):
     }
 
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
-        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
+        """Build the model and its head, freshly initialised (from_pretrained loads the weights).
 
         Args:
             config: the model's config.
-            attn_implementation: a name of bertlite.layers.attention's registry; None: the config's
-                _attn_implementation, else "sdpa".
+            attn_implementation: as BertModel's.
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
@@ -383,12 +566,11 @@ class BertForMaskedLM(BertPreTrainedModel, ModelWithHead):
     }
 
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
-        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
+        """Build the model and its head, freshly initialised (from_pretrained loads the weights).
 
         Args:
             config: the model's config.
-            attn_implementation: a name of bertlite.layers.attention's registry; None: the config's
-                _attn_implementation, else "sdpa".
+            attn_implementation: as BertModel's.
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
@@ -398,37 +580,7 @@ class BertForMaskedLM(BertPreTrainedModel, ModelWithHead):
         self.cls = BertOnlyMLMHead(config)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        *,
-        labels: Tensor | None = None,
-        **kwargs: Any,
-    ) -> MaskedLMOutput | tuple[Tensor, ...]:
-        """Vocabulary logits for every token, and the masked-LM loss when labels are given.
-
-        Args:
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in
-                BertModel.forward.
-            labels: (B, T) token ids at masked positions, -100 elsewhere.
-            **kwargs: BertModel.forward's other keywords (output_attentions, output_hidden_states, ...)
-                and return_dict.
-
-        Returns:
-            MaskedLMOutput: loss, logits (B, T, vocab), hidden_states and attentions as
-            BertModel.forward's; with return_dict=False the tuple of its non-None fields.
-        """
-        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self._prediction_scores(outputs.last_hidden_state)  # (B, T, vocab)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.view(-1, self.config.vocab_size), labels.view(-1))
-        return self._finish(MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+    forward = masked_lm_forward
 
     def _prediction_scores(self, sequence_output: Tensor) -> Tensor:
         """(B, T, vocab) logits from the last hidden state: BERT's head is cls.predictions."""
@@ -439,12 +591,11 @@ class BertForNextSentencePrediction(BertPreTrainedModel, ModelWithHead):
     base_model_class = BertModel
 
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
-        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
+        """Build the model and its head, freshly initialised (from_pretrained loads the weights).
 
         Args:
             config: the model's config.
-            attn_implementation: a name of bertlite.layers.attention's registry; None: the config's
-                _attn_implementation, else "sdpa".
+            attn_implementation: as BertModel's.
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
@@ -488,53 +639,20 @@ class BertForSequenceClassification(BertPreTrainedModel, ModelWithHead):
     base_model_class = BertModel
 
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
-        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
+        """Build the model and its head, freshly initialised (from_pretrained loads the weights).
 
         Args:
             config: the model's config (num_labels: the classes).
-            attn_implementation: a name of bertlite.layers.attention's registry; None: the config's
-                _attn_implementation, else "sdpa".
+            attn_implementation: as BertModel's.
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
         self.num_labels = config.num_labels
         self._add_base_model(attn_implementation, add_pooling_layer=True)
-        self.dropout = classifier_dropout(config)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        add_dropout_classifier(self, config.num_labels)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        *,
-        labels: Tensor | None = None,
-        **kwargs: Any,
-    ) -> SequenceClassifierOutput | tuple[Tensor, ...]:
-        """Classify (or regress) each sequence from the pooler output.
-
-        Args:
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in
-                BertModel.forward.
-            labels: (B,) floats for regression, class ids for single-label, (B, num_labels) 0/1 floats
-                for multi-label classification (config.problem_type; inferred from num_labels and the
-                labels' dtype when unset, and then stored in the config, as transformers does).
-            **kwargs: BertModel.forward's other keywords (output_attentions, output_hidden_states, ...)
-                and return_dict.
-
-        Returns:
-            SequenceClassifierOutput: loss, logits (B, num_labels), hidden_states and attentions as
-            BertModel.forward's; with return_dict=False the tuple of its non-None fields.
-        """
-        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self.classify(None, outputs.pooler_output)  # (B, num_labels)
-        loss = None if labels is None else sequence_classification_loss(self.config, logits, labels)
-        output = SequenceClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions)
-        return self._finish(output, kwargs)
+    forward = sequence_classification_forward
 
     def classify(self, first_tokens: Tensor | None, pooled: Tensor | None) -> Tensor:
         """The head alone, for a caller that ran the base model itself (bertlite's CrossEncoder).
@@ -553,119 +671,54 @@ class BertForMultipleChoice(BertPreTrainedModel, ModelWithHead):
     base_model_class = BertModel
 
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
-        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
+        """Build the model and its head, freshly initialised (from_pretrained loads the weights).
 
         Args:
             config: the model's config.
-            attn_implementation: a name of bertlite.layers.attention's registry; None: the config's
-                _attn_implementation, else "sdpa".
+            attn_implementation: as BertModel's.
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
         self._add_base_model(attn_implementation, add_pooling_layer=True)
-        self.dropout = classifier_dropout(config)
-        self.classifier = nn.Linear(config.hidden_size, 1)  # one score per choice
+        add_dropout_classifier(self, 1)  # one score per choice
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        *,
-        labels: Tensor | None = None,
-        **kwargs: Any,
-    ) -> MultipleChoiceModelOutput | tuple[Tensor, ...]:
-        """Score each choice of each example.
+    forward = multiple_choice_forward
 
-        Args:
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in
-                BertModel.forward, with a choices axis: (B, num_choices, T) (inputs_embeds
-                (B, num_choices, T, H)).
-            labels: (B,) choice index.
-            **kwargs: BertModel.forward's other keywords (output_attentions, output_hidden_states, ...)
-                and return_dict.
-
-        Returns:
-            MultipleChoiceModelOutput: loss, logits (B, num_choices), hidden_states and attentions as
-            BertModel.forward's; with return_dict=False the tuple of its non-None fields.
-
-        Raises:
-            ValueError: neither input_ids nor inputs_embeds, or not of the shape above.
-        """
-        num_choices, inputs = flat_choices(
-            type(self).__name__, **bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        )
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)  # (B, C)
-        loss = F.cross_entropy(logits, labels) if labels is not None else None
-        output = MultipleChoiceModelOutput(loss, logits, outputs.hidden_states, outputs.attentions)
-        return self._finish(output, kwargs)
+    def choice_scores(self, outputs: BaseModelOutputWithPooling) -> Tensor:
+        """(B * num_choices, 1) scores from the base model's outputs of every choice: BERT's read the pooler output."""
+        return self.classifier(self.dropout(outputs.pooler_output))
 
 
 class BertForTokenClassification(BertPreTrainedModel, ModelWithHead):
     base_model_class = BertModel
 
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
-        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
+        """Build the model and its head, freshly initialised (from_pretrained loads the weights).
 
         Args:
             config: the model's config (num_labels: the classes).
-            attn_implementation: a name of bertlite.layers.attention's registry; None: the config's
-                _attn_implementation, else "sdpa".
+            attn_implementation: as BertModel's.
         """
         super().__init__(config)
         config = self.config  # a bertlite.BertConfig, also when given transformers'
         self.num_labels = config.num_labels
         self._add_base_model(attn_implementation)
-        self.dropout = classifier_dropout(config)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        add_dropout_classifier(self, config.num_labels)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        *,
-        labels: Tensor | None = None,
-        **kwargs: Any,
-    ) -> TokenClassifierOutput | tuple[Tensor, ...]:
-        """Classify every token.
-
-        Args:
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in
-                BertModel.forward.
-            labels: (B, T) class ids, -100 where a token is not scored (padding, sub-words).
-            **kwargs: BertModel.forward's other keywords (output_attentions, output_hidden_states, ...)
-                and return_dict.
-
-        Returns:
-            TokenClassifierOutput: loss, logits (B, T, num_labels), hidden_states and attentions as
-            BertModel.forward's; with return_dict=False the tuple of its non-None fields.
-        """
-        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
-        loss = token_loss(logits, labels)
-        output = TokenClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions)
-        return self._finish(output, kwargs)
+    forward = token_classification_forward
 
 
 class BertForQuestionAnswering(BertPreTrainedModel, ModelWithHead):
     base_model_class = BertModel
 
     def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
-        """Build the model and its head with freshly initialised weights (from_pretrained loads them).
+        """Build the model and its head, freshly initialised (from_pretrained loads the weights).
 
         Args:
             config: the model's config (num_labels must be 2: start, end).
-            attn_implementation: a name of bertlite.layers.attention's registry; None: the config's
-                _attn_implementation, else "sdpa".
+            attn_implementation: as BertModel's.
 
         Raises:
             ValueError: config.num_labels is not 2.
@@ -677,39 +730,7 @@ class BertForQuestionAnswering(BertPreTrainedModel, ModelWithHead):
         self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        *,
-        start_positions: Tensor | None = None,
-        end_positions: Tensor | None = None,
-        **kwargs: Any,
-    ) -> QuestionAnsweringModelOutput | tuple[Tensor, ...]:
-        """Score every token as the start and the end of the answer span.
-
-        Args:
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in
-                BertModel.forward.
-            start_positions, end_positions: (B,) token indices of the answer span; the loss needs both.
-                Positions outside the sequence are clamped to T and add nothing, as in transformers.
-            **kwargs: BertModel.forward's other keywords (output_attentions, output_hidden_states, ...)
-                and return_dict.
-
-        Returns:
-            QuestionAnsweringModelOutput: loss (mean of the start and end losses),
-            start_logits (B, T), end_logits (B, T), hidden_states and attentions as
-            BertModel.forward's; with return_dict=False the tuple of its non-None fields.
-        """
-        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self.qa_outputs(outputs.last_hidden_state)  # (B, T, 2)
-        loss, start_logits, end_logits = span_outputs(logits, start_positions, end_positions)
-        output = QuestionAnsweringModelOutput(loss, start_logits, end_logits, outputs.hidden_states, outputs.attentions)
-        return self._finish(output, kwargs)
+    forward = question_answering_forward
 
 
 # Every model class by name: what Auto* classes and the parity check build from a name.

@@ -17,7 +17,6 @@ import math
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertlite.config import BertConfig, MPNetConfig
@@ -37,14 +36,15 @@ from bertlite.models.heads import (
     BertForMultipleChoice,
     BertForQuestionAnswering,
     BertForTokenClassification,
+    add_dropout_classifier,
     bert_inputs,
     check_span_labels,
     family_config,
-    first_tokens,
-    flat_choices,
-    sequence_classification_loss,
-    span_outputs,
-    token_loss,
+    masked_lm_forward,
+    multiple_choice_forward,
+    question_answering_forward,
+    sequence_classification_forward,
+    token_classification_forward,
 )
 from bertlite.models.inputs import packed_position_ids
 from bertlite.models.modeling_utils import ModelWithHead, PreTrainedModel
@@ -360,10 +360,8 @@ class MPNetForMaskedLM(MPNetPreTrainedModel, ModelWithHead):
         **kwargs: Any,
     ) -> MaskedLMOutput | tuple[Tensor, ...]:
         """BertForMaskedLM.forward in MPNet's argument order, through lm_head."""
-        outputs = self._encode(**mpnet_inputs(input_ids, attention_mask, position_ids, inputs_embeds, kwargs), **kwargs)
-        logits = self._prediction_scores(outputs.last_hidden_state)  # (B, T, vocab)
-        loss = token_loss(logits, labels)
-        return self._finish(MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+        inputs = mpnet_inputs(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
+        return masked_lm_forward(self, **inputs, labels=labels, **kwargs)
 
     def _prediction_scores(self, sequence_output: Tensor) -> Tensor:
         """(..., vocab) logits from hidden states (..., H): the masked-LM head alone (SPLADE runs it on its rows)."""
@@ -399,10 +397,8 @@ class MPNetForSequenceClassification(MPNetPreTrainedModel, ModelWithHead):
         **kwargs: Any,
     ) -> SequenceClassifierOutput | tuple[Tensor, ...]:
         """BertForSequenceClassification.forward in MPNet's argument order; the classifier reads the first token."""
-        outputs = self._encode(**mpnet_inputs(input_ids, attention_mask, position_ids, inputs_embeds, kwargs), **kwargs)
-        logits = self.classifier(first_tokens(outputs.last_hidden_state, kwargs))  # (B, num_labels)
-        loss = None if labels is None else sequence_classification_loss(self.config, logits, labels)
-        return self._finish(SequenceClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+        inputs = mpnet_inputs(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
+        return sequence_classification_forward(self, **inputs, labels=labels, **kwargs)
 
     def classify(self, first_tokens: Tensor | None, pooled: Tensor | None) -> Tensor:
         """BertForSequenceClassification.classify: MPNet's head reads the first tokens (B, H)."""
@@ -422,8 +418,8 @@ class MPNetForTokenClassification(MPNetPreTrainedModel, ModelWithHead):
         super().__init__(config)
         self.num_labels = self.config.num_labels
         self._add_base_model(attn_implementation)
-        self.dropout = nn.Dropout(self.config.hidden_dropout_prob)  # as MPNetForSequenceClassification's
-        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        # transformers' MPNet heads drop out at hidden_dropout_prob, whatever classifier_dropout says.
+        add_dropout_classifier(self, self.config.num_labels, nn.Dropout(self.config.hidden_dropout_prob))
         self.post_init()
 
     def forward(
@@ -437,10 +433,8 @@ class MPNetForTokenClassification(MPNetPreTrainedModel, ModelWithHead):
         **kwargs: Any,
     ) -> TokenClassifierOutput | tuple[Tensor, ...]:
         """BertForTokenClassification.forward in MPNet's argument order."""
-        outputs = self._encode(**mpnet_inputs(input_ids, attention_mask, position_ids, inputs_embeds, kwargs), **kwargs)
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
-        loss = token_loss(logits, labels)
-        return self._finish(TokenClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+        inputs = mpnet_inputs(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
+        return token_classification_forward(self, **inputs, labels=labels, **kwargs)
 
 
 class MPNetForMultipleChoice(MPNetPreTrainedModel, ModelWithHead):
@@ -455,8 +449,8 @@ class MPNetForMultipleChoice(MPNetPreTrainedModel, ModelWithHead):
         """
         super().__init__(config)
         self._add_base_model(attn_implementation, add_pooling_layer=True)
-        self.dropout = nn.Dropout(self.config.hidden_dropout_prob)  # as MPNetForSequenceClassification's
-        self.classifier = nn.Linear(self.config.hidden_size, 1)  # one score per choice
+        # one score per choice; dropout as MPNetForTokenClassification's
+        add_dropout_classifier(self, 1, nn.Dropout(self.config.hidden_dropout_prob))
         self.post_init()
 
     def forward(
@@ -471,11 +465,11 @@ class MPNetForMultipleChoice(MPNetPreTrainedModel, ModelWithHead):
     ) -> MultipleChoiceModelOutput | tuple[Tensor, ...]:
         """BertForMultipleChoice.forward in MPNet's argument order: inputs (B, num_choices, T)."""
         inputs = mpnet_inputs(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
-        num_choices, inputs = flat_choices(type(self).__name__, **inputs)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)  # (B, C)
-        loss = F.cross_entropy(logits, labels) if labels is not None else None
-        return self._finish(MultipleChoiceModelOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+        return multiple_choice_forward(self, **inputs, labels=labels, **kwargs)
+
+    def choice_scores(self, outputs: BaseModelOutputWithPooling) -> Tensor:
+        """(B * num_choices, 1) scores from the base model's outputs of every choice: BERT's, from the pooler output."""
+        return self.classifier(self.dropout(outputs.pooler_output))
 
 
 class MPNetForQuestionAnswering(MPNetPreTrainedModel, ModelWithHead):
@@ -509,11 +503,10 @@ class MPNetForQuestionAnswering(MPNetPreTrainedModel, ModelWithHead):
         **kwargs: Any,
     ) -> QuestionAnsweringModelOutput | tuple[Tensor, ...]:
         """BertForQuestionAnswering.forward in MPNet's argument order."""
-        outputs = self._encode(**mpnet_inputs(input_ids, attention_mask, position_ids, inputs_embeds, kwargs), **kwargs)
-        logits = self.qa_outputs(outputs.last_hidden_state)  # (B, T, 2)
-        loss, start_logits, end_logits = span_outputs(logits, start_positions, end_positions)
-        output = QuestionAnsweringModelOutput(loss, start_logits, end_logits, outputs.hidden_states, outputs.attentions)
-        return self._finish(output, kwargs)
+        inputs = mpnet_inputs(input_ids, attention_mask, position_ids, inputs_embeds, kwargs)
+        return question_answering_forward(
+            self, **inputs, start_positions=start_positions, end_positions=end_positions, **kwargs
+        )
 
 
 # isinstance(model, BertPreTrainedModel), isinstance(model, BertForSequenceClassification) and the like hold for

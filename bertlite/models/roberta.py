@@ -12,8 +12,6 @@ decoder). XLM-RoBERTa's and CamemBERT's heads are RoBERTa's on their own config 
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -25,23 +23,17 @@ from bertlite.models.heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
-    bert_inputs,
+    add_dropout_classifier,
     check_span_labels,
     classifier_dropout,
     family_config,
-    first_tokens,
-    sequence_classification_loss,
-    span_outputs,
-    token_loss,
+    masked_lm_forward,
+    question_answering_forward,
+    sequence_classification_forward,
+    token_classification_forward,
 )
 from bertlite.models.inputs import packed_position_ids
 from bertlite.models.modeling_utils import ModelWithHead, PreTrainedModel
-from bertlite.models.outputs import (
-    MaskedLMOutput,
-    QuestionAnsweringModelOutput,
-    SequenceClassifierOutput,
-    TokenClassifierOutput,
-)
 
 
 class RobertaEmbeddings(BertEmbeddings):
@@ -146,23 +138,7 @@ class RobertaForSequenceClassification(RobertaPreTrainedModel, ModelWithHead):
         self.classifier = RobertaClassificationHead(self.config)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        *,
-        labels: Tensor | None = None,
-        **kwargs: Any,
-    ) -> SequenceClassifierOutput | tuple[Tensor, ...]:
-        """As BertForSequenceClassification.forward; the classifier reads each sequence's first token."""
-        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self.classifier(first_tokens(outputs.last_hidden_state, kwargs))  # (B, num_labels)
-        loss = None if labels is None else sequence_classification_loss(self.config, logits, labels)
-        return self._finish(SequenceClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+    forward = sequence_classification_forward
 
     def classify(self, first_tokens: Tensor | None, pooled: Tensor | None) -> Tensor:
         """BertForSequenceClassification.classify: RoBERTa's head reads the first tokens (B, H)."""
@@ -188,23 +164,7 @@ class RobertaForMaskedLM(RobertaPreTrainedModel, ModelWithHead):
         self.lm_head = RobertaLMHead(self.config)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        *,
-        labels: Tensor | None = None,
-        **kwargs: Any,
-    ) -> MaskedLMOutput | tuple[Tensor, ...]:
-        """As BertForMaskedLM.forward, through lm_head."""
-        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self._prediction_scores(outputs.last_hidden_state)  # (B, T, vocab)
-        loss = token_loss(logits, labels)
-        return self._finish(MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+    forward = masked_lm_forward
 
     def _prediction_scores(self, sequence_output: Tensor) -> Tensor:
         """(..., vocab) logits from hidden states (..., H): the masked-LM head alone (SPLADE runs it on its rows)."""
@@ -224,27 +184,10 @@ class RobertaForTokenClassification(RobertaPreTrainedModel, ModelWithHead):
         super().__init__(config)
         self.num_labels = self.config.num_labels
         self._add_base_model(attn_implementation)
-        self.dropout = classifier_dropout(self.config)
-        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        add_dropout_classifier(self, self.config.num_labels)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        *,
-        labels: Tensor | None = None,
-        **kwargs: Any,
-    ) -> TokenClassifierOutput | tuple[Tensor, ...]:
-        """As BertForTokenClassification.forward."""
-        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
-        loss = token_loss(logits, labels)
-        return self._finish(TokenClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+    forward = token_classification_forward
 
 
 class RobertaForQuestionAnswering(RobertaPreTrainedModel, ModelWithHead):
@@ -266,25 +209,7 @@ class RobertaForQuestionAnswering(RobertaPreTrainedModel, ModelWithHead):
         self.qa_outputs = nn.Linear(self.config.hidden_size, self.config.num_labels)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        *,
-        start_positions: Tensor | None = None,
-        end_positions: Tensor | None = None,
-        **kwargs: Any,
-    ) -> QuestionAnsweringModelOutput | tuple[Tensor, ...]:
-        """As BertForQuestionAnswering.forward."""
-        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self.qa_outputs(outputs.last_hidden_state)  # (B, T, 2)
-        loss, start_logits, end_logits = span_outputs(logits, start_positions, end_positions)
-        output = QuestionAnsweringModelOutput(loss, start_logits, end_logits, outputs.hidden_states, outputs.attentions)
-        return self._finish(output, kwargs)
+    forward = question_answering_forward
 
 
 # isinstance(model, BertPreTrainedModel), isinstance(model, BertForSequenceClassification) and the like hold for
