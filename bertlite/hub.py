@@ -74,6 +74,28 @@ def resolve_file(
     )
 
 
+def resolve_optional_file(name_or_path: str | os.PathLike, filename: str, **hub_kwargs: Any) -> Path | None:
+    """resolve_file for a file a model may lack (sentence_bert_config.json, modules.json, ...): also None when it
+    is not in the cache while offline (or the hub cannot be reached), as sentence-transformers reads such a file;
+    a required file's own lookup then says when the repo itself is not cached.
+
+    Args:
+        name_or_path: a local folder or a hub repo id.
+        filename: the file's name in it.
+        **hub_kwargs: resolve_file's hub options.
+
+    Returns:
+        The local path, or None.
+
+    Raises:
+        CheckpointNotFoundError: as resolve_file, except NotCachedError.
+    """
+    try:
+        return resolve_file(name_or_path, filename, **hub_kwargs)
+    except NotCachedError:
+        return None
+
+
 def _hub_download(
     name: str,
     filename: str,

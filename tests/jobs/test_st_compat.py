@@ -3,6 +3,10 @@ sentence-transformers in the same test, on tiny folders built here."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import shutil
 import warnings
 from pathlib import Path
 from typing import Any
@@ -11,8 +15,10 @@ import numpy as np
 import pytest
 import sentence_transformers
 import torch
+from huggingface_hub import constants as hf_constants
 
 import bertlite
+from bertlite.errors import NotCachedError
 from tests.helpers import cross_encoder_folder, masked_lm_folder, splade_folder
 from tests.serve_helpers import one_torch_thread  # noqa: F401 (an autouse fixture)
 
@@ -76,3 +82,117 @@ def test_sentences_and_activation_fct_keywords_in_cross_encoder(reranker: Path) 
     expected_ranks = theirs.rank(PAIRS[0][0], [b for _, b in PAIRS], activation_fct=torch.nn.Identity())
     assert [r["corpus_id"] for r in ranked] == [r["corpus_id"] for r in expected_ranks]
     np.testing.assert_allclose([r["score"] for r in ranked], [r["score"] for r in expected_ranks], atol=TOL)
+
+
+# The older CrossEncoder layouts: config.json alone says the activation (sentence-transformers 2/3, then 4),
+# or nothing does (a plain transformers classifier, as BAAI/bge-reranker-* are saved).
+OLDER_CROSS_ENCODER_CONFIG = {
+    "plain": {},
+    "sbert_ce_default_activation_function": {
+        "sbert_ce_default_activation_function": "torch.nn.modules.linear.Identity"
+    },
+    "sentence_transformers": {"sentence_transformers": {"activation_fn": "torch.nn.modules.activation.Tanh"}},
+}
+
+
+def older_cross_encoder(real_model_path: Path, folder: Path, layout: str, num_labels: int = 1) -> Path:
+    """A transformers BertForSequenceClassification and its tokenizer, saved by transformers, with `layout`'s
+    keys added to config.json: no sentence-transformers file."""
+    cross_encoder_folder(real_model_path, folder, num_labels=num_labels, save_with_st=False)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **OLDER_CROSS_ENCODER_CONFIG[layout]}))
+    return folder
+
+
+@pytest.mark.parametrize("num_labels", [1, 3])
+@pytest.mark.parametrize("layout", list(OLDER_CROSS_ENCODER_CONFIG))
+def test_cross_encoder_loads_older_and_plain_classifier_folders(
+    real_model_path: Path, tmp_path: Path, layout: str, num_labels: int
+) -> None:
+    folder = older_cross_encoder(real_model_path, tmp_path / layout, layout, num_labels)
+    assert not any(folder.glob("*sentence*"))
+    ours = bertlite.CrossEncoder(str(folder), **CPU)
+    theirs = sentence_transformers.CrossEncoder(str(folder), **CPU)
+    np.testing.assert_allclose(ours.predict(PAIRS), theirs.predict(PAIRS), atol=TOL, rtol=0)
+    ranked = (
+        [(r["corpus_id"], r["score"]) for r in ours.rank("a query", ["one doc", "another doc"])]
+        if num_labels == 1
+        else []
+    )
+    expected = (
+        [(r["corpus_id"], r["score"]) for r in theirs.rank("a query", ["one doc", "another doc"])]
+        if num_labels == 1
+        else []
+    )
+    assert [i for i, _ in ranked] == [i for i, _ in expected]
+    np.testing.assert_allclose([s for _, s in ranked], [s for _, s in expected], atol=TOL, rtol=0)
+
+
+def cache_repo(cache: Path, folder: Path, repo_id: str) -> None:
+    """`folder`'s files (subfolders too) as the one snapshot of hub repo `repo_id` in the hub cache `cache`, in
+    huggingface_hub's layout (blobs, relative symlinks, refs/main)."""
+    commit = hashlib.sha1(repo_id.encode()).hexdigest()
+    repo = cache / ("models--" + repo_id.replace("/", "--"))
+    for src in sorted(p for p in folder.rglob("*") if p.is_file()):
+        data = src.read_bytes()
+        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        blob.write_bytes(data)
+        link = repo / "snapshots" / commit / src.relative_to(folder)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)  # no newline, as huggingface_hub writes it
+
+
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """huggingface_hub offline: it reads HF_HUB_OFFLINE at import, so its constant is patched too."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
+
+
+# Files a hub repo may lack, each set removed from the all-MiniLM-L6-v2 folder before it is cached.
+MISSING = {
+    "sentence_bert_config": ["sentence_bert_config.json"],
+    "no_sentence_transformers_files": [
+        "sentence_bert_config.json",
+        "modules.json",
+        "1_Pooling",
+        "config_sentence_transformers.json",
+    ],
+    "tokenizer_config": ["tokenizer_config.json", "special_tokens_map.json"],
+}
+
+
+@pytest.mark.usefixtures("offline")
+@pytest.mark.parametrize("missing", list(MISSING))
+def test_offline_hub_repo_without_optional_files_loads_as_sentence_transformers(
+    real_model_path: Path, tmp_path: Path, missing: str
+) -> None:
+    folder = tmp_path / "model"
+    shutil.copytree(real_model_path, folder, ignore=shutil.ignore_patterns(*MISSING[missing], "onnx", "openvino"))
+    cache_repo(tmp_path / "hub", folder, "org/model")
+    shutil.rmtree(folder)
+    options = {"cache_folder": str(tmp_path / "hub"), **CPU}
+    ours = bertlite.SentenceTransformer("org/model", **options)
+    theirs = sentence_transformers.SentenceTransformer("org/model", **options)
+    assert ours.max_seq_length == theirs.max_seq_length
+    np.testing.assert_allclose(ours.encode(TEXTS), theirs.encode(TEXTS), atol=TOL)
+
+
+@pytest.mark.usefixtures("offline")
+def test_offline_hub_cross_encoder_without_sentence_transformers_files(real_model_path: Path, tmp_path: Path) -> None:
+    folder = older_cross_encoder(real_model_path, tmp_path / "reranker", "plain")
+    cache_repo(tmp_path / "hub", folder, "org/reranker")
+    shutil.rmtree(folder)
+    options = {"cache_folder": str(tmp_path / "hub"), **CPU}
+    ours = bertlite.CrossEncoder("org/reranker", **options)
+    theirs = sentence_transformers.CrossEncoder("org/reranker", **options)
+    np.testing.assert_allclose(ours.predict(PAIRS), theirs.predict(PAIRS), atol=TOL, rtol=0)
+
+
+@pytest.mark.usefixtures("offline")
+def test_offline_repo_not_cached_is_still_refused(tmp_path: Path) -> None:
+    with pytest.raises(NotCachedError, match="org/absent: config.json is not in the Hugging Face cache"):
+        bertlite.SentenceTransformer("org/absent", cache_folder=str(tmp_path), **CPU)

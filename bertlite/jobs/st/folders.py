@@ -14,7 +14,7 @@ from typing import Any
 
 from bertlite.config import read_json, read_json_object
 from bertlite.errors import CheckpointError, CheckpointNotFoundError
-from bertlite.hub import is_local, resolve_file
+from bertlite.hub import is_local, resolve_file, resolve_optional_file
 from bertlite.tokenization import LARGE_INTEGER
 
 POOLING_MODES = ("cls", "mean", "max", "pooler", "mean_sqrt_len")
@@ -45,12 +45,15 @@ def read_model_json(name_or_path: str | os.PathLike, filename: str, hub_kwargs: 
         hub_kwargs: resolve_file's hub arguments.
 
     Returns:
-        The file's object (a list of objects for modules.json), or {} when the model has no such file.
+        The file's object (a list of objects for modules.json), or {} when the model has no such file; {} too
+        for a file other than config.json that is not cached while offline, as sentence-transformers reads it.
 
     Raises:
         ValueError: a file that is not JSON, or not the expected object or list, naming it.
     """
-    path = resolve_file(name_or_path, filename, **hub_kwargs)
+    # config.json is the one file every model has: offline and not cached, its error names the repo.
+    resolve = resolve_file if filename == "config.json" else resolve_optional_file
+    path = resolve(name_or_path, filename, **hub_kwargs)
     if path is None:
         return {}
     data = read_json(path)
@@ -572,7 +575,7 @@ def _read_transformer(name_or_path: str | os.PathLike, settings: MultiVectorSett
         raise ValueError(f"{name_or_path}: transformer_task={task!r}; bertlite runs 'feature-extraction' only")
     if st_config.get("processing_kwargs"):
         raise ValueError(f"{name_or_path}: sentence_bert_config.json processing_kwargs are not implemented")
-    path = resolve_file(name_or_path, "tokenizer_config.json", **hub_kwargs)
+    path = resolve_optional_file(name_or_path, "tokenizer_config.json", **hub_kwargs)
     tokenizer_config = read_json_object(path) if path is not None else {}
     settings.max_length = read_max_length(name_or_path, hub_kwargs)
     settings.query_length = _positive(st_config.get("query_length"), "query_length", name_or_path)
