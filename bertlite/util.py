@@ -200,6 +200,13 @@ class SimilarityFunction(Enum):
     DOT = "dot"  # an alias of DOT_PRODUCT
     EUCLIDEAN = "euclidean"
     MANHATTAN = "manhattan"
+    MAXSIM = "maxsim"  # MultiVectorEncoder's
+    MEAN_MAXSIM = "meanmaxsim"
+
+    @staticmethod
+    def possible_values() -> list[str]:
+        """Every name, in the enum's order (the alias DOT once, as DOT_PRODUCT's "dot")."""
+        return [member.value for member in SimilarityFunction]
 
 
 # --- search -----------------------------------------------------------------------

@@ -273,6 +273,24 @@ class CrossEncoder(STBase, BaseEncoder):
             return self.activation_fn(torch.from_numpy(logits).float()).numpy()
         return self.activation_fn(logits.float())
 
+    @staticmethod
+    def is_singular_input(inputs: Any) -> bool:
+        """Whether `inputs` is one pair (True) or a batch of pairs, as sentence-transformers' CrossEncoder decides: a
+        list or tuple whose first item is no list or tuple is one pair; a numpy array of strings is one pair when
+        1-D and not empty.
+
+        Args:
+            inputs: what predict was given.
+
+        Returns:
+            True for one pair.
+        """
+        if isinstance(inputs, list | tuple):
+            return len(inputs) > 0 and not isinstance(inputs[0], list | tuple)
+        if isinstance(inputs, np.ndarray) and inputs.dtype.kind in ("U", "O"):
+            return inputs.size > 0 and inputs.ndim < 2
+        return True
+
     def tokenize_pairs(self, query: str, documents: Sequence[str], first_index: int = 0) -> list[PairIds]:
         """The pairs (query, document) of each document, the query tokenized once: the same ids as
         encodings() gives each pair, read only as far as truncation at max_length needs.

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partialmethod
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -51,6 +51,8 @@ class SentenceTransformer(Embedder):
     """
 
     default_huggingface_organization = SENTENCE_TRANSFORMERS_ORGANIZATION
+    # The similarity_fn_name values it takes, sentence-transformers' class attribute.
+    SUPPORTED_SIMILARITY_FN_NAMES: ClassVar[tuple[str, ...]] = ("cosine", "dot", "euclidean", "manhattan")
     tokenizer = STBase.tokenizer
     tokenize = STBase.tokenize
 

@@ -196,3 +196,55 @@ def test_offline_hub_cross_encoder_without_sentence_transformers_files(real_mode
 def test_offline_repo_not_cached_is_still_refused(tmp_path: Path) -> None:
     with pytest.raises(NotCachedError, match="org/absent: config.json is not in the Hugging Face cache"):
         bertlite.SentenceTransformer("org/absent", cache_folder=str(tmp_path), **CPU)
+
+
+def test_similarity_function_names_are_sentence_transformers() -> None:
+    assert bertlite.SimilarityFunction.possible_values() == sentence_transformers.SimilarityFunction.possible_values()
+    for name in ("SentenceTransformer", "SparseEncoder", "MultiVectorEncoder"):
+        ours, theirs = getattr(bertlite, name), getattr(sentence_transformers, name)
+        assert ours.SUPPORTED_SIMILARITY_FN_NAMES == theirs.SUPPORTED_SIMILARITY_FN_NAMES, name
+
+
+SINGULAR_INPUTS = [
+    "hello",
+    ["hello", "world"],
+    ("hello", "world"),
+    [],
+    [{"role": "user", "content": "hi"}],
+    [[{"role": "user", "content": "hi"}], [{"role": "user", "content": "yo"}]],
+    [{"text": "a"}, {"text": "b"}],
+    np.array([1, 2, 3]),
+    np.array(["hello", "world"]),
+    np.array([["q1", "d1"], ["q2", "d2"]]),
+    np.array([b"hello", b"world"]),
+    np.array(["hello", "world"], dtype=object),
+    np.array("hello"),
+    np.array([], dtype=str),
+    torch.tensor([1, 2, 3]),
+    [["q", "d"]],
+    [("q", "d"), ("q2", "d2")],
+]
+
+
+def test_is_singular_input_is_sentence_transformers(real_model_path: Path, reranker: Path) -> None:
+    embedder = sentence_transformers.SentenceTransformer(str(real_model_path), **CPU)
+    cross_encoder = sentence_transformers.CrossEncoder(str(reranker), **CPU)
+    for i, inputs in enumerate(SINGULAR_INPUTS):
+        assert bertlite.SentenceTransformer.is_singular_input(inputs) is embedder.is_singular_input(inputs), i
+        assert bertlite.SparseEncoder.is_singular_input(inputs) is embedder.is_singular_input(inputs), i
+        assert bertlite.CrossEncoder.is_singular_input(inputs) is cross_encoder.is_singular_input(inputs), i
+
+
+def test_intersection_is_sentence_transformers(splade: Path) -> None:
+    ours = bertlite.SparseEncoder(str(splade), **CPU)
+    theirs = sentence_transformers.SparseEncoder(str(splade), **CPU)
+    query, documents = theirs.encode_query(TEXTS[0]), theirs.encode_document(TEXTS)
+    for second in (documents[1], documents, documents.to_dense()):
+        got, expected = ours.intersection(query, second), theirs.intersection(query, second)
+        assert got.is_sparse and got.shape == expected.shape
+        np.testing.assert_allclose(as_numpy(got), as_numpy(expected), atol=0)
+    assert ours.decode(ours.intersection(query, documents[0]), top_k=3) == theirs.decode(
+        theirs.intersection(query, documents[0]), top_k=3
+    )
+    with pytest.raises(ValueError, match="Expected 1D tensor for embeddings_1"):
+        ours.intersection(documents, query)

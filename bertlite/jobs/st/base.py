@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 from tokenizers import Tokenizer
 from torch import Tensor, nn
@@ -285,6 +286,24 @@ class STBase:
             preprocess()'s BatchEncoding: input_ids, token_type_ids and attention_mask as (B, T) tensors.
         """
         return self.preprocess(texts, **kwargs)
+
+    @staticmethod
+    def is_singular_input(inputs: Any) -> bool:
+        """Whether `inputs` is one example (True) or a batch, as sentence-transformers decides: a list, a tuple or
+        a numpy array of strings is a batch, anything else (a str) one example; a list of chat messages ({"role",
+        "content"} dicts) is one conversation.
+
+        Args:
+            inputs: what encode was given.
+
+        Returns:
+            True for one example.
+        """
+        if isinstance(inputs, list) and inputs and isinstance(inputs[0], dict):
+            return "role" in inputs[0] and "content" in inputs[0]
+        if isinstance(inputs, list | tuple):
+            return False
+        return not (isinstance(inputs, np.ndarray) and inputs.ndim >= 1 and inputs.dtype.kind in ("U", "O"))
 
     def _prompt_for(self, task: str, prompt_name: str | None, prompt: str | None) -> str | None:
         """The prompt name encode_query (task "query") or encode_document ("document") uses: the one given, else

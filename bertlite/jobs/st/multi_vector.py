@@ -5,7 +5,7 @@ bertlite.jobs.multi_vector.MultiVectorEncoder, kept apart from the encoding path
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
@@ -22,6 +22,9 @@ TOKEN_VECTORS = {"module_input_name": "token_embeddings", "module_output_name": 
 
 class MultiVectorMembers:
     """What MultiVectorEncoder answers under sentence-transformers' names."""
+
+    # The similarity_fn_name values it takes (sentence-transformers' class attribute).
+    SUPPORTED_SIMILARITY_FN_NAMES: ClassVar[tuple[str, ...]] = SIMILARITY_FN_NAMES
 
     @property
     def similarity_fn_name(self) -> str:

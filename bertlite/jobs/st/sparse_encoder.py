@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -26,6 +26,9 @@ SPLADE_POOLING_MODULE = "sentence_transformers.sparse_encoder.modules.splade_poo
 
 class SparseEncoderMembers:
     """What SparseEncoder answers under sentence-transformers' names."""
+
+    # The similarity_fn_name values it takes, in sentence-transformers' order (its class attribute).
+    SUPPORTED_SIMILARITY_FN_NAMES: ClassVar[tuple[str, ...]] = ("cosine", "dot", "euclidean", "manhattan")
 
     @property
     def similarity_fn_name(self) -> str:
@@ -147,6 +150,36 @@ class SparseEncoderMembers:
                 a, b = unit_rows(a), unit_rows(b)
             scores = (a * b).sum(dim=-1).to_dense()
         return scores[0] if single else scores
+
+    @staticmethod
+    def intersection(embeddings_1: Tensor, embeddings_2: Tensor) -> Tensor:
+        """The dimensions active in both vectors, with their products, as sentence-transformers' intersection (to
+        show with decode() which tokens a query and a document share).
+
+        Args:
+            embeddings_1: one (vocab_size,) vector, sparse or dense.
+            embeddings_2: a (vocab_size,) vector or (n, vocab_size) vectors, sparse or dense.
+
+        Returns:
+            A sparse COO tensor of embeddings_2's shape: embeddings_1 * embeddings_2 where the product is above 0.
+
+        Raises:
+            ValueError: embeddings_1 not 1-D, embeddings_2 not 1-D or 2-D, or the vocabularies' sizes differ.
+        """
+        if embeddings_1.ndim != 1:
+            raise ValueError(f"Expected 1D tensor for embeddings_1, but got {embeddings_1.shape} shape.")
+        if embeddings_2.ndim not in (1, 2):
+            raise ValueError(f"Expected 1D or 2D tensor for embeddings_2, but got {embeddings_2.shape} shape.")
+        if embeddings_1.shape[-1] != embeddings_2.shape[-1]:
+            raise ValueError(
+                f"Vocab dimension mismatch: embeddings_1 has {embeddings_1.shape[-1]}, "
+                f"embeddings_2 has {embeddings_2.shape[-1]}."
+            )
+        product = (embeddings_1.to_dense() * embeddings_2.to_dense()).to_sparse().coalesce()
+        keep = product.values() > 0  # shared active dimensions only
+        return torch.sparse_coo_tensor(
+            product.indices()[:, keep], product.values()[keep], size=product.shape, device=product.device
+        ).coalesce()
 
     @staticmethod
     def sparsity(embeddings: Tensor) -> dict[str, float]:
