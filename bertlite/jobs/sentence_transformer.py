@@ -7,7 +7,8 @@ splits the CPU's cores between its processes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import partialmethod
 from pathlib import Path
 from typing import Any, ClassVar
@@ -137,7 +138,7 @@ class SentenceTransformer(Embedder):
         batch_size: int = 32,
         show_progress_bar: bool | None = None,
         output_value: str | None = "sentence_embedding",
-        precision: str = "float32",
+        precision: str | None = "float32",
         convert_to_numpy: bool = True,
         convert_to_tensor: bool = False,
         device: str | list[str | Any] | None = None,
@@ -162,8 +163,8 @@ class SentenceTransformer(Embedder):
             output_value: "sentence_embedding", or "token_embeddings" (a list of (tokens, hidden) tensors,
                 the base model's last hidden state at each text's tokens), or None: every output, a dict per
                 text (all_outputs).
-            precision: "float32", or "int8", "uint8", "binary", "ubinary" as bertlite.util.quantize_embeddings
-                computes them (int8 / uint8 ranges from these embeddings).
+            precision: "float32" (or None), or "int8", "uint8", "binary", "ubinary" as
+                bertlite.util.quantize_embeddings computes them (int8 / uint8 ranges from these embeddings).
             convert_to_numpy: a numpy array (the default); False: a list of tensors.
             convert_to_tensor: one tensor (wins over convert_to_numpy).
             device: one device: the model is moved there first (to()); None: where it is. A list of
@@ -190,8 +191,9 @@ class SentenceTransformer(Embedder):
                 f"{type(self).__name__}.encode() has been called with additional keyword arguments that this model "
                 f"does not use: {unused}"
             )
-        if precision not in PRECISIONS:
+        if precision is not None and precision not in PRECISIONS:
             raise ValueError(f"Precision {precision!r} is not supported, must be one of {list(PRECISIONS)}")
+        precision = precision or "float32"  # None is float32, as in sentence-transformers
         if output_value not in ("sentence_embedding", "token_embeddings", None):
             raise ValueError(
                 f"output_value={output_value!r}: bertlite returns 'sentence_embedding', 'token_embeddings' or None "
@@ -218,6 +220,24 @@ class SentenceTransformer(Embedder):
             embeddings, output_value, precision, convert_to_numpy, convert_to_tensor, normalize_embeddings
         )
         return result[0] if single else result
+
+    @contextmanager
+    def truncate_embeddings(self, truncate_dim: int | None) -> Iterator[None]:
+        """Within this context encode() keeps the first truncate_dim dimensions (the model's truncate_dim is set,
+        and put back on leaving), as sentence-transformers' truncate_embeddings.
+
+        Args:
+            truncate_dim: the dimensions to keep; None: all.
+
+        Returns:
+            A context manager.
+        """
+        original = self.truncate_dim
+        try:
+            self.truncate_dim = truncate_dim
+            yield
+        finally:
+            self.truncate_dim = original
 
     def _every_output(
         self,
@@ -350,7 +370,7 @@ class SentenceTransformer(Embedder):
         batch_size: int = 32,
         show_progress_bar: bool | None = None,
         output_value: str | None = "sentence_embedding",
-        precision: str = "float32",
+        precision: str | None = "float32",
         convert_to_numpy: bool = True,
         convert_to_tensor: bool = False,
         device: str | list[str | Any] | None = None,

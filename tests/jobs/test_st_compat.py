@@ -248,3 +248,19 @@ def test_intersection_is_sentence_transformers(splade: Path) -> None:
     )
     with pytest.raises(ValueError, match="Expected 1D tensor for embeddings_1"):
         ours.intersection(documents, query)
+
+
+def test_truncate_embeddings_context_and_precision_none(real_model_path: Path) -> None:
+    ours = bertlite.SentenceTransformer(str(real_model_path), **CPU)
+    theirs = sentence_transformers.SentenceTransformer(str(real_model_path), **CPU)
+    with ours.truncate_embeddings(16), theirs.truncate_embeddings(16):
+        got, expected = ours.encode(TEXTS, normalize_embeddings=True), theirs.encode(TEXTS, normalize_embeddings=True)
+        assert got.shape == expected.shape == (3, 16)
+        np.testing.assert_allclose(got, expected, atol=TOL)
+        assert ours.get_embedding_dimension() == theirs.get_embedding_dimension() == 16
+    assert ours.truncate_dim is None and ours.encode(TEXTS).shape == (3, 384)
+    got, expected = ours.encode(TEXTS, precision=None), theirs.encode(TEXTS, precision=None)
+    assert got.dtype == expected.dtype == np.float32
+    np.testing.assert_allclose(got, expected, atol=TOL)
+    with pytest.raises(ValueError, match="Precision 'int4' is not supported"):
+        ours.encode(TEXTS, precision="int4")
