@@ -7,7 +7,8 @@ BertModel's, packed path included (a packed batch's positions start at `first_po
 RoBERTa's own, on RobertaPreTrainedModel and ModelWithHead: BERT's modules where transformers' are the same (token
 classification, question answering), and their own where they differ: the sequence classifier reads the first
 token through a dense + tanh layer (no pooler), the masked-LM head is `lm_head` (dense, GELU, layer_norm,
-decoder). XLM-RoBERTa's and CamemBERT's heads are RoBERTa's on their own config and base model.
+decoder). XLM-RoBERTa's and CamemBERT's heads are RoBERTa's modules and bodies on their own PreTrainedModel,
+config and base model, as transformers copies them.
 """
 
 from __future__ import annotations
@@ -233,36 +234,76 @@ class XLMRobertaModel(RobertaModel):
     _as_config = family_config(XLMRobertaConfig)
 
 
-class XLMRobertaForSequenceClassification(RobertaForSequenceClassification):
-    """transformers' XLMRobertaForSequenceClassification: RobertaForSequenceClassification on XLM-RoBERTa's config."""
+class XLMRobertaPreTrainedModel(PreTrainedModel):
+    """transformers' XLMRobertaPreTrainedModel: RobertaPreTrainedModel's on XLM-RoBERTa's config and base model."""
 
     config_class = XLMRobertaConfig
+    base_model_prefix = "roberta"
     base_model_class = XLMRobertaModel
     _as_config = family_config(XLMRobertaConfig)
+    _checkpointed_module_types = BertPreTrainedModel._checkpointed_module_types
+    _attention_module_types = BertPreTrainedModel._attention_module_types
+    _init_weights = BertPreTrainedModel._init_weights
 
 
-class XLMRobertaForMaskedLM(RobertaForMaskedLM):
-    """transformers' XLMRobertaForMaskedLM: RobertaForMaskedLM on XLM-RoBERTa's config."""
+class XLMRobertaForSequenceClassification(XLMRobertaPreTrainedModel, ModelWithHead):
+    """transformers' XLMRobertaForSequenceClassification: RobertaForSequenceClassification's head on XLMRobertaModel."""
 
-    config_class = XLMRobertaConfig
-    base_model_class = XLMRobertaModel
-    _as_config = family_config(XLMRobertaConfig)
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """As RobertaForSequenceClassification's."""
+        super().__init__(config)
+        self.num_labels = self.config.num_labels
+        self._add_base_model(attn_implementation)
+        self.classifier = RobertaClassificationHead(self.config)
+        self.post_init()
+
+    forward = sequence_classification_forward
+    classify = RobertaForSequenceClassification.classify
 
 
-class XLMRobertaForTokenClassification(RobertaForTokenClassification):
-    """transformers' XLMRobertaForTokenClassification: RobertaForTokenClassification on XLM-RoBERTa's config."""
+class XLMRobertaForMaskedLM(XLMRobertaPreTrainedModel, ModelWithHead):
+    """transformers' XLMRobertaForMaskedLM: RobertaForMaskedLM's head on XLMRobertaModel."""
 
-    config_class = XLMRobertaConfig
-    base_model_class = XLMRobertaModel
-    _as_config = family_config(XLMRobertaConfig)
+    output_embeddings = RobertaForMaskedLM.output_embeddings
+    _tied_weights_keys = RobertaForMaskedLM._tied_weights_keys
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """As RobertaForMaskedLM's."""
+        super().__init__(config)
+        self._add_base_model(attn_implementation)
+        self.lm_head = RobertaLMHead(self.config)
+        self.post_init()
+
+    forward = masked_lm_forward
+    _prediction_scores = RobertaForMaskedLM._prediction_scores
 
 
-class XLMRobertaForQuestionAnswering(RobertaForQuestionAnswering):
-    """transformers' XLMRobertaForQuestionAnswering: RobertaForQuestionAnswering on XLM-RoBERTa's config."""
+class XLMRobertaForTokenClassification(XLMRobertaPreTrainedModel, ModelWithHead):
+    """transformers' XLMRobertaForTokenClassification: BERT's head (dropout, classifier) on XLMRobertaModel."""
 
-    config_class = XLMRobertaConfig
-    base_model_class = XLMRobertaModel
-    _as_config = family_config(XLMRobertaConfig)
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """As RobertaForTokenClassification's."""
+        super().__init__(config)
+        self.num_labels = self.config.num_labels
+        self._add_base_model(attn_implementation)
+        add_dropout_classifier(self, self.config.num_labels)
+        self.post_init()
+
+    forward = token_classification_forward
+
+
+class XLMRobertaForQuestionAnswering(XLMRobertaPreTrainedModel, ModelWithHead):
+    """transformers' XLMRobertaForQuestionAnswering: BERT's head (qa_outputs) on XLMRobertaModel."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """As RobertaForQuestionAnswering's (num_labels must be 2)."""
+        super().__init__(config)
+        self.num_labels = check_span_labels(self)
+        self._add_base_model(attn_implementation)
+        self.qa_outputs = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        self.post_init()
+
+    forward = question_answering_forward
 
 
 class CamembertModel(RobertaModel):
@@ -272,33 +313,91 @@ class CamembertModel(RobertaModel):
     _as_config = family_config(CamembertConfig)
 
 
-class CamembertForSequenceClassification(RobertaForSequenceClassification):
-    """transformers' CamembertForSequenceClassification: RobertaForSequenceClassification on CamemBERT's config."""
+class CamembertPreTrainedModel(PreTrainedModel):
+    """transformers' CamembertPreTrainedModel: RobertaPreTrainedModel's on CamemBERT's config and base model."""
 
     config_class = CamembertConfig
+    base_model_prefix = "roberta"
     base_model_class = CamembertModel
     _as_config = family_config(CamembertConfig)
+    _checkpointed_module_types = BertPreTrainedModel._checkpointed_module_types
+    _attention_module_types = BertPreTrainedModel._attention_module_types
+    _init_weights = BertPreTrainedModel._init_weights
 
 
-class CamembertForMaskedLM(RobertaForMaskedLM):
-    """transformers' CamembertForMaskedLM: RobertaForMaskedLM on CamemBERT's config."""
+class CamembertForSequenceClassification(CamembertPreTrainedModel, ModelWithHead):
+    """transformers' CamembertForSequenceClassification: RobertaForSequenceClassification's head on CamembertModel."""
 
-    config_class = CamembertConfig
-    base_model_class = CamembertModel
-    _as_config = family_config(CamembertConfig)
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """As RobertaForSequenceClassification's."""
+        super().__init__(config)
+        self.num_labels = self.config.num_labels
+        self._add_base_model(attn_implementation)
+        self.classifier = RobertaClassificationHead(self.config)
+        self.post_init()
+
+    forward = sequence_classification_forward
+    classify = RobertaForSequenceClassification.classify
 
 
-class CamembertForTokenClassification(RobertaForTokenClassification):
-    """transformers' CamembertForTokenClassification: RobertaForTokenClassification on CamemBERT's config."""
+class CamembertForMaskedLM(CamembertPreTrainedModel, ModelWithHead):
+    """transformers' CamembertForMaskedLM: RobertaForMaskedLM's head on CamembertModel."""
 
-    config_class = CamembertConfig
-    base_model_class = CamembertModel
-    _as_config = family_config(CamembertConfig)
+    output_embeddings = RobertaForMaskedLM.output_embeddings
+    _tied_weights_keys = RobertaForMaskedLM._tied_weights_keys
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """As RobertaForMaskedLM's."""
+        super().__init__(config)
+        self._add_base_model(attn_implementation)
+        self.lm_head = RobertaLMHead(self.config)
+        self.post_init()
+
+    forward = masked_lm_forward
+    _prediction_scores = RobertaForMaskedLM._prediction_scores
 
 
-class CamembertForQuestionAnswering(RobertaForQuestionAnswering):
-    """transformers' CamembertForQuestionAnswering: RobertaForQuestionAnswering on CamemBERT's config."""
+class CamembertForTokenClassification(CamembertPreTrainedModel, ModelWithHead):
+    """transformers' CamembertForTokenClassification: BERT's head (dropout, classifier) on CamembertModel."""
 
-    config_class = CamembertConfig
-    base_model_class = CamembertModel
-    _as_config = family_config(CamembertConfig)
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """As RobertaForTokenClassification's."""
+        super().__init__(config)
+        self.num_labels = self.config.num_labels
+        self._add_base_model(attn_implementation)
+        add_dropout_classifier(self, self.config.num_labels)
+        self.post_init()
+
+    forward = token_classification_forward
+
+
+class CamembertForQuestionAnswering(CamembertPreTrainedModel, ModelWithHead):
+    """transformers' CamembertForQuestionAnswering: BERT's head (qa_outputs) on CamembertModel."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None) -> None:
+        """As RobertaForQuestionAnswering's (num_labels must be 2)."""
+        super().__init__(config)
+        self.num_labels = check_span_labels(self)
+        self._add_base_model(attn_implementation)
+        self.qa_outputs = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        self.post_init()
+
+    forward = question_answering_forward
+
+
+# XLM-RoBERTa's and CamemBERT's heads are RoBERTa's under other names, as transformers copies them: isinstance
+# against RobertaPreTrainedModel or a RoBERTa head (and through it BERT's) holds, each MRO staying its family's.
+for roberta_class, ours in (
+    (RobertaPreTrainedModel, XLMRobertaPreTrainedModel),
+    (RobertaPreTrainedModel, CamembertPreTrainedModel),
+    (RobertaForSequenceClassification, XLMRobertaForSequenceClassification),
+    (RobertaForSequenceClassification, CamembertForSequenceClassification),
+    (RobertaForMaskedLM, XLMRobertaForMaskedLM),
+    (RobertaForMaskedLM, CamembertForMaskedLM),
+    (RobertaForTokenClassification, XLMRobertaForTokenClassification),
+    (RobertaForTokenClassification, CamembertForTokenClassification),
+    (RobertaForQuestionAnswering, XLMRobertaForQuestionAnswering),
+    (RobertaForQuestionAnswering, CamembertForQuestionAnswering),
+):
+    roberta_class.register(ours)
+del roberta_class, ours

@@ -384,14 +384,12 @@ def family_heads() -> list[type]:
 
 @pytest.mark.parametrize("head", family_heads(), ids=lambda cls: cls.__name__)
 def test_each_head_is_its_own_familys_and_still_an_instance_of_berts(head):
+    from bertlite.models import roberta
     from bertlite.models.roberta import RobertaForMaskedLM, RobertaForSequenceClassification
 
-    # Its own family's PreTrainedModel and the shared head base; XLM-RoBERTa's and CamemBERT's are RoBERTa's heads.
+    # Its own family's PreTrainedModel and the shared head base, XLM-RoBERTa's and CamemBERT's too.
     task = head.__name__[head.__name__.index("For") :]
     ours = [cls.__name__ for cls in head.__mro__ if cls.__module__.startswith("bertlite")]
-    if head.__name__.startswith(("XLMRoberta", "Camembert")):
-        assert ours[1] == "Roberta" + task
-        ours = ours[1:]
     family = ours[0][: -len(task)]
     assert ours == [ours[0], f"{family}PreTrainedModel", "ModelWithHead", "PreTrainedModel"]
     # What callers check (CrossEncoder: BertForSequenceClassification; integrations.Trainer: BertPreTrainedModel)
@@ -401,5 +399,8 @@ def test_each_head_is_its_own_familys_and_still_an_instance_of_berts(head):
         # ElectraForPreTraining is the discriminator, not BERT's pre-training head.
         if hasattr(bertlite, "Bert" + task) and head.__name__ != "ElectraForPreTraining":
             assert issubclass(head, getattr(bertlite, "Bert" + task))
+    if family in ("XLMRoberta", "Camembert"):
+        assert issubclass(head, getattr(roberta, "Roberta" + task))
+        assert issubclass(head, roberta.RobertaPreTrainedModel)
     if head.__name__ in ("MPNetForMaskedLM", "MPNetForSequenceClassification"):
         assert issubclass(head, RobertaForMaskedLM if task == "ForMaskedLM" else RobertaForSequenceClassification)
