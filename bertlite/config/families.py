@@ -11,6 +11,7 @@ from dataclasses import InitVar, dataclass
 from typing import Any, ClassVar
 
 from bertlite.config.bert import BertConfig
+from bertlite.config.gte import GteConfig
 from bertlite.config.modernbert import ModernBertConfig
 
 
@@ -314,6 +315,13 @@ FAMILIES: dict[str, Family] = {
         "ModernBert",
         heads=(*FAMILY_HEADS, "ForMultipleChoice"),
         token_types=False,
+    ),
+    # GTE's tokenizer is XLM-RoBERTa's (gte-multilingual) or BERT's (gte-*-en-v1.5), named in tokenizer_config.json.
+    "gte": Family(
+        GteConfig,
+        "bertlite.models.gte_heads",
+        "Gte",
+        heads=("Model", "ForSequenceClassification", "ForMaskedLM", "ForTokenClassification"),
     ),
 }
 # model_type -> its config class, for AutoConfig and the jobs.

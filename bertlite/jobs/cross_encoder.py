@@ -36,6 +36,7 @@ from bertlite.jobs.st.keywords import renamed_keywords
 from bertlite.jobs.st.names import CROSS_ENCODER_ORGANIZATION
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.auto import AutoModelForSequenceClassification, read_model_type
+from bertlite.models.gte_heads import GteForSequenceClassification
 from bertlite.models.heads import BertForSequenceClassification
 from bertlite.models.modernbert_heads import ModernBertForSequenceClassification
 from bertlite.utils.warn import warn_user
@@ -124,7 +125,9 @@ class CrossEncoder(STBase, BaseEncoder):
             default_prompt_name = (
                 default_prompt_name if default_prompt_name is not None else folder["default_prompt_name"]
             )
-        if not isinstance(model, (BertForSequenceClassification, ModernBertForSequenceClassification)):
+        if not isinstance(
+            model, (BertForSequenceClassification, GteForSequenceClassification, ModernBertForSequenceClassification)
+        ):
             raise TypeError(f"CrossEncoder runs a BertForSequenceClassification, got {type(model).__name__}")
         if num_labels is not None and num_labels != model.config.num_labels:
             raise ValueError(

@@ -26,7 +26,15 @@ from bertlite.config import BertConfig
 from bertlite.errors import ParityLoadError
 from bertlite.parity.compare import HEAD_LOGITS as HEAD_LOGITS
 from bertlite.parity.compare import capture as capture
-from bertlite.parity.compare import compare_activations, compare_logits, compare_weights, module_names, run, run_head
+from bertlite.parity.compare import (
+    compare_activations,
+    compare_logits,
+    compare_weights,
+    module_names,
+    reference_names,
+    run,
+    run_head,
+)
 from bertlite.parity.compare import error_stats as error_stats
 from bertlite.parity.compare import make_row as make_row
 from bertlite.parity.compare import select_valid as select_valid
@@ -225,8 +233,9 @@ def _compare(
     ours, ref, theirs = bases
     compare_weights(report, heads[0], heads[1], dtype if theirs is not None else None)
     names = module_names(ours, ours.pooler is not None and getattr(ref, "pooler", None) is not None)
-    ours_run, ref_run = run(ours, batches, names), run(ref, batches, names)
-    theirs_run = run(theirs, batches, names) if theirs is not None else None
+    aliases = reference_names(ours.config.model_type, names)
+    ours_run, ref_run = run(ours, batches, names), run(ref, batches, names, aliases)
+    theirs_run = run(theirs, batches, names, aliases) if theirs is not None else None
     compare_activations(report, batches, names, ours_run, ref_run, theirs_run, atol, rtol)
     if report.head:
         architecture = report.head

@@ -9,6 +9,7 @@ error against the fp32 reference may be at most twice the error of transformers 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -43,6 +44,37 @@ FAMILY_HEADS: dict[str, str] = {
 }
 HEAD_LOGITS |= {name: HEAD_LOGITS[bert] for name, bert in FAMILY_HEADS.items()}
 HEAD_LOGITS["ElectraForPreTraining"] = {"logits": "token"}  # the discriminator: one logit per token
+# Families whose transformers module tree is not the checkpoint's, which bertlite keeps (GTE: transformers splits
+# qkv_proj and up_gate_proj and renames the layer's parts): bertlite's module name -> transformers', by pattern.
+# Their weights are compared in the checkpoint's layout, transformers' state_dict converted back as it saves it.
+REFERENCE_NAMES: dict[str, tuple[tuple[str, str], ...]] = {
+    "gte": (
+        (r"^encoder\.layer\.", "layers."),
+        (r"\.attention$", ".self_attn"),
+        (r"\.attn_ln$", ".post_attention_layernorm"),
+        (r"\.mlp_ln$", ".post_mlp_layernorm"),
+    ),
+}
+
+
+def reference_names(model_type: str, names: list[str]) -> dict[str, str]:
+    """transformers' module name for each of bertlite's compared modules (itself unless REFERENCE_NAMES says).
+
+    Args:
+        model_type: the checkpoint's model_type.
+        names: bertlite's module names (module_names()).
+
+    Returns:
+        bertlite's name -> transformers'.
+    """
+    patterns = REFERENCE_NAMES.get(model_type, ())
+    out = {}
+    for name in names:
+        theirs = name
+        for pattern, replacement in patterns:
+            theirs = re.sub(pattern, replacement, theirs)
+        out[name] = theirs
+    return out
 
 
 def module_names(model: nn.Module, has_pooler: bool) -> list[str]:
@@ -64,17 +96,22 @@ def module_names(model: nn.Module, has_pooler: bool) -> list[str]:
     prefix = next(name for name, child in model.named_children() if child is encoder)
     names = ["embeddings"]
     for i, layer in enumerate(encoder.layer):
-        names += [f"{prefix}.layer.{i}.{part}" for part, _ in layer.named_children()]
+        # A dropout changes nothing at inference, and GTE's runs twice a layer.
+        parts = (part for part, child in layer.named_children() if not isinstance(child, nn.Dropout))
+        names += [f"{prefix}.layer.{i}.{part}" for part in parts]
     return names + (["pooler"] if has_pooler else [])
 
 
 @contextmanager
-def capture(model: nn.Module, names: list[str]) -> Iterator[dict[str, list[tuple[Tensor, Tensor]]]]:
+def capture(
+    model: nn.Module, names: list[str], aliases: dict[str, str] | None = None
+) -> Iterator[dict[str, list[tuple[Tensor, Tensor]]]]:
     """Record (first input, output) of each named module on every forward, while the block runs.
 
     Args:
         model: the model.
         names: its sub-module names.
+        aliases: a name -> the module's name in this model, where it differs (reference_names()).
 
     Yields:
         name -> list of (input, output) tensors, one pair per forward, filled as the model runs.
@@ -88,7 +125,7 @@ def capture(model: nn.Module, names: list[str]) -> Iterator[dict[str, list[tuple
             out = output[0] if isinstance(output, tuple) else output
             records[name].append((args[0].detach() if args else None, out.detach()))
 
-        handles.append(found[name].register_forward_hook(hook))
+        handles.append(found[(aliases or {}).get(name, name)].register_forward_hook(hook))
     try:
         yield records
     finally:
@@ -96,19 +133,22 @@ def capture(model: nn.Module, names: list[str]) -> Iterator[dict[str, list[tuple
             h.remove()
 
 
-def run(model: nn.Module, batches: list[dict[str, Tensor]], names: list[str]) -> dict[str, Any]:
+def run(
+    model: nn.Module, batches: list[dict[str, Tensor]], names: list[str], aliases: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Run every batch and collect what parity compares.
 
     Args:
         model: a BertModel (bertlite's or transformers').
         batches: make_batches()'s output.
         names: the sub-modules to capture (module_names()).
+        aliases: as capture()'s: the records stay under `names`.
 
     Returns:
         {"modules": capture()'s records, "last_hidden_state", "pooler_output", "attentions"}: one entry
         per batch each.
     """
-    with torch.no_grad(), capture(model, names) as records:
+    with torch.no_grad(), capture(model, names, aliases) as records:
         outs = [model(**b) for b in batches]
     with torch.no_grad():
         # A separate call: asking for probabilities may change the attention path.
@@ -199,7 +239,12 @@ def compare_weights(report: ParityReport, ours: nn.Module, ref: nn.Module, low_d
         ref: transformers' fp32 model.
         low_dtype: the dtype bertlite runs in when the fp32 reference must be cast to it first, else None.
     """
-    mine, theirs = _base_names(ours.state_dict()), _base_names(ref.state_dict())
+    reference = ref.state_dict()
+    if getattr(ref.config, "model_type", None) in REFERENCE_NAMES:
+        from transformers.core_model_loading import revert_weight_conversion
+
+        reference = revert_weight_conversion(ref, reference)  # the checkpoint's layout, as transformers saves
+    mine, theirs = _base_names(ours.state_dict()), _base_names(reference)
     report.only_in_bertlite = sorted(set(mine) - set(theirs))
     report.only_in_transformers = sorted(set(theirs) - set(mine))
     for key in (k for k in theirs if k in mine):
