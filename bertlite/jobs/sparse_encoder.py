@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from functools import partialmethod
 from typing import Any
 
@@ -41,6 +42,7 @@ from bertlite.jobs.st.folders import (
 )
 from bertlite.jobs.st.keywords import renamed_keywords
 from bertlite.jobs.st.names import SPARSE_ENCODER_ORGANIZATION
+from bertlite.jobs.st.router import RouterLayout, StaticSparseQuery, read_router, read_router_settings
 from bertlite.jobs.st.sparse_encoder import SparseEncoderMembers
 from bertlite.models.auto import AutoModelForMaskedLM, read_model_type
 from bertlite.models.heads import BertForMaskedLM
@@ -142,6 +144,9 @@ class SparseEncoder(SparseEncoderMembers, STBase, BaseEncoder):
             max_active_dims, max_length = settings["max_active_dims"], settings["max_length"]
             default_prompt_name, similarity_fn_name = settings["default_prompt_name"], settings["similarity_fn_name"]
             prompts = {**folder["prompts"], **(prompts or {})}
+        self._static_query: StaticSparseQuery | None = None
+        if not isinstance(model_name_or_path, torch.nn.Module):
+            self._static_query = folder.get("static_query")
         if not callable(getattr(model, "_prediction_scores", None)):
             raise TypeError(f"SparseEncoder needs a ...ForMaskedLM (a masked-LM head), got {type(model).__name__}")
         super().__init__(model, tokenizer, max_length=max_length, unpad=unpad, pack_weights=pack_weights)
@@ -216,7 +221,7 @@ class SparseEncoder(SparseEncoderMembers, STBase, BaseEncoder):
         model, tokenizer, folder = cls._load(
             name_or_path, LoadOptions.check(quantize, dtype, device, allow_nonfinite, hub_kwargs)
         )
-        return cls(
+        encoder = cls(
             model,
             tokenizer,
             pooling_strategy=folder["pooling_strategy"],
@@ -231,6 +236,8 @@ class SparseEncoder(SparseEncoderMembers, STBase, BaseEncoder):
             similarity_fn_name=folder["similarity_fn_name"],
             pack_weights=pack_weights,
         )
+        encoder._static_query = folder.get("static_query")
+        return encoder
 
     @classmethod
     def _load(
@@ -238,6 +245,8 @@ class SparseEncoder(SparseEncoderMembers, STBase, BaseEncoder):
     ) -> tuple[BertForMaskedLM, Tokenizer, dict[str, Any]]:
         """from_pretrained's loading: the model, its tokenizer and the folder's settings for __init__."""
         hub_kwargs = options.hub_kwargs
+        if (router := read_router(name_or_path, hub_kwargs)) is not None:
+            return cls._load_router(name_or_path, options, router)
         config = CONFIG_CLASSES.get(read_model_type(name_or_path, hub_kwargs), BertConfig).from_pretrained(
             name_or_path, **hub_kwargs
         )
@@ -252,6 +261,26 @@ class SparseEncoder(SparseEncoderMembers, STBase, BaseEncoder):
             "default_prompt_name": settings.default_prompt_name,
             "similarity_fn_name": settings.similarity_fn_name,
         }
+        return model, tokenizer, folder
+
+    @classmethod
+    def _load_router(
+        cls, name_or_path: str | os.PathLike, options: LoadOptions, router: RouterLayout
+    ) -> tuple[BertForMaskedLM, Tokenizer, dict[str, Any]]:
+        """_load for inference-free SPLADE (a Router folder): the document side's model, tokenizer and settings
+        from its subfolders, the folder's prompts and similarity, and the query side under "static_query"."""
+        if router.default_route == "query":
+            raise CheckpointError(f"{name_or_path}: a Router whose default route is the query side is not implemented")
+        hub_kwargs = options.hub_kwargs
+        document = replace(options, hub_kwargs={**hub_kwargs, "subfolder": router.document})
+        model, tokenizer, folder = cls._load(name_or_path, document)
+        settings = read_router_settings(name_or_path, router, hub_kwargs)
+        folder.update(settings, static_query=StaticSparseQuery.load(name_or_path, router.query, hub_kwargs))
+        weights = folder["static_query"].weight.shape[0]
+        if weights != model.config.vocab_size:
+            raise CheckpointError(
+                f"{name_or_path}: the query side has {weights} weights, the vocabulary {model.config.vocab_size}"
+            )
         return model, tokenizer, folder
 
     @property
@@ -367,7 +396,18 @@ class SparseEncoder(SparseEncoderMembers, STBase, BaseEncoder):
     ) -> Tensor | list[Tensor]:
         """encode_query (task "query") and encode_document ("document"): encode() with the model's prompt for
         the task (its "query" prompt; its "document", "passage" or "corpus" prompt) unless prompt or prompt_name
-        is given (sentence-transformers' rule)."""
+        is given (sentence-transformers' rule). Inference-free SPLADE (a Router folder) encodes queries without the
+        model: each token's weight (StaticSparseQuery)."""
+        if task == "query" and self._static_query is not None:
+            return self._encode_static(
+                inputs,
+                self._prompt_for(task, prompt_name, prompt),
+                prompt,
+                convert_to_tensor,
+                convert_to_sparse_tensor,
+                save_to_cpu,
+                max_active_dims,
+            )
         return self.encode(
             inputs,
             self._prompt_for(task, prompt_name, prompt),
@@ -388,6 +428,24 @@ class SparseEncoder(SparseEncoderMembers, STBase, BaseEncoder):
     # sentence-transformers' encode_query and encode_document: one signature, the task bound.
     encode_query = partialmethod(_encode_for, "query")
     encode_document = partialmethod(_encode_for, "document")
+
+    def _encode_static(
+        self,
+        inputs: str | Sequence[str],
+        prompt_name: str | None,
+        prompt: str | None,
+        convert_to_tensor: bool,
+        convert_to_sparse_tensor: bool,
+        save_to_cpu: bool,
+        max_active_dims: int | None,
+    ) -> Tensor | list[Tensor]:
+        """encode_query's vectors from the query side of inference-free SPLADE, in encode()'s forms."""
+        single = isinstance(inputs, str)
+        texts = with_prompt([inputs] if single else list(inputs), self.resolve_prompt(prompt, prompt_name))
+        pooled = keep_top(self._static_query.encode(list(texts), torch.device("cpu")), self._top_k(max_active_dims))
+        rows = sparse_parts(pooled) if convert_to_sparse_tensor else list(pooled)
+        device = torch.device("cpu") if save_to_cpu else self.device
+        return assemble(rows, self.vocab_size, device, convert_to_tensor, convert_to_sparse_tensor, single)
 
     def encode_tokenized(
         self,

@@ -264,3 +264,43 @@ def test_truncate_embeddings_context_and_precision_none(real_model_path: Path) -
     np.testing.assert_allclose(got, expected, atol=TOL)
     with pytest.raises(ValueError, match="Precision 'int4' is not supported"):
         ours.encode(TEXTS, precision="int4")
+
+
+@pytest.fixture(scope="module")
+def inference_free(real_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """sentence-transformers' inference-free SPLADE: a Router with a SparseStaticEmbedding (random weights) for
+    queries and the masked-LM Transformer and SpladePooling for documents, saved."""
+    from sentence_transformers.base.modules import Router, Transformer
+    from sentence_transformers.sparse_encoder.modules import SparseStaticEmbedding, SpladePooling
+
+    base = masked_lm_folder(real_model_path, tmp_path_factory.mktemp("router") / "mlm")
+    document = Transformer(str(base), transformer_task="fill-mask")
+    query = SparseStaticEmbedding(tokenizer=document.tokenizer, frozen=False)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        query.weight.uniform_(0.0, 2.0)
+    router = Router.for_query_document(query_modules=[query], document_modules=[document, SpladePooling("max")])
+    model = sentence_transformers.SparseEncoder(modules=[router], similarity_fn_name="dot", **CPU)
+    model.save(str(base.parent / "router"))
+    return base.parent / "router"
+
+
+@pytest.mark.parametrize("options", [{}, {"max_active_dims": 5}, {"convert_to_sparse_tensor": False}])
+def test_inference_free_splade_is_sentence_transformers(inference_free: Path, options: dict[str, Any]) -> None:
+    ours = bertlite.SparseEncoder(str(inference_free), **CPU)
+    theirs = sentence_transformers.SparseEncoder(str(inference_free), **CPU)
+    texts = [*TEXTS, "the the cat " * 40]  # a repeated token weighs once; the long one is truncated
+    for method in ("encode_query", "encode_document", "encode"):
+        got, expected = getattr(ours, method)(texts, **options), getattr(theirs, method)(texts, **options)
+        assert got.is_sparse == expected.is_sparse and got.shape == expected.shape, method
+        np.testing.assert_allclose(as_numpy(got), as_numpy(expected), atol=TOL, err_msg=method)
+    one = ours.encode_query(TEXTS[0])
+    assert one.shape == (ours.vocab_size,)
+    assert ours.decode(one, top_k=4) == theirs.decode(theirs.encode_query(TEXTS[0]), top_k=4)
+    # the query side runs no model: its vectors are the weights of the query's tokens
+    assert float(ours.similarity(ours.encode_query(TEXTS[:1]), ours.encode_document(TEXTS[:1]))[0, 0]) > 0
+
+
+def test_inference_free_splade_is_not_saved(inference_free: Path, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="saving inference-free SPLADE"):
+        bertlite.SparseEncoder(str(inference_free), **CPU).save(str(tmp_path / "copy"))

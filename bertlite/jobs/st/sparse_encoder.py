@@ -58,6 +58,10 @@ class SparseEncoderMembers:
         }
 
     def _st_modules(self) -> list[tuple[str, str, dict[str, Any], torch.nn.Module | None]]:
+        if getattr(self, "_static_query", None) is not None:
+            raise ValueError(
+                "saving inference-free SPLADE (a Router folder) is not implemented; keep the loaded folder"
+            )
         config = {
             "pooling_strategy": self.pooling_strategy,
             "activation_function": self.activation_function,
