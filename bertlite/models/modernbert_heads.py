@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from bertlite.config.modernbert import ModernBertConfig
 from bertlite.layers.packing import PackedLayout
-from bertlite.models.heads import bert_inputs, sequence_classification_loss
+from bertlite.models.heads import bert_inputs, sequence_classification_loss, span_outputs, token_loss
 from bertlite.models.modeling_utils import ModelWithHead
 from bertlite.models.modernbert import ModernBertModel, ModernBertPredictionHead, ModernBertPreTrainedModel
 from bertlite.models.outputs import (
@@ -159,7 +159,7 @@ class ModernBertForSequenceClassification(ModernBertPreTrainedModel, ModelWithHe
         else:
             mask = attention_mask if attention_mask is not None else torch.ones(hidden.shape[:2], device=hidden.device)
             logits = self.classify((hidden * mask.unsqueeze(-1)).sum(dim=1) / mask.sum(dim=1, keepdim=True))
-        loss = None if labels is None else sequence_loss(self, logits, labels)
+        loss = None if labels is None else sequence_classification_loss(self.config, logits, labels)
         return self._finish(SequenceClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
 
     def classify(self, pooled: Tensor, unused: Tensor | None = None) -> Tensor:
@@ -202,20 +202,6 @@ class ModernBertForSequenceClassification(ModernBertPreTrainedModel, ModelWithHe
         return sums / layout.lengths[:, None].to(hidden.dtype)
 
 
-def sequence_loss(model: ModernBertForSequenceClassification, logits: Tensor, labels: Tensor) -> Tensor:
-    """transformers' sequence-classification loss by config.problem_type (inferred and stored when unset).
-
-    Args:
-        model: the classifier (its config).
-        logits: (B, num_labels).
-        labels: (B,) floats or class ids, or (B, num_labels) 0/1 floats.
-
-    Returns:
-        The loss.
-    """
-    return sequence_classification_loss(model.config, logits, labels)
-
-
 class ModernBertForTokenClassification(ModernBertPreTrainedModel, ModelWithHead):
     """transformers' ModernBertForTokenClassification: head, drop and classifier on every token."""
 
@@ -252,10 +238,8 @@ class ModernBertForTokenClassification(ModernBertPreTrainedModel, ModelWithHead)
             TokenClassifierOutput: loss, logits (B, T, num_labels), hidden_states, attentions.
         """
         outputs = self._encode(**bert_inputs(input_ids, attention_mask, None, position_ids, inputs_embeds), **kwargs)
-        logits = self.classifier(self.drop(self.head(outputs.last_hidden_state)))
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
+        logits = self.classifier(self.drop(self.head(outputs.last_hidden_state)))  # (B, T, num_labels)
+        loss = token_loss(logits, labels)
         return self._finish(TokenClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
 
 
@@ -298,15 +282,8 @@ class ModernBertForQuestionAnswering(ModernBertPreTrainedModel, ModelWithHead):
         outputs = self._encode(
             **bert_inputs(input_ids, attention_mask, None, position_ids, kwargs.pop("inputs_embeds", None)), **kwargs
         )
-        logits = self.classifier(self.drop(self.head(outputs.last_hidden_state)))
-        start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            ignored = start_logits.size(1)
-            start_positions = start_positions.view(-1).clamp(0, ignored)
-            end_positions = end_positions.view(-1).clamp(0, ignored)
-            start_loss = F.cross_entropy(start_logits, start_positions, ignore_index=ignored)
-            loss = (start_loss + F.cross_entropy(end_logits, end_positions, ignore_index=ignored)) / 2
+        logits = self.classifier(self.drop(self.head(outputs.last_hidden_state)))  # (B, T, 2)
+        loss, start_logits, end_logits = span_outputs(logits, start_positions, end_positions)
         output = QuestionAnsweringModelOutput(loss, start_logits, end_logits, outputs.hidden_states, outputs.attentions)
         return self._finish(output, kwargs)
 
