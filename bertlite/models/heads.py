@@ -14,8 +14,8 @@ multiple_choice_forward), which a head binds as its forward or calls from its ow
 token_loss, span_outputs, flat_choices). Each family writes its own head classes on its own PreTrainedModel and
 models.modeling_utils.ModelWithHead, as transformers does.
 
-Over 700 lines: BERT's eight head classes, each a short __init__ and forward, and the shared head bodies stay
-together in the module their callers import them from.
+Over 700 lines: BERT's eight head classes and the one forward per task that every family's heads bind or call
+stay together, in the module the families import them from.
 """
 
 from __future__ import annotations
