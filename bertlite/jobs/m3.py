@@ -305,6 +305,65 @@ class M3Encoder(BaseEncoder):
         """colbert_score(): MaxSim of one query's vectors over one passage's, averaged over the query's."""
         return colbert_score(q_reps, p_reps)
 
+    def compute_score(
+        self,
+        sentence_pairs: Sequence[tuple[str, str]] | tuple[str, str],
+        batch_size: int | None = None,
+        max_query_length: int | None = None,
+        max_passage_length: int | None = None,
+        weights_for_different_modes: Sequence[float] | None = None,
+    ) -> dict[str, list[float]] | dict[str, float] | list:
+        """Each (query, passage) pair's scores in the three modes and two weighted sums, as
+        BGEM3FlagModel.compute_score: "dense" (the dense vectors' dot product), "sparse"
+        (compute_lexical_matching_score), "colbert" (colbert_score), "sparse+dense" and "colbert+sparse+dense" (the
+        modes' weighted means). Queries are taken as they are (no query instruction), as there. Each pair is scored
+        on its own; FlagEmbedding's padded batches can lift a query token's best ColBERT score below 0 to 0.
+
+        Args:
+            sentence_pairs: (query, passage) pairs, or one pair.
+            batch_size: as encode()'s.
+            max_query_length, max_passage_length: tokens per query and per passage; None: the encoder's max_length.
+            weights_for_different_modes: the weights of dense, sparse and colbert in the sums; None: [1, 1, 1].
+
+        Returns:
+            {mode: a score per pair}; for one pair {mode: its score}; [] for no pairs.
+
+        Raises:
+            ValueError: weights_for_different_modes not three numbers, or what encode() refuses.
+        """
+        if isinstance(sentence_pairs, list) and not sentence_pairs:
+            return []
+        weights = [1.0, 1.0, 1.0] if weights_for_different_modes is None else list(weights_for_different_modes)
+        if len(weights) != 3:
+            raise ValueError(f"weights_for_different_modes must be 3 weights (dense, sparse, colbert), got {weights}")
+        single = isinstance(sentence_pairs[0], str)
+        pairs = [sentence_pairs] if single else list(sentence_pairs)
+        outputs = {"batch_size": batch_size, "return_dense": True, "return_sparse": True, "return_colbert_vecs": True}
+        queries = self.encode([pair[0] for pair in pairs], max_length=max_query_length, **outputs)
+        passages = self.encode([pair[1] for pair in pairs], max_length=max_passage_length, **outputs)
+        dense = (queries["dense_vecs"] * passages["dense_vecs"]).sum(axis=1).astype(np.float64)
+        sparse = np.array(
+            [
+                lexical_matching_score(q, p)
+                for q, p in zip(queries["lexical_weights"], passages["lexical_weights"], strict=True)
+            ],
+            dtype=np.float64,
+        )
+        colbert = np.array(
+            [colbert_score(q, p).item() for q, p in zip(queries["colbert_vecs"], passages["colbert_vecs"], strict=True)]
+        )
+        w_dense, w_sparse, w_colbert = weights
+        scores = {
+            "colbert": colbert.tolist(),
+            "sparse": sparse.tolist(),
+            "dense": dense.tolist(),
+            "sparse+dense": ((sparse * w_sparse + dense * w_dense) / (w_sparse + w_dense)).tolist(),
+            "colbert+sparse+dense": (
+                (colbert * w_colbert + sparse * w_sparse + dense * w_dense) / sum(weights)
+            ).tolist(),
+        }
+        return {mode: values[0] for mode, values in scores.items()} if single else scores
+
     # --- the computation ------------------------------------------------------------------
 
     def _outputs_of(

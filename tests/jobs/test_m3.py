@@ -168,3 +168,29 @@ def test_a_head_without_its_bias_is_refused(m3_folder: Path, tmp_path: Path, hea
 
 def test_m3_encoder_is_public() -> None:
     assert bertlite.M3Encoder is M3Encoder
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"weights_for_different_modes": [0.4, 0.2, 0.4], "max_passage_length": 8, "batch_size": 4}],
+)
+def test_compute_score_equals_flag_embedding(m3_folder: Path, theirs, options: dict) -> None:
+    """Every pair of TEXTS, in FlagEmbedding's five modes, against BGEM3FlagModel.compute_score in this run."""
+    model, _ = theirs
+    ours = M3Encoder.from_pretrained(m3_folder, dtype="float32")
+    pairs = [(q, p) for q in TEXTS for p in TEXTS]
+    options = {"max_query_length": 24, "max_passage_length": 24, **options}
+    got, expected = ours.compute_score(pairs, **options), model.compute_score(pairs, **options)
+    assert (
+        sorted(got)
+        == sorted(expected)
+        == sorted(["colbert", "sparse", "dense", "sparse+dense", "colbert+sparse+dense"])
+    )
+    for mode, scores in expected.items():
+        np.testing.assert_allclose(got[mode], scores, rtol=1e-5, atol=1e-6, err_msg=mode)
+    one, their_one = ours.compute_score(pairs[1], **options), model.compute_score(pairs[1], **options)
+    assert {mode: type(score) for mode, score in one.items()} == dict.fromkeys(their_one, float)
+    np.testing.assert_allclose(list(one.values()), list(their_one.values()), rtol=1e-5, atol=1e-6)
+    assert ours.compute_score([]) == model.compute_score([]) == []
+    with pytest.raises(ValueError, match="weights_for_different_modes must be 3 weights"):
+        ours.compute_score(pairs, weights_for_different_modes=[1.0, 1.0])
