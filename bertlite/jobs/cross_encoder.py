@@ -32,7 +32,7 @@ from bertlite.jobs.pairs import PairIds, QueryPairs
 from bertlite.jobs.prepare import LoadOptions
 from bertlite.jobs.st.base import LoadingKeywords, STBase, check_wrapped
 from bertlite.jobs.st.folders import read_cross_encoder_settings
-from bertlite.jobs.st.keywords import renamed_keywords
+from bertlite.jobs.st.keywords import arrays_as_lists, classifier_dropout, renamed_keywords
 from bertlite.jobs.st.names import CROSS_ENCODER_ORGANIZATION
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.auto import AutoModelForSequenceClassification, read_model_type
@@ -53,6 +53,14 @@ class CrossEncoder(STBase, BaseEncoder):
 
     default_huggingface_organization = CROSS_ENCODER_ORGANIZATION
 
+    @renamed_keywords(
+        automodel_args="model_kwargs",
+        tokenizer_args="processor_kwargs",
+        tokenizer_kwargs="processor_kwargs",
+        config_args="config_kwargs",
+        cache_dir="cache_folder",
+    )
+    @classifier_dropout
     def __init__(
         self,
         model_name_or_path: str | os.PathLike | BertForSequenceClassification,
@@ -335,6 +343,7 @@ class CrossEncoder(STBase, BaseEncoder):
         return self._logits(list(encodings), batch_size, max_tokens, show_progress_bar=False).numpy()
 
     @renamed_keywords(sentences="inputs", activation_fct="activation_fn")
+    @arrays_as_lists
     def predict(
         self,
         inputs: Sequence[Pair] | Pair,

@@ -22,7 +22,7 @@ from bertlite.jobs.embedder import Embedder
 from bertlite.jobs.pooling import pool as pool_rows
 from bertlite.jobs.process_pool import run_in_pool
 from bertlite.jobs.st.base import LoadingKeywords, STBase, default_device
-from bertlite.jobs.st.keywords import renamed_keywords
+from bertlite.jobs.st.keywords import arrays_as_lists, renamed_keywords
 from bertlite.jobs.st.names import SENTENCE_TRANSFORMERS_ORGANIZATION
 from bertlite.util import quantize_embeddings
 
@@ -57,6 +57,7 @@ class SentenceTransformer(Embedder):
     tokenizer = STBase.tokenizer
     tokenize = STBase.tokenize
 
+    @renamed_keywords(tokenizer_kwargs="processor_kwargs")
     def __init__(
         self,
         model_name_or_path: str | Path | None = None,
@@ -130,6 +131,7 @@ class SentenceTransformer(Embedder):
         )
 
     @renamed_keywords(sentences="inputs")
+    @arrays_as_lists
     def encode(  # type: ignore[override]
         self,
         inputs: Sequence[Text] | Text,

@@ -40,7 +40,7 @@ from bertlite.jobs.st.folders import (
     check_max_active_dims,
     read_splade_settings,
 )
-from bertlite.jobs.st.keywords import renamed_keywords
+from bertlite.jobs.st.keywords import arrays_as_lists, renamed_keywords
 from bertlite.jobs.st.names import SPARSE_ENCODER_ORGANIZATION
 from bertlite.jobs.st.router import RouterLayout, StaticSparseQuery, read_router, read_router_settings
 from bertlite.jobs.st.sparse_encoder import SparseEncoderMembers
@@ -60,6 +60,7 @@ class SparseEncoder(SparseEncoderMembers, STBase, BaseEncoder):
 
     default_huggingface_organization = SPARSE_ENCODER_ORGANIZATION
 
+    @renamed_keywords(tokenizer_kwargs="processor_kwargs")
     def __init__(
         self,
         model_name_or_path: str | os.PathLike | BertForMaskedLM,
@@ -296,6 +297,7 @@ class SparseEncoder(SparseEncoderMembers, STBase, BaseEncoder):
     # --- sentence-transformers' API -------------------------------------------------
 
     @renamed_keywords(sentences="inputs")
+    @arrays_as_lists
     def encode(
         self,
         inputs: str | Sequence[Text],

@@ -304,3 +304,33 @@ def test_inference_free_splade_is_sentence_transformers(inference_free: Path, op
 def test_inference_free_splade_is_not_saved(inference_free: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="saving inference-free SPLADE"):
         bertlite.SparseEncoder(str(inference_free), **CPU).save(str(tmp_path / "copy"))
+
+
+def test_cross_encoder_older_keywords_and_numpy_pairs(reranker: Path) -> None:
+    with pytest.warns(FutureWarning, match="`classifier_dropout` argument is deprecated"):
+        ours = bertlite.CrossEncoder(str(reranker), classifier_dropout=0.1234, **CPU)
+    theirs = sentence_transformers.CrossEncoder(str(reranker), classifier_dropout=0.1234, **CPU)
+    assert ours.config.classifier_dropout == theirs.config.classifier_dropout == 0.1234
+    with pytest.warns(FutureWarning, match="`automodel_args` argument was renamed"):
+        f32 = bertlite.CrossEncoder(str(reranker), automodel_args={"torch_dtype": torch.float32}, **CPU)
+    assert f32.model.dtype == torch.float32
+    pairs = np.array([list(pair) for pair in PAIRS])
+    for inputs in (pairs, pairs[0], np.array([], dtype=str), pairs.astype(object)):
+        got, expected = ours.predict(inputs), theirs.predict(inputs)
+        assert type(got) is type(expected) and np.shape(got) == np.shape(expected)
+        np.testing.assert_allclose(got, expected, atol=TOL)
+    np.testing.assert_allclose(ours.predict(inputs=pairs), theirs.predict(inputs=pairs), atol=TOL)
+
+
+def test_numpy_array_of_texts_is_a_list_of_texts(real_model_path: Path, splade: Path) -> None:
+    texts = np.array(TEXTS)
+    ours = bertlite.SentenceTransformer(str(real_model_path), **CPU)
+    theirs = sentence_transformers.SentenceTransformer(str(real_model_path), **CPU)
+    for method in ("encode", "encode_query", "encode_document"):
+        np.testing.assert_allclose(getattr(ours, method)(texts), getattr(theirs, method)(texts), atol=TOL)
+    sparse_ours = bertlite.SparseEncoder(str(splade), **CPU)
+    sparse_theirs = sentence_transformers.SparseEncoder(str(splade), **CPU)
+    np.testing.assert_allclose(as_numpy(sparse_ours.encode(texts)), as_numpy(sparse_theirs.encode(texts)), atol=TOL)
+    with pytest.warns(FutureWarning, match="`tokenizer_kwargs` argument was renamed"):
+        with pytest.raises(ValueError, match="processor_kwargs"):
+            bertlite.SentenceTransformer(str(real_model_path), tokenizer_kwargs={"model_max_length": 8}, **CPU)

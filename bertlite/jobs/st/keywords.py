@@ -1,9 +1,10 @@
-"""sentence-transformers' older keyword names, still accepted where sentence-transformers accepts them.
+"""sentence-transformers' older keyword names and input forms, still accepted where sentence-transformers accepts them.
 
 `renamed_keywords(sentences="inputs")` on a method lets `model.encode(sentences=texts)` run as
 `model.encode(inputs=texts)`, with a FutureWarning naming the new keyword; given both, the new name wins and the
-old one is dropped, as sentence-transformers' deprecated_kwargs does. The wrapped method keeps its signature
-(inspect.signature follows __wrapped__).
+old one is dropped, as sentence-transformers' deprecated_kwargs does. `arrays_as_lists` lets a numpy array of
+strings stand for the list it holds; `classifier_dropout` takes CrossEncoder's older keyword of that name. The
+wrapped methods keep their signatures (inspect.signature follows __wrapped__).
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import numpy as np
+from torch import nn
+
 from bertlite.utils.warn import warn_user
 
-__all__ = ["renamed_keywords"]
+__all__ = ["arrays_as_lists", "classifier_dropout", "renamed_keywords"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -42,3 +46,50 @@ def renamed_keywords(**renames: str) -> Callable[[F], F]:
         return wrapper  # type: ignore[return-value]
 
     return decorator
+
+
+def arrays_as_lists(method: F) -> F:
+    """A decorator for a method whose first argument after self is its inputs: a numpy array of strings (or
+    objects) there becomes its nested list (`.tolist()`), as sentence-transformers reads it: a 1-D array of texts is
+    a list of texts, a 2-D one a list of pairs (a CrossEncoder's 1-D array is one pair).
+    """
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if args and _is_text_array(args[0]):
+            args = (args[0].tolist(), *args[1:])
+        elif _is_text_array(kwargs.get("inputs")):
+            kwargs["inputs"] = kwargs["inputs"].tolist()
+        return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _is_text_array(value: Any) -> bool:
+    return isinstance(value, np.ndarray) and value.dtype.kind in ("U", "O")
+
+
+def classifier_dropout(init: F) -> F:
+    """A decorator for CrossEncoder.__init__ that takes sentence-transformers' older `classifier_dropout=` keyword
+    (there: config_kwargs={"classifier_dropout": ...}): set on the model's config and the classifier's dropout, with
+    a FutureWarning; it changes nothing in eval mode, only training's dropout.
+    """
+
+    @functools.wraps(init)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        dropout = kwargs.pop("classifier_dropout", None)
+        init(self, *args, **kwargs)
+        if dropout is None:
+            return
+        warn_user(
+            f"The CrossEncoder `classifier_dropout` argument is deprecated; use config_kwargs={{'classifier_dropout': "
+            f"{dropout}}} in sentence-transformers",
+            FutureWarning,
+        )
+        self.model.config.classifier_dropout = dropout
+        classifier = getattr(self.model, "classifier", None)
+        for owner in (self.model, classifier):
+            if isinstance(getattr(owner, "dropout", None), nn.Dropout):
+                owner.dropout.p = dropout
+
+    return wrapper  # type: ignore[return-value]
