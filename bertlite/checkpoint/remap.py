@@ -13,9 +13,19 @@ from collections.abc import Mapping
 from typing import TypeVar
 
 # Top-level modules of the base model (ELECTRA's embeddings_project too, DistilBERT's transformer, ModernBERT's layers
-# and final_norm), and the heads' modules around it (BERT's; RoBERTa's masked-LM lm_head; ELECTRA's generator and
-# discriminator heads; DistilBERT's; ModernBERT's head and decoder).
-BASE_MODULES = ("embeddings.", "embeddings_project.", "encoder.", "pooler.", "transformer.", "layers.", "final_norm.")
+# and final_norm, EuroBERT's embed_tokens and norm), and the heads' modules around it (BERT's; RoBERTa's masked-LM
+# lm_head; ELECTRA's generator and discriminator heads; DistilBERT's; ModernBERT's head and decoder; EuroBERT's dense).
+BASE_MODULES = (
+    "embeddings.",
+    "embeddings_project.",
+    "encoder.",
+    "pooler.",
+    "transformer.",
+    "layers.",
+    "final_norm.",
+    "embed_tokens.",
+    "norm.",
+)
 HEAD_MODULES = (
     "cls.",
     "classifier.",
@@ -30,6 +40,7 @@ HEAD_MODULES = (
     "pre_classifier.",
     "head.",
     "decoder.",
+    "dense.",
 )
 # transformers' non-persistent buffers, saved by old versions: derived, never loaded.
 IGNORED_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")

@@ -11,6 +11,7 @@ from dataclasses import InitVar, dataclass
 from typing import Any, ClassVar
 
 from bertlite.config.bert import BertConfig
+from bertlite.config.eurobert import EuroBertConfig
 from bertlite.config.gte import GteConfig
 from bertlite.config.modernbert import ModernBertConfig
 
@@ -322,6 +323,14 @@ FAMILIES: dict[str, Family] = {
         "bertlite.models.gte_heads",
         "Gte",
         heads=("Model", "ForSequenceClassification", "ForMaskedLM", "ForTokenClassification"),
+    ),
+    # EuroBERT's tokenizer is a plain fast tokenizer (Llama-3's BPE); its model takes no token_type_ids.
+    "eurobert": Family(
+        EuroBertConfig,
+        "bertlite.models.eurobert_heads",
+        "EuroBert",
+        heads=("Model", "ForSequenceClassification", "ForMaskedLM", "ForTokenClassification"),
+        token_types=False,
     ),
 }
 # model_type -> its config class, for AutoConfig and the jobs.

@@ -36,6 +36,7 @@ from bertlite.jobs.st.keywords import arrays_as_lists, classifier_dropout, renam
 from bertlite.jobs.st.names import CROSS_ENCODER_ORGANIZATION
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.auto import AutoModelForSequenceClassification, read_model_type
+from bertlite.models.eurobert_heads import EuroBertForSequenceClassification
 from bertlite.models.gte_heads import GteForSequenceClassification
 from bertlite.models.heads import BertForSequenceClassification
 from bertlite.models.modernbert_heads import ModernBertForSequenceClassification
@@ -133,9 +134,13 @@ class CrossEncoder(STBase, BaseEncoder):
             default_prompt_name = (
                 default_prompt_name if default_prompt_name is not None else folder["default_prompt_name"]
             )
-        if not isinstance(
-            model, (BertForSequenceClassification, GteForSequenceClassification, ModernBertForSequenceClassification)
-        ):
+        classifiers = (
+            BertForSequenceClassification,
+            EuroBertForSequenceClassification,
+            GteForSequenceClassification,
+            ModernBertForSequenceClassification,
+        )
+        if not isinstance(model, classifiers):
             raise TypeError(f"CrossEncoder runs a BertForSequenceClassification, got {type(model).__name__}")
         if num_labels is not None and num_labels != model.config.num_labels:
             raise ValueError(

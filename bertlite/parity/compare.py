@@ -87,11 +87,17 @@ def module_names(model: nn.Module, has_pooler: bool) -> list[str]:
     Returns:
         The module names: embeddings, each layer's parts (BERT's attention, intermediate, output; DistilBERT's
         attention, sa_layer_norm, ffn, output_layer_norm under transformer.layer; ModernBERT's attn_norm, attn,
-        mlp_norm, mlp under layers, then its final_norm), then pooler.
+        mlp_norm, mlp under layers, then its final_norm; EuroBERT's embed_tokens, its layers' parts, norm), then
+        pooler.
     """
-    if getattr(model, "encoder", None) is None:  # ModernBERT: the layers and final_norm are the model's own
-        parts = [f"layers.{i}.{part}" for i, layer in enumerate(model.layers) for part, _ in layer.named_children()]
-        return ["embeddings", *parts, "final_norm"]
+    if getattr(model, "encoder", None) is None:  # ModernBERT's, EuroBERT's: the layers and final norm are its own
+        names = []
+        for name, child in model.named_children():  # the rotary positions hold no weights: left out
+            if name == "layers":
+                names += [f"layers.{i}.{part}" for i, layer in enumerate(child) for part, _ in layer.named_children()]
+            elif any(True for _ in child.parameters()):
+                names.append(name)
+        return names
     encoder = model.encoder  # DistilBERT's `transformer` under BERT's name
     prefix = next(name for name, child in model.named_children() if child is encoder)
     names = ["embeddings"]
