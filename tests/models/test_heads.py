@@ -404,3 +404,20 @@ def test_each_head_is_its_own_familys_and_still_an_instance_of_berts(head):
         assert issubclass(head, roberta.RobertaPreTrainedModel)
     if head.__name__ in ("MPNetForMaskedLM", "MPNetForSequenceClassification"):
         assert issubclass(head, RobertaForMaskedLM if task == "ForMaskedLM" else RobertaForSequenceClassification)
+
+
+@pytest.mark.parametrize("head", family_heads(), ids=lambda cls: cls.__name__)
+def test_a_head_in_berts_argument_order_binds_its_tasks_one_forward(head):
+    from bertlite.models import heads
+
+    shared = {
+        "ForSequenceClassification": heads.sequence_classification_forward,
+        "ForMaskedLM": heads.masked_lm_forward,
+        "ForTokenClassification": heads.token_classification_forward,
+        "ForQuestionAnswering": heads.question_answering_forward,
+        "ForMultipleChoice": heads.multiple_choice_forward,
+    }
+    task = head.__name__[head.__name__.index("For") :]
+    inputs = ["input_ids", "attention_mask", "token_type_ids", "position_ids", "inputs_embeds"]
+    if task in shared and list(inspect.signature(head.forward).parameters)[1:6] == inputs:
+        assert head.forward is shared[task]
