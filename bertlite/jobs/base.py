@@ -30,9 +30,11 @@ from bertlite.jobs.batches import (  # noqa: F401 (the jobs import them from her
 
 # The input checks live in jobs/inputs.py; the jobs and the CLI import them from here too.
 from bertlite.jobs.inputs import (  # noqa: F401
+    TEXTS,
     Text,
     check_count,
     check_text,
+    check_texts,
     progress_bar,
     prompt_names,
     with_prompt,
@@ -336,7 +338,9 @@ class BaseEncoder:
         Raises:
             ValueError: a text that is not a str or a pair of str, or holds a lone surrogate; a text
                 too long under on_long="error"; an unknown on_long.
+            TypeError: `texts` not a list of texts.
         """
+        check_texts("texts", texts, TEXTS, one_str=False)
         return self._encode_texts(texts, on_long, first_index)
 
     def tokenize(self, texts: Sequence[Text], on_long: str = "truncate", first_index: int = 0) -> list[Encoding]:
@@ -362,6 +366,7 @@ class BaseEncoder:
         """
         if kwargs:
             raise ValueError(f"preprocess() takes no processing options here; got {sorted(kwargs)}")
+        check_texts("inputs", inputs, TEXTS, one_str=False)
         encodings = self._encode_texts(with_prompt(list(inputs), prompt or ""))
         if not encodings:
             return {}

@@ -28,6 +28,7 @@ from bertlite.jobs.base import (
     progress_bar,
     with_prompt,
 )
+from bertlite.jobs.inputs import PAIRS, check_texts
 from bertlite.jobs.pairs import PairIds, QueryPairs
 from bertlite.jobs.prepare import LoadOptions
 from bertlite.jobs.st.base import LoadingKeywords, STBase, check_wrapped
@@ -394,6 +395,8 @@ class CrossEncoder(STBase, BaseEncoder):
                 batch_size, max_tokens or chunk_size, an unknown prompt_name.
             RuntimeError: a pool's process exited.
         """
+        check_texts("inputs", inputs, PAIRS, one_str=False)
+        check_count("batch_size", batch_size)
         single = isinstance(inputs, list | tuple) and len(inputs) > 0 and not isinstance(inputs[0], list | tuple)
         pairs = [inputs] if single else list(inputs)
         check_pairs(pairs)
@@ -470,6 +473,8 @@ class CrossEncoder(STBase, BaseEncoder):
         check_count("top_k", top_k, none="all documents")
         if not isinstance(query, str) or not query:
             raise ValueError(f"query must be a non-empty str, got {query!r:.40}")
+        check_texts("documents", documents, "a list of str", one_str=False)
+        check_count("batch_size", batch_size)
         documents = list(documents)
         for i, document in enumerate(documents):
             if not isinstance(document, str) or not document:

@@ -29,6 +29,7 @@ from bertlite.jobs.base import (
     shape_tokens,
     with_prompt,
 )
+from bertlite.jobs.inputs import TEXTS, check_texts, check_truncate_dim
 from bertlite.jobs.pooling import FIRST_TOKEN_POOLING, POOLER_NEEDED, pool, pool_packed
 from bertlite.jobs.prepare import LoadOptions, check_device
 from bertlite.jobs.st.base import NORMALIZE_MODULE, STBase
@@ -282,8 +283,7 @@ class Embedder(STBase, BaseEncoder):
         return self.truncate_dim or self.model.config.hidden_size * len(self.pooling)
 
     def _check_truncate_dim(self, truncate_dim: int | None) -> int | None:
-        if truncate_dim is not None and not 1 <= truncate_dim <= self.dimension:
-            raise ValueError(f"truncate_dim={truncate_dim} must be between 1 and the dimension {self.dimension}")
+        check_truncate_dim(truncate_dim, self.dimension)
         return truncate_dim
 
     def resolve_prompt(self, prompt: str | None = None, prompt_name: str | None = None) -> str:
@@ -346,8 +346,9 @@ class Embedder(STBase, BaseEncoder):
         Raises:
             ValueError: a text encodings() refuses, a bad batch_size, max_tokens, on_long,
                 truncate_dim or prompt (see resolve_prompt()).
-            TypeError: `texts` is a single string.
+            TypeError: `texts` is a single string, or not a list of texts.
         """
+        check_texts("texts", texts, TEXTS, one_str=False)
         if convert_to not in ("numpy", "torch"):
             raise ValueError(f"convert_to={convert_to!r} must be 'numpy' or 'torch'")
         if output_value == "token_embeddings":
@@ -403,8 +404,7 @@ class Embedder(STBase, BaseEncoder):
         Raises:
             ValueError, TypeError: as encode().
         """
-        if isinstance(texts, str):
-            raise TypeError("encode() takes a list of texts; wrap a single string in a list")
+        check_texts("texts", texts, TEXTS, one_str=False)
         prefix = self.resolve_prompt(prompt, prompt_name)
         dimension = self._check_truncate_dim(truncate_dim) or self.dimension
         batch_size, max_tokens = self._batch_limits(batch_size, max_tokens)

@@ -23,6 +23,7 @@ from bertlite.errors import CheckpointError
 from bertlite.hub import resolve_file
 from bertlite.jobs import bars
 from bertlite.jobs.base import BaseEncoder, EncodeStats, check_count, on_whole_blocks, progress_bar, with_prompt
+from bertlite.jobs.inputs import check_texts
 from bertlite.jobs.long_texts import TextCutter
 from bertlite.jobs.prepare import LoadOptions
 from bertlite.jobs.st.folders import M3_FILES
@@ -198,6 +199,8 @@ class M3Encoder(BaseEncoder):
             ValueError: no output asked for; a text encodings() refuses; a bad batch_size, max_tokens or
                 max_length.
         """
+        check_texts("sentences", sentences)
+        check_count("batch_size", batch_size)
         wanted = (return_dense, return_sparse, return_colbert_vecs)
         if not any(wanted):
             raise ValueError("choose one output at least: return_dense, return_sparse or return_colbert_vecs")
@@ -265,6 +268,7 @@ class M3Encoder(BaseEncoder):
         Returns:
             As encode().
         """
+        check_texts("queries", queries)
         prefix = self.query_instruction_for_retrieval or ""
         if isinstance(queries, str):
             return self.encode(prefix + queries, **kwargs)
@@ -280,6 +284,7 @@ class M3Encoder(BaseEncoder):
         Returns:
             As encode().
         """
+        check_texts("corpus", corpus)
         return self.encode(corpus, **kwargs)
 
     def convert_id_to_token(self, lexical_weights: dict | list[dict]) -> dict | list[dict]:

@@ -27,6 +27,7 @@ from bertlite.jobs.base import (
     on_whole_blocks,
     progress_bar,
 )
+from bertlite.jobs.inputs import check_texts, check_truncate_dim
 from bertlite.jobs.long_texts import TextCutter
 from bertlite.jobs.maxsim import maxsim, maxsim_pairwise
 from bertlite.jobs.prepare import LoadOptions
@@ -310,8 +311,7 @@ class MultiVectorEncoder(MultiVectorMembers, STBase, BaseEncoder):
             self.projection.to(device)
 
     def _check_truncate_dim(self, truncate_dim: int | None) -> int | None:
-        if truncate_dim is not None and not 1 <= truncate_dim <= self.dimension_full:
-            raise ValueError(f"truncate_dim={truncate_dim} must be between 1 and the dimension {self.dimension_full}")
+        check_truncate_dim(truncate_dim, self.dimension_full)
         return truncate_dim
 
     def _build_task_tokenizers(self) -> None:
@@ -365,6 +365,7 @@ class MultiVectorEncoder(MultiVectorMembers, STBase, BaseEncoder):
         Raises:
             ValueError: a text that is not a str, holds a lone surrogate, or is too long under on_long="error".
         """
+        check_texts("texts", texts, "a list of str", one_str=False)
         task = "query" if is_query else "document"
         if prompt is None:
             prompt = self.resolve_prompt(None, self._task_prompt_name(task))
@@ -467,6 +468,8 @@ class MultiVectorEncoder(MultiVectorMembers, STBase, BaseEncoder):
             raise ValueError(f"output_value={output_value!r}: bertlite's MultiVectorEncoder returns 'token_embeddings'")
         if token_pooling is not None:
             raise ValueError("token_pooling is not implemented in bertlite's MultiVectorEncoder")
+        check_texts("inputs", inputs)
+        check_count("batch_size", batch_size)
         dimension = self._check_truncate_dim(truncate_dim) or self.truncate_dim
         single = isinstance(inputs, str)
         texts = [inputs] if single else list(inputs)

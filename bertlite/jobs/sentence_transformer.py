@@ -19,6 +19,7 @@ from torch import Tensor
 
 from bertlite.jobs.base import DEFAULT_MAX_TOKENS, GPU_MAX_TOKENS, Text
 from bertlite.jobs.embedder import Embedder
+from bertlite.jobs.inputs import check_count, check_texts
 from bertlite.jobs.pooling import pool as pool_rows
 from bertlite.jobs.process_pool import run_in_pool
 from bertlite.jobs.st.base import LoadingKeywords, STBase, default_device
@@ -201,8 +202,8 @@ class SentenceTransformer(Embedder):
                 f"output_value={output_value!r}: bertlite returns 'sentence_embedding', 'token_embeddings' or None "
                 "(every output)"
             )
-        if batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size}.")
+        check_texts("inputs", inputs)
+        check_count("batch_size", batch_size, none=None, must="a positive integer")
         single = isinstance(inputs, str)
         texts = [inputs] if single else list(inputs)
         if prompt is None:  # a given prompt wins over prompt_name, as in sentence-transformers

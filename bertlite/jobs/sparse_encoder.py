@@ -30,6 +30,7 @@ from bertlite.jobs.base import (
     progress_bar,
     with_prompt,
 )
+from bertlite.jobs.inputs import check_count, check_texts
 from bertlite.jobs.prepare import LoadOptions
 from bertlite.jobs.sparse_vectors import SparseRow, assemble, join_chunks, keep_top, sparse_parts
 from bertlite.jobs.st.base import LoadingKeywords, STBase, check_wrapped
@@ -343,6 +344,8 @@ class SparseEncoder(SparseEncoderMembers, STBase, BaseEncoder):
                 max_tokens, max_active_dims, prompt or chunk_size.
             RuntimeError: a pool's process exited.
         """
+        check_texts("inputs", inputs)
+        check_count("batch_size", batch_size)
         single = isinstance(inputs, str)
         texts = [inputs] if single else list(inputs)
         options = {"convert_to_tensor": convert_to_tensor, "convert_to_sparse_tensor": convert_to_sparse_tensor}

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from bertlite.jobs.inputs import check_count, check_sparse_row
 from bertlite.jobs.sparse_vectors import SparseRow, as_batch, unit_rows
 from bertlite.jobs.st.base import check_similarity_fn_name
 from bertlite.jobs.st.folders import SPLADE_SIMILARITY_FUNCTIONS as SIMILARITY_FUNCTIONS
@@ -90,11 +91,11 @@ class SparseEncoderMembers:
             For one vector a list of (token, weight); for n vectors a list of n such lists.
 
         Raises:
-            ValueError: top_k < 1, or a tensor that is not 1-D or 2-D.
+            ValueError: top_k not an integer >= 1, a tensor that is not 1-D or 2-D, an index outside the
+                vocabulary, or indices and values of different lengths.
             TypeError: something else than a tensor or an (indices, values) pair.
         """
-        if top_k is not None and top_k < 1:
-            raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
+        check_count("top_k", top_k, none="all non-zero entries", must="a positive integer")
         if isinstance(embeddings, tuple) and len(embeddings) == 2:
             indices, values = (torch.as_tensor(np.asarray(part)) for part in embeddings)
             return self._decode_row(indices, values, top_k)
@@ -110,6 +111,7 @@ class SparseEncoderMembers:
         return decoded[0] if embeddings.ndim == 1 else decoded
 
     def _decode_row(self, indices: Tensor, values: Tensor, top_k: int | None) -> list[tuple[str, float]]:
+        check_sparse_row(indices, values, self.vocab_size)
         order = torch.argsort(values, descending=True, stable=True)[:top_k]
         return [
             (self.backend_tokenizer.id_to_token(int(i)), float(v))
