@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import weakref
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -25,6 +26,7 @@ from torch import Tensor, nn
 from bertlite.config import FAMILIES
 from bertlite.jobs.prepare import LoadOptions
 from bertlite.jobs.process_pool import run_in_pool, start_pool, stop_pool
+from bertlite.jobs.st.folders import M3_FILES
 from bertlite.jobs.st.names import resolve_model_name
 from bertlite.quant.int8 import is_quantized
 from bertlite.tokenization import BertTokenizer
@@ -56,6 +58,10 @@ FEATURE_EXTRACTION = {
     "modality_config": {"text": {"method": "forward", "method_output_name": "last_hidden_state"}},
     "module_output_name": "token_embeddings",
 }
+# A module's folder as sentence-transformers names it ("1_Pooling", "2_Dense"), and the files a module's save
+# writes there: the only ones save() removes from a module folder an earlier save left.
+MODULE_FOLDER = re.compile(r"[0-9]+_[A-Za-z][A-Za-z0-9_]*")
+MODULE_FILES = ("config.json", "model.safetensors", "pytorch_model.bin")
 # The prompts encode_query and encode_document use unless given one: the first of their task's the model has.
 TASK_PROMPTS = {"query": ("query",), "document": ("document", "passage", "corpus")}
 # model_kwargs keys bertlite reads: the dtype under either of transformers' names, and a device_map that
@@ -417,6 +423,11 @@ class STBase:
         the job's modules after it (each in its folder), sentence_bert_config.json and
         config_sentence_transformers.json (the model type, prompts and the job's settings).
 
+        Over an earlier save of another model the job files this save does not write go, once everything is
+        written (a save that fails midway leaves the old ones): BGE-M3's colbert_linear.pt and sparse_linear.pt,
+        the module folders the old modules.json named and the new one does not, a module's weights in the other
+        format. Files a save does not write are kept.
+
         Args:
             path: the folder, created if needed.
             model_name, create_model_card, train_datasets: sentence-transformers' model-card options; no
@@ -434,19 +445,23 @@ class STBase:
             )
         st_modules = self._st_modules()
         folder = Path(path)
+        old_modules = _module_folders(folder)
         self.model.save_pretrained(folder, safe_serialization=safe_serialization)
         transformers_tokenizer(self.backend_tokenizer, self.max_length, self.pad_id).save_pretrained(folder)
         modules = [{"idx": 0, "name": "0", "path": "", "type": TRANSFORMER_MODULE}]
+        written: dict[str, set[str]] = {}  # per module folder, the files this save wrote there
         for idx, (name, kind, config, weights) in enumerate(st_modules, start=1):
             subfolder = folder / f"{idx}_{name}"
             subfolder.mkdir(exist_ok=True)
             _write_json(subfolder / "config.json", config)
             if weights is not None:
                 _save_weights(weights, subfolder, safe_serialization)
+            written[subfolder.name] = {"config.json"} | ({_weights_name(safe_serialization)} if weights else set())
             modules.append({"idx": idx, "name": str(idx), "path": subfolder.name, "type": kind})
         _write_json(folder / "modules.json", modules)
         _write_json(folder / "sentence_bert_config.json", self._transformer_config())
         _write_json(folder / "config_sentence_transformers.json", self._st_config())
+        _remove_stale(folder, old_modules, written)
 
     save_pretrained = save  # sentence-transformers' other name for save()
 
@@ -490,12 +505,49 @@ def _write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
+def _module_folders(folder: Path) -> set[str]:
+    """The module folders (MODULE_FOLDER names) the folder's modules.json names: an earlier save's modules."""
+    try:
+        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    paths = {module.get("path") for module in modules if isinstance(module, dict)} if isinstance(modules, list) else ()
+    return {path for path in paths if isinstance(path, str) and MODULE_FOLDER.fullmatch(path)}
+
+
+def _remove_stale(folder: Path, old_modules: set[str], written: dict[str, set[str]]) -> None:
+    """Remove what an earlier save of another model left and this save did not write: BGE-M3's head files
+    (which would make the folder read as BGE-M3), the module files of a module folder no longer named (the
+    folder too, once empty), and a module's files of the other weight format.
+
+    Args:
+        folder: the saved folder.
+        old_modules: the module folders the earlier modules.json named.
+        written: per module folder of this save, the files it wrote there.
+    """
+    for name in M3_FILES:
+        (folder / name).unlink(missing_ok=True)
+    for name in old_modules | set(written):
+        subfolder = folder / name
+        if not subfolder.is_dir():
+            continue
+        for file in MODULE_FILES:
+            if file not in written.get(name, ()):
+                (subfolder / file).unlink(missing_ok=True)
+        if name not in written and not any(subfolder.iterdir()):
+            subfolder.rmdir()
+
+
+def _weights_name(safe_serialization: bool) -> str:
+    return "model.safetensors" if safe_serialization else "pytorch_model.bin"
+
+
 def _save_weights(module: nn.Module, folder: Path, safe_serialization: bool) -> None:
     """A module's float tensors as model.safetensors (or pytorch_model.bin), the keys of its state_dict."""
     state = {key: value.detach().contiguous().cpu() for key, value in module.state_dict().items()}
     if safe_serialization:
         from safetensors.torch import save_file
 
-        save_file(state, str(folder / "model.safetensors"))
+        save_file(state, str(folder / _weights_name(True)))
     else:
-        torch.save(state, folder / "pytorch_model.bin")
+        torch.save(state, folder / _weights_name(False))
