@@ -104,7 +104,13 @@ def to_bertlite(model: Any, attn_implementation: str = DEFAULT_ATTENTION) -> Ber
             twin = cls(config, add_pooling_layer=pooler, attn_implementation=attn_implementation)
         else:
             twin = cls(config, attn_implementation=attn_implementation)
-    twin.load_state_dict(model.state_dict(), strict=True, assign=True)
+    state = model.state_dict()
+    if set(state) != set(twin.state_dict()):
+        # transformers splits what the checkpoint fuses (GTE's qkv_proj): its state_dict as it saves it, copied.
+        from transformers.core_model_loading import revert_weight_conversion
+
+        state = revert_weight_conversion(model, state)
+    twin.load_state_dict(state, strict=True, assign=True)
     twin.tie_weights()
     return twin.train(model.training)
 

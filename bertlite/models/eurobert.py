@@ -145,7 +145,8 @@ class EuroBertAttention(nn.Module):
         query, key, value = (t.transpose(1, 2) for t in (query, key, value))  # (B, heads, T, hs)
         query = apply_rotary(query, cos[:, None], sin[:, None])
         key = apply_rotary(key, cos[:, None], sin[:, None])
-        key, value = (t.repeat_interleave(self.groups, dim=1) for t in (key, value))  # (B, nh, T, hs)
+        if self.groups > 1:  # else value stays the strided view transformers multiplies, for the same bits
+            key, value = (t.repeat_interleave(self.groups, dim=1) for t in (key, value))  # (B, nh, T, hs)
         context, probs = padded_attention(name)(query, key, value, attention_bias, self.scaling, dropout_p)
         context = context.reshape(*lead, -1).contiguous()  # (B, T, nh * hs)
         return self._out(context, residual), probs

@@ -408,3 +408,22 @@ def test_the_remote_code_layout_is_refused_by_name(tmp_path) -> None:
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match="model_type='new' is not a BERT checkpoint"):
         bertlite.AutoModel.from_pretrained(tmp_path)
+
+
+def test_to_bertlite_and_use_bertlite_take_gte(model_folder, tmp_path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    from bertlite.integrations import to_bertlite, use_bertlite
+
+    config, folder = model_folder
+    hf = make_hf("ForMaskedLM", config)
+    twin = to_bertlite(hf, attn_implementation="eager")  # transformers' split q/k/v fused as the checkpoint has them
+    assert type(twin) is bertlite.GteForMaskedLM and twin.lm_head.decoder.weight is twin.get_input_embeddings().weight
+    batch = batch_for(config)
+    with torch.no_grad():
+        assert torch.equal(twin.eval()(**batch).logits, hf(**batch).logits)
+    model = SentenceTransformer(str(save_st_folder(folder, tmp_path / "st", "mean")), device="cpu")
+    expected = model.encode(TEXTS, convert_to_numpy=True)
+    use_bertlite(model)
+    assert any(type(m).__name__ == "GteModel" and m.__module__.startswith("bertlite") for m in model.modules())
+    np.testing.assert_allclose(model.encode(TEXTS, convert_to_numpy=True), expected, atol=1e-5, rtol=0)
