@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from bertlite.jobs.inputs import check_count
+
 # A pool as start_pool returns it and sentence-transformers names its parts.
 Pool = dict[str, Any]
 
@@ -93,8 +95,7 @@ def run_in_pool(
         RuntimeError: a process exited while results were due.
         Exception: the first error a chunk raised, raised here.
     """
-    if chunk_size is not None and chunk_size <= 0:
-        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size}.")
+    check_count("chunk_size", chunk_size, none="about 10 chunks per process", must="a positive integer")
     started = pool is None
     if pool is None:
         pool = start_pool(job, [str(device) for device in devices or []])

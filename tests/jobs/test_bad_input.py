@@ -200,3 +200,20 @@ def test_decode_refuses_a_tensor_wider_than_the_vocabulary(jobs: dict[str, Any])
     assert jobs["SparseEncoder"].decode(row, top_k=2) == jobs["SparseEncoder"].decode(
         jobs["SparseEncoder"].encode("a text"), top_k=2
     )
+
+
+CHUNK_SIZE_CALLS: dict[str, Callable[[Any, Any], Any]] = {
+    "SentenceTransformer": lambda job, n: job.encode(["a text"], pool={}, chunk_size=n),
+    "CrossEncoder": lambda job, n: job.predict([("a", "b")], pool={}, chunk_size=n),
+    "CrossEncoder-rank": lambda job, n: job.rank("a query", ["a document"], pool={}, chunk_size=n),
+    "SparseEncoder": lambda job, n: job.encode(["a text"], pool={}, chunk_size=n),
+    "MultiVectorEncoder": lambda job, n: job.encode(["a text"], pool={}, chunk_size=n),
+}
+
+
+@pytest.mark.parametrize("bad", ["3", 2.5, 0], ids=["str", "float", "zero"])
+@pytest.mark.parametrize("call", CHUNK_SIZE_CALLS)
+def test_chunk_size_that_is_no_positive_integer_is_named(jobs: dict[str, Any], call: str, bad: Any) -> None:
+    # Checked before the pool (here a stand-in no process serves) is used.
+    with pytest.raises(ValueError, match=r"^chunk_size must be a positive integer \(or None for about 10 chunks"):
+        CHUNK_SIZE_CALLS[call](jobs[call.split("-")[0]], bad)
