@@ -385,21 +385,23 @@ class SentenceTransformer(Embedder):
     ) -> Any:
         """encode_query (task "query") and encode_document ("document"): encode() with the model's prompt for the
         task (its "query" prompt; its "document", "passage" or "corpus" prompt) unless one is given (see encode)."""
+        # by keyword, with the task, as sentence-transformers calls encode (code that wraps encode sees the same)
         return self.encode(
-            inputs,
-            self._prompt_for(task, prompt_name, prompt),
-            prompt,
-            batch_size,
-            show_progress_bar,
-            output_value,
-            precision,
-            convert_to_numpy,
-            convert_to_tensor,
-            device,
-            normalize_embeddings,
-            truncate_dim,
-            pool,
-            chunk_size,
+            inputs=inputs,
+            prompt_name=self._prompt_for(task, prompt_name, prompt),
+            prompt=prompt,
+            batch_size=batch_size,
+            show_progress_bar=show_progress_bar,
+            output_value=output_value,
+            precision=precision,
+            convert_to_numpy=convert_to_numpy,
+            convert_to_tensor=convert_to_tensor,
+            device=device,
+            normalize_embeddings=normalize_embeddings,
+            truncate_dim=truncate_dim,
+            pool=pool,
+            chunk_size=chunk_size,
+            task=task,
             **kwargs,
         )
 

@@ -41,7 +41,7 @@ from bertlite.jobs.st.folders import (
     check_max_active_dims,
     read_splade_settings,
 )
-from bertlite.jobs.st.keywords import arrays_as_lists, renamed_keywords
+from bertlite.jobs.st.keywords import arrays_as_lists, encode_task, renamed_keywords
 from bertlite.jobs.st.names import SPARSE_ENCODER_ORGANIZATION
 from bertlite.jobs.st.router import RouterLayout, StaticSparseQuery, read_router, read_router_settings
 from bertlite.jobs.st.sparse_encoder import SparseEncoderMembers
@@ -316,6 +316,7 @@ class SparseEncoder(SparseEncoderMembers, STBase, BaseEncoder):
         *,
         max_tokens: int | None = None,
         on_long: str = "truncate",
+        **kwargs: Any,
     ) -> Tensor | list[Tensor]:
         """Sparse vectors of texts, in input order, as sentence_transformers.SparseEncoder.encode gives them.
 
@@ -334,6 +335,8 @@ class SparseEncoder(SparseEncoderMembers, STBase, BaseEncoder):
             chunk_size: texts per chunk sent to a pool's process; None: about 10 chunks per process.
             max_tokens: also caps batch size x longest text; None: no cap.
             on_long: "truncate" (default) or "error", as in encodings().
+            **kwargs: "task" (sentence-transformers' Router models'): "query" encodes with the query side of
+                inference-free SPLADE (StaticSparseQuery), anything else with the model; other keywords are refused.
 
         Returns:
             (n, vocab_size) float32, sparse COO (coalesced) or dense; a (vocab_size,) vector for a single
@@ -346,6 +349,9 @@ class SparseEncoder(SparseEncoderMembers, STBase, BaseEncoder):
         """
         check_texts("inputs", inputs)
         check_count("batch_size", batch_size)
+        if encode_task(self, kwargs) == "query" and self._static_query is not None:
+            options = (convert_to_tensor, convert_to_sparse_tensor, save_to_cpu, max_active_dims)
+            return self._encode_static(inputs, prompt_name, prompt, *options)
         single = isinstance(inputs, str)
         texts = [inputs] if single else list(inputs)
         options = {"convert_to_tensor": convert_to_tensor, "convert_to_sparse_tensor": convert_to_sparse_tensor}
@@ -398,36 +404,30 @@ class SparseEncoder(SparseEncoderMembers, STBase, BaseEncoder):
         *,
         max_tokens: int | None = None,
         on_long: str = "truncate",
+        **kwargs: Any,
     ) -> Tensor | list[Tensor]:
         """encode_query (task "query") and encode_document ("document"): encode() with the model's prompt for
         the task (its "query" prompt; its "document", "passage" or "corpus" prompt) unless prompt or prompt_name
         is given (sentence-transformers' rule). Inference-free SPLADE (a Router folder) encodes queries without the
         model: each token's weight (StaticSparseQuery)."""
-        if task == "query" and self._static_query is not None:
-            return self._encode_static(
-                inputs,
-                self._prompt_for(task, prompt_name, prompt),
-                prompt,
-                convert_to_tensor,
-                convert_to_sparse_tensor,
-                save_to_cpu,
-                max_active_dims,
-            )
+        # by keyword, with the task, as sentence-transformers calls encode (code that wraps encode sees the same)
         return self.encode(
-            inputs,
-            self._prompt_for(task, prompt_name, prompt),
-            prompt,
-            batch_size,
-            show_progress_bar,
-            convert_to_tensor,
-            convert_to_sparse_tensor,
-            save_to_cpu,
-            device,
-            max_active_dims,
-            pool,
-            chunk_size,
+            inputs=inputs,
+            prompt_name=self._prompt_for(task, prompt_name, prompt),
+            prompt=prompt,
+            batch_size=batch_size,
+            show_progress_bar=show_progress_bar,
+            convert_to_tensor=convert_to_tensor,
+            convert_to_sparse_tensor=convert_to_sparse_tensor,
+            save_to_cpu=save_to_cpu,
+            device=device,
+            max_active_dims=max_active_dims,
+            pool=pool,
+            chunk_size=chunk_size,
             max_tokens=max_tokens,
             on_long=on_long,
+            task=task,
+            **kwargs,
         )
 
     # sentence-transformers' encode_query and encode_document: one signature, the task bound.

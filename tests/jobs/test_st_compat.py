@@ -334,3 +334,50 @@ def test_numpy_array_of_texts_is_a_list_of_texts(real_model_path: Path, splade: 
     with pytest.warns(FutureWarning, match="`tokenizer_kwargs` argument was renamed"):
         with pytest.raises(ValueError, match="processor_kwargs"):
             bertlite.SentenceTransformer(str(real_model_path), tokenizer_kwargs={"model_max_length": 8}, **CPU)
+
+
+def encode_calls(model: Any, method: str, monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> dict[str, Any]:
+    """The keywords `model.<method>(**kwargs)` calls model.encode with (encode replaced by a spy)."""
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(model, "encode", lambda *args, **keywords: calls.append({"args": args, **keywords}))
+    getattr(model, method)(**kwargs)
+    assert len(calls) == 1
+    return calls[0]
+
+
+@pytest.mark.parametrize("method", ["encode_query", "encode_document"])
+@pytest.mark.parametrize("prompts", [{"prompt_name": None, "prompt": None}, {"prompt_name": "custom", "prompt": None}])
+def test_encode_query_and_document_call_encode_as_sentence_transformers(
+    real_model_path: Path, splade: Path, monkeypatch: pytest.MonkeyPatch, method: str, prompts: dict
+) -> None:
+    """Code that wraps encode (sentence-transformers' own tests spy on it) sees the same call."""
+    pairs = [
+        (bertlite.SentenceTransformer(str(real_model_path), **CPU), sentence_transformers.SentenceTransformer),
+        (bertlite.SparseEncoder(str(splade), **CPU), sentence_transformers.SparseEncoder),
+    ]
+    for ours, theirs_class in pairs:
+        theirs = theirs_class(
+            str(splade if theirs_class is sentence_transformers.SparseEncoder else real_model_path), **CPU
+        )
+        for model in (ours, theirs):
+            model.prompts = {"query": "query: ", "passage": "passage: ", "custom": "custom: "}
+        options = {"sentences": TEXTS[:2], "batch_size": 8, **prompts}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            got = encode_calls(ours, method, monkeypatch, **options)
+        expected = encode_calls(theirs, method, monkeypatch, **options)
+        assert got["args"] == expected["args"] == ()
+        shared = sorted(set(expected) & set(got))
+        assert {key: got[key] for key in shared} == {key: expected[key] for key in shared}
+        assert {"inputs", "prompt_name", "prompt", "task"} <= set(shared)
+
+
+def test_inference_free_splade_routes_encode_by_task(inference_free: Path) -> None:
+    ours = bertlite.SparseEncoder(str(inference_free), **CPU)
+    theirs = sentence_transformers.SparseEncoder(str(inference_free), **CPU)
+    for task in ("query", "document"):
+        np.testing.assert_allclose(
+            as_numpy(ours.encode(TEXTS, task=task)), as_numpy(theirs.encode(TEXTS, task=task)), atol=TOL
+        )
+    with pytest.raises(ValueError, match=r"additional keyword arguments that this model does not use: \['colour'\]"):
+        ours.encode(TEXTS, colour="blue")

@@ -452,12 +452,7 @@ KNOWN_DIFFERENCES = {
         "predict: no **kwargs",
         "rank: batch_size default 32 -> None",
     },
-    "SparseEncoder": {
-        *_ST_INIT,
-        "encode: no **kwargs",
-        "encode_query: no **kwargs",
-        "encode_document: no **kwargs",
-    },
+    "SparseEncoder": {*_ST_INIT},
     "MultiVectorEncoder": {
         *_ST_INIT,
         *(

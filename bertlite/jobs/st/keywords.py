@@ -18,7 +18,7 @@ from torch import nn
 
 from bertlite.utils.warn import warn_user
 
-__all__ = ["arrays_as_lists", "classifier_dropout", "renamed_keywords"]
+__all__ = ["arrays_as_lists", "classifier_dropout", "encode_task", "renamed_keywords"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -93,3 +93,24 @@ def classifier_dropout(init: F) -> F:
                 owner.dropout.p = dropout
 
     return wrapper  # type: ignore[return-value]
+
+
+def encode_task(job: Any, kwargs: dict[str, Any]) -> str | None:
+    """The `task` among an encode's extra keywords (sentence-transformers' Router models route by it).
+
+    Args:
+        job: the job whose encode was called (its class names it in the error).
+        kwargs: encode's **kwargs.
+
+    Returns:
+        The task, or None.
+
+    Raises:
+        ValueError: a keyword other than task, as sentence-transformers words it.
+    """
+    if unused := sorted(set(kwargs) - {"task"}):
+        raise ValueError(
+            f"{type(job).__name__}.encode() has been called with additional keyword arguments that this model does "
+            f"not use: {unused}"
+        )
+    return kwargs.get("task")
