@@ -279,8 +279,10 @@ class Embedder(STBase, BaseEncoder):
 
     @property
     def dimension(self) -> int:
-        """Length of the vectors encode() returns (truncate_dim when set)."""
-        return self.truncate_dim or self.model.config.hidden_size * len(self.pooling)
+        """Length of the vectors encode() returns (truncate_dim when set, and shorter than the model's vectors)."""
+        full = self.model.config.hidden_size * len(self.pooling)
+        # a truncate_dim set above the model's length keeps every dimension, as in sentence-transformers
+        return min(self.truncate_dim, full) if self.truncate_dim else full
 
     def _check_truncate_dim(self, truncate_dim: int | None) -> int | None:
         check_truncate_dim(truncate_dim, self.dimension)

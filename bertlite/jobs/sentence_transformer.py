@@ -282,6 +282,7 @@ class SentenceTransformer(Embedder):
             the padding's rows included) and sentence_embedding, on the model's device.
         """
         truncate_dim = self._check_truncate_dim(truncate_dim)
+        truncate_dim = truncate_dim if truncate_dim is not None else self.truncate_dim
         lengths = [len(t) if isinstance(t, str) else sum(len(part) for part in t) for t in texts]
         order = np.argsort([-n for n in lengths])  # sentence-transformers' order, its ties included
         outputs: list[dict[str, Any]] = [{} for _ in texts]

@@ -381,3 +381,17 @@ def test_inference_free_splade_routes_encode_by_task(inference_free: Path) -> No
         )
     with pytest.raises(ValueError, match=r"additional keyword arguments that this model does not use: \['colour'\]"):
         ours.encode(TEXTS, colour="blue")
+
+
+def test_truncate_dim_above_the_dimension_and_every_output(real_model_path: Path) -> None:
+    ours = bertlite.SentenceTransformer(str(real_model_path), **CPU)
+    theirs = sentence_transformers.SentenceTransformer(str(real_model_path), **CPU)
+    for model in (ours, theirs):
+        model.truncate_dim = 2 * 384  # above the model's length: every dimension, as sentence-transformers keeps
+    assert ours.get_embedding_dimension() == theirs.get_embedding_dimension() == 384
+    np.testing.assert_allclose(ours.encode(TEXTS), theirs.encode(TEXTS), atol=TOL)
+    with ours.truncate_embeddings(16), theirs.truncate_embeddings(16):
+        got, expected = ours.encode(TEXTS, output_value=None), theirs.encode(TEXTS, output_value=None)
+        for row, row_expected in zip(got, expected, strict=True):
+            assert row["sentence_embedding"].shape == row_expected["sentence_embedding"].shape == (16,)
+            np.testing.assert_allclose(row["sentence_embedding"], row_expected["sentence_embedding"], atol=TOL)
