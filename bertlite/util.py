@@ -26,17 +26,20 @@ if TYPE_CHECKING:
 __all__ = [
     "SIMILARITY_FUNCTIONS",
     "SimilarityFunction",
+    "community_detection",
     "cos_sim",
     "dot_score",
     "euclidean_sim",
     "manhattan_sim",
     "normalize_embeddings",
+    "pairwise_angle_sim",
     "pairwise_cos_sim",
     "pairwise_dot_score",
     "pairwise_euclidean_sim",
     "pairwise_manhattan_sim",
     "paraphrase_mining",
     "paraphrase_mining_embeddings",
+    "pytorch_cos_sim",
     "quantize_embeddings",
     "semantic_search",
     "truncate_embeddings",
@@ -179,6 +182,31 @@ def pairwise_manhattan_sim(a: Embeddings, b: Embeddings) -> Tensor:
     return -torch.sum(torch.abs(_dense(_as_float(a)) - _dense(_as_float(b))), dim=-1)
 
 
+def pytorch_cos_sim(a: Embeddings, b: Embeddings) -> Tensor:
+    """cos_sim under sentence-transformers' older name."""
+    return cos_sim(a, b)
+
+
+def pairwise_angle_sim(x: Embeddings, y: Embeddings) -> Tensor:
+    """AnglE similarity of x[i] with y[i]: |cos + sin| of the unit vectors, dimension i paired with i + D/2 for
+    the sine (an odd D padded with a zero), as sentence-transformers' pairwise_angle_sim.
+
+    Args:
+        x, y: (n, D) vectors, dense or sparse (sparse are made dense).
+
+    Returns:
+        (n,) similarities.
+    """
+    x, y = _dense(_as_float(x)), _dense(_as_float(y))
+    if x.shape[1] % 2:
+        x, y = torch.nn.functional.pad(x, (0, 1)), torch.nn.functional.pad(y, (0, 1))
+    x, y = normalize_embeddings(x), normalize_embeddings(y)
+    x_first, x_last = x.chunk(2, dim=1)
+    y_first, y_last = y.chunk(2, dim=1)
+    sines = (x_last * y_first - x_first * y_last).sum(dim=1)
+    return torch.abs((x * y).sum(dim=1) + sines)
+
+
 def _dense(a: Tensor) -> Tensor:
     return a.to_dense() if a.is_sparse else a
 
@@ -268,6 +296,55 @@ def semantic_search(
         [{"corpus_id": corpus_id, "score": score} for score, corpus_id in sorted(hits, key=itemgetter(0), reverse=True)]
         for hits in results
     ]
+
+
+def community_detection(
+    embeddings: Tensor | np.ndarray,
+    threshold: float = 0.75,
+    min_community_size: int = 10,
+    batch_size: int = 1024,
+    show_progress_bar: bool = False,
+) -> list[list[int]]:
+    """Groups of vectors close to a central one, as sentence-transformers' community_detection: each vector's
+    community is every vector whose cosine similarity with it is at least threshold (itself included), most
+    similar first; the largest communities are taken first, each without the members of those taken before, and
+    kept when min_community_size members remain.
+
+    Args:
+        embeddings: (n, dim) vectors (or one).
+        threshold: the least cosine similarity to the center.
+        min_community_size: the fewest members a community keeps.
+        batch_size: centers scored at once.
+        show_progress_bar: accepted for sentence-transformers' signature; no bar is shown.
+
+    Returns:
+        The communities, largest first, each a list of indices that starts with its center.
+    """
+    if len(embeddings) == 0:
+        return []
+    vectors = normalize_embeddings(_as_batch(embeddings))
+    if len(vectors) < min_community_size:
+        return []
+    candidates: list[tuple[int, list[int]]] = []
+    for start in range(0, len(vectors), batch_size):
+        scores = vectors[start : start + batch_size] @ vectors.T  # (batch, n)
+        order = torch.argsort(scores, dim=1, descending=True, stable=True)
+        counts = (scores >= threshold).sum(dim=1).tolist()
+        for row, count in enumerate(counts):
+            if count >= min_community_size:
+                candidates.append((start + row, order[row, :count].tolist()))
+    candidates.sort(key=lambda candidate: len(candidate[1]), reverse=True)  # stable: ties keep the centers' order
+    used = np.zeros(len(vectors), dtype=bool)
+    communities = []
+    for center, members in candidates:
+        if used[center]:
+            continue
+        free = [member for member in members if not used[member]]
+        if len(free) >= min_community_size:
+            community = [center, *(member for member in free if member != center)]
+            communities.append(community)
+            used[community] = True
+    return sorted(communities, key=len, reverse=True)
 
 
 def _rows(embeddings: Tensor, start: int, end: int) -> Tensor:

@@ -395,3 +395,24 @@ def test_truncate_dim_above_the_dimension_and_every_output(real_model_path: Path
         for row, row_expected in zip(got, expected, strict=True):
             assert row["sentence_embedding"].shape == row_expected["sentence_embedding"].shape == (16,)
             np.testing.assert_allclose(row["sentence_embedding"], row_expected["sentence_embedding"], atol=TOL)
+
+
+def test_util_community_detection_pytorch_cos_sim_and_angle_sim() -> None:
+    from sentence_transformers import util as st_util
+
+    generator = torch.Generator().manual_seed(0)
+    centers = torch.randn(6, 32, generator=generator)
+    # clusters of different sizes around six centers, and some noise
+    embeddings = torch.cat(
+        [centers[i] + 0.3 * torch.randn(size, 32, generator=generator) for i, size in enumerate((30, 12, 9, 5, 25, 3))]
+        + [torch.randn(20, 32, generator=generator)]
+    )
+    embeddings = embeddings[torch.randperm(len(embeddings), generator=generator)]
+    for threshold, size, batch in ((0.75, 10, 1024), (0.6, 3, 7), (0.9, 2, 16), (0.5, 200, 32)):
+        got = bertlite.util.community_detection(embeddings, threshold, size, batch)
+        assert got == st_util.community_detection(embeddings, threshold, size, batch), (threshold, size)
+    assert bertlite.util.community_detection(embeddings.numpy()[:0]) == st_util.community_detection(embeddings[:0])
+    a, b = embeddings[:5], embeddings[5:12]
+    torch.testing.assert_close(bertlite.util.pytorch_cos_sim(a, b), st_util.pytorch_cos_sim(a, b))
+    for x, y in ((a, embeddings[5:10]), (a[:, :31], embeddings[5:10, :31]), (a.to_sparse(), embeddings[5:10].numpy())):
+        torch.testing.assert_close(bertlite.util.pairwise_angle_sim(x, y), st_util.pairwise_angle_sim(x, y))
