@@ -158,12 +158,6 @@ KNOWN_FAILURES: dict[str, tuple[str, ...]] = {
         "*::test_encode_per_call_processing_kwargs",
         CE + "test_predict_per_call_processing_kwargs",
     ),
-    "bertlite.util lacks community_detection, pytorch_cos_sim, pairwise_angle_sim": (
-        "util/test_retrieval.py::test_community_detection_*",
-        "util/test_retrieval.py::test_semantic_search",
-        "util/test_similarity.py::test_pytorch_cos_sim",
-        "util/test_similarity.py::test_pairwise_angle_sim_mixed_sparse_dense",
-    ),
     "log lines sentence-transformers emits through logging (loading, no modules.json, deprecated keywords, "
     "prompts, untrusted activation): bertlite warns with warnings.warn or not at all": (
         CE + "test_logger_warning",
