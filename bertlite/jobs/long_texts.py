@@ -12,8 +12,14 @@ word boundaries after normalization too) never splits a word or an added token (
 A run of many thousands of characters without a boundary is one word: it becomes one [UNK] when
 its normalized form is longer than WordPiece's max_input_chars_per_word, so a short stand-in that
 tokenizes the same replaces it. Pieces without tokens (whitespace, control characters) shrink to a
-space. Tokenizers other than the BERT pipeline (BertNormalizer, BertPreTokenizer, WordPiece, added
-tokens matched unnormalized) are read whole, as before.
+space.
+
+Other tokenizers (RoBERTa's byte-level BPE, XLM-R's Unigram, ...) are cut to a prefix of the text: their
+models tokenize each word of the pre-tokenizer on its own, and their normalizers and pre-tokenizers read a
+character in the light of its neighbours only, so a prefix splits into the text's own words but for its
+last, whose tokens a cut may change. A prefix whose words before its last two hold more tokens than
+max_length keeps tokenizes, with truncation, to exactly the text's ids; the prefix read grows fourfold until
+it does (a text that is one long word is read whole). Pipelines with other steps are read whole.
 """
 
 from __future__ import annotations
@@ -40,6 +46,17 @@ _CJK = (
 )
 
 _ASCII_WORD = re.compile("[A-Za-z0-9]+")
+# The steps a prefix cut is exact for (see the module's docstring): models that tokenize a word at a time,
+# normalizers and pre-tokenizers that read each character with its neighbours only.
+_WORD_MODELS = {"BPE", "Unigram", "WordPiece", "WordLevel"}
+_LOCAL_NORMALIZERS = {
+    "BertNormalizer", "NFC", "NFD", "NFKC", "NFKD", "Nmt", "Lowercase", "Strip", "StripAccents", "Precompiled",
+    "Replace", "Prepend",
+}  # fmt: skip
+_LOCAL_PRE_TOKENIZERS = {
+    "BertPreTokenizer", "ByteLevel", "Metaspace", "Whitespace", "WhitespaceSplit", "Punctuation", "Digits",
+    "CharDelimiterSplit", "UnicodeScripts",
+}  # fmt: skip
 
 
 class TextCutter:
@@ -67,6 +84,13 @@ class TextCutter:
             and not any(token.get("normalized") for token in added)
             and not self._counter.encode_special_tokens
         )
+        # Any other pipeline of local steps: cut to a prefix (_prefix), its ids checked word by word.
+        self.by_prefix = (
+            not self.enabled
+            and model.get("type") in _WORD_MODELS
+            and _local(spec.get("normalizer"), _LOCAL_NORMALIZERS, "normalizers")
+            and _local(spec.get("pre_tokenizer"), _LOCAL_PRE_TOKENIZERS, "pretokenizers")
+        )
         self._added = [token["content"] for token in added if token.get("content")]
         cjk = _CJK if normalizer.get("handle_chinese_chars", True) else ""
         self._boundary = re.compile(f"[{_WHITESPACE}{_PUNCTUATION}{cjk}]")
@@ -91,8 +115,12 @@ class TextCutter:
             truncated exactly when `text` is: the pieces up to just past max_length tokens, with
             long runs and token-less stretches replaced by short stand-ins.
         """
-        if not self.enabled or len(text) <= self.piece_chars:
+        if len(text) <= self.piece_chars:
             return text  # the common case: no count needed, and the caller tokenizes it once
+        if self.by_prefix:
+            return self._prefix(text, self.max_length + 1)[0]
+        if not self.enabled:
+            return text
         return self.cut_to(text, self.max_length + 1)[0]
 
     def cut_pair(self, first: str, second: str) -> tuple[str, str]:
@@ -103,9 +131,13 @@ class TextCutter:
         Returns:
             The two texts, each itself or shorter, with the pair's ids under truncation.
         """
-        if not self.enabled or max(len(first), len(second)) <= self.piece_chars:
+        if max(len(first), len(second)) <= self.piece_chars:
             return first, second
         need = self.max_length + 1
+        if self.by_prefix:
+            return self._prefix_pair(first, second, need)
+        if not self.enabled:
+            return first, second
         if self.count(first) > self.count(second):
             second, kept = self.cut_to(second, need)
             return self.cut_to(first, max(need, kept + 1))[0], second
@@ -151,6 +183,39 @@ class TextCutter:
         if not self.enabled or len(text) <= self.piece_chars:
             return len(self._counter.encode(text, add_special_tokens=False).ids)
         return sum(tokens for _, _, tokens in self._pieces(text))
+
+    def _prefix(self, text: str, need: int) -> tuple[str, int]:
+        """A prefix of `text` whose first `need` tokens are the text's (or all of them), and its count.
+
+        A prefix is read, then one four times longer, until its tokens before its last two words (which the
+        cut may change) are `need` or more; else the text is whole.
+
+        Args:
+            text: the text.
+            need: the tokens (special tokens left out) the prefix must share with the text.
+
+        Returns:
+            (the prefix, or `text` itself, its token count).
+        """
+        size = self.piece_chars
+        while size < len(text):
+            encoding = self._counter.encode(text[:size], add_special_tokens=False)
+            if _settled(encoding.word_ids) >= need:
+                return text[:size], len(encoding.ids)
+            size *= 4
+        return text, len(self._counter.encode(text, add_special_tokens=False).ids)
+
+    def _prefix_pair(self, first: str, second: str, need: int) -> tuple[str, str]:
+        """cut_pair for a pipeline cut by prefix: a long side next to a short one is cut to a prefix longer
+        than the short side (so longest_first takes from it as from the whole); two long sides are read whole,
+        as which is longer needs their whole counts."""
+        short_first = len(first) <= self.piece_chars
+        if not short_first and len(second) > self.piece_chars:
+            return first, second
+        short = first if short_first else second
+        count = len(self._counter.encode(short, add_special_tokens=False).ids)
+        cut = self._prefix(second if short_first else first, max(need, count + 1))[0]
+        return (first, cut) if short_first else (cut, second)
 
     def _pieces(self, text: str) -> Iterator[tuple[int, str, int]]:
         """(end, piece, tokens) in order: text[start:end] or a stand-in with the same tokens, and its count."""
@@ -212,3 +277,27 @@ class TextCutter:
         if length > self._max_word:
             return self._long_word
         return head if normalizer.normalize_str(head) == head else text[start:end]
+
+
+def _local(step: dict | None, kinds: set[str], members: str) -> bool:
+    """Whether a normalizer or pre-tokenizer (as tokenizer.json gives it) is none, one of `kinds`, or a
+    Sequence (its steps under `members`) of them."""
+    if step is None:
+        return True
+    if step.get("type") == "Sequence":
+        return all(_local(member, kinds, members) for member in step.get(members) or [])
+    return step.get("type") in kinds
+
+
+def _settled(word_ids: list[int | None]) -> int:
+    """The leading tokens of a prefix that belong to words before its last two: the tokens the text shares."""
+    words = sorted({word for word in word_ids if word is not None})
+    if len(words) < 3:
+        return 0
+    last = words[-2]
+    count = 0
+    for word in word_ids:
+        if word is None or word >= last:
+            break
+        count += 1
+    return count

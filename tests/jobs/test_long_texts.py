@@ -6,7 +6,7 @@ import random
 from pathlib import Path
 
 import pytest
-from tokenizers import Tokenizer, normalizers
+from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
 
 from bertlite.jobs.long_texts import MIN_PIECE_CHARS, TextCutter
 from bertlite.tokenization import load_tokenizer
@@ -133,12 +133,17 @@ def test_embedder_tokenizes_cut_texts_and_pairs_as_whole_ones(real_model_path: P
     assert embedder.count_tokens(long_text) == len(whole.encode(long_text).ids)
 
 
-def test_other_pipelines_are_read_whole(real_model_path: Path) -> None:
+def test_other_pipelines_are_cut_by_prefix_or_read_whole(real_model_path: Path) -> None:
     tokenizer = load_tokenizer(real_model_path)
     tokenizer.normalizer = normalizers.Lowercase()
     cutter = TextCutter(tokenizer, 16)
     text = "word " * N
-    assert not cutter.enabled and cutter.cut(text) is text
+    assert not cutter.enabled and cutter.by_prefix and len(cutter.cut(text)) < len(text)
+    assert _reference(tokenizer, 16).encode(cutter.cut(text)).ids == _reference(tokenizer, 16).encode(text).ids
+    # A regex split may look any distance ahead: such a pipeline is read whole.
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"\w+(?=.*$)"), "isolated")
+    cutter = TextCutter(tokenizer, 16)
+    assert not cutter.by_prefix and cutter.cut(text) is text
 
 
 # Embeds one text of 64 MB (words, then one run without spaces) in a fresh process; prints the
