@@ -62,9 +62,9 @@ def _random(model: transformers.PreTrainedModel, seed: int) -> transformers.PreT
     return model.eval()
 
 
-def stsb_bert_tiny(tokenizer_from: Path, folder: Path) -> dict[str, bytes]:
+def stsb_bert_tiny(tokenizer_from: Path, folder: Path, seed: int = 1) -> dict[str, bytes]:
     """sentence-transformers-testing/stsb-bert-tiny-safetensors: Transformer + mean Pooling, 2.x layout."""
-    _save(_random(transformers.BertModel(transformers.BertConfig(**TINY_BERT)), seed=1), folder, tokenizer_from)
+    _save(_random(transformers.BertModel(transformers.BertConfig(**TINY_BERT)), seed=seed), folder, tokenizer_from)
     files = _read_folder(folder)
     files["modules.json"] = _dump(
         [
@@ -144,8 +144,14 @@ def inference_free_splade_bert_tiny(tokenizer_from: Path, folder: Path) -> dict[
     return _read_folder(folder)
 
 
+# The commits of stsb-bert-tiny that a test pins by hash: the newest (main's files) and an older one.
+STSB = "sentence-transformers-testing/stsb-bert-tiny-safetensors"
+STSB_NEWEST, STSB_OLDER = "f3cb857cba53019a20df283396bcca179cf051a4", "ba33022fdf0b0fc2643263f0726f44d0a07d0e24"
+
+
 def build_repos(tokenizer_from: Path) -> dict[str, dict[str, bytes]]:
-    """repo id -> files, for every repo the in-scope tests load."""
+    """repo id -> files, for every repo the in-scope tests load; "repo id@commit" for a commit a test pins
+    by hash (after the repo's main)."""
     sigmoid, tanh = "torch.nn.modules.activation.Sigmoid", "torch.nn.modules.activation.Tanh"
     bars = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()  # the build runs outside any test's captured output
@@ -153,9 +159,9 @@ def build_repos(tokenizer_from: Path) -> dict[str, dict[str, bytes]]:
         with tempfile.TemporaryDirectory(prefix="st-suite-") as tmp:
             root = Path(tmp)
             return {
-                "sentence-transformers-testing/stsb-bert-tiny-safetensors": stsb_bert_tiny(
-                    tokenizer_from, root / "stsb"
-                ),
+                STSB: (stsb := stsb_bert_tiny(tokenizer_from, root / "stsb")),
+                f"{STSB}@{STSB_NEWEST}": stsb,
+                f"{STSB}@{STSB_OLDER}": stsb_bert_tiny(tokenizer_from, root / "stsb-older", seed=8),
                 "cross-encoder-testing/reranker-bert-tiny-gooaq-bce": reranker_bert_tiny(
                     tokenizer_from, root / "ce", sigmoid, "4.0.2", seed=2
                 ),

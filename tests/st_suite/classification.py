@@ -99,6 +99,7 @@ OUT_OF_SCOPE: dict[str, tuple[str, ...]] = {
         "*::test_conversion_*",
         BASE + "test_load_logs_converting_model_type",
         CE + "test_load_activation_fn_from_kwargs",
+        CE + "test_load_with_revision",
     ),
     "util's multi-vector scoring (maxsim, mean_maxsim, their chunking) and private helpers: bertlite scores "
     "multi-vector embeddings with MultiVectorEncoder.similarity": (
@@ -119,18 +120,16 @@ OUT_OF_SCOPE: dict[str, tuple[str, ...]] = {
         CE + "test_target_device_backwards_compat",
     ),
     "a real trained checkpoint or repo history the stand-in hub does not serve (CLIP, NLI and BGE rerankers, "
-    "distilroberta, static embeddings, revisions, pytorch_model.bin), or trained weights' similarities "
+    "distilroberta, static embeddings, pytorch_model.bin), or trained weights' similarities "
     "(sentence-transformers fails these on the tiny random checkpoints too)": (
         "sentence_transformer/test_compute_embeddings.py::test_encode_normalize",
         "sentence_transformer/test_compute_embeddings.py::test_encode_single_sentences",
         "sentence_transformer/test_compute_embeddings.py::test_encode_token_embeddings",
         "sentence_transformer/test_compute_embeddings.py::test_encode_tuple_sentences",
         ST + "test_load_with_pytorch_bin",
-        ST + "test_load_with_revision",
         ST + "test_safetensors",
         ST + "test_similarity_score",
         CE + "test_bge_reranker_max_length",
-        CE + "test_load_with_revision",
         CE + "test_predict_single_input[[]nli_minilm_model[]]",
         CE + "test_predict_softmax",
         CE + "test_rank",

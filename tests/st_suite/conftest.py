@@ -47,7 +47,11 @@ class StandInHub:
 
         server = HubServer().__enter__()
         for repo_id, files in build_repos(Path(get_model_path())).items():
-            server.add_commit(repo_id, files)
+            if "@" in repo_id:  # a commit a test pins by its hash, beside the branch
+                repo_id, commit = repo_id.split("@")
+                server.repos[repo_id].commits[commit] = files
+            else:
+                server.add_commit(repo_id, files)
         cls.server, cls.cache = server, tempfile.mkdtemp(prefix="st-suite-hf-cache-")
 
     @classmethod
