@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from typing import TypeVar
 
 # Top-level modules of the base model (ELECTRA's embeddings_project too, DistilBERT's transformer, ModernBERT's layers
-# and final_norm, EuroBERT's embed_tokens and norm), and the heads' modules around it (BERT's; RoBERTa's masked-LM
-# lm_head; ELECTRA's generator and discriminator heads; DistilBERT's; ModernBERT's head and decoder; EuroBERT's dense).
+# and final_norm, EuroBERT's embed_tokens and norm, NomicBERT's emb_ln), and the heads' modules around it (BERT's;
+# RoBERTa's masked-LM lm_head; ELECTRA's generator and discriminator heads; DistilBERT's; ModernBERT's head and
+# decoder; EuroBERT's dense).
 BASE_MODULES = (
     "embeddings.",
     "embeddings_project.",
@@ -25,6 +26,7 @@ BASE_MODULES = (
     "final_norm.",
     "embed_tokens.",
     "norm.",
+    "emb_ln.",
 )
 HEAD_MODULES = (
     "cls.",

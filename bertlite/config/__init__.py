@@ -28,6 +28,7 @@ from bertlite.config.families import (
     GteConfig,
     ModernBertConfig,
     MPNetConfig,
+    NomicBertConfig,
     RobertaConfig,
     XLMRobertaConfig,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "GteConfig",
     "MPNetConfig",
     "ModernBertConfig",
+    "NomicBertConfig",
     "RobertaConfig",
     "XLMRobertaConfig",
     "as_bert_config",

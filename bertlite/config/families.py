@@ -14,6 +14,7 @@ from bertlite.config.bert import BertConfig
 from bertlite.config.eurobert import EuroBertConfig
 from bertlite.config.gte import GteConfig
 from bertlite.config.modernbert import ModernBertConfig
+from bertlite.config.nomic_bert import NomicBertConfig
 
 
 @dataclass
@@ -331,6 +332,14 @@ FAMILIES: dict[str, Family] = {
         "EuroBert",
         heads=("Model", "ForSequenceClassification", "ForMaskedLM", "ForTokenClassification"),
         token_types=False,
+    ),
+    # NomicBERT's tokenizer is BERT's WordPiece (transformers maps nomic_bert to BertTokenizer).
+    "nomic_bert": Family(
+        NomicBertConfig,
+        "bertlite.models.nomic_bert_heads",
+        "NomicBert",
+        heads=("Model", "ForSequenceClassification", "ForMaskedLM", "ForTokenClassification"),
+        bert_tokenizer=True,
     ),
 }
 # model_type -> its config class, for AutoConfig and the jobs.

@@ -41,6 +41,7 @@ from bertlite.models.eurobert_heads import EuroBertForSequenceClassification
 from bertlite.models.gte_heads import GteForSequenceClassification
 from bertlite.models.heads import BertForSequenceClassification
 from bertlite.models.modernbert_heads import ModernBertForSequenceClassification
+from bertlite.models.nomic_bert_heads import NomicBertForSequenceClassification
 from bertlite.utils.warn import warn_user
 
 __all__ = ["CrossEncoder", "STBase", "resolve_activation"]
@@ -140,6 +141,7 @@ class CrossEncoder(STBase, BaseEncoder):
             EuroBertForSequenceClassification,
             GteForSequenceClassification,
             ModernBertForSequenceClassification,
+            NomicBertForSequenceClassification,
         )
         if not isinstance(model, classifiers):
             raise TypeError(f"CrossEncoder runs a BertForSequenceClassification, got {type(model).__name__}")

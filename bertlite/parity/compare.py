@@ -45,7 +45,8 @@ FAMILY_HEADS: dict[str, str] = {
 HEAD_LOGITS |= {name: HEAD_LOGITS[bert] for name, bert in FAMILY_HEADS.items()}
 HEAD_LOGITS["ElectraForPreTraining"] = {"logits": "token"}  # the discriminator: one logit per token
 # Families whose transformers module tree is not the checkpoint's, which bertlite keeps (GTE: transformers splits
-# qkv_proj and up_gate_proj and renames the layer's parts): bertlite's module name -> transformers', by pattern.
+# qkv_proj and up_gate_proj and renames the layer's parts; NomicBERT: Wqkv, fc11/fc12, norm1/norm2, emb_ln):
+# bertlite's module name -> transformers', by pattern.
 # Their weights are compared in the checkpoint's layout, transformers' state_dict converted back as it saves it.
 REFERENCE_NAMES: dict[str, tuple[tuple[str, str], ...]] = {
     "gte": (
@@ -53,6 +54,13 @@ REFERENCE_NAMES: dict[str, tuple[tuple[str, str], ...]] = {
         (r"\.attention$", ".self_attn"),
         (r"\.attn_ln$", ".post_attention_layernorm"),
         (r"\.mlp_ln$", ".post_mlp_layernorm"),
+    ),
+    "nomic_bert": (
+        (r"^emb_ln$", "embeddings"),
+        (r"^encoder\.layers\.", "layers."),
+        (r"\.attn$", ".self_attn"),
+        (r"\.norm1$", ".post_attention_layernorm"),
+        (r"\.norm2$", ".post_mlp_layernorm"),
     ),
 }
 
@@ -100,11 +108,13 @@ def module_names(model: nn.Module, has_pooler: bool) -> list[str]:
         return names
     encoder = model.encoder  # DistilBERT's `transformer` under BERT's name
     prefix = next(name for name, child in model.named_children() if child is encoder)
-    names = ["embeddings"]
+    # The layers' own name: `layer`, NomicBERT's `layers`.
+    prefix += "." + next(name for name, child in encoder.named_children() if child is encoder.layer)
+    names = ["emb_ln" if hasattr(model, "emb_ln") else "embeddings"]  # NomicBERT's embeddings end in emb_ln
     for i, layer in enumerate(encoder.layer):
         # A dropout changes nothing at inference, and GTE's runs twice a layer.
         parts = (part for part, child in layer.named_children() if not isinstance(child, nn.Dropout))
-        names += [f"{prefix}.layer.{i}.{part}" for part in parts]
+        names += [f"{prefix}.{i}.{part}" for part in parts]
     return names + (["pooler"] if has_pooler else [])
 
 
