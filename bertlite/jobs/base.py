@@ -409,7 +409,8 @@ class BaseEncoder:
         self.prompts = dict(prompts or {})
         if default_prompt_name is not None and default_prompt_name not in self.prompts:
             raise ValueError(
-                f"default_prompt_name={default_prompt_name!r} is not one of the prompts {prompt_names(self.prompts)}"
+                f"Default prompt name {default_prompt_name!r} not found in the configured prompts dictionary with "
+                f"keys {list(self.prompts)}."
             )
         self.default_prompt_name = default_prompt_name
 

@@ -512,8 +512,14 @@ class Embedder(STBase, BaseEncoder):
         on first use."""
         value = getattr(value, "value", value)  # a SimilarityFunction enum member
         if value is not None and value not in SIMILARITY_FUNCTIONS:
+            hint = (
+                " Use MultiVectorEncoder for MaxSim late-interaction scoring."
+                if value in ("maxsim", "meanmaxsim")
+                else ""
+            )
             raise ValueError(
-                f"{type(self).__name__} only supports similarity_fn_name in {list(SIMILARITY_FUNCTIONS)}, got {value!r}"
+                f"{type(self).__name__} only supports similarity_fn_name in {list(SIMILARITY_FUNCTIONS)}, got "
+                f"{value!r}.{hint}"
             )
         self._similarity_fn_name = value
 

@@ -106,6 +106,10 @@ class SentenceTransformer(Embedder):
                 refuse.
             NotADirectoryError, FileNotFoundError: as resolve_model_name.
         """
+        if token is not None and use_auth_token is not None:
+            raise ValueError(
+                "Both `token` and `use_auth_token` are passed; pass `token` only (`use_auth_token` is deprecated)"
+            )
         if model_name_or_path is None or modules is not None:
             raise ValueError(
                 "bertlite's SentenceTransformer loads a saved model: give model_name_or_path (a folder or hub id); "

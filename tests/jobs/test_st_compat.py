@@ -416,3 +416,26 @@ def test_util_community_detection_pytorch_cos_sim_and_angle_sim() -> None:
     torch.testing.assert_close(bertlite.util.pytorch_cos_sim(a, b), st_util.pytorch_cos_sim(a, b))
     for x, y in ((a, embeddings[5:10]), (a[:, :31], embeddings[5:10, :31]), (a.to_sparse(), embeddings[5:10].numpy())):
         torch.testing.assert_close(bertlite.util.pairwise_angle_sim(x, y), st_util.pairwise_angle_sim(x, y))
+
+
+def raised(call: Any, *args: Any, **kwargs: Any) -> str:
+    """The message of the ValueError or TypeError `call(*args, **kwargs)` raises."""
+    with pytest.raises((ValueError, TypeError)) as info:
+        call(*args, **kwargs)
+    return str(info.value)
+
+
+def test_errors_say_what_sentence_transformers_says(real_model_path: Path, splade: Path) -> None:
+    """The phrases sentence-transformers' own tests match in these errors are in bertlite's too."""
+    path, prompts = str(real_model_path), {"query": "q: ", "document": "d: "}
+    for cls in (sentence_transformers.SentenceTransformer, bertlite.SentenceTransformer):
+        assert "Both `token` and `use_auth_token`" in raised(cls, path, token="a", use_auth_token="b")
+        message = raised(cls, path, prompts=prompts, default_prompt_name="nope", **CPU)
+        assert "Default prompt name 'nope' not found in the configured prompts dictionary with keys" in message
+        assert "['query', 'document']" in message
+    sparse = bertlite.SparseEncoder(str(splade), **CPU)
+    for model in (bertlite.SentenceTransformer(path, **CPU), sparse):
+        assert "Use MultiVectorEncoder for MaxSim" in raised(setattr, model, "similarity_fn_name", "maxsim")
+    assert "Expected torch.Tensor" in raised(sparse.decode, [1, 2, 3])
+    assert "Input tensor must be 1D or 2D" in raised(sparse.decode, torch.zeros(2, 3, 4))
+    assert bertlite.SentenceTransformer(path, **CPU).save(None) is None  # writes nothing, as sentence-transformers

@@ -274,12 +274,30 @@ def test_every_head_loads_and_equals_transformers(head, config, tmp_path) -> Non
         assert torch.equal(theirs.eval()(**batch).logits, got.logits)
 
 
-def test_masked_lm_is_tied(tmp_path) -> None:
-    make_hf("ForMaskedLM").save_pretrained(tmp_path)
+def test_masked_lm_is_tied_and_trains_as_transformers(tmp_path) -> None:
+    hf = make_hf("ForMaskedLM")
+    hf.save_pretrained(tmp_path)
     ours = bertlite.NomicBertForMaskedLM.from_pretrained(tmp_path, attn_implementation="eager")
     predictions = ours.cls.predictions
     assert predictions.decoder.weight is ours.nomic_bert.embeddings.word_embeddings.weight
     assert predictions.decoder.bias is predictions.bias
+    batch = padded_batch()
+    labels = head_labels("ForMaskedLM", batch, TINY_NOMIC["vocab_size"])["labels"]
+    hf.train(), ours.train()
+    ours.gradient_checkpointing_enable()
+    hf(**batch, labels=labels).loss.backward()
+    ours(**batch, labels=labels).loss.backward()
+    theirs = dict(hf.named_parameters())
+    # Wqkv's gradient is q|k|v's, as its weight is; the other parts are transformers' under other names.
+    renamed = {"encoder.layers.": "layers.", "attn.out_proj": "self_attn.o_proj", "emb_ln": "embeddings.LayerNorm"}
+    renamed |= {"mlp.fc11": "mlp.up_proj", "mlp.fc12": "mlp.gate_proj", "mlp.fc2": "mlp.down_proj"}
+    renamed |= {"norm1": "post_attention_layernorm", "norm2": "post_mlp_layernorm"}
+    for name, p in ours.named_parameters():
+        for mine, native in renamed.items():
+            name = name.replace(mine, native)
+        parts = [name.replace("attn.Wqkv", f"self_attn.{x}_proj") for x in "qkv"] if "attn.Wqkv" in name else [name]
+        expected = torch.cat([theirs[part].grad for part in parts])
+        torch.testing.assert_close(p.grad, expected, **TOL, msg=lambda m, name=name: f"{name}: {m}")
 
 
 # --- the jobs against sentence-transformers ------------------------------------------------

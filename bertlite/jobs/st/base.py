@@ -209,7 +209,10 @@ def check_similarity_fn_name(value: Any, names: tuple[str, ...]) -> str:
     """
     value = getattr(value, "value", value)
     if value not in (None, *names):
-        raise ValueError(f"similarity_fn_name={value!r} must be one of {', '.join(names)}")
+        hint = (
+            " Use MultiVectorEncoder for MaxSim late-interaction scoring." if value in ("maxsim", "meanmaxsim") else ""
+        )
+        raise ValueError(f"similarity_fn_name={value!r} must be one of {', '.join(names)}.{hint}")
     return value or names[0]
 
 
@@ -409,7 +412,7 @@ class STBase:
 
     def save(
         self,
-        path: str,
+        path: str | None,
         model_name: str | None = None,
         create_model_card: bool = True,
         train_datasets: list[str] | None = None,
@@ -429,7 +432,7 @@ class STBase:
         format. Files a save does not write are kept.
 
         Args:
-            path: the folder, created if needed.
+            path: the folder, created if needed; None: nothing is written.
             model_name, create_model_card, train_datasets: sentence-transformers' model-card options; no
                 model card (README.md) is written.
             safe_serialization: model.safetensors; False: pytorch_model.bin.
@@ -438,6 +441,8 @@ class STBase:
             ValueError: an int8-quantized model (bertlite does not save int8), a setting no
                 sentence-transformers module can say (named by the job), or path is a file.
         """
+        if path is None:  # sentence-transformers' save(None) writes nothing
+            return
         if is_quantized(self.bert):
             raise ValueError(
                 "this model is int8-quantized, which bertlite does not save; load the float32 model to save it "

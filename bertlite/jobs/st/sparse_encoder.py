@@ -100,9 +100,11 @@ class SparseEncoderMembers:
             indices, values = (torch.as_tensor(np.asarray(part)) for part in embeddings)
             return self._decode_row(indices, values, top_k)
         if not isinstance(embeddings, Tensor):
-            raise TypeError(f"decode takes a tensor or an (indices, values) pair, got {type(embeddings).__name__}")
+            raise TypeError(
+                f"Expected torch.Tensor or an (indices, values) pair to decode, got {type(embeddings).__name__}"
+            )
         if embeddings.ndim not in (1, 2):
-            raise ValueError(f"decode takes a 1-D or 2-D tensor, got {embeddings.ndim}-D")
+            raise ValueError(f"Input tensor must be 1D or 2D to decode, got {embeddings.ndim}D")
         batch = (embeddings if embeddings.ndim == 2 else embeddings.unsqueeze(0)).to_sparse().coalesce()
         indices, values = batch.indices(), batch.values()
         counts = torch.bincount(indices[0], minlength=batch.shape[0]).tolist()
