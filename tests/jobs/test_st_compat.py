@@ -439,3 +439,18 @@ def test_errors_say_what_sentence_transformers_says(real_model_path: Path, splad
     assert "Expected torch.Tensor" in raised(sparse.decode, [1, 2, 3])
     assert "Input tensor must be 1D or 2D" in raised(sparse.decode, torch.zeros(2, 3, 4))
     assert bertlite.SentenceTransformer(path, **CPU).save(None) is None  # writes nothing, as sentence-transformers
+
+
+def test_device_map_of_the_whole_model(real_model_path: Path, reranker: Path) -> None:
+    """model_kwargs={"device_map": {"": device}} puts the whole model on that device, as sentence-transformers."""
+    options = {"model_kwargs": {"device_map": {"": "cpu"}}}
+    for name, path in (("SentenceTransformer", real_model_path), ("CrossEncoder", reranker)):
+        ours, theirs = (
+            getattr(bertlite, name)(str(path), **options),
+            getattr(sentence_transformers, name)(str(path), **options),
+        )
+        assert ours.device == theirs.device == torch.device("cpu"), name
+    with pytest.raises(ValueError, match="bertlite runs a model on one device"):
+        bertlite.SentenceTransformer(
+            str(real_model_path), model_kwargs={"device_map": {"encoder": "cpu", "pooler": "meta"}}
+        )

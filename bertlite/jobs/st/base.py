@@ -170,6 +170,10 @@ def _checked_model_kwargs(model_kwargs: dict[str, Any] | None) -> dict[str, Any]
     if "dtype" in model_kwargs and "torch_dtype" in model_kwargs:
         raise ValueError("model_kwargs gives both 'dtype' and 'torch_dtype'; give one ('dtype')")
     device_map = model_kwargs.get("device_map")
+    if isinstance(device_map, dict) and list(device_map) == [""]:  # {"": device}: the whole model on that device
+        device_map = model_kwargs["device_map"] = (
+            f"cuda:{device_map['']}" if isinstance(device_map[""], int) else str(device_map[""])
+        )
     if device_map is None:
         model_kwargs.pop("device_map", None)
     elif not isinstance(device_map, str) or device_map in ("auto", "balanced", "balanced_low_0", "sequential"):
