@@ -254,6 +254,22 @@ def test_every_head_loads_and_equals_transformers(head, pooling, config, tmp_pat
         assert torch.equal(theirs.eval()(**batch).logits, got.logits)
 
 
+def test_masked_lm_trains_as_transformers(tmp_path) -> None:
+    hf = make_hf("ForMaskedLM", "gqa-biases", tie_word_embeddings=True)
+    hf.save_pretrained(tmp_path)
+    ours = bertlite.EuroBertForMaskedLM.from_pretrained(tmp_path, attn_implementation="eager")
+    assert ours.lm_head.weight is ours.model.embed_tokens.weight
+    batch = padded_batch()
+    labels = head_labels("ForMaskedLM", batch, TINY_EUROBERT["vocab_size"])["labels"]
+    hf.train(), ours.train()
+    ours.gradient_checkpointing_enable()
+    hf(**batch, labels=labels).loss.backward()
+    ours(**batch, labels=labels).loss.backward()
+    theirs = dict(hf.named_parameters())
+    for name, p in ours.named_parameters():
+        torch.testing.assert_close(p.grad, theirs[name].grad, **TOL, msg=lambda m, name=name: f"{name}: {m}")
+
+
 # --- the jobs against sentence-transformers ------------------------------------------------
 
 TEXTS = [
@@ -353,3 +369,21 @@ def test_an_8192_token_text_matches_transformers(tmp_path) -> None:
         expected = hf(input_ids=ids).last_hidden_state[0]
         got = ours(input_ids=ids[0], lengths=torch.tensor([8192])).last_hidden_state
     torch.testing.assert_close(got, expected, **TOL)
+
+
+def test_sparse_encoder_gives_sentence_transformers_vectors(tmp_path) -> None:
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sparse_encoder.modules import SpladePooling
+
+    make_hf("ForMaskedLM").save_pretrained(tmp_path / "mlm")
+    build_tokenizer(tmp_path / "mlm")
+    transformer = Transformer(str(tmp_path / "mlm"), max_seq_length=24, transformer_task="fill-mask")
+    SparseEncoder(modules=[transformer, SpladePooling("max")], device="cpu").save(str(tmp_path / "splade"))
+    expected = SparseEncoder(str(tmp_path / "splade"), device="cpu").encode(TEXTS, convert_to_tensor=True).to_dense()
+    for unpad in (True, False):
+        ours = bertlite.SparseEncoder.from_pretrained(tmp_path / "splade", dtype="float32", unpad=unpad)
+        assert type(ours.model) is bertlite.EuroBertForMaskedLM
+        got = ours.encode(TEXTS).to_dense()
+        assert (expected != 0).sum(dim=1).min() > 0
+        assert torch.equal(got != 0, expected != 0) and (got - expected).abs().max().item() <= 1e-5

@@ -427,3 +427,21 @@ def test_to_bertlite_and_use_bertlite_take_gte(model_folder, tmp_path) -> None:
     use_bertlite(model)
     assert any(type(m).__name__ == "GteModel" and m.__module__.startswith("bertlite") for m in model.modules())
     np.testing.assert_allclose(model.encode(TEXTS, convert_to_numpy=True), expected, atol=1e-5, rtol=0)
+
+
+def test_sparse_encoder_gives_sentence_transformers_vectors(tmp_path) -> None:
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sparse_encoder.modules import SpladePooling
+
+    make_hf("ForMaskedLM").save_pretrained(tmp_path / "mlm")
+    build_tokenizer(tmp_path / "mlm")
+    transformer = Transformer(str(tmp_path / "mlm"), max_seq_length=24, transformer_task="fill-mask")
+    SparseEncoder(modules=[transformer, SpladePooling("max")], device="cpu").save(str(tmp_path / "splade"))
+    expected = SparseEncoder(str(tmp_path / "splade"), device="cpu").encode(TEXTS, convert_to_tensor=True).to_dense()
+    for unpad in (True, False):
+        ours = bertlite.SparseEncoder.from_pretrained(tmp_path / "splade", dtype="float32", unpad=unpad)
+        assert type(ours.model) is bertlite.GteForMaskedLM
+        got = ours.encode(TEXTS).to_dense()
+        assert (expected != 0).sum(dim=1).min() > 0
+        assert torch.equal(got != 0, expected != 0) and (got - expected).abs().max().item() <= 1e-5
