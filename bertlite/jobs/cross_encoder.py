@@ -255,6 +255,16 @@ class CrossEncoder(STBase, BaseEncoder):
         return self.model.config
 
     @property
+    def default_activation_function(self) -> Callable[[Tensor], Tensor]:
+        """activation_fn under sentence-transformers' older name (a DeprecationWarning says so)."""
+        warn_user(
+            "The `default_activation_function` property was renamed and is now deprecated. Please use "
+            "`activation_fn` instead.",
+            DeprecationWarning,
+        )
+        return self.activation_fn
+
+    @property
     def num_labels(self) -> int:
         """Scores per pair: 1 for a reranker, the classes for a classifier (3 for NLI, say)."""
         return self.model.config.num_labels

@@ -454,3 +454,12 @@ def test_device_map_of_the_whole_model(real_model_path: Path, reranker: Path) ->
         bertlite.SentenceTransformer(
             str(real_model_path), model_kwargs={"device_map": {"encoder": "cpu", "pooler": "meta"}}
         )
+
+
+def test_cross_encoder_default_activation_function(reranker: Path) -> None:
+    ours = bertlite.CrossEncoder(str(reranker), **CPU)
+    theirs = sentence_transformers.CrossEncoder(str(reranker), **CPU)
+    for model in (ours, theirs):
+        with pytest.warns(DeprecationWarning, match="The `default_activation_function` property was renamed"):
+            activation = model.default_activation_function
+        assert type(activation) is torch.nn.Sigmoid and activation is model.activation_fn
