@@ -119,7 +119,7 @@ OUT_OF_SCOPE: dict[str, tuple[str, ...]] = {
         CE + "test_device_switching",
         CE + "test_target_device_backwards_compat",
     ),
-    "a real trained checkpoint or repo history the stand-in hub does not serve (CLIP, NLI and BGE rerankers, "
+    "a real trained checkpoint the stand-in hub does not serve (CLIP, NLI and BGE rerankers, "
     "distilroberta, static embeddings, pytorch_model.bin), or trained weights' similarities "
     "(sentence-transformers fails these on the tiny random checkpoints too)": (
         "sentence_transformer/test_compute_embeddings.py::test_encode_normalize",
@@ -145,15 +145,7 @@ OUT_OF_SCOPE: dict[str, tuple[str, ...]] = {
 }
 
 KNOWN_FAILURES: dict[str, tuple[str, ...]] = {
-    "encode_query / encode_document call encode without sentence-transformers' keywords (inputs=, task=, "
-    "prompt_name=): the tests spy on encode": (
-        "*::test_encode_query",
-        "*::test_encode_document",
-        "*::test_encode_document_prompt_priority",
-    ),
-    "model.truncate_embeddings(dim) with output_value=None (shape mismatch)": (ST + "test_encode_truncate",),
-    "encode / predict keywords: normalize_embeddings= on SparseEncoder, processing_kwargs=": (
-        "*::test_encode_advanced_parameters",
+    "processing_kwargs= on encode and predict": (
         "*::test_encode_per_call_processing_kwargs",
         CE + "test_predict_per_call_processing_kwargs",
     ),
@@ -169,19 +161,11 @@ KNOWN_FAILURES: dict[str, tuple[str, ...]] = {
         ST + "test_prompts",
         SE + "test_prompts",
     ),
-    "error messages worded differently from sentence-transformers' (the tests match them)": (
-        BASE + "test_use_auth_token_and_token_raises",
-        "*::test_save_load_prompts",
-        "*::test_similarity_fn_name_rejects_multi_vector_names",
-        SE + "test_decode_invalid_input_type",
-        SE + "test_decode_invalid_ndim",
-    ),
     "model_kwargs device_map={'': 'cpu'}, attn_implementation, low_cpu_mem_usage refused": (
         BASE + "test_device_map_controls_placement",
         ST + "test_load_with_model_kwargs",
     ),
     "inference-free SPLADE (a Router with a SparseStaticEmbedding query side)": (SE + "test_inference_free_splade",),
-    "save(None) is not a no-op": (BASE + "test_save_none_path_is_noop",),
     "no set_pooling_include_prompt": (ST + "test_prompt_length_calculation",),
 }
 
