@@ -156,7 +156,6 @@ KNOWN_FAILURES: dict[str, tuple[str, ...]] = {
         BASE + "test_load_logs_no_modules_json",
         BASE + "test_tokenize_deprecation_warning",
         CE + "test_rank_convert_kwargs_deprecated",
-        CE + "test_default_activation_fn",
         CE + "test_load_activation_fn_from_config_custom",
         ST + "test_prompts",
         SE + "test_prompts",
