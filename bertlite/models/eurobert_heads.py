@@ -47,6 +47,7 @@ class EuroBertForMaskedLM(EuroBertPreTrainedModel, ModelWithHead):
         self.lm_head = nn.Linear(self.config.hidden_size, self.config.vocab_size, bias=self.config.mlp_bias)
         self.post_init()
 
+    # Not masked_lm_forward: transformers' EuroBERT takes the loss on float32 logits, BERT's on the logits' dtype.
     def forward(
         self,
         input_ids: Tensor | None = None,
@@ -104,6 +105,7 @@ class EuroBertForSequenceClassification(EuroBertPreTrainedModel, ModelWithHead):
         """Whether the head reads each sequence's first token alone ("bos" pooling), which a caller may run alone."""
         return self.config.classifier_pooling == "bos"
 
+    # Not sequence_classification_forward: it pools by classifier_pooling (bos, mean, late), not by a pooler.
     def forward(
         self,
         input_ids: Tensor | None = None,
@@ -197,6 +199,7 @@ class EuroBertForTokenClassification(EuroBertPreTrainedModel, ModelWithHead):
         self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
         self.post_init()
 
+    # Not token_classification_forward: transformers' EuroBERT has no dropout before its classifier.
     def forward(
         self,
         input_ids: Tensor | None = None,

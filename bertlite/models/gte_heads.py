@@ -6,16 +6,19 @@ each on GtePreTrainedModel and ModelWithHead.
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import Tensor, nn
 
 from bertlite.config.gte import GteConfig
 from bertlite.layers.activations import ACT2FN
 from bertlite.models.gte import GteModel, GtePreTrainedModel
-from bertlite.models.heads import bert_inputs, classifier_dropout, sequence_classification_loss, token_loss
+from bertlite.models.heads import (
+    add_dropout_classifier,
+    masked_lm_forward,
+    pooled_classify,
+    sequence_classification_forward,
+    token_classification_forward,
+)
 from bertlite.models.modeling_utils import ModelWithHead
-from bertlite.models.outputs import MaskedLMOutput, SequenceClassifierOutput, TokenClassifierOutput
 
 __all__ = [
     "GteForMaskedLM",
@@ -59,32 +62,7 @@ class GteForMaskedLM(GtePreTrainedModel, ModelWithHead):
         self.lm_head = GteLMHead(self.config)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        *,
-        labels: Tensor | None = None,
-        **kwargs: Any,
-    ) -> MaskedLMOutput | tuple[Tensor, ...]:
-        """Vocabulary logits for every token, and the masked-LM loss when labels are given.
-
-        Args:
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in GteModel.forward.
-            labels: (B, T) token ids at masked positions, -100 elsewhere.
-            **kwargs: GteModel.forward's other keywords and return_dict.
-
-        Returns:
-            MaskedLMOutput: loss, logits, hidden_states, attentions; with return_dict=False its tuple.
-        """
-        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self._prediction_scores(outputs.last_hidden_state)
-        loss = token_loss(logits, labels)
-        return self._finish(MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+    forward = masked_lm_forward
 
     def _prediction_scores(self, sequence_output: Tensor) -> Tensor:
         """(..., vocab) logits from hidden states (..., H): the masked-LM head alone (SPLADE runs it on its rows)."""
@@ -106,48 +84,12 @@ class GteForSequenceClassification(GtePreTrainedModel, ModelWithHead):
         super().__init__(config)
         self.num_labels = self.config.num_labels
         self._add_base_model(attn_implementation, add_pooling_layer=True)
-        self.dropout = classifier_dropout(self.config)
-        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        add_dropout_classifier(self, self.config.num_labels)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        *,
-        labels: Tensor | None = None,
-        **kwargs: Any,
-    ) -> SequenceClassifierOutput | tuple[Tensor, ...]:
-        """Classify (or regress) each sequence from the pooler output.
+    forward = sequence_classification_forward
 
-        Args:
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in GteModel.forward.
-            labels: as in BertForSequenceClassification.forward (problem_type inferred and stored when unset).
-            **kwargs: GteModel.forward's other keywords and return_dict.
-
-        Returns:
-            SequenceClassifierOutput: loss, logits (B, num_labels), hidden_states, attentions.
-        """
-        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self.classify(None, outputs.pooler_output)
-        loss = None if labels is None else sequence_classification_loss(self.config, logits, labels)
-        return self._finish(SequenceClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
-
-    def classify(self, first_tokens: Tensor | None, pooled: Tensor | None) -> Tensor:
-        """The head alone, for a caller that ran the base model itself (bertlite's CrossEncoder).
-
-        Args:
-            first_tokens: (B, H) each sequence's first-token hidden state (unread: GTE's head reads the pooler).
-            pooled: (B, H) the pooler output.
-
-        Returns:
-            (B, num_labels) logits.
-        """
-        return self.classifier(self.dropout(pooled))
+    classify = pooled_classify
 
 
 class GteForTokenClassification(GtePreTrainedModel, ModelWithHead):
@@ -165,33 +107,7 @@ class GteForTokenClassification(GtePreTrainedModel, ModelWithHead):
         super().__init__(config)
         self.num_labels = self.config.num_labels
         self._add_base_model(attn_implementation)
-        self.dropout = classifier_dropout(self.config)
-        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        add_dropout_classifier(self, self.config.num_labels)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        *,
-        labels: Tensor | None = None,
-        **kwargs: Any,
-    ) -> TokenClassifierOutput | tuple[Tensor, ...]:
-        """Classify every token.
-
-        Args:
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in GteModel.forward.
-            labels: (B, T) class ids, -100 where no loss is wanted.
-            **kwargs: GteModel.forward's other keywords and return_dict.
-
-        Returns:
-            TokenClassifierOutput: loss, logits (B, T, num_labels), hidden_states, attentions.
-        """
-        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))
-        loss = token_loss(logits, labels)
-        return self._finish(TokenClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+    forward = token_classification_forward

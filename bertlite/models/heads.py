@@ -10,9 +10,9 @@ in models.outputs (and importable from here).
 The bodies every family's heads share are plain functions here: one forward per task in BERT's argument order
 (sequence_classification_forward, masked_lm_forward, token_classification_forward, question_answering_forward,
 multiple_choice_forward), which a head binds as its forward or calls from its own argument order, and their parts
-(bert_inputs, add_dropout_classifier, classifier_dropout, family_config, first_tokens, sequence_classification_loss,
-token_loss, span_outputs, flat_choices). Each family writes its own head classes on its own PreTrainedModel and
-models.modeling_utils.ModelWithHead, as transformers does.
+(bert_inputs, add_dropout_classifier, pooled_classify, classifier_dropout, family_config, first_tokens,
+sequence_classification_loss, token_loss, span_outputs, flat_choices). Each family writes its own head classes on
+its own PreTrainedModel and models.modeling_utils.ModelWithHead, as transformers does.
 
 Over 700 lines: BERT's eight head classes and the one forward per task that every family's heads bind or call
 stay together, in the module the families import them from.
@@ -248,6 +248,21 @@ def add_dropout_classifier(model: nn.Module, num_outputs: int, dropout: nn.Dropo
     """
     model.dropout = classifier_dropout(model.config) if dropout is None else dropout
     model.classifier = nn.Linear(model.config.hidden_size, num_outputs)
+
+
+def pooled_classify(model: nn.Module, first_tokens: Tensor | None, pooled: Tensor | None) -> Tensor:
+    """A pooler-reading head's classify (BERT, GTE, NomicBERT): the head alone, for a caller that ran the base model
+    itself (bertlite's CrossEncoder).
+
+    Args:
+        model: the head (its dropout and classifier).
+        first_tokens: (B, H) each sequence's first-token hidden state (unread: these heads read the pooler).
+        pooled: (B, H) the pooler output.
+
+    Returns:
+        (B, num_labels) logits.
+    """
+    return model.classifier(model.dropout(pooled))
 
 
 # --- shared forwards -----------------------------------------------------------
@@ -653,18 +668,7 @@ class BertForSequenceClassification(BertPreTrainedModel, ModelWithHead):
         self.post_init()
 
     forward = sequence_classification_forward
-
-    def classify(self, first_tokens: Tensor | None, pooled: Tensor | None) -> Tensor:
-        """The head alone, for a caller that ran the base model itself (bertlite's CrossEncoder).
-
-        Args:
-            first_tokens: (B, H) each sequence's first-token hidden state (a family whose head reads it).
-            pooled: (B, H) the pooler output, which BERT's head reads.
-
-        Returns:
-            (B, num_labels) logits.
-        """
-        return self.classifier(self.dropout(pooled))
+    classify = pooled_classify
 
 
 class BertForMultipleChoice(BertPreTrainedModel, ModelWithHead):

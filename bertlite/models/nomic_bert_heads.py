@@ -6,17 +6,20 @@ NomicBertPreTrainedModel and ModelWithHead.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import Tensor, nn
 
 from bertlite.config.nomic_bert import NomicBertConfig
 from bertlite.layers.activations import ACT2FN
-from bertlite.models.heads import bert_inputs, classifier_dropout, sequence_classification_loss, token_loss
+from bertlite.models.heads import (
+    add_dropout_classifier,
+    masked_lm_forward,
+    pooled_classify,
+    sequence_classification_forward,
+    token_classification_forward,
+)
 from bertlite.models.modeling_utils import ModelWithHead
 from bertlite.models.nomic_bert import NomicBertModel, NomicBertPreTrainedModel
-from bertlite.models.outputs import MaskedLMOutput, SequenceClassifierOutput, TokenClassifierOutput
 
 __all__ = [
     "NomicBertForMaskedLM",
@@ -86,32 +89,7 @@ class NomicBertForMaskedLM(NomicBertPreTrainedModel, ModelWithHead):
         self.cls = NomicBertOnlyMLMHead(self.config)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        *,
-        labels: Tensor | None = None,
-        **kwargs: Any,
-    ) -> MaskedLMOutput | tuple[Tensor, ...]:
-        """Vocabulary logits for every token, and the masked-LM loss when labels are given.
-
-        Args:
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in NomicBertModel.forward.
-            labels: (B, T) token ids at masked positions, -100 elsewhere.
-            **kwargs: NomicBertModel.forward's other keywords and return_dict.
-
-        Returns:
-            MaskedLMOutput: loss, logits, hidden_states, attentions; with return_dict=False its tuple.
-        """
-        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self._prediction_scores(outputs.last_hidden_state)
-        loss = token_loss(logits, labels)
-        return self._finish(MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+    forward = masked_lm_forward
 
     def _prediction_scores(self, sequence_output: Tensor) -> Tensor:
         """(..., vocab) logits from hidden states (..., H): the masked-LM head alone (SPLADE runs it on its rows)."""
@@ -133,48 +111,12 @@ class NomicBertForSequenceClassification(NomicBertPreTrainedModel, ModelWithHead
         super().__init__(config)
         self.num_labels = self.config.num_labels
         self._add_base_model(attn_implementation, add_pooling_layer=True)
-        self.dropout = classifier_dropout(self.config)
-        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        add_dropout_classifier(self, self.config.num_labels)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        *,
-        labels: Tensor | None = None,
-        **kwargs: Any,
-    ) -> SequenceClassifierOutput | tuple[Tensor, ...]:
-        """Classify (or regress) each sequence from the pooler output.
+    forward = sequence_classification_forward
 
-        Args:
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in NomicBertModel.forward.
-            labels: as in BertForSequenceClassification.forward (problem_type inferred and stored when unset).
-            **kwargs: NomicBertModel.forward's other keywords and return_dict.
-
-        Returns:
-            SequenceClassifierOutput: loss, logits (B, num_labels), hidden_states, attentions.
-        """
-        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self.classify(None, outputs.pooler_output)
-        loss = None if labels is None else sequence_classification_loss(self.config, logits, labels)
-        return self._finish(SequenceClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
-
-    def classify(self, first_tokens: Tensor | None, pooled: Tensor | None) -> Tensor:
-        """The head alone, for a caller that ran the base model itself (bertlite's CrossEncoder).
-
-        Args:
-            first_tokens: (B, H) each sequence's first-token hidden state (unread: NomicBERT's head reads the pooler).
-            pooled: (B, H) the pooler output.
-
-        Returns:
-            (B, num_labels) logits.
-        """
-        return self.classifier(self.dropout(pooled))
+    classify = pooled_classify
 
 
 class NomicBertForTokenClassification(NomicBertPreTrainedModel, ModelWithHead):
@@ -192,33 +134,7 @@ class NomicBertForTokenClassification(NomicBertPreTrainedModel, ModelWithHead):
         super().__init__(config)
         self.num_labels = self.config.num_labels
         self._add_base_model(attn_implementation)
-        self.dropout = classifier_dropout(self.config)
-        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        add_dropout_classifier(self, self.config.num_labels)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        *,
-        labels: Tensor | None = None,
-        **kwargs: Any,
-    ) -> TokenClassifierOutput | tuple[Tensor, ...]:
-        """Classify every token.
-
-        Args:
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in NomicBertModel.forward.
-            labels: (B, T) class ids, -100 where no loss is wanted.
-            **kwargs: NomicBertModel.forward's other keywords and return_dict.
-
-        Returns:
-            TokenClassifierOutput: loss, logits (B, T, num_labels), hidden_states, attentions.
-        """
-        inputs = bert_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        outputs = self._encode(**inputs, **kwargs)
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))
-        loss = token_loss(logits, labels)
-        return self._finish(TokenClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions), kwargs)
+    forward = token_classification_forward
