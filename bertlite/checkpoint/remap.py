@@ -43,7 +43,10 @@ HEAD_MODULES = (
     "head.",
     "decoder.",
     "dense.",
+    "lm_predictions.",
 )
+# Base-model prefixes whose heads own the top-level `pooler.` (DeBERTa's ContextPooler); BERT's is its base model's.
+HEAD_POOLER_PREFIXES = ("deberta",)
 # transformers' non-persistent buffers, saved by old versions: derived, never loaded.
 IGNORED_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
 # Tensors that would change the outputs but have no module in the model being
@@ -94,9 +97,10 @@ def remap_key(key: str, *, base_model_prefix: str = "bert", with_prefix: bool = 
     bare = key[len(prefix) :] if key.startswith(prefix) else key
     if bare in IGNORED_BUFFERS:
         return None
+    head_pooler = base_model_prefix in HEAD_POOLER_PREFIXES and bare.startswith("pooler.")
     if with_prefix:
-        return prefix + bare if bare.startswith(BASE_MODULES) else key
-    return None if key.startswith(HEAD_MODULES) else bare
+        return prefix + bare if bare.startswith(BASE_MODULES) and not head_pooler else key
+    return None if key.startswith(HEAD_MODULES) or head_pooler else bare
 
 
 def remap_state_dict(

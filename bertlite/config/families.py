@@ -11,6 +11,7 @@ from dataclasses import InitVar, dataclass
 from typing import Any, ClassVar
 
 from bertlite.config.bert import BertConfig
+from bertlite.config.deberta_v2 import DebertaV2Config
 from bertlite.config.eurobert import EuroBertConfig
 from bertlite.config.gte import GteConfig
 from bertlite.config.modernbert import ModernBertConfig
@@ -340,6 +341,15 @@ FAMILIES: dict[str, Family] = {
         "NomicBert",
         heads=("Model", "ForSequenceClassification", "ForMaskedLM", "ForTokenClassification"),
         bert_tokenizer=True,
+    ),
+    # DeBERTa-v2/v3's tokenizer is a SentencePiece Unigram, run from its tokenizer.json; DeBERTa-v3 has no token type
+    # embeddings (type_vocab_size 0) and its model ignores the token_type_ids its tokenizer returns.
+    "deberta-v2": Family(
+        DebertaV2Config,
+        "bertlite.models.deberta_v2_heads",
+        "DebertaV2",
+        heads=(*FAMILY_HEADS, "ForMultipleChoice"),
+        tokenizer_classes=_tokenizers("DebertaV2"),
     ),
 }
 # model_type -> its config class, for AutoConfig and the jobs.

@@ -37,6 +37,7 @@ from bertlite.jobs.st.keywords import arrays_as_lists, classifier_dropout, renam
 from bertlite.jobs.st.names import CROSS_ENCODER_ORGANIZATION
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.auto import AutoModelForSequenceClassification, read_model_type
+from bertlite.models.deberta_v2_heads import DebertaV2ForSequenceClassification
 from bertlite.models.eurobert_heads import EuroBertForSequenceClassification
 from bertlite.models.gte_heads import GteForSequenceClassification
 from bertlite.models.heads import BertForSequenceClassification
@@ -138,6 +139,7 @@ class CrossEncoder(STBase, BaseEncoder):
             )
         classifiers = (
             BertForSequenceClassification,
+            DebertaV2ForSequenceClassification,
             EuroBertForSequenceClassification,
             GteForSequenceClassification,
             ModernBertForSequenceClassification,

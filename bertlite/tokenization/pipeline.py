@@ -50,6 +50,9 @@ PLAIN_TOKENIZER_CLASSES = ("PreTrainedTokenizerFast", "TokenizersBackend", *FAMI
 # The families whose model takes no token_type_ids (DistilBERT): their tokenizers return none, as transformers'.
 NO_TOKEN_TYPES_CLASSES = tuple(name for f in FAMILIES.values() if not f.token_types for name in f.tokenizer_classes)
 NO_TOKEN_TYPES_INPUTS = ["input_ids", "attention_mask"]
+# Plain tokenizers (their whole pipeline in tokenizer.json) that return token_type_ids, as transformers' DeBERTa-v2's.
+TOKEN_TYPES_PLAIN_CLASSES = ("DebertaV2Tokenizer", "DebertaV2TokenizerFast")
+TOKEN_TYPES_INPUTS = ["input_ids", "token_type_ids", "attention_mask"]
 PADDING = {True: "longest", False: None, "longest": "longest", "max_length": "max_length", "do_not_pad": None}
 TRUNCATION = ("longest_first", "only_first", "only_second", "do_not_truncate")
 # from_pretrained keywords that change the tokenizer (tokenizer_config.json keys), as transformers takes them.
@@ -204,6 +207,8 @@ def read_settings(
     init.setdefault("model_max_length", VERY_LARGE_INTEGER)
     if tokenizer_class in NO_TOKEN_TYPES_CLASSES or family is not None and not family.token_types:
         init.setdefault("model_input_names", NO_TOKEN_TYPES_INPUTS)
+    elif tokenizer_class in TOKEN_TYPES_PLAIN_CLASSES:
+        init.setdefault("model_input_names", TOKEN_TYPES_INPUTS)
     return backend, init, tokenizer_class not in PLAIN_TOKENIZER_CLASSES
 
 

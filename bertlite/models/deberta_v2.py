@@ -1,0 +1,567 @@
+"""DeBERTa-v2/v3: transformers' DebertaV2Model under its names, padded and packed.
+
+The layer is BERT's post-norm layer (attention.self, attention.output, intermediate, output) whose self-attention
+is disentangled: besides content-to-content scores it adds content-to-position (c2p: queries against the relative
+position table's keys) and position-to-content (p2c: keys against its queries) terms, each gathered at the
+log-bucketed distance between the two tokens, all divided by sqrt(head_dim * (1 + the number of terms)). The
+table is `encoder.rel_embeddings` (LayerNorm'd when norm_rel_ebd says layer_norm), projected by each layer's
+pos_key_proj / pos_query_proj, or its key_proj / query_proj when share_att_key. "eager" runs transformers' op
+order (bitwise equal in float32); every other name runs SDPA with the relative terms in its additive mask. A packed
+batch runs each sequence's rows on their own (its relative positions counted from its first token). The heads are
+in models.deberta_v2_heads.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from bertlite.config import bind_attention
+from bertlite.config.bert import as_bert_config
+from bertlite.config.deberta_v2 import DebertaV2Config
+from bertlite.layers.activations import ACT2FN
+from bertlite.layers.attention import DEFAULT_ATTENTION, check_attn_implementation
+from bertlite.layers.packing import PackedLayout
+from bertlite.layers.roles import LayerRoles
+from bertlite.models.inputs import (
+    check_first_token_of,
+    check_forward_kwargs,
+    check_inputs,
+    check_packed_inputs,
+)
+from bertlite.models.modeling_utils import PreTrainedModel
+from bertlite.models.outputs import BaseModelOutputWithPooling
+
+
+def _as_config(config: Any) -> DebertaV2Config:
+    """A bertlite DebertaV2Config for a bertlite or transformers config."""
+    return as_bert_config(config, DebertaV2Config)
+
+
+# --- relative positions ----------------------------------------------------------
+
+
+def log_bucket_positions(relative: Tensor, buckets: int, max_position: int) -> Tensor:
+    """Relative distances kept as they are up to buckets // 2 each way, log-spaced beyond, as DeBERTa buckets them.
+
+    Args:
+        relative: (..., T, T) long query position minus key position.
+        buckets: position_buckets.
+        max_position: max_relative_positions; the distance the last bucket reaches.
+
+    Returns:
+        The bucketed distances, float.
+    """
+    sign = torch.sign(relative)
+    mid = buckets // 2
+    near = (relative < mid) & (relative > -mid)
+    # Near distances are replaced by mid - 1 only so the log below stays finite; they keep their own value.
+    far = torch.where(near, torch.tensor(mid - 1).type_as(relative), torch.abs(relative))
+    span = torch.log(torch.tensor((max_position - 1) / mid))
+    logged = torch.ceil(torch.log(far / mid) / span * (mid - 1)) + mid
+    return torch.where(far <= mid, relative.type_as(logged), logged * sign)
+
+
+def relative_positions(length: int, config: DebertaV2Config, device: torch.device) -> Tensor:
+    """(T, T) long relative positions (query minus key), log-bucketed when position_buckets > 0."""
+    ids = torch.arange(length, dtype=torch.long, device=device)
+    relative = ids[:, None] - ids[None, :]
+    if config.position_buckets > 0 and config.max_relative_distance > 0:
+        relative = log_bucket_positions(relative, config.position_buckets, config.max_relative_distance)
+    return relative.to(torch.long)
+
+
+# --- modules -----------------------------------------------------------------
+
+
+class DebertaV2Embeddings(nn.Module):
+    """DeBERTa-v2's embeddings: word, position (position_biased_input) and token type (type_vocab_size > 0)
+    embeddings summed, LayerNorm, padding rows zeroed, dropout."""
+
+    def __init__(self, config: DebertaV2Config) -> None:
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_biased_input = config.position_biased_input
+        self.position_embeddings = (
+            nn.Embedding(config.max_position_embeddings, config.hidden_size) if config.position_biased_input else None
+        )
+        self.token_type_embeddings = (
+            nn.Embedding(config.type_vocab_size, config.hidden_size) if config.type_vocab_size > 0 else None
+        )
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(
+        self,
+        input_ids: Tensor | None,
+        token_type_ids: Tensor | None,
+        position_ids: Tensor,
+        mask: Tensor | None,
+        inputs_embeds: Tensor | None = None,
+    ) -> Tensor:
+        """(B, T) or packed (N,) ids (or inputs_embeds) to (..., H); mask (B, T): padding rows come out zero."""
+        embeddings = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds
+        if self.position_embeddings is not None:
+            embeddings = embeddings + self.position_embeddings(position_ids)
+        if self.token_type_embeddings is not None:
+            if token_type_ids is None:
+                token_type_ids = torch.zeros(embeddings.shape[:-1], dtype=torch.long, device=embeddings.device)
+            embeddings = embeddings + self.token_type_embeddings(token_type_ids)
+        embeddings = self.LayerNorm(embeddings)
+        if mask is not None:
+            embeddings = embeddings * mask.unsqueeze(-1).to(embeddings.dtype)
+        return self.dropout(embeddings)
+
+
+class DisentangledSelfAttention(nn.Module):
+    """transformers' DisentangledSelfAttention: query_proj, key_proj, value_proj and the relative-position
+    projections (pos_key_proj for c2p, pos_query_proj for p2c, unless share_att_key)."""
+
+    def __init__(self, config: DebertaV2Config, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__()
+        self.num_attention_heads = config.num_attention_heads
+        self.attention_head_size = config.hidden_size // config.num_attention_heads
+        hidden = config.hidden_size
+        self.query_proj = nn.Linear(hidden, hidden)
+        self.key_proj = nn.Linear(hidden, hidden)
+        self.value_proj = nn.Linear(hidden, hidden)
+        self.share_att_key = config.share_att_key
+        self.pos_att_type = tuple(config.pos_att_type or ())
+        self.relative_attention = config.relative_attention
+        self.att_span = config.relative_span
+        if config.relative_attention:
+            self.pos_dropout = nn.Dropout(config.hidden_dropout_prob)
+            if not self.share_att_key:
+                if "c2p" in self.pos_att_type:
+                    self.pos_key_proj = nn.Linear(hidden, hidden)
+                if "p2c" in self.pos_att_type:
+                    self.pos_query_proj = nn.Linear(hidden, hidden)
+        # One sqrt(head_dim) per score term pos_att_type names, as DeBERTa scales them (relative_attention or not).
+        self.scale_factor = 1 + len(self.pos_att_type)
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        self.attn_implementation = check_attn_implementation(attn_implementation)
+        # query|key|value as one module (FusedQKV), installed by the module swaps (layers.onednn, jobs.prepare); the
+        # three Linears stay, for the keys and for share_att_key's projections of the position table.
+        self.qkv: nn.Module | None = None
+
+    def _heads(self, x: Tensor) -> Tensor:
+        """(B, T, H) -> (B * nh, T, hs), the layout DeBERTa's batched matmuls run on."""
+        batch, length = x.shape[:2]
+        x = x.view(batch, length, self.num_attention_heads, -1).permute(0, 2, 1, 3).contiguous()  # (B, nh, T, hs)
+        return x.view(-1, length, x.shape[-1])
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        mask: Tensor | None,
+        relative_pos: Tensor | None,
+        rel_embeddings: Tensor | None,
+        output_attentions: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """(B, T, H) with mask (B, 1, T, T) bool (True: attend; None: all) to the (B, T, H) context."""
+        batch, length = hidden_states.shape[:2]
+        if self.qkv is None:
+            projections = self.query_proj(hidden_states), self.key_proj(hidden_states), self.value_proj(hidden_states)
+        else:
+            projections = self.qkv(hidden_states).split(hidden_states.shape[-1], dim=-1)
+        query, key, value = (self._heads(p) for p in projections)
+        scale = torch.sqrt(torch.tensor(self.attention_head_size, dtype=torch.float) * self.scale_factor)
+        relative = None
+        if self.relative_attention:
+            relative = self._relative_scores(query, key, relative_pos, self.pos_dropout(rel_embeddings), scale)
+        eager = output_attentions or self.attn_implementation == "eager"
+        if eager:
+            scores = torch.bmm(query, key.transpose(-1, -2) / scale.to(dtype=query.dtype))  # (B*nh, T, T)
+            if relative is not None:
+                scores = scores + relative
+            scores = scores.view(batch, -1, length, length)
+            if mask is not None:
+                scores = scores.masked_fill(~mask, torch.finfo(query.dtype).min)
+            probs = self.dropout(F.softmax(scores, dim=-1))
+            context = torch.bmm(probs.view(-1, length, length), value)  # (B*nh, T, hs)
+        else:
+            bias = None if relative is None else relative.view(batch, -1, length, length)
+            if mask is not None:
+                padding = torch.zeros(mask.shape, dtype=query.dtype, device=query.device)
+                padding = padding.masked_fill_(~mask, torch.finfo(query.dtype).min)
+                bias = padding if bias is None else bias + padding
+            shape = (batch, -1, length, self.attention_head_size)
+            dropout_p = self.dropout.p if self.training else 0.0
+            context = F.scaled_dot_product_attention(
+                query.view(shape),
+                key.view(shape),
+                value.view(shape),
+                attn_mask=bias,
+                dropout_p=dropout_p,
+                scale=1.0 / math.sqrt(self.attention_head_size * self.scale_factor),
+            )
+            probs = None
+        context = context.view(batch, -1, length, self.attention_head_size).permute(0, 2, 1, 3).contiguous()
+        return context.view(batch, length, -1), probs if output_attentions else None  # (B, T, H)
+
+    def _relative_scores(
+        self, query: Tensor, key: Tensor, relative_pos: Tensor, rel_embeddings: Tensor, scale: Tensor
+    ) -> Tensor | int:
+        """The c2p and p2c terms, (B*nh, T, T), each divided by scale (0 when pos_att_type names neither)."""
+        span = self.att_span
+        table = rel_embeddings[: span * 2].unsqueeze(0)  # (1, 2S, H)
+        repeat = query.shape[0] // self.num_attention_heads
+        index_shape = [query.shape[0], query.shape[1], key.shape[1]]
+        score: Tensor | int = 0
+        if "c2p" in self.pos_att_type:
+            proj = self.key_proj if self.share_att_key else self.pos_key_proj
+            pos_key = self._heads(proj(table)).repeat(repeat, 1, 1)  # (B*nh, 2S, hs)
+            c2p = torch.bmm(query, pos_key.transpose(-1, -2))  # (B*nh, T, 2S)
+            index = torch.clamp(relative_pos + span, 0, span * 2 - 1).expand(index_shape)
+            c2p = torch.gather(c2p, dim=-1, index=index)
+            score = score + c2p / scale.to(dtype=c2p.dtype)
+        if "p2c" in self.pos_att_type:
+            proj = self.query_proj if self.share_att_key else self.pos_query_proj
+            pos_query = self._heads(proj(table)).repeat(repeat, 1, 1)  # (B*nh, 2S, hs)
+            p2c = torch.bmm(key, pos_query.transpose(-1, -2))  # (B*nh, T, 2S)
+            index = torch.clamp(-relative_pos + span, 0, span * 2 - 1).expand(index_shape)
+            p2c = torch.gather(p2c, dim=-1, index=index).transpose(-1, -2)
+            score = score + p2c / scale.to(dtype=p2c.dtype)
+        return score
+
+
+class DebertaV2SelfOutput(nn.Module):
+    """transformers' DebertaV2SelfOutput: LayerNorm(dropout(dense(x)) + input)."""
+
+    def __init__(self, config: DebertaV2Config) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: Tensor, input_tensor: Tensor) -> Tensor:
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+
+
+class DebertaV2Attention(nn.Module):
+    """transformers' DebertaV2Attention: `self` (disentangled) and `output`."""
+
+    def __init__(self, config: DebertaV2Config, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__()
+        self.self = DisentangledSelfAttention(config, attn_implementation)
+        self.output = DebertaV2SelfOutput(config)
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        mask: Tensor | None,
+        relative_pos: Tensor | None,
+        rel_embeddings: Tensor | None,
+        output_attentions: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        context, probs = self.self(hidden_states, mask, relative_pos, rel_embeddings, output_attentions)
+        return self.output(context, hidden_states), probs
+
+
+class DebertaV2Intermediate(nn.Module):
+    """transformers' DebertaV2Intermediate: act(dense(x))."""
+
+    def __init__(self, config: DebertaV2Config) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.hidden_act = config.hidden_act  # by name too, for the module swap that restores the activation
+        self.intermediate_act_fn = ACT2FN[config.hidden_act]
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        return self.intermediate_act_fn(self.dense(hidden_states))
+
+
+class DebertaV2Output(DebertaV2SelfOutput):
+    """transformers' DebertaV2Output: LayerNorm(dropout(dense(x)) + input), from intermediate_size."""
+
+    def __init__(self, config: DebertaV2Config) -> None:
+        super().__init__(config)
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+
+
+class DebertaV2Layer(nn.Module):
+    """transformers' DebertaV2Layer: attention, intermediate, output."""
+
+    # Where its parts are, for the code that finds a layer's attention and Linears (bertlite.layers.roles).
+    roles = LayerRoles(
+        attention="attention.self",
+        query="attention.self.query_proj",
+        key="attention.self.key_proj",
+        value="attention.self.value_proj",
+        attention_output="attention.output.dense",
+        intermediate="intermediate.dense",
+        activation="intermediate.intermediate_act_fn",
+        output="output.dense",
+    )
+
+    def __init__(self, config: DebertaV2Config, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__()
+        self.attention = DebertaV2Attention(config, attn_implementation)
+        self.intermediate = DebertaV2Intermediate(config)
+        self.output = DebertaV2Output(config)
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        mask: Tensor | None,
+        relative_pos: Tensor | None,
+        rel_embeddings: Tensor | None,
+        output_attentions: bool = False,
+        layout: PackedLayout | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """(B, T, H), or packed (N, H) rows with their layout (each sequence attends on its own)."""
+        if layout is None:
+            attended, probs = self.attention(hidden_states, mask, relative_pos, rel_embeddings, output_attentions)
+        else:
+            attended, probs = torch.empty_like(hidden_states), None
+            for start, length in zip(layout.starts.tolist(), layout.lengths.tolist(), strict=True):
+                rows = hidden_states[start : start + length][None]  # (1, L, H)
+                own = None if relative_pos is None else relative_pos[..., :length, :length]
+                attended[start : start + length] = self.attention(rows, None, own, rel_embeddings)[0][0]
+        return self.output(self.intermediate(attended), attended), probs
+
+
+class DebertaV2Encoder(nn.Module):
+    """transformers' DebertaV2Encoder: the layers, the relative position table and its LayerNorm."""
+
+    def __init__(self, config: DebertaV2Config, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__()
+        self.layer = nn.ModuleList(DebertaV2Layer(config, attn_implementation) for _ in range(config.num_hidden_layers))
+        self.relative_attention = config.relative_attention
+        if config.relative_attention:
+            self.rel_embeddings = nn.Embedding(config.relative_span * 2, config.hidden_size)
+        self.norm_rel_ebd = [part.strip() for part in config.norm_rel_ebd.lower().split("|")]
+        if "layer_norm" in self.norm_rel_ebd:
+            self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def get_rel_embedding(self) -> Tensor | None:
+        """The relative position table (2S, H), LayerNorm'd when norm_rel_ebd says layer_norm; None without it."""
+        if not self.relative_attention:
+            return None
+        table = self.rel_embeddings.weight
+        return self.LayerNorm(table) if "layer_norm" in self.norm_rel_ebd else table
+
+
+# --- models --------------------------------------------------------------------
+
+
+class DebertaV2PreTrainedModel(PreTrainedModel):
+    """What every DeBERTa-v2 class shares: its config class, base model prefix "deberta", transformers' init."""
+
+    config_class = DebertaV2Config
+    base_model_prefix = "deberta"
+    _as_config = staticmethod(_as_config)
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """transformers' scheme: normals at initializer_range (a padding row zero), LayerNorms at 1 and 0, biases 0."""
+        std = self.config.initializer_range
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            module.weight.normal_(mean=0.0, std=std)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                module.bias.zero_()
+            if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+                module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            module.weight.fill_(1.0)
+            module.bias.zero_()
+        elif isinstance(getattr(module, "bias", None), nn.Parameter) and not isinstance(module, nn.Linear):
+            module.bias.zero_()  # the masked-LM heads' own output bias
+
+    @property
+    def attn_implementation(self) -> str:
+        """The attention implementation the layers run."""
+        layers = self.base_model.encoder.layer
+        return layers[0].attention.self.attn_implementation if len(layers) else "eager"
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        """The word embeddings."""
+        return self.base_model.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        """Replace the word embeddings with `value`."""
+        self.base_model.embeddings.word_embeddings = value
+
+
+class DebertaV2Model(DebertaV2PreTrainedModel):
+    """transformers' DebertaV2Model: embeddings and the encoder; padded or packed. It has no pooler (the heads'
+    ContextPooler is theirs); add_pooling_layer is taken and ignored, as the other families' signature has it."""
+
+    def __init__(
+        self, config: DebertaV2Config, add_pooling_layer: bool = False, attn_implementation: str | None = None
+    ) -> None:
+        """Build the model with freshly initialised weights (from_pretrained loads a checkpoint instead).
+
+        Args:
+            config: the model's config; it stays bound to the model, as BertModel's.
+            add_pooling_layer: unused (DeBERTa's base model has no pooler).
+            attn_implementation: a name of bertlite.layers.attention's registry ("eager": transformers' op order;
+                any other: SDPA); None: the config's _attn_implementation, else "sdpa".
+
+        Raises:
+            ValueError: an unknown attention name.
+        """
+        super().__init__(config)
+        config = self.config
+        if attn_implementation is None:
+            attn_implementation = config._attn_implementation or DEFAULT_ATTENTION
+        check_attn_implementation(attn_implementation)
+        self.embeddings = DebertaV2Embeddings(config)
+        self.encoder = DebertaV2Encoder(config, attn_implementation)
+        self.pooler = None
+        self.gradient_checkpointing = False
+        self.checkpoint_kwargs: dict[str, Any] = {"use_reentrant": False}
+        self.checkpoint_every_n_layers = 1
+        self.checkpoint_offload = False
+        self.init_weights()
+        bind_attention(config, self)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        bind_attention(self.config, self)  # a copy's config, as BertModel's
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        lengths: Tensor | None = None,
+        layout: PackedLayout | None = None,
+        first_token_of: Tensor | None = None,
+        **kwargs: Any,
+    ) -> BaseModelOutputWithPooling | tuple[Tensor, ...]:
+        """Run a padded batch, as transformers does, or a packed one (each sequence on its own); both run the same
+        modules.
+
+        Args:
+            input_ids: (B, T) token ids; packed: (N,).
+            attention_mask: (B, T), 1 for real tokens; None: nothing masked. Not packed.
+            token_type_ids: (B, T) or packed (N,); None: zeros. Ignored without token type embeddings
+                (type_vocab_size 0), as transformers does.
+            position_ids: (B, T) absolute positions (position_biased_input); None: 0..T-1. Not packed.
+            inputs_embeds: (B, T, H) instead of input_ids (padded only).
+            output_attentions: also return each layer's attention probabilities (padded); None: the config's.
+            output_hidden_states: also return the embedding output and each layer's; None: the config's.
+            return_dict: a BaseModelOutputWithPooling; False: its tuple; None: the config's.
+            lengths: (B,) lengths of a packed batch.
+            layout: a PackedLayout of a packed batch, instead of lengths.
+            first_token_of: packed only: (R,) sequence numbers; last_hidden_state is then those sequences'
+                first-token rows (R, H).
+            **kwargs: what transformers' forward also takes and bertlite ignores; anything else is a TypeError.
+
+        Returns:
+            last_hidden_state (B, T, H) (packed: (N, H)), pooler_output None, hidden_states and attentions when
+            asked.
+
+        Raises:
+            ValueError: inputs of the wrong shape or out of range, or a keyword a packed batch does not take.
+            TypeError: an unknown keyword.
+        """
+        check_forward_kwargs(type(self).__name__, kwargs)
+        cfg = self.config
+        output_attentions = cfg.output_attentions if output_attentions is None else output_attentions
+        output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
+        if cfg.type_vocab_size == 0:
+            token_type_ids = None  # no table to read them from, as transformers ignores them
+        if lengths is not None or layout is not None:
+            for name, value in (("attention_mask", attention_mask), ("position_ids", position_ids)):
+                if value is not None:
+                    raise ValueError(f"{name} is not taken with a packed batch: the layout (lengths=) says it")
+            if inputs_embeds is not None:
+                raise ValueError("a packed batch takes input_ids (total_tokens,), not inputs_embeds")
+            out = self._forward_packed(
+                input_ids, token_type_ids, lengths, layout, output_attentions, output_hidden_states, first_token_of
+            )
+        else:
+            if first_token_of is not None:
+                raise ValueError("first_token_of takes a packed batch (lengths= or layout=)")
+            check_inputs(cfg, input_ids, inputs_embeds, attention_mask, token_type_ids, position_ids)
+            length = (input_ids if input_ids is not None else inputs_embeds[..., 0]).shape[-1]
+            device = (input_ids if input_ids is not None else inputs_embeds).device
+            if position_ids is None:
+                position_ids = torch.arange(length, device=device).unsqueeze(0)  # (1, T)
+            mask = None if attention_mask is None else attention_mask.to(device)
+            hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, mask, inputs_embeds)
+            pair_mask = None
+            if mask is not None:
+                keep = mask[:, None, None, :] * mask[:, None, :, None]  # (B, 1, T, T): query and key both real
+                pair_mask = keep.bool()
+            out = self._run_layers(hidden_states, pair_mask, output_attentions, output_hidden_states, None)
+        return out if (cfg.return_dict if return_dict is None else return_dict) else out.to_tuple()
+
+    def _forward_packed(
+        self,
+        input_ids: Tensor | None,
+        token_type_ids: Tensor | None,
+        lengths: Tensor | None,
+        layout: PackedLayout | None,
+        output_attentions: bool,
+        output_hidden_states: bool,
+        first_token_of: Tensor | None,
+    ) -> BaseModelOutputWithPooling:
+        if input_ids is None:
+            raise ValueError("a packed batch needs input_ids of shape (total_tokens,)")
+        if lengths is not None and layout is not None:
+            raise ValueError("give lengths= or layout=, not both")
+        if output_attentions:
+            raise ValueError("output_attentions takes a padded batch: a packed one runs each sequence on its own")
+        lengths = layout.lengths if layout is not None else torch.as_tensor(lengths, device=input_ids.device)
+        check_packed_inputs(self.config, input_ids, lengths, token_type_ids)
+        if layout is None:
+            layout = PackedLayout.from_lengths(lengths, self.embeddings.word_embeddings.weight.dtype)
+        if first_token_of is not None:
+            check_first_token_of(first_token_of, layout.batch_size, output_attentions)
+        hidden_states = self.embeddings(input_ids, token_type_ids, layout.positions, None)
+        out = self._run_layers(hidden_states, None, False, output_hidden_states, layout)
+        if first_token_of is not None:
+            out.last_hidden_state = out.last_hidden_state[layout.starts[first_token_of]]  # (R, H)
+        return out
+
+    def _run_layers(
+        self,
+        hidden_states: Tensor,
+        mask: Tensor | None,
+        output_attentions: bool,
+        output_hidden_states: bool,
+        layout: PackedLayout | None,
+    ) -> BaseModelOutputWithPooling:
+        """The layers; hidden_states and attentions as transformers records them (the embeddings, then each
+        layer's output)."""
+        length = hidden_states.shape[1] if layout is None else int(layout.lengths.max())
+        relative_pos = None
+        if self.config.relative_attention:
+            relative_pos = relative_positions(length, self.config, hidden_states.device)[None]  # (1, T, T)
+        rel_embeddings = self.encoder.get_rel_embedding()
+        all_hidden = [hidden_states] if output_hidden_states else None
+        all_attentions = [] if output_attentions else None
+        for i, layer in enumerate(self.encoder.layer):
+            args = (hidden_states, mask, relative_pos, rel_embeddings, output_attentions, layout)
+            if self.gradient_checkpointing and self.training and i % self.checkpoint_every_n_layers == 0:
+                hidden_states, probs = checkpoint(layer, *args, **self.checkpoint_kwargs)
+            else:
+                hidden_states, probs = layer(*args)
+            if all_hidden is not None:
+                all_hidden.append(hidden_states)
+            if all_attentions is not None:
+                all_attentions.append(probs)
+        return BaseModelOutputWithPooling(
+            hidden_states,
+            None,
+            None if all_hidden is None else tuple(all_hidden),
+            None if all_attentions is None else tuple(all_attentions),
+        )
+
+
+# Gradient checkpointing runs in DebertaV2Model; set_attn_implementation reaches each layer's attention.
+DebertaV2PreTrainedModel._checkpointed_module_types = (DebertaV2Model,)
+DebertaV2PreTrainedModel._attention_module_types = (DisentangledSelfAttention,)

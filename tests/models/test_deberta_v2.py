@@ -1,0 +1,385 @@
+"""DeBERTa-v2/v3 against transformers' native module in the same run: the config, the tokenizer (a SentencePiece
+Unigram in tokenizer.json), the module tree and keys, eager bitwise, sdpa and every packed attention within 1e-5,
+every head (both masked-LM layouts), save and load both ways, `bertlite parity`, and the Embedder and CrossEncoder
+against sentence-transformers on tiny folders built here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+import bertlite
+from bertlite.config import DebertaV2Config
+from bertlite.layers.attention import PACKED_ATTENTION
+from bertlite.models.deberta_v2 import DebertaV2Model
+
+TINY_DEBERTA = dict(
+    vocab_size=99,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=37,
+    max_position_embeddings=64,
+)
+# Model shapes checked: DeBERTa-v3's (log buckets, shared keys, c2p|p2c, LayerNorm'd table, no absolute positions
+# or token types), DeBERTa-v2's older form (separate pos_key_proj/pos_query_proj, no buckets, absolute positions
+# and token types) and plain BERT-like DeBERTa (no relative attention).
+CONFIGS = {
+    "v3": dict(
+        relative_attention=True,
+        position_buckets=8,
+        max_relative_positions=64,
+        pos_att_type="p2c|c2p",
+        norm_rel_ebd="layer_norm",
+        share_att_key=True,
+        position_biased_input=False,
+        type_vocab_size=0,
+    ),
+    "v2-separate": dict(
+        relative_attention=True,
+        max_relative_positions=16,
+        pos_att_type=["c2p", "p2c"],
+        type_vocab_size=2,
+        hidden_act="gelu_new",
+    ),
+    "absolute": dict(type_vocab_size=2, pos_att_type=["c2p"]),
+}
+TOL = dict(atol=1e-5, rtol=1e-5)
+HEADS = (
+    "ForMaskedLM",
+    "ForSequenceClassification",
+    "ForTokenClassification",
+    "ForQuestionAnswering",
+    "ForMultipleChoice",
+)
+
+
+def make_hf(name: str = "Model", config: str = "v3", seed: int = 0, **overrides) -> transformers.PreTrainedModel:
+    """A random transformers DeBERTa-v2 model (eager) with every weight far from its init."""
+    torch.manual_seed(seed)
+    values = {**TINY_DEBERTA, **CONFIGS[config], **overrides}
+    hf_config = transformers.DebertaV2Config(**values, attn_implementation="eager")
+    model = getattr(transformers, "DebertaV2" + name)(hf_config)
+    with torch.no_grad():
+        for param_name, p in model.named_parameters():  # a tied pair is one parameter here, so it stays tied
+            is_norm = "layernorm" in param_name.lower() and param_name.endswith("weight")
+            p.normal_(1.0 if is_norm else 0.0, 0.3)
+    return model.eval()
+
+
+def padded_batch(seed: int = 1, width: int = 30, types: bool = True) -> dict[str, torch.Tensor]:
+    """Three right-padded texts (pad id 0) of 30, 11 and 20 tokens, with token types 0 and 1 in the first."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(7, TINY_DEBERTA["vocab_size"], (3, width), generator=g)
+    mask = torch.ones_like(ids)
+    for row, length in ((1, 11), (2, 20)):
+        ids[row, length:], mask[row, length:] = 0, 0
+    batch = {"input_ids": ids, "attention_mask": mask}
+    if types:
+        batch["token_type_ids"] = torch.zeros_like(ids)
+        batch["token_type_ids"][0, 6:] = 1
+    return batch
+
+
+def batch_for(config: str) -> dict[str, torch.Tensor]:
+    return padded_batch(types=CONFIGS[config].get("type_vocab_size", 0) > 0)
+
+
+def packed(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The padded batch's real tokens (and their types), concatenated, and their lengths."""
+    real = batch["attention_mask"].bool()
+    out = {"input_ids": batch["input_ids"][real], "lengths": real.sum(dim=1)}
+    if "token_type_ids" in batch:
+        out["token_type_ids"] = batch["token_type_ids"][real]
+    return out
+
+
+def build_tokenizer(folder: Path) -> None:
+    """transformers' DebertaV2Tokenizer on a small Unigram vocabulary, saved as tokenizer.json (pad id 0)."""
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    words = ["the", "list", "of", "items", "sort", "dict", "by", "value", "json", "key", "what", "is", "a"]
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    vocab = [(piece, 0.0) for piece in specials]
+    vocab += [("▁" + w, -2.0) for w in words] + [("▁", -3.0)] + [(c, -4.0) for c in letters]
+    vocab += [(p, -5.0) for p in ("!", ",", "?", ".")]
+    tokenizer = transformers.DebertaV2Tokenizer(vocab=vocab)
+    tokenizer.save_pretrained(folder)
+    assert len(tokenizer) <= TINY_DEBERTA["vocab_size"]
+
+
+def saved_keys(folder: Path) -> list[str]:
+    """The keys of a folder's model.safetensors, sorted."""
+    from safetensors import safe_open
+
+    with safe_open(folder / "model.safetensors", "pt") as f:
+        return sorted(f.keys())
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def model_folder(request, tmp_path_factory) -> tuple[str, Path]:
+    """(config name, a folder with that random DebertaV2Model saved by transformers)."""
+    path = tmp_path_factory.mktemp(f"deberta-{request.param}")
+    make_hf(config=request.param).save_pretrained(path)
+    build_tokenizer(path)
+    return request.param, path
+
+
+def test_config_is_transformers_and_bad_values_are_named() -> None:
+    for values in ({}, TINY_DEBERTA, *({**TINY_DEBERTA, **c} for c in CONFIGS.values())):
+        theirs = transformers.DebertaV2Config.from_dict(values)
+        ours = DebertaV2Config.from_dict(values)
+        for key in ("pos_att_type", "type_vocab_size", "layer_norm_eps", "vocab_size", "pooler_hidden_size"):
+            assert getattr(ours, key) == getattr(theirs, key), key
+    assert DebertaV2Config(**TINY_DEBERTA, **CONFIGS["v3"]).relative_span == 8
+    for bad, message in (
+        (dict(conv_kernel_size=3), "convolution layer .* is not implemented"),
+        (dict(pos_att_type="c2p|x2y"), r"pos_att_type: \['x2y'\] unknown"),
+        (dict(hidden_act="nope"), "hidden_act='nope' is not implemented"),
+        (dict(model_type="bert"), "model_type='bert' is not a DebertaV2 config"),
+    ):
+        with pytest.raises(ValueError, match=message) as raised:
+            DebertaV2Config.from_dict(bad)
+        assert "\n" not in str(raised.value)
+
+
+def test_auto_tokenizer_gives_transformers_ids(model_folder) -> None:
+    _, folder = model_folder
+    texts = ["the list of items", "  spaces  and\ttabs ", "sort a [MASK] by value", "", "ünïcödé 🦊 json."]
+    pairs = [("what is a list?", "the list of items"), ("dict", "")]
+    theirs = transformers.AutoTokenizer.from_pretrained(folder)
+    ours = bertlite.AutoTokenizer.from_pretrained(folder)
+    for kwargs in ({}, {"padding": True}, {"padding": True, "truncation": True, "max_length": 6}):
+        assert ours(texts, **kwargs) == dict(theirs(texts, **kwargs))
+        firsts, seconds = [a for a, _ in pairs], [b for _, b in pairs]
+        assert ours(firsts, seconds, **kwargs) == dict(theirs(firsts, seconds, **kwargs))
+    for text in texts:
+        ids = theirs(text)["input_ids"]
+        assert ours.decode(ids, skip_special_tokens=True) == theirs.decode(ids, skip_special_tokens=True)
+
+
+def test_keys_and_eager_are_transformers_bitwise(model_folder) -> None:
+    config, path = model_folder
+    hf = make_hf(config=config)
+    ours = DebertaV2Model.from_pretrained(path, attn_implementation="eager")
+    assert type(ours.config) is DebertaV2Config
+    assert sorted(ours.state_dict()) == saved_keys(path)
+    batch = batch_for(config)
+    flags = dict(output_hidden_states=True, output_attentions=True)
+    with torch.no_grad():
+        expected, got = hf(**batch, **flags), ours(**batch, **flags)
+        embeds = ours.embeddings.word_embeddings(batch["input_ids"][:1])
+        from_embeds, expected_embeds = ours(inputs_embeds=embeds), hf(inputs_embeds=embeds)
+        no_mask = ours(input_ids=batch["input_ids"]).last_hidden_state
+        expected_no_mask = hf(input_ids=batch["input_ids"]).last_hidden_state
+        positions = torch.arange(30).flip(0)[None] + 5
+        given = ours(**batch, position_ids=positions).last_hidden_state
+        expected_given = hf(**batch, position_ids=positions).last_hidden_state
+    assert torch.equal(got.last_hidden_state, expected.last_hidden_state)  # the padding's rows too
+    assert len(got.hidden_states) == len(expected.hidden_states) == 3
+    for mine, theirs in zip(got.hidden_states, expected.hidden_states, strict=True):
+        assert torch.equal(mine, theirs)
+    for mine, theirs in zip(got.attentions, expected.attentions, strict=True):
+        assert torch.equal(mine, theirs)
+    assert torch.equal(from_embeds.last_hidden_state, expected_embeds.last_hidden_state)
+    assert torch.equal(no_mask, expected_no_mask) and torch.equal(given, expected_given)
+    assert got.pooler_output is None and len(ours(**batch, return_dict=False)) == 1
+
+
+@pytest.mark.parametrize("attn", sorted(PACKED_ATTENTION))
+def test_sdpa_and_every_packed_attention_match_transformers(model_folder, attn) -> None:
+    config, path = model_folder
+    hf = make_hf(config=config)
+    ours = DebertaV2Model.from_pretrained(path, attn_implementation=attn)
+    batch = batch_for(config)
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        expected = hf(**batch).last_hidden_state
+        got = ours(**packed(batch)).last_hidden_state
+        first = ours(**packed(batch), first_token_of=torch.tensor([2, 0, 1])).last_hidden_state
+        padded = ours(**batch).last_hidden_state
+    torch.testing.assert_close(got, expected[real], **TOL)
+    torch.testing.assert_close(first, expected[[2, 0, 1], 0], **TOL)
+    torch.testing.assert_close(padded, expected, **TOL)  # the padding's rows too
+
+
+def test_packed_keywords_are_checked(model_folder) -> None:
+    _, path = model_folder
+    ours = DebertaV2Model.from_pretrained(path, attn_implementation="eager")
+    batch = padded_batch()
+    with pytest.raises(ValueError, match="attention_mask is not taken with a packed batch"):
+        ours(**packed(batch), attention_mask=batch["attention_mask"])
+    with pytest.raises(ValueError, match="first_token_of takes a packed batch"):
+        ours(**batch, first_token_of=torch.tensor([0]))
+    with pytest.raises(ValueError, match="output_attentions takes a padded batch"):
+        ours(**packed(batch), output_attentions=True)
+    with pytest.raises(TypeError, match="unexpected_keyword"):
+        ours(**batch, unexpected_keyword=1)
+
+
+def test_saved_by_bertlite_loads_in_transformers_and_back(model_folder, tmp_path) -> None:
+    config, path = model_folder
+    ours = DebertaV2Model.from_pretrained(path, attn_implementation="eager")
+    ours.save_pretrained(tmp_path / "saved")
+    saved = json.loads((tmp_path / "saved" / "config.json").read_text())
+    assert saved["model_type"] == "deberta-v2" and "position_embedding_type" not in saved
+    theirs = transformers.AutoModel.from_pretrained(tmp_path / "saved", attn_implementation="eager").eval()
+    again = bertlite.AutoModel.from_pretrained(tmp_path / "saved", attn_implementation="eager")
+    assert type(theirs) is transformers.DebertaV2Model and type(again) is DebertaV2Model
+    assert theirs.config.pos_att_type == ours.config.pos_att_type
+    batch = batch_for(config)
+    with torch.no_grad():
+        expected = theirs(**batch).last_hidden_state
+        assert torch.equal(ours(**batch).last_hidden_state, expected)
+        assert torch.equal(again(**batch).last_hidden_state, expected)
+
+
+def test_auto_classes(model_folder) -> None:
+    _, path = model_folder
+    assert type(bertlite.AutoConfig.from_pretrained(path)) is DebertaV2Config
+    assert type(bertlite.AutoModel.from_pretrained(path)) is DebertaV2Model
+    assert type(bertlite.AutoModel.from_config(transformers.DebertaV2Config(**TINY_DEBERTA))) is DebertaV2Model
+    assert bertlite.DebertaV2Model is DebertaV2Model and bertlite.DebertaV2Config is DebertaV2Config
+
+
+def head_labels(head: str, batch: dict[str, torch.Tensor], num_labels: int) -> dict[str, torch.Tensor]:
+    """Labels for a head's loss: class ids per text, per token with -100 on the padding, or answer spans."""
+    g = torch.Generator().manual_seed(3)
+    b, t = batch["input_ids"].shape[:2]
+    if head == "ForSequenceClassification":
+        return {"labels": torch.randint(0, num_labels, (b,), generator=g)}
+    if head == "ForMultipleChoice":
+        return {"labels": torch.tensor([1])}
+    if head == "ForQuestionAnswering":
+        return {"start_positions": torch.tensor([1, 3, 40]), "end_positions": torch.tensor([4, 9, 2])}
+    labels = torch.randint(0, num_labels, (b, t), generator=g)
+    return {"labels": labels.masked_fill(~batch["attention_mask"].bool(), -100)}
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+@pytest.mark.parametrize("head", [*HEADS, "ForMaskedLM-new"])
+def test_every_head_loads_and_equals_transformers(head, config, tmp_path) -> None:
+    name, legacy = head.removesuffix("-new"), not head.endswith("-new")
+    num_labels = {"ForMaskedLM": TINY_DEBERTA["vocab_size"], "ForQuestionAnswering": 2}.get(name, 3)
+    hf = make_hf(name, config, num_labels=min(num_labels, 3), legacy=legacy)
+    hf.save_pretrained(tmp_path)
+    ours = getattr(bertlite, "DebertaV2" + name).from_pretrained(tmp_path, attn_implementation="eager")
+    assert sorted(set(ours.state_dict()) - set(ours.tied_weights_keys())) == saved_keys(tmp_path)  # tied: saved once
+    assert type(getattr(bertlite, "AutoModel" + name).from_pretrained(tmp_path)) is type(ours)
+    batch = batch_for(config)
+    if name == "ForMultipleChoice":  # one question, three choices
+        batch = {key: value[None] for key, value in batch.items()}
+    labels = head_labels(name, batch, num_labels)
+    with torch.no_grad():
+        expected, got = hf(**batch, **labels), ours(**batch, **labels)
+    fields = ("start_logits", "end_logits") if name == "ForQuestionAnswering" else ("logits",)
+    if name == "ForMultipleChoice":
+        # Its one-output classifier is a GEMV on a weight read in place from the file, whose alignment (not 64
+        # bytes) picks another CPU kernel than transformers' copy: the last bit may differ.
+        torch.testing.assert_close(got.logits, expected.logits, atol=1e-6, rtol=0)
+    else:
+        assert torch.equal(got.loss, expected.loss)
+        for field in fields:
+            assert torch.equal(getattr(got, field), getattr(expected, field))
+    if name in ("ForSequenceClassification", "ForTokenClassification", "ForMaskedLM"):
+        real = batch["attention_mask"].bool()
+        with torch.no_grad():
+            packed_out = ours(**packed(batch))
+        theirs = expected.logits if name == "ForSequenceClassification" else expected.logits[real]
+        torch.testing.assert_close(packed_out.logits, theirs, **TOL)
+    ours.save_pretrained(tmp_path / "saved")  # and back into transformers
+    theirs = getattr(transformers, "DebertaV2" + name).from_pretrained(tmp_path / "saved", attn_implementation="eager")
+    with torch.no_grad():
+        again = getattr(theirs.eval()(**batch), fields[0])
+    if name == "ForMultipleChoice":
+        torch.testing.assert_close(again, got.logits, atol=1e-6, rtol=0)
+    else:
+        assert torch.equal(again, getattr(got, fields[0]))
+
+
+def test_masked_lm_is_tied_and_trains_as_transformers(tmp_path) -> None:
+    hf = make_hf("ForMaskedLM")
+    hf.save_pretrained(tmp_path)
+    ours = bertlite.DebertaV2ForMaskedLM.from_pretrained(tmp_path, attn_implementation="eager")
+    predictions = ours.cls.predictions
+    assert predictions.decoder.weight is ours.deberta.embeddings.word_embeddings.weight
+    assert predictions.decoder.bias is predictions.bias
+    batch = padded_batch(types=False)
+    labels = head_labels("ForMaskedLM", batch, TINY_DEBERTA["vocab_size"])["labels"]
+    hf.train(), ours.train()
+    ours.gradient_checkpointing_enable()
+    torch.manual_seed(5)
+    hf.config.hidden_dropout_prob = 0.0
+    for module in (*hf.modules(), *ours.modules()):  # dropout off: the two draw their masks in other orders
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    hf(**batch, labels=labels).loss.backward()
+    ours(**batch, labels=labels).loss.backward()
+    theirs = dict(hf.named_parameters())
+    for name, p in ours.named_parameters():
+        torch.testing.assert_close(p.grad, theirs[name].grad, **TOL, msg=lambda m, name=name: f"{name}: {m}")
+
+
+# --- the jobs against sentence-transformers ------------------------------------------------
+
+TEXTS = ["the list of items", "sort a dict by value", "json key value items " * 4, "zebra", "Café, naïve!"]
+PAIRS = [("what is a list?", "the list of items"), ("dict", "sort a dict by value " * 5), ("key", "what is a key")]
+
+
+def save_st_folder(folder: Path, path: Path, pooling: str) -> Path:
+    """A sentence-transformers folder of the model in `folder`: Transformer, `pooling`, Normalize."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+
+    modules = [Transformer(str(folder), max_seq_length=24), Pooling(32, pooling), Normalize()]
+    SentenceTransformer(modules=modules, device="cpu").save(str(path))
+    return path
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_embedder_gives_sentence_transformers_vectors(model_folder, pooling: str, tmp_path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    _, folder = model_folder
+    st_folder = save_st_folder(folder, tmp_path / "st", pooling)
+    expected = SentenceTransformer(str(st_folder), device="cpu").encode(TEXTS, convert_to_numpy=True)
+    assert (expected @ expected.T)[np.triu_indices(len(TEXTS), 1)].min() < 0.99  # the vectors differ
+    for unpad in (True, False):
+        embedder = bertlite.Embedder.from_pretrained(st_folder, dtype="float32", unpad=unpad)
+        assert type(embedder.model) is DebertaV2Model and embedder.max_length == 24
+        np.testing.assert_allclose(embedder.encode(TEXTS), expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+def test_cross_encoder_gives_sentence_transformers_scores(config, tmp_path: Path) -> None:
+    # The prompt-injection guards and NLI rerankers: DeBERTa-v3 sequence classifiers.
+    from sentence_transformers import CrossEncoder as STCrossEncoder
+
+    make_hf("ForSequenceClassification", config, num_labels=3).save_pretrained(tmp_path)
+    build_tokenizer(tmp_path)
+    expected = STCrossEncoder(str(tmp_path), device="cpu", max_length=24).predict(PAIRS)
+    assert np.ptp(expected) > 1e-3  # the scores differ
+    for unpad in (True, False):
+        ours = bertlite.CrossEncoder.from_pretrained(tmp_path, dtype="float32", max_length=24, unpad=unpad)
+        assert type(ours.model) is bertlite.DebertaV2ForSequenceClassification
+        np.testing.assert_allclose(ours.predict(PAIRS), expected, atol=1e-5, rtol=0)
+
+
+def test_parity_compares_a_deberta_folder_with_transformers(model_folder, tmp_path) -> None:
+    from bertlite.cli import main
+    from bertlite.parity import check
+
+    _, folder = model_folder
+    report = check(folder, texts=[*TEXTS, *PAIRS, "the list " * 20])
+    names = {row.name for row in report.rows}
+    assert report.ok and not report.only_in_bertlite and not report.only_in_transformers
+    assert {"encoder.layer.1.attention.self.query_proj.weight", "last_hidden_state"} <= names
+    assert main(["parity", str(folder), "--head", "none"]) == 0
+    make_hf("ForSequenceClassification").save_pretrained(tmp_path / "classifier")
+    build_tokenizer(tmp_path / "classifier")
+    report = check(tmp_path / "classifier", texts=[*TEXTS, *PAIRS])
+    assert report.ok and {row.name for row in report.rows if row.kind == "logits"} == {"logits"}
