@@ -47,6 +47,8 @@ HEAD_MODULES = (
 )
 # Base-model prefixes whose heads own the top-level `pooler.` (DeBERTa's ContextPooler); BERT's is its base model's.
 HEAD_POOLER_PREFIXES = ("deberta",)
+# A base model's prefix in an original remote-code layout -> its prefix here (GTE's "new": Alibaba-NLP/new-impl).
+ORIGINAL_PREFIXES = {"gte": "new."}
 # transformers' non-persistent buffers, saved by old versions: derived, never loaded.
 IGNORED_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
 # Tensors that would change the outputs but have no module in the model being
@@ -81,7 +83,8 @@ def rename_legacy_key(key: str) -> str:
 def remap_key(key: str, *, base_model_prefix: str = "bert", with_prefix: bool = False) -> str | None:
     """Map a checkpoint key to its canonical name for the target model.
 
-    Unknown keys pass through so the strict check can report them.
+    An original layout's base-model prefix (ORIGINAL_PREFIXES) reads as the model's. Unknown keys pass through so
+    the strict check can report them.
 
     Args:
         key: a checkpoint key (legacy gamma/beta names are renamed).
@@ -94,6 +97,9 @@ def remap_key(key: str, *, base_model_prefix: str = "bert", with_prefix: bool = 
     """
     prefix = base_model_prefix + "."
     key = rename_legacy_key(key)
+    original = ORIGINAL_PREFIXES.get(base_model_prefix)
+    if original is not None and key.startswith(original):
+        key = prefix + key[len(original) :]
     bare = key[len(prefix) :] if key.startswith(prefix) else key
     if bare in IGNORED_BUFFERS:
         return None

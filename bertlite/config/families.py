@@ -275,6 +275,9 @@ def _tokenizers(name: str) -> tuple[str, ...]:
     return (f"{name}Tokenizer", f"{name}TokenizerFast")
 
 
+# An original remote-code layout's model_type -> the family that reads it, with no code run (its config class maps
+# the fields): GTE's "new" (Alibaba-NLP/new-impl).
+MODEL_TYPE_ALIASES = {"new": "gte"}
 # model_type -> its family. BERT's heads are more than FAMILY_HEADS: the Auto classes take each class it has.
 FAMILIES: dict[str, Family] = {
     "bert": Family(BertConfig, "bertlite.models.heads", "Bert", heads=(), bert_tokenizer=True),

@@ -1,7 +1,10 @@
 """GteConfig: transformers' GteConfig fields and defaults, validated.
 
 GTE is BERT's post-norm encoder with rotary positions (rope_parameters' rope_theta) and a gated feed-forward;
-type_vocab_size may be 0 (gte-base-en-v1.5: no token type embeddings). Importable without torch.
+type_vocab_size may be 0 (gte-base-en-v1.5: no token type embeddings). The original hub layout (model_type
+"new", auto_map to Alibaba-NLP/new-impl's code) is read too: from_original_layout maps its fields onto these, its
+fixed-NTK rope_scaling onto rope_type "ntk", and refuses by name what GTE's modules do not compute. Importable
+without torch.
 """
 
 from __future__ import annotations
@@ -16,12 +19,80 @@ from bertlite.config.bert import BertConfig
 NOT_GTE_FIELDS = ("position_embedding_type", "use_cache", "is_decoder", "add_cross_attention")
 # transformers' default rotary base for GTE (GteConfig.default_theta).
 DEFAULT_ROPE_THETA = 160_000.0
+# The original layout's model_type, and its config class's defaults where they differ from GteConfig's (a field
+# config.json leaves out has the original's value).
+ORIGINAL_MODEL_TYPE = "new"
+ORIGINAL_DEFAULTS = {"vocab_size": 30528, "max_position_embeddings": 2048, "pad_token_id": None}
+# The original's fields that choose its kernels (xformers, unpadding) or act only with logn_attention_scale: the
+# outputs are the same without them.
+ORIGINAL_KERNEL_FIELDS = ("unpad_inputs", "use_memory_efficient_attention", "logn_attention_clip1")
+# The original's class names -> GTE's; its code's repo, which auto_map names.
+ORIGINAL_CLASSES = {
+    "NewModel": "GteModel",
+    "NewForMaskedLM": "GteForMaskedLM",
+    "NewForSequenceClassification": "GteForSequenceClassification",
+    "NewForTokenClassification": "GteForTokenClassification",
+}
+ORIGINAL_CODE_REPO = "Alibaba-NLP/new-impl"
+
+
+def _names_original_code(value: Any) -> bool:
+    """Whether an auto_map value names the original's own classes (`[Alibaba-NLP/new-impl--]module.NewClass`)."""
+    if not isinstance(value, str):
+        return False
+    repo, _, name = value.rpartition("--")
+    module, _, cls = name.partition(".")
+    return repo in ("", ORIGINAL_CODE_REPO) and module in ("configuration", "modeling") and cls.startswith("New")
+
+
+def from_original_layout(config_dict: dict[str, Any]) -> dict[str, Any]:
+    """config.json of the original layout (model_type "new") as GteConfig's fields.
+
+    Args:
+        config_dict: the original's config.json keys and values.
+
+    Returns:
+        The same config under GteConfig's names: rope_theta and rope_scaling in rope_parameters, the kernel
+        switches dropped, auto_map dropped when it names only the original's classes (else kept, and refused
+        by the loader's own-code check), architectures renamed.
+
+    Raises:
+        ValueError: a field whose computation GTE's modules do not have, named.
+    """
+    data = {**ORIGINAL_DEFAULTS, **config_dict, "model_type": "gte"}
+    unsupported = {
+        "position_embedding_type": (data.pop("position_embedding_type", "rope"), "rope"),
+        "layer_norm_type": (data.pop("layer_norm_type", "layer_norm"), "layer_norm"),
+        "pack_qkv": (data.pop("pack_qkv", True), True),
+        "logn_attention_scale": (data.pop("logn_attention_scale", False), False),
+    }
+    for name, (value, supported) in unsupported.items():
+        if value != supported:
+            raise ValueError(f"model_type='new' with {name}={value!r} is not implemented (supported: {supported!r})")
+    if "NewForMaskedLM" in (data.get("architectures") or []) and data.get("hidden_act", "gelu") != "gelu":
+        # The original's masked-LM head applies hidden_act, transformers' GteLMHead (and so GTE's here) gelu.
+        raise ValueError(f"model_type='new' NewForMaskedLM with hidden_act={data['hidden_act']!r} is not implemented")
+    for name in ORIGINAL_KERNEL_FIELDS:
+        data.pop(name, None)
+    theta, scaling = data.pop("rope_theta", 10_000.0), data.pop("rope_scaling", None)
+    data["rope_parameters"] = {"rope_type": "default", "rope_theta": theta}
+    if scaling is not None:
+        if not isinstance(scaling, dict) or scaling.get("type") != "ntk" or set(scaling) - {"type", "factor"}:
+            raise ValueError(f"rope_scaling={scaling!r} is not implemented (supported: {{'type': 'ntk', 'factor': f}})")
+        data["rope_parameters"] = {"rope_type": "ntk", "rope_theta": theta, "factor": scaling.get("factor")}
+    auto_map = data.get("auto_map")
+    if isinstance(auto_map, dict) and all(_names_original_code(v) for k, v in auto_map.items() if k != "AutoTokenizer"):
+        del data["auto_map"]
+    if isinstance(data.get("architectures"), list):
+        data["architectures"] = [ORIGINAL_CLASSES.get(name, name) for name in data["architectures"]]
+    return data
 
 
 @dataclass
 class GteConfig(BertConfig):
     """GTE's config (transformers' GteConfig): BERT's fields with GTE's defaults, and rope_parameters (rope_type
-    "default" and rope_theta, the rotary base). type_vocab_size 0 means no token type embeddings."""
+    "default" and rope_theta, the rotary base; or rope_type "ntk" with its factor, the original layout's fixed-NTK
+    scaling). type_vocab_size 0 means no token type embeddings."""
 
     model_types: ClassVar[tuple[str, ...]] = ("gte",)
     vocab_size: int = 250048
@@ -56,13 +127,17 @@ class GteConfig(BertConfig):
         params = dict(given or {})
         params.setdefault("rope_type", "default")
         params.setdefault("rope_theta", DEFAULT_ROPE_THETA)
-        if params["rope_type"] != "default":
+        if params["rope_type"] not in ("default", "ntk"):
             raise ValueError(
-                f"rope_parameters: rope_type={params['rope_type']!r} is not implemented (supported: default)"
+                f"rope_parameters: rope_type={params['rope_type']!r} is not implemented (supported: default, ntk)"
             )
         theta = params["rope_theta"]
-        if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not math.isfinite(theta) or theta <= 0:
+        if not _positive_number(theta):
             raise ValueError(f"rope_parameters: rope_theta must be a positive number, got {theta!r}")
+        # The original scales the rotary base only past max_position_embeddings, so a factor below 1 would change
+        # the frequencies with the text's length: not implemented.
+        if params["rope_type"] == "ntk" and not (_positive_number(params.get("factor")) and params["factor"] >= 1):
+            raise ValueError(f"rope_parameters: rope_type 'ntk' needs a factor >= 1, got {params.get('factor')!r}")
         self.rope_parameters = params
 
     @property
@@ -70,9 +145,15 @@ class GteConfig(BertConfig):
         """The rotary base."""
         return float(self.rope_parameters["rope_theta"])
 
+    @property
+    def rope_ntk_factor(self) -> float:
+        """The fixed-NTK scaling factor of rope_type "ntk"; 1.0 (no scaling) for "default"."""
+        return float(self.rope_parameters.get("factor", 1.0)) if self.rope_parameters["rope_type"] == "ntk" else 1.0
+
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> BertConfig:
-        """BertConfig.from_dict; BERT's keys GTE lacks (NOT_GTE_FIELDS) are read, then kept only if carried.
+        """BertConfig.from_dict; BERT's keys GTE lacks (NOT_GTE_FIELDS) are read, then kept only if carried. The
+        original layout's config.json (model_type "new") is read through from_original_layout.
 
         Args:
             config_dict: config.json's keys and values.
@@ -81,6 +162,8 @@ class GteConfig(BertConfig):
         Returns:
             The validated config.
         """
+        if config_dict.get("model_type") == ORIGINAL_MODEL_TYPE:
+            config_dict = from_original_layout(config_dict)
         config = super().from_dict(config_dict, **kwargs)
         data = {**config_dict, **kwargs}
         config.extra.update({key: data[key] for key in NOT_GTE_FIELDS if key in data})
@@ -93,3 +176,8 @@ class GteConfig(BertConfig):
             if key not in self.extra:
                 out.pop(key, None)
         return out
+
+
+def _positive_number(value: Any) -> bool:
+    """Whether value is a finite number > 0 (not a bool)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0

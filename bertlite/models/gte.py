@@ -79,7 +79,9 @@ class GteEmbeddings(nn.Module):
 
 
 class GteRotaryEmbedding(nn.Module):
-    """The rotary cos and sin of each position (rope_parameters' rope_theta), as transformers' default rope.
+    """The rotary cos and sin of each position (rope_parameters' rope_theta), as transformers' default rope, or
+    with the original layout's fixed-NTK scaling (rope_type "ntk", factor f): base theta * f and every inverse
+    frequency divided by f ** (2 / head_dim), as its NTKScalingRotaryEmbedding computes them.
 
     The inverse frequencies are computed on the host at each call (head_dim / 2 numbers), so a model built on
     the meta device has no buffer to re-fill.
@@ -89,11 +91,14 @@ class GteRotaryEmbedding(nn.Module):
         super().__init__()
         self.head_dim = config.head_dim
         self.theta = config.rope_theta
+        self.ntk_factor = config.rope_ntk_factor
 
     def forward(self, x: Tensor, position_ids: Tensor) -> tuple[Tensor, Tensor]:
         """cos and sin, (..., head_dim) in x's dtype, for positions (B, T) or packed (N,)."""
         dim = self.head_dim
-        inv_freq = 1.0 / (self.theta ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+        inv_freq = 1.0 / ((self.theta * self.ntk_factor) ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+        if self.ntk_factor != 1.0:
+            inv_freq = inv_freq / self.ntk_factor ** (2 / dim)
         freqs = position_ids[..., None].float() * inv_freq.to(device=x.device)
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos().to(x.dtype), emb.sin().to(x.dtype)

@@ -403,10 +403,11 @@ def test_an_8192_token_text_matches_transformers(tmp_path) -> None:
     torch.testing.assert_close(got, expected, **TOL)
 
 
-def test_the_remote_code_layout_is_refused_by_name(tmp_path) -> None:
+def test_the_remote_code_layout_with_other_code_is_refused_by_name(tmp_path) -> None:
+    # The original layout itself loads (tests/models/test_gte_original.py); an auto_map to other code does not.
     config = {"model_type": "new", "architectures": ["NewModel"], "auto_map": {"AutoModel": "impl--modeling.NewModel"}}
     (tmp_path / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match="model_type='new' is not a BERT checkpoint"):
+    with pytest.raises(ValueError, match="auto_map names the checkpoint's own code"):
         bertlite.AutoModel.from_pretrained(tmp_path)
 
 
