@@ -47,6 +47,9 @@ HEAD_MODULES = (
 )
 # Base-model prefixes whose heads own the top-level `pooler.` (DeBERTa's ContextPooler); BERT's is its base model's.
 HEAD_POOLER_PREFIXES = ("deberta",)
+# Pre-training heads no class here (nor transformers) has a module for, dropped on load as transformers drops them:
+# DeBERTa-v3's replaced-token-detection head, by base-model prefix.
+DROPPED_HEADS = {"deberta": ("mask_predictions.",)}
 # A base model's prefix in an original remote-code layout -> its prefix here (GTE's "new": Alibaba-NLP/new-impl).
 ORIGINAL_PREFIXES = {"gte": "new."}
 # transformers' non-persistent buffers, saved by old versions: derived, never loaded.
@@ -101,7 +104,7 @@ def remap_key(key: str, *, base_model_prefix: str = "bert", with_prefix: bool = 
     if original is not None and key.startswith(original):
         key = prefix + key[len(original) :]
     bare = key[len(prefix) :] if key.startswith(prefix) else key
-    if bare in IGNORED_BUFFERS:
+    if bare in IGNORED_BUFFERS or bare.startswith(DROPPED_HEADS.get(base_model_prefix, ())):
         return None
     head_pooler = base_model_prefix in HEAD_POOLER_PREFIXES and bare.startswith("pooler.")
     if with_prefix:

@@ -324,6 +324,24 @@ def test_masked_lm_is_tied_and_trains_as_transformers(tmp_path) -> None:
         torch.testing.assert_close(p.grad, theirs[name].grad, **TOL, msg=lambda m, name=name: f"{name}: {m}")
 
 
+def test_the_replaced_token_detection_head_is_dropped_on_load(tmp_path) -> None:
+    # DeBERTa-v3's hub checkpoints keep the discriminator's mask_predictions.*, which transformers drops too.
+    from safetensors.torch import load_file, save_file
+
+    make_hf("ForMaskedLM").save_pretrained(tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    tensors["mask_predictions.dense.weight"] = torch.zeros(32, 32)
+    tensors["mask_predictions.classifier.bias"] = torch.zeros(1)
+    save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    theirs = transformers.DebertaV2ForMaskedLM.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    ours = bertlite.DebertaV2ForMaskedLM.from_pretrained(tmp_path, attn_implementation="eager")
+    base = bertlite.AutoModel.from_pretrained(tmp_path, attn_implementation="eager")
+    batch = padded_batch(types=False)
+    with torch.no_grad():
+        assert torch.equal(ours(**batch).logits, theirs(**batch).logits)
+        assert torch.equal(base(**batch).last_hidden_state, theirs.deberta(**batch).last_hidden_state)
+
+
 # --- the jobs against sentence-transformers ------------------------------------------------
 
 TEXTS = ["the list of items", "sort a dict by value", "json key value items " * 4, "zebra", "Café, naïve!"]
