@@ -142,7 +142,7 @@ def test_the_original_layout_loads_and_equals_transformers_native_gte(head, conf
         assert torch.equal(getattr(theirs.eval()(**batch), name), getattr(got, name))
 
 
-def test_the_tokenizer_and_the_embedder_read_the_original_folder(tmp_path) -> None:
+def test_the_tokenizer_and_the_embedder_read_an_original_folder(tmp_path) -> None:
     hf = make_hf("Model", "types")
     folder = write_original(hf, tmp_path / "new")
     build_tokenizer(folder)
@@ -153,6 +153,16 @@ def test_the_tokenizer_and_the_embedder_read_the_original_folder(tmp_path) -> No
     vectors = bertlite.Embedder.from_pretrained(str(folder)).encode(texts)
     native = bertlite.Embedder.from_pretrained(str(tmp_path / "new" / "native")).encode(texts)
     np.testing.assert_array_equal(vectors, native)
+
+
+def test_the_cross_encoder_reads_an_original_reranker_folder(tmp_path) -> None:
+    hf = make_hf("ForSequenceClassification", "types", num_labels=1)
+    folder = write_original(hf, tmp_path / "new")
+    build_tokenizer(folder)
+    build_tokenizer(tmp_path / "new" / "native")
+    pairs = [("a list", "the list of items"), ("sort", "sort a <mask> by value")]
+    scores = bertlite.CrossEncoder(str(folder)).predict(pairs)
+    np.testing.assert_array_equal(scores, bertlite.CrossEncoder(str(tmp_path / "new" / "native")).predict(pairs))
 
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))
@@ -173,6 +183,10 @@ def test_ntk_rope_scaling_equals_the_float64_reference_of_the_original(config, t
         got64 = {
             attn: model.double()(**batch).last_hidden_state[real] for attn, model in (("eager", ours), ("sdpa", sdpa))
         }
+        packed = {"input_ids": batch["input_ids"][real], "lengths": real.sum(dim=1)}
+        if "token_type_ids" in batch:
+            packed["token_type_ids"] = batch["token_type_ids"][real]
+        got64["packed"] = sdpa(**packed).last_hidden_state  # each text's rotary positions counted from 0
     # In float64 the equations alone: within 1e-5 (the rotary frequencies are float32, as the original's).
     for attn, out in got64.items():
         torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5, msg=attn)
