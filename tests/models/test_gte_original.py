@@ -204,6 +204,8 @@ def test_the_config_fields_map_onto_gte_and_defaults_are_the_originals() -> None
     assert config.pad_token_id is None and config.type_vocab_size == 1
     for key in ("unpad_inputs", "use_memory_efficient_attention", "logn_attention_clip1", "pack_qkv", "rope_scaling"):
         assert key not in config.to_dict()
+    # Saved, it is a gte config that keeps its scaling.
+    assert GteConfig.from_dict(config.to_dict()).rope_parameters == config.rope_parameters
 
 
 @pytest.mark.parametrize(
