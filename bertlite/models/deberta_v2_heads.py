@@ -8,7 +8,10 @@ ModelWithHead, running the shared forwards of models.heads.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertlite.config.deberta_v2 import DebertaV2Config
@@ -21,10 +24,11 @@ from bertlite.models.heads import (
     multiple_choice_forward,
     question_answering_forward,
     sequence_classification_forward,
+    sequence_classification_loss,
     token_classification_forward,
 )
 from bertlite.models.modeling_utils import ModelWithHead
-from bertlite.models.outputs import BaseModelOutputWithPooling
+from bertlite.models.outputs import BaseModelOutputWithPooling, SequenceClassifierOutput
 
 __all__ = [
     "ContextPooler",
@@ -153,6 +157,34 @@ class DebertaV2ForMaskedLM(DebertaV2PreTrainedModel, ModelWithHead):
         return self.lm_predictions(sequence_output, self.deberta.embeddings.word_embeddings)
 
 
+def deberta_sequence_loss(config: DebertaV2Config, logits: Tensor, labels: Tensor) -> Tensor:
+    """transformers' DeBERTa sequence-classification loss: with problem_type unset, its own rules (num_labels 1:
+    mean squared error; class ids: cross-entropy over the texts whose label is not negative, 0 when none is; a
+    (B, num_labels) distribution: soft-label cross-entropy), else the shared loss of that problem_type.
+
+    Args:
+        config: the classifier's config (num_labels, problem_type).
+        logits: (B, num_labels).
+        labels: (B,) class ids or floats, or (B, num_labels) label distributions.
+
+    Returns:
+        The loss.
+    """
+    if config.problem_type is not None:
+        return sequence_classification_loss(config, logits, labels)
+    if config.num_labels == 1:
+        return F.mse_loss(logits.view(-1).to(labels.dtype), labels.view(-1))
+    if labels.dim() == 1 or labels.shape[-1] == 1:
+        kept = (labels >= 0).nonzero()  # (K, 1): the texts with a label
+        labels = labels.long()
+        if kept.shape[0] == 0:
+            return torch.tensor(0).to(logits)
+        kept_logits = torch.gather(logits, 0, kept.expand(kept.shape[0], logits.shape[1]))
+        kept_labels = torch.gather(labels, 0, kept.view(-1))
+        return F.cross_entropy(kept_logits.view(-1, config.num_labels).float(), kept_labels.view(-1))
+    return -((F.log_softmax(logits, dim=-1) * labels).sum(-1)).mean()
+
+
 def _add_pooled_classifier(model: ModelWithHead, num_outputs: int) -> None:
     """ContextPooler `pooler`, then `dropout` (cls_dropout, else hidden_dropout_prob) and `classifier`."""
     config = model.config
@@ -179,7 +211,33 @@ class DebertaV2ForSequenceClassification(DebertaV2PreTrainedModel, ModelWithHead
         _add_pooled_classifier(self, self.config.num_labels)
         self.post_init()
 
-    forward = sequence_classification_forward
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        **kwargs: Any,
+    ) -> SequenceClassifierOutput | tuple[Tensor, ...]:
+        """The shared sequence_classification_forward with DeBERTa's own loss (deberta_sequence_loss).
+
+        Args:
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: as in DebertaV2Model.forward.
+            labels: as deberta_sequence_loss takes them.
+            **kwargs: the base model's other keywords and return_dict.
+
+        Returns:
+            SequenceClassifierOutput (loss, logits, hidden_states, attentions); return_dict=False: its tuple.
+        """
+        inputs = (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        output = sequence_classification_forward(self, *inputs, **{**kwargs, "return_dict": True})
+        if labels is not None:  # a new output, so the loss comes first in its tuple
+            loss = deberta_sequence_loss(self.config, output.logits, labels)
+            output = SequenceClassifierOutput(loss, output.logits, output.hidden_states, output.attentions)
+        return self._finish(output, kwargs)
 
     def classify(self, first_tokens: Tensor | None, pooled: Tensor | None) -> Tensor:
         """The head alone, for a caller that ran the base model itself (bertlite's CrossEncoder).

@@ -301,6 +301,24 @@ def test_every_head_loads_and_equals_transformers(head, config, tmp_path) -> Non
         assert torch.equal(again, getattr(got, fields[0]))
 
 
+def test_sequence_classification_loss_is_deberta_s(tmp_path) -> None:
+    # Without problem_type DeBERTa's loss skips negative labels and takes label distributions as soft labels.
+    hf = make_hf("ForSequenceClassification", num_labels=3)
+    hf.save_pretrained(tmp_path)
+    ours = bertlite.DebertaV2ForSequenceClassification.from_pretrained(tmp_path, attn_implementation="eager")
+    batch = padded_batch(types=False)
+    soft = torch.softmax(torch.randn(3, 3, generator=torch.Generator().manual_seed(2)), dim=-1)
+    for labels in (torch.tensor([2, -1, 0]), torch.tensor([-1, -1, -1]), soft):
+        with torch.no_grad():
+            expected, got = hf(**batch, labels=labels), ours(**batch, labels=labels)
+        assert torch.equal(got.loss, expected.loss) and ours.config.problem_type is None
+    ours.config.problem_type = "multi_label_classification"
+    with torch.no_grad():  # a problem_type set: the shared loss
+        got = ours(**batch, labels=(soft > 0.3).float(), return_dict=False)
+        expected = torch.nn.functional.binary_cross_entropy_with_logits(got[1], (soft > 0.3).float())
+    assert len(got) == 2 and torch.equal(got[0], expected)
+
+
 def test_masked_lm_is_tied_and_trains_as_transformers(tmp_path) -> None:
     hf = make_hf("ForMaskedLM")
     hf.save_pretrained(tmp_path)
