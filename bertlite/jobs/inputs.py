@@ -68,6 +68,8 @@ def check_truncate_dim(value: object, dimension: int) -> None:
     Raises:
         ValueError: naming truncate_dim and the value.
     """
+    if isinstance(value, int) and not isinstance(value, bool) and value < 1:  # an integer: name the range it misses
+        raise ValueError(f"truncate_dim={value} must be between 1 and the dimension {dimension}")
     check_count("truncate_dim", value, none="every dimension")
     if value is not None and operator.index(value) > dimension:
         raise ValueError(f"truncate_dim={value} must be between 1 and the dimension {dimension}")
