@@ -16,7 +16,13 @@ import torch
 from torch import Tensor
 
 from bertlite.checkpoint.files import iter_tensors
-from bertlite.checkpoint.remap import HEAD_MODULES, UNSUPPORTED_TENSORS, remap_key, rename_legacy_key
+from bertlite.checkpoint.remap import (
+    HEAD_MODULES,
+    IGNORED_UNEXPECTED,
+    UNSUPPORTED_TENSORS,
+    remap_key,
+    rename_legacy_key,
+)
 from bertlite.checkpoint.safety import nonfinite_entry
 
 # Keys listed per kind in a load error; the full lists stay in LoadReport.
@@ -209,6 +215,8 @@ def _report_unknown(report: LoadReport, target: _Target, key: str, path: Path) -
         report.unsupported.append(f"{key} in {path.name} ({unsupported[0]})")
     elif "pooler." in key and not target.has_pooler:
         return  # transformers also ignores a pooler the model was built without
+    elif any(name in key for name in IGNORED_UNEXPECTED.get(target.base_model_prefix, ())):
+        return
     elif target.with_prefix and key.startswith(HEAD_MODULES):
         report.ignored.append(key)  # e.g. the pre-training heads, for a classifier
     else:

@@ -50,6 +50,10 @@ HEAD_POOLER_PREFIXES = ("deberta",)
 # Pre-training heads no class here (nor transformers) has a module for, dropped on load as transformers drops them:
 # DeBERTa-v3's replaced-token-detection head, by base-model prefix.
 DROPPED_HEADS = {"deberta": ("mask_predictions.",)}
+# Names a family's checkpoints may hold without a module in the model's config, dropped only when the model has no
+# such weight (transformers' _keys_to_ignore_on_load_unexpected): DeBERTa-v3's absolute positions, saved although
+# position_biased_input is false.
+IGNORED_UNEXPECTED = {"deberta": ("position_embeddings",)}
 # A base model's prefix in an original remote-code layout -> its prefix here (GTE's "new": Alibaba-NLP/new-impl).
 ORIGINAL_PREFIXES = {"gte": "new."}
 # transformers' non-persistent buffers, saved by old versions: derived, never loaded.

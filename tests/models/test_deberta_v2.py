@@ -360,6 +360,38 @@ def test_the_replaced_token_detection_head_is_dropped_on_load(tmp_path) -> None:
         assert torch.equal(base(**batch).last_hidden_state, theirs.deberta(**batch).last_hidden_state)
 
 
+def test_unused_absolute_positions_are_dropped_as_transformers_drops_them(tmp_path) -> None:
+    # DeBERTa-v3's hub checkpoints keep embeddings.position_embeddings although position_biased_input is false.
+    from safetensors.torch import load_file, save_file
+
+    make_hf("ForSequenceClassification").save_pretrained(tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    tensors["deberta.embeddings.position_embeddings.weight"] = torch.ones(64, 32)
+    save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    theirs, their_info = transformers.DebertaV2ForSequenceClassification.from_pretrained(
+        tmp_path, attn_implementation="eager", output_loading_info=True
+    )
+    ours, our_info = bertlite.DebertaV2ForSequenceClassification.from_pretrained(
+        tmp_path, attn_implementation="eager", output_loading_info=True
+    )
+    base = bertlite.AutoModel.from_pretrained(tmp_path, attn_implementation="eager")
+    assert list(our_info["unexpected_keys"]) == list(their_info["unexpected_keys"]) == []
+    assert "embeddings.position_embeddings.weight" not in base.state_dict()
+    batch = padded_batch(types=False)
+    with torch.no_grad():
+        assert torch.equal(ours(**batch).logits, theirs.eval()(**batch).logits)
+        assert torch.equal(base(**batch).last_hidden_state, theirs.deberta(**batch).last_hidden_state)
+
+
+def test_absolute_positions_the_config_uses_still_load(tmp_path) -> None:
+    # The name is dropped only where the model has no such weight: with position_biased_input it is read.
+    make_hf(config="v2-separate").save_pretrained(tmp_path)
+    theirs = transformers.DebertaV2Model.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    ours = bertlite.DebertaV2Model.from_pretrained(tmp_path, attn_implementation="eager")
+    their_table = theirs.embeddings.position_embeddings.weight
+    assert torch.equal(ours.embeddings.position_embeddings.weight, their_table)
+
+
 # --- the jobs against sentence-transformers ------------------------------------------------
 
 TEXTS = ["the list of items", "sort a dict by value", "json key value items " * 4, "zebra", "Café, naïve!"]
