@@ -29,6 +29,7 @@ from bertlite.layers.attention import (
     packed_first_token_attention,
     padded_attention,
 )
+from bertlite.layers.fused import fused_linear
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
 from bertlite.models.inputs import (
@@ -136,7 +137,7 @@ class GteAttention(nn.Module):
         name = "eager" if output_attentions else self.attn_implementation
         dropout_p = self.attention_dropout if self.training else 0.0
         cos, sin = position_embeddings
-        qkv = self.qkv_proj(hidden_states)
+        qkv = fused_linear(self.qkv_proj, hidden_states, 3)  # transformers' q_proj, k_proj, v_proj
         if layout is not None:
             rows = qkv.view(-1, 3, self.num_heads, self.head_dim)  # (N, 3, nh, hs)
             query = apply_rotary(rows[:, 0], cos[:, None], sin[:, None])
@@ -177,7 +178,7 @@ class GteMLP(nn.Module):
 
     def forward(self, hidden_states: Tensor, residual: Tensor | None = None) -> Tensor:
         """(..., H) -> (..., H); residual (fuses_residual, inference): added inside down_proj's GEMM."""
-        up, gate = self.up_gate_proj(hidden_states).chunk(2, dim=-1)
+        up, gate = fused_linear(self.up_gate_proj, hidden_states, 2).chunk(2, dim=-1)  # up_proj, gate_proj
         # Contiguous, the activation rounds as on transformers' separate gate_proj output (a strided view may not).
         gated = self.act_fn(gate.contiguous()) * up
         if residual is not None:

@@ -30,6 +30,7 @@ from bertlite.layers.attention import (
     packed_first_token_attention,
     padded_attention,
 )
+from bertlite.layers.fused import fused_linear
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
 from bertlite.models.inputs import (
@@ -126,7 +127,7 @@ class NomicBertAttention(nn.Module):
         name = "eager" if output_attentions else self.attn_implementation
         dropout_p = self.attention_dropout if self.training else 0.0
         cos, sin = position_embeddings
-        qkv = self.Wqkv(hidden_states)
+        qkv = fused_linear(self.Wqkv, hidden_states, 3)  # transformers' q_proj, k_proj, v_proj
         if layout is not None:
             rows = qkv.view(-1, 3, self.num_heads, self.head_dim)  # (N, 3, nh, hs)
             query = apply_rotary(rows[:, 0], cos[:, None], sin[:, None])

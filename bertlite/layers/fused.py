@@ -1,0 +1,33 @@
+"""A fused Linear (query|key|value, up|gate) run as the separate Linears a reference model holds.
+
+Checkpoints such as GTE's and NomicBERT's store one fused weight where transformers' modules hold two or
+three Linears. One GEMM over the fused weight may round apart from the separate ones, because a GEMM's
+reduction order may follow its output width; run as blocks, each output matches the reference's on any CPU.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def fused_linear(linear: nn.Module, x: Tensor, parts: int) -> Tensor:
+    """`linear(x)`, as `parts` GEMMs over its weight's row blocks where it is a plain nn.Linear.
+
+    A swapped-in module (the CPU's oneDNN Linear, int8, an adapter) runs whole: it was chosen for speed and
+    its own numbers are checked against the reference's tolerance.
+
+    Args:
+        linear: the fused Linear, its output `parts` blocks of equal width.
+        x: (..., in_features).
+        parts: how many Linears the reference holds in its place.
+
+    Returns:
+        (..., out_features), the blocks concatenated in order.
+    """
+    if type(linear) is not nn.Linear:
+        return linear(x)
+    weights = linear.weight.chunk(parts)
+    biases = linear.bias.chunk(parts) if linear.bias is not None else (None,) * parts
+    return torch.cat([F.linear(x, w, b) for w, b in zip(weights, biases, strict=True)], dim=-1)
