@@ -212,17 +212,21 @@ class DisentangledSelfAttention(nn.Module):
         table = rel_embeddings[: span * 2].unsqueeze(0)  # (1, 2S, H)
         repeat = query.shape[0] // self.num_attention_heads
         index_shape = [query.shape[0], query.shape[1], key.shape[1]]
+        shared = None
+        if self.share_att_key and self.qkv is not None:
+            # int8 leaves only placeholders where query_proj and key_proj were: the table goes through q|k|v too.
+            shared = self.qkv(table[0]).unsqueeze(0).split(table.shape[-1], dim=-1)  # 3 x (1, 2S, H)
         score: Tensor | int = 0
         if "c2p" in self.pos_att_type:
             proj = self.key_proj if self.share_att_key else self.pos_key_proj
-            pos_key = self._heads(proj(table)).repeat(repeat, 1, 1)  # (B*nh, 2S, hs)
+            pos_key = self._heads(proj(table) if shared is None else shared[1]).repeat(repeat, 1, 1)  # (B*nh, 2S, hs)
             c2p = torch.bmm(query, pos_key.transpose(-1, -2))  # (B*nh, T, 2S)
             index = torch.clamp(relative_pos + span, 0, span * 2 - 1).expand(index_shape)
             c2p = torch.gather(c2p, dim=-1, index=index)
             score = score + c2p / scale.to(dtype=c2p.dtype)
         if "p2c" in self.pos_att_type:
             proj = self.query_proj if self.share_att_key else self.pos_query_proj
-            pos_query = self._heads(proj(table)).repeat(repeat, 1, 1)  # (B*nh, 2S, hs)
+            pos_query = self._heads(proj(table) if shared is None else shared[0]).repeat(repeat, 1, 1)  # (B*nh, 2S, hs)
             p2c = torch.bmm(key, pos_query.transpose(-1, -2))  # (B*nh, T, 2S)
             index = torch.clamp(-relative_pos + span, 0, span * 2 - 1).expand(index_shape)
             p2c = torch.gather(p2c, dim=-1, index=index).transpose(-1, -2)

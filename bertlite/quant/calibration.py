@@ -85,7 +85,10 @@ def activation_ranges(model: nn.Module, tokenizer: Tokenizer, texts: Sequence[st
     ranges: dict[nn.Linear, Tensor] = {}
 
     def record(module: nn.Module, inputs: tuple[Tensor, ...]) -> None:
-        channel_max = inputs[0].detach()[mask].abs().amax(dim=0)  # (K,) over real tokens only
+        x = inputs[0].detach()
+        # Another input than the batch's tokens (DeBERTa's relative position table through query/key) counts whole.
+        rows = x[mask] if x.shape[:-1] == mask.shape else x.reshape(-1, x.shape[-1])
+        channel_max = rows.abs().amax(dim=0)  # (K,)
         ranges[module] = torch.maximum(ranges[module], channel_max) if module in ranges else channel_max
 
     hooks = [m.register_forward_pre_hook(record) for m in model_layers(model).modules() if isinstance(m, nn.Linear)]

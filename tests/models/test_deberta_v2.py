@@ -15,8 +15,11 @@ import transformers
 
 import bertlite
 from bertlite.config import DebertaV2Config
+from bertlite.jobs.prepare import ready
 from bertlite.layers.attention import PACKED_ATTENTION
+from bertlite.layers.onednn import FusedQKV, OneDNNLinear, linear_works
 from bertlite.models.deberta_v2 import DebertaV2Model
+from bertlite.quant.int8 import quantize_int8
 
 TINY_DEBERTA = dict(
     vocab_size=99,
@@ -392,6 +395,31 @@ def test_absolute_positions_the_config_uses_still_load(tmp_path) -> None:
     assert torch.equal(ours.embeddings.position_embeddings.weight, their_table)
 
 
+def test_the_cpu_fast_path_and_int8_match_transformers_and_eager_undoes_them(model_folder) -> None:
+    config, path = model_folder
+    hf = make_hf(config=config)
+    ours = ready(DebertaV2Model.from_pretrained(path))
+    attention = ours.encoder.layer[1].attention
+    fast = linear_works(torch.float32)  # oneDNN's Linear runs here
+    assert (type(attention.self.qkv) is FusedQKV) == fast
+    assert (type(attention.output.dense) is OneDNNLinear) == fast
+    batch = batch_for(config)
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        expected = hf(**batch).last_hidden_state
+        torch.testing.assert_close(ours(**packed(batch)).last_hidden_state, expected[real], **TOL)
+        torch.testing.assert_close(ours(**batch).last_hidden_state[real], expected[real], **TOL)
+        ours.set_attn_implementation("eager")
+        assert attention.self.qkv is None and type(attention.output.dense) is torch.nn.Linear
+        assert torch.equal(ours(**batch).last_hidden_state, expected)
+        int8 = quantize_int8(DebertaV2Model.from_pretrained(path), kernel="dequantize", compile_quantization=False)
+        low = int8(**packed(batch)).last_hidden_state
+    # share_att_key's table projections run through the quantized q|k|v, as the tokens' do.
+    assert type(int8.encoder.layer[0].attention.self.qkv).__name__ == "Int8Linear"
+    # Random weights far from any trained model's: int8 keeps the rows' direction, not 1e-5.
+    assert torch.nn.functional.cosine_similarity(low, expected[real], dim=-1).mean() >= 0.99
+
+
 # --- the jobs against sentence-transformers ------------------------------------------------
 
 TEXTS = ["the list of items", "sort a dict by value", "json key value items " * 4, "zebra", "Café, naïve!"]
@@ -420,6 +448,36 @@ def test_embedder_gives_sentence_transformers_vectors(model_folder, pooling: str
         embedder = bertlite.Embedder.from_pretrained(st_folder, dtype="float32", unpad=unpad)
         assert type(embedder.model) is DebertaV2Model and embedder.max_length == 24
         np.testing.assert_allclose(embedder.encode(TEXTS), expected, atol=1e-5, rtol=0)
+
+
+def test_an_int8_embedder_keeps_sentence_transformers_directions(model_folder, tmp_path) -> None:
+    # Calibration sees the relative position table go through query/key beside the tokens.
+    from sentence_transformers import SentenceTransformer
+
+    _, folder = model_folder
+    st_folder = save_st_folder(folder, tmp_path / "st", "mean")
+    expected = SentenceTransformer(str(st_folder), device="cpu").encode(TEXTS, convert_to_numpy=True)
+    embedder = bertlite.Embedder.from_pretrained(st_folder, dtype="int8")
+    assert type(embedder.model.encoder.layer[0].intermediate.dense).__name__ == "Int8Linear"
+    assert (embedder.encode(TEXTS) * expected).sum(axis=1).min() >= 0.99
+
+
+def test_sparse_encoder_gives_sentence_transformers_vectors(tmp_path) -> None:
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sparse_encoder.modules import SpladePooling
+
+    make_hf("ForMaskedLM").save_pretrained(tmp_path / "mlm")
+    build_tokenizer(tmp_path / "mlm")
+    transformer = Transformer(str(tmp_path / "mlm"), max_seq_length=24, transformer_task="fill-mask")
+    SparseEncoder(modules=[transformer, SpladePooling("max")], device="cpu").save(str(tmp_path / "splade"))
+    expected = SparseEncoder(str(tmp_path / "splade"), device="cpu").encode(TEXTS, convert_to_tensor=True).to_dense()
+    for unpad in (True, False):
+        ours = bertlite.SparseEncoder.from_pretrained(tmp_path / "splade", dtype="float32", unpad=unpad)
+        assert type(ours.model) is bertlite.DebertaV2ForMaskedLM
+        got = ours.encode(TEXTS).to_dense()
+        assert (expected != 0).sum(dim=1).min() > 0
+        assert torch.equal(got != 0, expected != 0) and (got - expected).abs().max().item() <= 1e-5
 
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))
