@@ -323,10 +323,17 @@ class DebertaV2Layer(nn.Module):
             attended, probs = self.attention(hidden_states, mask, relative_pos, rel_embeddings, output_attentions)
         else:
             attended, probs = torch.empty_like(hidden_states), None
-            for start, length in zip(layout.starts.tolist(), layout.lengths.tolist(), strict=True):
+            if output_attentions:  # each text's probabilities on the padded grid, as the other families give them
+                heads, width = self.attention.self.num_attention_heads, layout.max_length
+                probs = hidden_states.new_zeros(layout.batch_size, heads, width, width)  # (B, nh, T, T)
+            spans = zip(layout.starts.tolist(), layout.lengths.tolist(), strict=True)
+            for row, (start, length) in enumerate(spans):
                 rows = hidden_states[start : start + length][None]  # (1, L, H)
                 own = None if relative_pos is None else relative_pos[..., :length, :length]
-                attended[start : start + length] = self.attention(rows, None, own, rel_embeddings)[0][0]
+                context, own_probs = self.attention(rows, None, own, rel_embeddings, output_attentions)
+                attended[start : start + length] = context[0]
+                if probs is not None:
+                    probs[row, :, :length, :length] = own_probs[0]
         return self.output(self.intermediate(attended), attended), probs
 
 
@@ -454,7 +461,8 @@ class DebertaV2Model(DebertaV2PreTrainedModel):
                 (type_vocab_size 0), as transformers does.
             position_ids: (B, T) absolute positions (position_biased_input); None: 0..T-1. Not packed.
             inputs_embeds: (B, T, H) instead of input_ids (padded only).
-            output_attentions: also return each layer's attention probabilities (padded); None: the config's.
+            output_attentions: also return each layer's attention probabilities, (B, nh, T, T) (a packed batch's on
+                the padded grid, zeros past each text); None: the config's.
             output_hidden_states: also return the embedding output and each layer's; None: the config's.
             return_dict: a BaseModelOutputWithPooling; False: its tuple; None: the config's.
             lengths: (B,) lengths of a packed batch.
@@ -517,8 +525,6 @@ class DebertaV2Model(DebertaV2PreTrainedModel):
             raise ValueError("a packed batch needs input_ids of shape (total_tokens,)")
         if lengths is not None and layout is not None:
             raise ValueError("give lengths= or layout=, not both")
-        if output_attentions:
-            raise ValueError("output_attentions takes a padded batch: a packed one runs each sequence on its own")
         lengths = layout.lengths if layout is not None else torch.as_tensor(lengths, device=input_ids.device)
         check_packed_inputs(self.config, input_ids, lengths, token_type_ids)
         if layout is None:
@@ -526,7 +532,7 @@ class DebertaV2Model(DebertaV2PreTrainedModel):
         if first_token_of is not None:
             check_first_token_of(first_token_of, layout.batch_size, output_attentions)
         hidden_states = self.embeddings(input_ids, token_type_ids, layout.positions, None)
-        out = self._run_layers(hidden_states, None, False, output_hidden_states, layout)
+        out = self._run_layers(hidden_states, None, output_attentions, output_hidden_states, layout)
         if first_token_of is not None:
             out.last_hidden_state = out.last_hidden_state[layout.starts[first_token_of]]  # (R, H)
         return out

@@ -218,10 +218,27 @@ def test_packed_keywords_are_checked(model_folder) -> None:
         ours(**packed(batch), attention_mask=batch["attention_mask"])
     with pytest.raises(ValueError, match="first_token_of takes a packed batch"):
         ours(**batch, first_token_of=torch.tensor([0]))
-    with pytest.raises(ValueError, match="output_attentions takes a padded batch"):
-        ours(**packed(batch), output_attentions=True)
+    with pytest.raises(ValueError, match="not with output_attentions"):
+        ours(**packed(batch), first_token_of=torch.tensor([0]), output_attentions=True)
     with pytest.raises(TypeError, match="unexpected_keyword"):
         ours(**batch, unexpected_keyword=1)
+
+
+def test_a_packed_batch_gives_each_texts_attentions_on_the_padded_grid(model_folder) -> None:
+    config, path = model_folder
+    hf = make_hf(config=config)
+    ours = DebertaV2Model.from_pretrained(path, attn_implementation="sdpa")
+    batch = batch_for(config)
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        expected = hf(**batch, output_attentions=True)
+        got = ours(**packed(batch), output_attentions=True)
+    torch.testing.assert_close(got.last_hidden_state, expected.last_hidden_state[real], **TOL)
+    keep = real[:, None, :, None]  # the rows of real queries; padding keys have probability 0 in both
+    assert len(got.attentions) == len(expected.attentions) == 2
+    for mine, theirs in zip(got.attentions, expected.attentions, strict=True):
+        assert mine.shape == theirs.shape and not mine[~keep.expand_as(mine)].any()
+        torch.testing.assert_close(mine, theirs * keep, **TOL)
 
 
 def test_saved_by_bertlite_loads_in_transformers_and_back(model_folder, tmp_path) -> None:
