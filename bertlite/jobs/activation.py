@@ -10,7 +10,7 @@ from typing import Any
 
 from torch import nn
 
-from bertlite.utils.warn import warn_user
+from bertlite.jobs.st.logs import logger
 
 
 def default_activation(num_labels: int) -> nn.Module:
@@ -45,7 +45,11 @@ def resolve_activation(path: str, name: str | os.PathLike = "the checkpoint") ->
         ValueError: a torch path that names no class.
     """
     if not path.startswith("torch."):
-        warn_user(f"{name}: activation_fn {path!r} is not a torch module; using the default activation")
+        # bertlite imports no code a checkpoint names, trust_remote_code or not; sentence-transformers' wording.
+        logger.warning(
+            f"Activation function path '{path}' is not trusted, using default activation function instead. "
+            f"({name}: bertlite builds torch's activations only.)"
+        )
         return None
     module_path, _, attr = path.rpartition(".")
     try:

@@ -34,7 +34,9 @@ from bertlite.jobs.prepare import LoadOptions
 from bertlite.jobs.st.base import LoadingKeywords, STBase, check_wrapped
 from bertlite.jobs.st.folders import read_cross_encoder_settings
 from bertlite.jobs.st.keywords import arrays_as_lists, classifier_dropout, renamed_keywords
+from bertlite.jobs.st.logs import logger
 from bertlite.jobs.st.names import CROSS_ENCODER_ORGANIZATION
+from bertlite.jobs.st.processing import takes_processing_kwargs
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.auto import AutoModelForSequenceClassification, read_model_type
 from bertlite.models.deberta_v2_heads import DebertaV2ForSequenceClassification
@@ -364,6 +366,7 @@ class CrossEncoder(STBase, BaseEncoder):
 
     @renamed_keywords(sentences="inputs", activation_fct="activation_fn")
     @arrays_as_lists
+    @takes_processing_kwargs
     def predict(
         self,
         inputs: Sequence[Pair] | Pair,
@@ -399,6 +402,8 @@ class CrossEncoder(STBase, BaseEncoder):
             pool: a pool of start_multi_process_pool's to score in (its processes each score a chunk).
             chunk_size: pairs per chunk sent to a pool's process; None: about 10 chunks per process.
             max_tokens: caps batch size x longest pair.
+            processing_kwargs: (keyword) {"text": {"max_length": n, "truncation": True}}: this call's max_length
+                (bertlite.jobs.st.processing).
 
         Returns:
             float32 scores: (n,) for one label, (n, num_labels) for more; for one pair, its score (a
@@ -480,6 +485,8 @@ class CrossEncoder(STBase, BaseEncoder):
         unknown = sorted(set(deprecated) - set(IGNORED_RANK_KWARGS))
         if unknown:
             raise TypeError(f"rank() got an unexpected keyword argument {unknown[0]!r}")
+        for name in sorted(deprecated):
+            logger.warning(f"The CrossEncoder.rank `{name}` argument is deprecated and has no effect")
         if self.num_labels != 1:
             raise ValueError(
                 f"rank() needs a model with num_labels=1, this one has {self.num_labels}; use predict() on the pairs"

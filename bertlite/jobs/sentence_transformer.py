@@ -22,9 +22,11 @@ from bertlite.jobs.embedder import Embedder
 from bertlite.jobs.inputs import check_count, check_texts
 from bertlite.jobs.pooling import pool as pool_rows
 from bertlite.jobs.process_pool import run_in_pool
-from bertlite.jobs.st.base import LoadingKeywords, STBase, default_device
+from bertlite.jobs.st.base import LoadingKeywords, STBase, default_device, set_attention
 from bertlite.jobs.st.keywords import arrays_as_lists, renamed_keywords
+from bertlite.jobs.st.logs import prompt_over_name
 from bertlite.jobs.st.names import SENTENCE_TRANSFORMERS_ORGANIZATION
+from bertlite.jobs.st.processing import takes_processing_kwargs
 from bertlite.util import quantize_embeddings
 
 __all__ = ["SentenceTransformer", "default_device"]
@@ -134,9 +136,11 @@ class SentenceTransformer(Embedder):
             similarity_fn_name=getattr(similarity_fn_name, "value", similarity_fn_name),
             hub_kwargs=kwargs,
         )
+        set_attention(self.model, model_kwargs)
 
     @renamed_keywords(sentences="inputs")
     @arrays_as_lists
+    @takes_processing_kwargs
     def encode(  # type: ignore[override]
         self,
         inputs: Sequence[Text] | Text,
@@ -181,7 +185,8 @@ class SentenceTransformer(Embedder):
             pool: a pool of start_multi_process_pool's to encode in.
             chunk_size: texts per task sent to a pool's process; None: about 10 tasks per process.
             max_tokens, on_long: bertlite's, as Embedder.encode's.
-            **kwargs: "task" (sentence-transformers' Router models'), accepted and unused.
+            **kwargs: "task" (sentence-transformers' Router models'), accepted and unused; "processing_kwargs"
+                ({"text": {"max_length": n, "truncation": True}}: this call's max_length; bertlite.jobs.st.processing).
 
         Returns:
             (n, dim) vectors as numpy float32 (int8 / uint8 codes for a precision), a tensor, or a list of
@@ -210,7 +215,8 @@ class SentenceTransformer(Embedder):
         check_count("batch_size", batch_size, none=None, must="a positive integer")
         single = isinstance(inputs, str)
         texts = [inputs] if single else list(inputs)
-        if prompt is None:  # a given prompt wins over prompt_name, as in sentence-transformers
+        prompt_name = prompt_over_name(self.prompts, prompt, prompt_name)
+        if prompt is None:
             prompt = self.resolve_prompt(None, prompt_name)
         if output_value is None:
             outputs = self._every_output(texts, batch_size, prompt, truncate_dim, precision, device, pool)

@@ -42,7 +42,9 @@ from bertlite.jobs.st.folders import (
     read_splade_settings,
 )
 from bertlite.jobs.st.keywords import arrays_as_lists, encode_task, renamed_keywords
+from bertlite.jobs.st.logs import prompt_over_name
 from bertlite.jobs.st.names import SPARSE_ENCODER_ORGANIZATION
+from bertlite.jobs.st.processing import takes_processing_kwargs
 from bertlite.jobs.st.router import RouterLayout, StaticSparseQuery, read_router, read_router_settings
 from bertlite.jobs.st.sparse_encoder import SparseEncoderMembers
 from bertlite.models.auto import AutoModelForMaskedLM, read_model_type
@@ -299,6 +301,7 @@ class SparseEncoder(SparseEncoderMembers, STBase, BaseEncoder):
 
     @renamed_keywords(sentences="inputs")
     @arrays_as_lists
+    @takes_processing_kwargs
     def encode(
         self,
         inputs: str | Sequence[Text],
@@ -336,7 +339,8 @@ class SparseEncoder(SparseEncoderMembers, STBase, BaseEncoder):
             max_tokens: also caps batch size x longest text; None: no cap.
             on_long: "truncate" (default) or "error", as in encodings().
             **kwargs: "task" (sentence-transformers' Router models'): "query" encodes with the query side of
-                inference-free SPLADE (StaticSparseQuery), anything else with the model; other keywords are refused.
+                inference-free SPLADE (StaticSparseQuery), anything else with the model; "processing_kwargs" as
+                SentenceTransformer.encode's; other keywords are refused.
 
         Returns:
             (n, vocab_size) float32, sparse COO (coalesced) or dense; a (vocab_size,) vector for a single
@@ -349,6 +353,7 @@ class SparseEncoder(SparseEncoderMembers, STBase, BaseEncoder):
         """
         check_texts("inputs", inputs)
         check_count("batch_size", batch_size)
+        prompt_name = prompt_over_name(self.prompts, prompt, prompt_name)
         if encode_task(self, kwargs) == "query" and self._static_query is not None:
             options = (convert_to_tensor, convert_to_sparse_tensor, save_to_cpu, max_active_dims)
             return self._encode_static(inputs, prompt_name, prompt, *options)

@@ -463,3 +463,69 @@ def test_cross_encoder_default_activation_function(reranker: Path) -> None:
         with pytest.warns(DeprecationWarning, match="The `default_activation_function` property was renamed"):
             activation = model.default_activation_function
         assert type(activation) is torch.nn.Sigmoid and activation is model.activation_fn
+
+
+def test_trust_remote_code_runs_bertlite_for_a_family_it_implements(real_model_path: Path, tmp_path: Path) -> None:
+    """GTE's original layout names its own code (model_type "new", auto_map); bertlite runs its GteModel instead."""
+    from tests.models.test_gte import build_tokenizer, make_hf
+    from tests.models.test_gte_original import write_original
+
+    folder = write_original(make_hf("Model", "types"), tmp_path / "new")
+    build_tokenizer(folder)
+    texts = ["the list of items", "sort a <mask> by value"]
+    trusted = bertlite.SentenceTransformer(str(folder), trust_remote_code=True, **CPU)
+    assert type(trusted.transformers_model).__name__ == "GteModel"
+    np.testing.assert_array_equal(trusted.encode(texts), bertlite.SentenceTransformer(str(folder), **CPU).encode(texts))
+    for name, config, message in (
+        ("unknown", {"model_type": "jina_bert"}, "model_type 'jina_bert' is not a family bertlite implements"),
+        ("own_code", {"model_type": "bert", "auto_map": {"AutoModel": "x--m.M"}}, "names its own code \\(auto_map\\)"),
+    ):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(config))
+        with pytest.raises(ValueError, match=message):
+            bertlite.SentenceTransformer(str(tmp_path / name), trust_remote_code=True, **CPU)
+
+
+def test_model_kwargs_attention_and_the_transformers_model(real_model_path: Path, reranker: Path) -> None:
+    """attn_implementation="eager" runs the eager reference; low_cpu_mem_usage is taken and changes nothing."""
+    options = {"model_kwargs": {"attn_implementation": "eager", "low_cpu_mem_usage": False}}
+    for name, path in (("SentenceTransformer", real_model_path), ("CrossEncoder", reranker)):
+        model = getattr(bertlite, name)(str(path), **options, **CPU)
+        assert model.transformers_model is model.model and model.transformers_model.attn_implementation == "eager"
+        assert all(p.device.type == "cpu" for p in model.parameters())
+    default = bertlite.SentenceTransformer(str(real_model_path), **CPU)
+    eager = bertlite.SentenceTransformer(str(real_model_path), **options, **CPU)
+    np.testing.assert_allclose(eager.encode(["a b c", "d"]), default.encode(["a b c", "d"]), atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="attn_implementation='flex_attention' must be one of"):
+        bertlite.SentenceTransformer(str(real_model_path), model_kwargs={"attn_implementation": "flex_attention"})
+
+
+def test_what_sentence_transformers_logs_is_logged(
+    real_model_path: Path, reranker: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = bertlite.SentenceTransformer(str(real_model_path), prompts={"query": "query: "}, **CPU)
+    with caplog.at_level("WARNING", logger="bertlite.jobs.st"):
+        both = model.encode(["a b"], prompt="query: ", prompt_name="query")
+        model.tokenize(["a b"])
+        bertlite.CrossEncoder(str(reranker), **CPU).rank("q", ["d"], convert_to_numpy=True)
+    np.testing.assert_array_equal(both, model.encode(["a b"], prompt="query: "))
+    assert [r.name for r in caplog.records] == ["bertlite.jobs.st"] * 3
+    assert "Ignoring the `prompt_name` in favor of `prompt`" in caplog.records[0].message
+    assert "`tokenize` method is deprecated" in caplog.records[1].message
+    assert "rank `convert_to_numpy` argument is deprecated" in caplog.records[2].message
+    with pytest.raises(ValueError, match="Prompt name 'nope' not found in the configured prompts dictionary"):
+        model.encode(["a b"], prompt_name="nope")
+
+
+def test_processing_kwargs_give_one_call_its_max_length(real_model_path: Path, reranker: Path) -> None:
+    model = bertlite.SentenceTransformer(str(real_model_path), **CPU)
+    text = "this sentence is much longer than four tokens for sure"
+    short = {"text": {"max_length": 4, "truncation": True}}
+    np.testing.assert_array_equal(model.encode(text, processing_kwargs=short), model.encode("this sentence"))
+    assert model.max_seq_length != 4 and model.tokenizer.model_max_length != 4  # the model's own are unchanged
+    cross = bertlite.CrossEncoder(str(reranker), **CPU)
+    assert cross.predict([("a b c d e f", "g h i j k")], processing_kwargs=short).shape == (1,)
+    with pytest.raises(ValueError, match=r"processing_kwargs\['text'\]\['padding'\]='max_length' is not honoured"):
+        model.encode(text, processing_kwargs={"text": {"padding": "max_length"}})
+    with pytest.raises(ValueError, match=r"processing_kwargs\['image'\]: bertlite reads text only"):
+        model.encode(text, processing_kwargs={"image": {}})

@@ -592,8 +592,6 @@ def test_sparse_and_multi_vector_keywords_as_sentence_transformers(folders: dict
 def test_what_bertlite_cannot_do_is_refused_by_name(name: str, folders: dict[str, Path]) -> None:
     cls = getattr(bertlite, name)
     path = str(folders[{"CrossEncoder": "reranker", "SparseEncoder": "splade"}.get(name, "colbert")])
-    with pytest.raises(ValueError, match="trust_remote_code=True"):
-        cls(path, trust_remote_code=True)
     with pytest.raises(ValueError, match="backend='onnx'"):
         cls(path, backend="onnx")
     model = cls(path, **F32)

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
@@ -27,7 +28,9 @@ from bertlite.config import FAMILIES
 from bertlite.jobs.prepare import LoadOptions
 from bertlite.jobs.process_pool import run_in_pool, start_pool, stop_pool
 from bertlite.jobs.st.folders import M3_FILES
+from bertlite.jobs.st.logs import logger
 from bertlite.jobs.st.names import resolve_model_name
+from bertlite.jobs.st.remote_code import check_remote_code
 from bertlite.quant.int8 import is_quantized
 from bertlite.tokenization import BertTokenizer
 
@@ -37,6 +40,7 @@ __all__ = [
     "check_similarity_fn_name",
     "check_wrapped",
     "default_device",
+    "set_attention",
     "st_load_kwargs",
     "transformers_tokenizer",
 ]
@@ -64,9 +68,13 @@ MODULE_FOLDER = re.compile(r"[0-9]+_[A-Za-z][A-Za-z0-9_]*")
 MODULE_FILES = ("config.json", "model.safetensors", "pytorch_model.bin")
 # The prompts encode_query and encode_document use unless given one: the first of their task's the model has.
 TASK_PROMPTS = {"query": ("query",), "document": ("document", "passage", "corpus")}
-# model_kwargs keys bertlite reads: the dtype under either of transformers' names, and a device_map that
-# names one device.
-MODEL_KWARGS = ("dtype", "torch_dtype", "device_map")
+# model_kwargs keys bertlite reads: the dtype under either of transformers' names, a device_map that names one
+# device, attn_implementation, and low_cpu_mem_usage (accepted, no effect: bertlite always loads without a
+# second copy of the weights).
+MODEL_KWARGS = ("dtype", "torch_dtype", "device_map", "attn_implementation", "low_cpu_mem_usage")
+# transformers' attn_implementation names bertlite takes: "eager" runs its eager reference; the others are what
+# it picks for the device anyway (SDPA, or flash attention where it runs on CUDA).
+ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3")
 # Each job's transformers tokenizer, built on first use; kept beside the job, not in it, so a job pickled for
 # a pool of processes carries none (it holds a lock).
 _TOKENIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -87,13 +95,15 @@ class LoadingKeywords:
     """sentence-transformers' loading keywords, as every job's constructor takes them (BaseModel's).
 
     device: where the model runs; None: default_device() when loading by name.
-    trust_remote_code: must be False: bertlite runs no code from a checkpoint.
+    trust_remote_code: True is taken for a checkpoint whose family bertlite implements (check_remote_code): bertlite's
+        own code runs, never the checkpoint's.
     cache_folder: the hub cache, as `cache_dir`; None: $SENTENCE_TRANSFORMERS_HOME if set (as
         sentence-transformers reads it), else huggingface_hub's default.
     revision, local_files_only, token: hub options, passed on under the same names.
     model_kwargs: "dtype" or "torch_dtype" (unset: float32; a torch dtype, its name or "auto": bertlite's
         "auto", chosen for this machine, not config.json's dtype), and "device_map" naming one device (it wins
-        over `device`, as in sentence-transformers). Other keys are refused.
+        over `device`, as in sentence-transformers), "attn_implementation" (ATTN_IMPLEMENTATIONS: "eager" runs the
+        eager reference) and "low_cpu_mem_usage" (no effect). Other keys are refused.
     processor_kwargs, config_kwargs: must be empty: bertlite reads the tokenizer and config as saved.
     use_kernels, kernel_config: must be off: bertlite chooses its kernels itself.
     backend: must be "torch".
@@ -124,15 +134,20 @@ class LoadingKeywords:
             f.name for f in fields(self) if f.name != "device" and getattr(self, f.name) != getattr(default, f.name)
         )
 
-    def from_pretrained_kwargs(self) -> dict[str, Any]:
+    def from_pretrained_kwargs(self, name_or_path: str | os.PathLike | None = None) -> dict[str, Any]:
         """These keywords as the keywords of a bertlite job's from_pretrained.
+
+        Args:
+            name_or_path: the resolved folder or hub id, where trust_remote_code=True is checked against its
+                config.json (check_remote_code); None: trust_remote_code=True is refused.
 
         Returns:
             device, revision, cache_dir, local_files_only, token, and dtype when model_kwargs gives one
             (else from_pretrained's default applies). device stays None when none is given.
 
         Raises:
-            ValueError: trust_remote_code=True, an option bertlite does not have, or model_kwargs with a key
+            ValueError: trust_remote_code=True that check_remote_code refuses (always, without name_or_path), an
+                option bertlite does not have, or model_kwargs with a key
                 it does not read, naming what to do instead.
         """
         _refuse_unsupported(self)
@@ -148,6 +163,14 @@ class LoadingKeywords:
         for key in ("dtype", "torch_dtype"):
             if key in model_kwargs:
                 kwargs["dtype"] = model_kwargs[key]
+        if self.trust_remote_code:
+            if name_or_path is None:
+                raise ValueError(
+                    "trust_remote_code=True: bertlite runs no code from a checkpoint, only the BERT-family models "
+                    f"it implements ({', '.join(FAMILIES)}); leave trust_remote_code=False"
+                )
+            hub = {key: kwargs[key] for key in ("revision", "cache_dir", "local_files_only", "token")}
+            check_remote_code(name_or_path, hub)
         return kwargs
 
 
@@ -167,6 +190,9 @@ def _checked_model_kwargs(model_kwargs: dict[str, Any] | None) -> dict[str, Any]
             f"model_kwargs {unknown} are not read by bertlite; it reads only {list(MODEL_KWARGS)} "
             "(attention is chosen for the device: see docs/migration.md)"
         )
+    attention = model_kwargs.get("attn_implementation")
+    if attention is not None and attention not in ATTN_IMPLEMENTATIONS:
+        raise ValueError(f"model_kwargs attn_implementation={attention!r} must be one of {list(ATTN_IMPLEMENTATIONS)}")
     if "dtype" in model_kwargs and "torch_dtype" in model_kwargs:
         raise ValueError("model_kwargs gives both 'dtype' and 'torch_dtype'; give one ('dtype')")
     device_map = model_kwargs.get("device_map")
@@ -184,14 +210,20 @@ def _checked_model_kwargs(model_kwargs: dict[str, Any] | None) -> dict[str, Any]
     return model_kwargs
 
 
+def set_attention(model: nn.Module, model_kwargs: dict[str, Any] | None) -> None:
+    """Run `model`'s attention eagerly, as transformers' eager reference, when model_kwargs asks for
+    attn_implementation="eager"; any other name leaves bertlite's choice for the device.
+
+    Args:
+        model: the loaded model (a job readies it later, or has readied it: "eager" undoes that).
+        model_kwargs: sentence-transformers' model_kwargs, checked by _checked_model_kwargs.
+    """
+    if (model_kwargs or {}).get("attn_implementation") == "eager" and hasattr(model, "set_attn_implementation"):
+        model.set_attn_implementation("eager")
+
+
 def _refuse_unsupported(keywords: LoadingKeywords) -> None:
     """Raise ValueError for the sentence-transformers options bertlite has no counterpart of."""
-    if keywords.trust_remote_code:
-        raise ValueError(
-            "trust_remote_code=True: bertlite runs no code from a checkpoint, only the BERT-family models it "
-            f"implements ({', '.join(FAMILIES)}); leave trust_remote_code=False, or use "
-            "sentence-transformers for this model"
-        )
     if keywords.backend != "torch":
         raise ValueError(f"backend={keywords.backend!r}: bertlite runs on torch only; use backend='torch'")
     if keywords.use_kernels or keywords.kernel_config is not None:
@@ -298,6 +330,7 @@ class STBase:
         Returns:
             preprocess()'s BatchEncoding: input_ids, token_type_ids and attention_mask as (B, T) tensors.
         """
+        logger.warning("The `tokenize` method is deprecated, please use `preprocess` instead.")
         return self.preprocess(texts, **kwargs)
 
     @staticmethod
@@ -373,7 +406,8 @@ class STBase:
         if tokenizer is not None:
             raise TypeError(f"{name}({model_name_or_path!r}, tokenizer): the folder's tokenizer is loaded with it")
         resolved = resolve_model_name(model_name_or_path, self.default_huggingface_organization)
-        kwargs = loading.from_pretrained_kwargs()
+        kwargs = loading.from_pretrained_kwargs(resolved)
+        logger.info(f"Loading {name} model from {resolved}.")
         if kwargs["device"] is None:
             kwargs["device"] = default_device()
         return resolved, kwargs
@@ -381,10 +415,30 @@ class STBase:
     def _load_by_name(
         self, model_name_or_path: str | os.PathLike, tokenizer: Tokenizer | None, loading: LoadingKeywords
     ) -> tuple[nn.Module, Tokenizer, dict[str, Any]]:
-        """The constructor given a name (_by_name), loaded as from_pretrained loads it (_load)."""
+        """The constructor given a name (_by_name), loaded as from_pretrained loads it (_load), with
+        model_kwargs' attn_implementation set before the job readies the model."""
         resolved, kwargs = self._by_name(model_name_or_path, tokenizer, loading)
         options = LoadOptions.check(None, kwargs.pop("dtype", None), kwargs.pop("device"), False, kwargs)
-        return self._load(resolved, options)
+        model, tokenizer, folder = self._load(resolved, options)
+        set_attention(model, loading.model_kwargs)
+        return model, tokenizer, folder
+
+    def parameters(self, recurse: bool = True) -> Iterator[nn.Parameter]:
+        """The model's parameters, as a sentence-transformers model (an nn.Module) gives them.
+
+        Args:
+            recurse: nn.Module.parameters' argument.
+
+        Returns:
+            An iterator over the parameters of the model the job runs.
+        """
+        return self.model.parameters(recurse)
+
+    @property
+    def transformers_model(self) -> nn.Module:
+        """The model the job runs (bertlite's module tree under transformers' names), as sentence-transformers'
+        transformers_model gives its transformers model."""
+        return self.model
 
     def _pooled(
         self,

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 from torch import nn
 
-from bertlite.utils.warn import warn_user
+from bertlite.jobs.st.logs import deprecated
 
 __all__ = ["arrays_as_lists", "classifier_dropout", "encode_task", "renamed_keywords"]
 
@@ -39,7 +39,7 @@ def renamed_keywords(**renames: str) -> Callable[[F], F]:
             for old, new in renames.items():
                 if old in kwargs:
                     value = kwargs.pop(old)
-                    warn_user(f"The `{old}` argument was renamed and is now deprecated; use `{new}`", FutureWarning)
+                    deprecated(f"The `{old}` argument was renamed and is now deprecated; use `{new}`")
                     kwargs.setdefault(new, value)
             return method(*args, **kwargs)
 
@@ -81,10 +81,9 @@ def classifier_dropout(init: F) -> F:
         init(self, *args, **kwargs)
         if dropout is None:
             return
-        warn_user(
+        deprecated(
             f"The CrossEncoder `classifier_dropout` argument is deprecated; use config_kwargs={{'classifier_dropout': "
-            f"{dropout}}} in sentence-transformers",
-            FutureWarning,
+            f"{dropout}}} in sentence-transformers"
         )
         self.model.config.classifier_dropout = dropout
         classifier = getattr(self.model, "classifier", None)
