@@ -34,6 +34,22 @@ def folder_activation(name: str | os.PathLike, st_path: str | None, config_extra
     return resolve_activation(path, name) if isinstance(path, str) else None
 
 
+def untrusted_activation(st_path: str | None, config_extra: dict[str, Any]) -> str | None:
+    """The activation path a folder names that bertlite does not build (not torch's), in folder_activation's order.
+
+    Args:
+        st_path: config_sentence_transformers.json's activation_fn, if any.
+        config_extra: config.json's fields beyond the model's.
+
+    Returns:
+        The first such path, or None.
+    """
+    st_section = config_extra.get("sentence_transformers")
+    section_path = st_section.get("activation_fn") if isinstance(st_section, dict) else None
+    paths = (st_path, section_path, config_extra.get("sbert_ce_default_activation_function"))
+    return next((p for p in paths if isinstance(p, str) and not p.startswith("torch.")), None)
+
+
 def resolve_activation(path: str, name: str | os.PathLike = "the checkpoint") -> nn.Module | None:
     """An activation module from its dotted path (e.g. "torch.nn.modules.activation.Sigmoid"), built without
     arguments.

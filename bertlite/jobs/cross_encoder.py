@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from bertlite.config import CONFIG_CLASSES, BertConfig
 from bertlite.jobs import bars
-from bertlite.jobs.activation import default_activation, folder_activation, resolve_activation
+from bertlite.jobs.activation import default_activation, folder_activation, resolve_activation, untrusted_activation
 from bertlite.jobs.base import (
     BaseEncoder,
     EncodeStats,
@@ -133,6 +133,13 @@ class CrossEncoder(STBase, BaseEncoder):
             check_wrapped(tokenizer, loading)
         else:
             model, tokenizer, folder = self._load_by_name(model_name_or_path, tokenizer, loading)
+            if trust_remote_code and activation_fn is None and folder["untrusted_activation"] is not None:
+                # The user asked for the folder's own activation, which bertlite would silently replace.
+                raise ValueError(
+                    f"trust_remote_code=True: {model_name_or_path}'s activation_fn {folder['untrusted_activation']!r} "
+                    "is code bertlite does not run (it builds torch's activations only); load without "
+                    "trust_remote_code for the default activation"
+                )
             max_length = max_length if max_length is not None else folder["max_length"]
             activation_fn = activation_fn if activation_fn is not None else folder["activation_fn"]
             prompts = {**(folder["prompts"] or {}), **(prompts or {})}
@@ -248,6 +255,7 @@ class CrossEncoder(STBase, BaseEncoder):
         folder = {
             "max_length": settings.max_length,
             "activation_fn": folder_activation(name_or_path, settings.activation_fn, config.extra),
+            "untrusted_activation": untrusted_activation(settings.activation_fn, config.extra),
             "prompts": settings.prompts,
             "default_prompt_name": settings.default_prompt_name,
         }

@@ -529,3 +529,21 @@ def test_processing_kwargs_give_one_call_its_max_length(real_model_path: Path, r
         model.encode(text, processing_kwargs={"text": {"padding": "max_length"}})
     with pytest.raises(ValueError, match=r"processing_kwargs\['image'\]: bertlite reads text only"):
         model.encode(text, processing_kwargs={"image": {}})
+
+
+def test_a_custom_activation_is_logged_untrusted_and_refused_when_trusted(
+    reranker: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = tmp_path / "custom"
+    shutil.copytree(reranker, folder)
+    config = json.loads((folder / "config_sentence_transformers.json").read_text())
+    config["activation_fn"] = "my_package.activations.Custom"
+    (folder / "config_sentence_transformers.json").write_text(json.dumps(config))
+    with caplog.at_level("WARNING", logger="bertlite.jobs.st"):
+        model = bertlite.CrossEncoder(str(folder), **CPU)
+    assert type(model.activation_fn) is torch.nn.Sigmoid
+    assert "Activation function path 'my_package.activations.Custom' is not trusted" in caplog.text
+    with pytest.raises(ValueError, match="activation_fn 'my_package.activations.Custom' is code bertlite does not run"):
+        bertlite.CrossEncoder(str(folder), trust_remote_code=True, **CPU)
+    trusted = bertlite.CrossEncoder(str(folder), trust_remote_code=True, activation_fn=torch.nn.Identity(), **CPU)
+    assert type(trusted.activation_fn) is torch.nn.Identity

@@ -156,7 +156,9 @@ KNOWN_FAILURES: dict[str, tuple[str, ...]] = {
         CE + "test_logger_warning",
     ),
     "trust_remote_code=True with a custom activation_fn path: the test expects it imported (ModuleNotFoundError); "
-    "bertlite imports no code a checkpoint names": (CE + "test_load_activation_fn_from_config_custom",),
+    "bertlite imports no code a checkpoint names and refuses with a ValueError": (
+        CE + "test_load_activation_fn_from_config_custom",
+    ),
     "spies on sentence-transformers' Transformer module's __init__ for the model_kwargs it receives (bertlite "
     "takes attn_implementation= and low_cpu_mem_usage= but builds no such module)": (
         ST + "test_load_with_model_kwargs",
