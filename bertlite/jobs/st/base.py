@@ -188,7 +188,7 @@ def _checked_model_kwargs(model_kwargs: dict[str, Any] | None) -> dict[str, Any]
     if unknown:
         raise ValueError(
             f"model_kwargs {unknown} are not read by bertlite; it reads only {list(MODEL_KWARGS)} "
-            "(attention is chosen for the device: see docs/migration.md)"
+            "(see docs/migration.md)"
         )
     attention = model_kwargs.get("attn_implementation")
     if attention is not None and attention not in ATTN_IMPLEMENTATIONS:
