@@ -17,9 +17,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch.utils.checkpoint import checkpoint
 
-from bertlite.config import bind_attention
 from bertlite.config.bert import as_bert_config
 from bertlite.config.nomic_bert import NomicBertConfig
 from bertlite.layers.activations import ACT2FN
@@ -33,14 +31,10 @@ from bertlite.layers.attention import (
 from bertlite.layers.fused import fused_linear
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
+from bertlite.models.encoder import EncoderPreTrainedModel
 from bertlite.models.inputs import (
-    check_first_token_of,
     check_forward_kwargs,
-    check_inputs,
-    check_packed_inputs,
-    recording_graph,
 )
-from bertlite.models.modeling_utils import PreTrainedModel
 from bertlite.models.modernbert import apply_rotary
 from bertlite.models.outputs import BaseModelOutputWithPooling
 
@@ -250,40 +244,13 @@ class NomicBertPooler(nn.Module):
 # --- models --------------------------------------------------------------------
 
 
-class NomicBertPreTrainedModel(PreTrainedModel):
+class NomicBertPreTrainedModel(EncoderPreTrainedModel):
     """What every NomicBERT class shares: its config class, base model prefix "nomic_bert", transformers' init."""
 
     config_class = NomicBertConfig
     base_model_prefix = "nomic_bert"
     _as_config = staticmethod(_as_config)
-
-    @torch.no_grad()
-    def _init_weights(self, module: nn.Module) -> None:
-        """transformers' scheme: normals at initializer_range (a padding row zero), LayerNorms at 1 and 0, biases 0."""
-        std = self.config.initializer_range
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            module.weight.normal_(mean=0.0, std=std)
-            if isinstance(module, nn.Linear) and module.bias is not None:
-                module.bias.zero_()
-            if isinstance(module, nn.Embedding) and module.padding_idx is not None:
-                module.weight[module.padding_idx].zero_()
-        elif isinstance(module, nn.LayerNorm):
-            module.weight.fill_(1.0)
-            module.bias.zero_()
-
-    @property
-    def attn_implementation(self) -> str:
-        """The attention implementation the layers run."""
-        layers = self.base_model.encoder.layer
-        return layers[0].attn.attn_implementation if len(layers) else "eager"
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        """The word embeddings."""
-        return self.base_model.embeddings.word_embeddings
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        """Replace the word embeddings with `value`."""
-        self.base_model.embeddings.word_embeddings = value
+    _attention_path = "attn"
 
 
 class NomicBertModel(NomicBertPreTrainedModel):
@@ -306,25 +273,14 @@ class NomicBertModel(NomicBertPreTrainedModel):
         """
         super().__init__(config)
         config = self.config
-        if attn_implementation is None:
-            attn_implementation = config._attn_implementation or DEFAULT_ATTENTION
-        check_attn_implementation(attn_implementation)
+        attn_implementation = self._attention_name(attn_implementation)
         self.embeddings = NomicBertEmbeddings(config)
         self.emb_ln = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.emb_drop = nn.Dropout(config.hidden_dropout_prob)
         self.encoder = NomicBertEncoder(config, attn_implementation)
         self.pooler = NomicBertPooler(config) if add_pooling_layer else None
         self.rotary_emb = NomicBertRotaryEmbedding(config)
-        self.gradient_checkpointing = False
-        self.checkpoint_kwargs: dict[str, Any] = {"use_reentrant": False}
-        self.checkpoint_every_n_layers = 1
-        self.checkpoint_offload = False
-        self.init_weights()
-        bind_attention(config, self)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(state)
-        bind_attention(self.config, self)  # a copy's config, as BertModel's
+        self._finish_base_model()
 
     def forward(
         self,
@@ -368,127 +324,23 @@ class NomicBertModel(NomicBertPreTrainedModel):
             TypeError: an unknown keyword.
         """
         check_forward_kwargs(type(self).__name__, kwargs)
-        cfg = self.config
-        output_attentions = cfg.output_attentions if output_attentions is None else output_attentions
-        output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
-        if lengths is not None or layout is not None:
-            for name, value in (("attention_mask", attention_mask), ("position_ids", position_ids)):
-                if value is not None:
-                    raise ValueError(f"{name} is not taken with a packed batch: the layout (lengths=) says it")
-            if inputs_embeds is not None:
-                raise ValueError("a packed batch takes input_ids (total_tokens,), not inputs_embeds")
-            out = self._forward_packed(
-                input_ids, token_type_ids, lengths, layout, output_attentions, output_hidden_states, first_token_of
-            )
-        else:
-            if first_token_of is not None:
-                raise ValueError("first_token_of takes a packed batch (lengths= or layout=)")
-            out = self._forward_padded(
-                input_ids,
-                attention_mask,
-                token_type_ids,
-                position_ids,
-                inputs_embeds,
-                output_attentions,
-                output_hidden_states,
-            )
-        return out if (cfg.return_dict if return_dict is None else return_dict) else out.to_tuple()
-
-    def _forward_padded(
-        self,
-        input_ids: Tensor | None,
-        attention_mask: Tensor | None,
-        token_type_ids: Tensor | None,
-        position_ids: Tensor | None,
-        inputs_embeds: Tensor | None,
-        output_attentions: bool,
-        output_hidden_states: bool,
-    ) -> BaseModelOutputWithPooling:
-        check_inputs(self.config, input_ids, inputs_embeds, attention_mask, token_type_ids, position_ids)
-        hidden_states = self._embed(input_ids, token_type_ids, inputs_embeds)
-        length = hidden_states.shape[1]
-        if position_ids is None:
-            position_ids = torch.arange(length, device=hidden_states.device).unsqueeze(0)  # (1, T)
-        elif position_ids.dim() == 1:
-            position_ids = position_ids.unsqueeze(0)
-        bias = self._padding_bias(attention_mask, hidden_states)
-        out = self._run_layers(hidden_states, position_ids, bias, output_attentions, output_hidden_states, None)
-        pooled = self.pooler(out[0][:, 0]) if self.pooler is not None else None
-        return BaseModelOutputWithPooling(out[0], pooled, *out[1:])
-
-    def _forward_packed(
-        self,
-        input_ids: Tensor | None,
-        token_type_ids: Tensor | None,
-        lengths: Tensor | None,
-        layout: PackedLayout | None,
-        output_attentions: bool,
-        output_hidden_states: bool,
-        first_token_of: Tensor | None,
-    ) -> BaseModelOutputWithPooling:
-        if input_ids is None:
-            raise ValueError("a packed batch needs input_ids of shape (total_tokens,)")
-        if lengths is not None and layout is not None:
-            raise ValueError("give lengths= or layout=, not both")
-        lengths = layout.lengths if layout is not None else torch.as_tensor(lengths, device=input_ids.device)
-        check_packed_inputs(self.config, input_ids, lengths, token_type_ids)
-        if layout is None:
-            layout = PackedLayout.from_lengths(lengths, self.embeddings.word_embeddings.weight.dtype)
-        if first_token_of is not None:
-            check_first_token_of(first_token_of, layout.batch_size, output_attentions)
-        hidden_states = self._embed(input_ids, token_type_ids, None)
-        out = self._run_layers(
-            hidden_states, layout.positions, None, output_attentions, output_hidden_states, layout, first_token_of
+        output = self._rotary_forward(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+            lengths,
+            layout,
+            first_token_of,
         )
-        pooled = None
-        if self.pooler is not None:  # first_token_of: the rows left are first tokens
-            pooled = self.pooler(out[0] if first_token_of is not None else out[0][layout.starts])
-        return BaseModelOutputWithPooling(out[0], pooled, *out[1:])
+        return self._returned(output, return_dict)
 
     def _embed(self, input_ids: Tensor | None, token_type_ids: Tensor | None, inputs_embeds: Tensor | None) -> Tensor:
         """The embeddings, then emb_ln and dropout, as transformers' NomicBertEmbeddings runs them."""
         return self.emb_drop(self.emb_ln(self.embeddings(input_ids, token_type_ids, inputs_embeds)))
-
-    def _padding_bias(self, attention_mask: Tensor | None, embeddings: Tensor) -> Tensor | None:
-        """The additive (B, 1, 1, T) bias of a padded batch: dtype-min on padding; None when nothing is masked."""
-        if attention_mask is None or not (recording_graph() or not bool(attention_mask.all())):
-            return None
-        keep = attention_mask.to(device=embeddings.device, dtype=torch.bool)[:, None, None, :]  # (B, 1, 1, T)
-        bias = torch.zeros(keep.shape, dtype=embeddings.dtype, device=embeddings.device)
-        return bias.masked_fill_(~keep, torch.finfo(embeddings.dtype).min)
-
-    def _run_layers(
-        self,
-        hidden_states: Tensor,
-        position_ids: Tensor,
-        bias: Tensor | None,
-        output_attentions: bool,
-        output_hidden_states: bool,
-        layout: PackedLayout | None,
-        first_token_of: Tensor | None = None,
-    ) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
-        """The layers; (last_hidden_state, hidden_states, attentions) as transformers records them (the embeddings,
-        then each layer's output). first_token_of (packed): the last layer computes only those first-token rows."""
-        rotary = self.rotary_emb(hidden_states, position_ids)
-        all_hidden = [hidden_states] if output_hidden_states else None
-        all_attentions = [] if output_attentions else None
-        layers = self.encoder.layer
-        for i, layer in enumerate(layers):
-            rows = first_token_of if i == len(layers) - 1 else None
-            args = (hidden_states, rotary, bias, output_attentions, layout, rows)
-            if self.gradient_checkpointing and self.training and i % self.checkpoint_every_n_layers == 0:
-                hidden_states, probs = checkpoint(layer, *args, **self.checkpoint_kwargs)
-            else:
-                hidden_states, probs = layer(*args)
-            if all_hidden is not None:
-                all_hidden.append(hidden_states)
-            if all_attentions is not None:
-                all_attentions.append(probs)
-        return (
-            hidden_states,
-            None if all_hidden is None else tuple(all_hidden),
-            None if all_attentions is None else tuple(all_attentions),
-        )
 
 
 # Gradient checkpointing runs in NomicBertModel; set_attn_implementation reaches each layer's attention.
