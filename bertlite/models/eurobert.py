@@ -16,9 +16,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch.utils.checkpoint import checkpoint
 
-from bertlite.config import bind_attention
 from bertlite.config.bert import as_bert_config
 from bertlite.config.eurobert import EuroBertConfig
 from bertlite.layers.activations import ACT2FN
@@ -31,14 +29,10 @@ from bertlite.layers.attention import (
 )
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
+from bertlite.models.encoder import EncoderPreTrainedModel
 from bertlite.models.inputs import (
-    check_first_token_of,
     check_forward_kwargs,
-    check_inputs,
-    check_packed_inputs,
-    recording_graph,
 )
-from bertlite.models.modeling_utils import PreTrainedModel
 from bertlite.models.modernbert import apply_rotary
 from bertlite.models.outputs import BaseModelOutputWithPooling
 
@@ -227,39 +221,16 @@ class EuroBertDecoderLayer(nn.Module):
 # --- models --------------------------------------------------------------------
 
 
-class EuroBertPreTrainedModel(PreTrainedModel):
+class EuroBertPreTrainedModel(EncoderPreTrainedModel):
     """What every EuroBERT class shares: its config class, base model prefix "model", transformers' init."""
 
     config_class = EuroBertConfig
     base_model_prefix = "model"
     _as_config = staticmethod(_as_config)
-
-    @torch.no_grad()
-    def _init_weights(self, module: nn.Module) -> None:
-        """transformers' scheme: normals at initializer_range (a padding row zero), RMSNorms at 1, biases 0."""
-        std = self.config.initializer_range
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            module.weight.normal_(mean=0.0, std=std)
-            if isinstance(module, nn.Linear) and module.bias is not None:
-                module.bias.zero_()
-            if isinstance(module, nn.Embedding) and module.padding_idx is not None:
-                module.weight[module.padding_idx].zero_()
-        elif isinstance(module, EuroBertRMSNorm):
-            module.weight.fill_(1.0)
-
-    @property
-    def attn_implementation(self) -> str:
-        """The attention implementation the layers run."""
-        layers = self.base_model.layers
-        return layers[0].self_attn.attn_implementation if len(layers) else "eager"
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        """The token embeddings."""
-        return self.base_model.embed_tokens
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        """Replace the token embeddings with `value`."""
-        self.base_model.embed_tokens = value
+    _layers_path = "layers"
+    _attention_path = "self_attn"
+    _input_embeddings_path = "embed_tokens"
+    _norm_types = (EuroBertRMSNorm,)
 
 
 class EuroBertModel(EuroBertPreTrainedModel):
@@ -283,9 +254,7 @@ class EuroBertModel(EuroBertPreTrainedModel):
         config = self.config
         if add_pooling_layer:
             raise ValueError("EuroBERT has no pooler: use cls or mean pooling, not the pooler output")
-        if attn_implementation is None:
-            attn_implementation = config._attn_implementation or DEFAULT_ATTENTION
-        check_attn_implementation(attn_implementation)
+        attn_implementation = self._attention_name(attn_implementation)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
         self.layers = nn.ModuleList(
             EuroBertDecoderLayer(config, attn_implementation) for _ in range(config.num_hidden_layers)
@@ -293,16 +262,7 @@ class EuroBertModel(EuroBertPreTrainedModel):
         self.norm = EuroBertRMSNorm(config.hidden_size, config.rms_norm_eps)
         self.rotary_emb = EuroBertRotaryEmbedding(config)
         self.pooler = None  # as BertModel without one: the jobs read pooler_output as None
-        self.gradient_checkpointing = False
-        self.checkpoint_kwargs: dict[str, Any] = {"use_reentrant": False}
-        self.checkpoint_every_n_layers = 1
-        self.checkpoint_offload = False
-        self.init_weights()
-        bind_attention(config, self)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(state)
-        bind_attention(self.config, self)  # a copy's config, as BertModel's
+        self._finish_base_model()
 
     def forward(
         self,
@@ -345,99 +305,24 @@ class EuroBertModel(EuroBertPreTrainedModel):
         """
         kwargs.pop("token_type_ids", None)
         check_forward_kwargs(type(self).__name__, kwargs)
-        cfg = self.config
-        output_attentions = cfg.output_attentions if output_attentions is None else output_attentions
-        output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
-        if lengths is not None or layout is not None:
-            for name, value in (("attention_mask", attention_mask), ("position_ids", position_ids)):
-                if value is not None:
-                    raise ValueError(f"{name} is not taken with a packed batch: the layout (lengths=) says it")
-            if inputs_embeds is not None:
-                raise ValueError("a packed batch takes input_ids (total_tokens,), not inputs_embeds")
-            out = self._forward_packed(
-                input_ids, lengths, layout, output_attentions, output_hidden_states, first_token_of
-            )
-        else:
-            if first_token_of is not None:
-                raise ValueError("first_token_of takes a packed batch (lengths= or layout=)")
-            check_inputs(cfg, input_ids, inputs_embeds, attention_mask, None, position_ids)
-            hidden_states = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
-            if position_ids is None:
-                position_ids = torch.arange(hidden_states.shape[1], device=hidden_states.device).unsqueeze(0)
-            elif position_ids.dim() == 1:
-                position_ids = position_ids.unsqueeze(0)
-            bias = self._padding_bias(attention_mask, hidden_states)
-            out = self._run_layers(hidden_states, position_ids, bias, output_attentions, output_hidden_states, None)
-        output = BaseModelOutputWithPooling(out[0], None, *out[1:])
-        return output if (cfg.return_dict if return_dict is None else return_dict) else output.to_tuple()
-
-    def _forward_packed(
-        self,
-        input_ids: Tensor | None,
-        lengths: Tensor | None,
-        layout: PackedLayout | None,
-        output_attentions: bool,
-        output_hidden_states: bool,
-        first_token_of: Tensor | None,
-    ) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
-        if input_ids is None:
-            raise ValueError("a packed batch needs input_ids of shape (total_tokens,)")
-        if lengths is not None and layout is not None:
-            raise ValueError("give lengths= or layout=, not both")
-        lengths = layout.lengths if layout is not None else torch.as_tensor(lengths, device=input_ids.device)
-        check_packed_inputs(self.config, input_ids, lengths, None)
-        if layout is None:
-            layout = PackedLayout.from_lengths(lengths, self.embed_tokens.weight.dtype)
-        if first_token_of is not None:
-            check_first_token_of(first_token_of, layout.batch_size, output_attentions)
-        hidden_states = self.embed_tokens(input_ids)
-        return self._run_layers(
-            hidden_states, layout.positions, None, output_attentions, output_hidden_states, layout, first_token_of
+        output = self._rotary_forward(
+            input_ids,
+            attention_mask,
+            None,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+            lengths,
+            layout,
+            first_token_of,
+            self.norm,
         )
+        return self._returned(output, return_dict)
 
-    def _padding_bias(self, attention_mask: Tensor | None, embeddings: Tensor) -> Tensor | None:
-        """The additive (B, 1, 1, T) bias of a padded batch: dtype-min on padding; None when nothing is masked."""
-        if attention_mask is None or not (recording_graph() or not bool(attention_mask.all())):
-            return None
-        keep = attention_mask.to(device=embeddings.device, dtype=torch.bool)[:, None, None, :]  # (B, 1, 1, T)
-        bias = torch.zeros(keep.shape, dtype=embeddings.dtype, device=embeddings.device)
-        return bias.masked_fill_(~keep, torch.finfo(embeddings.dtype).min)
-
-    def _run_layers(
-        self,
-        hidden_states: Tensor,
-        position_ids: Tensor,
-        bias: Tensor | None,
-        output_attentions: bool,
-        output_hidden_states: bool,
-        layout: PackedLayout | None,
-        first_token_of: Tensor | None = None,
-    ) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
-        """The layers and norm; (last_hidden_state, hidden_states, attentions) as transformers records them (the
-        embeddings, then each layer's output, the last one after norm). first_token_of (packed): the last layer
-        computes only those first-token rows."""
-        rotary = self.rotary_emb(hidden_states, position_ids)
-        all_hidden = [hidden_states] if output_hidden_states else None
-        all_attentions = [] if output_attentions else None
-        for i, layer in enumerate(self.layers):
-            rows = first_token_of if i == len(self.layers) - 1 else None
-            args = (hidden_states, rotary, bias, output_attentions, layout, rows)
-            if self.gradient_checkpointing and self.training and i % self.checkpoint_every_n_layers == 0:
-                hidden_states, probs = checkpoint(layer, *args, **self.checkpoint_kwargs)
-            else:
-                hidden_states, probs = layer(*args)
-            if all_hidden is not None:
-                all_hidden.append(hidden_states)
-            if all_attentions is not None:
-                all_attentions.append(probs)
-        hidden_states = self.norm(hidden_states)
-        if all_hidden is not None:
-            all_hidden[-1] = hidden_states
-        return (
-            hidden_states,
-            None if all_hidden is None else tuple(all_hidden),
-            None if all_attentions is None else tuple(all_attentions),
-        )
+    def _embed(self, input_ids: Tensor | None, token_type_ids: Tensor | None, inputs_embeds: Tensor | None) -> Tensor:
+        """embed_tokens' rows (EuroBERT has no token types), or inputs_embeds."""
+        return self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
 
 
 # Gradient checkpointing runs in EuroBertModel; set_attn_implementation reaches each layer's attention.
