@@ -19,22 +19,18 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.utils.checkpoint import checkpoint
 
-from bertlite.config import bind_attention
 from bertlite.config.bert import as_bert_config
 from bertlite.config.deberta_v2 import DebertaV2Config
 from bertlite.layers.activations import ACT2FN
 from bertlite.layers.attention import DEFAULT_ATTENTION, check_attn_implementation
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
+from bertlite.models.encoder import EncoderPreTrainedModel
 from bertlite.models.inputs import (
-    check_first_token_of,
     check_forward_kwargs,
     check_inputs,
-    check_packed_inputs,
 )
-from bertlite.models.modeling_utils import PreTrainedModel
 from bertlite.models.outputs import BaseModelOutputWithPooling
 
 
@@ -361,42 +357,26 @@ class DebertaV2Encoder(nn.Module):
 # --- models --------------------------------------------------------------------
 
 
-class DebertaV2PreTrainedModel(PreTrainedModel):
+class DebertaV2PreTrainedModel(EncoderPreTrainedModel):
     """What every DeBERTa-v2 class shares: its config class, base model prefix "deberta", transformers' init."""
 
     config_class = DebertaV2Config
     base_model_prefix = "deberta"
     _as_config = staticmethod(_as_config)
 
+    _attention_path = "attention.self"
+
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        """transformers' scheme: normals at initializer_range (a padding row zero), LayerNorms at 1 and 0, biases 0."""
-        std = self.config.initializer_range
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            module.weight.normal_(mean=0.0, std=std)
-            if isinstance(module, nn.Linear) and module.bias is not None:
-                module.bias.zero_()
-            if isinstance(module, nn.Embedding) and module.padding_idx is not None:
-                module.weight[module.padding_idx].zero_()
-        elif isinstance(module, nn.LayerNorm):
-            module.weight.fill_(1.0)
-            module.bias.zero_()
-        elif isinstance(getattr(module, "bias", None), nn.Parameter) and not isinstance(module, nn.Linear):
-            module.bias.zero_()  # the masked-LM heads' own output bias
+        """transformers' scheme (EncoderPreTrainedModel's), and a zero for the masked-LM heads' own output bias.
 
-    @property
-    def attn_implementation(self) -> str:
-        """The attention implementation the layers run."""
-        layers = self.base_model.encoder.layer
-        return layers[0].attention.self.attn_implementation if len(layers) else "eager"
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        """The word embeddings."""
-        return self.base_model.embeddings.word_embeddings
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        """Replace the word embeddings with `value`."""
-        self.base_model.embeddings.word_embeddings = value
+        Args:
+            module: one module of the model (init_weights applies this to every module).
+        """
+        super()._init_weights(module)
+        bias = getattr(module, "bias", None)
+        if isinstance(bias, nn.Parameter) and not isinstance(module, (nn.Linear, nn.LayerNorm)):
+            bias.zero_()
 
 
 class DebertaV2Model(DebertaV2PreTrainedModel):
@@ -419,22 +399,11 @@ class DebertaV2Model(DebertaV2PreTrainedModel):
         """
         super().__init__(config)
         config = self.config
-        if attn_implementation is None:
-            attn_implementation = config._attn_implementation or DEFAULT_ATTENTION
-        check_attn_implementation(attn_implementation)
+        attn_implementation = self._attention_name(attn_implementation)
         self.embeddings = DebertaV2Embeddings(config)
         self.encoder = DebertaV2Encoder(config, attn_implementation)
         self.pooler = None
-        self.gradient_checkpointing = False
-        self.checkpoint_kwargs: dict[str, Any] = {"use_reentrant": False}
-        self.checkpoint_every_n_layers = 1
-        self.checkpoint_offload = False
-        self.init_weights()
-        bind_attention(config, self)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(state)
-        bind_attention(self.config, self)  # a copy's config, as BertModel's
+        self._finish_base_model()
 
     def forward(
         self,
@@ -481,22 +450,16 @@ class DebertaV2Model(DebertaV2PreTrainedModel):
         """
         check_forward_kwargs(type(self).__name__, kwargs)
         cfg = self.config
-        output_attentions = cfg.output_attentions if output_attentions is None else output_attentions
-        output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
+        output_attentions, output_hidden_states = self._output_flags(output_attentions, output_hidden_states)
         if cfg.type_vocab_size == 0:
             token_type_ids = None  # no table to read them from, as transformers ignores them
-        if lengths is not None or layout is not None:
-            for name, value in (("attention_mask", attention_mask), ("position_ids", position_ids)):
-                if value is not None:
-                    raise ValueError(f"{name} is not taken with a packed batch: the layout (lengths=) says it")
-            if inputs_embeds is not None:
-                raise ValueError("a packed batch takes input_ids (total_tokens,), not inputs_embeds")
-            out = self._forward_packed(
-                input_ids, token_type_ids, lengths, layout, output_attentions, output_hidden_states, first_token_of
-            )
-        else:
+        if self._is_packed(attention_mask, position_ids, inputs_embeds, lengths, layout, first_token_of):
+            layout = self._packed_layout(input_ids, token_type_ids, lengths, layout, first_token_of, output_attentions)
+            hidden_states = self.embeddings(input_ids, token_type_ids, layout.positions, None)
+            out = self._run_layers(hidden_states, None, output_attentions, output_hidden_states, layout)
             if first_token_of is not None:
-                raise ValueError("first_token_of takes a packed batch (lengths= or layout=)")
+                out.last_hidden_state = out.last_hidden_state[layout.starts[first_token_of]]  # (R, H)
+        else:
             check_inputs(cfg, input_ids, inputs_embeds, attention_mask, token_type_ids, position_ids)
             length = (input_ids if input_ids is not None else inputs_embeds[..., 0]).shape[-1]
             device = (input_ids if input_ids is not None else inputs_embeds).device
@@ -509,33 +472,7 @@ class DebertaV2Model(DebertaV2PreTrainedModel):
                 keep = mask[:, None, None, :] * mask[:, None, :, None]  # (B, 1, T, T): query and key both real
                 pair_mask = keep.bool()
             out = self._run_layers(hidden_states, pair_mask, output_attentions, output_hidden_states, None)
-        return out if (cfg.return_dict if return_dict is None else return_dict) else out.to_tuple()
-
-    def _forward_packed(
-        self,
-        input_ids: Tensor | None,
-        token_type_ids: Tensor | None,
-        lengths: Tensor | None,
-        layout: PackedLayout | None,
-        output_attentions: bool,
-        output_hidden_states: bool,
-        first_token_of: Tensor | None,
-    ) -> BaseModelOutputWithPooling:
-        if input_ids is None:
-            raise ValueError("a packed batch needs input_ids of shape (total_tokens,)")
-        if lengths is not None and layout is not None:
-            raise ValueError("give lengths= or layout=, not both")
-        lengths = layout.lengths if layout is not None else torch.as_tensor(lengths, device=input_ids.device)
-        check_packed_inputs(self.config, input_ids, lengths, token_type_ids)
-        if layout is None:
-            layout = PackedLayout.from_lengths(lengths, self.embeddings.word_embeddings.weight.dtype)
-        if first_token_of is not None:
-            check_first_token_of(first_token_of, layout.batch_size, output_attentions)
-        hidden_states = self.embeddings(input_ids, token_type_ids, layout.positions, None)
-        out = self._run_layers(hidden_states, None, output_attentions, output_hidden_states, layout)
-        if first_token_of is not None:
-            out.last_hidden_state = out.last_hidden_state[layout.starts[first_token_of]]  # (R, H)
-        return out
+        return self._returned(out, return_dict)
 
     def _run_layers(
         self,
@@ -545,31 +482,19 @@ class DebertaV2Model(DebertaV2PreTrainedModel):
         output_hidden_states: bool,
         layout: PackedLayout | None,
     ) -> BaseModelOutputWithPooling:
-        """The layers; hidden_states and attentions as transformers records them (the embeddings, then each
-        layer's output)."""
+        """The layers, each given the relative positions and the relative position table; hidden_states and
+        attentions as transformers records them (the embeddings, then each layer's output)."""
         length = hidden_states.shape[1] if layout is None else int(layout.lengths.max())
         relative_pos = None
         if self.config.relative_attention:
             relative_pos = relative_positions(length, self.config, hidden_states.device)[None]  # (1, T, T)
         rel_embeddings = self.encoder.get_rel_embedding()
-        all_hidden = [hidden_states] if output_hidden_states else None
-        all_attentions = [] if output_attentions else None
-        for i, layer in enumerate(self.encoder.layer):
-            args = (hidden_states, mask, relative_pos, rel_embeddings, output_attentions, layout)
-            if self.gradient_checkpointing and self.training and i % self.checkpoint_every_n_layers == 0:
-                hidden_states, probs = checkpoint(layer, *args, **self.checkpoint_kwargs)
-            else:
-                hidden_states, probs = layer(*args)
-            if all_hidden is not None:
-                all_hidden.append(hidden_states)
-            if all_attentions is not None:
-                all_attentions.append(probs)
-        return BaseModelOutputWithPooling(
-            hidden_states,
-            None,
-            None if all_hidden is None else tuple(all_hidden),
-            None if all_attentions is None else tuple(all_attentions),
-        )
+
+        def layer_args(i: int, layer: nn.Module) -> tuple[Any, ...]:
+            return mask, relative_pos, rel_embeddings, output_attentions, layout
+
+        out = self._layer_loop(hidden_states, self.encoder.layer, layer_args, output_attentions, output_hidden_states)
+        return BaseModelOutputWithPooling(out[0], None, *out[1:])
 
 
 # Gradient checkpointing runs in DebertaV2Model; set_attn_implementation reaches each layer's attention.
