@@ -21,9 +21,7 @@ from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
-from torch.utils.checkpoint import checkpoint
 
-from bertlite.config import bind_attention
 from bertlite.config.bert import as_bert_config
 from bertlite.config.modernbert import LAYER_TYPES, ModernBertConfig
 from bertlite.layers.activations import ACT2FN
@@ -40,14 +38,11 @@ from bertlite.layers.attention import (
 )
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
+from bertlite.models.encoder import EncoderPreTrainedModel, padding_bias
 from bertlite.models.inputs import (
-    check_first_token_of,
     check_forward_kwargs,
     check_inputs,
-    check_packed_inputs,
-    recording_graph,
 )
-from bertlite.models.modeling_utils import PreTrainedModel
 from bertlite.models.outputs import BaseModelOutputWithPooling
 
 
@@ -330,12 +325,15 @@ class ModernBertPredictionHead(nn.Module):
         return self.norm(self.act(self.dense(hidden_states)))
 
 
-class ModernBertPreTrainedModel(PreTrainedModel):
+class ModernBertPreTrainedModel(EncoderPreTrainedModel):
     """What every ModernBERT class shares: its config class, base model prefix "model", transformers' init."""
 
     config_class = ModernBertConfig
     base_model_prefix = "model"
     _as_config = staticmethod(_as_config)
+    _layers_path = "layers"
+    _attention_path = "attn"
+    _input_embeddings_path = "embeddings.tok_embeddings"
     # A head's Linears and their init std (init_stds' keys), after the base model's scheme.
     head_inits: ClassVar[dict[str, str]] = {}
 
@@ -364,20 +362,6 @@ class ModernBertPreTrainedModel(PreTrainedModel):
             init(module.Wi if isinstance(module, ModernBertMLP) else module.Wqkv, stds["in"])
             init(module.Wo, stds["out"])
 
-    @property
-    def attn_implementation(self) -> str:
-        """The attention implementation the layers run."""
-        layers = self.base_model.layers
-        return layers[0].attn.attn_implementation if len(layers) else "eager"
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        """The token embeddings."""
-        return self.base_model.embeddings.tok_embeddings
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        """Replace the token embeddings with `value`."""
-        self.base_model.embeddings.tok_embeddings = value
-
 
 class ModernBertModel(ModernBertPreTrainedModel):
     """transformers' ModernBertModel: embeddings, layers, final_norm; padded or packed batches."""
@@ -400,9 +384,7 @@ class ModernBertModel(ModernBertPreTrainedModel):
         config = self.config
         if add_pooling_layer:
             raise ValueError("ModernBERT has no pooler: use cls or mean pooling, not the pooler output")
-        if attn_implementation is None:
-            attn_implementation = config._attn_implementation or DEFAULT_ATTENTION
-        check_attn_implementation(attn_implementation)
+        attn_implementation = self._attention_name(attn_implementation)
         self.embeddings = ModernBertEmbeddings(config)
         self.layers = nn.ModuleList(
             ModernBertEncoderLayer(config, i, attn_implementation) for i in range(config.num_hidden_layers)
@@ -410,16 +392,7 @@ class ModernBertModel(ModernBertPreTrainedModel):
         self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
         self.rotary_emb = ModernBertRotaryEmbedding(config)
         self.pooler = None  # as BertModel without one: the jobs read pooler_output as None
-        self.gradient_checkpointing = False
-        self.checkpoint_kwargs: dict[str, Any] = {"use_reentrant": False}
-        self.checkpoint_every_n_layers = 1
-        self.checkpoint_offload = False
-        self.init_weights()
-        bind_attention(config, self)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(state)
-        bind_attention(self.config, self)  # a copy's config, as BertModel's
+        self._finish_base_model()
 
     def forward(
         self,
@@ -462,134 +435,52 @@ class ModernBertModel(ModernBertPreTrainedModel):
         """
         kwargs.pop("token_type_ids", None)
         check_forward_kwargs(type(self).__name__, kwargs)
-        cfg = self.config
-        output_attentions = cfg.output_attentions if output_attentions is None else output_attentions
-        output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
-        if lengths is not None or layout is not None:
-            for name, value in (("attention_mask", attention_mask), ("position_ids", position_ids)):
-                if value is not None:
-                    raise ValueError(f"{name} is not taken with a packed batch: the layout (lengths=) says it")
-            if inputs_embeds is not None:
-                raise ValueError("a packed batch takes input_ids (total_tokens,), not inputs_embeds")
-            out = self._forward_packed(
-                input_ids, lengths, layout, output_attentions, output_hidden_states, first_token_of
-            )
-            out = (out[0], *out[2:])
+        output_attentions, output_hidden_states = self._output_flags(output_attentions, output_hidden_states)
+        if self._is_packed(attention_mask, position_ids, inputs_embeds, lengths, layout, first_token_of):
+            layout = self._packed_layout(input_ids, None, lengths, layout, first_token_of, output_attentions)
+            hidden_states = self.embeddings(input_ids=input_ids)
+            position_ids = layout.positions
+            window = self.config.sliding_window
+            # Packed, a sliding layer gets its window's size, not a (T, T) bias: it attends per sequence, in chunks.
+            biases: dict[str, Tensor | int | None] = {"full_attention": None, "sliding_attention": None}
+            if layout.max_length > window + 1:  # else every key is within every query's window
+                biases["sliding_attention"] = window
         else:
-            if first_token_of is not None:
-                raise ValueError("first_token_of takes a packed batch (lengths= or layout=)")
-            out = self._forward_padded(
-                input_ids, attention_mask, position_ids, inputs_embeds, output_attentions, output_hidden_states
-            )
-        output = BaseModelOutputWithPooling(out[0], None, *out[1:])
-        return output if (cfg.return_dict if return_dict is None else return_dict) else output.to_tuple()
+            check_inputs(self.config, input_ids, inputs_embeds, attention_mask, None, position_ids)
+            hidden_states = self.embeddings(input_ids=input_ids, inputs_embeds=inputs_embeds)
+            if position_ids is None:
+                position_ids = torch.arange(hidden_states.shape[1], device=hidden_states.device).unsqueeze(0)
+            elif position_ids.dim() == 1:
+                position_ids = position_ids.unsqueeze(0)  # (1, T)
+            biases = self._padded_biases(attention_mask, hidden_states)
+        types = {layer.attention_type for layer in self.layers}
+        rotary = {t: self.rotary_emb(hidden_states, position_ids, t) for t in sorted(types)}
+        last = len(self.layers) - 1
 
-    def _forward_padded(
-        self,
-        input_ids: Tensor | None,
-        attention_mask: Tensor | None,
-        position_ids: Tensor | None,
-        inputs_embeds: Tensor | None,
-        output_attentions: bool,
-        output_hidden_states: bool,
-    ) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
-        check_inputs(self.config, input_ids, inputs_embeds, attention_mask, None, position_ids)
-        hidden_states = self.embeddings(input_ids=input_ids, inputs_embeds=inputs_embeds)
-        length = hidden_states.shape[1]
-        if position_ids is None:
-            position_ids = torch.arange(length, device=hidden_states.device).unsqueeze(0)  # (1, T)
-        elif position_ids.dim() == 1:
-            position_ids = position_ids.unsqueeze(0)
-        biases = self._padded_biases(attention_mask, hidden_states)
-        return self._run_layers(hidden_states, position_ids, biases, output_attentions, output_hidden_states, None)
+        def layer_args(i: int, layer: nn.Module) -> tuple[Any, ...]:
+            # first_token_of (packed): the last layer computes only these sequences' first-token rows.
+            kind = layer.attention_type
+            return rotary[kind], biases[kind], output_attentions, layout, first_token_of if i == last else None
 
-    def _forward_packed(
-        self,
-        input_ids: Tensor | None,
-        lengths: Tensor | None,
-        layout: PackedLayout | None,
-        output_attentions: bool,
-        output_hidden_states: bool,
-        first_token_of: Tensor | None = None,
-    ) -> tuple[Any, ...]:
-        if input_ids is None:
-            raise ValueError("a packed batch needs input_ids of shape (total_tokens,)")
-        if lengths is not None and layout is not None:
-            raise ValueError("give lengths= or layout=, not both")
-        lengths = layout.lengths if layout is not None else torch.as_tensor(lengths, device=input_ids.device)
-        check_packed_inputs(self.config, input_ids, lengths, None)
-        if layout is None:
-            layout = PackedLayout.from_lengths(lengths, self.embeddings.tok_embeddings.weight.dtype)
-        if first_token_of is not None:
-            check_first_token_of(first_token_of, layout.batch_size, output_attentions)
-        hidden_states = self.embeddings(input_ids=input_ids)
-        window = self.config.sliding_window
-        # Packed, a sliding layer gets its window's size, not a (T, T) bias: it attends per sequence, in chunks.
-        biases: dict[str, int | None] = {"full_attention": None, "sliding_attention": None}
-        if layout.max_length > window + 1:  # else every key is within every query's window
-            biases["sliding_attention"] = window
-        out = self._run_layers(
-            hidden_states, layout.positions, biases, output_attentions, output_hidden_states, layout, first_token_of
+        out = self._layer_loop(
+            hidden_states, self.layers, layer_args, output_attentions, output_hidden_states, self.final_norm
         )
-        return out[0], layout, *out[1:]
+        return self._returned(BaseModelOutputWithPooling(out[0], None, *out[1:]), return_dict)
 
     def _padded_biases(self, attention_mask: Tensor | None, embeddings: Tensor) -> dict[str, Tensor | None]:
         """Each layer type's additive bias on a padded batch: padding only for full attention ((B, 1, 1, T), None
         when nothing is masked), padding and the window for sliding layers ((B, 1, T, T), None when no layer
         slides)."""
-        length, dtype, device = embeddings.shape[1], embeddings.dtype, embeddings.device
-        keep = None
-        if attention_mask is not None and (recording_graph() or not bool(attention_mask.all())):
-            keep = attention_mask.to(device=device, dtype=torch.bool)[:, None, None, :]  # (B, 1, 1, T)
-        minimum = torch.finfo(dtype).min
-        full = (
-            None if keep is None else torch.zeros(keep.shape, dtype=dtype, device=device).masked_fill_(~keep, minimum)
-        )
+        full = padding_bias(attention_mask, embeddings)
         if all(layer.attention_type == "full_attention" for layer in self.layers):
             return {"full_attention": full, "sliding_attention": None}
+        length, dtype, device = embeddings.shape[1], embeddings.dtype, embeddings.device
         positions = torch.arange(length, device=device)
         near = (positions[None, :] - positions[:, None]).abs() <= self.config.sliding_window  # (T, T)
-        sliding = near[None, None] if keep is None else keep & near  # (B, 1, T, T)
-        windowed = torch.zeros(sliding.shape, dtype=dtype, device=device).masked_fill_(~sliding, minimum)
+        # full is 0 exactly on the kept keys (dtype-min elsewhere), so it doubles as the padding mask here.
+        sliding = near[None, None] if full is None else (full == 0) & near  # (B, 1, T, T)
+        windowed = torch.zeros(sliding.shape, dtype=dtype, device=device).masked_fill_(~sliding, torch.finfo(dtype).min)
         return {"full_attention": full, "sliding_attention": windowed}
-
-    def _run_layers(
-        self,
-        hidden_states: Tensor,
-        position_ids: Tensor,
-        biases: dict[str, Tensor | int | None],
-        output_attentions: bool,
-        output_hidden_states: bool,
-        layout: PackedLayout | None,
-        first_token_of: Tensor | None = None,
-    ) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
-        """The layers and final_norm; (last_hidden_state, hidden_states, attentions), as transformers records them
-        (hidden_states: the embeddings, then each layer's output, the last one after final_norm). first_token_of
-        (packed): the last layer computes only these sequences' first-token rows."""
-        types = {layer.attention_type for layer in self.layers}
-        rotary = {t: self.rotary_emb(hidden_states, position_ids, t) for t in sorted(types)}
-        all_hidden = [hidden_states] if output_hidden_states else None
-        all_attentions = [] if output_attentions else None
-        last = len(self.layers) - 1
-        for i, layer in enumerate(self.layers):
-            args = (hidden_states, rotary[layer.attention_type], biases[layer.attention_type], output_attentions)
-            rows = first_token_of if i == last else None
-            if self.gradient_checkpointing and self.training and i % self.checkpoint_every_n_layers == 0:
-                hidden_states, probs = checkpoint(layer, *args, layout, rows, **self.checkpoint_kwargs)
-            else:
-                hidden_states, probs = layer(*args, layout, rows)
-            if all_hidden is not None:
-                all_hidden.append(hidden_states)
-            if all_attentions is not None:
-                all_attentions.append(probs)
-        hidden_states = self.final_norm(hidden_states)
-        if all_hidden is not None:
-            all_hidden[-1] = hidden_states
-        return (
-            hidden_states,
-            None if all_hidden is None else tuple(all_hidden),
-            None if all_attentions is None else tuple(all_attentions),
-        )
 
 
 # Gradient checkpointing runs in ModernBertModel; set_attn_implementation reaches each layer's attention.
