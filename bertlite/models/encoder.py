@@ -1,4 +1,4 @@
-"""The encoder core the families with a module tree of their own share: GTE, NomicBERT, EuroBERT, DeBERTa-v2.
+"""The encoder core of the families with a module tree of their own: GTE, NomicBERT, EuroBERT, DeBERTa-v2, ModernBERT.
 
 EncoderPreTrainedModel holds what those families' PreTrainedModel and base model write alike: transformers' normal
 init, the attention name read from the first layer, the input-embedding accessors, the base model's gradient
@@ -6,7 +6,8 @@ checkpointing fields and attention binding, the padded-or-packed routing of a fo
 the layer loop (hidden states and attentions recorded as transformers records them, checkpointing per layer).
 Each family keeps its embeddings, layer, rotary or relative positions and the names its checkpoints use, told to
 the core by class attributes (`_layers_path`, `_input_embeddings_path`, ...). The rotary families (GTE, NomicBERT,
-EuroBERT) also share the whole forward through `_rotary_forward`.
+EuroBERT) also share the whole forward through `_rotary_forward`. PooledSequenceClassifier and
+DropoutTokenClassifier are the classifier heads GTE and NomicBERT write alike.
 """
 
 from __future__ import annotations
@@ -21,8 +22,14 @@ from torch.utils.checkpoint import checkpoint
 from bertlite.config import bind_attention
 from bertlite.layers.attention import DEFAULT_ATTENTION, check_attn_implementation
 from bertlite.layers.packing import PackedLayout
+from bertlite.models.heads import (
+    add_dropout_classifier,
+    pooled_classify,
+    sequence_classification_forward,
+    token_classification_forward,
+)
 from bertlite.models.inputs import check_first_token_of, check_inputs, check_packed_inputs, recording_graph
-from bertlite.models.modeling_utils import PreTrainedModel
+from bertlite.models.modeling_utils import ModelWithHead, PreTrainedModel
 from bertlite.models.outputs import BaseModelOutputWithPooling
 
 LayerOutputs = tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]
@@ -306,3 +313,49 @@ class EncoderPreTrainedModel(PreTrainedModel):
             first = out[0][:, 0] if layout is None else out[0] if first_token_of is not None else out[0][layout.starts]
             pooled = self.pooler(first)
         return BaseModelOutputWithPooling(out[0], pooled, *out[1:])
+
+
+# --- the classifier heads the families write alike -------------------------------------
+
+
+class PooledSequenceClassifier(ModelWithHead):
+    """A family's ForSequenceClassification that reads its base model's pooler: `dropout` and `classifier` on the
+    pooler output, as transformers' GTE and NomicBERT heads run them. A family's class subclasses its own
+    PreTrainedModel and this, and names its base_model_class."""
+
+    def __init__(self, config: Any, attn_implementation: str | None = None) -> None:
+        """Build the model (with its pooler) and its head, freshly initialised (from_pretrained loads the weights).
+
+        Args:
+            config: the model's config (num_labels: the classes).
+            attn_implementation: as the base model's.
+        """
+        super().__init__(config)
+        self.num_labels = self.config.num_labels
+        self._add_base_model(attn_implementation, add_pooling_layer=True)
+        add_dropout_classifier(self, self.config.num_labels)
+        self.post_init()
+
+    forward = sequence_classification_forward
+
+    classify = pooled_classify
+
+
+class DropoutTokenClassifier(ModelWithHead):
+    """A family's ForTokenClassification: `dropout` and `classifier` on every token's hidden state. A family's class
+    subclasses its own PreTrainedModel and this, and names its base_model_class."""
+
+    def __init__(self, config: Any, attn_implementation: str | None = None) -> None:
+        """Build the model and its head, freshly initialised (from_pretrained loads the weights).
+
+        Args:
+            config: the model's config (num_labels: the classes).
+            attn_implementation: as the base model's.
+        """
+        super().__init__(config)
+        self.num_labels = self.config.num_labels
+        self._add_base_model(attn_implementation)
+        add_dropout_classifier(self, self.config.num_labels)
+        self.post_init()
+
+    forward = token_classification_forward

@@ -10,13 +10,10 @@ from torch import Tensor, nn
 
 from bertlite.config.gte import GteConfig
 from bertlite.layers.activations import ACT2FN
+from bertlite.models.encoder import DropoutTokenClassifier, PooledSequenceClassifier
 from bertlite.models.gte import GteModel, GtePreTrainedModel
 from bertlite.models.heads import (
-    add_dropout_classifier,
     masked_lm_forward,
-    pooled_classify,
-    sequence_classification_forward,
-    token_classification_forward,
 )
 from bertlite.models.modeling_utils import ModelWithHead
 
@@ -69,45 +66,13 @@ class GteForMaskedLM(GtePreTrainedModel, ModelWithHead):
         return self.lm_head(sequence_output)
 
 
-class GteForSequenceClassification(GtePreTrainedModel, ModelWithHead):
+class GteForSequenceClassification(GtePreTrainedModel, PooledSequenceClassifier):
     """transformers' GteForSequenceClassification: dropout and classifier on the pooler output."""
 
     base_model_class = GteModel
 
-    def __init__(self, config: GteConfig, attn_implementation: str | None = None) -> None:
-        """Build the model (with its pooler) and its head, freshly initialised (from_pretrained loads the weights).
 
-        Args:
-            config: the model's config (num_labels: the classes).
-            attn_implementation: as GteModel's.
-        """
-        super().__init__(config)
-        self.num_labels = self.config.num_labels
-        self._add_base_model(attn_implementation, add_pooling_layer=True)
-        add_dropout_classifier(self, self.config.num_labels)
-        self.post_init()
-
-    forward = sequence_classification_forward
-
-    classify = pooled_classify
-
-
-class GteForTokenClassification(GtePreTrainedModel, ModelWithHead):
+class GteForTokenClassification(GtePreTrainedModel, DropoutTokenClassifier):
     """transformers' GteForTokenClassification: dropout and classifier on every token."""
 
     base_model_class = GteModel
-
-    def __init__(self, config: GteConfig, attn_implementation: str | None = None) -> None:
-        """Build the model and its head, freshly initialised (from_pretrained loads the weights).
-
-        Args:
-            config: the model's config (num_labels: the classes).
-            attn_implementation: as GteModel's.
-        """
-        super().__init__(config)
-        self.num_labels = self.config.num_labels
-        self._add_base_model(attn_implementation)
-        add_dropout_classifier(self, self.config.num_labels)
-        self.post_init()
-
-    forward = token_classification_forward

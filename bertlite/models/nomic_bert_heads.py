@@ -11,12 +11,9 @@ from torch import Tensor, nn
 
 from bertlite.config.nomic_bert import NomicBertConfig
 from bertlite.layers.activations import ACT2FN
+from bertlite.models.encoder import DropoutTokenClassifier, PooledSequenceClassifier
 from bertlite.models.heads import (
-    add_dropout_classifier,
     masked_lm_forward,
-    pooled_classify,
-    sequence_classification_forward,
-    token_classification_forward,
 )
 from bertlite.models.modeling_utils import ModelWithHead
 from bertlite.models.nomic_bert import NomicBertModel, NomicBertPreTrainedModel
@@ -96,45 +93,13 @@ class NomicBertForMaskedLM(NomicBertPreTrainedModel, ModelWithHead):
         return self.cls(sequence_output)
 
 
-class NomicBertForSequenceClassification(NomicBertPreTrainedModel, ModelWithHead):
+class NomicBertForSequenceClassification(NomicBertPreTrainedModel, PooledSequenceClassifier):
     """transformers' NomicBertForSequenceClassification: dropout and classifier on the pooler output."""
 
     base_model_class = NomicBertModel
 
-    def __init__(self, config: NomicBertConfig, attn_implementation: str | None = None) -> None:
-        """Build the model (with its pooler) and its head, freshly initialised (from_pretrained loads the weights).
 
-        Args:
-            config: the model's config (num_labels: the classes).
-            attn_implementation: as NomicBertModel's.
-        """
-        super().__init__(config)
-        self.num_labels = self.config.num_labels
-        self._add_base_model(attn_implementation, add_pooling_layer=True)
-        add_dropout_classifier(self, self.config.num_labels)
-        self.post_init()
-
-    forward = sequence_classification_forward
-
-    classify = pooled_classify
-
-
-class NomicBertForTokenClassification(NomicBertPreTrainedModel, ModelWithHead):
+class NomicBertForTokenClassification(NomicBertPreTrainedModel, DropoutTokenClassifier):
     """transformers' NomicBertForTokenClassification: dropout and classifier on every token."""
 
     base_model_class = NomicBertModel
-
-    def __init__(self, config: NomicBertConfig, attn_implementation: str | None = None) -> None:
-        """Build the model and its head, freshly initialised (from_pretrained loads the weights).
-
-        Args:
-            config: the model's config (num_labels: the classes).
-            attn_implementation: as NomicBertModel's.
-        """
-        super().__init__(config)
-        self.num_labels = self.config.num_labels
-        self._add_base_model(attn_implementation)
-        add_dropout_classifier(self, self.config.num_labels)
-        self.post_init()
-
-    forward = token_classification_forward
