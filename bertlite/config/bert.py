@@ -79,6 +79,8 @@ class BertConfig:
 
     # The model_type values this class reads (a family's config class overrides it).
     model_types: ClassVar[tuple[str, ...]] = BERT_MODEL_TYPES
+    # BERT's keys a family lacks: read into extra when config.json carries them, and written back only then.
+    not_family_fields: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self, num_labels: int | None, attn_implementation: str | None) -> None:
         if attn_implementation is not None:
@@ -137,7 +139,9 @@ class BertConfig:
         extra = {k: v for k, v in config_dict.items() if k not in known and k not in IGNORED_ATTENTION_KEYS}
         if kwargs.get("position_embedding_type") is None:
             kwargs.pop("position_embedding_type", None)
-        return cls(**kwargs, extra=extra)
+        config = cls(**kwargs, extra=extra)
+        config.extra.update({key: config_dict[key] for key in cls.not_family_fields if key in config_dict})
+        return config
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> BertConfig:
@@ -337,6 +341,9 @@ class BertConfig:
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
         out.update(self.extra)
+        for key in self.not_family_fields:
+            if key not in self.extra:
+                out.pop(key, None)
         return dict(sorted(out.items()))
 
     def to_json_file(self, path: str | os.PathLike) -> None:

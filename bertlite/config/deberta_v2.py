@@ -8,7 +8,7 @@ position_buckets // 2). Importable without torch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from bertlite.config.bert import BertConfig
 
@@ -24,6 +24,7 @@ class DebertaV2Config(BertConfig):
     position_biased_input, pooler_*, legacy); conv_kernel_size > 0 (deberta-v2-xlarge's conv layer) is refused."""
 
     model_types: ClassVar[tuple[str, ...]] = ("deberta-v2", "deberta_v2")
+    not_family_fields: ClassVar[tuple[str, ...]] = NOT_DEBERTA_FIELDS
     vocab_size: int = 128100
     hidden_size: int = 1536
     num_hidden_layers: int = 24
@@ -89,27 +90,3 @@ class DebertaV2Config(BertConfig):
     def max_relative_distance(self) -> int:
         """max_relative_positions, or max_position_embeddings where it is unset (< 1)."""
         return self.max_relative_positions if self.max_relative_positions > 0 else self.max_position_embeddings
-
-    @classmethod
-    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> BertConfig:
-        """BertConfig.from_dict; BERT's keys DeBERTa lacks (NOT_DEBERTA_FIELDS) are read, then kept only if carried.
-
-        Args:
-            config_dict: config.json's keys and values.
-            **kwargs: keys that override config_dict's.
-
-        Returns:
-            The validated config.
-        """
-        config = super().from_dict(config_dict, **kwargs)
-        data = {**config_dict, **kwargs}
-        config.extra.update({key: data[key] for key in NOT_DEBERTA_FIELDS if key in data})
-        return config
-
-    def to_dict(self) -> dict[str, Any]:
-        """config.json's keys: BERT's and DeBERTa's, without the fields it lacks (unless config.json carried them)."""
-        out = super().to_dict()
-        for key in NOT_DEBERTA_FIELDS:
-            if key not in self.extra:
-                out.pop(key, None)
-        return out

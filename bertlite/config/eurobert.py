@@ -42,6 +42,7 @@ class EuroBertConfig(BertConfig):
     """
 
     model_types: ClassVar[tuple[str, ...]] = ("eurobert",)
+    not_family_fields: ClassVar[tuple[str, ...]] = NOT_EUROBERT_FIELDS
     vocab_size: int = 128256
     hidden_act: str = "silu"
     max_position_embeddings: int = 8192
@@ -115,8 +116,7 @@ class EuroBertConfig(BertConfig):
 
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> BertConfig:
-        """BertConfig.from_dict; BERT's keys EuroBERT lacks (NOT_EUROBERT_FIELDS) are read, then kept only if
-        carried, and transformers' legacy rope_theta is read into rope_parameters.
+        """BertConfig.from_dict, transformers' legacy rope_theta read into rope_parameters.
 
         Args:
             config_dict: config.json's keys and values.
@@ -128,17 +128,7 @@ class EuroBertConfig(BertConfig):
         data = {**config_dict, **kwargs}
         if "rope_theta" in data and data.get("rope_parameters") is None:
             data["rope_parameters"] = {"rope_type": "default", "rope_theta": data.pop("rope_theta")}
-        config = super().from_dict(data)
-        config.extra.update({key: data[key] for key in NOT_EUROBERT_FIELDS if key in data})
-        return config
-
-    def to_dict(self) -> dict[str, Any]:
-        """config.json's keys: EuroBERT's, without BERT's fields it lacks (unless config.json carried them)."""
-        out = super().to_dict()
-        for key in NOT_EUROBERT_FIELDS:
-            if key not in self.extra:
-                out.pop(key, None)
-        return out
+        return super().from_dict(data)
 
 
 def _is_number(value: Any) -> bool:

@@ -160,6 +160,7 @@ class DistilBertConfig(BertConfig):
     question-answering and sequence-classification heads' dropout)."""
 
     model_types: ClassVar[tuple[str, ...]] = ("distilbert",)
+    not_family_fields: ClassVar[tuple[str, ...]] = NOT_DISTILBERT_FIELDS
     # transformers' attribute_map, completed: BERT's name -> DistilBERT's (parity and load errors name them so).
     attribute_map: ClassVar[dict[str, str]] = {field_name: name for name, field_name in DISTILBERT_NAMES.items()}
     num_hidden_layers: int = 6
@@ -208,9 +209,6 @@ class DistilBertConfig(BertConfig):
     def to_dict(self) -> dict[str, Any]:
         """config.json's keys: DistilBERT's names for BERT's fields, without the fields DistilBERT lacks."""
         out = super().to_dict()
-        for key in NOT_DISTILBERT_FIELDS:
-            if key not in self.extra:
-                out.pop(key, None)
         for name, field_name in DISTILBERT_NAMES.items():
             out[name] = out.pop(field_name)
         return dict(sorted(out.items()))

@@ -95,6 +95,7 @@ class GteConfig(BertConfig):
     scaling). type_vocab_size 0 means no token type embeddings."""
 
     model_types: ClassVar[tuple[str, ...]] = ("gte",)
+    not_family_fields: ClassVar[tuple[str, ...]] = NOT_GTE_FIELDS
     vocab_size: int = 250048
     attention_probs_dropout_prob: float = 0.0
     max_position_embeddings: int = 8192
@@ -152,8 +153,8 @@ class GteConfig(BertConfig):
 
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> BertConfig:
-        """BertConfig.from_dict; BERT's keys GTE lacks (NOT_GTE_FIELDS) are read, then kept only if carried. The
-        original layout's config.json (model_type "new") is read through from_original_layout.
+        """BertConfig.from_dict; the original layout's config.json (model_type "new") is read through
+        from_original_layout.
 
         Args:
             config_dict: config.json's keys and values.
@@ -164,18 +165,7 @@ class GteConfig(BertConfig):
         """
         if config_dict.get("model_type") == ORIGINAL_MODEL_TYPE:
             config_dict = from_original_layout(config_dict)
-        config = super().from_dict(config_dict, **kwargs)
-        data = {**config_dict, **kwargs}
-        config.extra.update({key: data[key] for key in NOT_GTE_FIELDS if key in data})
-        return config
-
-    def to_dict(self) -> dict[str, Any]:
-        """config.json's keys: BERT's and GTE's, without the fields GTE lacks (unless config.json carried them)."""
-        out = super().to_dict()
-        for key in NOT_GTE_FIELDS:
-            if key not in self.extra:
-                out.pop(key, None)
-        return out
+        return super().from_dict(config_dict, **kwargs)
 
 
 def _positive_number(value: Any) -> bool:

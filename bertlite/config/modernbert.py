@@ -55,6 +55,7 @@ class ModernBertConfig(BertConfig):
     """
 
     model_types: ClassVar[tuple[str, ...]] = ("modernbert",)
+    not_family_fields: ClassVar[tuple[str, ...]] = NOT_MODERNBERT_FIELDS
     # BERT's name -> ModernBERT's (transformers' attribute_map, completed): parity and load errors name them so.
     attribute_map: ClassVar[dict[str, str]] = {field_name: name for name, field_name in MODERNBERT_NAMES.items()}
     vocab_size: int = 50368
@@ -242,9 +243,6 @@ class ModernBertConfig(BertConfig):
     def to_dict(self) -> dict[str, Any]:
         """config.json's keys: ModernBERT's names for BERT's fields, without the fields ModernBERT lacks."""
         out = super().to_dict()
-        for key in NOT_MODERNBERT_FIELDS:
-            if key not in self.extra:
-                out.pop(key, None)
         for name, field_name in MODERNBERT_NAMES.items():
             out[name] = getattr(self, field_name)
             if field_name not in self.extra:  # else config.json carried BERT's key too, written back as it was

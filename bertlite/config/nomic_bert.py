@@ -25,6 +25,7 @@ class NomicBertConfig(BertConfig):
     "default" and rope_theta)."""
 
     model_types: ClassVar[tuple[str, ...]] = ("nomic_bert",)
+    not_family_fields: ClassVar[tuple[str, ...]] = NOT_NOMIC_FIELDS
     vocab_size: int = 30528
     hidden_act: str = "silu"
     hidden_dropout_prob: float = 0.0
@@ -65,27 +66,3 @@ class NomicBertConfig(BertConfig):
     def rope_theta(self) -> float:
         """The rotary base."""
         return float(self.rope_parameters["rope_theta"])
-
-    @classmethod
-    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> BertConfig:
-        """BertConfig.from_dict; BERT's keys NomicBERT lacks (NOT_NOMIC_FIELDS) are read, then kept only if carried.
-
-        Args:
-            config_dict: config.json's keys and values.
-            **kwargs: keys that override config_dict's.
-
-        Returns:
-            The validated config.
-        """
-        config = super().from_dict(config_dict, **kwargs)
-        data = {**config_dict, **kwargs}
-        config.extra.update({key: data[key] for key in NOT_NOMIC_FIELDS if key in data})
-        return config
-
-    def to_dict(self) -> dict[str, Any]:
-        """config.json's keys: BERT's and NomicBERT's, without the fields it lacks (unless config.json carried them)."""
-        out = super().to_dict()
-        for key in NOT_NOMIC_FIELDS:
-            if key not in self.extra:
-                out.pop(key, None)
-        return out

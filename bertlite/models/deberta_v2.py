@@ -27,10 +27,7 @@ from bertlite.layers.attention import DEFAULT_ATTENTION, check_attn_implementati
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
 from bertlite.models.encoder import EncoderPreTrainedModel
-from bertlite.models.inputs import (
-    check_forward_kwargs,
-    check_inputs,
-)
+from bertlite.models.inputs import check_forward_kwargs, check_inputs
 from bertlite.models.outputs import BaseModelOutputWithPooling
 
 

@@ -30,9 +30,7 @@ from bertlite.layers.attention import (
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
 from bertlite.models.encoder import EncoderPreTrainedModel
-from bertlite.models.inputs import (
-    check_forward_kwargs,
-)
+from bertlite.models.inputs import check_forward_kwargs
 from bertlite.models.modernbert import apply_rotary
 from bertlite.models.outputs import BaseModelOutputWithPooling
 

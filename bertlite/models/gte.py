@@ -31,9 +31,7 @@ from bertlite.layers.fused import fused_linear
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
 from bertlite.models.encoder import EncoderPreTrainedModel
-from bertlite.models.inputs import (
-    check_forward_kwargs,
-)
+from bertlite.models.inputs import check_forward_kwargs
 from bertlite.models.modernbert import apply_rotary
 from bertlite.models.outputs import BaseModelOutputWithPooling
 

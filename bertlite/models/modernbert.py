@@ -39,10 +39,7 @@ from bertlite.layers.attention import (
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
 from bertlite.models.encoder import EncoderPreTrainedModel, padding_bias
-from bertlite.models.inputs import (
-    check_forward_kwargs,
-    check_inputs,
-)
+from bertlite.models.inputs import check_forward_kwargs, check_inputs
 from bertlite.models.outputs import BaseModelOutputWithPooling
 
 
