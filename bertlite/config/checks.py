@@ -221,6 +221,26 @@ def check_encoder(config_dict: dict[str, Any], encoder_types: tuple[str, ...]) -
         )
 
 
+def names_original_code(value: Any, repos: tuple[str, ...], modules: tuple[str, ...], class_prefix: str) -> bool:
+    """Whether an auto_map value (`[org/repo--]module.Class`) names a family's original code: one of its repos (or
+    none), one of its modules, a class of its prefix.
+
+    Args:
+        value: an auto_map value.
+        repos: the repos that hold the family's original code.
+        modules: the original code's module names.
+        class_prefix: its classes' common prefix ("New", "NomicBert").
+
+    Returns:
+        True for the family's own classes.
+    """
+    if not isinstance(value, str):
+        return False
+    repo, _, name = value.rpartition("--")
+    module, _, cls = name.partition(".")
+    return repo in ("", *repos) and module in modules and cls.startswith(class_prefix)
+
+
 def check_own_code(auto_map: Any, path: str | os.PathLike) -> None:
     """Refuse a checkpoint whose config.json maps its model to code of its own (auto_map: JinaBERT, NomicBERT
     and other remote-code models typed "bert"): bertlite runs only its own classes, and reading such weights
