@@ -20,6 +20,7 @@ from bertlite.layers.attention import PACKED_ATTENTION
 from bertlite.layers.onednn import FusedQKV, OneDNNLinear, linear_works
 from bertlite.models.deberta_v2 import DebertaV2Model
 from bertlite.quant.int8 import quantize_int8
+from tests.models.family import packed, save_st_folder, saved_keys
 
 TINY_DEBERTA = dict(
     vocab_size=99,
@@ -93,15 +94,6 @@ def batch_for(config: str) -> dict[str, torch.Tensor]:
     return padded_batch(types=CONFIGS[config].get("type_vocab_size", 0) > 0)
 
 
-def packed(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The padded batch's real tokens (and their types), concatenated, and their lengths."""
-    real = batch["attention_mask"].bool()
-    out = {"input_ids": batch["input_ids"][real], "lengths": real.sum(dim=1)}
-    if "token_type_ids" in batch:
-        out["token_type_ids"] = batch["token_type_ids"][real]
-    return out
-
-
 def build_tokenizer(folder: Path) -> None:
     """transformers' DebertaV2Tokenizer on a small Unigram vocabulary, saved as tokenizer.json (pad id 0)."""
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -113,14 +105,6 @@ def build_tokenizer(folder: Path) -> None:
     tokenizer = transformers.DebertaV2Tokenizer(vocab=vocab)
     tokenizer.save_pretrained(folder)
     assert len(tokenizer) <= TINY_DEBERTA["vocab_size"]
-
-
-def saved_keys(folder: Path) -> list[str]:
-    """The keys of a folder's model.safetensors, sorted."""
-    from safetensors import safe_open
-
-    with safe_open(folder / "model.safetensors", "pt") as f:
-        return sorted(f.keys())
 
 
 @pytest.fixture(scope="module", params=sorted(CONFIGS))
@@ -441,16 +425,6 @@ def test_the_cpu_fast_path_and_int8_match_transformers_and_eager_undoes_them(mod
 
 TEXTS = ["the list of items", "sort a dict by value", "json key value items " * 4, "zebra", "Café, naïve!"]
 PAIRS = [("what is a list?", "the list of items"), ("dict", "sort a dict by value " * 5), ("key", "what is a key")]
-
-
-def save_st_folder(folder: Path, path: Path, pooling: str) -> Path:
-    """A sentence-transformers folder of the model in `folder`: Transformer, `pooling`, Normalize."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
-
-    modules = [Transformer(str(folder), max_seq_length=24), Pooling(32, pooling), Normalize()]
-    SentenceTransformer(modules=modules, device="cpu").save(str(path))
-    return path
 
 
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
