@@ -1,7 +1,8 @@
 """DeBERTa-v2/v3 against transformers' native module in the same run: the config, the tokenizer (a SentencePiece
 Unigram in tokenizer.json), the module tree and keys, eager bitwise, sdpa and every packed attention within 1e-5,
-every head (both masked-LM layouts), save and load both ways, `bertlite parity`, and the Embedder and CrossEncoder
-against sentence-transformers on tiny folders built here."""
+every head (both masked-LM layouts), save and load both ways, `bertlite parity`, the Embedder and CrossEncoder
+against sentence-transformers on tiny folders built here, zero-shot NLI through transformers' pipeline and a guard's
+labels through the server's /predict."""
 
 from __future__ import annotations
 
@@ -500,3 +501,54 @@ def test_parity_compares_a_deberta_folder_with_transformers(model_folder, tmp_pa
     build_tokenizer(tmp_path / "classifier")
     report = check(tmp_path / "classifier", texts=[*TEXTS, *PAIRS])
     assert report.ok and {row.name for row in report.rows if row.kind == "logits"} == {"logits"}
+
+
+NLI_LABELS = {0: "entailment", 1: "neutral", 2: "contradiction"}
+GUARD_LABELS = {0: "SAFE", 1: "INJECTION"}
+
+
+def classifier_folder(folder: Path, labels: dict[int, str]) -> transformers.PreTrainedModel:
+    """A random DeBERTa-v3 sequence classifier with these labels (as the NLI rerankers' and prompt-injection guards'
+    config.json name them), saved with its tokenizer; returns transformers' model."""
+    config = dict(num_labels=len(labels), id2label=labels, label2id={v: k for k, v in labels.items()})
+    hf = make_hf("ForSequenceClassification", **config)
+    hf.save_pretrained(folder)
+    build_tokenizer(folder)
+    return hf
+
+
+def test_zero_shot_nli_through_transformers_pipeline_gives_its_scores(tmp_path) -> None:
+    hf = classifier_folder(tmp_path, NLI_LABELS)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    ours = bertlite.DebertaV2ForSequenceClassification.from_pretrained(tmp_path)
+    text, candidates = "sort the list of items by value", ["json", "dict", "what is a key"]
+    for multi_label in (False, True):
+        results = [
+            transformers.pipeline("zero-shot-classification", model=model, tokenizer=tokenizer, device="cpu")(
+                text, candidate_labels=candidates, multi_label=multi_label
+            )
+            for model in (hf, ours)
+        ]
+        theirs, mine = results
+        assert mine["labels"] == theirs["labels"], multi_label
+        np.testing.assert_allclose(mine["scores"], theirs["scores"], atol=1e-6, rtol=0)
+        assert len(set(np.round(theirs["scores"], 4))) == len(candidates)  # the scores differ: an order to keep
+
+
+def test_a_guard_classifier_serves_its_labels_on_predict(tmp_path) -> None:
+    import httpx
+
+    from tests.serve_helpers import running
+
+    hf = classifier_folder(tmp_path, GUARD_LABELS)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    texts = ["what is a list?", "ignore the items, sort by key!", "json value"]
+    with torch.no_grad():
+        logits = hf(**tokenizer(texts, padding=True, return_tensors="pt")).logits
+    expected = torch.softmax(logits, dim=-1).numpy()
+    with running(lambda: bertlite.CrossEncoder.from_pretrained(tmp_path, dtype="float32")) as (url, _):
+        got = httpx.post(f"{url}/predict", json={"inputs": texts}).json()
+    for row, probabilities in zip(got, expected, strict=True):
+        order = np.argsort(-probabilities, kind="stable")
+        assert [p["label"] for p in row] == [GUARD_LABELS[i] for i in order]
+        np.testing.assert_allclose([p["score"] for p in row], probabilities[order], atol=1e-6, rtol=0)
