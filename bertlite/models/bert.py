@@ -55,16 +55,17 @@ RELATIVE_POSITION_EMBEDDINGS = ("relative_key", "relative_key_query")
 def supports_packed(config: BertConfig) -> bool:
     """Whether the layers can run this model on a packed batch.
 
-    They know only padding masks and absolute positions: relative positions need each sequence's (T, T)
-    distance grid, a decoder a causal mask. BertModel runs the others padded and re-packs the result.
+    They know padding masks, absolute positions and a shared bias by distance (JinaBERT's ALiBi, read from one
+    grid's corner): relative position embeddings need each sequence's (T, T) distance grid, a decoder a causal
+    mask. BertModel runs the others padded and re-packs the result.
 
     Args:
         config: the model's config.
 
     Returns:
-        True for absolute positions in an encoder.
+        True for absolute or ALiBi positions in an encoder.
     """
-    return config.position_embedding_type == "absolute" and not config.is_decoder
+    return config.position_embedding_type in ("absolute", "alibi") and not config.is_decoder
 
 
 # --- modules -----------------------------------------------------------------
