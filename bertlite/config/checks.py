@@ -190,7 +190,7 @@ def check_head_fields(config: BertConfig) -> None:
 
 
 def check_own_code(auto_map: Any, path: str | os.PathLike) -> None:
-    """Refuse a checkpoint whose config.json maps its model to code of its own (auto_map: JinaBERT, NomicBERT
+    """Refuse a checkpoint whose config.json maps its model to code of its own (auto_map: NomicBERT's originals
     and other remote-code models typed "bert"): bertlite runs only its own classes, and reading such weights
     into them would give other numbers. A custom tokenizer alone (AutoTokenizer) is no refusal.
 
