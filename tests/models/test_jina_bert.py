@@ -103,7 +103,7 @@ def original_state(config: dict, head: str = "Model", seed: int = 0) -> dict[str
         return state
     state = {"bert." + k: v for k, v in state.items()}
     if head == "ForSequenceClassification":
-        state.update(linear("classifier", 3, H))
+        state.update(linear("classifier", len(config["id2label"]), H))
     else:
         state.update(linear("cls.predictions.transform.dense", H, H))
         state.update(norm("cls.predictions.transform.LayerNorm"))
@@ -116,7 +116,7 @@ def write_original(folder: Path, head: str = "Model", seed: int = 0, **overrides
     """A folder in the original layout: config.json and model.safetensors with the original's keys."""
     config = original_config(architectures=["JinaBert" + head], **overrides)
     if head == "ForSequenceClassification":
-        config["id2label"] = {"0": "a", "1": "b", "2": "c"}
+        config.setdefault("id2label", {"0": "a", "1": "b", "2": "c"})
     state = original_state(config, head, seed)
     folder.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous().clone() for k, v in state.items()}, str(folder / "model.safetensors"))
@@ -368,3 +368,72 @@ def test_the_onednn_swap_and_int8_go_through_the_layer_roles(real_model_path, tm
     full = torch.as_tensor(bertlite.Embedder.from_pretrained(str(folder), dtype="float32").encode(texts))
     low = torch.as_tensor(bertlite.Embedder.from_pretrained(str(folder), dtype="int8").encode(texts))
     assert F.cosine_similarity(low, full, dim=1).min().item() >= 0.99
+
+
+def tokenizer_folder(real_model_path: Path, folder: Path) -> int:
+    """BERT's WordPiece tokenizer files of the bundled model copied into folder; returns its vocabulary size."""
+    folder.mkdir(parents=True)
+    for name in ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(real_model_path / name, folder / name)
+    return len((real_model_path / "vocab.txt").read_text(encoding="utf-8").splitlines())
+
+
+def tokenized(folder: Path, inputs: list) -> dict[str, torch.Tensor]:
+    """The tokenizers library's padded encoding of texts or (query, document) pairs, as tensors."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tokenizer.enable_padding(pad_id=0)
+    encodings = tokenizer.encode_batch(inputs)
+    return {
+        "input_ids": torch.tensor([e.ids for e in encodings]),
+        "attention_mask": torch.tensor([e.attention_mask for e in encodings]),
+        "token_type_ids": torch.tensor([e.type_ids for e in encodings]),
+    }
+
+
+def test_the_cross_encoder_gives_the_references_scores(real_model_path, tmp_path) -> None:
+    folder = tmp_path / "reranker"
+    vocab = tokenizer_folder(real_model_path, folder)
+    write_original(folder, "ForSequenceClassification", vocab_size=vocab, id2label={"0": "LABEL_0"})
+    pairs = [("a list", "the list of items"), ("sort", "sort a dict by value"), ("zebra", "an animal")]
+    batch = tokenized(folder, pairs)
+    state = {k: v.double() for k, v in read_state(folder).items()}
+    hidden = reference(state, json.loads((folder / "config.json").read_text()), batch)
+    pooled = torch.tanh(F.linear(hidden[:, 0], state["bert.pooler.dense.weight"], state["bert.pooler.dense.bias"]))
+    expected = torch.sigmoid(F.linear(pooled, state["classifier.weight"], state["classifier.bias"]))[:, 0]
+    got = bertlite.CrossEncoder(str(folder)).predict(pairs)
+    np.testing.assert_allclose(got, expected.numpy(), atol=TOL, rtol=0)
+
+
+def test_the_sparse_encoder_gives_the_references_splade_vectors(real_model_path, tmp_path) -> None:
+    folder = tmp_path / "splade"
+    vocab = tokenizer_folder(real_model_path, folder)
+    write_original(folder, "ForMaskedLM", vocab_size=vocab)
+    texts = ["the list of items", "sort a dict by value", "zebra"]
+    batch = tokenized(folder, texts)
+    state = {k: v.double() for k, v in read_state(folder).items()}
+    hidden = reference(state, json.loads((folder / "config.json").read_text()), batch)
+    t = F.gelu(
+        F.linear(hidden, state["cls.predictions.transform.dense.weight"], state["cls.predictions.transform.dense.bias"])
+    )
+    t = F.layer_norm(t, (TINY["hidden_size"],), *ln(state, "cls.predictions.transform.LayerNorm"), 1e-12)
+    logits = F.linear(t, state["bert.embeddings.word_embeddings.weight"], state["cls.predictions.bias"])
+    scores = torch.log1p(torch.relu(logits)) * batch["attention_mask"][..., None]
+    expected = scores.max(dim=1).values
+    got = bertlite.SparseEncoder.from_pretrained(folder, dtype="float32").encode(texts).to_dense()
+    torch.testing.assert_close(got.double(), expected, atol=TOL, rtol=0)
+
+
+def test_a_checkpoint_without_a_pooler_loads_for_embedding(real_model_path, tmp_path) -> None:
+    """The embedding checkpoints may hold no pooler: mean pooling never reads it."""
+    folder = st_folder(real_model_path, tmp_path / "st")
+    state = {k: v for k, v in read_state(folder).items() if not k.startswith("pooler.")}
+    save_file(state, str(folder / "model.safetensors"))
+    texts = ["the list of items", "zebra"]
+    batch = tokenized(folder, texts)
+    hidden = reference(state, json.loads((folder / "config.json").read_text()), batch)
+    mask = batch["attention_mask"].double()[..., None]
+    expected = F.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1)
+    got = bertlite.Embedder.from_pretrained(str(folder), dtype="float32").encode(texts)
+    np.testing.assert_allclose(got, expected.numpy(), atol=TOL, rtol=0)
