@@ -164,10 +164,7 @@ class BertSelfAttention(nn.Module):
             return PACKED_ATTENTION[name](qkv, layout, heads, self.scaling, dropout_p)
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, self.attention_head_size)
-        if self.qkv is None:
-            projections = tuple(getattr(self, name)(hidden_states) for name in self.projection_names)
-        else:
-            projections = self.qkv(hidden_states).split(self.all_head_size, dim=-1)
+        projections = self.projections(hidden_states)
         query, key, value = (p.view(hidden_shape).transpose(1, 2) for p in projections)  # (B, nh, T, hs)
         position_scores = self.relative_position_scores(query, key)
         context, probs = padded_attention(name)(
@@ -175,6 +172,12 @@ class BertSelfAttention(nn.Module):
         )
         context = context.reshape(*input_shape, -1).contiguous()  # (B, T, H)
         return context, probs
+
+    def projections(self, hidden_states: Tensor) -> tuple[Tensor, ...]:
+        """query, key and value of hidden_states (..., H), each (..., H) (a family may normalize them)."""
+        if self.qkv is None:
+            return tuple(getattr(self, name)(hidden_states) for name in self.projection_names)
+        return self.qkv(hidden_states).split(self.all_head_size, dim=-1)
 
     def packed_qkv(self, hidden_states: Tensor) -> Tensor:
         """query|key|value of every row, (N, 3H)."""
