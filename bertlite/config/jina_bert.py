@@ -2,7 +2,8 @@
 
 JinaBERT-v2 has no transformers module: its checkpoints are typed "bert" and name their own code in auto_map
 (jinaai/jina-bert-implementation's JinaBertConfig and JinaBertModel), with position_embedding_type "alibi" and
-feed_forward_type "geglu" or "reglu". bertlite reads that layout with no code run (is_original_layout says which
+feed_forward_type "geglu" or "reglu"; jina-embeddings-v2-base-code's variant names jinaai/jina-bert-v2-qk-post-norm's
+code (qk_post_norm). bertlite reads that layout with no code run (is_original_layout says which
 config.json is one) and writes it back the same way, so a saved folder stays loadable by the original code.
 Importable without torch.
 """
@@ -16,6 +17,8 @@ from bertlite.config.bert import BertConfig
 
 # The repo of the original code that auto_map names, and its class names bertlite implements.
 ORIGINAL_CODE_REPO = "jinaai/jina-bert-implementation"
+# The repo of jina-embeddings-v2-base-code's variant: LayerNorms on query and key, the layer's own post-norms.
+QK_POST_NORM_CODE_REPO = "jinaai/jina-bert-v2-qk-post-norm"
 ORIGINAL_CLASSES = ("JinaBertConfig", "JinaBertModel", "JinaBertForMaskedLM", "JinaBertForSequenceClassification")
 # What save_pretrained writes when the config was not read from such a config.json (the hub checkpoints' map).
 DEFAULT_AUTO_MAP = {
@@ -30,13 +33,15 @@ FEED_FORWARD_ACTIVATIONS = {"geglu": "gelu", "reglu": "relu"}
 NOT_JINA_FIELDS = ("is_decoder", "add_cross_attention")
 
 
-def _names_original_code(value: Any) -> bool:
-    """Whether an auto_map value names one of the original's classes (`jinaai/jina-bert-implementation--m.Class`)."""
+def _code_repo(value: Any) -> str | None:
+    """The repo of an auto_map value naming one of the original's classes (`<repo>--modeling_bert.JinaBertModel`,
+    the repo one of the two variants'), else None."""
     if not isinstance(value, str):
-        return False
+        return None
     repo, _, name = value.rpartition("--")
     module, _, cls = name.partition(".")
-    return repo == ORIGINAL_CODE_REPO and module in ("configuration_bert", "modeling_bert") and cls in ORIGINAL_CLASSES
+    known = repo in (ORIGINAL_CODE_REPO, QK_POST_NORM_CODE_REPO)
+    return repo if known and module in ("configuration_bert", "modeling_bert") and cls in ORIGINAL_CLASSES else None
 
 
 def is_original_layout(config_dict: dict[str, Any]) -> bool:
@@ -63,10 +68,22 @@ def names_original_code(auto_map: Any) -> bool:
     Returns:
         True for a dict whose every model class is the original's.
     """
+    return original_code_repo(auto_map) is not None
+
+
+def original_code_repo(auto_map: Any) -> str | None:
+    """The repo of the original's code an auto_map names (ORIGINAL_CODE_REPO or QK_POST_NORM_CODE_REPO).
+
+    Args:
+        auto_map: config.json's auto_map.
+
+    Returns:
+        The repo when every model class it names is that repo's (a tokenizer of its own aside), else None.
+    """
     if not isinstance(auto_map, dict):
-        return False
-    code = [value for key, value in auto_map.items() if key != "AutoTokenizer"]
-    return bool(code) and all(_names_original_code(value) for value in code)
+        return None
+    repos = {_code_repo(value) for key, value in auto_map.items() if key != "AutoTokenizer"}
+    return repos.pop() if len(repos) == 1 and None not in repos else None
 
 
 @dataclass
@@ -105,7 +122,13 @@ class JinaBertConfig(BertConfig):
                 f"(supported: {', '.join(FEED_FORWARD_ACTIVATIONS)})"
             )
         if self.auto_map is not None and not names_original_code(self.auto_map):
-            raise ValueError(f"auto_map={self.auto_map!r} names code other than {ORIGINAL_CODE_REPO}'s")
+            raise ValueError(f"auto_map={self.auto_map!r} names code other than JinaBERT-v2's ({ORIGINAL_CODE_REPO})")
+
+    @property
+    def qk_post_norm(self) -> bool:
+        """Whether this is jina-embeddings-v2-base-code's variant (auto_map names QK_POST_NORM_CODE_REPO):
+        LayerNorms on query and key, and the layer's own post-norms around the feed-forward."""
+        return original_code_repo(self.auto_map) == QK_POST_NORM_CODE_REPO
 
     @property
     def feed_forward_act(self) -> str:

@@ -7,7 +7,10 @@ per-head slopes of alibi_head_slopes); and the feed-forward is a gated one under
 layernorm(wo(act(gated) * non_gated) + x), gated|non_gated = gated_layers(x)). Attention is BERT's, under BERT's
 names, and so are the pooler and the heads' modules, so the original checkpoints' keys load unchanged. The bias
 depends only on the distance between tokens, so a packed sequence of length L reads the [:L, :L] corner of one
-grid's bias, as MPNet's relative bias (bertlite.layers.attention). The heads are in models.jina_bert_heads.
+grid's bias, as MPNet's relative bias (bertlite.layers.attention). jina-embeddings-v2-base-code's variant
+(jinaai/jina-bert-v2-qk-post-norm's code) LayerNorms query and key (layer_norm_q, layer_norm_k) and wraps the
+attention and its gated feed-forward (mlp.up_gated_layer: up|gated, up * act(gated), mlp.down_layer) in the layer's
+own post-norms layer_norm_1 and layer_norm_2 (JinaBertQKPostNormLayer). The heads are in models.jina_bert_heads.
 """
 
 from __future__ import annotations
@@ -81,12 +84,33 @@ class JinaBertSelfAttention(BertSelfAttention):
     scores (BertSelfAttention's position_bias)."""
 
 
+class JinaBertQKPostNormSelfAttention(BertSelfAttention):
+    """jina-bert-v2-qk-post-norm's JinaBertSelfAttention: the query and the key each LayerNorm-ed over the hidden
+    size (layer_norm_q, layer_norm_k) before the heads are split; the rest as JinaBertSelfAttention."""
+
+    def __init__(self, config: JinaBertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__(config, attn_implementation)
+        self.layer_norm_q = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.layer_norm_k = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def projections(self, hidden_states: Tensor) -> tuple[Tensor, ...]:
+        """layer_norm_q(query), layer_norm_k(key) and value of hidden_states (..., H)."""
+        query, key, value = super().projections(hidden_states)
+        return self.layer_norm_q(query), self.layer_norm_k(key), value
+
+    def packed_qkv(self, hidden_states: Tensor) -> Tensor:
+        """The normalized query|key|value of every row, (N, 3H)."""
+        return torch.cat(self.projections(hidden_states), dim=-1)
+
+
 class JinaBertAttention(nn.Module):
     """BERT's attention (self, output), passing the ALiBi bias to self."""
 
+    self_attention_class: type[BertSelfAttention] = JinaBertSelfAttention
+
     def __init__(self, config: JinaBertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
         super().__init__()
-        self.self = JinaBertSelfAttention(config, attn_implementation)
+        self.self = self.self_attention_class(config, attn_implementation)
         self.output = BertSelfOutput(config)
 
     def forward(
@@ -168,12 +192,91 @@ class JinaBertLayer(nn.Module):
         return self.mlp(attention_output), probs
 
 
+class JinaBertQKPostNormAttention(JinaBertAttention):
+    """jina-bert-v2-qk-post-norm's JinaBertAttention: BERT's, on the normalized query and key."""
+
+    self_attention_class = JinaBertQKPostNormSelfAttention
+
+
+class JinaBertQKPostNormGLUMLP(nn.Module):
+    """jina-bert-v2-qk-post-norm's JinaBertGLUMLP: down_layer(up * act(gated)), up|gated = up_gated_layer(x) (no
+    bias), act GELU for "geglu", ReLU for "reglu"; the layer adds the residual and norms."""
+
+    def __init__(self, config: JinaBertConfig) -> None:
+        super().__init__()
+        self.intermediate_size = config.intermediate_size
+        self.up_gated_layer = nn.Linear(config.hidden_size, config.intermediate_size * 2, bias=False)
+        self.hidden_act = config.feed_forward_act  # by name too, for the module swap that restores `act`
+        self.act = ACT2FN[config.feed_forward_act]
+        self.down_layer = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        # Set by the module swap that installs a down_layer taking forward(x, residual=): the layer's residual
+        # add then runs inside its GEMM. Inference only.
+        self.fuses_residual = False
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        """(..., H) -> (..., H), plus hidden_states when fuses_residual (inference): the residual in the GEMM."""
+        up, gated = self.up_gated_layer(hidden_states).split(self.intermediate_size, dim=-1)
+        product = up * self.act(gated)
+        if self.fuses_residual and not self.training:
+            return self.down_layer(product, residual=hidden_states)
+        return self.down_layer(self.dropout(product))
+
+
+class JinaBertQKPostNormLayer(nn.Module):
+    """jina-bert-v2-qk-post-norm's JinaBertLayer: h = layer_norm_1(x + attention(x)), then
+    layer_norm_2(h + mlp(h))."""
+
+    # Where its parts are, for the module swaps (bertlite.layers.roles): up_gated_layer gives up|gated.
+    roles = LayerRoles(
+        attention="attention.self",
+        query="attention.self.query",
+        key="attention.self.key",
+        value="attention.self.value",
+        attention_output="attention.output.dense",
+        intermediate="mlp.up_gated_layer",
+        activation="mlp.act",
+        output="mlp.down_layer",
+        gated=True,
+        residual_owners={"attention_output": "attention.output", "output": "mlp"},
+    )
+
+    def __init__(self, config: JinaBertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        super().__init__()
+        self.attention = JinaBertQKPostNormAttention(config, attn_implementation)
+        self.layer_norm_1 = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.layer_norm_2 = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.mlp = JinaBertQKPostNormGLUMLP(config)
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        attention_bias: Tensor | None = None,
+        output_attentions: bool = False,
+        layout: PackedLayout | None = None,
+        first_token_of: Tensor | None = None,
+        position_bias: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        attention_output, probs = self.attention(
+            hidden_states, attention_bias, output_attentions, layout, first_token_of, position_bias
+        )
+        if first_token_of is not None:
+            hidden_states = hidden_states[layout.starts[first_token_of]]  # the residual of the rows kept
+        residual = self.layer_norm_1(hidden_states + attention_output)
+        if self.mlp.fuses_residual and not self.training:
+            return self.layer_norm_2(self.mlp(residual)), probs
+        return self.layer_norm_2(residual + self.mlp(residual)), probs
+
+
 class JinaBertEncoder(BertEncoder):
-    """The original's JinaBertEncoder: the layers, and the ALiBi bias they share."""
+    """The original's JinaBertEncoder: the layers (JinaBertQKPostNormLayer for the qk-post-norm variant), and the
+    ALiBi bias they share."""
 
     layer_class = JinaBertLayer
 
     def __init__(self, config: JinaBertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
+        if config.qk_post_norm:
+            self.layer_class = JinaBertQKPostNormLayer  # an instance attribute: BertEncoder builds from it
         super().__init__(config, attn_implementation)
         self.num_attention_heads = config.num_attention_heads
 

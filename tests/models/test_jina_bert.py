@@ -30,12 +30,22 @@ from bertlite.models.jina_bert import alibi_head_slopes
 from bertlite.models.jina_bert_heads import JinaBertForMaskedLM, JinaBertForSequenceClassification, JinaBertModel
 
 IMPL = "jinaai/jina-bert-implementation"
-AUTO_MAP = {
-    "AutoConfig": f"{IMPL}--configuration_bert.JinaBertConfig",
-    "AutoModel": f"{IMPL}--modeling_bert.JinaBertModel",
-    "AutoModelForMaskedLM": f"{IMPL}--modeling_bert.JinaBertForMaskedLM",
-    "AutoModelForSequenceClassification": f"{IMPL}--modeling_bert.JinaBertForSequenceClassification",
-}
+# jina-embeddings-v2-base-code's code: LayerNorms on query and key, the layer's own post-norms.
+QK_IMPL = "jinaai/jina-bert-v2-qk-post-norm"
+
+
+def auto_map(repo: str) -> dict[str, str]:
+    """config.json's auto_map naming a repo's classes, as the hub folders write it."""
+    return {
+        "AutoConfig": f"{repo}--configuration_bert.JinaBertConfig",
+        "AutoModel": f"{repo}--modeling_bert.JinaBertModel",
+        "AutoModelForMaskedLM": f"{repo}--modeling_bert.JinaBertForMaskedLM",
+        "AutoModelForSequenceClassification": f"{repo}--modeling_bert.JinaBertForSequenceClassification",
+    }
+
+
+AUTO_MAP = auto_map(IMPL)
+VARIANTS = {"base": AUTO_MAP, "qk-post-norm": auto_map(QK_IMPL)}
 # Six heads: not a power of 2, so the slopes take the original's second sequence.
 TINY = {
     "vocab_size": 60,
@@ -96,6 +106,12 @@ def original_state(config: dict, head: str = "Model", seed: int = 0) -> dict[str
             state.update(linear(p + "attention.self." + name, H, H))
         state.update(linear(p + "attention.output.dense", H, H))
         state.update(norm(p + "attention.output.LayerNorm"))
+        if is_qk_post_norm(config):
+            state.update({**norm(p + "attention.self.layer_norm_q"), **norm(p + "attention.self.layer_norm_k")})
+            state.update({**norm(p + "layer_norm_1"), **norm(p + "layer_norm_2")})
+            state.update(linear(p + "mlp.up_gated_layer", 2 * inter, H, bias=False))
+            state.update(linear(p + "mlp.down_layer", H, inter))
+            continue
         state.update(linear(p + "mlp.gated_layers", 2 * inter, H, bias=False))
         state.update(linear(p + "mlp.wo", H, inter))
         state.update(norm(p + "mlp.layernorm"))
@@ -122,6 +138,11 @@ def write_original(folder: Path, head: str = "Model", seed: int = 0, **overrides
     save_file({k: v.contiguous().clone() for k, v in state.items()}, str(folder / "model.safetensors"))
     (folder / "config.json").write_text(json.dumps(config))
     return folder
+
+
+def is_qk_post_norm(config: dict) -> bool:
+    """Whether config.json names jina-embeddings-v2-base-code's qk-post-norm code."""
+    return config["auto_map"]["AutoModel"].startswith(QK_IMPL + "--")
 
 
 def slopes_of(n: int) -> list[float]:
@@ -158,12 +179,23 @@ def reference(state: dict[str, torch.Tensor], config: dict, batch: dict[str, tor
         def lin(name: str, t: torch.Tensor) -> torch.Tensor:
             return F.linear(t, sd[p + name + ".weight"], sd.get(p + name + ".bias"))  # noqa: B023
 
-        q, k, v = (lin("attention.self." + n, x).view(B, T, nh, d).transpose(1, 2) for n in ("query", "key", "value"))
+        q, k, v = (lin("attention.self." + n, x) for n in ("query", "key", "value"))
+        if is_qk_post_norm(config):  # LayerNorm over the whole query and key, before the heads are split
+            q = F.layer_norm(q, (H,), *ln(sd, p + "attention.self.layer_norm_q"), eps)
+            k = F.layer_norm(k, (H,), *ln(sd, p + "attention.self.layer_norm_k"), eps)
+        q, k, v = (t.view(B, T, nh, d).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, d)
         scores = q @ k.transpose(-1, -2) / math.sqrt(d) + padding
         context = (torch.softmax(scores + alibi, -1) @ v).transpose(1, 2).reshape(B, T, H)
-        x = F.layer_norm(
+        attention = F.layer_norm(
             lin("attention.output.dense", context) + x, (H,), *ln(sd, p + "attention.output.LayerNorm"), eps
         )
+        if is_qk_post_norm(config):
+            h = F.layer_norm(x + attention, (H,), *ln(sd, p + "layer_norm_1"), eps)
+            up_gated = lin("mlp.up_gated_layer", h)
+            up, gated = up_gated[..., :inter], up_gated[..., inter:]
+            x = F.layer_norm(h + lin("mlp.down_layer", up * act(gated)), (H,), *ln(sd, p + "layer_norm_2"), eps)
+            continue
+        x = attention
         hidden = lin("mlp.gated_layers", x)
         gated, non_gated = hidden[..., :inter], hidden[..., inter:]
         x = F.layer_norm(lin("mlp.wo", act(gated) * non_gated) + x, (H,), *ln(sd, p + "mlp.layernorm"), eps)
@@ -200,12 +232,14 @@ def test_alibi_slopes_are_the_originals() -> None:
         assert alibi_head_slopes(n) == slopes_of(n)
 
 
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize("feed_forward_type", ["geglu", "reglu"])
-def test_the_original_layout_equals_the_float64_reference(feed_forward_type, tmp_path) -> None:
-    folder = write_original(tmp_path / "jina", feed_forward_type=feed_forward_type)
+def test_the_original_layout_equals_the_float64_reference(variant, feed_forward_type, tmp_path) -> None:
+    folder = write_original(tmp_path / "jina", feed_forward_type=feed_forward_type, auto_map=VARIANTS[variant])
     ours = bertlite.AutoModel.from_pretrained(folder, attn_implementation="eager")
     assert type(ours) is JinaBertModel and ours.config.model_type == "jina_bert"
     assert ours.config.feed_forward_type == feed_forward_type
+    assert ours.config.qk_post_norm == (variant == "qk-post-norm")
     batch = batch_of([9, 5, 1])
     real = batch["attention_mask"].bool()
     expected = reference(read_state(folder), json.loads((folder / "config.json").read_text()), batch)[real]
@@ -224,8 +258,9 @@ def test_the_original_layout_equals_the_float64_reference(feed_forward_type, tmp
         torch.testing.assert_close(out.double(), expected, atol=TOL, rtol=0, msg=name)
 
 
-def test_a_long_text_equals_the_reference(tmp_path) -> None:
-    folder = write_original(tmp_path / "jina")
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_long_text_equals_the_reference(variant, tmp_path) -> None:
+    folder = write_original(tmp_path / "jina", auto_map=VARIANTS[variant])
     batch = batch_of([2048, 1500])
     real = batch["attention_mask"].bool()
     expected = reference(read_state(folder), json.loads((folder / "config.json").read_text()), batch)[real]
@@ -264,13 +299,14 @@ def test_the_heads_equal_the_reference(tmp_path) -> None:
         torch.testing.assert_close(mlm(**batch).logits[real].double(), scores[real], atol=TOL, rtol=0)
 
 
-def test_save_pretrained_writes_the_original_layout_back(tmp_path) -> None:
-    folder = write_original(tmp_path / "jina")
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_save_pretrained_writes_the_original_layout_back(variant, tmp_path) -> None:
+    folder = write_original(tmp_path / "jina", auto_map=VARIANTS[variant])
     ours = JinaBertModel.from_pretrained(folder)
     ours.save_pretrained(tmp_path / "saved")
     written = json.loads((tmp_path / "saved" / "config.json").read_text())
     original = json.loads((folder / "config.json").read_text())
-    assert written["model_type"] == "bert" and written["auto_map"] == AUTO_MAP
+    assert written["model_type"] == "bert" and written["auto_map"] == VARIANTS[variant]
     for key in ("position_embedding_type", "feed_forward_type", "attn_implementation", "emb_pooler", *TINY):
         assert written[key] == original[key], key
     assert sorted(read_state(tmp_path / "saved")) == sorted(read_state(folder))
@@ -290,8 +326,16 @@ OTHER_CODE = "position_embedding_type='alibi' is not implemented"
     "overrides, message",
     [
         ({"feed_forward_type": "original"}, "feed_forward_type='original' is not implemented"),
-        # jina-embeddings-v2-base-code's qk-post-norm code has other modules (layer_norm_q, up_gated_layer, ...).
-        ({"auto_map": {"AutoModel": "jinaai/jina-bert-v2-qk-post-norm--modeling_bert.JinaBertModel"}}, OTHER_CODE),
+        # Jina's other code, and the two variants' classes mixed in one auto_map.
+        (
+            {
+                "auto_map": {
+                    "AutoModel": "jinaai/xlm-roberta-flash-implementation--modeling_xlm_roberta.XLMRobertaModel"
+                }
+            },
+            OTHER_CODE,
+        ),
+        ({"auto_map": {**AUTO_MAP, "AutoModel": f"{QK_IMPL}--modeling_bert.JinaBertModel"}}, OTHER_CODE),
         ({"auto_map": {"AutoModel": "someone/other--modeling.Model"}}, OTHER_CODE),
         ({"position_embedding_type": "absolute"}, "auto_map names the checkpoint's own code"),
     ],
@@ -308,19 +352,20 @@ def test_what_jina_bert_does_not_compute_is_refused_by_name(overrides, message, 
         bertlite.Embedder.from_pretrained(str(folder))
 
 
-def st_folder(real_model_path: Path, folder: Path) -> Path:
+def st_folder(real_model_path: Path, folder: Path, **overrides) -> Path:
     """A sentence-transformers folder (mean pooling, BERT's WordPiece) holding a JinaBERT in the original layout."""
     shutil.copytree(real_model_path, folder)
     for name in ("config.json", "model.safetensors"):
         (folder / name).unlink()
     vocab = len((real_model_path / "vocab.txt").read_text(encoding="utf-8").splitlines())
-    return write_original(folder, vocab_size=vocab)
+    return write_original(folder, vocab_size=vocab, **overrides)
 
 
-def test_the_embedder_gives_the_references_mean_pooled_vectors(real_model_path, tmp_path) -> None:
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_the_embedder_gives_the_references_mean_pooled_vectors(variant, real_model_path, tmp_path) -> None:
     from tokenizers import Tokenizer
 
-    folder = st_folder(real_model_path, tmp_path / "st")
+    folder = st_folder(real_model_path, tmp_path / "st", auto_map=VARIANTS[variant])
     texts = ["the list of items", "sort a dict by value", "zebra"]
     encodings = Tokenizer.from_file(str(folder / "tokenizer.json"))
     encodings.enable_padding(pad_id=0)
@@ -348,11 +393,12 @@ def test_the_embedder_gives_the_references_mean_pooled_vectors(real_model_path, 
     np.testing.assert_allclose(trusted.encode(texts), expected.numpy(), atol=TOL, rtol=0)
 
 
-def test_the_onednn_swap_and_int8_go_through_the_layer_roles(real_model_path, tmp_path) -> None:
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_the_onednn_swap_and_int8_go_through_the_layer_roles(variant, real_model_path, tmp_path) -> None:
     from bertlite.layers.onednn import OneDNNLinear, optimize, restore
     from bertlite.layers.roles import attention_of, part
 
-    model = JinaBertModel.from_pretrained(write_original(tmp_path / "jina")).eval()
+    model = JinaBertModel.from_pretrained(write_original(tmp_path / "jina", auto_map=VARIANTS[variant])).eval()
     batch = batch_of([8, 3])
     with torch.no_grad():
         expected = model(**batch).last_hidden_state
@@ -363,7 +409,9 @@ def test_the_onednn_swap_and_int8_go_through_the_layer_roles(real_model_path, tm
     assert model.encoder.layer[0].mlp.fuses_residual
     torch.testing.assert_close(fast, expected, atol=1e-5, rtol=1e-5)
     restore(model)
-    folder = st_folder(real_model_path, tmp_path / "st")
+    with torch.no_grad():
+        assert torch.equal(model(**batch).last_hidden_state, expected)
+    folder = st_folder(real_model_path, tmp_path / "st", auto_map=VARIANTS[variant])
     texts = ["the list of items", "sort a dict by value", "zebra"]
     full = torch.as_tensor(bertlite.Embedder.from_pretrained(str(folder), dtype="float32").encode(texts))
     low = torch.as_tensor(bertlite.Embedder.from_pretrained(str(folder), dtype="int8").encode(texts))
