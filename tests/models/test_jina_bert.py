@@ -297,6 +297,9 @@ def test_the_heads_equal_the_reference(tmp_path) -> None:
         torch.testing.assert_close(model(**batch).logits.double(), logits, atol=TOL, rtol=0)
         real = batch["attention_mask"].bool()
         torch.testing.assert_close(mlm(**batch).logits[real].double(), scores[real], atol=TOL, rtol=0)
+        # The masked-LM checkpoint (the hub embedders' architectures) read as the base model under its `bert.` prefix.
+        base = bertlite.AutoModel.from_pretrained(mlm_folder, attn_implementation="eager")
+        torch.testing.assert_close(base(**batch).last_hidden_state[real].double(), hidden[real], atol=TOL, rtol=0)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -485,3 +488,12 @@ def test_a_checkpoint_without_a_pooler_loads_for_embedding(real_model_path, tmp_
     expected = F.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1)
     got = bertlite.Embedder.from_pretrained(str(folder), dtype="float32").encode(texts)
     np.testing.assert_allclose(got, expected.numpy(), atol=TOL, rtol=0)
+
+
+def test_parity_says_transformers_has_no_module_to_compare_with(tmp_path, capsys) -> None:
+    from bertlite.cli import main
+
+    folder = write_original(tmp_path / "jina")
+    assert main(["parity", str(folder)]) != 0
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "is a JinaBERT-v2 model, which transformers has no module for" in error[0]
