@@ -40,6 +40,7 @@ def test_each_family_runs_its_three_configs_on_its_own_checkpoint() -> None:
     assert sum(line.startswith("electra ") for line in table) == 3
 
 
+@pytest.mark.slow  # a benchmark run, if a short one
 def test_a_family_without_a_transformers_module_runs_bertlite_alone() -> None:
     """JinaBERT-v2 runs remote code under transformers: bertlite's row only, compared with bertlite eager fp32."""
     assert families.family_configs("jina_bert") == ["bertlite_fp32"]

@@ -258,6 +258,7 @@ def test_the_original_layout_equals_the_float64_reference(variant, feed_forward_
         torch.testing.assert_close(out.double(), expected, atol=TOL, rtol=0, msg=name)
 
 
+@pytest.mark.slow  # over a second: a 2,048-token float64 reference
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_a_long_text_equals_the_reference(variant, tmp_path) -> None:
     folder = write_original(tmp_path / "jina", auto_map=VARIANTS[variant])
@@ -396,6 +397,7 @@ def test_the_embedder_gives_the_references_mean_pooled_vectors(variant, real_mod
     np.testing.assert_allclose(trusted.encode(texts), expected.numpy(), atol=TOL, rtol=0)
 
 
+@pytest.mark.slow  # over a second: oneDNN and int8 swaps on two models
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_the_onednn_swap_and_int8_go_through_the_layer_roles(variant, real_model_path, tmp_path) -> None:
     from bertlite.layers.onednn import OneDNNLinear, optimize, restore
