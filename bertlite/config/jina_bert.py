@@ -122,7 +122,10 @@ class JinaBertConfig(BertConfig):
                 f"(supported: {', '.join(FEED_FORWARD_ACTIVATIONS)})"
             )
         if self.auto_map is not None and not names_original_code(self.auto_map):
-            raise ValueError(f"auto_map={self.auto_map!r} names code other than JinaBERT-v2's ({ORIGINAL_CODE_REPO})")
+            raise ValueError(
+                f"auto_map={self.auto_map!r} names code other than one JinaBERT-v2 variant's ({ORIGINAL_CODE_REPO} "
+                f"or {QK_POST_NORM_CODE_REPO})"
+            )
 
     @property
     def qk_post_norm(self) -> bool:
