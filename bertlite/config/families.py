@@ -14,6 +14,7 @@ from bertlite.config.bert import BertConfig
 from bertlite.config.deberta_v2 import DebertaV2Config
 from bertlite.config.eurobert import EuroBertConfig
 from bertlite.config.gte import GteConfig
+from bertlite.config.jina_bert import JinaBertConfig, is_original_layout
 from bertlite.config.modernbert import ModernBertConfig
 from bertlite.config.nomic_bert import NomicBertConfig
 
@@ -276,6 +277,24 @@ def _tokenizers(name: str) -> tuple[str, ...]:
 # An original remote-code layout's model_type -> the family that reads it, with no code run (its config class maps
 # the fields): GTE's "new" (Alibaba-NLP/new-impl).
 MODEL_TYPE_ALIASES = {"new": "gte"}
+
+
+def family_model_type(config_dict: dict[str, Any]) -> str | None:
+    """The family that reads a config.json: its model_type after MODEL_TYPE_ALIASES, or "jina_bert" for
+    JinaBERT-v2's original layout, which is typed "bert" (bertlite.config.jina_bert.is_original_layout).
+
+    Args:
+        config_dict: config.json's keys and values.
+
+    Returns:
+        A model_type (maybe one bertlite lacks), or None when config.json has none.
+    """
+    if is_original_layout(config_dict):
+        return "jina_bert"
+    model_type = config_dict.get("model_type")
+    return MODEL_TYPE_ALIASES.get(model_type, model_type)
+
+
 # model_type -> its family. BERT's heads are more than FAMILY_HEADS: the Auto classes take each class it has.
 FAMILIES: dict[str, Family] = {
     "bert": Family(BertConfig, "bertlite.models.heads", "Bert", heads=(), bert_tokenizer=True),
@@ -351,6 +370,14 @@ FAMILIES: dict[str, Family] = {
         "DebertaV2",
         heads=(*FAMILY_HEADS, "ForMultipleChoice"),
         tokenizer_classes=_tokenizers("DebertaV2"),
+    ),
+    # JinaBERT-v2's tokenizer is BERT's WordPiece; its original layout is typed "bert" (family_model_type).
+    "jina_bert": Family(
+        JinaBertConfig,
+        "bertlite.models.jina_bert_heads",
+        "JinaBert",
+        heads=("Model", "ForSequenceClassification", "ForMaskedLM", "ForTokenClassification"),
+        bert_tokenizer=True,
     ),
 }
 # model_type -> its config class, for AutoConfig and the jobs.

@@ -23,7 +23,7 @@ from bertlite.config import (
     read_json_object,
 )
 from bertlite.config.checks import check_encoder
-from bertlite.config.families import MODEL_TYPE_ALIASES
+from bertlite.config.families import MODEL_TYPE_ALIASES, family_model_type
 from bertlite.hub import pop_hub_kwargs, resolve_file
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def checkpoint_model_type(
         check_encoder(data, (*FAMILIES, *MODEL_TYPE_ALIASES))
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
-    model_type = MODEL_TYPE_ALIASES.get(data.get("model_type"), data.get("model_type"))
+    model_type = family_model_type(data)
     if model_type is None:
         others = [a for a in architectures if not a.startswith("Bert")]
         if others:
