@@ -346,8 +346,10 @@ class CrossEncoder(STBase, BaseEncoder):
 
         Raises:
             ValueError: a query or document that is not a str, or holds a lone surrogate.
+            TypeError: documents that are not a list of texts (None, a number, a single str).
         """
         check_text(query, first_index)
+        check_texts("documents", documents, "a list of str", one_str=False)
         for i, document in enumerate(documents):
             if not isinstance(document, str):
                 raise ValueError(f"texts[{first_index + i}] is {type(document).__name__}; each document must be a str")

@@ -295,10 +295,28 @@ class M3Encoder(BaseEncoder):
 
         Returns:
             The same weights keyed by each id's decoded text; one dict for one dict.
+
+        Raises:
+            ValueError: a key that is not a token id of the vocabulary, named with its dict's index.
         """
         items = [lexical_weights] if isinstance(lexical_weights, dict) else lexical_weights
-        converted = [{self.backend_tokenizer.decode([int(i)]): w for i, w in item.items()} for item in items]
+        converted = [
+            {self.backend_tokenizer.decode([self._token_id(i, k)]): w for i, w in item.items()}
+            for k, item in enumerate(items)
+        ]
         return converted[0] if len(converted) == 1 else converted
+
+    def _token_id(self, key: Any, row: int) -> int:
+        """A lexical-weights key (an id, or its str as encode() gives it) as a token id of the vocabulary."""
+        vocab_size = self.backend_tokenizer.get_vocab_size()
+        try:
+            token_id = int(key)
+        except (TypeError, ValueError):
+            raise ValueError(f"lexical_weights[{row}]: key {key!r} is not a token id") from None
+        if not 0 <= token_id < vocab_size:
+            message = f"token id {token_id} is not below the vocabulary size {vocab_size}"
+            raise ValueError(f"lexical_weights[{row}]: {message}")
+        return token_id
 
     def compute_lexical_matching_score(
         self, lexical_weights_1: dict | list[dict], lexical_weights_2: dict | list[dict]

@@ -123,6 +123,10 @@ def test_single_text_and_one_output(m3_folder: Path, theirs) -> None:
     assert set(got["lexical_weights"]) == set(expected["lexical_weights"])
     tokens = ours.convert_id_to_token(got["lexical_weights"])
     assert tokens.keys() == model.convert_id_to_token(expected["lexical_weights"]).keys()
+    bad_keys = (({"abc": 0.5}, "key 'abc' is not a token id"), ({10**6: 0.5}, "token id 1000000 is not below"))
+    for bad, message in bad_keys:
+        with pytest.raises(ValueError, match=rf"lexical_weights\[1\]: {message}"):
+            ours.convert_id_to_token([got["lexical_weights"], bad])
     with pytest.raises(ValueError, match="choose one output at least"):
         ours.encode(TEXTS, return_dense=False)
 

@@ -128,3 +128,7 @@ def test_cross_encoder_tokenize_pairs_equals_tokenize(real_model_path: Path, tmp
     ]
     with pytest.raises(ValueError, match=r"texts\[2\] holds a lone surrogate"):
         model.tokenize_pairs("q", ["a", "b", "\ud800"])
+    for documents in (None, 3, "one document"):
+        with pytest.raises(TypeError, match="documents must be a list of str") as raised:
+            model.tokenize_pairs("q", documents)
+        assert "\n" not in str(raised.value)
