@@ -244,7 +244,8 @@ def names_original_code(value: Any, repos: tuple[str, ...], modules: tuple[str, 
 def check_own_code(auto_map: Any, path: str | os.PathLike) -> None:
     """Refuse a checkpoint whose config.json maps its model to code of its own that bertlite does not implement
     (auto_map left after a family's original-layout reader dropped its own code's names): bertlite runs only its
-    own classes, and reading such weights into them would give other numbers. A custom tokenizer alone (AutoTokenizer) is no refusal.
+    own classes, and reading such weights into them would give other numbers. A custom tokenizer alone
+    (AutoTokenizer) is no refusal.
 
     Raises:
         ValueError: naming the file and the class the checkpoint's code defines.
