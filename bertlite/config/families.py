@@ -14,6 +14,7 @@ from bertlite.config.bert import BertConfig
 from bertlite.config.deberta_v2 import DebertaV2Config
 from bertlite.config.eurobert import EuroBertConfig
 from bertlite.config.gte import GteConfig
+from bertlite.config.jina_embeddings_v3 import JinaEmbeddingsV3Config, is_original_layout
 from bertlite.config.modernbert import ModernBertConfig
 from bertlite.config.nomic_bert import NomicBertConfig
 
@@ -276,6 +277,24 @@ def _tokenizers(name: str) -> tuple[str, ...]:
 # An original remote-code layout's model_type -> the family that reads it, with no code run (its config class maps
 # the fields): GTE's "new" (Alibaba-NLP/new-impl).
 MODEL_TYPE_ALIASES = {"new": "gte"}
+
+
+def family_model_type(config_dict: dict[str, Any]) -> str | None:
+    """The family that reads a config.json: its model_type, an alias's family (MODEL_TYPE_ALIASES), or
+    jina_embeddings_v3 for Jina's original layout, typed "xlm-roberta" with an auto_map to its own code.
+
+    Args:
+        config_dict: config.json's keys and values.
+
+    Returns:
+        The family's model_type; None without a model_type.
+    """
+    if is_original_layout(config_dict):
+        return JinaEmbeddingsV3Config.model_type
+    model_type = config_dict.get("model_type")
+    return MODEL_TYPE_ALIASES.get(model_type, model_type)
+
+
 # model_type -> its family. BERT's heads are more than FAMILY_HEADS: the Auto classes take each class it has.
 FAMILIES: dict[str, Family] = {
     "bert": Family(BertConfig, "bertlite.models.heads", "Bert", heads=(), bert_tokenizer=True),
@@ -326,6 +345,13 @@ FAMILIES: dict[str, Family] = {
         "bertlite.models.gte_heads",
         "Gte",
         heads=("Model", "ForSequenceClassification", "ForMaskedLM", "ForTokenClassification"),
+    ),
+    # jina-embeddings-v3's tokenizer is XLM-RoBERTa's; its task adapters are in the base model.
+    "jina_embeddings_v3": Family(
+        JinaEmbeddingsV3Config,
+        "bertlite.models.jina_embeddings_v3_heads",
+        "JinaEmbeddingsV3",
+        tokenizer_classes=_tokenizers("XLMRoberta"),
     ),
     # EuroBERT's tokenizer is a plain fast tokenizer (Llama-3's BPE); its model takes no token_type_ids.
     "eurobert": Family(
