@@ -80,7 +80,7 @@ def from_original_layout(config_dict: dict[str, Any]) -> dict[str, Any]:
 
     Returns:
         The same config under Jina's names: rotary_emb_base in rope_parameters, the kernel switches dropped,
-        auto_map dropped when it names only the original's code (else kept, and refused by the loader's own-code
+        auto_map's entries naming the original's code dropped (others kept, and refused by the loader's own-code
         check), architectures renamed; the adapters' fields kept as they are.
 
     Raises:
@@ -105,8 +105,12 @@ def from_original_layout(config_dict: dict[str, Any]) -> dict[str, Any]:
         data.pop(name, None)
     data["rope_parameters"] = {"rope_type": "default", "rope_theta": data.pop("rotary_emb_base", 10_000.0)}
     auto_map = data.get("auto_map")
-    if isinstance(auto_map, dict) and all(_names_original_code(v) for k, v in auto_map.items() if k != "AutoTokenizer"):
-        del data["auto_map"]
+    if isinstance(auto_map, dict):
+        # Entries naming other code stay, for the loader's own-code check to refuse by name.
+        others = {k: v for k, v in auto_map.items() if k != "AutoTokenizer" and not _names_original_code(v)}
+        data["auto_map"] = others
+        if not others:
+            del data["auto_map"]
     if isinstance(data.get("architectures"), list):
         data["architectures"] = [ORIGINAL_CLASSES.get(name, name) for name in data["architectures"]]
     return data

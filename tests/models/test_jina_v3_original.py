@@ -1,0 +1,211 @@
+"""jina-embeddings-v3's original hub layout (model_type "xlm-roberta", auto_map to
+jinaai/xlm-roberta-flash-implementation's code, each Linear's and Embedding's weight under torch parametrizations with
+its task adapters) loaded with no code run: built here from transformers' native folder by the inverse of
+transformers' conversion mapping, plus random adapters. Without a task it gives transformers' native outputs; with
+tasks, a float64 reference of the adapters' equations: transformers' native module loaded from weights merged per
+task as the original's modeling_lora.py merges them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+from safetensors.torch import load_file, save_file
+
+import bertlite
+from bertlite.models.jina_embeddings_v3 import JinaEmbeddingsV3Model
+from tests.models.test_gte import packed, padded_batch
+from tests.models.test_jina_v3 import TINY_JINA, make_hf
+
+TASKS = ["retrieval.query", "retrieval.passage", "separation", "classification", "text-matching"]
+INSTRUCTIONS = {
+    "retrieval.query": "Represent the query for retrieving evidence documents: ",
+    "retrieval.passage": "Represent the document for retrieval: ",
+    "separation": "",
+    "classification": "",
+    "text-matching": "",
+}
+RANK, ALPHA = 4, 3.0
+CODE = "jinaai/xlm-roberta-flash-implementation"
+# The modules the original's LoRAParametrization.add_to_layer adapts: every nn.Linear and nn.Embedding.
+EMBEDDINGS = ("embeddings.word_embeddings", "embeddings.token_type_embeddings")
+LINEARS = ("mixer.Wqkv", "mixer.out_proj", "mlp.fc1", "mlp.fc2", "pooler.dense")
+TOL = dict(atol=1e-5, rtol=1e-5)
+
+
+def original_config(native: dict, **overrides) -> dict:
+    """The original's config.json for a native one: its model_type, rotary fields, auto_map and adapters."""
+    config = {key: value for key, value in native.items() if key not in ("rope_parameters", "model_type")}
+    config |= {
+        "model_type": "xlm-roberta",
+        "architectures": ["XLMRobertaLoRA"],
+        "position_embedding_type": "rotary",
+        "rotary_emb_base": native["rope_parameters"]["rope_theta"],
+        "auto_map": {
+            "AutoConfig": f"{CODE}--configuration_xlm_roberta.XLMRobertaFlashConfig",
+            "AutoModel": f"{CODE}--modeling_lora.XLMRobertaLoRA",
+            "AutoModelForMaskedLM": f"{CODE}--modeling_xlm_roberta.XLMRobertaForMaskedLM",
+        },
+        "lora_adaptations": TASKS,
+        "lora_rank": RANK,
+        "lora_alpha": ALPHA,
+        "lora_dropout_p": 0.0,
+        "lora_main_params_trainable": False,
+        "load_trained_adapters": True,
+        "task_instructions": INSTRUCTIONS,
+        "use_flash_attn": True,
+        "use_reentrant": False,
+        "emb_pooler": None,
+        "matryoshka_dimensions": [8, 16, 32],
+        "truncate_dim": None,
+    }
+    return config | overrides
+
+
+def to_original(native_folder: Path, folder: Path) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Write the original layout of a native folder into `folder`; return each adapted weight's (lora_A, lora_B)."""
+    g = torch.Generator().manual_seed(5)
+    tensors, adapters = {}, {}
+    for key, value in load_file(native_folder / "model.safetensors").items():
+        module, _, name = key.rpartition(".")
+        if name == "weight" and module.endswith(EMBEDDINGS + LINEARS):
+            rows, cols = value.shape
+            # An Embedding's pair: (tasks, rows, r), (tasks, r, dim); a Linear's: (tasks, r, in), (tasks, out, r).
+            shapes = ((rows, RANK), (RANK, cols)) if module.endswith(EMBEDDINGS) else ((RANK, cols), (rows, RANK))
+            a, b = (torch.randn(len(TASKS), *shape, generator=g) * 0.2 for shape in shapes)
+            prefix = f"roberta.{module}.parametrizations.weight"
+            tensors |= {f"{prefix}.original": value, f"{prefix}.0.lora_A": a, f"{prefix}.0.lora_B": b}
+            adapters[key] = (a, b)
+        else:
+            tensors[f"roberta.{key}"] = value
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    native = json.loads((native_folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(original_config(native)))
+    return adapters
+
+
+def merged_reference(
+    native_folder: Path, adapters: dict, task: int | None, folder: Path
+) -> transformers.PreTrainedModel:
+    """transformers' native module in float64 on weights merged for `task` by the original's equations
+    (jinaai/xlm-roberta-flash-implementation, modeling_lora.py, LoRAParametrization.lora_forward): a Linear's
+    W + alpha / rank * B[t] @ A[t], an Embedding's W + alpha / rank * A[t] @ B[t]; task None: the plain weights."""
+    tensors = {key: value.double() for key, value in load_file(native_folder / "model.safetensors").items()}
+    if task is not None:
+        for key, (a, b) in adapters.items():
+            a, b = a[task].double(), b[task].double()
+            product = a @ b if key.rpartition(".")[0].endswith(EMBEDDINGS) else b @ a
+            tensors[key] = tensors[key] + ALPHA / RANK * product
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    (folder / "config.json").write_text((native_folder / "config.json").read_text())
+    model = transformers.JinaEmbeddingsV3Model.from_pretrained(folder, dtype=torch.float64, attn_implementation="eager")
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict:
+    """The native folder, its original layout, and the float64 references for no task and each task."""
+    root = tmp_path_factory.mktemp("jina-v3-original")
+    make_hf().save_pretrained(root / "native")
+    adapters = to_original(root / "native", root / "original")
+    references = {
+        task: merged_reference(root / "native", adapters, task, root / f"merged-{task}")
+        for task in (None, *range(len(TASKS)))
+    }
+    return {"native": root / "native", "original": root / "original", "references": references}
+
+
+def expected_rows(references: dict, batch: dict[str, torch.Tensor], tasks: list[int | None]) -> tuple:
+    """Each sequence's last hidden state and pooler output, from the reference of its task."""
+    batch64 = dict(batch)
+    hidden, pooled = [], []
+    with torch.no_grad():
+        for row, task in enumerate(tasks):
+            out = references[task](**batch64)
+            hidden.append(out.last_hidden_state[row])
+            pooled.append(out.pooler_output[row])
+    return torch.stack(hidden).float(), torch.stack(pooled).float()
+
+
+def test_the_original_loads_without_code_and_without_a_task_is_the_native_module(folders) -> None:
+    ours = bertlite.AutoModel.from_pretrained(folders["original"], attn_implementation="eager", trust_remote_code=False)
+    assert type(ours) is JinaEmbeddingsV3Model and ours.config.lora_adaptations == TASKS
+    assert ours.config.task_instructions == INSTRUCTIONS and ours.config.rope_theta == 20_000.0
+    assert ours.encoder.layers[0].mixer.Wqkv.lora_A.shape == (len(TASKS), RANK, TINY_JINA["hidden_size"])
+    hf = transformers.JinaEmbeddingsV3Model.from_pretrained(folders["native"], attn_implementation="eager").eval()
+    batch = padded_batch()
+    with torch.no_grad():
+        expected, got = hf(**batch), ours(**batch)
+    assert torch.equal(got.last_hidden_state, expected.last_hidden_state)
+    assert torch.equal(got.pooler_output, expected.pooler_output)
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_tasks_match_the_float64_reference_padded_and_packed(folders, attn) -> None:
+    ours = JinaEmbeddingsV3Model.from_pretrained(folders["original"], attn_implementation=attn)
+    batch = padded_batch()
+    real = batch["attention_mask"].bool()
+    for tasks in ([0, 0, 0], [4, 1, None], [None, 2, 3]):
+        adapter_mask = ours.task_ids([None if t is None else TASKS[t] for t in tasks], 3)
+        hidden, pooled = expected_rows(folders["references"], batch, tasks)
+        with torch.no_grad():
+            got = ours(**batch, adapter_mask=adapter_mask)
+            got_packed = ours(**packed(batch), adapter_mask=adapter_mask)
+            first = ours(**packed(batch), adapter_mask=adapter_mask, first_token_of=torch.tensor([2, 0]))
+        torch.testing.assert_close(got.last_hidden_state[real], hidden[real], **TOL)
+        torch.testing.assert_close(got.pooler_output, pooled, **TOL)
+        torch.testing.assert_close(got_packed.last_hidden_state, hidden[real], **TOL)
+        torch.testing.assert_close(got_packed.pooler_output, pooled, **TOL)
+        torch.testing.assert_close(first.last_hidden_state, hidden[[2, 0], 0], **TOL)
+        torch.testing.assert_close(first.pooler_output, pooled[[2, 0]], **TOL)
+    # The adapters change the outputs, each its own way (the test can fail).
+    with torch.no_grad():
+        outs = [ours(**batch, adapter_mask=ours.task_ids(t, 3)).pooler_output for t in (None, *TASKS)]
+    assert all((a - b).abs().max() > 1e-2 for i, a in enumerate(outs) for b in outs[i + 1 :])
+
+
+def test_a_task_is_checked_by_name(folders) -> None:
+    ours = JinaEmbeddingsV3Model.from_pretrained(folders["original"])
+    with pytest.raises(ValueError, match=r"unknown task 'query'; the tasks are retrieval\.query, .*text-matching$"):
+        ours.task_ids("query", 2)
+    with pytest.raises(ValueError, match="adapter_mask must have shape \\(3,\\)"):
+        ours(**padded_batch(), adapter_mask=torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match="adapter_mask holds task indices outside -1..4"):
+        ours(**padded_batch(), adapter_mask=torch.tensor([0, 1, 5]))
+    native = JinaEmbeddingsV3Model.from_pretrained(folders["native"])
+    with pytest.raises(ValueError, match="this model has no task adapters"):
+        native.task_ids("retrieval.query", 1)
+
+
+def test_an_auto_map_naming_other_code_is_refused_by_name(folders, tmp_path) -> None:
+    native = json.loads((folders["native"] / "config.json").read_text())
+    other = original_config(native)
+    other["auto_map"]["AutoModelForSequenceClassification"] = "someone/else--modeling.Classifier"
+    (tmp_path / "config.json").write_text(json.dumps(other))
+    with pytest.raises(
+        ValueError, match="auto_map names the checkpoint's own code .*someone/else--modeling.Classifier"
+    ):
+        bertlite.AutoModel.from_pretrained(tmp_path)
+    interleaved = original_config(native, rotary_emb_interleaved=True)
+    (tmp_path / "config.json").write_text(json.dumps(interleaved))
+    with pytest.raises(ValueError, match="rotary_emb_interleaved=True is not implemented"):
+        bertlite.AutoConfig.from_pretrained(tmp_path)
+
+
+def test_saved_with_adapters_loads_back(folders, tmp_path) -> None:
+    ours = JinaEmbeddingsV3Model.from_pretrained(folders["original"], attn_implementation="eager")
+    ours.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["model_type"] == "jina_embeddings_v3" and saved["lora_adaptations"] == TASKS
+    assert "auto_map" not in saved and "use_flash_attn" not in saved
+    again = bertlite.AutoModel.from_pretrained(tmp_path, attn_implementation="eager")
+    batch = padded_batch()
+    adapter_mask = ours.task_ids(["separation", None, "retrieval.query"], 3)
+    with torch.no_grad():
+        expected = ours(**batch, adapter_mask=adapter_mask).last_hidden_state
+        assert torch.equal(again(**batch, adapter_mask=adapter_mask).last_hidden_state, expected)
