@@ -42,7 +42,7 @@ from bertlite.jobs.st.folders import (
     read_sentence_transformers_prompts,
     read_sentence_transformers_settings,
 )
-from bertlite.jobs.tasks import task_index, with_task
+from bertlite.jobs.tasks import job_task_index, with_task
 from bertlite.models.bert import BertModel
 from bertlite.util import SIMILARITY_FUNCTIONS
 
@@ -511,7 +511,7 @@ class Embedder(STBase, BaseEncoder):
         Raises:
             ValueError: a task for a model without adapters, or an unknown one, naming the model's tasks.
         """
-        return task_index(self.bert, self.default_task if task is None else task)
+        return job_task_index(self, task)
 
     def _finish(self, vectors: list[Tensor]) -> Tensor:
         pooled = vectors[0] if len(vectors) == 1 else torch.cat(vectors, dim=-1)

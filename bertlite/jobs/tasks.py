@@ -48,9 +48,16 @@ def task_index(model: nn.Module, task: str | None) -> int | None:
     return config.task_id(task)
 
 
+def job_task_index(job: Any, task: str | None) -> int | None:
+    """task_index for a job's model: `task`, else the job's default_task (an Embedder's), None for neither."""
+    return task_index(job.bert, getattr(job, "default_task", None) if task is None else task)
+
+
 def with_task(encodings: list[Any], task: int | None) -> list[Any]:
-    """`encodings`, each carrying `task` (TaskEncoding); None: as they are."""
-    return encodings if task is None else [TaskEncoding(e, task) for e in encodings]
+    """`encodings`, each carrying `task` (TaskEncoding) unless it carries one already; None: as they are."""
+    if task is None:
+        return encodings
+    return [e if getattr(e, "task", None) is not None else TaskEncoding(e, task) for e in encodings]
 
 
 def adapter_mask(encodings: Sequence[Any], rows: int, device: torch.device) -> dict[str, Tensor]:

@@ -83,3 +83,37 @@ def test_sentence_transformer_takes_task_and_default_task(folders, st_folder) ->
     np.testing.assert_allclose(model.encode(TEXTS, task="retrieval.passage"), expected, atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="unknown task 'nope'"):
         bertlite.SentenceTransformer(str(st_folder), device="cpu", model_kwargs={"default_task": "nope"})
+
+
+def test_serve_takes_a_task_per_request_on_both_routes(st_folder) -> None:
+    """/v1/embeddings and TEI's /embed with a task field; requests of different tasks may share the worker's
+    batches, each text keeping its own adapter; an unknown task is a 422 naming the tasks."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    from tests.serve_helpers import running
+
+    embedder = bertlite.Embedder.from_pretrained(st_folder, dtype="float32")
+    expected = {task: embedder.encode(TEXTS, task=task) for task in (None, *TASKS)}
+    with running(lambda: embedder) as (url, _):
+
+        def openai_route(task: str | None) -> np.ndarray:
+            body = {"input": TEXTS} | ({} if task is None else {"task": task})
+            data = httpx.post(f"{url}/v1/embeddings", json=body, timeout=60).json()["data"]
+            return np.asarray([row["embedding"] for row in data])
+
+        def tei_route(task: str | None) -> np.ndarray:
+            body = {"inputs": TEXTS} | ({} if task is None else {"task": task})
+            return np.asarray(httpx.post(f"{url}/embed", json=body, timeout=60).json())
+
+        with ThreadPoolExecutor(6) as pool:
+            asked = [(route, task) for route in (openai_route, tei_route) for task in (None, *TASKS)]
+            answers = list(pool.map(lambda a: a[0](a[1]), asked))
+        for (_, task), got in zip(asked, answers, strict=True):
+            np.testing.assert_allclose(got, expected[task], atol=1e-5, rtol=0)
+        wrong = httpx.post(f"{url}/embed", json={"inputs": TEXTS, "task": "query"})
+        prompted = httpx.post(f"{url}/embed", json={"inputs": TEXTS, "task": TASKS[0], "prompt_name": TASKS[0]})
+    assert wrong.status_code == 422 and "unknown task 'query'; the tasks are retrieval.query" in wrong.text
+    query = embedder.encode(TEXTS, task=TASKS[0], prompt_name=TASKS[0])
+    np.testing.assert_allclose(np.asarray(prompted.json()), query, atol=1e-5, rtol=0)
