@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import transformers
@@ -212,3 +213,29 @@ def test_an_8192_token_text_matches_transformers(tmp_path) -> None:
         expected = hf(input_ids=ids).last_hidden_state[0]
         got = ours(input_ids=ids[0], lengths=torch.tensor([8192])).last_hidden_state
     torch.testing.assert_close(got, expected, **TOL)
+
+
+def test_cross_and_sparse_encoders_give_sentence_transformers_numbers(tmp_path) -> None:
+    from sentence_transformers import CrossEncoder as STCrossEncoder
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sparse_encoder.modules import SpladePooling
+
+    from tests.models.test_gte import PAIRS, TEXTS
+
+    make_hf("ForSequenceClassification", num_labels=1).save_pretrained(tmp_path / "ce")
+    unigram_tokenizer(tmp_path / "ce")
+    expected = STCrossEncoder(str(tmp_path / "ce"), device="cpu", max_length=24).predict(PAIRS)
+    assert np.ptp(expected) > 1e-3  # the scores differ
+    make_hf("ForMaskedLM").save_pretrained(tmp_path / "mlm")
+    unigram_tokenizer(tmp_path / "mlm")
+    transformer = Transformer(str(tmp_path / "mlm"), max_seq_length=24, transformer_task="fill-mask")
+    SparseEncoder(modules=[transformer, SpladePooling("max")], device="cpu").save(str(tmp_path / "splade"))
+    sparse = SparseEncoder(str(tmp_path / "splade"), device="cpu").encode(TEXTS, convert_to_tensor=True).to_dense()
+    for unpad in (True, False):
+        ours = bertlite.CrossEncoder.from_pretrained(tmp_path / "ce", dtype="float32", max_length=24, unpad=unpad)
+        assert type(ours.model) is bertlite.JinaEmbeddingsV3ForSequenceClassification
+        np.testing.assert_allclose(ours.predict(PAIRS), expected, atol=1e-5, rtol=0)
+        splade = bertlite.SparseEncoder.from_pretrained(tmp_path / "splade", dtype="float32", unpad=unpad)
+        got = splade.encode(TEXTS).to_dense()
+        assert torch.equal(got != 0, sparse != 0) and (got - sparse).abs().max().item() <= 1e-5
