@@ -8,6 +8,7 @@ task as the original's modeling_lora.py merges them."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import transformers
 from safetensors.torch import load_file, save_file
 
 import bertlite
+from bertlite.jobs.prepare import ready
 from bertlite.models.jina_embeddings_v3 import JinaEmbeddingsV3Model
 from tests.models.test_gte import packed, padded_batch
 from tests.models.test_jina_v3 import TINY_JINA, make_hf
@@ -89,9 +91,14 @@ def to_original(native_folder: Path, folder: Path) -> dict[str, tuple[torch.Tens
 
 
 def merged_reference(
-    native_folder: Path, adapters: dict, task: int | None, folder: Path
+    native_folder: Path,
+    adapters: dict,
+    task: int | None,
+    folder: Path,
+    dtype: torch.dtype = torch.float64,
+    attn: str = "eager",
 ) -> transformers.PreTrainedModel:
-    """transformers' native module in float64 on weights merged for `task` by the original's equations
+    """transformers' native module in `dtype` on weights merged (in float64) for `task` by the original's equations
     (jinaai/xlm-roberta-flash-implementation, modeling_lora.py, LoRAParametrization.lora_forward): a Linear's
     W + alpha / rank * B[t] @ A[t], an Embedding's W + alpha / rank * A[t] @ B[t]; task None: the plain weights."""
     tensors = {key: value.double() for key, value in load_file(native_folder / "model.safetensors").items()}
@@ -101,9 +108,10 @@ def merged_reference(
             product = a @ b if key.rpartition(".")[0].endswith(EMBEDDINGS) else b @ a
             tensors[key] = tensors[key] + ALPHA / RANK * product
     folder.mkdir(parents=True, exist_ok=True)
+    tensors = {key: value.to(dtype) for key, value in tensors.items()}
     save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
     (folder / "config.json").write_text((native_folder / "config.json").read_text())
-    model = transformers.JinaEmbeddingsV3Model.from_pretrained(folder, dtype=torch.float64, attn_implementation="eager")
+    model = transformers.JinaEmbeddingsV3Model.from_pretrained(folder, dtype=dtype, attn_implementation=attn)
     return model.eval()
 
 
@@ -209,3 +217,50 @@ def test_saved_with_adapters_loads_back(folders, tmp_path) -> None:
     with torch.no_grad():
         expected = ours(**batch, adapter_mask=adapter_mask).last_hidden_state
         assert torch.equal(again(**batch, adapter_mask=adapter_mask).last_hidden_state, expected)
+
+
+def test_an_8192_token_text_with_a_task_matches_the_reference(tmp_path) -> None:
+    """Packed, on the CPU's fast path, against transformers' sdpa on float32 weights merged for the task."""
+    make_hf(max_position_embeddings=8194, attn="sdpa").save_pretrained(tmp_path / "native")
+    adapters = to_original(tmp_path / "native", tmp_path / "original")
+    reference = merged_reference(tmp_path / "native", adapters, 1, tmp_path / "merged", torch.float32, "sdpa")
+    ours = ready(JinaEmbeddingsV3Model.from_pretrained(tmp_path / "original"))
+    ids = torch.randint(4, TINY_JINA["vocab_size"], (1, 8192), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        expected = reference(input_ids=ids).last_hidden_state[0]
+        got = ours(input_ids=ids[0], lengths=torch.tensor([8192]), adapter_mask=torch.tensor([1])).last_hidden_state
+    torch.testing.assert_close(got, expected, **TOL)
+
+
+_LONG_PEAK_SCRIPT = """
+import sys, torch
+from bertlite.jobs.prepare import ready
+from bertlite.models.jina_embeddings_v3 import JinaEmbeddingsV3Model
+
+def status(key):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(key)) / 1024
+
+model = ready(JinaEmbeddingsV3Model.from_pretrained(sys.argv[1]))
+ids = torch.randint(4, 99, (8192,), generator=torch.Generator().manual_seed(0))
+task = torch.tensor([2])
+with torch.inference_mode():
+    model(input_ids=ids[:300], lengths=torch.tensor([300]), adapter_mask=task)  # every kernel built once
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = status("VmRSS:")
+    model(input_ids=ids, lengths=torch.tensor([8192]), adapter_mask=task)
+print(status("VmHWM:") - before)
+"""
+
+
+def test_an_8192_token_text_with_a_task_takes_memory_linear_in_its_tokens(folders, tmp_path) -> None:
+    from tests.helpers import run_fresh_without_isa_caps
+
+    # hidden 32, intermediate 37: the activations of 8,192 tokens are a few MiB; one (T, T) float32 grid is 256 MiB.
+    config = json.loads((folders["original"] / "config.json").read_text()) | {"max_position_embeddings": 8194}
+    shutil.copytree(folders["original"], tmp_path / "long")
+    (tmp_path / "long" / "config.json").write_text(json.dumps(config))
+    result = run_fresh_without_isa_caps(["-c", _LONG_PEAK_SCRIPT, str(tmp_path / "long")], timeout=300)
+    growth = float(result.stdout.split()[-1])
+    assert growth < 96, f"peak RSS grew {growth:.0f} MiB for one 8,192-token text"
