@@ -264,3 +264,19 @@ def test_an_8192_token_text_with_a_task_takes_memory_linear_in_its_tokens(folder
     result = run_fresh_without_isa_caps(["-c", _LONG_PEAK_SCRIPT, str(tmp_path / "long")], timeout=300)
     growth = float(result.stdout.split()[-1])
     assert growth < 96, f"peak RSS grew {growth:.0f} MiB for one 8,192-token text"
+
+
+def test_int8_refuses_a_model_with_adapters_and_quantizes_the_native_one(folders) -> None:
+    from bertlite.quant.int8 import quantize_int8
+
+    with pytest.raises(ValueError, match="the model has task adapters"):
+        quantize_int8(JinaEmbeddingsV3Model.from_pretrained(folders["original"]), compile_quantization=False)
+    hf = transformers.JinaEmbeddingsV3Model.from_pretrained(folders["native"]).eval()
+    int8 = quantize_int8(JinaEmbeddingsV3Model.from_pretrained(folders["native"]), compile_quantization=False)
+    assert type(int8.encoder.layers[0].mlp.fc2).__name__ == "Int8Linear"
+    batch = padded_batch()
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        expected, low = hf(**batch).last_hidden_state[real], int8(**packed(batch)).last_hidden_state
+    # Random weights far from any trained model's: int8 keeps the rows' direction, not 1e-5.
+    assert torch.nn.functional.cosine_similarity(low, expected, dim=-1).mean() >= 0.99
