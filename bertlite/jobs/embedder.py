@@ -192,7 +192,8 @@ class Embedder(STBase, BaseEncoder):
             normalize: as in __init__; None: the folder's, else False.
             max_length: as in __init__; None: the folder's, else the model's max_position_embeddings.
             unpad: see __init__.
-            prompts: added to the folder's prompts (these win on a shared name).
+            prompts: added to the folder's prompts (these win on a shared name), themselves added to the
+                model's task instructions (config.json's task_instructions, by task name), if any.
             default_prompt_name: None: the folder's default prompt, if any.
             truncate_dim: see __init__.
             quantize: "int8": load float32, then bertlite.quant.int8.quantize_int8; None: no quantization.
@@ -273,7 +274,9 @@ class Embedder(STBase, BaseEncoder):
             normalize=normalize,
             max_length=max_length if max_length is not None else settings.max_length,
             unpad=unpad,
-            prompts={**saved_prompts, **(prompts or {})},
+            # A model's own task instructions (jina-embeddings-v3's config.json) are prompts under the task's
+            # name, unless the folder's prompts name them.
+            prompts={**getattr(model.config, "task_instructions", {}), **saved_prompts, **(prompts or {})},
             default_prompt_name=default_prompt_name if default_prompt_name is not None else saved_default,
             truncate_dim=truncate_dim,
             pack_weights=pack_weights,

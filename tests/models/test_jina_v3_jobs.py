@@ -117,3 +117,19 @@ def test_serve_takes_a_task_per_request_on_both_routes(st_folder) -> None:
     assert wrong.status_code == 422 and "unknown task 'query'; the tasks are retrieval.query" in wrong.text
     query = embedder.encode(TEXTS, task=TASKS[0], prompt_name=TASKS[0])
     np.testing.assert_allclose(np.asarray(prompted.json()), query, atol=1e-5, rtol=0)
+
+
+def test_the_task_instructions_are_prompts_without_a_sentence_transformers_folder(folders, tmp_path) -> None:  # noqa: F811
+    shutil.copytree(folders["original"], tmp_path / "model")
+    unigram_tokenizer(tmp_path / "model")
+    embedder = bertlite.Embedder.from_pretrained(tmp_path / "model", dtype="float32")
+    assert INSTRUCTIONS.items() <= embedder.prompts.items()
+    query = [INSTRUCTIONS["retrieval.query"] + text for text in TEXTS]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "model")
+    batch = tokenizer(query, padding=True, truncation=True, max_length=64, return_tensors="pt")  # max positions
+    with torch.no_grad():
+        hidden = folders["references"][0](**batch).last_hidden_state
+    mask = batch["attention_mask"][..., None].double()
+    expected = ((hidden * mask).sum(1) / mask.sum(1)).float().numpy()  # mean pooling, not normalized: no ST files
+    got = embedder.encode(TEXTS, task="retrieval.query", prompt_name="retrieval.query")
+    np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
