@@ -80,7 +80,7 @@ BERT_ROLES = LayerRoles(
 
 def model_layers(model: nn.Module) -> nn.ModuleList | None:
     """A bertlite model's layers: its base model's encoder.layer (BERT's; DistilBERT's transformer.layer, under
-    `encoder` too; jina-embeddings-v3's encoder.layers), or its layers (ModernBERT's).
+    `encoder` too), or its layers (ModernBERT's).
 
     Args:
         model: a base model or a head (its base_model's layers).
@@ -90,10 +90,7 @@ def model_layers(model: nn.Module) -> nn.ModuleList | None:
     """
     base = getattr(model, "base_model", model)
     encoder = getattr(base, "encoder", None)
-    layers = getattr(base, "layers", None)
-    if encoder is not None:
-        layers = getattr(encoder, "layer", None)
-        layers = getattr(encoder, "layers", None) if layers is None else layers
+    layers = getattr(encoder, "layer", None) if encoder is not None else getattr(base, "layers", None)
     return layers if isinstance(layers, nn.ModuleList) else None
 
 

@@ -159,6 +159,11 @@ class JinaEmbeddingsV3Encoder(nn.Module):
             JinaEmbeddingsV3Layer(config, attn_implementation) for _ in range(config.num_hidden_layers)
         )
 
+    @property
+    def layer(self) -> nn.ModuleList:
+        """The layers under BERT's name, where the module swaps and parity look for them."""
+        return self.layers
+
 
 class JinaEmbeddingsV3Pooler(nn.Module):
     """transformers' JinaEmbeddingsV3Pooler: tanh(dense(x)) of each sequence's first token, given as (R, H) rows."""

@@ -239,3 +239,16 @@ def test_cross_and_sparse_encoders_give_sentence_transformers_numbers(tmp_path) 
         splade = bertlite.SparseEncoder.from_pretrained(tmp_path / "splade", dtype="float32", unpad=unpad)
         got = splade.encode(TEXTS).to_dense()
         assert torch.equal(got != 0, sparse != 0) and (got - sparse).abs().max().item() <= 1e-5
+
+
+def test_parity_compares_a_jina_folder_with_transformers(model_folder) -> None:
+    from bertlite.cli import main
+    from bertlite.parity import check
+
+    report = check(model_folder, texts=["the list of items", ("what is a list?", "the list"), "the list " * 30])
+    names = {row.name for row in report.rows}
+    assert report.ok and not report.only_in_bertlite and not report.only_in_transformers
+    # Weights in the checkpoint's layout, each layer's parts under transformers' names for them.
+    assert {"encoder.layers.1.mixer.Wqkv.weight", "encoder.layers.1.mlp.fc1.weight"} <= names
+    assert {"emb_ln", "encoder.layers.1.mixer", "encoder.layers.1.norm2", "last_hidden_state"} <= names
+    assert main(["parity", str(model_folder), "--head", "none"]) == 0
