@@ -56,7 +56,7 @@ def test_from_pretrained_folder(real_model_path):
         (dict(position_embedding_type="rotary"), "position_embedding_type='rotary' is not implemented"),
         (dict(num_hidden_layers=0), "num_hidden_layers must be a positive integer, got 0"),
         (dict(vocab_size=-5), "vocab_size must be a positive integer, got -5"),
-        (dict(model_type="gpt2"), "model_type='gpt2' is not a BERT config"),
+        (dict(model_type="vit"), "model_type='vit' is not a BERT config"),
         (dict(hidden_dropout_prob=1.5), "hidden_dropout_prob must be in [0, 1], got 1.5"),
         (dict(pad_token_id=200, vocab_size=100), "pad_token_id=200 is outside the vocabulary"),
     ],
@@ -72,8 +72,8 @@ def test_bad_json_names_file(tmp_path):
     path.write_text("{not json")
     with pytest.raises(ValueError, match="config.json: not valid JSON"):
         BertConfig.from_json_file(path)
-    path.write_text('{"model_type": "gpt2"}')
-    with pytest.raises(ValueError, match=r"config.json: model_type='gpt2' is not a BERT config"):
+    path.write_text('{"model_type": "vit"}')
+    with pytest.raises(ValueError, match=r"config.json: model_type='vit' is not a BERT config"):
         BertConfig.from_json_file(path)
 
 
@@ -254,5 +254,5 @@ def test_models_take_transformers_config_objects(tmp_path):
         torch.testing.assert_close(ours(input_ids=ids, attention_mask=mask).logits, expected, msg=how)
     with pytest.raises(TypeError, match="config must be a bertlite.BertConfig or a transformers BertConfig, got dict"):
         bertlite.BertModel({"hidden_size": 32})
-    with pytest.raises(ValueError, match="model_type='gpt2' is not a BERT config"):
+    with pytest.raises(ValueError, match="model_type='gpt2' is a decoder; bertlite serves encoders"):
         bertlite.BertModel(transformers.GPT2Config())

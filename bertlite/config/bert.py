@@ -21,6 +21,7 @@ from bertlite.config.checks import (
     SUPPORTED_POSITION_EMBEDDINGS,
     TELEMETRY_KWARGS,
     WEIGHTS_ONLY_FILES,
+    check_encoder,
     check_head_fields,
     check_name,
     check_own_code,
@@ -134,6 +135,7 @@ class BertConfig:
             The validated config.
         """
         config_dict = {**config_dict, **kwargs}
+        check_encoder(config_dict, cls.model_types)
         known = {f.name for f in dataclasses.fields(cls)} - {"extra"} | {"num_labels", "attn_implementation"}
         kwargs = {k: v for k, v in config_dict.items() if k in known}
         extra = {k: v for k, v in config_dict.items() if k not in known and k not in IGNORED_ATTENTION_KEYS}

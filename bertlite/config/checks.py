@@ -189,6 +189,58 @@ def check_head_fields(config: BertConfig) -> None:
         raise ValueError(f"classifier_dropout must be in [0, 1] or None, got {config.classifier_dropout!r}")
 
 
+# Decoder families users most often point an encoder library at; an architecture name also tells one.
+DECODER_MODEL_TYPES = frozenset(
+    ("gemma", "gemma2", "gemma3", "gemma3_text", "gpt2", "gpt_neox", "llama", "mistral", "mixtral", "phi", "phi3")
+    + ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "falcon", "olmo", "olmo2", "smollm3", "granite")
+)
+DECODER_ARCHITECTURES = ("ForCausalLM", "ForConditionalGeneration", "LMHeadModel")
+
+
+def check_encoder(config_dict: dict[str, Any], encoder_types: tuple[str, ...]) -> None:
+    """Refuse a decoder's config.json (Qwen3, Gemma3, Mistral, ...) by its model_type: bertlite serves encoders.
+
+    Args:
+        config_dict: config.json's keys and values.
+        encoder_types: the model_type values being read (their checkpoints may list a BertLMHeadModel).
+
+    Raises:
+        ValueError: naming the model_type (and the decoder architecture, where config.json lists one).
+    """
+    model_type = config_dict.get("model_type")
+    if model_type in encoder_types:
+        return
+    architectures = config_dict.get("architectures")
+    names = [a for a in architectures if isinstance(a, str)] if isinstance(architectures, list) else []
+    decoders = [a for a in names if a.endswith(DECODER_ARCHITECTURES)]
+    if model_type in DECODER_MODEL_TYPES or decoders:
+        shown = f" ({decoders[0]})" if decoders else ""
+        raise ValueError(
+            f"model_type={model_type!r}{shown} is a decoder; bertlite serves encoders (BERT and its encoder "
+            "families: docs/jobs.md lists them)"
+        )
+
+
+def names_original_code(value: Any, repos: tuple[str, ...], modules: tuple[str, ...], class_prefix: str) -> bool:
+    """Whether an auto_map value (`[org/repo--]module.Class`) names a family's original code: one of its repos (or
+    none), one of its modules, a class of its prefix.
+
+    Args:
+        value: an auto_map value.
+        repos: the repos that hold the family's original code.
+        modules: the original code's module names.
+        class_prefix: its classes' common prefix ("New", "NomicBert").
+
+    Returns:
+        True for the family's own classes.
+    """
+    if not isinstance(value, str):
+        return False
+    repo, _, name = value.rpartition("--")
+    module, _, cls = name.partition(".")
+    return repo in ("", *repos) and module in modules and cls.startswith(class_prefix)
+
+
 def check_own_code(auto_map: Any, path: str | os.PathLike) -> None:
     """Refuse a checkpoint whose config.json maps its model to code of its own (auto_map: JinaBERT, NomicBERT
     and other remote-code models typed "bert"): bertlite runs only its own classes, and reading such weights

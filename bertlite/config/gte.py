@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from bertlite.config.bert import BertConfig
+from bertlite.config.checks import names_original_code
 
 # BertConfig's fields GTE has no form of: config.json keeps them only if it carried them.
 NOT_GTE_FIELDS = ("position_embedding_type", "use_cache", "is_decoder", "add_cross_attention")
@@ -38,11 +39,7 @@ ORIGINAL_CODE_REPO = "Alibaba-NLP/new-impl"
 
 def _names_original_code(value: Any) -> bool:
     """Whether an auto_map value names the original's own classes (`[Alibaba-NLP/new-impl--]module.NewClass`)."""
-    if not isinstance(value, str):
-        return False
-    repo, _, name = value.rpartition("--")
-    module, _, cls = name.partition(".")
-    return repo in ("", ORIGINAL_CODE_REPO) and module in ("configuration", "modeling") and cls.startswith("New")
+    return names_original_code(value, (ORIGINAL_CODE_REPO,), ("configuration", "modeling"), "New")
 
 
 def from_original_layout(config_dict: dict[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from bertlite.config.bert import BertConfig
+from bertlite.config.checks import names_original_code
 from bertlite.config.gte import GteConfig
 
 # BertConfig's fields jina-embeddings-v3 has no form of: config.json keeps them only if it carried them.
@@ -48,11 +49,8 @@ ADAPTER_FIELDS = ("lora_adaptations", "lora_rank", "lora_alpha", "lora_dropout_p
 
 
 def _names_original_code(value: Any) -> bool:
-    """Whether an auto_map value names the original's own code (`[ORIGINAL_CODE_REPO--]module.Class`)."""
-    if not isinstance(value, str):
-        return False
-    repo, _, name = value.rpartition("--")
-    return repo in ("", ORIGINAL_CODE_REPO) and name.partition(".")[0] in ORIGINAL_MODULES
+    """Whether an auto_map value names the original's own code (`[ORIGINAL_CODE_REPO--]module.XLMRoberta...`)."""
+    return names_original_code(value, (ORIGINAL_CODE_REPO,), ORIGINAL_MODULES, "XLMRoberta")
 
 
 def is_original_layout(config_dict: dict[str, Any]) -> bool:

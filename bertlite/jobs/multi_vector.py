@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from functools import partialmethod
 from typing import Any
 
 import numpy as np
@@ -35,6 +34,7 @@ from bertlite.jobs.projection import Dense, Normalize, load_dense
 from bertlite.jobs.st.base import TASK_PROMPTS, LoadingKeywords, STBase, check_wrapped
 from bertlite.jobs.st.folders import read_multi_vector_settings
 from bertlite.jobs.st.multi_vector import MultiVectorMembers
+from bertlite.jobs.st.task_encode import TaskEncode
 from bertlite.models.bert import BertModel
 
 __all__ = ["MultiVectorEncoder", "Dense", "Normalize", "maxsim", "maxsim_pairwise"]
@@ -486,51 +486,9 @@ class MultiVectorEncoder(MultiVectorMembers, STBase, BaseEncoder):
             result = [vectors.cpu().numpy() for vectors in result]
         return result[0] if single else result
 
-    def _encode_for(
-        self,
-        task: str,
-        inputs: Sequence[str] | str,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        batch_size: int | None = None,
-        show_progress_bar: bool | None = None,
-        output_value: str = "token_embeddings",
-        convert_to_numpy: bool = False,
-        device: torch.device | str | None = None,
-        normalize_embeddings: bool = False,
-        token_pooling: None = None,
-        truncate_dim: int | None = None,
-        pool: dict[str, Any] | None = None,
-        chunk_size: int | None = None,
-        *,
-        max_tokens: int | None = None,
-        on_long: str = "truncate",
-    ) -> list[Tensor] | list[np.ndarray] | Tensor | np.ndarray:
-        """encode_query (task "query") and encode_document ("document"): encode() with the model's prompt for
-        the task (its "query" prompt; its "document", "passage" or "corpus" prompt) unless prompt or prompt_name
-        is given (sentence-transformers' rule), and the task's lengths and skiplist."""
-        return self.encode(
-            inputs,
-            self._prompt_for(task, prompt_name, prompt),
-            prompt,
-            batch_size,
-            show_progress_bar,
-            output_value,
-            convert_to_numpy,
-            device,
-            normalize_embeddings,
-            token_pooling,
-            truncate_dim,
-            pool,
-            chunk_size,
-            task=task,
-            max_tokens=max_tokens,
-            on_long=on_long,
-        )
-
-    # sentence-transformers' encode_query and encode_document: one signature, the task bound.
-    encode_query = partialmethod(_encode_for, "query")
-    encode_document = partialmethod(_encode_for, "document")
+    # sentence-transformers' encode_query and encode_document: encode() with the task's prompt and the task.
+    encode_query = TaskEncode("query")
+    encode_document = TaskEncode("document")
 
     def _encode_rows(
         self, encodings: list[Encoding], batch_size: int | None, max_tokens: int | None, show: bool | None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from functools import partialmethod
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -27,6 +26,7 @@ from bertlite.jobs.st.keywords import arrays_as_lists, renamed_keywords
 from bertlite.jobs.st.logs import prompt_over_name
 from bertlite.jobs.st.names import SENTENCE_TRANSFORMERS_ORGANIZATION
 from bertlite.jobs.st.processing import takes_processing_kwargs
+from bertlite.jobs.st.task_encode import TaskEncode
 from bertlite.util import quantize_embeddings
 
 __all__ = ["SentenceTransformer", "default_device"]
@@ -379,48 +379,6 @@ class SentenceTransformer(Embedder):
             return [tokens for result in results for tokens in result]
         return torch.cat(results)
 
-    @renamed_keywords(sentences="inputs")
-    def _encode_for(
-        self,
-        task: str,
-        inputs: Sequence[Text] | Text,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        batch_size: int = 32,
-        show_progress_bar: bool | None = None,
-        output_value: str | None = "sentence_embedding",
-        precision: str | None = "float32",
-        convert_to_numpy: bool = True,
-        convert_to_tensor: bool = False,
-        device: str | list[str | Any] | None = None,
-        normalize_embeddings: bool = False,
-        truncate_dim: int | None = None,
-        pool: dict[str, Any] | None = None,
-        chunk_size: int | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        """encode_query (task "query") and encode_document ("document"): encode() with the model's prompt for the
-        task (its "query" prompt; its "document", "passage" or "corpus" prompt) unless one is given (see encode)."""
-        # by keyword, with the task, as sentence-transformers calls encode (code that wraps encode sees the same)
-        return self.encode(
-            inputs=inputs,
-            prompt_name=self._prompt_for(task, prompt_name, prompt),
-            prompt=prompt,
-            batch_size=batch_size,
-            show_progress_bar=show_progress_bar,
-            output_value=output_value,
-            precision=precision,
-            convert_to_numpy=convert_to_numpy,
-            convert_to_tensor=convert_to_tensor,
-            device=device,
-            normalize_embeddings=normalize_embeddings,
-            truncate_dim=truncate_dim,
-            pool=pool,
-            chunk_size=chunk_size,
-            task=task,
-            **kwargs,
-        )
-
-    # sentence-transformers' encode_query and encode_document: one signature, the task bound.
-    encode_query = partialmethod(_encode_for, "query")  # type: ignore[assignment]
-    encode_document = partialmethod(_encode_for, "document")  # type: ignore[assignment]
+    # sentence-transformers' encode_query and encode_document: encode() with the task's prompt and the task.
+    encode_query = TaskEncode("query")
+    encode_document = TaskEncode("document")

@@ -11,7 +11,6 @@ import os
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from functools import partialmethod
 from typing import Any
 
 import torch
@@ -47,6 +46,7 @@ from bertlite.jobs.st.names import SPARSE_ENCODER_ORGANIZATION
 from bertlite.jobs.st.processing import takes_processing_kwargs
 from bertlite.jobs.st.router import RouterLayout, StaticSparseQuery, read_router, read_router_settings
 from bertlite.jobs.st.sparse_encoder import SparseEncoderMembers
+from bertlite.jobs.st.task_encode import TaskEncode
 from bertlite.models.auto import AutoModelForMaskedLM, read_model_type
 from bertlite.models.heads import BertForMaskedLM
 from bertlite.utils.warn import warn_user
@@ -390,54 +390,9 @@ class SparseEncoder(SparseEncoderMembers, STBase, BaseEncoder):
         device = torch.device("cpu") if save_to_cpu else self.device
         return assemble(rows, self.vocab_size, device, convert_to_tensor, convert_to_sparse_tensor, single)
 
-    @renamed_keywords(sentences="inputs")
-    def _encode_for(
-        self,
-        task: str,
-        inputs: str | Sequence[Text],
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        batch_size: int = 32,
-        show_progress_bar: bool | None = None,
-        convert_to_tensor: bool = True,
-        convert_to_sparse_tensor: bool = True,
-        save_to_cpu: bool = False,
-        device: str | torch.device | list[str | torch.device] | None = None,
-        max_active_dims: int | None = None,
-        pool: dict[str, Any] | None = None,
-        chunk_size: int | None = None,
-        *,
-        max_tokens: int | None = None,
-        on_long: str = "truncate",
-        **kwargs: Any,
-    ) -> Tensor | list[Tensor]:
-        """encode_query (task "query") and encode_document ("document"): encode() with the model's prompt for
-        the task (its "query" prompt; its "document", "passage" or "corpus" prompt) unless prompt or prompt_name
-        is given (sentence-transformers' rule). Inference-free SPLADE (a Router folder) encodes queries without the
-        model: each token's weight (StaticSparseQuery)."""
-        # by keyword, with the task, as sentence-transformers calls encode (code that wraps encode sees the same)
-        return self.encode(
-            inputs=inputs,
-            prompt_name=self._prompt_for(task, prompt_name, prompt),
-            prompt=prompt,
-            batch_size=batch_size,
-            show_progress_bar=show_progress_bar,
-            convert_to_tensor=convert_to_tensor,
-            convert_to_sparse_tensor=convert_to_sparse_tensor,
-            save_to_cpu=save_to_cpu,
-            device=device,
-            max_active_dims=max_active_dims,
-            pool=pool,
-            chunk_size=chunk_size,
-            max_tokens=max_tokens,
-            on_long=on_long,
-            task=task,
-            **kwargs,
-        )
-
-    # sentence-transformers' encode_query and encode_document: one signature, the task bound.
-    encode_query = partialmethod(_encode_for, "query")
-    encode_document = partialmethod(_encode_for, "document")
+    # sentence-transformers' encode_query and encode_document: encode() with the task's prompt and the task.
+    encode_query = TaskEncode("query")
+    encode_document = TaskEncode("document")
 
     def _encode_static(
         self,

@@ -22,7 +22,8 @@ from bertlite.config import (
     as_bert_config,
     read_json_object,
 )
-from bertlite.config.families import family_model_type
+from bertlite.config.checks import check_encoder
+from bertlite.config.families import MODEL_TYPE_ALIASES, family_model_type
 from bertlite.hub import pop_hub_kwargs, resolve_file
 
 if TYPE_CHECKING:
@@ -76,6 +77,10 @@ def checkpoint_model_type(
     architectures = data.get("architectures") or []
     if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
         raise ValueError(f"{path}: architectures must be a list of class names, got {architectures!r}")
+    try:
+        check_encoder(data, (*FAMILIES, *MODEL_TYPE_ALIASES))
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
     model_type = family_model_type(data)
     if model_type is None:
         others = [a for a in architectures if not a.startswith("Bert")]

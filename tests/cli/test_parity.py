@@ -116,7 +116,7 @@ def test_mask_value_is_diagnosed(real_model_path, monkeypatch, capsys):
     "make_arg, message",
     [
         (lambda tmp: str(tmp / "does-not-exist"), "no such folder"),
-        (lambda tmp: _gpt2_folder(tmp), "model_type='gpt2' is not a BERT config"),
+        (lambda tmp: _gpt2_folder(tmp), "model_type='gpt2' is a decoder; bertlite serves encoders"),
         (lambda tmp: "some-org/not-cached-bert", "not in the Hugging Face cache"),
     ],
 )

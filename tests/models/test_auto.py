@@ -108,7 +108,7 @@ def test_every_keyword_reaches_the_class_from_pretrained(monkeypatch, tmp_path):
 @pytest.mark.parametrize(
     "config, message",
     [
-        ({"model_type": "gpt2", "n_embd": 768}, "model_type='gpt2' is not a BERT checkpoint"),
+        ({"model_type": "vit", "patch_size": 16}, "model_type='vit' is not a BERT checkpoint"),
         ({"architectures": ["RobertaForMaskedLM"]}, "no model_type, and architectures=['RobertaForMaskedLM']"),
     ],
 )
@@ -162,7 +162,7 @@ def test_hub_ids_go_through_bertlites_hub_code(hub, real_model_path, tmp_path, m
         model = bertlite.AutoModel.from_pretrained(REPO_ID)
     assert_weights(model, seed=0)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    with pytest.raises(ValueError, match=r"config.json: model_type='gpt2' is not a BERT checkpoint"):
+    with pytest.raises(ValueError, match=r"config.json: model_type='gpt2' is a decoder; bertlite serves encoders"):
         bertlite.AutoModelForMaskedLM.from_pretrained("org/gpt2")
 
 
@@ -211,3 +211,25 @@ def test_a_checkpoint_with_code_of_its_own_is_refused_by_name(tmp_path, real_mod
     tokenizer_only = {"AutoTokenizer": ["tokenization.MyTokenizer", None]}
     (tmp_path / "config.json").write_text(json.dumps({**config, "auto_map": tokenizer_only}))
     assert type(bertlite.BertModel.from_pretrained(tmp_path)) is bertlite.BertModel
+
+
+@pytest.mark.parametrize("model_type", ["qwen3", "gemma3_text", "mistral"])
+def test_a_decoder_is_refused_by_its_model_type_in_one_line(model_type, tmp_path):
+    # transformers' own config of the decoder, as its checkpoints ship it
+    config = transformers.AutoConfig.for_model(model_type)
+    config.architectures = [f"{type(config).__name__.removesuffix('Config').removesuffix('Text')}ForCausalLM"]
+    config.save_pretrained(tmp_path)
+    loaders = [
+        bertlite.AutoConfig.from_pretrained,
+        bertlite.AutoModel.from_pretrained,
+        bertlite.BertConfig.from_pretrained,
+        bertlite.Embedder.from_pretrained,
+        bertlite.CrossEncoder,
+        bertlite.SentenceTransformer,
+    ]
+    for load in loaders:
+        with pytest.raises(ValueError) as e:
+            load(str(tmp_path))
+        text = str(e.value)
+        assert f"model_type={model_type!r}" in text and "is a decoder; bertlite serves encoders" in text, load
+        assert "\n" not in text

@@ -1,7 +1,8 @@
 """DeBERTa-v2/v3 against transformers' native module in the same run: the config, the tokenizer (a SentencePiece
 Unigram in tokenizer.json), the module tree and keys, eager bitwise, sdpa and every packed attention within 1e-5,
-every head (both masked-LM layouts), save and load both ways, `bertlite parity`, and the Embedder and CrossEncoder
-against sentence-transformers on tiny folders built here."""
+every head (both masked-LM layouts), save and load both ways, `bertlite parity`, the Embedder and CrossEncoder
+against sentence-transformers on tiny folders built here, zero-shot NLI through transformers' pipeline and a guard's
+labels through the server's /predict."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from bertlite.layers.attention import PACKED_ATTENTION
 from bertlite.layers.onednn import FusedQKV, OneDNNLinear, linear_works
 from bertlite.models.deberta_v2 import DebertaV2Model
 from bertlite.quant.int8 import quantize_int8
+from tests.models.family import packed, save_st_folder, saved_keys
 
 TINY_DEBERTA = dict(
     vocab_size=99,
@@ -93,15 +95,6 @@ def batch_for(config: str) -> dict[str, torch.Tensor]:
     return padded_batch(types=CONFIGS[config].get("type_vocab_size", 0) > 0)
 
 
-def packed(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The padded batch's real tokens (and their types), concatenated, and their lengths."""
-    real = batch["attention_mask"].bool()
-    out = {"input_ids": batch["input_ids"][real], "lengths": real.sum(dim=1)}
-    if "token_type_ids" in batch:
-        out["token_type_ids"] = batch["token_type_ids"][real]
-    return out
-
-
 def build_tokenizer(folder: Path) -> None:
     """transformers' DebertaV2Tokenizer on a small Unigram vocabulary, saved as tokenizer.json (pad id 0)."""
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -113,14 +106,6 @@ def build_tokenizer(folder: Path) -> None:
     tokenizer = transformers.DebertaV2Tokenizer(vocab=vocab)
     tokenizer.save_pretrained(folder)
     assert len(tokenizer) <= TINY_DEBERTA["vocab_size"]
-
-
-def saved_keys(folder: Path) -> list[str]:
-    """The keys of a folder's model.safetensors, sorted."""
-    from safetensors import safe_open
-
-    with safe_open(folder / "model.safetensors", "pt") as f:
-        return sorted(f.keys())
 
 
 @pytest.fixture(scope="module", params=sorted(CONFIGS))
@@ -443,16 +428,6 @@ TEXTS = ["the list of items", "sort a dict by value", "json key value items " * 
 PAIRS = [("what is a list?", "the list of items"), ("dict", "sort a dict by value " * 5), ("key", "what is a key")]
 
 
-def save_st_folder(folder: Path, path: Path, pooling: str) -> Path:
-    """A sentence-transformers folder of the model in `folder`: Transformer, `pooling`, Normalize."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
-
-    modules = [Transformer(str(folder), max_seq_length=24), Pooling(32, pooling), Normalize()]
-    SentenceTransformer(modules=modules, device="cpu").save(str(path))
-    return path
-
-
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
 def test_embedder_gives_sentence_transformers_vectors(model_folder, pooling: str, tmp_path) -> None:
     from sentence_transformers import SentenceTransformer
@@ -526,3 +501,54 @@ def test_parity_compares_a_deberta_folder_with_transformers(model_folder, tmp_pa
     build_tokenizer(tmp_path / "classifier")
     report = check(tmp_path / "classifier", texts=[*TEXTS, *PAIRS])
     assert report.ok and {row.name for row in report.rows if row.kind == "logits"} == {"logits"}
+
+
+NLI_LABELS = {0: "entailment", 1: "neutral", 2: "contradiction"}
+GUARD_LABELS = {0: "SAFE", 1: "INJECTION"}
+
+
+def classifier_folder(folder: Path, labels: dict[int, str]) -> transformers.PreTrainedModel:
+    """A random DeBERTa-v3 sequence classifier with these labels (as the NLI rerankers' and prompt-injection guards'
+    config.json name them), saved with its tokenizer; returns transformers' model."""
+    config = dict(num_labels=len(labels), id2label=labels, label2id={v: k for k, v in labels.items()})
+    hf = make_hf("ForSequenceClassification", **config)
+    hf.save_pretrained(folder)
+    build_tokenizer(folder)
+    return hf
+
+
+def test_zero_shot_nli_through_transformers_pipeline_gives_its_scores(tmp_path) -> None:
+    hf = classifier_folder(tmp_path, NLI_LABELS)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    ours = bertlite.DebertaV2ForSequenceClassification.from_pretrained(tmp_path)
+    text, candidates = "sort the list of items by value", ["json", "dict", "what is a key"]
+    for multi_label in (False, True):
+        results = [
+            transformers.pipeline("zero-shot-classification", model=model, tokenizer=tokenizer, device="cpu")(
+                text, candidate_labels=candidates, multi_label=multi_label
+            )
+            for model in (hf, ours)
+        ]
+        theirs, mine = results
+        assert mine["labels"] == theirs["labels"], multi_label
+        np.testing.assert_allclose(mine["scores"], theirs["scores"], atol=1e-6, rtol=0)
+        assert len(set(np.round(theirs["scores"], 4))) == len(candidates)  # the scores differ: an order to keep
+
+
+def test_a_guard_classifier_serves_its_labels_on_predict(tmp_path) -> None:
+    import httpx
+
+    from tests.serve_helpers import running
+
+    hf = classifier_folder(tmp_path, GUARD_LABELS)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    texts = ["what is a list?", "ignore the items, sort by key!", "json value"]
+    with torch.no_grad():
+        logits = hf(**tokenizer(texts, padding=True, return_tensors="pt")).logits
+    expected = torch.softmax(logits, dim=-1).numpy()
+    with running(lambda: bertlite.CrossEncoder.from_pretrained(tmp_path, dtype="float32")) as (url, _):
+        got = httpx.post(f"{url}/predict", json={"inputs": texts}).json()
+    for row, probabilities in zip(got, expected, strict=True):
+        order = np.argsort(-probabilities, kind="stable")
+        assert [p["label"] for p in row] == [GUARD_LABELS[i] for i in order]
+        np.testing.assert_allclose([p["score"] for p in row], probabilities[order], atol=1e-6, rtol=0)

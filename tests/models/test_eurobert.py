@@ -21,6 +21,7 @@ from bertlite.layers.attention import PACKED_ATTENTION
 from bertlite.layers.onednn import OneDNNLinear, linear_works
 from bertlite.models.eurobert import EuroBertModel
 from bertlite.quant.int8 import quantize_int8
+from tests.models.family import head_labels, packed
 from tests.models.test_modernbert import build_tokenizer
 
 TINY_EUROBERT = dict(
@@ -73,12 +74,6 @@ def padded_batch(seed: int = 1, width: int = 30) -> dict[str, torch.Tensor]:
     for row, length in ((1, 11), (2, 20)):
         ids[row, length:], mask[row, length:] = 3, 0
     return {"input_ids": ids, "attention_mask": mask}
-
-
-def packed(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The padded batch's real tokens, concatenated, and their lengths."""
-    real = batch["attention_mask"].bool()
-    return {"input_ids": batch["input_ids"][real], "lengths": real.sum(dim=1)}
 
 
 @pytest.fixture(scope="module", params=sorted(CONFIGS))
@@ -212,16 +207,6 @@ def test_auto_classes_and_the_layer_count_check(model_folder) -> None:
     values = {**TINY_EUROBERT, **CONFIGS[config], "num_hidden_layers": 1}
     with pytest.raises(CheckpointError, match="num_hidden_layers=1, but the checkpoint .* holds 2 encoder layers"):
         EuroBertModel.from_pretrained(path, config=EuroBertConfig(**values))
-
-
-def head_labels(head: str, batch: dict[str, torch.Tensor], num_labels: int) -> dict[str, torch.Tensor]:
-    """Labels for a head's loss: class ids per text, or per token with -100 on the padding."""
-    g = torch.Generator().manual_seed(3)
-    b, t = batch["input_ids"].shape
-    if head == "ForSequenceClassification":
-        return {"labels": torch.randint(0, num_labels, (b,), generator=g)}
-    labels = torch.randint(0, num_labels, (b, t), generator=g)
-    return {"labels": labels.masked_fill(~batch["attention_mask"].bool(), -100)}
 
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))

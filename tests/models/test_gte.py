@@ -21,6 +21,7 @@ from bertlite.layers.attention import PACKED_ATTENTION
 from bertlite.layers.onednn import OneDNNLinear, linear_works
 from bertlite.models.gte import GteModel
 from bertlite.quant.int8 import quantize_int8
+from tests.models.family import head_labels, packed, save_st_folder, saved_keys
 from tests.models.test_roberta import unigram_tokenizer
 
 TINY_GTE = dict(
@@ -76,26 +77,9 @@ def batch_for(config: str) -> dict[str, torch.Tensor]:
     return padded_batch(types=CONFIGS[config]["type_vocab_size"] > 0)
 
 
-def packed(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The padded batch's real tokens (and their types), concatenated, and their lengths."""
-    real = batch["attention_mask"].bool()
-    out = {"input_ids": batch["input_ids"][real], "lengths": real.sum(dim=1)}
-    if "token_type_ids" in batch:
-        out["token_type_ids"] = batch["token_type_ids"][real]
-    return out
-
-
 def build_tokenizer(folder: Path) -> None:
     """A SentencePiece-style unigram tokenizer with XLM-RoBERTa's specials, as gte-multilingual's (pad id 1)."""
     unigram_tokenizer(folder)
-
-
-def saved_keys(folder: Path) -> list[str]:
-    """The keys of a folder's model.safetensors, sorted."""
-    from safetensors import safe_open
-
-    with safe_open(folder / "model.safetensors", "pt") as f:
-        return sorted(f.keys())
 
 
 @pytest.fixture(scope="module", params=sorted(CONFIGS))
@@ -246,16 +230,6 @@ def test_auto_classes_and_the_layer_count_check(model_folder) -> None:
         GteModel.from_pretrained(path, config=GteConfig(**values))
 
 
-def head_labels(head: str, batch: dict[str, torch.Tensor], num_labels: int) -> dict[str, torch.Tensor]:
-    """Labels for a head's loss: class ids per text, or per token with -100 on the padding."""
-    g = torch.Generator().manual_seed(3)
-    b, t = batch["input_ids"].shape
-    if head == "ForSequenceClassification":
-        return {"labels": torch.randint(0, num_labels, (b,), generator=g)}
-    labels = torch.randint(0, num_labels, (b, t), generator=g)
-    return {"labels": labels.masked_fill(~batch["attention_mask"].bool(), -100)}
-
-
 @pytest.mark.parametrize("config", sorted(CONFIGS))
 @pytest.mark.parametrize("head", HEADS)
 def test_every_head_loads_and_equals_transformers(head, config, tmp_path) -> None:
@@ -315,16 +289,6 @@ def test_masked_lm_is_tied_and_trains_as_transformers(tmp_path) -> None:
 
 TEXTS = ["the list of items", "sort a dict by value", "json writes a new sequence " * 4, "zebra", "ünïcödé 🦊"]
 PAIRS = [("what is a list?", "the list of items"), ("dict", "sort a dict by value " * 5), ("key", "mutable key")]
-
-
-def save_st_folder(folder: Path, path: Path, pooling: str) -> Path:
-    """A sentence-transformers folder of the model in `folder`: Transformer, `pooling`, Normalize."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
-
-    modules = [Transformer(str(folder), max_seq_length=24), Pooling(32, pooling), Normalize()]
-    SentenceTransformer(modules=modules, device="cpu").save(str(path))
-    return path
 
 
 @pytest.mark.parametrize("pooling", ["cls", "mean"])  # gte-*-v1.5's and gte-multilingual-base's, mean as others'

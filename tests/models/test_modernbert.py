@@ -22,6 +22,7 @@ from bertlite.layers.onednn import OneDNNLinear, linear_works
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.modernbert import ModernBertModel
 from bertlite.quant.int8 import quantize_int8
+from tests.models.family import packed
 
 # ModernBERT's shape at a tiny size; the windows (local_attention) are smaller than the inputs.
 TINY_MODERNBERT = dict(
@@ -185,12 +186,6 @@ def test_auto_tokenizer_gives_transformers_ids(folder: Path, tmp_path: Path) -> 
     assert [ours(text)["input_ids"] for text in texts] == [theirs(text)["input_ids"] for text in texts]
     assert ours(*pairs[0])["input_ids"] == theirs(*pairs[0])["input_ids"]
     assert "token_type_ids" not in ours(texts[0])
-
-
-def packed(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The padded batch's real tokens, concatenated, and their lengths."""
-    real = batch["attention_mask"].bool()
-    return {"input_ids": batch["input_ids"][real], "lengths": real.sum(dim=1)}
 
 
 @pytest.fixture(scope="module", params=sorted(CONFIGS))

@@ -1,5 +1,6 @@
-"""NomicBERT against transformers' native module in the same run: the config, the tokenizer, the module tree and
-keys (the original names its checkpoints hold), eager bitwise, sdpa and every packed attention within 1e-5, every
+"""NomicBERT against transformers' native module in the same run: the config (and the original hub layout's,
+read without its code), the tokenizer, the module tree and keys (the original names its checkpoints hold), eager
+bitwise, sdpa and every packed attention within 1e-5, every
 head, save and load both ways, `bertlite parity`, and the Embedder and CrossEncoder against sentence-transformers on
 tiny folders built here."""
 
@@ -21,6 +22,7 @@ from bertlite.layers.attention import PACKED_ATTENTION
 from bertlite.layers.onednn import OneDNNLinear, linear_works
 from bertlite.models.nomic_bert import NomicBertModel
 from bertlite.quant.int8 import quantize_int8
+from tests.models.family import head_labels, packed, save_st_folder, saved_keys
 
 TINY_NOMIC = dict(
     vocab_size=99,
@@ -73,15 +75,6 @@ def batch_for(config: str) -> dict[str, torch.Tensor]:
     return padded_batch()
 
 
-def packed(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The padded batch's real tokens (and their types), concatenated, and their lengths."""
-    real = batch["attention_mask"].bool()
-    out = {"input_ids": batch["input_ids"][real], "lengths": real.sum(dim=1)}
-    if "token_type_ids" in batch:
-        out["token_type_ids"] = batch["token_type_ids"][real]
-    return out
-
-
 def build_tokenizer(folder: Path) -> None:
     """transformers' BertTokenizerFast on a small WordPiece vocabulary, as nomic-embed-text's (pad id 0)."""
     letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
@@ -92,14 +85,6 @@ def build_tokenizer(folder: Path) -> None:
     tokenizer = transformers.BertTokenizerFast(vocab_file=str(folder / "vocab.txt"))
     tokenizer.save_pretrained(folder)
     assert len(tokenizer) <= TINY_NOMIC["vocab_size"]
-
-
-def saved_keys(folder: Path) -> list[str]:
-    """The keys of a folder's model.safetensors, sorted."""
-    from safetensors import safe_open
-
-    with safe_open(folder / "model.safetensors", "pt") as f:
-        return sorted(f.keys())
 
 
 @pytest.fixture(scope="module", params=sorted(CONFIGS))
@@ -245,16 +230,6 @@ def test_auto_classes_and_the_layer_count_check(model_folder) -> None:
         NomicBertModel.from_pretrained(path, config=NomicBertConfig(**values))
 
 
-def head_labels(head: str, batch: dict[str, torch.Tensor], num_labels: int) -> dict[str, torch.Tensor]:
-    """Labels for a head's loss: class ids per text, or per token with -100 on the padding."""
-    g = torch.Generator().manual_seed(3)
-    b, t = batch["input_ids"].shape
-    if head == "ForSequenceClassification":
-        return {"labels": torch.randint(0, num_labels, (b,), generator=g)}
-    labels = torch.randint(0, num_labels, (b, t), generator=g)
-    return {"labels": labels.masked_fill(~batch["attention_mask"].bool(), -100)}
-
-
 @pytest.mark.parametrize("config", sorted(CONFIGS))
 @pytest.mark.parametrize("head", HEADS)
 def test_every_head_loads_and_equals_transformers(head, config, tmp_path) -> None:
@@ -311,16 +286,6 @@ def test_masked_lm_is_tied_and_trains_as_transformers(tmp_path) -> None:
 
 TEXTS = ["the list of items", "sort a dict by value", "json key value items " * 4, "zebra", "Café, naïve!"]
 PAIRS = [("what is a list?", "the list of items"), ("dict", "sort a dict by value " * 5), ("key", "mutable key")]
-
-
-def save_st_folder(folder: Path, path: Path, pooling: str) -> Path:
-    """A sentence-transformers folder of the model in `folder`: Transformer, `pooling`, Normalize."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
-
-    modules = [Transformer(str(folder), max_seq_length=24), Pooling(32, pooling), Normalize()]
-    SentenceTransformer(modules=modules, device="cpu").save(str(path))
-    return path
 
 
 @pytest.mark.parametrize("pooling", ["mean", "cls"])  # nomic-embed-text's, and cls
@@ -405,12 +370,126 @@ def test_an_8192_token_text_matches_transformers(tmp_path) -> None:
     torch.testing.assert_close(got, expected, **TOL)
 
 
-def test_the_remote_code_config_is_refused_by_name(tmp_path) -> None:
-    # nomic-embed-text's own config.json: model_type nomic_bert, its fields under GPT-2's names, code in auto_map.
-    config = {"model_type": "nomic_bert", "n_embd": 32, "auto_map": {"AutoModel": "impl--modeling.NomicBertModel"}}
+# nomic-embed-text-v1.5's own config.json, as its hub folder has it: GPT-2's names, its switches, code in auto_map.
+ORIGINAL_CODE = "nomic-ai/nomic-bert-2048--modeling_hf_nomic_bert."
+ORIGINAL_CONFIG = {
+    "model_type": "nomic_bert",
+    "architectures": ["NomicBertModel"],
+    "auto_map": {
+        "AutoConfig": "nomic-ai/nomic-bert-2048--configuration_hf_nomic_bert.NomicBertConfig",
+        "AutoModel": ORIGINAL_CODE + "NomicBertModel",
+        "AutoModelForMaskedLM": ORIGINAL_CODE + "NomicBertForPreTraining",
+    },
+    "activation_function": "swiglu",
+    "attn_pdrop": 0.0,
+    "bos_token_id": None,
+    "causal": False,
+    "dense_seq_output": True,
+    "embd_pdrop": 0.0,
+    "eos_token_id": None,
+    "fused_bias_fc": True,
+    "fused_dropout_add_ln": True,
+    "initializer_range": 0.02,
+    "layer_norm_epsilon": 1e-12,
+    "max_trained_positions": 2048,
+    "mlp_fc1_bias": False,
+    "mlp_fc2_bias": False,
+    "n_embd": 32,
+    "n_head": 4,
+    "n_inner": 200,  # the original rounds its gated width up to a multiple of 256
+    "n_layer": 2,
+    "n_positions": 64,
+    "pad_vocab_size_multiple": 64,
+    "parallel_block": False,
+    "parallel_block_tied_norm": False,
+    "prenorm": False,
+    "qkv_proj_bias": False,
+    "reorder_and_upcast_attn": False,
+    "resid_pdrop": 0.0,
+    "rotary_emb_base": 1000,
+    "rotary_emb_fraction": 1.0,
+    "rotary_emb_interleaved": False,
+    "rotary_emb_scale_base": None,
+    "rotary_scaling_factor": None,
+    "scale_attn_by_inverse_layer_idx": False,
+    "scale_attn_weights": True,
+    "summary_activation": None,
+    "summary_first_dropout": 0.0,
+    "summary_proj_to_labels": True,
+    "summary_type": "cls_index",
+    "summary_use_proj": True,
+    "type_vocab_size": 2,
+    "use_cache": True,
+    "use_flash_attn": True,
+    "use_rms_norm": False,
+    "use_xentropy": True,
+    "vocab_size": 99,
+}
+
+
+@pytest.fixture(scope="module")
+def original_folder(tmp_path_factory) -> Path:
+    """transformers' native model saved (under the original's key names, as transformers saves them) with the
+    original's config.json in place of transformers' one."""
+    folder = tmp_path_factory.mktemp("nomic-original")
+    make_hf(intermediate_size=256, layer_norm_eps=1e-12).save_pretrained(folder)
+    (folder / "config.json").write_text(json.dumps(ORIGINAL_CONFIG))
+    build_tokenizer(folder)
+    return folder
+
+
+def test_the_original_layout_loads_without_its_code_as_transformers(original_folder, tmp_path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    hf = make_hf(intermediate_size=256, layer_norm_eps=1e-12)
+    batch = padded_batch()
+    ours = bertlite.AutoModel.from_pretrained(original_folder, attn_implementation="eager")
+    assert type(ours) is NomicBertModel and ours.config.intermediate_size == 256
+    assert ours.config.rope_theta == 1000.0 and "auto_map" not in ours.config.to_dict()
+    with torch.no_grad():
+        assert torch.equal(ours(**batch).last_hidden_state, hf(**batch).last_hidden_state)
+    # an embedding folder of the original: the jobs read it without trust_remote_code, as transformers' model
+    st_folder = save_st_folder(_native_folder(tmp_path / "native"), tmp_path / "st", "mean")
+    expected = SentenceTransformer(str(st_folder), device="cpu").encode(TEXTS, convert_to_numpy=True)
+    (st_folder / "config.json").write_text(json.dumps(ORIGINAL_CONFIG))
+    embedder = bertlite.Embedder.from_pretrained(st_folder, dtype="float32")
+    np.testing.assert_allclose(embedder.encode(TEXTS), expected, atol=1e-5, rtol=0)
+    drop_in = bertlite.SentenceTransformer(str(st_folder), device="cpu", trust_remote_code=True)
+    np.testing.assert_allclose(drop_in.encode(TEXTS), expected, atol=1e-5, rtol=0)
+    # saved by bertlite: transformers' layout, which transformers loads natively
+    ours.save_pretrained(tmp_path / "saved")
+    theirs = transformers.AutoModel.from_pretrained(tmp_path / "saved", attn_implementation="eager").eval()
+    with torch.no_grad():
+        assert torch.equal(theirs(**batch).last_hidden_state, hf(**batch).last_hidden_state)
+
+
+def _native_folder(folder: Path) -> Path:
+    """The same model in transformers' own layout (sentence-transformers' reference reads it)."""
+    make_hf(intermediate_size=256, layer_norm_eps=1e-12).save_pretrained(folder)
+    build_tokenizer(folder)
+    return folder
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"prenorm": True}, "original prenorm=True is not implemented"),
+        ({"rotary_emb_fraction": 0.5}, "original rotary_emb_fraction=0.5 is not implemented"),
+        ({"rotary_scaling_factor": 2.0}, "original rotary_scaling_factor=2.0 is not implemented"),
+        ({"rotary_scaling_factor": "drop"}, "original rotary_scaling_factor=1.0 is not implemented"),
+        ({"qkv_proj_bias": True}, "original qkv_proj_bias=True is not implemented"),
+        ({"activation_function": "gelu"}, "original activation_function='gelu' is not implemented"),
+        ({"auto_map": {"AutoModel": "impl--modeling.NomicBertModel"}}, "auto_map names the checkpoint's own code"),
+    ],
+)
+def test_what_the_original_layout_computes_otherwise_is_refused_by_name(tmp_path, change, message) -> None:
+    config = {**ORIGINAL_CONFIG, **change}
+    config = {key: value for key, value in config.items() if value != "drop"}
     (tmp_path / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match="auto_map names the checkpoint's own code"):
-        bertlite.AutoModel.from_pretrained(tmp_path)
+    for load in (bertlite.AutoModel.from_pretrained, bertlite.AutoConfig.from_pretrained):
+        with pytest.raises(ValueError, match=message) as raised:
+            load(tmp_path)
+        assert "\n" not in str(raised.value)
 
 
 def test_to_bertlite_and_use_bertlite_take_nomic_bert(model_folder, tmp_path) -> None:
