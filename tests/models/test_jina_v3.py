@@ -18,7 +18,8 @@ from bertlite.errors import CheckpointError
 from bertlite.jobs.prepare import ready
 from bertlite.layers.attention import PACKED_ATTENTION
 from bertlite.models.jina_embeddings_v3 import JinaEmbeddingsV3Model
-from tests.models.test_gte import head_labels, packed, padded_batch, saved_keys
+from tests.models.family import head_labels, packed, saved_keys
+from tests.models.test_gte import padded_batch
 from tests.models.test_roberta import unigram_tokenizer
 
 TINY_JINA = dict(

@@ -19,7 +19,8 @@ from safetensors.torch import load_file, save_file
 import bertlite
 from bertlite.jobs.prepare import ready
 from bertlite.models.jina_embeddings_v3 import JinaEmbeddingsV3Model
-from tests.models.test_gte import packed, padded_batch
+from tests.models.family import packed
+from tests.models.test_gte import padded_batch
 from tests.models.test_jina_v3 import TINY_JINA, make_hf
 
 TASKS = ["retrieval.query", "retrieval.passage", "separation", "classification", "text-matching"]
