@@ -21,6 +21,7 @@ import torch
 from bench.common import default_model_path
 from bench.harness import bench_throughput
 from bench.runners import MAX_LENGTH
+from bench.runners.bertlite import bertlite_runner
 
 # The configs each family runs (bench.configs.CONFIGS): bertlite against what its users run now; transformers
 # with sdpa, or eager for a family its sdpa does not run (family_configs).
@@ -39,6 +40,9 @@ FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {
 }
 # Families whose models take no token_type_ids: their tokenizer gives none, as their own tokenizers do.
 NO_TOKEN_TYPES = ("distilbert", "mpnet")
+# Families transformers has no module for (their checkpoints run remote code): bertlite alone runs, its vectors
+# compared with bertlite's eager fp32.
+NO_TRANSFORMERS_MODULE = ("jina_bert",)
 
 
 def family_names() -> list[str]:
@@ -82,6 +86,8 @@ def family_configs(model_type: str) -> list[str]:
 
     from bertlite.config import FAMILIES
 
+    if model_type in NO_TRANSFORMERS_MODULE:
+        return FAMILY_CONFIGS[:1]
     if getattr(transformers, FAMILIES[model_type].prefix + "Model")._supports_sdpa:
         return FAMILY_CONFIGS
     return [name.replace("hf_sdpa_", "hf_eager_") for name in FAMILY_CONFIGS]
@@ -108,9 +114,15 @@ def build_family_folder(model_type: str, folder: Path, shape: str, seed: int = 0
     values = {**SHAPES[shape], **FAMILY_OVERRIDES.get(model_type, {}), "vocab_size": VOCAB_SIZE}
     names = getattr(CONFIG_CLASSES[model_type], "attribute_map", {})  # DistilBERT's dim, hidden_dim, ...
     values = {names.get(key, key): value for key, value in values.items()}
-    config = transformers.AutoConfig.for_model(model_type, **values)
     torch.manual_seed(seed)
-    model = transformers.AutoModel.from_config(config)
+    if model_type in NO_TRANSFORMERS_MODULE:
+        import bertlite
+
+        config = CONFIG_CLASSES[model_type](**values)
+        model = bertlite.AutoModel.from_config(config)
+    else:
+        config = transformers.AutoConfig.for_model(model_type, **values)
+        model = transformers.AutoModel.from_config(config)
     base = folder / "model"
     model.save_pretrained(base)
     tokenizer = Path(default_model_path())
@@ -120,11 +132,41 @@ def build_family_folder(model_type: str, folder: Path, shape: str, seed: int = 0
     if model_type in NO_TOKEN_TYPES:
         settings["model_input_names"] = ["input_ids", "attention_mask"]
     (base / "tokenizer_config.json").write_text(json.dumps(settings), encoding="utf-8")
+    if model_type in NO_TRANSFORMERS_MODULE:
+        return write_st_folder(base, folder / "st", config.hidden_size)
     transformer = models.Transformer(str(base), max_seq_length=MAX_LENGTH)
     pooling = models.Pooling(config.hidden_size, "mean")
     st = SentenceTransformer(modules=[transformer, pooling, models.Normalize()], device="cpu")
     st.save(str(folder / "st"))
     return folder / "st"
+
+
+def write_st_folder(base: Path, folder: Path, hidden_size: int) -> Path:
+    """The sentence-transformers folder build_family_folder's save writes (Transformer, mean Pooling, Normalize),
+    written by hand for a model sentence-transformers cannot load without its remote code.
+
+    Args:
+        base: the model's folder (config.json, weights, tokenizer).
+        folder: the sentence-transformers folder to write (created).
+        hidden_size: the vectors' width.
+
+    Returns:
+        folder.
+    """
+    shutil.copytree(base, folder)
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ]
+    (folder / "modules.json").write_text(json.dumps(modules), encoding="utf-8")
+    (folder / "1_Pooling").mkdir()
+    pooling = {"word_embedding_dimension": hidden_size, "pooling_mode_mean_tokens": True}
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling), encoding="utf-8")
+    (folder / "2_Normalize").mkdir()
+    settings = {"max_seq_length": MAX_LENGTH, "do_lower_case": False}
+    (folder / "sentence_bert_config.json").write_text(json.dumps(settings), encoding="utf-8")
+    return folder
 
 
 def bench_families(
@@ -148,7 +190,11 @@ def bench_families(
         print(f"  family {model_type}: building a random {shape}-shaped checkpoint", file=sys.stderr)
         with tempfile.TemporaryDirectory(prefix=f"bench-{model_type}-") as tmp:
             folder = build_family_folder(model_type, Path(tmp), shape)
-            result = bench_throughput(str(folder), texts, family_configs(model_type), rounds, pause_s, peaks=peaks)
+            reference = None
+            if model_type in NO_TRANSFORMERS_MODULE:
+                reference = bertlite_runner(str(folder), "float32", attn_implementation="eager")
+            configs = family_configs(model_type)
+            result = bench_throughput(str(folder), texts, configs, rounds, pause_s, peaks=peaks, reference=reference)
         result.pop("vectors")
         results[model_type] = result
     return {"shape": SHAPES[shape], "families": results}
@@ -179,4 +225,6 @@ def format_families(result: dict[str, Any]) -> str:
                 f"{model_type:<14}{name:<30}{r['texts_per_s']:>9.1f}{ratio:>8}{r['min_cosine_vs_hf_eager_fp32']:>10.6f}"
             )
         lines += [f"{model_type:<14}skipped {name}: {why}" for name, why in family["skipped"].items()]
+        if model_type in NO_TRANSFORMERS_MODULE:
+            lines.append(f"{model_type:<14}no transformers module: bertlite alone, min cos to bertlite eager fp32")
     return "\n".join(lines)

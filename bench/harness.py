@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import statistics
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ def bench_throughput(
     rounds: int,
     pause_s: float = PAUSE_S,
     peaks: dict[str, float] | None = None,
+    reference: Callable[[list[str]], np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """Time each config on the texts in rotated rounds and compare its vectors with transformers eager fp32.
 
@@ -36,6 +38,8 @@ def bench_throughput(
         rounds: timed rounds (after one warm-up call per config on 64 texts).
         pause_s: seconds idle before each timed run.
         peaks: the GEMM peaks by dtype ("fp32", "bf16"), when measured already; None: measured here.
+        reference: the runner the vectors are compared with, for a model transformers has no module for (its
+            *_vs_hf_eager_fp32 fields then hold the distances to it); None: transformers eager fp32.
 
     Returns:
         Per config its seconds per round, median, texts/s, useful GFLOP/s, % of peak, distances to the
@@ -55,7 +59,9 @@ def bench_throughput(
             continue
         runners[name](texts[:64])  # warm-up: first-call allocations and kernel selection
     configs = list(runners)
-    reference = transformers_runner(model_path, "eager", torch.float32, sort=False)(texts)
+    if reference is None:
+        reference = transformers_runner(model_path, "eager", torch.float32, sort=False)
+    reference = reference(texts)
     runs = {name: functools.partial(runners[name], texts) for name in configs}
     seconds, vectors = timed_rounds(runs, rounds, pause_s, len(texts))
     gflop = useful_gflop(model_path, texts)

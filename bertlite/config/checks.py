@@ -242,7 +242,7 @@ def names_original_code(value: Any, repos: tuple[str, ...], modules: tuple[str, 
 
 
 def check_own_code(auto_map: Any, path: str | os.PathLike) -> None:
-    """Refuse a checkpoint whose config.json maps its model to code of its own (auto_map: JinaBERT, NomicBERT
+    """Refuse a checkpoint whose config.json maps its model to code of its own (auto_map: NomicBERT's originals
     and other remote-code models typed "bert"): bertlite runs only its own classes, and reading such weights
     into them would give other numbers. A custom tokenizer alone (AutoTokenizer) is no refusal.
 

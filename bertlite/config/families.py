@@ -14,7 +14,10 @@ from bertlite.config.bert import BertConfig
 from bertlite.config.deberta_v2 import DebertaV2Config
 from bertlite.config.eurobert import EuroBertConfig
 from bertlite.config.gte import GteConfig
-from bertlite.config.jina_embeddings_v3 import JinaEmbeddingsV3Config, is_original_layout
+from bertlite.config.jina_bert import JinaBertConfig
+from bertlite.config.jina_bert import is_original_layout as is_jina_bert_layout
+from bertlite.config.jina_embeddings_v3 import JinaEmbeddingsV3Config
+from bertlite.config.jina_embeddings_v3 import is_original_layout as is_jina_v3_layout
 from bertlite.config.modernbert import ModernBertConfig
 from bertlite.config.nomic_bert import NomicBertConfig
 
@@ -280,16 +283,19 @@ MODEL_TYPE_ALIASES = {"new": "gte"}
 
 
 def family_model_type(config_dict: dict[str, Any]) -> str | None:
-    """The family that reads a config.json: its model_type, an alias's family (MODEL_TYPE_ALIASES), or
-    jina_embeddings_v3 for Jina's original layout, typed "xlm-roberta" with an auto_map to its own code.
+    """The family that reads a config.json: its model_type after MODEL_TYPE_ALIASES, "jina_bert" for JinaBERT-v2's
+    original layout, which is typed "bert" (bertlite.config.jina_bert.is_original_layout), or "jina_embeddings_v3"
+    for jina-embeddings-v3's, typed "xlm-roberta" with an auto_map to its own code.
 
     Args:
         config_dict: config.json's keys and values.
 
     Returns:
-        The family's model_type; None without a model_type.
+        A model_type (maybe one bertlite lacks), or None when config.json has none.
     """
-    if is_original_layout(config_dict):
+    if is_jina_bert_layout(config_dict):
+        return "jina_bert"
+    if is_jina_v3_layout(config_dict):
         return JinaEmbeddingsV3Config.model_type
     model_type = config_dict.get("model_type")
     return MODEL_TYPE_ALIASES.get(model_type, model_type)
@@ -377,6 +383,14 @@ FAMILIES: dict[str, Family] = {
         "DebertaV2",
         heads=(*FAMILY_HEADS, "ForMultipleChoice"),
         tokenizer_classes=_tokenizers("DebertaV2"),
+    ),
+    # JinaBERT-v2's tokenizer is BERT's WordPiece; its original layout is typed "bert" (family_model_type).
+    "jina_bert": Family(
+        JinaBertConfig,
+        "bertlite.models.jina_bert_heads",
+        "JinaBert",
+        heads=("Model", "ForSequenceClassification", "ForMaskedLM", "ForTokenClassification"),
+        bert_tokenizer=True,
     ),
 }
 # model_type -> its config class, for AutoConfig and the jobs.

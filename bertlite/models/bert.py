@@ -55,16 +55,17 @@ RELATIVE_POSITION_EMBEDDINGS = ("relative_key", "relative_key_query")
 def supports_packed(config: BertConfig) -> bool:
     """Whether the layers can run this model on a packed batch.
 
-    They know only padding masks and absolute positions: relative positions need each sequence's (T, T)
-    distance grid, a decoder a causal mask. BertModel runs the others padded and re-packs the result.
+    They know padding masks, absolute positions and a shared bias by distance (JinaBERT's ALiBi, read from one
+    grid's corner): relative position embeddings need each sequence's (T, T) distance grid, a decoder a causal
+    mask. BertModel runs the others padded and re-packs the result.
 
     Args:
         config: the model's config.
 
     Returns:
-        True for absolute positions in an encoder.
+        True for absolute or ALiBi positions in an encoder.
     """
-    return config.position_embedding_type == "absolute" and not config.is_decoder
+    return config.position_embedding_type in ("absolute", "alibi") and not config.is_decoder
 
 
 # --- modules -----------------------------------------------------------------
@@ -163,10 +164,7 @@ class BertSelfAttention(nn.Module):
             return PACKED_ATTENTION[name](qkv, layout, heads, self.scaling, dropout_p)
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, self.attention_head_size)
-        if self.qkv is None:
-            projections = tuple(getattr(self, name)(hidden_states) for name in self.projection_names)
-        else:
-            projections = self.qkv(hidden_states).split(self.all_head_size, dim=-1)
+        projections = self.projections(hidden_states)
         query, key, value = (p.view(hidden_shape).transpose(1, 2) for p in projections)  # (B, nh, T, hs)
         position_scores = self.relative_position_scores(query, key)
         context, probs = padded_attention(name)(
@@ -174,6 +172,12 @@ class BertSelfAttention(nn.Module):
         )
         context = context.reshape(*input_shape, -1).contiguous()  # (B, T, H)
         return context, probs
+
+    def projections(self, hidden_states: Tensor) -> tuple[Tensor, ...]:
+        """query, key and value of hidden_states (..., H), each (..., H) (a family may normalize them)."""
+        if self.qkv is None:
+            return tuple(getattr(self, name)(hidden_states) for name in self.projection_names)
+        return self.qkv(hidden_states).split(self.all_head_size, dim=-1)
 
     def packed_qkv(self, hidden_states: Tensor) -> Tensor:
         """query|key|value of every row, (N, 3H)."""

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from tokenizers import AddedToken, Encoding, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 
 from bertlite.config import FAMILIES, read_json_object
-from bertlite.config.families import MODEL_TYPE_ALIASES
+from bertlite.config.families import family_model_type
 from bertlite.errors import CheckpointError
 from bertlite.hub import resolve_file
 from bertlite.utils.files import write_temporaries
@@ -492,8 +492,7 @@ def check_model_type(name: str, hub_kwargs: dict[str, Any]) -> str:
     Raises:
         ValueError: a model_type bertlite has no tokenizer for.
     """
-    model_type = read_json_file(name, "config.json", hub_kwargs).get("model_type", "bert")
-    model_type = MODEL_TYPE_ALIASES.get(model_type, model_type)
+    model_type = family_model_type(read_json_file(name, "config.json", hub_kwargs)) or "bert"
     if model_type not in FAMILIES:
         raise ValueError(
             f"{resolve_file(name, 'config.json', **hub_kwargs)}: model_type={model_type!r} is not a BERT "

@@ -38,3 +38,14 @@ def test_each_family_runs_its_three_configs_on_its_own_checkpoint() -> None:
     table = families.format_families(result).splitlines()
     assert table[0].startswith("Families: random checkpoints, hidden 32, 2 layers")
     assert sum(line.startswith("electra ") for line in table) == 3
+
+
+@pytest.mark.slow  # a benchmark run, if a short one
+def test_a_family_without_a_transformers_module_runs_bertlite_alone() -> None:
+    """JinaBERT-v2 runs remote code under transformers: bertlite's row only, compared with bertlite eager fp32."""
+    assert families.family_configs("jina_bert") == ["bertlite_fp32"]
+    result = families.bench_families(["jina_bert"], read_corpus(6), 1, "tiny", 0.0, {"fp32": 1.0, "bf16": 1.0})
+    family = result["families"]["jina_bert"]
+    assert list(family["configs"]) == ["bertlite_fp32"] and family["skipped"] == {}
+    assert family["configs"]["bertlite_fp32"]["min_cosine_vs_hf_eager_fp32"] >= 0.9999
+    assert "jina_bert     no transformers module" in families.format_families(result)

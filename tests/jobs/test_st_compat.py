@@ -477,7 +477,7 @@ def test_trust_remote_code_runs_bertlite_for_a_family_it_implements(real_model_p
     assert type(trusted.transformers_model).__name__ == "GteModel"
     np.testing.assert_array_equal(trusted.encode(texts), bertlite.SentenceTransformer(str(folder), **CPU).encode(texts))
     for name, config, message in (
-        ("unknown", {"model_type": "jina_bert"}, "model_type 'jina_bert' is not a family bertlite implements"),
+        ("unknown", {"model_type": "xlnet"}, "model_type 'xlnet' is not a family bertlite implements"),
         ("own_code", {"model_type": "bert", "auto_map": {"AutoModel": "x--m.M"}}, "names its own code \\(auto_map\\)"),
     ):
         (tmp_path / name).mkdir()

@@ -530,3 +530,23 @@ def test_sparse_encoder_gives_sentence_transformers_vectors(tmp_path) -> None:
         got = ours.encode(TEXTS).to_dense()
         assert (expected != 0).sum(dim=1).min() > 0
         assert torch.equal(got != 0, expected != 0) and (got - expected).abs().max().item() <= 1e-5
+
+
+def test_prompts_and_matryoshka_truncation_as_sentence_transformers(model_folder, tmp_path) -> None:
+    # nomic-embed-text's use: its task prefixes as the folder's prompts, vectors cut to a Matryoshka width
+    from sentence_transformers import SentenceTransformer
+
+    _, folder = model_folder
+    st_folder = save_st_folder(folder, tmp_path / "st", "mean")
+    settings = json.loads((st_folder / "config_sentence_transformers.json").read_text())
+    settings["prompts"] = {"query": "search_query: ", "document": "search_document: "}
+    (st_folder / "config_sentence_transformers.json").write_text(json.dumps(settings))
+    theirs = SentenceTransformer(str(st_folder), device="cpu", truncate_dim=16)
+    ours = bertlite.SentenceTransformer(str(st_folder), device="cpu", truncate_dim=16)
+    for encode in ("encode_query", "encode_document"):
+        expected = getattr(theirs, encode)(TEXTS, normalize_embeddings=True)
+        got = getattr(ours, encode)(TEXTS, normalize_embeddings=True)
+        assert got.shape == expected.shape == (len(TEXTS), 16)
+        np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
+    plain = theirs.encode(TEXTS, normalize_embeddings=True)
+    assert np.abs(plain - theirs.encode_query(TEXTS, normalize_embeddings=True)).max() > 1e-3  # the prompt counts
