@@ -76,7 +76,10 @@ def test_embedder_runs_each_task_adapter(folders, st_folder, unpad) -> None:  # 
 
 
 def test_sentence_transformer_takes_task_and_default_task(folders, st_folder) -> None:  # noqa: F811
-    model = bertlite.SentenceTransformer(str(st_folder), device="cpu", model_kwargs={"default_task": "text-matching"})
+    # As jina's README loads it: trust_remote_code=True is taken, and bertlite's own code runs.
+    model = bertlite.SentenceTransformer(
+        str(st_folder), device="cpu", trust_remote_code=True, model_kwargs={"default_task": "text-matching"}
+    )
     expected = expected_vectors(st_folder, folders["references"], TEXTS, 4)
     np.testing.assert_allclose(model.encode(TEXTS), expected, atol=1e-5, rtol=0)
     expected = expected_vectors(st_folder, folders["references"], TEXTS, 1)
