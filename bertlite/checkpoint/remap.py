@@ -56,6 +56,14 @@ DROPPED_HEADS = {"deberta": ("mask_predictions.",)}
 IGNORED_UNEXPECTED = {"deberta": ("position_embeddings",)}
 # A base model's prefix in an original remote-code layout -> its prefix here (GTE's "new": Alibaba-NLP/new-impl).
 ORIGINAL_PREFIXES = {"gte": "new."}
+# torch parametrizations' names, as a model saved with them holds its weights (jina-embeddings-v3's original layout
+# keeps each Linear's and Embedding's task adapters so): the parametrized weight and its first parametrization's
+# tensors, here the module's own.
+PARAMETRIZATION_NAMES = {
+    ".parametrizations.weight.original": ".weight",
+    ".parametrizations.weight.0.lora_A": ".lora_A",
+    ".parametrizations.weight.0.lora_B": ".lora_B",
+}
 # transformers' non-persistent buffers, saved by old versions: derived, never loaded.
 IGNORED_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
 # Tensors that would change the outputs but have no module in the model being
@@ -72,14 +80,17 @@ V = TypeVar("V")
 
 
 def rename_legacy_key(key: str) -> str:
-    """Rename a TF-era key: LayerNorm.gamma/beta -> weight/bias.
+    """Rename a TF-era key (LayerNorm.gamma/beta -> weight/bias) or a parametrized weight's (PARAMETRIZATION_NAMES).
 
     Args:
         key: a checkpoint key.
 
     Returns:
-        The key with a `.gamma` / `.beta` suffix renamed, any other key unchanged.
+        The key with a `.gamma` / `.beta` or parametrization suffix renamed, any other key unchanged.
     """
+    for suffix, name in PARAMETRIZATION_NAMES.items():
+        if key.endswith(suffix):
+            return key[: -len(suffix)] + name
     if key.endswith(".gamma"):
         return key[: -len("gamma")] + "weight"
     if key.endswith(".beta"):

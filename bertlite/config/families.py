@@ -14,7 +14,10 @@ from bertlite.config.bert import BertConfig
 from bertlite.config.deberta_v2 import DebertaV2Config
 from bertlite.config.eurobert import EuroBertConfig
 from bertlite.config.gte import GteConfig
-from bertlite.config.jina_bert import JinaBertConfig, is_original_layout
+from bertlite.config.jina_bert import JinaBertConfig
+from bertlite.config.jina_bert import is_original_layout as is_jina_bert_layout
+from bertlite.config.jina_embeddings_v3 import JinaEmbeddingsV3Config
+from bertlite.config.jina_embeddings_v3 import is_original_layout as is_jina_v3_layout
 from bertlite.config.modernbert import ModernBertConfig
 from bertlite.config.nomic_bert import NomicBertConfig
 
@@ -280,8 +283,9 @@ MODEL_TYPE_ALIASES = {"new": "gte"}
 
 
 def family_model_type(config_dict: dict[str, Any]) -> str | None:
-    """The family that reads a config.json: its model_type after MODEL_TYPE_ALIASES, or "jina_bert" for
-    JinaBERT-v2's original layout, which is typed "bert" (bertlite.config.jina_bert.is_original_layout).
+    """The family that reads a config.json: its model_type after MODEL_TYPE_ALIASES, "jina_bert" for JinaBERT-v2's
+    original layout, which is typed "bert" (bertlite.config.jina_bert.is_original_layout), or "jina_embeddings_v3"
+    for jina-embeddings-v3's, typed "xlm-roberta" with an auto_map to its own code.
 
     Args:
         config_dict: config.json's keys and values.
@@ -289,8 +293,10 @@ def family_model_type(config_dict: dict[str, Any]) -> str | None:
     Returns:
         A model_type (maybe one bertlite lacks), or None when config.json has none.
     """
-    if is_original_layout(config_dict):
+    if is_jina_bert_layout(config_dict):
         return "jina_bert"
+    if is_jina_v3_layout(config_dict):
+        return JinaEmbeddingsV3Config.model_type
     model_type = config_dict.get("model_type")
     return MODEL_TYPE_ALIASES.get(model_type, model_type)
 
@@ -345,6 +351,13 @@ FAMILIES: dict[str, Family] = {
         "bertlite.models.gte_heads",
         "Gte",
         heads=("Model", "ForSequenceClassification", "ForMaskedLM", "ForTokenClassification"),
+    ),
+    # jina-embeddings-v3's tokenizer is XLM-RoBERTa's; its task adapters are in the base model.
+    "jina_embeddings_v3": Family(
+        JinaEmbeddingsV3Config,
+        "bertlite.models.jina_embeddings_v3_heads",
+        "JinaEmbeddingsV3",
+        tokenizer_classes=_tokenizers("XLMRoberta"),
     ),
     # EuroBERT's tokenizer is a plain fast tokenizer (Llama-3's BPE); its model takes no token_type_ids.
     "eurobert": Family(

@@ -93,6 +93,8 @@ class GteConfig(BertConfig):
 
     model_types: ClassVar[tuple[str, ...]] = ("gte",)
     not_family_fields: ClassVar[tuple[str, ...]] = NOT_GTE_FIELDS
+    # The rotary base when rope_parameters has none (transformers' default_theta).
+    default_rope_theta: ClassVar[float] = DEFAULT_ROPE_THETA
     vocab_size: int = 250048
     attention_probs_dropout_prob: float = 0.0
     max_position_embeddings: int = 8192
@@ -118,13 +120,13 @@ class GteConfig(BertConfig):
         self._init_rope()
 
     def _init_rope(self) -> None:
-        """rope_parameters with rope_type and rope_theta (GTE's default base when absent); only "default" runs."""
+        """rope_parameters with rope_type and rope_theta (default_rope_theta when absent); "default" or "ntk"."""
         given = self.rope_parameters
         if given is not None and not isinstance(given, dict):
             raise ValueError(f"rope_parameters must be an object (rope_type, rope_theta), got {given!r}")
         params = dict(given or {})
         params.setdefault("rope_type", "default")
-        params.setdefault("rope_theta", DEFAULT_ROPE_THETA)
+        params.setdefault("rope_theta", self.default_rope_theta)
         if params["rope_type"] not in ("default", "ntk"):
             raise ValueError(
                 f"rope_parameters: rope_type={params['rope_type']!r} is not implemented (supported: default, ntk)"

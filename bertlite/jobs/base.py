@@ -49,6 +49,7 @@ from bertlite.jobs.prepare import (  # noqa: F401 (LoadOptions: its old home)
     ready,
     unready,
 )
+from bertlite.jobs.tasks import adapter_mask
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.bert import BertModel
 from bertlite.quant.int8 import is_quantized, quantize_int8
@@ -614,8 +615,9 @@ class BaseEncoder:
             first_token_of = torch.zeros(shape_tokens(len(lengths)) if on_grid else len(lengths), dtype=torch.long)
             first_token_of[: len(lengths)] = torch.arange(len(lengths))
             first_token_of = to_device(first_token_of, device)
+        tasks = adapter_mask(encodings, len(lengths) + len(fill), device)  # each text's task adapter, if any
         out = self.bert(
-            input_ids=ids, token_type_ids=types, layout=layout, first_token_of=first_token_of, return_dict=True
+            input_ids=ids, token_type_ids=types, layout=layout, first_token_of=first_token_of, return_dict=True, **tasks
         )
         return out, layout
 
@@ -629,7 +631,8 @@ class BaseEncoder:
         return self.bert(**batch, return_dict=True), batch["attention_mask"]
 
     def collate(self, encodings: list[Encoding], device: torch.device) -> dict[str, Tensor]:
-        """input_ids, token_type_ids and attention_mask of `encodings`, right-padded to the longest."""
+        """input_ids, token_type_ids and attention_mask of `encodings`, right-padded to the longest, and their
+        adapter_mask when a text has a task (jobs.tasks)."""
         width = max(len(e.ids) for e in encodings)
         ids = torch.full((len(encodings), width), self.pad_id, dtype=torch.long)
         types = torch.zeros((len(encodings), width), dtype=torch.long)
@@ -643,6 +646,7 @@ class BaseEncoder:
             "input_ids": ids.to(device),
             "token_type_ids": types.to(device),
             "attention_mask": mask.to(device),
+            **adapter_mask(encodings, len(encodings), device),
         }
 
 

@@ -43,6 +43,7 @@ from bertlite.models.deberta_v2_heads import DebertaV2ForSequenceClassification
 from bertlite.models.eurobert_heads import EuroBertForSequenceClassification
 from bertlite.models.gte_heads import GteForSequenceClassification
 from bertlite.models.heads import BertForSequenceClassification
+from bertlite.models.jina_embeddings_v3_heads import JinaEmbeddingsV3ForSequenceClassification
 from bertlite.models.modernbert_heads import ModernBertForSequenceClassification
 from bertlite.models.nomic_bert_heads import NomicBertForSequenceClassification
 from bertlite.utils.warn import warn_user
@@ -151,6 +152,7 @@ class CrossEncoder(STBase, BaseEncoder):
             DebertaV2ForSequenceClassification,
             EuroBertForSequenceClassification,
             GteForSequenceClassification,
+            JinaEmbeddingsV3ForSequenceClassification,
             ModernBertForSequenceClassification,
             NomicBertForSequenceClassification,
         )

@@ -42,6 +42,7 @@ from bertlite.jobs.st.folders import (
     read_sentence_transformers_prompts,
     read_sentence_transformers_settings,
 )
+from bertlite.jobs.tasks import job_task_index, with_task
 from bertlite.models.bert import BertModel
 from bertlite.util import SIMILARITY_FUNCTIONS
 
@@ -145,6 +146,9 @@ class Embedder(STBase, BaseEncoder):
         self.include_prompt = True
         self.truncate_dim = None
         self.truncate_dim = self._check_truncate_dim(truncate_dim)
+        # The task adapter encode() uses when given no task (a model with adapters, jina-embeddings-v3's); None:
+        # the plain weights, as the original's code without a task.
+        self.default_task: str | None = None
         self.settle_auto()
 
     def _bar_outputs(self) -> np.ndarray:
@@ -188,7 +192,8 @@ class Embedder(STBase, BaseEncoder):
             normalize: as in __init__; None: the folder's, else False.
             max_length: as in __init__; None: the folder's, else the model's max_position_embeddings.
             unpad: see __init__.
-            prompts: added to the folder's prompts (these win on a shared name).
+            prompts: added to the folder's prompts (these win on a shared name), themselves added to the
+                model's task instructions (config.json's task_instructions, by task name), if any.
             default_prompt_name: None: the folder's default prompt, if any.
             truncate_dim: see __init__.
             quantize: "int8": load float32, then bertlite.quant.int8.quantize_int8; None: no quantization.
@@ -269,7 +274,9 @@ class Embedder(STBase, BaseEncoder):
             normalize=normalize,
             max_length=max_length if max_length is not None else settings.max_length,
             unpad=unpad,
-            prompts={**saved_prompts, **(prompts or {})},
+            # A model's own task instructions (jina-embeddings-v3's config.json) are prompts under the task's
+            # name, unless the folder's prompts name them.
+            prompts={**getattr(model.config, "task_instructions", {}), **saved_prompts, **(prompts or {})},
             default_prompt_name=default_prompt_name if default_prompt_name is not None else saved_default,
             truncate_dim=truncate_dim,
             pack_weights=pack_weights,
@@ -319,6 +326,7 @@ class Embedder(STBase, BaseEncoder):
         prompt: str | None = None,
         truncate_dim: int | None = None,
         output_value: str = "sentence_embedding",
+        task: str | None = None,
     ) -> np.ndarray | Tensor | list[np.ndarray] | list[Tensor]:
         """Embed texts: one vector per text, in input order.
 
@@ -340,6 +348,8 @@ class Embedder(STBase, BaseEncoder):
             output_value: "sentence_embedding" (default) or "token_embeddings": for each text the base
                 model's last hidden state at its real tokens ([CLS] and [SEP] included), neither
                 normalized nor truncated, as sentence-transformers' output_value="token_embeddings".
+            task: the task adapter to run (a name of the model's config.lora_adaptations, jina-embeddings-v3's);
+                None: default_task. It adds no instruction: prompt_name=task does (the folder's prompts).
 
         Returns:
             float32 vectors (n, dimension): a numpy array, or a tensor with convert_to="torch".
@@ -347,7 +357,7 @@ class Embedder(STBase, BaseEncoder):
 
         Raises:
             ValueError: a text encodings() refuses, a bad batch_size, max_tokens, on_long,
-                truncate_dim or prompt (see resolve_prompt()).
+                truncate_dim, prompt (see resolve_prompt()) or task (an unknown one, naming the model's).
             TypeError: `texts` is a single string, or not a list of texts.
         """
         check_texts("texts", texts, TEXTS, one_str=False)
@@ -357,7 +367,9 @@ class Embedder(STBase, BaseEncoder):
             if isinstance(texts, str):
                 raise TypeError("encode() takes a list of texts; wrap a single string in a list")
             encodings = self._encode_texts(with_prompt(texts, self.resolve_prompt(prompt, prompt_name)), on_long)
-            rows = self.encode_tokenized(encodings, batch_size, max_tokens=max_tokens, output_value=output_value)
+            rows = self.encode_tokenized(
+                encodings, batch_size, max_tokens=max_tokens, output_value=output_value, task=task
+            )
             return [torch.from_numpy(r) for r in rows] if convert_to == "torch" else rows
         _check_output_value(output_value)
         out = torch.empty(len(texts), self._check_truncate_dim(truncate_dim) or self.dimension, dtype=torch.float32)
@@ -370,6 +382,7 @@ class Embedder(STBase, BaseEncoder):
             prompt_name=prompt_name,
             prompt=prompt,
             truncate_dim=truncate_dim,
+            task=task,
         ):
             out[start : start + len(vectors)] = vectors
         return out if convert_to == "torch" else out.numpy()
@@ -387,13 +400,14 @@ class Embedder(STBase, BaseEncoder):
         prompt: str | None = None,
         truncate_dim: int | None = None,
         first_row: int = 0,
+        task: str | None = None,
     ) -> Iterator[tuple[int, Tensor]]:
         """Embed texts chunk by chunk in input order, so a caller can write a large input out as it goes.
 
         Args:
             texts: any iterable of strings or (text_a, text_b) pairs, an endless one too: it is read
                 chunk_texts at a time, so memory does not grow with its length.
-            batch_size, show_progress_bar, max_tokens, on_long, prompt_name, prompt, truncate_dim:
+            batch_size, show_progress_bar, max_tokens, on_long, prompt_name, prompt, truncate_dim, task:
                 as in encode().
             total: the row count for the progress bar, when `texts` has no len(); None: its len(),
                 if any.
@@ -408,6 +422,7 @@ class Embedder(STBase, BaseEncoder):
         """
         check_texts("texts", texts, TEXTS, one_str=False)
         prefix = self.resolve_prompt(prompt, prompt_name)
+        task_id = self.task_index(task)
         dimension = self._check_truncate_dim(truncate_dim) or self.dimension
         batch_size, max_tokens = self._batch_limits(batch_size, max_tokens)
         if on_long not in ("truncate", "error"):
@@ -421,7 +436,7 @@ class Embedder(STBase, BaseEncoder):
                 stats.texts += count
                 vectors = torch.empty(count, self.dimension, dtype=torch.float32)
                 for batch_rows, batch_vectors in self.run_to_host(
-                    encodings, batch_size, max_tokens, stats, on_batch=progress.update
+                    with_task(encodings, task_id), batch_size, max_tokens, stats, on_batch=progress.update
                 ):
                     vectors[batch_rows] = batch_vectors
                 yield start, vectors[:, :dimension].contiguous()
@@ -435,6 +450,7 @@ class Embedder(STBase, BaseEncoder):
         *,
         max_tokens: int | None = None,
         output_value: str = "sentence_embedding",
+        task: str | None = None,
     ) -> np.ndarray | list[np.ndarray]:
         """encode() for texts that encodings() has already turned into encodings (prompt included).
 
@@ -443,13 +459,14 @@ class Embedder(STBase, BaseEncoder):
 
         Args:
             encodings: encodings()'s output.
-            batch_size, max_tokens, output_value: as in encode().
+            batch_size, max_tokens, output_value, task: as in encode().
 
         Returns:
             float32 vectors (n, dimension) as a numpy array, in input order, batched as encode() batches;
             "token_embeddings": a list of float32 (tokens, hidden_size) arrays.
         """
         batch_size, max_tokens = self._batch_limits(batch_size, max_tokens)
+        encodings = with_task(list(encodings), self.task_index(task))
         stats = self.last_stats = EncodeStats(texts=len(encodings))
         if _check_output_value(output_value) == "token_embeddings":
             tokens: list[np.ndarray] = [np.empty(0, dtype=np.float32)] * len(encodings)
@@ -490,6 +507,14 @@ class Embedder(STBase, BaseEncoder):
     def _tokens_padded(self, encodings: list[Encoding], device: torch.device) -> list[Tensor]:
         out, _ = self.forward_padded(encodings, device)
         return [out.last_hidden_state[row, : len(e.ids)].float() for row, e in enumerate(encodings)]
+
+    def task_index(self, task: str | None) -> int | None:
+        """The index of `task`'s adapter (default_task's when None), None for no task.
+
+        Raises:
+            ValueError: a task for a model without adapters, or an unknown one, naming the model's tasks.
+        """
+        return job_task_index(self, task)
 
     def _finish(self, vectors: list[Tensor]) -> Tensor:
         pooled = vectors[0] if len(vectors) == 1 else torch.cat(vectors, dim=-1)

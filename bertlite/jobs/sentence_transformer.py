@@ -137,6 +137,8 @@ class SentenceTransformer(Embedder):
             hub_kwargs=kwargs,
         )
         set_attention(self.model, model_kwargs)
+        self.default_task = (model_kwargs or {}).get("default_task")
+        self.task_index(None)  # an unknown default_task fails here, by name
 
     @renamed_keywords(sentences="inputs")
     @arrays_as_lists
@@ -185,7 +187,8 @@ class SentenceTransformer(Embedder):
             pool: a pool of start_multi_process_pool's to encode in.
             chunk_size: texts per task sent to a pool's process; None: about 10 tasks per process.
             max_tokens, on_long: bertlite's, as Embedder.encode's.
-            **kwargs: "task" (sentence-transformers' Router models'), accepted and unused; "processing_kwargs"
+            **kwargs: "task": a model with task adapters runs that adapter (jina-embeddings-v3's; None: its
+                default_task), another accepts it unused (sentence-transformers' Router models'); "processing_kwargs"
                 ({"text": {"max_length": n, "truncation": True}}: this call's max_length; bertlite.jobs.st.processing).
 
         Returns:
@@ -223,6 +226,8 @@ class SentenceTransformer(Embedder):
             return outputs[0] if single else outputs
         options = {"max_tokens": max_tokens, "on_long": on_long, "prompt": prompt, "truncate_dim": truncate_dim}
         options["output_value"] = output_value
+        if getattr(self.bert.config, "lora_adaptations", None):
+            options["task"] = kwargs.get("task")
         if pool is not None or (isinstance(device, list | tuple) and device):
             embeddings = self._encode_in_pool(texts, batch_size, pool, device, chunk_size, options)
         else:

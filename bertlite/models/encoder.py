@@ -273,12 +273,15 @@ class EncoderPreTrainedModel(PreTrainedModel):
         layout: PackedLayout | None,
         first_token_of: Tensor | None,
         final_norm: nn.Module | None = None,
+        adapter_mask: Tensor | None = None,
     ) -> BaseModelOutputWithPooling:
         """A rotary family's forward, padded or packed: `_embed`, `rotary_emb`, the layers, the optional pooler.
 
         Args:
             input_ids ... first_token_of: as the family's forward takes them.
             final_norm: the family's norm after the last layer, if it has one.
+            adapter_mask: (B,) each sequence's task adapter, for a family with them (layers.lora; -1: none); its
+                rows' tasks then reach `_embed`, each layer and the pooler as one more argument.
 
         Returns:
             The output; pooler_output the pooler's on each sequence's first token, None without a pooler.
@@ -290,11 +293,13 @@ class EncoderPreTrainedModel(PreTrainedModel):
         layers = self.get_submodule(self._layers_path)
         if self._is_packed(attention_mask, position_ids, inputs_embeds, lengths, layout, first_token_of):
             layout = self._packed_layout(input_ids, token_type_ids, lengths, layout, first_token_of, output_attentions)
-            hidden_states = self._embed(input_ids, token_type_ids, None)
+            rows = () if adapter_mask is None else (adapter_mask.repeat_interleave(layout.lengths),)  # each token's
+            hidden_states = self._embed(input_ids, token_type_ids, None, *rows)
             position_ids, bias = layout.positions, None
         else:
             check_inputs(self.config, input_ids, inputs_embeds, attention_mask, token_type_ids, position_ids)
-            hidden_states = self._embed(input_ids, token_type_ids, inputs_embeds)
+            rows = () if adapter_mask is None else (adapter_mask[:, None],)  # (B, 1): each sequence's task
+            hidden_states = self._embed(input_ids, token_type_ids, inputs_embeds, *rows)
             if position_ids is None:
                 position_ids = torch.arange(hidden_states.shape[1], device=hidden_states.device).unsqueeze(0)
             elif position_ids.dim() == 1:
@@ -305,13 +310,18 @@ class EncoderPreTrainedModel(PreTrainedModel):
 
         def layer_args(i: int, layer: nn.Module) -> tuple[Any, ...]:
             # first_token_of: the last layer computes only those sequences' first-token rows.
-            return rotary, bias, output_attentions, layout, first_token_of if i == last else None
+            return rotary, bias, output_attentions, layout, first_token_of if i == last else None, *rows
 
         out = self._layer_loop(hidden_states, layers, layer_args, output_attentions, output_hidden_states, final_norm)
         pooled = None
         if self.pooler is not None:  # first_token_of: the rows left are first tokens
             first = out[0][:, 0] if layout is None else out[0] if first_token_of is not None else out[0][layout.starts]
-            pooled = self.pooler(first)
+            pooled_rows = (
+                ()
+                if adapter_mask is None
+                else (adapter_mask if first_token_of is None else adapter_mask[first_token_of],)
+            )
+            pooled = self.pooler(first, *pooled_rows)
         return BaseModelOutputWithPooling(out[0], pooled, *out[1:])
 
 

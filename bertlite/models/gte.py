@@ -12,7 +12,7 @@ CPU's oneDNN Linears and int8 swap in as for BERT. The heads are in models.gte_h
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -28,6 +28,7 @@ from bertlite.layers.attention import (
     padded_attention,
 )
 from bertlite.layers.fused import fused_linear
+from bertlite.layers.lora import with_tasks
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
 from bertlite.models.encoder import EncoderPreTrainedModel
@@ -100,18 +101,26 @@ class GteRotaryEmbedding(nn.Module):
 class GteAttention(nn.Module):
     """GTE's attention: qkv_proj, rotary positions, attention by name, o_proj."""
 
+    # The fused query|key|value Linear's and the output Linear's names (jina-embeddings-v3's: Wqkv, out_proj).
+    projection_names: ClassVar[tuple[str, str]] = ("qkv_proj", "o_proj")
+
     def __init__(self, config: GteConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.head_dim = config.head_dim
         self.scaling = self.head_dim**-0.5
-        self.qkv_proj = nn.Linear(config.hidden_size, 3 * config.hidden_size)
-        self.o_proj = nn.Linear(config.hidden_size, config.hidden_size)
+        qkv_name, out_name = self.projection_names
+        setattr(self, qkv_name, self._linear(config, config.hidden_size, 3 * config.hidden_size))
+        setattr(self, out_name, self._linear(config, config.hidden_size, config.hidden_size))
         self.attention_dropout = config.attention_probs_dropout_prob
         self.attn_implementation = check_attn_implementation(attn_implementation)
         # Set by the module swap that installs an o_proj taking forward(x, residual=) (layers.onednn.optimize,
         # quant.int8.quantize_int8): the layer's residual add then runs inside its GEMM. Inference only.
         self.fuses_residual = False
+
+    def _linear(self, config: GteConfig, in_features: int, out_features: int) -> nn.Module:
+        """One of the attention's Linears (a family with task adapters builds their Linear)."""
+        return nn.Linear(in_features, out_features)
 
     def forward(
         self,
@@ -122,14 +131,19 @@ class GteAttention(nn.Module):
         layout: PackedLayout | None = None,
         first_token_of: Tensor | None = None,
         residual: Tensor | None = None,
+        adapter: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """hidden_states (B, T, H) with an additive attention_bias (B, 1, 1, T), or packed (N, H) rows with their
         layout; first_token_of (packed): only these sequences' first-token queries, (R, H) out; residual: added
-        inside o_proj (fuses_residual, inference)."""
+        inside o_proj (fuses_residual, inference); adapter: each row's task ((B, 1) or (N,); layers.lora)."""
         name = "eager" if output_attentions else self.attn_implementation
         dropout_p = self.attention_dropout if self.training else 0.0
         cos, sin = position_embeddings
-        qkv = fused_linear(self.qkv_proj, hidden_states, 3)  # transformers' q_proj, k_proj, v_proj
+        qkv_proj = getattr(self, self.projection_names[0])
+        qkv = fused_linear(qkv_proj, hidden_states, 3, adapter)  # transformers' q_proj, k_proj, v_proj
+        out_adapter = adapter
+        if adapter is not None and first_token_of is not None:
+            out_adapter = adapter[layout.starts[first_token_of]]  # the tasks of the rows kept
         if layout is not None:
             rows = qkv.view(-1, 3, self.num_heads, self.head_dim)  # (N, 3, nh, hs)
             query = apply_rotary(rows[:, 0], cos[:, None], sin[:, None])
@@ -140,7 +154,7 @@ class GteAttention(nn.Module):
                 context, probs = packed_first_token_attention(*args[:2], first_token_of, *args[2:]), None
             else:
                 context, probs = PACKED_ATTENTION[name](*args)
-            return self._out(context, residual), probs
+            return self._out(context, residual, out_adapter), probs
         input_shape = hidden_states.shape[:-1]
         query, key, value = qkv.view(*input_shape, 3, -1, self.head_dim).unbind(dim=-3)
         query, key, value = (t.transpose(1, 2) for t in (query, key, value))  # (B, nh, T, hs)
@@ -148,11 +162,13 @@ class GteAttention(nn.Module):
         key = apply_rotary(key, cos[:, None], sin[:, None])
         context, probs = padded_attention(name)(query, key, value, attention_bias, self.scaling, dropout_p)
         context = context.reshape(*input_shape, -1).contiguous()  # (B, T, H)
-        return self._out(context, residual), probs
+        return self._out(context, residual, out_adapter), probs
 
-    def _out(self, context: Tensor, residual: Tensor | None) -> Tensor:
-        """o_proj on the context, with the residual added in its GEMM when given (fuses_residual)."""
-        return self.o_proj(context, residual=residual) if residual is not None else self.o_proj(context)
+    def _out(self, context: Tensor, residual: Tensor | None, adapter: Tensor | None = None) -> Tensor:
+        """o_proj on the context, with the residual added in its GEMM when given (fuses_residual), or each row's
+        task adapter."""
+        o_proj = getattr(self, self.projection_names[1])
+        return o_proj(context, residual=residual) if residual is not None else with_tasks(o_proj, context, adapter)
 
 
 class GteMLP(nn.Module):
@@ -168,14 +184,15 @@ class GteMLP(nn.Module):
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size)
         self.fuses_residual = False  # as GteAttention's, for down_proj
 
-    def forward(self, hidden_states: Tensor, residual: Tensor | None = None) -> Tensor:
-        """(..., H) -> (..., H); residual (fuses_residual, inference): added inside down_proj's GEMM."""
-        up, gate = fused_linear(self.up_gate_proj, hidden_states, 2).chunk(2, dim=-1)  # up_proj, gate_proj
+    def forward(self, hidden_states: Tensor, residual: Tensor | None = None, adapter: Tensor | None = None) -> Tensor:
+        """(..., H) -> (..., H); residual (fuses_residual, inference): added inside down_proj's GEMM; adapter: each
+        row's task (layers.lora)."""
+        up, gate = fused_linear(self.up_gate_proj, hidden_states, 2, adapter).chunk(2, dim=-1)  # up_proj, gate_proj
         # Contiguous, the activation rounds as on transformers' separate gate_proj output (a strided view may not).
         gated = self.act_fn(gate.contiguous()) * up
         if residual is not None:
             return self.down_proj(gated, residual=residual)
-        return self.down_proj(self.dropout(gated))
+        return with_tasks(self.down_proj, self.dropout(gated), adapter)
 
 
 class GteLayer(nn.Module):
@@ -212,20 +229,30 @@ class GteLayer(nn.Module):
         output_attentions: bool = False,
         layout: PackedLayout | None = None,
         first_token_of: Tensor | None = None,
+        adapter: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """first_token_of (packed): only these sequences' first-token rows come out, (R, H)."""
-        residual = hidden_states
+        """first_token_of (packed): only these sequences' first-token rows come out, (R, H); adapter: each row's
+        task ((B, 1) or (N,); layers.lora)."""
+        residual, out_adapter = hidden_states, adapter
         if first_token_of is not None:
             residual = hidden_states[layout.starts[first_token_of]]  # the residual of the rows kept
+            out_adapter = None if adapter is None else adapter[layout.starts[first_token_of]]
         fused = not self.training  # the swapped Linears add the residual inside their GEMMs
         into_gemm = residual if fused and self.attention.fuses_residual else None
         out, probs = self.attention(
-            hidden_states, position_embeddings, attention_bias, output_attentions, layout, first_token_of, into_gemm
+            hidden_states,
+            position_embeddings,
+            attention_bias,
+            output_attentions,
+            layout,
+            first_token_of,
+            into_gemm,
+            adapter,
         )
         hidden_states = self.attn_ln(out if into_gemm is not None else residual + self.hidden_dropout(out))
         if fused and self.mlp.fuses_residual:
             return self.mlp_ln(self.mlp(hidden_states, residual=hidden_states)), probs
-        return self.mlp_ln(hidden_states + self.hidden_dropout(self.mlp(hidden_states))), probs
+        return self.mlp_ln(hidden_states + self.hidden_dropout(self.mlp(hidden_states, adapter=out_adapter))), probs
 
 
 class GteEncoder(nn.Module):

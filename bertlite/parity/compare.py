@@ -45,7 +45,8 @@ FAMILY_HEADS: dict[str, str] = {
 HEAD_LOGITS |= {name: HEAD_LOGITS[bert] for name, bert in FAMILY_HEADS.items()}
 HEAD_LOGITS["ElectraForPreTraining"] = {"logits": "token"}  # the discriminator: one logit per token
 # Families whose transformers module tree is not the checkpoint's, which bertlite keeps (GTE: transformers splits
-# qkv_proj and up_gate_proj and renames the layer's parts; NomicBERT: Wqkv, fc11/fc12, norm1/norm2, emb_ln):
+# qkv_proj and up_gate_proj and renames the layer's parts; NomicBERT: Wqkv, fc11/fc12, norm1/norm2, emb_ln;
+# jina-embeddings-v3: mixer.Wqkv, norm1/norm2, emb_ln):
 # bertlite's module name -> transformers', by pattern.
 # Their weights are compared in the checkpoint's layout, transformers' state_dict converted back as it saves it.
 REFERENCE_NAMES: dict[str, tuple[tuple[str, str], ...]] = {
@@ -59,6 +60,13 @@ REFERENCE_NAMES: dict[str, tuple[tuple[str, str], ...]] = {
         (r"^emb_ln$", "embeddings"),
         (r"^encoder\.layers\.", "layers."),
         (r"\.attn$", ".self_attn"),
+        (r"\.norm1$", ".post_attention_layernorm"),
+        (r"\.norm2$", ".post_mlp_layernorm"),
+    ),
+    "jina_embeddings_v3": (
+        (r"^emb_ln$", "embeddings"),
+        (r"^encoder\.layers\.", "layers."),
+        (r"\.mixer$", ".self_attn"),
         (r"\.norm1$", ".post_attention_layernorm"),
         (r"\.norm2$", ".post_mlp_layernorm"),
     ),

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from bertlite.errors import Int8PrecisionWarning
 from bertlite.layers.activations import ACT2FN
+from bertlite.layers.lora import LoRALinear
 from bertlite.layers.onednn import restore
 from bertlite.layers.roles import (
     BERT_ROLES,
@@ -332,6 +333,9 @@ def _check_model(model: nn.Module, layers: nn.ModuleList | None, alpha: float | 
         raise TypeError(f"quantize_int8 takes a bertlite BERT model, got {type(model).__name__}")
     if is_quantized(model):
         raise ValueError("the model is already quantized (it holds Int8Linear modules)")
+    if any(isinstance(m, LoRALinear) for m in model.modules()):
+        # An Int8Linear in a LoRALinear's place would drop its task adapters.
+        raise ValueError("quantize_int8: the model has task adapters (jina-embeddings-v3's), which int8 does not keep")
     weight = model.get_input_embeddings().weight
     if weight.dtype != torch.float32 or weight.device.type != "cpu":
         raise ValueError(f"quantize_int8 needs a float32 model on the CPU, got {weight.dtype} on {weight.device}")

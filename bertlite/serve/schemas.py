@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 ENCODING_FORMATS = ("float", "base64")
-OPENAI_FIELDS = ("input", "model", "encoding_format", "dimensions", "user", "prompt_name", "prompt")
-TEI_FIELDS = ("inputs", "normalize", "truncate", "truncation_direction", "prompt_name", "prompt", "dimensions")
+# task: the task adapter of a model with them (jina-embeddings-v3's), bertlite's own field.
+OPENAI_FIELDS = ("input", "model", "encoding_format", "dimensions", "user", "prompt_name", "prompt", "task")
+TEI_FIELDS = ("inputs", "normalize", "truncate", "truncation_direction", "prompt_name", "prompt", "dimensions", "task")
 # /embed_all and /embed_sparse; is_query: a multi-vector model's queries (else documents), bertlite's own.
 TEI_TOKENS_FIELDS = ("inputs", "truncate", "truncation_direction", "prompt_name", "prompt", "is_query")
 
@@ -41,6 +42,7 @@ class EmbedRequest:
     normalize: bool = False  # L2-normalize what the model gives (TEI's normalize)
     truncate: bool | None = None  # None: the server's --auto-truncate
     is_query: bool = False  # /embed_all on a multi-vector model: queries (else documents)
+    task: str | None = None  # the task adapter to run; None: the model's default task, if any
 
 
 def parse_openai(body: bytes) -> EmbedRequest:
@@ -64,6 +66,7 @@ def parse_openai(body: bytes) -> EmbedRequest:
         dimensions=dimensions,
         encoding_format=encoding_format,
         normalize=dimensions is not None,  # OpenAI re-normalizes the shortened vectors
+        task=optional(data, "task", str, "a string"),
     )
 
 
@@ -78,6 +81,7 @@ def parse_tei(body: bytes) -> EmbedRequest:
         dimensions=_dimensions(data),
         normalize=True if normalize is None else normalize,
         truncate=truncate_field(data),
+        task=optional(data, "task", str, "a string"),
     )
 
 

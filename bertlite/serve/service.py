@@ -13,6 +13,7 @@ import numpy as np
 from tokenizers import Encoding
 
 from bertlite.jobs.kinds import kind_of
+from bertlite.jobs.tasks import job_task_index, with_task
 from bertlite.serve.batching import Batcher
 from bertlite.serve.schemas import EmbedRequest, RequestError
 from bertlite.serve.schemas_rerank import PredictRequest, RerankRequest
@@ -111,9 +112,13 @@ class Service:
             raise RequestError(
                 422, f"dimensions: {req.dimensions} is more than the model's {embedder.dimension}", "dimensions"
             )
+        try:
+            task = job_task_index(embedder, req.task)
+        except ValueError as e:
+            raise RequestError(422, f"task: {e}", "task", "invalid_request") from e
         if req.ids is None:
             encodings = await self._encode(texts, req.truncate, field)
-        vectors, tokens = await self._run(encodings)
+        vectors, tokens = await self._run(with_task(list(encodings), task))
         if req.dimensions is not None:
             vectors = vectors[:, : req.dimensions]
         if req.normalize:

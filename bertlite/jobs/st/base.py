@@ -69,9 +69,10 @@ MODULE_FILES = ("config.json", "model.safetensors", "pytorch_model.bin")
 # The prompts encode_query and encode_document use unless given one: the first of their task's the model has.
 TASK_PROMPTS = {"query": ("query",), "document": ("document", "passage", "corpus")}
 # model_kwargs keys bertlite reads: the dtype under either of transformers' names, a device_map that names one
-# device, attn_implementation, and low_cpu_mem_usage (accepted, no effect: bertlite always loads without a
-# second copy of the weights).
-MODEL_KWARGS = ("dtype", "torch_dtype", "device_map", "attn_implementation", "low_cpu_mem_usage")
+# device, attn_implementation, low_cpu_mem_usage (accepted, no effect: bertlite always loads without a second copy
+# of the weights), and default_task (the task adapter encode runs without a task, as jina-embeddings-v3's code
+# reads it).
+MODEL_KWARGS = ("dtype", "torch_dtype", "device_map", "attn_implementation", "low_cpu_mem_usage", "default_task")
 # transformers' attn_implementation names bertlite takes: "eager" runs its eager reference; the others are what
 # it picks for the device anyway (SDPA, or flash attention where it runs on CUDA).
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3")

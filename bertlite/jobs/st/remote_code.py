@@ -2,10 +2,10 @@
 bertlite's own code runs; no code from a checkpoint ever runs.
 
 A checkpoint asks for its own code through config.json's auto_map. Its model_type says whether bertlite can stand
-in for that code: GTE's original layout ("new"), JinaBERT-v2's ("bert" with ALiBi and Jina's auto_map), NomicBERT
-and EuroBERT are written only as remote code, and bertlite implements them; any other auto_map under a type
-transformers implements would run different code there than the plain architecture bertlite has, so it is refused,
-as is any type bertlite lacks.
+in for that code: GTE's original layout ("new"), JinaBERT-v2's ("bert" with ALiBi and Jina's auto_map),
+jina-embeddings-v3's (an "xlm-roberta" naming Jina's flash implementation), NomicBERT and EuroBERT are written only
+as remote code, and bertlite implements them; any other auto_map under a type transformers implements would run
+different code there than the plain architecture bertlite has, so it is refused, as is any type bertlite lacks.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from bertlite.hub import resolve_file
 __all__ = ["REMOTE_CODE_FAMILIES", "check_remote_code"]
 
 # The families whose auto_map code bertlite implements natively (config.families.family_model_type).
-REMOTE_CODE_FAMILIES = ("gte", "jina_bert", "nomic_bert", "eurobert")
+REMOTE_CODE_FAMILIES = ("gte", "jina_bert", "jina_embeddings_v3", "nomic_bert", "eurobert")
 
 
 def check_remote_code(name_or_path: str | os.PathLike, hub_kwargs: dict[str, Any]) -> None:
