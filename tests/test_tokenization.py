@@ -266,7 +266,7 @@ def test_non_bert_and_missing_tokenizers_are_refused_by_name(real_model_path, tm
     gpt2.mkdir()
     shutil.copy(real_model_path / "vocab.txt", gpt2)
     (gpt2 / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
-    with pytest.raises(ValueError, match=r"gpt2/config.json: model_type='gpt2' is a decoder; bertlite serves encoders"):
+    with pytest.raises(ValueError, match=r"gpt2/config.json: model_type='gpt2' is not a BERT checkpoint"):
         bertlite.AutoTokenizer.from_pretrained(gpt2)
     (gpt2 / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "GPT2Tokenizer"}))
     with pytest.raises(ValueError, match=r"gpt2: tokenizer_config.json has tokenizer_class='GPT2Tokenizer'"):
