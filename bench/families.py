@@ -37,6 +37,8 @@ FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {
     "electra": {"embedding_size": 128},
     # ModernBERT's special tokens are those of its own 50,368-entry vocabulary: here the WordPiece one's.
     "modernbert": dict(pad_token_id=0, bos_token_id=101, cls_token_id=101, eos_token_id=102, sep_token_id=102),
+    # EuroBERT's are those of its 128,256-entry vocabulary: here the WordPiece one's.
+    "eurobert": dict(pad_token_id=0, bos_token_id=101, eos_token_id=102, mask_token_id=103),
 }
 # Families whose models take no token_type_ids: their tokenizer gives none, as their own tokenizers do.
 NO_TOKEN_TYPES = ("distilbert", "mpnet")
@@ -214,7 +216,7 @@ def format_families(result: dict[str, Any]) -> str:
         f"Families: random checkpoints, hidden {shape['hidden_size']}, {shape['num_hidden_layers']} layers; "
         "x hf: texts/s over transformers length-sorted (sdpa, or eager where it has none); min cos: to transformers "
         "eager fp32",
-        f"{'family':<14}{'config':<30}{'texts/s':>9}{'x hf':>8}{'min cos':>10}",
+        f"{'family':<20}{'config':<30}{'texts/s':>9}{'x hf':>8}{'min cos':>10}",
     ]
     for model_type, family in result["families"].items():
         configs = family["configs"]
@@ -222,9 +224,9 @@ def format_families(result: dict[str, Any]) -> str:
         for name, r in configs.items():
             ratio = f"{r['texts_per_s'] / base:.2f}x" if base else "-"
             lines.append(
-                f"{model_type:<14}{name:<30}{r['texts_per_s']:>9.1f}{ratio:>8}{r['min_cosine_vs_hf_eager_fp32']:>10.6f}"
+                f"{model_type:<20}{name:<30}{r['texts_per_s']:>9.1f}{ratio:>8}{r['min_cosine_vs_hf_eager_fp32']:>10.6f}"
             )
-        lines += [f"{model_type:<14}skipped {name}: {why}" for name, why in family["skipped"].items()]
+        lines += [f"{model_type:<20}skipped {name}: {why}" for name, why in family["skipped"].items()]
         if model_type in NO_TRANSFORMERS_MODULE:
-            lines.append(f"{model_type:<14}no transformers module: bertlite alone, min cos to bertlite eager fp32")
+            lines.append(f"{model_type:<20}no transformers module: bertlite alone, min cos to bertlite eager fp32")
     return "\n".join(lines)

@@ -48,4 +48,4 @@ def test_a_family_without_a_transformers_module_runs_bertlite_alone() -> None:
     family = result["families"]["jina_bert"]
     assert list(family["configs"]) == ["bertlite_fp32"] and family["skipped"] == {}
     assert family["configs"]["bertlite_fp32"]["min_cosine_vs_hf_eager_fp32"] >= 0.9999
-    assert "jina_bert     no transformers module" in families.format_families(result)
+    assert "jina_bert           no transformers module" in families.format_families(result)
