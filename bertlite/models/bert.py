@@ -227,9 +227,12 @@ class BertSelfOutput(_DenseAddNorm):
 
 
 class BertAttention(nn.Module):
+    # A family whose attention adds to BERT's (JinaBERT's normed query and key) names its class here.
+    self_attention_class: type[BertSelfAttention] = BertSelfAttention
+
     def __init__(self, config: BertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
         super().__init__()
-        self.self = BertSelfAttention(config, attn_implementation)
+        self.self = self.self_attention_class(config, attn_implementation)
         self.output = BertSelfOutput(config)
 
     def forward(
@@ -239,8 +242,13 @@ class BertAttention(nn.Module):
         output_attentions: bool = False,
         layout: PackedLayout | None = None,
         first_token_of: Tensor | None = None,
+        position_bias: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        context, probs = self.self(hidden_states, attention_bias, output_attentions, layout, first_token_of)
+        """BertSelfAttention, then BertSelfOutput on the residual (of the rows kept, with first_token_of);
+        position_bias: the encoder's shared bias by distance (JinaBERT's ALiBi), None for BERT."""
+        context, probs = self.self(
+            hidden_states, attention_bias, output_attentions, layout, first_token_of, position_bias
+        )
         if first_token_of is not None:
             hidden_states = hidden_states[layout.starts[first_token_of]]  # the residual of the rows kept
         return self.output(context, hidden_states), probs

@@ -25,7 +25,7 @@ from bertlite.layers.activations import ACT2FN
 from bertlite.layers.attention import DEFAULT_ATTENTION
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
-from bertlite.models.bert import BertEncoder, BertModel, BertSelfAttention, BertSelfOutput
+from bertlite.models.bert import BertAttention, BertEncoder, BertModel, BertSelfAttention
 from bertlite.models.heads import family_config
 
 __all__ = ["JinaBertModel", "alibi_head_slopes"]
@@ -103,31 +103,10 @@ class JinaBertQKPostNormSelfAttention(BertSelfAttention):
         return torch.cat(self.projections(hidden_states), dim=-1)
 
 
-class JinaBertAttention(nn.Module):
-    """BERT's attention (self, output), passing the ALiBi bias to self."""
+class JinaBertAttention(BertAttention):
+    """BERT's attention (self, output); self adds the encoder's ALiBi bias."""
 
-    self_attention_class: type[BertSelfAttention] = JinaBertSelfAttention
-
-    def __init__(self, config: JinaBertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
-        super().__init__()
-        self.self = self.self_attention_class(config, attn_implementation)
-        self.output = BertSelfOutput(config)
-
-    def forward(
-        self,
-        hidden_states: Tensor,
-        attention_bias: Tensor | None = None,
-        output_attentions: bool = False,
-        layout: PackedLayout | None = None,
-        first_token_of: Tensor | None = None,
-        position_bias: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor | None]:
-        context, probs = self.self(
-            hidden_states, attention_bias, output_attentions, layout, first_token_of, position_bias
-        )
-        if first_token_of is not None:
-            hidden_states = hidden_states[layout.starts[first_token_of]]  # the residual of the rows kept
-        return self.output(context, hidden_states), probs
+    self_attention_class = JinaBertSelfAttention
 
 
 class JinaBertGLUMLP(nn.Module):
