@@ -260,7 +260,8 @@ def ready(model: M, pack_weights: bool = True, compute: torch.dtype | None = Non
     for layer in model_layers(bert):
         self_attention = attention_of(layer)  # found by the layer's roles (bertlite.layers.roles)
         linears = () if roles_of(layer).qkv else tuple(part(layer, role) for role in ("query", "key", "value"))
-        if linears and self_attention.qkv is None and all(type(m) is nn.Linear and m.bias is not None for m in linears):
+        fusable = all(type(m) is nn.Linear for m in linears) and len({m.bias is None for m in linears}) == 1
+        if linears and self_attention.qkv is None and fusable:
             self_attention.qkv = FusedQKV(*linears)  # one GEMM, not three and a concatenation
         if attention is not None:
             self_attention.attn_implementation = attention

@@ -45,7 +45,12 @@ from bertlite.layers.roles import (
 from bertlite.utils.measured import Choice, Rounds, decide, machine_key, time_rounds
 
 # Activations oneDNN fuses into the GEMM: name -> (attr, algorithm) of _linear_pointwise.
-FUSED_ACTIVATIONS = {"gelu": ("gelu", "none"), "gelu_pytorch_tanh": ("gelu", "tanh"), "relu": ("relu", "")}
+FUSED_ACTIVATIONS = {
+    "gelu": ("gelu", "none"),
+    "gelu_pytorch_tanh": ("gelu", "tanh"),
+    "relu": ("relu", ""),
+    "silu": ("swish", ""),
+}
 ONEDNN_DTYPES = (torch.float32, torch.bfloat16)
 PACKED_DTYPES = (torch.float32,)
 # The row count oneDNN is told to expect when it picks the packed layout: Embedder's batches hold
@@ -347,7 +352,7 @@ class FusedQKV(_KeepsDerived, nn.Module):
         if self.compute is not None and _runs_here(x):
             # Attention reads query|key|value in float32, as it does a float32 model's.
             out = torch.ops.mkldnn._linear_pointwise(x.to(self.compute), weight, None, "none", [], "").float()
-            return out.add_(bias)
+            return out if bias is None else out.add_(bias)
         if self.kernel == "onednn" and _runs_here(x):
             return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
         # MKL's GEMM where it was timed faster, a GPU's, or a dtype oneDNN does not take.
@@ -357,11 +362,12 @@ class FusedQKV(_KeepsDerived, nn.Module):
         return f"pack={self.pack}, kernel={self.kernel}" + ("" if self.compute is None else f", compute={self.compute}")
 
     def _sources(self) -> list[Tensor]:
-        return [t for m in self.projections for t in (m.weight, m.bias)]
+        return [t for m in self.projections for t in (m.weight, m.bias) if t is not None]
 
-    def _fuse(self) -> tuple[Tensor, Tensor]:
+    def _fuse(self) -> tuple[Tensor, Tensor | None]:
         weight = torch.cat([m.weight.detach() for m in self.projections])
-        bias = torch.cat([m.bias.detach() for m in self.projections])
+        biases = [m.bias for m in self.projections]
+        bias = None if biases[0] is None else torch.cat([b.detach() for b in biases])
         if self.compute is not None:
             return weight.to(self.compute), bias
         packs = self.pack and weight.dtype in PACKED_DTYPES and weight.device.type == "cpu"
@@ -380,7 +386,8 @@ def optimize(
     Each layer's parts are found by their roles (bertlite.layers.roles), so every family's names work.
     query/key/value run as one FusedQKV (a layer whose one Linear already gives them, ModernBERT's Wqkv, runs it as
     a OneDNNLinear); each encoder dense runs as a OneDNNLinear with its activation (intermediate, where that pays
-    on this CPU; not a gated one's) or residual add (attention output, output) fused; attention
+    on this CPU) or residual add (attention output, output) fused; a gated feed-forward's act(gate) * up runs as
+    one GatedProduct (bertlite.layers.gated: the activation and the product in its two GEMMs' epilogues); attention
     "sdpa" becomes "varlen" where this process built the C++ attention and it was timed faster here
     (bertlite.layers.native_attention), else "auto" (bertlite.layers.attention). Only plain float32/bfloat16
     Linears on the CPU are replaced (int8's modules, adapters and other devices are left as they are), and
@@ -421,14 +428,16 @@ def optimize(
                 epilogue = "add" if role in roles.residual_owners else "none"  # a layer with no owner never passes it
                 replace(layer, role, OneDNNLinear(dense, **forms.form(dense, epilogue)))
                 set_fuses_residual(layer, role, True)
-        intermediate = part(layer, "intermediate")
-        if forms.replaceable(intermediate):
-            hidden_act = activation_owner(layer).hidden_act
-            fused = None if roles.gated else _fused_activation(hidden_act, intermediate, fuse, compute)
-            form = forms.form(intermediate, fused or "none")
-            replace(layer, "intermediate", OneDNNLinear(intermediate, activation=fused, **form))
-            if fused is not None:
-                replace(layer, "activation", ACT2FN["linear"])  # applied inside the GEMM now
+        if roles.gated and forms.install_gated_product(layer, fuse):
+            continue
+        for role in ("intermediate", "up") if roles.up else ("intermediate",):
+            linear = part(layer, role)
+            if forms.replaceable(linear):
+                hidden_act = activation_owner(layer).hidden_act
+                fused = None if roles.gated else _fused_activation(hidden_act, linear, fuse, compute)
+                replace(layer, role, OneDNNLinear(linear, activation=fused, **forms.form(linear, fused or "none")))
+                if fused is not None:
+                    replace(layer, "activation", ACT2FN["linear"])  # applied inside the GEMM now
     return model
 
 
@@ -456,8 +465,30 @@ class _Forms:
                 replace(layer, "qkv", OneDNNLinear(qkv, **self.form(qkv, "none")))
         elif attention.qkv is None:
             linears = tuple(part(layer, role) for role in ("query", "key", "value"))
-            if all(self.replaceable(m) for m in linears) and all(m.bias is not None for m in linears):
+            # One bias for the three, or none (EuroBERT's projections have none).
+            if all(self.replaceable(m) for m in linears) and len({m.bias is None for m in linears}) == 1:
                 attention.qkv = FusedQKV(*linears, **self.form(linears[0], "none", outputs=3))
+
+    def install_gated_product(self, layer: nn.Module, fuse: bool | None) -> bool:
+        """A gated feed-forward's act(gate) * up as one GatedProduct in its `gated_product` slot (layers.gated),
+        where oneDNN runs the product here: float32 or bf16 weights, not `compute` (whose product would round the
+        gate to bf16 first).
+
+        Returns:
+            Whether it was installed.
+        """
+        from bertlite.layers.gated import GatedProduct, product_works
+
+        roles, owner = roles_of(layer), activation_owner(layer)
+        linears = tuple(part(layer, role) for role in (("intermediate", "up") if roles.up else ("intermediate",)))
+        if self.compute is not None or not all(_replaceable(m) for m in linears):
+            return False
+        if not product_works(linears[0].weight.dtype):
+            return False
+        fused = _fused_activation(owner.hidden_act, linears[0], fuse) is not None
+        pack = _packs(linears[0], self.pack_weights)
+        owner.gated_product = GatedProduct(linears, roles.activated_first, owner.hidden_act, fused, pack)
+        return True
 
 
 def restore(model: nn.Module) -> nn.Module:
@@ -482,15 +513,20 @@ def restore(model: nn.Module) -> nn.Module:
             if isinstance(part(layer, role), OneDNNLinear):
                 replace(layer, role, _plain(part(layer, role)))
                 set_fuses_residual(layer, role, False)
-        if isinstance(part(layer, "intermediate"), OneDNNLinear):
-            replace(layer, "intermediate", _plain(part(layer, "intermediate")))
-            replace(layer, "activation", ACT2FN[activation_owner(layer).hidden_act])
+        for role in ("intermediate", "up") if roles_of(layer).up else ("intermediate",):
+            if isinstance(part(layer, role), OneDNNLinear):
+                replace(layer, role, _plain(part(layer, role)))
+                replace(layer, "activation", ACT2FN[activation_owner(layer).hidden_act])
+        if getattr(activation_owner(layer), "gated_product", None) is not None:
+            activation_owner(layer).gated_product = None
     return model
 
 
 def is_optimized(model: nn.Module) -> bool:
     """Whether `optimize` installed any of its modules in `model`."""
-    return any(isinstance(m, (OneDNNLinear, FusedQKV)) for m in model.modules())
+    from bertlite.layers.gated import GatedProduct
+
+    return any(isinstance(m, (OneDNNLinear, FusedQKV, GatedProduct)) for m in model.modules())
 
 
 def _replaceable(module: nn.Module) -> bool:

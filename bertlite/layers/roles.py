@@ -41,8 +41,14 @@ class LayerRoles:
             layer call that Linear as `forward(x, residual=)`, the add inside its GEMM (inference only).
         qkv: a Linear that already gives query|key|value in one GEMM (ModernBERT's "attn.Wqkv"), swapped as it
             is; query, key and value are then "". "": the attention module's `qkv` slot, which the swaps fill.
-        gated: the intermediate's output is input|gate (ModernBERT's GeGLU mlp.Wi), so its activation, which
-            reads half of it, stays outside the GEMM.
+        gated: the feed-forward is gated, act(gate) * up: `intermediate` gives both halves (ModernBERT's GeGLU
+            mlp.Wi, input|gate) or, where `up` names the other Linear, the activated one alone (EuroBERT's
+            gate_proj). Its activation then stays outside the intermediate's GEMM, and the swaps may install a
+            module giving the product in the activation owner's `gated_product` slot (layers.gated).
+        up: a gated feed-forward's multiplied Linear where it is its own (EuroBERT's mlp.up_proj, NomicBERT's
+            mlp.fc11); "" where `intermediate` gives both halves.
+        activated_first: a fused gated intermediate's activation reads its first half (ModernBERT's input|gate,
+            JinaBERT-v2's gated|non_gated); False: its second (GTE's up|gate).
     """
 
     attention: str
@@ -56,6 +62,8 @@ class LayerRoles:
     residual_owners: dict[str, str] = field(default_factory=dict)
     qkv: str = ""
     gated: bool = False
+    up: str = ""
+    activated_first: bool = True
 
     def path(self, role: str) -> str:
         """The path of a role: one of LayerRoles' fields, or "qkv" (the fused Linear, or the attention's slot)."""

@@ -4,7 +4,7 @@ EuroBERT is a Llama-style encoder: pre-norm layers (`input_layernorm`, `post_att
 attention with q_proj/k_proj/v_proj/o_proj, rotary positions and grouped-query heads (num_key_value_heads key and
 value heads, each shared by a group of query heads), a SwiGLU feed-forward (down_proj(act(gate_proj(x)) *
 up_proj(x))), a final `norm` and no pooler. It has its own module tree here, on the shared attention kernels
-(layers.attention) and PackedLayout; the rotary positions are ModernBERT's functions. Packed, each key and value
+(layers.attention) and PackedLayout; the rotary positions are layers.rotary's. Packed, each key and value
 head is repeated for its group, so every packed attention runs it. The layer declares its parts (LayerRoles: q/k/v,
 o_proj and down_proj taking the residual add, gate_proj as the intermediate with its activation), so the CPU's
 oneDNN Linears swap in as for BERT; up_proj stays a plain Linear. The heads are in models.eurobert_heads.
@@ -29,9 +29,9 @@ from bertlite.layers.attention import (
 )
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
+from bertlite.layers.rotary import apply_rotary, rotate_query_key
 from bertlite.models.encoder import EncoderPreTrainedModel
 from bertlite.models.inputs import check_forward_kwargs
-from bertlite.models.modernbert import apply_rotary
 from bertlite.models.outputs import BaseModelOutputWithPooling
 
 
@@ -118,22 +118,19 @@ class EuroBertAttention(nn.Module):
         name = "eager" if output_attentions else self.attn_implementation
         dropout_p = self.attention_dropout if self.training else 0.0
         cos, sin = position_embeddings
-        query, key, value = self._projections(hidden_states)
-        lead = hidden_states.shape[:-1]
-        query = query.view(*lead, self.num_heads, self.head_dim)  # (..., nh, hs)
-        key = key.view(*lead, self.num_key_value_heads, self.head_dim)  # (..., nkv, hs)
-        value = value.view(*lead, self.num_key_value_heads, self.head_dim)
         if layout is not None:
-            query = apply_rotary(query, cos[:, None], sin[:, None])
-            key = apply_rotary(key, cos[:, None], sin[:, None])
-            rows = [query, *(t.repeat_interleave(self.groups, dim=1) for t in (key, value))]  # each (N, nh, hs)
-            qkv = torch.cat(rows, dim=1).view(len(query), -1)  # (N, 3 * nh * hs)
+            qkv = self._packed_qkv(hidden_states, cos, sin)
             args = (qkv, layout, self.num_heads, self.scaling, dropout_p)
             if first_token_of is not None:
                 context, probs = packed_first_token_attention(*args[:2], first_token_of, *args[2:]), None
             else:
                 context, probs = PACKED_ATTENTION[name](*args)
             return self._out(context, residual), probs
+        query, key, value = self._projections(hidden_states)
+        lead = hidden_states.shape[:-1]
+        query = query.view(*lead, self.num_heads, self.head_dim)  # (B, T, nh, hs)
+        key = key.view(*lead, self.num_key_value_heads, self.head_dim)  # (B, T, nkv, hs)
+        value = value.view(*lead, self.num_key_value_heads, self.head_dim)
         query, key, value = (t.transpose(1, 2) for t in (query, key, value))  # (B, heads, T, hs)
         query = apply_rotary(query, cos[:, None], sin[:, None])
         key = apply_rotary(key, cos[:, None], sin[:, None])
@@ -142,6 +139,20 @@ class EuroBertAttention(nn.Module):
         context, probs = padded_attention(name)(query, key, value, attention_bias, self.scaling, dropout_p)
         context = context.reshape(*lead, -1).contiguous()  # (B, T, nh * hs)
         return self._out(context, residual), probs
+
+    def _packed_qkv(self, hidden_states: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        """(N, 3 * nh * hs) packed query|key|value rows, rotated, each key and value head repeated for its group."""
+        if self.qkv is None:
+            qkv = torch.cat(self._projections(hidden_states), dim=-1)
+        else:
+            qkv = self.qkv(hidden_states)  # (N, (nh + 2 * nkv) * hs)
+        qkv = rotate_query_key(qkv, self.num_heads + self.num_key_value_heads, self.head_dim, cos, sin)
+        if self.groups == 1:
+            return qkv
+        heads = qkv.view(len(qkv), -1, self.head_dim)
+        query, key, value = heads.split([self.num_heads, self.num_key_value_heads, self.num_key_value_heads], dim=1)
+        rows = [query, *(t.repeat_interleave(self.groups, dim=1) for t in (key, value))]  # each (N, nh, hs)
+        return torch.cat(rows, dim=1).view(len(qkv), -1)
 
     def _out(self, context: Tensor, residual: Tensor | None) -> Tensor:
         """o_proj on the context, with the residual added in its GEMM when given (fuses_residual)."""
@@ -160,10 +171,14 @@ class EuroBertMLP(nn.Module):
         self.hidden_act = config.hidden_act  # by name too, for the module swap that restores `act_fn`
         self.act_fn = ACT2FN[config.hidden_act]
         self.fuses_residual = False  # as EuroBertAttention's, for down_proj
+        self.gated_product: nn.Module | None = None  # act(gate) * up in one module, set by layers.onednn.optimize
 
     def forward(self, hidden_states: Tensor, residual: Tensor | None = None) -> Tensor:
         """(..., H) -> (..., H); residual (fuses_residual, inference): added inside down_proj's GEMM."""
-        gated = self.act_fn(self.gate_proj(hidden_states)) * self.up_proj(hidden_states)
+        if self.gated_product is not None:
+            gated = self.gated_product(hidden_states)
+        else:
+            gated = self.act_fn(self.gate_proj(hidden_states)) * self.up_proj(hidden_states)
         return self.down_proj(gated, residual=residual) if residual is not None else self.down_proj(gated)
 
 
@@ -182,6 +197,8 @@ class EuroBertDecoderLayer(nn.Module):
         intermediate="mlp.gate_proj",
         activation="mlp.act_fn",
         output="mlp.down_proj",
+        gated=True,
+        up="mlp.up_proj",
         residual_owners={"attention_output": "self_attn", "output": "mlp"},
     )
 

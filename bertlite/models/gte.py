@@ -5,7 +5,7 @@ position embeddings, one fused `attention.qkv_proj`, a gated feed-forward (`mlp.
 act(gate) * up, then `mlp.down_proj`) and LayerNorms `attn_ln` and `mlp_ln`; token type embeddings are optional.
 The module tree has the names its checkpoints are saved under (transformers 5 saves its native `gte` so too), so
 keys load unchanged. Attention runs the shared kernels (layers.attention) padded or on PackedLayout's rows; the
-rotary positions are ModernBERT's functions. The layer declares its parts (LayerRoles: qkv_proj one fused
+rotary positions are layers.rotary's. The layer declares its parts (LayerRoles: qkv_proj one fused
 query|key|value Linear, up_gate_proj a gated intermediate, o_proj and down_proj taking the residual add), so the
 CPU's oneDNN Linears and int8 swap in as for BERT. The heads are in models.gte_heads.
 """
@@ -31,9 +31,9 @@ from bertlite.layers.fused import fused_linear
 from bertlite.layers.lora import with_tasks
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
+from bertlite.layers.rotary import apply_rotary, rotate_query_key
 from bertlite.models.encoder import EncoderPreTrainedModel
 from bertlite.models.inputs import check_forward_kwargs
-from bertlite.models.modernbert import apply_rotary
 from bertlite.models.outputs import BaseModelOutputWithPooling
 
 
@@ -145,10 +145,7 @@ class GteAttention(nn.Module):
         if adapter is not None and first_token_of is not None:
             out_adapter = adapter[layout.starts[first_token_of]]  # the tasks of the rows kept
         if layout is not None:
-            rows = qkv.view(-1, 3, self.num_heads, self.head_dim)  # (N, 3, nh, hs)
-            query = apply_rotary(rows[:, 0], cos[:, None], sin[:, None])
-            key = apply_rotary(rows[:, 1], cos[:, None], sin[:, None])
-            qkv = torch.cat([query, key, rows[:, 2]], dim=1).view(len(rows), -1)  # (N, 3H)
+            qkv = rotate_query_key(qkv, 2 * self.num_heads, self.head_dim, cos, sin)  # (N, 3H)
             args = (qkv, layout, self.num_heads, self.scaling, dropout_p)
             if first_token_of is not None:
                 context, probs = packed_first_token_attention(*args[:2], first_token_of, *args[2:]), None
@@ -183,13 +180,17 @@ class GteMLP(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size)
         self.fuses_residual = False  # as GteAttention's, for down_proj
+        self.gated_product: nn.Module | None = None  # act(gate) * up in one module, set by layers.onednn.optimize
 
     def forward(self, hidden_states: Tensor, residual: Tensor | None = None, adapter: Tensor | None = None) -> Tensor:
         """(..., H) -> (..., H); residual (fuses_residual, inference): added inside down_proj's GEMM; adapter: each
         row's task (layers.lora)."""
-        up, gate = fused_linear(self.up_gate_proj, hidden_states, 2, adapter).chunk(2, dim=-1)  # up_proj, gate_proj
-        # Contiguous, the activation rounds as on transformers' separate gate_proj output (a strided view may not).
-        gated = self.act_fn(gate.contiguous()) * up
+        if self.gated_product is not None and adapter is None:
+            gated = self.gated_product(hidden_states)
+        else:
+            up, gate = fused_linear(self.up_gate_proj, hidden_states, 2, adapter).chunk(2, dim=-1)  # up, gate_proj
+            # Contiguous, the activation rounds as on transformers' separate gate_proj output (a strided view may not).
+            gated = self.act_fn(gate.contiguous()) * up
         if residual is not None:
             return self.down_proj(gated, residual=residual)
         return with_tasks(self.down_proj, self.dropout(gated), adapter)
@@ -210,6 +211,7 @@ class GteLayer(nn.Module):
         output="mlp.down_proj",
         qkv="attention.qkv_proj",
         gated=True,
+        activated_first=False,
         residual_owners={"attention_output": "attention", "output": "mlp"},
     )
 

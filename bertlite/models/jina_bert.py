@@ -124,11 +124,15 @@ class JinaBertGLUMLP(nn.Module):
         self.layernorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         # Set by the module swap that installs a wo taking forward(x, residual=): the add runs inside its GEMM.
         self.fuses_residual = False
+        self.gated_product: nn.Module | None = None  # act(gate) * up in one module, set by layers.onednn.optimize
 
     def forward(self, hidden_states: Tensor) -> Tensor:
         """(..., H) -> (..., H)."""
-        gated, non_gated = self.gated_layers(hidden_states).split(self.intermediate_size, dim=-1)
-        product = self.act(gated) * non_gated
+        if self.gated_product is not None:
+            product = self.gated_product(hidden_states)
+        else:
+            gated, non_gated = self.gated_layers(hidden_states).split(self.intermediate_size, dim=-1)
+            product = self.act(gated) * non_gated
         if self.fuses_residual and not self.training:
             return self.layernorm(self.wo(product, residual=hidden_states))
         return self.layernorm(self.wo(self.dropout(product)) + hidden_states)
@@ -192,11 +196,15 @@ class JinaBertQKPostNormGLUMLP(nn.Module):
         # Set by the module swap that installs a down_layer taking forward(x, residual=): the layer's residual
         # add then runs inside its GEMM. Inference only.
         self.fuses_residual = False
+        self.gated_product: nn.Module | None = None  # act(gate) * up in one module, set by layers.onednn.optimize
 
     def forward(self, hidden_states: Tensor) -> Tensor:
         """(..., H) -> (..., H), plus hidden_states when fuses_residual (inference): the residual in the GEMM."""
-        up, gated = self.up_gated_layer(hidden_states).split(self.intermediate_size, dim=-1)
-        product = up * self.act(gated)
+        if self.gated_product is not None:
+            product = self.gated_product(hidden_states)
+        else:
+            up, gated = self.up_gated_layer(hidden_states).split(self.intermediate_size, dim=-1)
+            product = up * self.act(gated)
         if self.fuses_residual and not self.training:
             return self.down_layer(product, residual=hidden_states)
         return self.down_layer(self.dropout(product))
@@ -217,6 +225,7 @@ class JinaBertQKPostNormLayer(nn.Module):
         activation="mlp.act",
         output="mlp.down_layer",
         gated=True,
+        activated_first=False,
         residual_owners={"attention_output": "attention.output", "output": "mlp"},
     )
 

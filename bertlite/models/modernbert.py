@@ -38,6 +38,7 @@ from bertlite.layers.attention import (
 )
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
+from bertlite.layers.rotary import apply_rotary, rotate_query_key
 from bertlite.models.encoder import EncoderPreTrainedModel, padding_bias
 from bertlite.models.inputs import check_forward_kwargs, check_inputs
 from bertlite.models.outputs import BaseModelOutputWithPooling
@@ -92,33 +93,6 @@ class ModernBertRotaryEmbedding(nn.Module):
         return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
 
 
-def rotate_half(x: Tensor) -> Tensor:
-    """(-x2, x1) of the two halves of the last dimension, as transformers' rotate_half.
-
-    Args:
-        x: (..., head_dim).
-
-    Returns:
-        (..., head_dim).
-    """
-    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
-    return torch.cat((-x2, x1), dim=-1)
-
-
-def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """x rotated by its positions' angles, computed in float32 as transformers' apply_rotary_pos_emb.
-
-    Args:
-        x: queries or keys, (B, nh, T, hs) or packed (N, nh, hs).
-        cos, sin: ModernBertRotaryEmbedding's, broadcast against x.
-
-    Returns:
-        x's shape and dtype.
-    """
-    x32 = x.float()
-    return ((x32 * cos) + (rotate_half(x32) * sin)).to(x.dtype)
-
-
 class ModernBertAttention(nn.Module):
     """transformers' ModernBertAttention: Wqkv, rotary positions, attention by name (global or a sliding window), Wo."""
 
@@ -156,10 +130,7 @@ class ModernBertAttention(nn.Module):
         cos, sin = position_embeddings
         qkv = self.Wqkv(hidden_states)
         if layout is not None:
-            rows = qkv.view(-1, 3, self.num_heads, self.head_dim)  # (N, 3, nh, hs)
-            query = apply_rotary(rows[:, 0], cos[:, None], sin[:, None])
-            key = apply_rotary(rows[:, 1], cos[:, None], sin[:, None])
-            qkv = torch.cat([query, key, rows[:, 2]], dim=1).view(len(rows), -1)  # (N, 3H)
+            qkv = rotate_query_key(qkv, 2 * self.num_heads, self.head_dim, cos, sin)  # (N, 3H)
             context, probs = self._packed(qkv, layout, name, dropout_p, attention_bias, first_token_of)
             return self._out(context, residual), probs
         input_shape = hidden_states.shape[:-1]
@@ -212,13 +183,18 @@ class ModernBertMLP(nn.Module):
         self.drop = nn.Dropout(config.mlp_dropout)
         self.Wo = nn.Linear(config.intermediate_size, config.hidden_size, bias=config.mlp_bias)
         self.fuses_residual = False  # as ModernBertAttention's, for Wo
+        self.gated_product: nn.Module | None = None  # act(gate) * up in one module, set by layers.onednn.optimize
 
     def forward(self, hidden_states: Tensor, residual: Tensor | None = None) -> Tensor:
         """(..., H) -> (..., H); residual (fuses_residual, inference): added inside Wo's GEMM, no dropout."""
-        input, gate = self.Wi(hidden_states).chunk(2, dim=-1)
+        if self.gated_product is not None:
+            product = self.gated_product(hidden_states)
+        else:
+            input, gate = self.Wi(hidden_states).chunk(2, dim=-1)
+            product = self.act(input) * gate
         if residual is not None:
-            return self.Wo(self.act(input) * gate, residual=residual)
-        return self.Wo(self.drop(self.act(input) * gate))
+            return self.Wo(product, residual=residual)
+        return self.Wo(self.drop(product))
 
 
 class ModernBertEncoderLayer(nn.Module):

@@ -5,7 +5,7 @@ position embeddings, one bias-free `attn.Wqkv`, `attn.out_proj`, a SwiGLU feed-f
 mlp.fc11(x))`, no biases), LayerNorms `norm1` and `norm2`, and the embeddings' LayerNorm `emb_ln` beside them. The
 module tree has the names its checkpoints are saved under (transformers 5 saves its native `nomic_bert` so too), so
 keys load unchanged. Attention runs the shared kernels (layers.attention) padded or on PackedLayout's rows; the
-rotary positions are ModernBERT's functions. The layer declares its parts (LayerRoles: Wqkv one fused
+rotary positions are layers.rotary's. The layer declares its parts (LayerRoles: Wqkv one fused
 query|key|value Linear, fc12 the intermediate with its activation, out_proj and fc2 taking the residual add), so
 the CPU's oneDNN Linears and int8 swap in as for BERT; fc11 stays a plain Linear. The heads are in
 models.nomic_bert_heads.
@@ -31,9 +31,9 @@ from bertlite.layers.attention import (
 from bertlite.layers.fused import fused_linear
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
+from bertlite.layers.rotary import apply_rotary, rotate_query_key
 from bertlite.models.encoder import EncoderPreTrainedModel
 from bertlite.models.inputs import check_forward_kwargs
-from bertlite.models.modernbert import apply_rotary
 from bertlite.models.outputs import BaseModelOutputWithPooling
 
 
@@ -121,10 +121,7 @@ class NomicBertAttention(nn.Module):
         cos, sin = position_embeddings
         qkv = fused_linear(self.Wqkv, hidden_states, 3)  # transformers' q_proj, k_proj, v_proj
         if layout is not None:
-            rows = qkv.view(-1, 3, self.num_heads, self.head_dim)  # (N, 3, nh, hs)
-            query = apply_rotary(rows[:, 0], cos[:, None], sin[:, None])
-            key = apply_rotary(rows[:, 1], cos[:, None], sin[:, None])
-            qkv = torch.cat([query, key, rows[:, 2]], dim=1).view(len(rows), -1)  # (N, 3H)
+            qkv = rotate_query_key(qkv, 2 * self.num_heads, self.head_dim, cos, sin)  # (N, 3H)
             args = (qkv, layout, self.num_heads, self.scaling, dropout_p)
             if first_token_of is not None:
                 context, probs = packed_first_token_attention(*args[:2], first_token_of, *args[2:]), None
@@ -156,10 +153,14 @@ class NomicBertMLP(nn.Module):
         self.hidden_act = config.hidden_act  # by name too, for the module swap that restores `act_fn`
         self.act_fn = ACT2FN[config.hidden_act]
         self.fuses_residual = False  # as NomicBertAttention's, for fc2
+        self.gated_product: nn.Module | None = None  # act(gate) * up in one module, set by layers.onednn.optimize
 
     def forward(self, hidden_states: Tensor, residual: Tensor | None = None) -> Tensor:
         """(..., H) -> (..., H); residual (fuses_residual, inference): added inside fc2's GEMM."""
-        gated = self.act_fn(self.fc12(hidden_states)) * self.fc11(hidden_states)
+        if self.gated_product is not None:
+            gated = self.gated_product(hidden_states)
+        else:
+            gated = self.act_fn(self.fc12(hidden_states)) * self.fc11(hidden_states)
         return self.fc2(gated, residual=residual) if residual is not None else self.fc2(gated)
 
 
@@ -177,6 +178,8 @@ class NomicBertLayer(nn.Module):
         activation="mlp.act_fn",
         output="mlp.fc2",
         qkv="attn.Wqkv",
+        gated=True,
+        up="mlp.fc11",
         residual_owners={"attention_output": "attn", "output": "mlp"},
     )
 

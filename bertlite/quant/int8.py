@@ -86,13 +86,13 @@ DEFAULT_ALPHA = 0.5  # SmoothQuant's migration strength: how much of an outlier 
 # The encoder Linears quantize_int8 replaces: LINEAR_ROLES.
 # The Linears SmoothQuant rescales. Not output.dense: its input, GELU's output, has no shared outlier
 # channels to move (smoothing it gains nothing), and its 1 / s would cost a pass over the widest activation.
-SMOOTHED_ROLES = ("qkv", "attention_output", "intermediate")
+SMOOTHED_ROLES = ("qkv", "attention_output", "intermediate", "up")
 # The Linears whose input is quantized over each token's [min, max], on every grid: the one-sided ones.
 # GELU's output is one-sided on every token; query|key|value's input (LayerNorm's output) on the [CLS]
 # and [SEP] rows, whose massive channel puts their max far above their |min|, so a symmetric range wastes
 # about half its levels on exactly the tokens that make up a text of 2-3 tokens. The attention's context is
 # two-sided: an asymmetric range gains nothing there.
-ASYMMETRIC_ROLES = ("qkv", "intermediate", "output")
+ASYMMETRIC_ROLES = ("qkv", "intermediate", "up", "output")
 # The Linears whose few outlier input channels stay float32. GELU's output in the first layers holds
 # "massive activations": one or two fixed channels on the [CLS] token an order of magnitude above the rest,
 # so its per-token range would round every other value to a few levels. A text of 2-3 tokens ("" is [CLS]
@@ -100,8 +100,8 @@ ASYMMETRIC_ROLES = ("qkv", "intermediate", "output")
 OUTLIER_ROLES = ("output",)
 # The same, by their paths in a BertLayer (the names keep_fp32= and asymmetric= take for a BERT model).
 LAYER_LINEARS = tuple(BERT_ROLES.path(role) for role in LINEAR_ROLES)
-SMOOTHED_LINEARS = tuple(BERT_ROLES.path(role) for role in SMOOTHED_ROLES)
-ASYMMETRIC_LINEARS = tuple(BERT_ROLES.path(role) for role in ASYMMETRIC_ROLES)
+SMOOTHED_LINEARS = tuple(BERT_ROLES.path(role) for role in SMOOTHED_ROLES if role != "up")
+ASYMMETRIC_LINEARS = tuple(BERT_ROLES.path(role) for role in ASYMMETRIC_ROLES if role != "up")
 OUTLIER_LINEARS = tuple(BERT_ROLES.path(role) for role in OUTLIER_ROLES)
 
 
@@ -171,8 +171,8 @@ def quantize_int8(
     compiled = _compiled_inputs(kernel, compile_quantization)
     ranges = _calibrate(model, tokenizer, alpha, calibration_texts)
     for i, layer in enumerate(layers):
-        chosen = [role for role in LINEAR_ROLES if not names.named(keep, i, role)]
-        asym = set(ASYMMETRIC_ROLES) if one_sided is None else {r for r in LINEAR_ROLES if names.named(one_sided, i, r)}
+        chosen = [role for role in names.roles if not names.named(keep, i, role)]
+        asym = set(ASYMMETRIC_ROLES) if one_sided is None else {r for r in names.roles if names.named(one_sided, i, r)}
         _quantize_layer(layer, names.full(i, "qkv"), ranges, alpha, chosen, asym, kernel=kernel, compiled=compiled)
     return model
 
@@ -263,7 +263,7 @@ def _quantize_layer(
         qkv_name: the fused query|key|value's name in the base model, for FusedIntoQKV's message.
         ranges: the calibration's activation ranges (_calibrate); empty: no smoothing, no float32 channels.
         alpha: SmoothQuant's migration strength.
-        chosen: the roles (LINEAR_ROLES) to quantize, the others left in fp32.
+        chosen: the roles (LINEAR_ROLES, and "up" where the layer has one) to quantize, the others left in fp32.
         one_sided: the roles whose input is quantized over each token's [min, max].
         kernel: the resolved int8 kernel.
         compiled: quantize the inputs with the compiled kernel (_compiled_inputs).
@@ -275,6 +275,8 @@ def _quantize_layer(
         "intermediate": [part(layer, "intermediate")],
         "output": [part(layer, "output")],
     }
+    if roles_of(layer).up:  # a gated feed-forward's own up projection (EuroBERT's up_proj), read as intermediate
+        targets["up"] = [part(layer, "up")]
     smooth = {
         role: smoothing_factors(ranges[targets[role][0]], targets[role], alpha)
         for role in chosen
@@ -358,7 +360,8 @@ class _LinearNames:
 
     def __init__(self, base: nn.Module, layers: nn.ModuleList) -> None:
         roles = roles_of(layers[0]) if len(layers) else BERT_ROLES
-        self.paths = {role: roles.path(role) for role in LINEAR_ROLES}
+        self.roles = LINEAR_ROLES + (("up",) if roles.up else ())  # a gated feed-forward's own up projection too
+        self.paths = {role: roles.path(role) for role in self.roles}
         # The layers' path in the base model: "encoder.layer" (BERT), "transformer.layer" (DistilBERT), "layers".
         self.prefix = next((name for name, child in base.named_modules() if child is layers), "encoder.layer")
         self.layers = len(layers)
@@ -382,7 +385,7 @@ class _LinearNames:
             raise TypeError(f"{option} takes a list of Linear names, got the string {names!r}")
         chosen = set(names)
         paths = tuple(self.paths.values())
-        known = {self.full(i, role) for i in range(self.layers) for role in LINEAR_ROLES}
+        known = {self.full(i, role) for i in range(self.layers) for role in self.roles}
         unknown = sorted(name for name in chosen if name not in paths and name not in known)
         if unknown:
             raise ValueError(

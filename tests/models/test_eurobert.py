@@ -18,6 +18,7 @@ from bertlite.config import EuroBertConfig
 from bertlite.errors import CheckpointError
 from bertlite.jobs.prepare import ready
 from bertlite.layers.attention import PACKED_ATTENTION
+from bertlite.layers.gated import GatedProduct, product_works
 from bertlite.layers.onednn import OneDNNLinear, linear_works
 from bertlite.models.eurobert import EuroBertModel
 from bertlite.quant.int8 import quantize_int8
@@ -308,9 +309,12 @@ def test_the_cpu_fast_path_and_int8_match_transformers_and_eager_undoes_them(mod
     ours = ready(EuroBertModel.from_pretrained(path))
     layer = ours.layers[1]
     fast = linear_works(torch.float32)  # oneDNN's Linear runs here
-    assert (type(layer.mlp.gate_proj) is OneDNNLinear) == fast
-    # q|k|v in one GEMM where they have biases (the swap's FusedQKV takes biased Linears), grouped-query too.
-    assert (layer.self_attn.qkv is not None) == (fast and layer.self_attn.q_proj.bias is not None)
+    gated = fast and product_works(torch.float32)  # act(gate) * up in two GEMMs' epilogues (layers.gated)
+    assert isinstance(layer.mlp.gated_product, GatedProduct) == gated
+    swapped = [type(layer.mlp.gate_proj) is OneDNNLinear, type(layer.mlp.up_proj) is OneDNNLinear]
+    assert swapped == [fast and not gated] * 2
+    # q|k|v in one GEMM, with biases or without, grouped-query too.
+    assert (layer.self_attn.qkv is not None) == fast
     assert layer.self_attn.fuses_residual == layer.mlp.fuses_residual == fast
     batch = padded_batch()
     real = batch["attention_mask"].bool()
@@ -325,6 +329,7 @@ def test_the_cpu_fast_path_and_int8_match_transformers_and_eager_undoes_them(mod
         low = int8(**packed(batch)).last_hidden_state
     assert list(ours.state_dict()) == list(hf.state_dict())
     assert type(int8.layers[0].self_attn.qkv).__name__ == "Int8Linear"  # q|k|v quantized as one, grouped too
+    assert {type(int8.layers[0].mlp.gate_proj).__name__, type(int8.layers[0].mlp.up_proj).__name__} == {"Int8Linear"}
     # Random weights far from any trained model's: int8 keeps the rows' direction, not 1e-5.
     assert torch.nn.functional.cosine_similarity(low, expected[real], dim=-1).mean() >= 0.99
 

@@ -18,6 +18,7 @@ from bertlite.config import GteConfig
 from bertlite.errors import CheckpointError
 from bertlite.jobs.prepare import ready
 from bertlite.layers.attention import PACKED_ATTENTION
+from bertlite.layers.gated import GatedProduct, product_works
 from bertlite.layers.onednn import OneDNNLinear, linear_works
 from bertlite.models.gte import GteModel
 from bertlite.quant.int8 import quantize_int8
@@ -327,7 +328,9 @@ def test_the_cpu_fast_path_and_int8_match_transformers_and_eager_undoes_them(mod
     layer = ours.encoder.layer[1]
     fast = linear_works(torch.float32)  # oneDNN's Linear runs here
     assert (type(layer.attention.qkv_proj) is OneDNNLinear) == fast
-    assert (type(layer.mlp.up_gate_proj) is OneDNNLinear) == fast
+    gated = fast and product_works(torch.float32)  # act(gate) * up in two GEMMs' epilogues (layers.gated)
+    assert isinstance(layer.mlp.gated_product, GatedProduct) == gated
+    assert (type(layer.mlp.up_gate_proj) is OneDNNLinear) == (fast and not gated)
     assert layer.attention.fuses_residual == layer.mlp.fuses_residual == fast
     batch = batch_for(config)
     real = batch["attention_mask"].bool()
@@ -337,6 +340,7 @@ def test_the_cpu_fast_path_and_int8_match_transformers_and_eager_undoes_them(mod
         torch.testing.assert_close(ours(**batch).last_hidden_state[real], expected[real], **TOL)
         ours.set_attn_implementation("eager")
         assert type(layer.attention.qkv_proj) is torch.nn.Linear and not layer.mlp.fuses_residual
+        assert layer.mlp.gated_product is None
         assert torch.equal(ours(**batch).last_hidden_state, expected)
         int8 = quantize_int8(GteModel.from_pretrained(path), kernel="dequantize", compile_quantization=False)
         low = int8(**packed(batch)).last_hidden_state

@@ -400,6 +400,7 @@ def test_the_embedder_gives_the_references_mean_pooled_vectors(variant, real_mod
 @pytest.mark.slow  # over a second: oneDNN and int8 swaps on two models
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_the_onednn_swap_and_int8_go_through_the_layer_roles(variant, real_model_path, tmp_path) -> None:
+    from bertlite.layers.gated import GatedProduct, product_works
     from bertlite.layers.onednn import OneDNNLinear, optimize, restore
     from bertlite.layers.roles import attention_of, part
 
@@ -410,7 +411,9 @@ def test_the_onednn_swap_and_int8_go_through_the_layer_roles(variant, real_model
         optimize(model)
         fast = model(**batch).last_hidden_state
     layer = model.encoder.layer[0]
-    assert attention_of(layer).qkv is not None and type(part(layer, "intermediate")) is OneDNNLinear
+    gated = product_works(torch.float32)  # act(gate) * up in two GEMMs' epilogues (layers.gated)
+    assert attention_of(layer).qkv is not None and isinstance(layer.mlp.gated_product, GatedProduct) == gated
+    assert (type(part(layer, "intermediate")) is OneDNNLinear) == (not gated)
     assert model.encoder.layer[0].mlp.fuses_residual
     torch.testing.assert_close(fast, expected, atol=1e-5, rtol=1e-5)
     restore(model)

@@ -18,6 +18,7 @@ from bertlite.config import ModernBertConfig
 from bertlite.errors import CheckpointError
 from bertlite.jobs.prepare import packed_attention_for, ready
 from bertlite.layers.attention import PACKED_ATTENTION
+from bertlite.layers.gated import GatedProduct, product_works
 from bertlite.layers.onednn import OneDNNLinear, linear_works
 from bertlite.layers.packing import PackedLayout
 from bertlite.models.modernbert import ModernBertModel
@@ -421,8 +422,10 @@ def test_the_cpu_fast_path_matches_transformers_and_eager_undoes_it(model_folder
     ours = ready(ModernBertModel.from_pretrained(path))
     layer = ours.layers[1]
     fast = linear_works(torch.float32)  # oneDNN's Linear runs here
-    assert (type(layer.attn.Wqkv) is OneDNNLinear) == fast and (type(layer.mlp.Wi) is OneDNNLinear) == fast
-    assert layer.attn.attn_implementation == "auto" and fast <= (layer.mlp.Wi.activation is None)  # GeGLU: outside
+    assert (type(layer.attn.Wqkv) is OneDNNLinear) == fast and layer.attn.attn_implementation == "auto"
+    gated = fast and product_works(torch.float32)  # act(gate) * up in two GEMMs' epilogues (layers.gated)
+    assert isinstance(layer.mlp.gated_product, GatedProduct) == gated
+    assert (type(layer.mlp.Wi) is OneDNNLinear) == (fast and not gated)
     assert layer.attn.fuses_residual == layer.mlp.fuses_residual == fast  # the residual adds inside Wo's GEMMs
     batch = padded_batch()
     real = batch["attention_mask"].bool()
@@ -447,7 +450,7 @@ def test_the_last_layer_computes_only_the_first_tokens_asked_for(model_folder, p
         quantize_int8(ours, kernel="dequantize", alpha=None, compile_quantization=False)
     batch = packed(padded_batch())
     rows_seen: list[int] = []
-    hook = ours.layers[-1].mlp.Wi.register_forward_hook(lambda _m, args, _o: rows_seen.append(args[0].shape[0]))
+    hook = ours.layers[-1].mlp.register_forward_hook(lambda _m, args, _o: rows_seen.append(args[0].shape[0]))
     try:
         with torch.no_grad():
             every_row = ours(**batch).last_hidden_state

@@ -19,6 +19,7 @@ from bertlite.config import NomicBertConfig
 from bertlite.errors import CheckpointError
 from bertlite.jobs.prepare import ready
 from bertlite.layers.attention import PACKED_ATTENTION
+from bertlite.layers.gated import GatedProduct, product_works
 from bertlite.layers.onednn import OneDNNLinear, linear_works
 from bertlite.models.nomic_bert import NomicBertModel
 from bertlite.quant.int8 import quantize_int8
@@ -323,7 +324,11 @@ def test_the_cpu_fast_path_and_int8_match_transformers_and_eager_undoes_them(mod
     ours = ready(NomicBertModel.from_pretrained(path))
     layer = ours.encoder.layer[1]
     fast = linear_works(torch.float32)  # oneDNN's Linear runs here
-    assert (type(layer.attn.Wqkv) is OneDNNLinear) == fast and (type(layer.mlp.fc12) is OneDNNLinear) == fast
+    assert (type(layer.attn.Wqkv) is OneDNNLinear) == fast
+    gated = fast and product_works(torch.float32)  # act(gate) * up in two GEMMs' epilogues (layers.gated)
+    assert isinstance(layer.mlp.gated_product, GatedProduct) == gated
+    swapped = [type(layer.mlp.fc12) is OneDNNLinear, type(layer.mlp.fc11) is OneDNNLinear]
+    assert swapped == [fast and not gated] * 2
     assert layer.attn.fuses_residual == layer.mlp.fuses_residual == fast
     batch = batch_for(config)
     real = batch["attention_mask"].bool()
@@ -337,6 +342,9 @@ def test_the_cpu_fast_path_and_int8_match_transformers_and_eager_undoes_them(mod
         int8 = quantize_int8(NomicBertModel.from_pretrained(path), kernel="dequantize", compile_quantization=False)
         low = int8(**packed(batch)).last_hidden_state
     assert type(int8.encoder.layers[0].mlp.fc2).__name__ == "Int8Linear"
+    assert {type(int8.encoder.layers[0].mlp.fc11).__name__, type(int8.encoder.layers[0].mlp.fc12).__name__} == {
+        "Int8Linear"
+    }
     # Random weights far from any trained model's: int8 keeps the rows' direction, not 1e-5.
     assert torch.nn.functional.cosine_similarity(low, expected[real], dim=-1).mean() >= 0.99
 
