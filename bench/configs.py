@@ -36,6 +36,8 @@ CONFIGS: dict[str, tuple[str, Callable[[str], Runner]]] = {
     "onnxruntime_fp32_fused_sorted": ("fp32", lambda p: onnxruntime_runner(p, "fused")),
     "onnxruntime_int8_per_channel_sorted": ("int8", lambda p: onnxruntime_runner(p, "int8")),
     "openvino_fp32_sorted": ("fp32", openvino_runner),
+    # OpenVINO's default precision: bf16 where the CPU has it (AVX512-BF16, AMX), so bf16's peak applies
+    "openvino_default_sorted": ("bf16", lambda p: openvino_runner(p, None)),
     "ctranslate2_fp32_sorted": ("fp32", lambda p: ctranslate2_runner(p, "float32")),
     "ctranslate2_int8_sorted": ("int8", lambda p: ctranslate2_runner(p, "int8")),
     # int8 (bertlite.quant.int8), and torch.ao's dynamic int8 on the same Linears, for --configs int8

@@ -24,6 +24,7 @@ LABELS = {
     "onnxruntime_fp32_fused_sorted": "ONNX Runtime float32 (fused graph)",
     "onnxruntime_int8_per_channel_sorted": "ONNX Runtime int8 (per channel)",
     "openvino_fp32_sorted": "OpenVINO float32",
+    "openvino_default_sorted": "OpenVINO default precision (bf16 where the CPU has it)",
     "ctranslate2_fp32_sorted": "CTranslate2 float32",
     "ctranslate2_int8_sorted": "CTranslate2 int8",
     "torch_dynamic_int8": "torch dynamic int8",

@@ -1,4 +1,4 @@
-"""OpenVINO fp32 on the exported ONNX graph, in length-sorted batches of 32."""
+"""OpenVINO on the exported ONNX graph, in length-sorted batches of 32: in f32, or at its default precision."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from bench.runners import Runner, require, sorted_batches_runner
 from bench.runners.onnx_export import ONNX_INPUTS, onnx_file
 
 
-def openvino_runner(model_path: str) -> Runner:
-    """The exported graph compiled for the CPU in f32, with torch's thread count.
+def openvino_runner(model_path: str, precision: str | None = "f32") -> Runner:
+    """The exported graph compiled for the CPU, with torch's thread count.
 
     Args:
         model_path: the checkpoint folder.
+        precision: OpenVINO's INFERENCE_PRECISION_HINT ("f32"); None: its default, which is bf16 on CPUs with
+            AVX512-BF16 or AMX (what its users get).
 
     Returns:
         The runner.
@@ -22,10 +24,10 @@ def openvino_runner(model_path: str) -> Runner:
     """
     ov = require("openvino", "openvino")
     onnx = onnx_file(model_path, "exported")
-    # f32 precision: on CPUs with bf16 (AVX512-BF16 / AMX) OpenVINO would otherwise run bf16.
-    compiled = ov.Core().compile_model(
-        str(onnx), "CPU", {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": torch.get_num_threads()}
-    )
+    settings = {"INFERENCE_NUM_THREADS": torch.get_num_threads()}
+    if precision is not None:
+        settings["INFERENCE_PRECISION_HINT"] = precision
+    compiled = ov.Core().compile_model(str(onnx), "CPU", settings)
     output = compiled.output(0)
     return sorted_batches_runner(
         model_path,
