@@ -55,7 +55,10 @@ class EuroBertRMSNorm(nn.Module):
         dtype = hidden_states.dtype
         hidden_states = hidden_states.to(torch.float32)
         variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        return self.weight * (hidden_states * torch.rsqrt(variance + self.variance_epsilon)).to(dtype)
+        normed = (hidden_states * torch.rsqrt(variance + self.variance_epsilon)).to(dtype)
+        if torch.is_grad_enabled() or normed.dtype != self.weight.dtype:
+            return self.weight * normed
+        return normed.mul_(self.weight)  # the same product, without one more activation-sized tensor
 
 
 class EuroBertRotaryEmbedding(nn.Module):
