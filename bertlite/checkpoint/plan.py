@@ -186,7 +186,7 @@ def split_fused(key: str, tensor: Tensor, base_model_prefix: str) -> list[tuple[
 
     Returns:
         [(part key, its rows)] in row order, or [(key, tensor)]. The rows are views of `tensor`, as transformers'
-    split gives them: a GEMM's kernel for a few rows may follow its weight's alignment.
+        split gives them: a GEMM's kernel for a few rows may follow its weight's alignment.
     """
     parts = split_key(key, base_model_prefix)
     if parts is None:

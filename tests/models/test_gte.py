@@ -260,6 +260,20 @@ def test_every_head_loads_and_equals_transformers(head, config, tmp_path) -> Non
         assert torch.equal(theirs.eval()(**batch).logits, got.logits)
 
 
+def test_a_nan_in_a_fused_tensor_is_named_by_its_part(tmp_path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    make_hf().save_pretrained(tmp_path)
+    state = load_file(tmp_path / "model.safetensors")
+    state["encoder.layer.0.attention.qkv_proj.weight"][TINY_GTE["hidden_size"] + 1, 0] = float("nan")  # k_proj's
+    save_file(state, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match=r"hold NaN or Inf: encoder\.layer\.0\.attention\.k_proj\.weight in "):
+        GteModel.from_pretrained(tmp_path)
+    with pytest.warns(UserWarning, match="k_proj.weight in model.safetensors .1 NaN. .allow_nonfinite=True"):
+        ours = GteModel.from_pretrained(tmp_path, allow_nonfinite=True)
+    assert ours.encoder.layer[0].attention.k_proj.weight.isnan().sum() == 1
+
+
 def test_masked_lm_is_tied_and_trains_as_transformers(tmp_path) -> None:
     hf = make_hf("ForMaskedLM", hidden_dropout_prob=0.0)  # trained: no random dropout to tell them apart
     hf.save_pretrained(tmp_path)
