@@ -106,10 +106,15 @@ def to_bertlite(model: Any, attn_implementation: str = DEFAULT_ATTENTION) -> Ber
             twin = cls(config, attn_implementation=attn_implementation)
     state = model.state_dict()
     if set(state) != set(twin.state_dict()):
-        # transformers splits what the checkpoint fuses (GTE's qkv_proj): its state_dict as it saves it, copied.
+        # transformers renames the checkpoint's parts (GTE's layers.N.self_attn): its state_dict as it saves it,
+        # copied, with the Linears the checkpoint fuses split again as bertlite's load splits them.
         from transformers.core_model_loading import revert_weight_conversion
 
-        state = revert_weight_conversion(model, state)
+        from bertlite.checkpoint.plan import split_fused
+
+        prefix = twin.base_model_prefix
+        saved = revert_weight_conversion(model, state)
+        state = {name: rows for key, tensor in saved.items() for name, rows in split_fused(key, tensor, prefix)}
     twin.load_state_dict(state, strict=True, assign=True)
     twin.tie_weights()
     return twin.train(model.training)

@@ -22,6 +22,7 @@ from bertlite.checkpoint.remap import (
     UNSUPPORTED_TENSORS,
     remap_key,
     rename_legacy_key,
+    split_key,
 )
 from bertlite.checkpoint.safety import nonfinite_entry
 
@@ -158,7 +159,7 @@ def plan_load(
     tensors: dict[str, Tensor] = {}
     source: dict[str, str] = {}  # model key -> "raw key in file", to report collisions
     headers: dict[Path, dict[str, Any]] = {}
-    for path, raw_key, key, tensor in _remapped_tensors(files, target, report):
+    for path, raw_key, key, tensor, part in _remapped_tensors(files, target, report):
         where = f"{raw_key!r} in {path.name}"
         if key in source:
             # e.g. both bert.x and x, or both gamma and weight: which one is right is unknowable.
@@ -167,7 +168,7 @@ def plan_load(
         source[key] = where
         if _fits(report, target, key, tensor, path):
             tensors[key] = tensor.to(device=device, dtype=dtype)
-            problem = nonfinite_entry(key, raw_key, path, tensor, tensors[key], headers)
+            problem = nonfinite_entry(key, raw_key, path, tensor, tensors[key], headers, whole=not part)
             if problem is not None:
                 report.nonfinite.append(problem)
     tied = _resolve_tied(tied_pairs or {}, tensors, report)
@@ -175,16 +176,38 @@ def plan_load(
     return LoadPlan(tensors, tied, report, device, dtype)
 
 
+def split_fused(key: str, tensor: Tensor, base_model_prefix: str) -> list[tuple[str, Tensor]]:
+    """A fused Linear's tensor (remap.FUSED_LINEARS) as its parts' keys and row blocks; any other as it is.
+
+    Args:
+        key: a model key.
+        tensor: its tensor.
+        base_model_prefix: the family's.
+
+    Returns:
+        [(part key, its rows)] in row order, or [(key, tensor)]. The rows are views of `tensor`, as transformers'
+        split gives them: a GEMM's kernel for a few rows may follow its weight's alignment.
+    """
+    parts = split_key(key, base_model_prefix)
+    if parts is None:
+        return [(key, tensor)]
+    return list(zip(parts, tensor.tensor_split(len(parts)), strict=True))
+
+
 def _remapped_tensors(
     files: list[Path], target: _Target, report: LoadReport
-) -> Iterator[tuple[Path, str, str, Tensor]]:
-    """(file, key in the file, model key, tensor) for each tensor remap_key keeps, one at a time: a dtype
-    conversion never holds the checkpoint twice. A head's tensors dropped for a BertModel go to report.headless."""
+) -> Iterator[tuple[Path, str, str, Tensor, bool]]:
+    """(file, key in the file, model key, tensor, whether it is a fused tensor's part) for each tensor remap_key
+    keeps, one at a time: a dtype conversion never holds the checkpoint twice. A fused Linear's tensor the model
+    holds apart comes as its parts (split_fused). A head's tensors dropped for a BertModel go to report.headless."""
     for path in files:
         for raw_key, tensor in iter_tensors(path):
             key = remap_key(raw_key, base_model_prefix=target.base_model_prefix, with_prefix=target.with_prefix)
-            if key is not None:
-                yield path, raw_key, key, tensor
+            if key is not None and key not in target.expected:
+                parts = split_fused(key, tensor, target.base_model_prefix)
+                yield from ((path, raw_key, name, rows, len(parts) > 1) for name, rows in parts)
+            elif key is not None:
+                yield path, raw_key, key, tensor, False
             elif not target.with_prefix and (head_key := rename_legacy_key(raw_key)).startswith(HEAD_MODULES):
                 report.headless.append(head_key)
 

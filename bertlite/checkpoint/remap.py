@@ -64,6 +64,13 @@ PARAMETRIZATION_NAMES = {
     ".parametrizations.weight.0.lora_A": ".lora_A",
     ".parametrizations.weight.0.lora_B": ".lora_B",
 }
+# Linears a family's checkpoints fuse and its module tree holds apart, as transformers' does, by base-model prefix:
+# the fused module's name -> its parts' names, in the order their rows are stacked. The load splits the fused
+# tensors and the save concatenates them back, so the files keep the checkpoints' layout.
+FUSED_LINEARS: dict[str, dict[str, tuple[str, ...]]] = {
+    "gte": {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "up_gate_proj": ("up_proj", "gate_proj")},
+    "nomic_bert": {"Wqkv": ("q_proj", "k_proj", "v_proj")},
+}
 # transformers' non-persistent buffers, saved by old versions: derived, never loaded.
 IGNORED_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
 # Tensors that would change the outputs but have no module in the model being
@@ -96,6 +103,44 @@ def rename_legacy_key(key: str) -> str:
     if key.endswith(".beta"):
         return key[: -len("beta")] + "bias"
     return key
+
+
+def split_key(key: str, base_model_prefix: str) -> tuple[str, ...] | None:
+    """The keys a fused Linear's tensor splits into (FUSED_LINEARS).
+
+    Args:
+        key: a model key ("encoder.layer.0.attention.qkv_proj.weight").
+        base_model_prefix: the family's (FUSED_LINEARS' key).
+
+    Returns:
+        The parts' keys in row order ("....q_proj.weight", "....k_proj.weight", "....v_proj.weight"), or None for
+        a key of no fused Linear.
+    """
+    module, _, param = key.rpartition(".")
+    owner, _, name = module.rpartition(".")
+    parts = FUSED_LINEARS.get(base_model_prefix, {}).get(name)
+    if parts is None:
+        return None
+    return tuple(f"{owner}.{part}.{param}" if owner else f"{part}.{param}" for part in parts)
+
+
+def fused_key(key: str, base_model_prefix: str) -> tuple[str, tuple[str, ...]] | None:
+    """The fused key a part's key is saved under, and all its parts' keys: split_key's inverse.
+
+    Args:
+        key: a model key ("encoder.layer.0.attention.q_proj.weight").
+        base_model_prefix: the family's (FUSED_LINEARS' key).
+
+    Returns:
+        (the fused key, the parts' keys in row order), or None for a key of no part.
+    """
+    module, _, param = key.rpartition(".")
+    owner, _, name = module.rpartition(".")
+    for fused, parts in FUSED_LINEARS.get(base_model_prefix, {}).items():
+        if name in parts:
+            whole = f"{owner}.{fused}.{param}" if owner else f"{fused}.{param}"
+            return whole, split_key(whole, base_model_prefix)
+    return None
 
 
 def remap_key(key: str, *, base_model_prefix: str = "bert", with_prefix: bool = False) -> str | None:

@@ -187,7 +187,14 @@ def _describe_nonfinite(key: str, path: Path, original: Tensor, converted: Tenso
 
 
 def nonfinite_entry(
-    key: str, raw_key: str, path: Path, original: Tensor, converted: Tensor, headers: dict[Path, dict[str, Any]]
+    key: str,
+    raw_key: str,
+    path: Path,
+    original: Tensor,
+    converted: Tensor,
+    headers: dict[Path, dict[str, Any]],
+    *,
+    whole: bool = True,
 ) -> str | None:
     """Check a tensor as it loads for NaN and Inf, in the dtype the model gets it in.
 
@@ -198,12 +205,14 @@ def nonfinite_entry(
         original: the tensor as read from the file.
         converted: the tensor in the model's dtype and device (`original` itself when neither changed).
         headers: safetensors headers already read, by file; filled as files are read.
+        whole: `original` is the file's whole tensor raw_key; False: a part of it (a fused Linear's), checked by
+            its own values.
 
     Returns:
         None for a finite tensor, else "key in file (n NaN, m Inf)" for the load report.
     """
     finite = None
-    if converted is original and path.suffix == ".safetensors":
+    if whole and converted is original and path.suffix == ".safetensors":
         finite = _all_finite_in_file(path, raw_key, headers)
     if all_finite(converted) if finite is None else finite:
         return None

@@ -23,6 +23,7 @@ from safetensors.torch import save_file
 from torch import Tensor
 
 from bertlite.checkpoint.files import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
+from bertlite.checkpoint.remap import fused_key
 from bertlite.config import CONFIG_NAME
 from bertlite.utils.files import write_temporaries
 
@@ -69,7 +70,8 @@ def parse_size(size: int | str) -> int:
 
 
 def tensors_to_save(model: BertPreTrainedModel, state_dict: dict[str, Tensor] | None = None) -> dict[str, Tensor]:
-    """Prepare a state_dict as it goes into the files: tied targets dropped, every tensor owning its storage.
+    """Prepare a state_dict as it goes into the files: tied targets dropped, the Linears a checkpoint fuses
+    concatenated back (fuse_linears), every tensor owning its storage.
 
     safetensors refuses tensors that share memory. A tied target is the source's tensor
     and is left out, as transformers does (loading ties it again). Any other sharing (a
@@ -97,6 +99,7 @@ def tensors_to_save(model: BertPreTrainedModel, state_dict: dict[str, Tensor] | 
     for target, source_key in model.tied_weights_keys().items():
         if target in state and source_key in state and _is_tied_copy(model, state, target, source_key):
             del state[target]
+    state = fuse_linears(state, model.base_model_prefix)
     seen_storage: set[tuple[str, int]] = set()
     for key, value in state.items():
         storage = (value.device.type, value.untyped_storage().data_ptr())
@@ -106,6 +109,27 @@ def tensors_to_save(model: BertPreTrainedModel, state_dict: dict[str, Tensor] | 
             storage = (value.device.type, value.untyped_storage().data_ptr())
         seen_storage.add(storage)
     return state
+
+
+def fuse_linears(state: dict[str, Tensor], base_model_prefix: str) -> dict[str, Tensor]:
+    """A state_dict in its checkpoint's layout: the parts of each Linear the checkpoints fuse (remap.FUSED_LINEARS:
+    GTE's q_proj, k_proj, v_proj) as the one fused tensor (qkv_proj), their rows stacked in order.
+
+    Args:
+        state: a model's tensors by key.
+        base_model_prefix: the family's.
+
+    Returns:
+        A new dict, each fused tensor where its first part was; parts given without all the others stay as they are.
+    """
+    out: dict[str, Tensor] = {}
+    for key, value in state.items():
+        fused = fused_key(key, base_model_prefix)
+        if fused is None or not all(part in state for part in fused[1]):
+            out[key] = value
+        elif key == fused[1][0]:
+            out[fused[0]] = torch.cat([state[part] for part in fused[1]])
+    return out
 
 
 def _is_tied_copy(model: BertPreTrainedModel, state: dict[str, Tensor], target: str, source: str) -> bool:

@@ -1,8 +1,9 @@
 """A fused Linear (query|key|value, up|gate) run as the separate Linears a reference model holds.
 
-Checkpoints such as GTE's and NomicBERT's store one fused weight where transformers' modules hold two or
-three Linears. One GEMM over the fused weight may round apart from the separate ones, because a GEMM's
-reduction order may follow its output width; run as blocks, each output matches the reference's on any CPU.
+jina-embeddings-v3's checkpoints and module tree hold one fused Wqkv (its task adapters span the three parts)
+where transformers' modules hold three Linears. One GEMM over the fused weight may round apart from the separate
+ones, because a GEMM's reduction order may follow its output width; run as blocks, each output matches the
+reference's on any CPU.
 """
 
 from __future__ import annotations

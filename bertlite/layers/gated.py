@@ -2,7 +2,7 @@
 epilogue and the product in the up projection's, so no pass of its own reads the intermediate rows.
 
 `optimize` (layers.onednn) installs a GatedProduct in the slot `gated_product` of each gated feed-forward (GTE's
-up_gate_proj, NomicBERT's fc11/fc12, EuroBERT's gate_proj/up_proj, ModernBERT's Wi, JinaBERT-v2's), which the
+gate_proj/up_proj, NomicBERT's fc11/fc12, EuroBERT's gate_proj/up_proj, ModernBERT's Wi, JinaBERT-v2's), which the
 module then calls instead of its own Linears. It holds no Parameters: it reads those of the Linears it
 replaces, so state_dict() keeps the checkpoint's keys, and keeps their halves (packed, float32) as derived copies,
 rebuilt whenever a Parameter changes.
@@ -47,7 +47,7 @@ class GatedProduct(_KeepsDerived, nn.Module):
         linears: one Linear giving both halves (its output (..., 2 * intermediate)), or the gate's and the up
             projection's, in that order.
         activated_first: one fused Linear: the activation reads its first half (ModernBERT's input|gate);
-            False: its second (GTE's up|gate). Ignored for two Linears.
+            False: its second (JinaBERT-v2's up|gated). Ignored for two Linears.
         activation: the activation's name (an ACT2FN key).
         fused_activation: run it in the gate GEMM's epilogue (a FUSED_ACTIVATIONS name that oneDNN runs
             here); False: torch's activation on the gate GEMM's output.

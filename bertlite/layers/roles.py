@@ -45,10 +45,10 @@ class LayerRoles:
             mlp.Wi, input|gate) or, where `up` names the other Linear, the activated one alone (EuroBERT's
             gate_proj). Its activation then stays outside the intermediate's GEMM, and the swaps may install a
             module giving the product in the activation owner's `gated_product` slot (layers.gated).
-        up: a gated feed-forward's multiplied Linear where it is its own (EuroBERT's mlp.up_proj, NomicBERT's
-            mlp.fc11); "" where `intermediate` gives both halves.
+        up: a gated feed-forward's multiplied Linear where it is its own (EuroBERT's and GTE's mlp.up_proj,
+            NomicBERT's mlp.fc11); "" where `intermediate` gives both halves.
         activated_first: a fused gated intermediate's activation reads its first half (ModernBERT's input|gate,
-            JinaBERT-v2's gated|non_gated); False: its second (GTE's up|gate).
+            JinaBERT-v2's gated|non_gated); False: its second (JinaBERT-v2's up|gated mlp.up_gated_layer).
     """
 
     attention: str

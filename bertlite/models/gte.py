@@ -1,18 +1,20 @@
 """GTE: transformers' GteModel on the keys its checkpoints hold, padded and packed.
 
 GTE (Alibaba's gte-*-v1.5 and gte-multilingual) is BERT's post-norm layer with rotary positions instead of
-position embeddings, one fused `attention.qkv_proj`, a gated feed-forward (`mlp.up_gate_proj` gives up|gate,
-act(gate) * up, then `mlp.down_proj`) and LayerNorms `attn_ln` and `mlp_ln`; token type embeddings are optional.
-The module tree has the names its checkpoints are saved under (transformers 5 saves its native `gte` so too), so
-keys load unchanged. Attention runs the shared kernels (layers.attention) padded or on PackedLayout's rows; the
-rotary positions are layers.rotary's. The layer declares its parts (LayerRoles: qkv_proj one fused
-query|key|value Linear, up_gate_proj a gated intermediate, o_proj and down_proj taking the residual add), so the
-CPU's oneDNN Linears and int8 swap in as for BERT. The heads are in models.gte_heads.
+position embeddings, attention with q_proj, k_proj, v_proj and o_proj, a gated feed-forward (`mlp.down_proj` of
+act(gate_proj(x)) * up_proj(x)) and LayerNorms `attn_ln` and `mlp_ln`; token type embeddings are optional. The
+checkpoints (transformers 5 saves its native `gte` so too) fuse query|key|value as `attention.qkv_proj` and up|gate
+as `mlp.up_gate_proj`; the module tree holds them apart, as transformers' does (so PEFT finds q_proj and v_proj),
+and the load splits them and the save fuses them back (checkpoint.remap's FUSED_LINEARS); the other names are the
+checkpoints'. Attention runs the shared kernels (layers.attention) padded or on PackedLayout's rows; the rotary
+positions are layers.rotary's. The layer declares its parts (LayerRoles: q/k/v, whose one GEMM the module swaps
+install in the attention's `qkv` slot, gate_proj the gated intermediate with up_proj, o_proj and down_proj taking
+the residual add), so the CPU's oneDNN Linears and int8 swap in as for BERT. The heads are in models.gte_heads.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -27,7 +29,6 @@ from bertlite.layers.attention import (
     packed_first_token_attention,
     padded_attention,
 )
-from bertlite.layers.fused import fused_linear
 from bertlite.layers.lora import with_tasks
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
@@ -99,28 +100,35 @@ class GteRotaryEmbedding(nn.Module):
 
 
 class GteAttention(nn.Module):
-    """GTE's attention: qkv_proj, rotary positions, attention by name, o_proj."""
-
-    # The fused query|key|value Linear's and the output Linear's names (jina-embeddings-v3's: Wqkv, out_proj).
-    projection_names: ClassVar[tuple[str, str]] = ("qkv_proj", "o_proj")
+    """transformers' GteAttention: q_proj, k_proj, v_proj, rotary positions, attention by name, o_proj."""
 
     def __init__(self, config: GteConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.head_dim = config.head_dim
         self.scaling = self.head_dim**-0.5
-        qkv_name, out_name = self.projection_names
-        setattr(self, qkv_name, self._linear(config, config.hidden_size, 3 * config.hidden_size))
-        setattr(self, out_name, self._linear(config, config.hidden_size, config.hidden_size))
+        self._build_projections(config)
         self.attention_dropout = config.attention_probs_dropout_prob
         self.attn_implementation = check_attn_implementation(attn_implementation)
         # Set by the module swap that installs an o_proj taking forward(x, residual=) (layers.onednn.optimize,
         # quant.int8.quantize_int8): the layer's residual add then runs inside its GEMM. Inference only.
         self.fuses_residual = False
 
-    def _linear(self, config: GteConfig, in_features: int, out_features: int) -> nn.Module:
-        """One of the attention's Linears (a family with task adapters builds their Linear)."""
-        return nn.Linear(in_features, out_features)
+    def _build_projections(self, config: GteConfig) -> None:
+        """The Linears, transformers' q_proj, k_proj, v_proj and o_proj, and the slot for q|k|v in one GEMM."""
+        hidden = config.hidden_size
+        self.q_proj = nn.Linear(hidden, hidden)
+        self.k_proj = nn.Linear(hidden, hidden)
+        self.v_proj = nn.Linear(hidden, hidden)
+        self.o_proj = nn.Linear(hidden, hidden)
+        self.qkv: nn.Module | None = None  # q|k|v in one GEMM, installed by the module swaps (roles' qkv slot)
+
+    def _qkv(self, hidden_states: Tensor, adapter: Tensor | None) -> Tensor:
+        """(..., 3H) query|key|value; adapter: each row's task (a family with task adapters)."""
+        if self.qkv is not None:
+            return self.qkv(hidden_states)
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        return torch.cat([with_tasks(linear, hidden_states, adapter) for linear in projections], dim=-1)
 
     def forward(
         self,
@@ -139,8 +147,7 @@ class GteAttention(nn.Module):
         name = "eager" if output_attentions else self.attn_implementation
         dropout_p = self.attention_dropout if self.training else 0.0
         cos, sin = position_embeddings
-        qkv_proj = getattr(self, self.projection_names[0])
-        qkv = fused_linear(qkv_proj, hidden_states, 3, adapter)  # transformers' q_proj, k_proj, v_proj
+        qkv = self._qkv(hidden_states, adapter)
         out_adapter = adapter
         if adapter is not None and first_token_of is not None:
             out_adapter = adapter[layout.starts[first_token_of]]  # the tasks of the rows kept
@@ -164,17 +171,19 @@ class GteAttention(nn.Module):
     def _out(self, context: Tensor, residual: Tensor | None, adapter: Tensor | None = None) -> Tensor:
         """o_proj on the context, with the residual added in its GEMM when given (fuses_residual), or each row's
         task adapter."""
-        o_proj = getattr(self, self.projection_names[1])
-        return o_proj(context, residual=residual) if residual is not None else with_tasks(o_proj, context, adapter)
+        if residual is not None:
+            return self.o_proj(context, residual=residual)
+        return with_tasks(self.o_proj, context, adapter)
 
 
 class GteMLP(nn.Module):
-    """GTE's gated feed-forward: down_proj(dropout(act(gate) * up)) with up, gate = up_gate_proj(x)."""
+    """transformers' GteMLP: down_proj(dropout(act(gate_proj(x)) * up_proj(x)))."""
 
     def __init__(self, config: GteConfig) -> None:
         super().__init__()
         self.intermediate_size = config.intermediate_size
-        self.up_gate_proj = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
         self.hidden_act = config.hidden_act  # by name too, for the module swap that restores `act_fn`
         self.act_fn = ACT2FN[config.hidden_act]
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
@@ -188,9 +197,8 @@ class GteMLP(nn.Module):
         if self.gated_product is not None and adapter is None:
             gated = self.gated_product(hidden_states)
         else:
-            up, gate = fused_linear(self.up_gate_proj, hidden_states, 2, adapter).chunk(2, dim=-1)  # up, gate_proj
-            # Contiguous, the activation rounds as on transformers' separate gate_proj output (a strided view may not).
-            gated = self.act_fn(gate.contiguous()) * up
+            gate = with_tasks(self.gate_proj, hidden_states, adapter)
+            gated = self.act_fn(gate) * with_tasks(self.up_proj, hidden_states, adapter)
         if residual is not None:
             return self.down_proj(gated, residual=residual)
         return with_tasks(self.down_proj, self.dropout(gated), adapter)
@@ -202,16 +210,15 @@ class GteLayer(nn.Module):
     # Where its parts are, for the module swaps (bertlite.layers.roles).
     roles = LayerRoles(
         attention="attention",
-        query="",
-        key="",
-        value="",
+        query="attention.q_proj",
+        key="attention.k_proj",
+        value="attention.v_proj",
         attention_output="attention.o_proj",
-        intermediate="mlp.up_gate_proj",
+        intermediate="mlp.gate_proj",
         activation="mlp.act_fn",
         output="mlp.down_proj",
-        qkv="attention.qkv_proj",
         gated=True,
-        activated_first=False,
+        up="mlp.up_proj",
         residual_owners={"attention_output": "attention", "output": "mlp"},
     )
 

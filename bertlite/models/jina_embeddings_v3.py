@@ -22,6 +22,7 @@ from bertlite.config.bert import as_bert_config
 from bertlite.config.jina_embeddings_v3 import JinaEmbeddingsV3Config
 from bertlite.layers.activations import ACT2FN
 from bertlite.layers.attention import DEFAULT_ATTENTION
+from bertlite.layers.fused import fused_linear
 from bertlite.layers.lora import NO_TASK, LoRAEmbedding, LoRALinear, with_tasks
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
@@ -91,12 +92,24 @@ class JinaEmbeddingsV3Embeddings(nn.Module):
 
 
 class JinaEmbeddingsV3Attention(GteAttention):
-    """GTE's attention under the original's names: Wqkv (query|key|value) and out_proj."""
+    """GTE's attention under the original's names: one fused Wqkv (query|key|value), since a task adapter spans its
+    three parts, and out_proj, each a task-adapter Linear where the config has adapters."""
 
-    projection_names = ("Wqkv", "out_proj")
+    def _build_projections(self, config: JinaEmbeddingsV3Config) -> None:
+        """Wqkv and out_proj (layers.lora's task-adapter Linears where the config has adapters)."""
+        self.Wqkv = linear(config, config.hidden_size, 3 * config.hidden_size)
+        self.out_proj = linear(config, config.hidden_size, config.hidden_size)
 
-    def _linear(self, config: JinaEmbeddingsV3Config, in_features: int, out_features: int) -> nn.Module:
-        return linear(config, in_features, out_features)
+    def _qkv(self, hidden_states: Tensor, adapter: Tensor | None) -> Tensor:
+        """(..., 3H) query|key|value; adapter: each row's task."""
+        return fused_linear(self.Wqkv, hidden_states, 3, adapter)  # transformers' q_proj, k_proj, v_proj
+
+    def _out(self, context: Tensor, residual: Tensor | None, adapter: Tensor | None = None) -> Tensor:
+        """out_proj on the context, with the residual added in its GEMM when given (fuses_residual), or each row's
+        task adapter."""
+        if residual is not None:
+            return self.out_proj(context, residual=residual)
+        return with_tasks(self.out_proj, context, adapter)
 
 
 class JinaEmbeddingsV3MLP(nn.Module):

@@ -1,14 +1,16 @@
 """NomicBERT: transformers' NomicBertModel on the keys its checkpoints hold, padded and packed.
 
 NomicBERT (nomic-embed-text-v1/v1.5, nomic-bert-2048) is BERT's post-norm layer with rotary positions instead of
-position embeddings, one bias-free `attn.Wqkv`, `attn.out_proj`, a SwiGLU feed-forward (`mlp.fc2(act(mlp.fc12(x)) *
-mlp.fc11(x))`, no biases), LayerNorms `norm1` and `norm2`, and the embeddings' LayerNorm `emb_ln` beside them. The
-module tree has the names its checkpoints are saved under (transformers 5 saves its native `nomic_bert` so too), so
-keys load unchanged. Attention runs the shared kernels (layers.attention) padded or on PackedLayout's rows; the
-rotary positions are layers.rotary's. The layer declares its parts (LayerRoles: Wqkv one fused
-query|key|value Linear, fc12 the intermediate with its activation, out_proj and fc2 taking the residual add), so
-the CPU's oneDNN Linears and int8 swap in as for BERT; fc11 stays a plain Linear. The heads are in
-models.nomic_bert_heads.
+position embeddings, bias-free attention (`attn.q_proj`, `k_proj`, `v_proj`, `out_proj`), a SwiGLU feed-forward
+(`mlp.fc2(act(mlp.fc12(x)) * mlp.fc11(x))`, no biases), LayerNorms `norm1` and `norm2`, and the embeddings'
+LayerNorm `emb_ln` beside them. The checkpoints (transformers 5 saves its native `nomic_bert` so too) fuse
+query|key|value as `attn.Wqkv`; the module tree holds them apart, as transformers' does (so PEFT finds q_proj and
+v_proj), and the load splits them and the save fuses them back (checkpoint.remap's FUSED_LINEARS); the other names
+are the checkpoints'. Attention runs the shared kernels (layers.attention) padded or on PackedLayout's rows; the
+rotary positions are layers.rotary's. The layer declares its parts (LayerRoles: q/k/v, whose one GEMM the module
+swaps install in the attention's `qkv` slot, fc12 the intermediate with its activation, out_proj and fc2 taking
+the residual add), so the CPU's oneDNN Linears and int8 swap in as for BERT; fc11 stays a plain Linear. The heads
+are in models.nomic_bert_heads.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from bertlite.layers.attention import (
     packed_first_token_attention,
     padded_attention,
 )
-from bertlite.layers.fused import fused_linear
 from bertlite.layers.packing import PackedLayout
 from bertlite.layers.roles import LayerRoles
 from bertlite.layers.rotary import apply_rotary, rotate_query_key
@@ -88,15 +89,20 @@ class NomicBertRotaryEmbedding(nn.Module):
 
 
 class NomicBertAttention(nn.Module):
-    """NomicBERT's attention: Wqkv, rotary positions, attention by name, out_proj (no biases)."""
+    """transformers' NomicBertAttention: q_proj, k_proj, v_proj, rotary positions, attention by name, out_proj (its
+    o_proj; no biases)."""
 
     def __init__(self, config: NomicBertConfig, attn_implementation: str = DEFAULT_ATTENTION) -> None:
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.head_dim = config.head_dim
         self.scaling = self.head_dim**-0.5
-        self.Wqkv = nn.Linear(config.hidden_size, 3 * config.hidden_size, bias=False)
-        self.out_proj = nn.Linear(config.hidden_size, config.hidden_size, bias=False)
+        hidden = config.hidden_size
+        self.q_proj = nn.Linear(hidden, hidden, bias=False)
+        self.k_proj = nn.Linear(hidden, hidden, bias=False)
+        self.v_proj = nn.Linear(hidden, hidden, bias=False)
+        self.out_proj = nn.Linear(hidden, hidden, bias=False)
+        self.qkv: nn.Module | None = None  # q|k|v in one GEMM, installed by the module swaps (roles' qkv slot)
         self.attention_dropout = config.attention_probs_dropout_prob
         self.attn_implementation = check_attn_implementation(attn_implementation)
         # Set by the module swap that installs an out_proj taking forward(x, residual=) (layers.onednn.optimize,
@@ -119,7 +125,7 @@ class NomicBertAttention(nn.Module):
         name = "eager" if output_attentions else self.attn_implementation
         dropout_p = self.attention_dropout if self.training else 0.0
         cos, sin = position_embeddings
-        qkv = fused_linear(self.Wqkv, hidden_states, 3)  # transformers' q_proj, k_proj, v_proj
+        qkv = self._qkv(hidden_states)
         if layout is not None:
             qkv = rotate_query_key(qkv, 2 * self.num_heads, self.head_dim, cos, sin)  # (N, 3H)
             args = (qkv, layout, self.num_heads, self.scaling, dropout_p)
@@ -136,6 +142,12 @@ class NomicBertAttention(nn.Module):
         context, probs = padded_attention(name)(query, key, value, attention_bias, self.scaling, dropout_p)
         context = context.reshape(*input_shape, -1).contiguous()  # (B, T, H)
         return self._out(context, residual), probs
+
+    def _qkv(self, hidden_states: Tensor) -> Tensor:
+        """(..., 3H) query|key|value: the swapped-in one GEMM, or the three Linears."""
+        if self.qkv is not None:
+            return self.qkv(hidden_states)
+        return torch.cat([self.q_proj(hidden_states), self.k_proj(hidden_states), self.v_proj(hidden_states)], dim=-1)
 
     def _out(self, context: Tensor, residual: Tensor | None) -> Tensor:
         """out_proj on the context, with the residual added in its GEMM when given (fuses_residual)."""
@@ -170,14 +182,13 @@ class NomicBertLayer(nn.Module):
     # Where its parts are, for the module swaps (bertlite.layers.roles).
     roles = LayerRoles(
         attention="attn",
-        query="",
-        key="",
-        value="",
+        query="attn.q_proj",
+        key="attn.k_proj",
+        value="attn.v_proj",
         attention_output="attn.out_proj",
         intermediate="mlp.fc12",
         activation="mlp.act_fn",
         output="mlp.fc2",
-        qkv="attn.Wqkv",
         gated=True,
         up="mlp.fc11",
         residual_owners={"attention_output": "attn", "output": "mlp"},

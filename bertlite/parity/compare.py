@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from bertlite.checkpoint.save import fuse_linears
 from bertlite.config import FAMILIES
 from bertlite.parity.report import ParityReport, Row
 
@@ -48,7 +49,7 @@ HEAD_LOGITS["ElectraForPreTraining"] = {"logits": "token"}  # the discriminator:
 # qkv_proj and up_gate_proj and renames the layer's parts; NomicBERT: Wqkv, fc11/fc12, norm1/norm2, emb_ln;
 # jina-embeddings-v3: mixer.Wqkv, norm1/norm2, emb_ln):
 # bertlite's module name -> transformers', by pattern.
-# Their weights are compared in the checkpoint's layout, transformers' state_dict converted back as it saves it.
+# Their weights are compared in the checkpoint's layout, both state_dicts converted back as each saves it.
 REFERENCE_NAMES: dict[str, tuple[tuple[str, str], ...]] = {
     "gte": (
         (r"^encoder\.layer\.", "layers."),
@@ -268,7 +269,10 @@ def compare_weights(report: ParityReport, ours: nn.Module, ref: nn.Module, low_d
         from transformers.core_model_loading import revert_weight_conversion
 
         reference = revert_weight_conversion(ref, reference)  # the checkpoint's layout, as transformers saves
-    mine, theirs = _base_names(ours.state_dict()), _base_names(reference)
+        mine = fuse_linears(ours.state_dict(), ours.base_model_prefix)  # bertlite's held apart as transformers' are
+    else:
+        mine = ours.state_dict()
+    mine, theirs = _base_names(mine), _base_names(reference)
     report.only_in_bertlite = sorted(set(mine) - set(theirs))
     report.only_in_transformers = sorted(set(theirs) - set(mine))
     for key in (k for k in theirs if k in mine):

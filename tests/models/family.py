@@ -1,5 +1,6 @@
 """What the family tests (GTE, NomicBERT, EuroBERT, DeBERTa-v2, ModernBERT) share: packing a padded batch, a
-folder's saved keys, a head's labels and a sentence-transformers folder around a saved model."""
+folder's saved keys and a model's keys as it saves them, a head's labels and a sentence-transformers folder around a
+saved model."""
 
 from __future__ import annotations
 
@@ -23,6 +24,13 @@ def saved_keys(folder: Path) -> list[str]:
 
     with safe_open(folder / "model.safetensors", "pt") as f:
         return sorted(f.keys())
+
+
+def keys_as_saved(model: torch.nn.Module) -> list[str]:
+    """The keys a bertlite model's save_pretrained writes (tied targets once, fused Linears fused), sorted."""
+    from bertlite.checkpoint.save import tensors_to_save
+
+    return sorted(tensors_to_save(model))
 
 
 def head_labels(head: str, batch: dict[str, torch.Tensor], num_labels: int) -> dict[str, torch.Tensor]:

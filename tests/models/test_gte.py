@@ -22,7 +22,7 @@ from bertlite.layers.gated import GatedProduct, product_works
 from bertlite.layers.onednn import OneDNNLinear, linear_works
 from bertlite.models.gte import GteModel
 from bertlite.quant.int8 import quantize_int8
-from tests.models.family import head_labels, packed, save_st_folder, saved_keys
+from tests.models.family import head_labels, keys_as_saved, packed, save_st_folder, saved_keys
 from tests.models.test_roberta import unigram_tokenizer
 
 TINY_GTE = dict(
@@ -134,8 +134,11 @@ def test_keys_and_eager_are_transformers_bitwise(model_folder) -> None:
     hf = make_hf(config=config)
     ours = GteModel.from_pretrained(path, attn_implementation="eager")
     assert type(ours.config) is GteConfig
-    # The checkpoint's fused names (qkv_proj, up_gate_proj, attn_ln, mlp_ln), as transformers saves them.
-    assert sorted(ours.state_dict()) == saved_keys(path)
+    # Saved under the checkpoint's fused names (qkv_proj, up_gate_proj, attn_ln, mlp_ln), as transformers saves them;
+    # held apart under transformers' names for them, which PEFT targets.
+    assert keys_as_saved(ours) == saved_keys(path)
+    parts = {f"encoder.layer.0.{name}.weight" for name in ("attention.q_proj", "attention.v_proj", "mlp.gate_proj")}
+    assert parts <= set(ours.state_dict())
     batch = batch_for(config)
     flags = dict(output_hidden_states=True, output_attentions=True)
     with torch.no_grad():
@@ -238,7 +241,7 @@ def test_every_head_loads_and_equals_transformers(head, config, tmp_path) -> Non
     hf = make_hf(head, config, num_labels=3)
     hf.save_pretrained(tmp_path)
     ours = getattr(bertlite, "Gte" + head).from_pretrained(tmp_path, attn_implementation="eager")
-    assert sorted(set(ours.state_dict()) - set(ours.tied_weights_keys())) == saved_keys(tmp_path)  # tied: saved once
+    assert keys_as_saved(ours) == saved_keys(tmp_path)  # tied: saved once
     assert type(getattr(bertlite, "AutoModel" + head).from_pretrained(tmp_path)) is type(ours)
     batch = batch_for(config)
     real = batch["attention_mask"].bool()
@@ -257,6 +260,20 @@ def test_every_head_loads_and_equals_transformers(head, config, tmp_path) -> Non
         assert torch.equal(theirs.eval()(**batch).logits, got.logits)
 
 
+def test_a_nan_in_a_fused_tensor_is_named_by_its_part(tmp_path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    make_hf().save_pretrained(tmp_path)
+    state = load_file(tmp_path / "model.safetensors")
+    state["encoder.layer.0.attention.qkv_proj.weight"][TINY_GTE["hidden_size"] + 1, 0] = float("nan")  # k_proj's
+    save_file(state, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match=r"hold NaN or Inf: encoder\.layer\.0\.attention\.k_proj\.weight in "):
+        GteModel.from_pretrained(tmp_path)
+    with pytest.warns(UserWarning, match="k_proj.weight in model.safetensors .1 NaN. .allow_nonfinite=True"):
+        ours = GteModel.from_pretrained(tmp_path, allow_nonfinite=True)
+    assert ours.encoder.layer[0].attention.k_proj.weight.isnan().sum() == 1
+
+
 def test_masked_lm_is_tied_and_trains_as_transformers(tmp_path) -> None:
     hf = make_hf("ForMaskedLM", hidden_dropout_prob=0.0)  # trained: no random dropout to tell them apart
     hf.save_pretrained(tmp_path)
@@ -269,21 +286,12 @@ def test_masked_lm_is_tied_and_trains_as_transformers(tmp_path) -> None:
     hf(**batch, labels=labels).loss.backward()
     ours(**batch, labels=labels).loss.backward()
     theirs = dict(hf.named_parameters())
-    # The fused Linears' gradients are their parts' (q|k|v, up|gate), as their weights are.
-    fused = {"attention.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")}
-    fused["mlp.up_gate_proj"] = ("mlp.up_proj", "mlp.gate_proj")
-    renamed = {
-        "encoder.layer.": "layers.",
-        "attention.o_proj": "self_attn.o_proj",
-        "lm_head.norm": "lm_head.layer_norm",
-    }
+    renamed = {"encoder.layer.": "layers.", ".attention.": ".self_attn.", "lm_head.norm": "lm_head.layer_norm"}
     renamed |= {"attn_ln": "post_attention_layernorm", "mlp_ln": "post_mlp_layernorm"}
     for name, p in ours.named_parameters():
         for mine, native in renamed.items():
             name = name.replace(mine, native)
-        parts = next(([name.replace(k, part) for part in v] for k, v in fused.items() if k in name), [name])
-        expected = torch.cat([theirs[part].grad for part in parts])
-        torch.testing.assert_close(p.grad, expected, **TOL, msg=lambda m, name=name: f"{name}: {m}")
+        torch.testing.assert_close(p.grad, theirs[name].grad, **TOL, msg=lambda m, name=name: f"{name}: {m}")
 
 
 # --- the jobs against sentence-transformers ------------------------------------------------
@@ -327,10 +335,11 @@ def test_the_cpu_fast_path_and_int8_match_transformers_and_eager_undoes_them(mod
     ours = ready(GteModel.from_pretrained(path))
     layer = ours.encoder.layer[1]
     fast = linear_works(torch.float32)  # oneDNN's Linear runs here
-    assert (type(layer.attention.qkv_proj) is OneDNNLinear) == fast
+    assert (layer.attention.qkv is not None) == fast  # q|k|v in one GEMM
     gated = fast and product_works(torch.float32)  # act(gate) * up in two GEMMs' epilogues (layers.gated)
     assert isinstance(layer.mlp.gated_product, GatedProduct) == gated
-    assert (type(layer.mlp.up_gate_proj) is OneDNNLinear) == (fast and not gated)
+    swapped = [type(layer.mlp.gate_proj) is OneDNNLinear, type(layer.mlp.up_proj) is OneDNNLinear]
+    assert swapped == [fast and not gated] * 2
     assert layer.attention.fuses_residual == layer.mlp.fuses_residual == fast
     batch = batch_for(config)
     real = batch["attention_mask"].bool()
@@ -339,7 +348,8 @@ def test_the_cpu_fast_path_and_int8_match_transformers_and_eager_undoes_them(mod
         torch.testing.assert_close(ours(**packed(batch)).last_hidden_state, expected[real], **TOL)
         torch.testing.assert_close(ours(**batch).last_hidden_state[real], expected[real], **TOL)
         ours.set_attn_implementation("eager")
-        assert type(layer.attention.qkv_proj) is torch.nn.Linear and not layer.mlp.fuses_residual
+        assert layer.attention.qkv is None and type(layer.attention.q_proj) is torch.nn.Linear
+        assert not layer.mlp.fuses_residual
         assert layer.mlp.gated_product is None
         assert torch.equal(ours(**batch).last_hidden_state, expected)
         int8 = quantize_int8(GteModel.from_pretrained(path), kernel="dequantize", compile_quantization=False)

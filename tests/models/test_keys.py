@@ -1,10 +1,14 @@
-"""state_dict keys match transformers', and the legacy-key remap is a pure function."""
+"""state_dict keys match transformers', the legacy-key remap is a pure function, and the fused Linears' split has
+an inverse."""
 
 import pytest
 import torch
 
 import bertlite
 from bertlite.checkpoint.load import remap_state_dict
+from bertlite.checkpoint.plan import split_fused
+from bertlite.checkpoint.remap import fused_key, split_key
+from bertlite.checkpoint.save import fuse_linears
 from tests.helpers import make_hf_model
 
 
@@ -54,6 +58,35 @@ def test_remap_for_head_model_adds_prefix_and_keeps_heads():
 def test_remap_is_identity_on_canonical_keys():
     sd = make_hf_model().state_dict()
     assert remap_state_dict(sd) == sd
+
+
+def test_fused_linears_split_on_load_and_fuse_on_save():
+    assert split_key("gte.encoder.layer.0.attention.qkv_proj.bias", "gte") == tuple(
+        f"gte.encoder.layer.0.attention.{x}_proj.bias" for x in "qkv"
+    )
+    assert split_key("encoder.layers.1.attn.Wqkv.weight", "nomic_bert")[2] == "encoder.layers.1.attn.v_proj.weight"
+    assert split_key("encoder.layers.1.mixer.Wqkv.weight", "roberta") is None  # jina-v3 keeps its Wqkv
+    assert split_key("qkv_proj.weight", "bert") is None
+    assert fused_key("encoder.layer.0.mlp.gate_proj.weight", "gte") == (
+        "encoder.layer.0.mlp.up_gate_proj.weight",
+        ("encoder.layer.0.mlp.up_proj.weight", "encoder.layer.0.mlp.gate_proj.weight"),
+    )
+    assert fused_key("encoder.layer.0.attention.o_proj.weight", "gte") is None
+    fused = {
+        "encoder.layer.0.attention.qkv_proj.weight": torch.randn(6, 2),
+        "encoder.layer.0.attn_ln.bias": torch.ones(2),
+    }
+    parts = {k: t for key, value in fused.items() for k, t in split_fused(key, value, "gte")}
+    assert list(parts) == [f"encoder.layer.0.attention.{x}_proj.weight" for x in "qkv"] + [
+        "encoder.layer.0.attn_ln.bias"
+    ]
+    assert torch.equal(
+        parts["encoder.layer.0.attention.k_proj.weight"], fused["encoder.layer.0.attention.qkv_proj.weight"][2:4]
+    )
+    back = fuse_linears(parts, "gte")
+    assert list(back) == list(fused) and all(torch.equal(back[k], fused[k]) for k in fused)
+    del parts["encoder.layer.0.attention.v_proj.weight"]  # a part without the others stays as it is
+    assert list(fuse_linears(parts, "gte")) == list(parts)
 
 
 def test_fresh_model_is_initialised_like_transformers():

@@ -23,7 +23,7 @@ from bertlite.layers.gated import GatedProduct, product_works
 from bertlite.layers.onednn import OneDNNLinear, linear_works
 from bertlite.models.nomic_bert import NomicBertModel
 from bertlite.quant.int8 import quantize_int8
-from tests.models.family import head_labels, packed, save_st_folder, saved_keys
+from tests.models.family import head_labels, keys_as_saved, packed, save_st_folder, saved_keys
 
 TINY_NOMIC = dict(
     vocab_size=99,
@@ -139,8 +139,10 @@ def test_keys_and_eager_are_transformers_bitwise(model_folder) -> None:
     hf = make_hf(config=config)
     ours = NomicBertModel.from_pretrained(path, attn_implementation="eager")
     assert type(ours.config) is NomicBertConfig
-    # The checkpoint's names (attn.Wqkv, mlp.fc11, norm1, emb_ln, ...), as transformers saves them.
-    assert sorted(ours.state_dict()) == saved_keys(path)
+    # Saved under the checkpoint's names (attn.Wqkv, mlp.fc11, norm1, emb_ln, ...), as transformers saves them; q|k|v
+    # held apart under transformers' names for them, which PEFT targets.
+    assert keys_as_saved(ours) == saved_keys(path)
+    assert {f"encoder.layers.0.attn.{x}_proj.weight" for x in "qkv"} <= set(ours.state_dict())
     batch = batch_for(config)
     flags = dict(output_hidden_states=True, output_attentions=True)
     with torch.no_grad():
@@ -238,7 +240,7 @@ def test_every_head_loads_and_equals_transformers(head, config, tmp_path) -> Non
     hf = make_hf(head, config, num_labels=3)
     hf.save_pretrained(tmp_path)
     ours = getattr(bertlite, "NomicBert" + head).from_pretrained(tmp_path, attn_implementation="eager")
-    assert sorted(set(ours.state_dict()) - set(ours.tied_weights_keys())) == saved_keys(tmp_path)  # tied: saved once
+    assert keys_as_saved(ours) == saved_keys(tmp_path)  # tied: saved once
     assert type(getattr(bertlite, "AutoModel" + head).from_pretrained(tmp_path)) is type(ours)
     batch = batch_for(config)
     real = batch["attention_mask"].bool()
@@ -271,16 +273,15 @@ def test_masked_lm_is_tied_and_trains_as_transformers(tmp_path) -> None:
     hf(**batch, labels=labels).loss.backward()
     ours(**batch, labels=labels).loss.backward()
     theirs = dict(hf.named_parameters())
-    # Wqkv's gradient is q|k|v's, as its weight is; the other parts are transformers' under other names.
+    # The parts are transformers', its attention's under the same names, the others under the checkpoint's.
     renamed = {"encoder.layers.": "layers.", "attn.out_proj": "self_attn.o_proj", "emb_ln": "embeddings.LayerNorm"}
+    renamed |= {".attn.": ".self_attn."}
     renamed |= {"mlp.fc11": "mlp.up_proj", "mlp.fc12": "mlp.gate_proj", "mlp.fc2": "mlp.down_proj"}
     renamed |= {"norm1": "post_attention_layernorm", "norm2": "post_mlp_layernorm"}
     for name, p in ours.named_parameters():
         for mine, native in renamed.items():
             name = name.replace(mine, native)
-        parts = [name.replace("attn.Wqkv", f"self_attn.{x}_proj") for x in "qkv"] if "attn.Wqkv" in name else [name]
-        expected = torch.cat([theirs[part].grad for part in parts])
-        torch.testing.assert_close(p.grad, expected, **TOL, msg=lambda m, name=name: f"{name}: {m}")
+        torch.testing.assert_close(p.grad, theirs[name].grad, **TOL, msg=lambda m, name=name: f"{name}: {m}")
 
 
 # --- the jobs against sentence-transformers ------------------------------------------------
@@ -324,7 +325,7 @@ def test_the_cpu_fast_path_and_int8_match_transformers_and_eager_undoes_them(mod
     ours = ready(NomicBertModel.from_pretrained(path))
     layer = ours.encoder.layer[1]
     fast = linear_works(torch.float32)  # oneDNN's Linear runs here
-    assert (type(layer.attn.Wqkv) is OneDNNLinear) == fast
+    assert (layer.attn.qkv is not None) == fast  # q|k|v in one GEMM
     gated = fast and product_works(torch.float32)  # act(gate) * up in two GEMMs' epilogues (layers.gated)
     assert isinstance(layer.mlp.gated_product, GatedProduct) == gated
     swapped = [type(layer.mlp.fc12) is OneDNNLinear, type(layer.mlp.fc11) is OneDNNLinear]
@@ -337,7 +338,8 @@ def test_the_cpu_fast_path_and_int8_match_transformers_and_eager_undoes_them(mod
         torch.testing.assert_close(ours(**packed(batch)).last_hidden_state, expected[real], **TOL)
         torch.testing.assert_close(ours(**batch).last_hidden_state[real], expected[real], **TOL)
         ours.set_attn_implementation("eager")
-        assert type(layer.attn.Wqkv) is torch.nn.Linear and not layer.mlp.fuses_residual
+        assert layer.attn.qkv is None and type(layer.attn.q_proj) is torch.nn.Linear
+        assert not layer.mlp.fuses_residual
         assert torch.equal(ours(**batch).last_hidden_state, expected)
         int8 = quantize_int8(NomicBertModel.from_pretrained(path), kernel="dequantize", compile_quantization=False)
         low = int8(**packed(batch)).last_hidden_state
