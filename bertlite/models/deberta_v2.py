@@ -7,8 +7,9 @@ log-bucketed distance between the two tokens, all divided by sqrt(head_dim * (1 
 table is `encoder.rel_embeddings` (LayerNorm'd when norm_rel_ebd says layer_norm), projected by each layer's
 pos_key_proj / pos_query_proj, or its key_proj / query_proj when share_att_key. "eager" runs transformers' op
 order (bitwise equal in float32); every other name runs SDPA with the relative terms in its additive mask. A packed
-batch runs each sequence's rows on their own (its relative positions counted from its first token). The heads are
-in models.deberta_v2_heads.
+batch runs its Linears over all its rows and projects the table once per layer; only the attention core runs per run
+of equal-length sequences (SDPA per sequence), each sequence attending on its own rows (its relative positions
+counted from its first token). The heads are in models.deberta_v2_heads.
 """
 
 from __future__ import annotations
