@@ -1,8 +1,8 @@
 """DeBERTa-v2/v3 against transformers' native module in the same run: the config, the tokenizer (a SentencePiece
 Unigram in tokenizer.json), the module tree and keys, eager bitwise, sdpa and every packed attention within 1e-5,
 every head (both masked-LM layouts), save and load both ways, `bertlite parity`, the Embedder and CrossEncoder
-against sentence-transformers on tiny folders built here, zero-shot NLI through transformers' pipeline and a guard's
-labels through the server's /predict."""
+against sentence-transformers on tiny folders built here, zero-shot NLI through transformers' pipeline, a guard's
+labels through the server's /predict, and a packed text's bits whatever shares its batch."""
 
 from __future__ import annotations
 
