@@ -7,12 +7,14 @@ log-bucketed distance between the two tokens, all divided by sqrt(head_dim * (1 
 table is `encoder.rel_embeddings` (LayerNorm'd when norm_rel_ebd says layer_norm), projected by each layer's
 pos_key_proj / pos_query_proj, or its key_proj / query_proj when share_att_key. "eager" runs transformers' op
 order (bitwise equal in float32); every other name runs SDPA with the relative terms in its additive mask. A packed
-batch runs each sequence's rows on their own (its relative positions counted from its first token). The heads are
-in models.deberta_v2_heads.
+batch runs its Linears over all its rows and projects the table once per layer; only the attention core runs per run
+of equal-length sequences (SDPA per sequence), each sequence attending on its own rows (its relative positions
+counted from its first token). The heads are in models.deberta_v2_heads.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -143,10 +145,9 @@ class DisentangledSelfAttention(nn.Module):
         self.qkv: nn.Module | None = None
 
     def _heads(self, x: Tensor) -> Tensor:
-        """(B, T, H) -> (B * nh, T, hs), the layout DeBERTa's batched matmuls run on."""
+        """(B, T, H) -> contiguous (B, nh, T, hs), the layout DeBERTa's batched matmuls run on."""
         batch, length = x.shape[:2]
-        x = x.view(batch, length, self.num_attention_heads, -1).permute(0, 2, 1, 3).contiguous()  # (B, nh, T, hs)
-        return x.view(-1, length, x.shape[-1])
+        return x.view(batch, length, self.num_attention_heads, -1).permute(0, 2, 1, 3).contiguous()
 
     def forward(
         self,
@@ -155,73 +156,215 @@ class DisentangledSelfAttention(nn.Module):
         relative_pos: Tensor | None,
         rel_embeddings: Tensor | None,
         output_attentions: bool = False,
+        layout: PackedLayout | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """(B, T, H) with mask (B, 1, T, T) bool (True: attend; None: all) to the (B, T, H) context."""
-        batch, length = hidden_states.shape[:2]
+        """The context of a padded batch, or of a packed one whose sequences each attend on their own.
+
+        Args:
+            hidden_states: (B, T, H), or packed (N, H) rows.
+            mask: (B, 1, T, T) bool (True: attend); None: nothing masked (always, packed).
+            relative_pos: (1, T, T) long relative positions of the longest sequence (a shorter one reads its
+                corner); None without relative attention.
+            rel_embeddings: the relative position table (2S, H); None without relative attention.
+            output_attentions: also return the probabilities.
+            layout: the packed batch's PackedLayout; None: padded.
+
+        Returns:
+            The (B, T, H) context (packed: (N, H)) and, when asked, the (B, nh, T, T) probabilities (a packed
+            batch's on the padded grid, zeros past each text).
+        """
         if self.qkv is None:
             projections = self.query_proj(hidden_states), self.key_proj(hidden_states), self.value_proj(hidden_states)
         else:
             projections = self.qkv(hidden_states).split(hidden_states.shape[-1], dim=-1)
-        query, key, value = (self._heads(p) for p in projections)
         scale = torch.sqrt(torch.tensor(self.attention_head_size, dtype=torch.float) * self.scale_factor)
-        relative = None
-        if self.relative_attention:
-            relative = self._relative_scores(query, key, relative_pos, self.pos_dropout(rel_embeddings), scale)
+        positions = self._position_heads(rel_embeddings) if self.relative_attention else (None, None)
+        if layout is not None:
+            return self._packed(projections, layout, relative_pos, positions, scale, output_attentions)
+        query, key, value = (self._heads(p) for p in projections)
+        return self._attend(query, key, value, mask, relative_pos, positions, scale, output_attentions)
+
+    def _packed(
+        self,
+        projections: tuple[Tensor, ...],
+        layout: PackedLayout,
+        relative_pos: Tensor | None,
+        positions: tuple[Tensor | None, Tensor | None],
+        scale: Tensor,
+        output_attentions: bool,
+    ) -> tuple[Tensor, Tensor | None]:
+        """The attention core of each run of equal-length sequences (layout.runs) on its own rows.
+
+        A run of n sequences of length L is one (n, L) grid without padding; every step of the core treats each
+        of its sequences apart (a matrix per sequence and head; SDPA one call per sequence), so a sequence gets
+        the same bits whatever shares its batch. Each run reads only the 2L - 1 rows of the projected position
+        table its distances reach.
+
+        Args:
+            projections: query, key and value, 3 x (N, H).
+            layout: the batch's PackedLayout.
+            relative_pos: (1, T, T) relative positions of the longest sequence; None without relative attention.
+            positions: the projected position table's keys and queries (_position_heads).
+            scale: sqrt(head_dim * (1 + the number of relative terms)).
+            output_attentions: also return the probabilities.
+
+        Returns:
+            The (N, H) context and, when asked, the (B, nh, T, T) probabilities on the padded grid.
+        """
+        context = projections[0].new_empty(projections[0].shape)  # (N, H)
+        probs = None
+        if output_attentions:  # each text's probabilities on the padded grid, as the other families give them
+            width = layout.max_length
+            probs = context.new_zeros(layout.batch_size, self.num_attention_heads, width, width)  # (B, nh, T, T)
+        span, sequence = self.att_span, 0
+        for start, count, length in layout.runs:
+            rows = slice(start, start + count * length)
+            shape = (count, length, self.num_attention_heads, self.attention_head_size)
+            query, key, value = (p[rows].view(shape).transpose(1, 2) for p in projections)  # 3 x (n, nh, L, hs) views
+            own = None if relative_pos is None else relative_pos[..., :length, :length]
+            # The table rows the run's distances reach: span - (L - 1) to span + (L - 1), clamped as the index is.
+            first, last = max(0, span - length + 1), min(2 * span, span + length)
+            window = tuple(None if p is None else p[:, first:last] for p in positions)
+            attended, own_probs = self._attend(
+                query, key, value, None, own, window, scale, output_attentions, first, one_by_one=True
+            )
+            context[rows] = attended.view(count * length, -1)  # (n * L, H)
+            if probs is not None:
+                probs[sequence : sequence + count, :, :length, :length] = own_probs
+            sequence += count
+        return context, probs
+
+    def _attend(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None,
+        relative_pos: Tensor | None,
+        positions: tuple[Tensor | None, Tensor | None],
+        scale: Tensor,
+        output_attentions: bool,
+        first: int = 0,
+        one_by_one: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """The attention core: scores with their relative terms, softmax, the context.
+
+        Args:
+            query, key, value: (B, nh, T, hs), any strides (the batched matmuls of the relative terms and of
+                "eager" run on contiguous copies, SDPA on them as they are).
+            mask: (B, 1, T, T) bool (True: attend); None: nothing masked.
+            relative_pos: (1, T, T) long relative positions; None without relative attention.
+            positions: the projected position table's keys and queries, (nh, W, hs) or None each.
+            scale: sqrt(head_dim * (1 + the number of relative terms)).
+            output_attentions: also return the probabilities.
+            first: the table row `positions` start at.
+            one_by_one: SDPA on each sequence alone (the scores, the matmuls of "eager" and of the relative terms
+                are per sequence and head in any case).
+
+        Returns:
+            The (B, T, H) context and, when asked, the (B, nh, T, T) probabilities.
+        """
+        batch, _, length, head_size = query.shape
         eager = output_attentions or self.attn_implementation == "eager"
+        relative = None
+        if self.relative_attention or eager:
+            flat_query, flat_key = query.reshape(-1, length, head_size), key.reshape(-1, length, head_size)
+        if self.relative_attention:
+            relative = self._relative_scores(flat_query, flat_key, relative_pos, positions, scale, first)
         if eager:
-            scores = torch.bmm(query, key.transpose(-1, -2) / scale.to(dtype=query.dtype))  # (B*nh, T, T)
+            scores = torch.bmm(flat_query, flat_key.transpose(-1, -2) / scale.to(dtype=query.dtype))  # (B*nh, T, T)
             if relative is not None:
                 scores = scores + relative
             scores = scores.view(batch, -1, length, length)
             if mask is not None:
                 scores = scores.masked_fill(~mask, torch.finfo(query.dtype).min)
             probs = self.dropout(F.softmax(scores, dim=-1))
-            context = torch.bmm(probs.view(-1, length, length), value)  # (B*nh, T, hs)
+            context = torch.bmm(probs.view(-1, length, length), value.reshape(-1, length, head_size))  # (B*nh, T, hs)
+            context = context.view(batch, -1, length, head_size)
         else:
             bias = None if relative is None else relative.view(batch, -1, length, length)
             if mask is not None:
                 padding = torch.zeros(mask.shape, dtype=query.dtype, device=query.device)
                 padding = padding.masked_fill_(~mask, torch.finfo(query.dtype).min)
                 bias = padding if bias is None else bias + padding
-            shape = (batch, -1, length, self.attention_head_size)
-            dropout_p = self.dropout.p if self.training else 0.0
-            context = F.scaled_dot_product_attention(
-                query.view(shape),
-                key.view(shape),
-                value.view(shape),
-                attn_mask=bias,
-                dropout_p=dropout_p,
+            sdpa = functools.partial(
+                F.scaled_dot_product_attention,
+                dropout_p=self.dropout.p if self.training else 0.0,
                 scale=1.0 / math.sqrt(self.attention_head_size * self.scale_factor),
             )
+            if one_by_one:
+                # torch's CPU kernel splits a batch's work by its size: a sequence's own call keeps its bits.
+                context = query.new_empty(batch, length, self.num_attention_heads, head_size)  # (B, T, nh, hs)
+                for i in range(batch):
+                    own_bias = None if bias is None else bias[i : i + 1]
+                    attended = sdpa(query[i : i + 1], key[i : i + 1], value[i : i + 1], attn_mask=own_bias)
+                    context[i] = attended[0].transpose(0, 1)
+                context = context.transpose(1, 2)  # (B, nh, T, hs)
+            else:
+                context = sdpa(query, key, value, attn_mask=bias)
             probs = None
-        context = context.view(batch, -1, length, self.attention_head_size).permute(0, 2, 1, 3).contiguous()
+        context = context.permute(0, 2, 1, 3).contiguous()  # (B, T, nh, hs)
         return context.view(batch, length, -1), probs if output_attentions else None  # (B, T, H)
 
-    def _relative_scores(
-        self, query: Tensor, key: Tensor, relative_pos: Tensor, rel_embeddings: Tensor, scale: Tensor
-    ) -> Tensor | int:
-        """The c2p and p2c terms, (B*nh, T, T), each divided by scale (0 when pos_att_type names neither)."""
-        span = self.att_span
-        table = rel_embeddings[: span * 2].unsqueeze(0)  # (1, 2S, H)
-        repeat = query.shape[0] // self.num_attention_heads
-        index_shape = [query.shape[0], query.shape[1], key.shape[1]]
+    def _position_heads(self, rel_embeddings: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        """The relative position table projected to keys (for c2p) and queries (for p2c), once per forward.
+
+        Args:
+            rel_embeddings: the relative position table (2S, H).
+
+        Returns:
+            (nh, 2S, hs) keys and queries; None for a term pos_att_type does not name.
+        """
+        table = self.pos_dropout(rel_embeddings)[: self.att_span * 2].unsqueeze(0)  # (1, 2S, H)
         shared = None
         if self.share_att_key and self.qkv is not None:
             # int8 leaves only placeholders where query_proj and key_proj were: the table goes through q|k|v too.
             shared = self.qkv(table[0]).unsqueeze(0).split(table.shape[-1], dim=-1)  # 3 x (1, 2S, H)
-        score: Tensor | int = 0
+        pos_key = pos_query = None
         if "c2p" in self.pos_att_type:
             proj = self.key_proj if self.share_att_key else self.pos_key_proj
-            pos_key = self._heads(proj(table) if shared is None else shared[1]).repeat(repeat, 1, 1)  # (B*nh, 2S, hs)
-            c2p = torch.bmm(query, pos_key.transpose(-1, -2))  # (B*nh, T, 2S)
-            index = torch.clamp(relative_pos + span, 0, span * 2 - 1).expand(index_shape)
-            c2p = torch.gather(c2p, dim=-1, index=index)
-            score = score + c2p / scale.to(dtype=c2p.dtype)
+            pos_key = self._heads(proj(table) if shared is None else shared[1])[0]  # (nh, 2S, hs)
         if "p2c" in self.pos_att_type:
             proj = self.query_proj if self.share_att_key else self.pos_query_proj
-            pos_query = self._heads(proj(table) if shared is None else shared[0]).repeat(repeat, 1, 1)  # (B*nh, 2S, hs)
-            p2c = torch.bmm(key, pos_query.transpose(-1, -2))  # (B*nh, T, 2S)
-            index = torch.clamp(-relative_pos + span, 0, span * 2 - 1).expand(index_shape)
+            pos_query = self._heads(proj(table) if shared is None else shared[0])[0]  # (nh, 2S, hs)
+        return pos_key, pos_query
+
+    def _relative_scores(
+        self,
+        query: Tensor,
+        key: Tensor,
+        relative_pos: Tensor,
+        positions: tuple[Tensor | None, Tensor | None],
+        scale: Tensor,
+        first: int = 0,
+    ) -> Tensor | int:
+        """The c2p and p2c terms, (B*nh, T, T), each divided by scale (0 when pos_att_type names neither).
+
+        Args:
+            query, key: (B * nh, T, hs).
+            relative_pos: (1, T, T) long relative positions.
+            positions: the projected position table's keys and queries, (nh, W, hs) or None each.
+            scale: the divisor of each term.
+            first: the table row `positions` start at (its rows cover every distance of the T tokens).
+
+        Returns:
+            The summed terms, or 0.
+        """
+        span = self.att_span
+        repeat = query.shape[0] // self.num_attention_heads
+        index_shape = [query.shape[0], query.shape[1], key.shape[1]]
+        pos_key, pos_query = positions
+        score: Tensor | int = 0
+        if pos_key is not None:
+            c2p = torch.bmm(query, pos_key.repeat(repeat, 1, 1).transpose(-1, -2))  # (B*nh, T, W)
+            index = torch.clamp(relative_pos + span, 0, span * 2 - 1)
+            index = (index - first if first else index).expand(index_shape)
+            c2p = torch.gather(c2p, dim=-1, index=index)
+            score = score + c2p / scale.to(dtype=c2p.dtype)
+        if pos_query is not None:
+            p2c = torch.bmm(key, pos_query.repeat(repeat, 1, 1).transpose(-1, -2))  # (B*nh, T, W)
+            index = torch.clamp(-relative_pos + span, 0, span * 2 - 1)
+            index = (index - first if first else index).expand(index_shape)
             p2c = torch.gather(p2c, dim=-1, index=index).transpose(-1, -2)
             score = score + p2c / scale.to(dtype=p2c.dtype)
         return score
@@ -255,8 +398,9 @@ class DebertaV2Attention(nn.Module):
         relative_pos: Tensor | None,
         rel_embeddings: Tensor | None,
         output_attentions: bool = False,
+        layout: PackedLayout | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        context, probs = self.self(hidden_states, mask, relative_pos, rel_embeddings, output_attentions)
+        context, probs = self.self(hidden_states, mask, relative_pos, rel_embeddings, output_attentions, layout)
         return self.output(context, hidden_states), probs
 
 
@@ -312,21 +456,7 @@ class DebertaV2Layer(nn.Module):
         layout: PackedLayout | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """(B, T, H), or packed (N, H) rows with their layout (each sequence attends on its own)."""
-        if layout is None:
-            attended, probs = self.attention(hidden_states, mask, relative_pos, rel_embeddings, output_attentions)
-        else:
-            attended, probs = torch.empty_like(hidden_states), None
-            if output_attentions:  # each text's probabilities on the padded grid, as the other families give them
-                heads, width = self.attention.self.num_attention_heads, layout.max_length
-                probs = hidden_states.new_zeros(layout.batch_size, heads, width, width)  # (B, nh, T, T)
-            spans = zip(layout.starts.tolist(), layout.lengths.tolist(), strict=True)
-            for row, (start, length) in enumerate(spans):
-                rows = hidden_states[start : start + length][None]  # (1, L, H)
-                own = None if relative_pos is None else relative_pos[..., :length, :length]
-                context, own_probs = self.attention(rows, None, own, rel_embeddings, output_attentions)
-                attended[start : start + length] = context[0]
-                if probs is not None:
-                    probs[row, :, :length, :length] = own_probs[0]
+        attended, probs = self.attention(hidden_states, mask, relative_pos, rel_embeddings, output_attentions, layout)
         return self.output(self.intermediate(attended), attended), probs
 
 

@@ -1,8 +1,8 @@
 """DeBERTa-v2/v3 against transformers' native module in the same run: the config, the tokenizer (a SentencePiece
 Unigram in tokenizer.json), the module tree and keys, eager bitwise, sdpa and every packed attention within 1e-5,
 every head (both masked-LM layouts), save and load both ways, `bertlite parity`, the Embedder and CrossEncoder
-against sentence-transformers on tiny folders built here, zero-shot NLI through transformers' pipeline and a guard's
-labels through the server's /predict."""
+against sentence-transformers on tiny folders built here, zero-shot NLI through transformers' pipeline, a guard's
+labels through the server's /predict, and a packed text's bits whatever shares its batch."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import transformers
 
 import bertlite
 from bertlite.config import DebertaV2Config
+from bertlite.jobs.batches import shape_tokens
 from bertlite.jobs.prepare import ready
 from bertlite.layers.attention import PACKED_ATTENTION
 from bertlite.layers.onednn import FusedQKV, OneDNNLinear, linear_works
@@ -552,3 +553,77 @@ def test_a_guard_classifier_serves_its_labels_on_predict(tmp_path) -> None:
         order = np.argsort(-probabilities, kind="stable")
         assert [p["label"] for p in row] == [GUARD_LABELS[i] for i in order]
         np.testing.assert_allclose([p["score"] for p in row], probabilities[order], atol=1e-6, rtol=0)
+
+
+# --- a packed text's bits do not depend on what shares its batch -------------------------------
+
+# A wider DeBERTa-v3 (the GEMM, SDPA and gather kernels of real model sizes, a 2 x 256-row position table).
+WIDE_DEBERTA = dict(
+    TINY_DEBERTA,
+    hidden_size=384,
+    num_attention_heads=12,
+    intermediate_size=1536,
+    max_position_embeddings=512,
+    position_buckets=256,
+    max_relative_positions=-1,
+)
+
+
+def wide_model() -> DebertaV2Model:
+    """A random wide DeBERTa-v3 (CONFIGS["v3"] with WIDE_DEBERTA's shape), weights N(0, 0.05)."""
+    torch.manual_seed(0)
+    config = DebertaV2Config(**{**CONFIGS["v3"], **WIDE_DEBERTA})
+    model = DebertaV2Model(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.normal_(1.0, 0.1) if name.endswith("LayerNorm.weight") else p.normal_(0.0, 0.05)
+    return model.eval()
+
+
+def packed_on_grid(parts: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The texts packed as the jobs pack them: a filler text of [PAD] brings the rows to one of shape_tokens' counts
+    (whole 8-row blocks, on which a GEMM rounds a row alike whatever else is in the batch)."""
+    lengths = [len(part) for part in parts]
+    filler = shape_tokens(sum(lengths)) - sum(lengths)
+    if filler:
+        parts, lengths = [*parts, torch.zeros(filler, dtype=torch.long)], [*lengths, filler]
+    return {"input_ids": torch.cat(parts), "lengths": torch.tensor(lengths)}
+
+
+@pytest.mark.parametrize("optimized", [False, True], ids=["plain", "ready"])
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+@pytest.mark.parametrize("config", [*sorted(CONFIGS), "wide"])
+def test_a_packed_texts_bits_do_not_depend_on_its_batch(config, attn, optimized, tmp_path) -> None:
+    # The text (11 tokens) alone, then first, inside and last in runs of equal-length texts, beside shorter and
+    # longer ones (a longer one widens the batch's relative positions).
+    if config == "wide":
+        model = wide_model()
+    else:
+        make_hf(config=config).save_pretrained(tmp_path)
+        model = DebertaV2Model.from_pretrained(tmp_path)
+    model.set_attn_implementation(attn)
+    if optimized:
+        ready(model)
+    g = torch.Generator().manual_seed(4)
+    vocab = model.config.vocab_size
+    text = torch.randint(7, vocab, (11,), generator=g)
+    batches = ([11, 11, 11], [3, 11, 11, 40], [11, 20, 5], [40, 11, 11, 11, 2], [11, 60, 11], [11] * 9)
+    with torch.no_grad():
+        alone = model(**packed_on_grid([text])).last_hidden_state[:11]
+        for lengths in batches:
+            parts = [text if n == 11 else torch.randint(7, vocab, (n,), generator=g) for n in lengths]
+            out = model(**packed_on_grid(parts)).last_hidden_state
+            for start, n in zip(np.cumsum([0, *lengths[:-1]]), lengths, strict=True):
+                if n == 11:
+                    assert torch.equal(out[start : start + 11], alone), (lengths, start)
+        padded = model(input_ids=text[None]).last_hidden_state[0]
+    torch.testing.assert_close(alone, padded, **TOL)
+
+
+def test_an_embedders_vectors_do_not_depend_on_its_batch(model_folder, tmp_path) -> None:
+    _, folder = model_folder
+    embedder = bertlite.Embedder.from_pretrained(save_st_folder(folder, tmp_path / "st", "mean"), dtype="float32")
+    texts = [*TEXTS, "the list of items", "sort a dict by value", *TEXTS[::-1]]  # equal lengths side by side
+    together = embedder.encode(texts)
+    for i, text in enumerate(texts):
+        assert np.array_equal(embedder.encode([text])[0], together[i]), text
