@@ -39,6 +39,18 @@ FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {
     "modernbert": dict(pad_token_id=0, bos_token_id=101, cls_token_id=101, eos_token_id=102, sep_token_id=102),
     # EuroBERT's are those of its 128,256-entry vocabulary: here the WordPiece one's.
     "eurobert": dict(pad_token_id=0, bos_token_id=101, eos_token_id=102, mask_token_id=103),
+    # DeBERTa-v3's disentangled attention, as its checkpoints set it (transformers' default DeBERTa-v2 config has
+    # no relative positions).
+    "deberta-v2": dict(
+        relative_attention=True,
+        position_buckets=256,
+        max_relative_positions=-1,
+        pos_att_type=["p2c", "c2p"],
+        norm_rel_ebd="layer_norm",
+        share_att_key=True,
+        position_biased_input=False,
+        type_vocab_size=0,
+    ),
 }
 # Families whose models take no token_type_ids: their tokenizer gives none, as their own tokenizers do.
 NO_TOKEN_TYPES = ("distilbert", "mpnet")
