@@ -15,7 +15,9 @@ transformers' keys; `restore(model)` puts plain Linears back (the reference path
 `optimize(model, compute=torch.bfloat16)` runs a float32 model's GEMMs on bfloat16 inputs and keeps
 everything else in float32: each module casts its input to bf16 and multiplies by a bf16 copy of its
 weight (oneDNN accumulates in float32), and its output goes on in float32 (the residual add, LayerNorm,
-attention's softmax, the heads), except the intermediate activation's, which only the next GEMM reads.
+attention's softmax, the heads), except the intermediate activation's, which only the next GEMM reads. The
+biases stay float32: added to the float32 output, or taken in float32 by the activation's epilogue, where
+oneDNN runs that form (mixed_bias_works), so each GEMM output is rounded to bf16 once at most.
 bf16's 8 bits then touch each GEMM's inputs once instead of compounding through the residual stream,
 and the float32 Parameters stay as they were, so going back to float32 is exact.
 """
@@ -107,6 +109,22 @@ def activation_fusion_works(activation: str, dtype: torch.dtype) -> bool:
         return bool(torch.allclose(out.float(), ACT2FN[activation](x).float(), atol=1e-2))
 
     return linear_works(dtype) and _works(f"linear_{activation}", dtype, probe)
+
+
+def mixed_bias_works(dtype: torch.dtype) -> bool:
+    """Whether oneDNN's linear on `dtype` inputs takes a float32 bias in its epilogue (adding it before the
+    output's one rounding to `dtype`), and is right."""
+
+    def probe() -> bool:
+        # 1 + 2^-8 lies halfway between two bf16 numbers: rounded first it becomes 1, and 1 + 2^-10 rounds to 1;
+        # kept in float32, 1 + 2^-8 + 2^-10 rounds up to 1 + 2^-7.
+        bias = torch.tensor([1.0 + 2.0**-8, 0.0])
+        x = torch.full((2, 1), 2.0**-5, dtype=dtype)
+        out = torch.ops.mkldnn._linear_pointwise(x, torch.full((2, 1), 2.0**-5, dtype=dtype), bias, "none", [], "")
+        expected = torch.tensor([[1.0 + 2.0**-7, 2.0**-10]] * 2, dtype=dtype)
+        return out.dtype == dtype and bool(torch.equal(out, expected))
+
+    return linear_works(dtype) and _works("mixed_bias", dtype, probe)
 
 
 def packing_works(dtype: torch.dtype) -> bool:
@@ -295,20 +313,15 @@ class OneDNNLinear(_KeepsDerived, nn.Linear):
 
     def _mixed(self, x: Tensor, residual: Tensor | None) -> Tensor:
         """The GEMM on `compute` inputs, accumulated in float32; the output in float32 but for an activation's."""
-        sources = [self.weight] if self.bias is None else [self.weight, self.bias]
-        weight, bias = derived(self, "_derived_compute", sources, self._compute_copies)
+        weight = derived(self, "_derived_compute", [self.weight], lambda: self.weight.detach().to(self.compute))
         if self.activation is not None:  # the next GEMM's input, which it would round to `compute` anyway
             attr, algorithm = FUSED_ACTIVATIONS[self.activation]
-            return torch.ops.mkldnn._linear_pointwise(x.to(self.compute), weight, bias, attr, [], algorithm)
+            # The float32 bias goes in before the output's one rounding (optimize checked mixed_bias_works).
+            return torch.ops.mkldnn._linear_pointwise(x.to(self.compute), weight, self.bias, attr, [], algorithm)
         out = torch.ops.mkldnn._linear_pointwise(x.to(self.compute), weight, None, "none", [], "").float()
         if self.bias is not None:
             out.add_(self.bias)
         return out if residual is None else out.add_(residual)
-
-    def _compute_copies(self) -> tuple[Tensor, Tensor | None]:
-        # The activation runs in the GEMM's epilogue, which takes the bias in the inputs' dtype.
-        bias = self.bias.detach().to(self.compute) if self.bias is not None and self.activation else None
-        return self.weight.detach().to(self.compute), bias
 
     def extra_repr(self) -> str:
         compute = "" if self.compute is None else f", compute={self.compute}"
@@ -541,8 +554,9 @@ def _fused_activation(
         activation not in FUSED_ACTIVATIONS
         or fuse is False
         or not activation_fusion_works(activation, compute or linear.weight.dtype)
+        or (compute is not None and linear.bias is not None and not mixed_bias_works(compute))
     ):
-        return None
+        return None  # the activation runs after the GEMM (with `compute`: in float32, on the float32 output)
     if fuse is None and not activation_fusion_pays(
         activation, linear.weight.dtype, linear.in_features, linear.out_features
     ):

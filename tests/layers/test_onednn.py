@@ -227,6 +227,51 @@ def test_bf16_compute_keeps_the_residual_stream_in_float32_and_the_parameters_ex
         )
 
 
+@pytest.mark.parametrize("form", ["plain", "residual", "gelu", "qkv"])
+def test_bf16_compute_rounds_each_gemm_output_to_bf16_once_at_most(form):
+    # Against float64 on the inputs the GEMM takes (x and W rounded to bf16): float32 accumulation, float32
+    # biases (large here, so rounding one to bf16 shows) and at most one rounding of the output to bf16.
+    if form == "gelu" and not bertlite.layers.onednn.mixed_bias_works(torch.bfloat16):
+        pytest.skip("oneDNN here takes no float32 bias beside bf16 inputs (optimize runs GELU after the GEMM)")
+    torch.manual_seed(0)
+    linears = [torch.nn.Linear(256, 96) for _ in range(3 if form == "qkv" else 1)]
+    with torch.no_grad():
+        for linear in linears:
+            linear.bias.uniform_(4.0, 8.0)
+    x, residual = torch.randn(64, 256), torch.randn(64, 96)
+    if form == "qkv":
+        module = FusedQKV(*linears, compute=torch.bfloat16)
+    else:
+        module = OneDNNLinear(linears[0], activation="gelu" if form == "gelu" else None, compute=torch.bfloat16)
+    weight = torch.cat([linear.weight for linear in linears]).detach()
+    bias = torch.cat([linear.bias for linear in linears]).detach().double()
+    gemm = x.bfloat16().double() @ weight.bfloat16().double().T  # exact: bf16 products, float64 sums
+    with torch.no_grad():
+        out = module(x, residual) if form == "residual" else module(x)
+    if form == "gelu":  # GELU's output is the next GEMM's bf16 input: rounded once, after the float32 bias
+        reference = torch.nn.functional.gelu(gemm + bias)
+        rounded = reference.abs()
+    else:  # float32 out: the GEMM's own output rounded once, then the float32 bias and residual added
+        reference = gemm + bias + (residual.double() if form == "residual" else 0)
+        rounded = gemm.abs()
+    bound = 2.0**-8 * rounded + 1e-5 * (1 + reference.abs())  # bf16's unit roundoff; float32 sums and GELU
+    assert out.dtype == (torch.bfloat16 if form == "gelu" else torch.float32)
+    assert ((out.double() - reference).abs() <= bound).all(), ((out.double() - reference).abs() / bound).max()
+
+
+def test_bf16_compute_runs_the_activation_after_the_gemm_where_onednn_takes_no_float32_bias(monkeypatch):
+    monkeypatch.setitem(bertlite.layers.onednn._probed, ("mixed_bias", torch.bfloat16), False)
+    hf = make_hf_model(hidden_act="gelu")
+    ours = optimize(to_bertlite(hf, attn="sdpa"), compute=torch.bfloat16)
+    assert all(layer.intermediate.dense.activation is None for layer in ours.encoder.layer)
+    batch = random_batch(hf.config, batch=4, seq=13)
+    with torch.no_grad():
+        hidden = ours(**packed_inputs(batch)).last_hidden_state
+        reference = real_tokens(hf(**batch).last_hidden_state, batch)
+    cosine = torch.nn.functional.cosine_similarity(hidden, reference, dim=-1)
+    assert hidden.dtype == torch.float32 and cosine.min() > 0.999
+
+
 @pytest.mark.parametrize("works", [True, False])
 def test_only_forms_onednn_runs_here_are_installed(works, monkeypatch):
     probed = {(form, dtype): works for form in ("linear", "linear_add", "packed") for dtype in (torch.float32,)}
