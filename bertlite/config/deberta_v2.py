@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from bertlite.config.bert import BertConfig
+from bertlite.config.checks import SUPPORTED_ACTIVATIONS, check_name
 
 # BertConfig's fields DeBERTa has no form of: config.json keeps them only if it carried them.
 NOT_DEBERTA_FIELDS = ("position_embedding_type", "use_cache", "is_decoder", "add_cross_attention", "classifier_dropout")
@@ -21,7 +22,8 @@ POSITION_ATTENTION_TYPES = ("c2p", "p2c")
 class DebertaV2Config(BertConfig):
     """DeBERTa-v2's config (transformers' DebertaV2Config): BERT's fields with DeBERTa-v2's defaults and its own
     (relative_attention, max_relative_positions, position_buckets, share_att_key, pos_att_type, norm_rel_ebd,
-    position_biased_input, pooler_*, legacy); conv_kernel_size > 0 (deberta-v2-xlarge's conv layer) is refused."""
+    position_biased_input, pooler_*, legacy, and conv_kernel_size / conv_groups / conv_act: the convolution over the
+    embeddings that deberta-v2-xlarge and -xxlarge add to the first layer's output)."""
 
     model_types: ClassVar[tuple[str, ...]] = ("deberta-v2", "deberta_v2")
     not_family_fields: ClassVar[tuple[str, ...]] = NOT_DEBERTA_FIELDS
@@ -47,6 +49,8 @@ class DebertaV2Config(BertConfig):
     cls_dropout: float | None = None
     legacy: bool = True
     conv_kernel_size: int = 0
+    conv_groups: int = 1
+    conv_act: str = "tanh"
 
     def __post_init__(self, num_labels: int | None, attn_implementation: str | None) -> None:
         no_types = self.type_vocab_size == 0 and not isinstance(self.type_vocab_size, bool)
@@ -66,11 +70,7 @@ class DebertaV2Config(BertConfig):
             self.pooler_hidden_size = self.hidden_size
         if self.pooler_hidden_size != self.hidden_size:
             raise ValueError(f"pooler_hidden_size={self.pooler_hidden_size!r} must be hidden_size={self.hidden_size}")
-        if self.conv_kernel_size:
-            raise ValueError(
-                f"conv_kernel_size={self.conv_kernel_size!r}: DeBERTa-v2's convolution layer (deberta-v2-xlarge) is "
-                "not implemented"
-            )
+        self._check_conv()
         if "embedding_size" in self.extra and self.extra["embedding_size"] != self.hidden_size:
             raise ValueError(
                 f"embedding_size={self.extra['embedding_size']!r} other than hidden_size is not implemented"
@@ -90,3 +90,18 @@ class DebertaV2Config(BertConfig):
     def max_relative_distance(self) -> int:
         """max_relative_positions, or max_position_embeddings where it is unset (< 1)."""
         return self.max_relative_positions if self.max_relative_positions > 0 else self.max_position_embeddings
+
+    def _check_conv(self) -> None:
+        """The convolution layer's fields, where conv_kernel_size turns it on."""
+        if not self.conv_kernel_size:
+            return
+        supported = SUPPORTED_ACTIVATIONS
+        check_name(self, "conv_act", supported, f"is not implemented (supported: {', '.join(supported)})")
+        groups = self.conv_groups
+        if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
+            raise ValueError(f"conv_groups must be a positive integer, got {groups!r}")
+        if self.hidden_size % groups:
+            raise ValueError(f"conv_groups={groups} must divide hidden_size={self.hidden_size}")
+        if self.conv_kernel_size % 2 == 0:
+            # transformers pads (k - 1) // 2 on each side: an even kernel would shorten the sequence by one.
+            raise ValueError(f"conv_kernel_size={self.conv_kernel_size!r}: the convolution layer takes an odd kernel")

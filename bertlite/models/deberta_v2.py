@@ -460,12 +460,58 @@ class DebertaV2Layer(nn.Module):
         return self.output(self.intermediate(attended), attended), probs
 
 
+class ConvLayer(nn.Module):
+    """transformers' ConvLayer (deberta-v2-xlarge, -xxlarge): LayerNorm(first layer's output + act(conv(embeddings))),
+    the convolution along each text's tokens, zeros past its ends."""
+
+    def __init__(self, config: DebertaV2Config) -> None:
+        super().__init__()
+        kernel = config.conv_kernel_size
+        hidden = config.hidden_size
+        self.conv = nn.Conv1d(hidden, hidden, kernel, padding=(kernel - 1) // 2, groups=config.conv_groups)
+        self.LayerNorm = nn.LayerNorm(hidden, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.conv_act = config.conv_act
+
+    def forward(
+        self, hidden_states: Tensor, residual_states: Tensor, input_mask: Tensor | None, layout: PackedLayout | None
+    ) -> Tensor:
+        """The first layer's output corrected by the convolution of the embeddings.
+
+        Args:
+            hidden_states: the embedding output, (B, T, H) or packed (N, H).
+            residual_states: the first layer's output, the same shape.
+            input_mask: (B, T), 1 for real tokens; None: every token real (always, packed).
+            layout: the packed batch's PackedLayout; None: padded.
+
+        Returns:
+            The layer's new output, hidden_states' shape (padded: zeros at the padding, as transformers gives).
+        """
+        if layout is None:
+            out = self.conv(hidden_states.permute(0, 2, 1).contiguous()).permute(0, 2, 1).contiguous()
+            if input_mask is not None:
+                out.masked_fill_((1 - input_mask).bool().unsqueeze(-1).expand(out.size()), 0)
+        else:
+            out = torch.empty_like(residual_states)
+            # Each text convolved alone: its ends see zeros, as on the padded grid, whatever shares its batch.
+            for start, length in zip(layout.starts.tolist(), layout.lengths.tolist(), strict=True):
+                rows = hidden_states[start : start + length].T.contiguous()[None]  # (1, H, L)
+                out[start : start + length] = self.conv(rows)[0].T
+        out = ACT2FN[self.conv_act](self.dropout(out))
+        normed = self.LayerNorm(residual_states + out)
+        if input_mask is None:
+            return normed
+        return normed * input_mask.unsqueeze(2).to(normed.dtype)
+
+
 class DebertaV2Encoder(nn.Module):
-    """transformers' DebertaV2Encoder: the layers, the relative position table and its LayerNorm."""
+    """transformers' DebertaV2Encoder: the layers, the relative position table and its LayerNorm, and the
+    convolution layer where conv_kernel_size > 0."""
 
     def __init__(self, config: DebertaV2Config, attn_implementation: str = DEFAULT_ATTENTION) -> None:
         super().__init__()
         self.layer = nn.ModuleList(DebertaV2Layer(config, attn_implementation) for _ in range(config.num_hidden_layers))
+        self.conv = ConvLayer(config) if config.conv_kernel_size > 0 else None
         self.relative_attention = config.relative_attention
         if config.relative_attention:
             self.rel_embeddings = nn.Embedding(config.relative_span * 2, config.hidden_size)
@@ -583,7 +629,7 @@ class DebertaV2Model(DebertaV2PreTrainedModel):
         if self._is_packed(attention_mask, position_ids, inputs_embeds, lengths, layout, first_token_of):
             layout = self._packed_layout(input_ids, token_type_ids, lengths, layout, first_token_of, output_attentions)
             hidden_states = self.embeddings(input_ids, token_type_ids, layout.positions, None)
-            out = self._run_layers(hidden_states, None, output_attentions, output_hidden_states, layout)
+            out = self._run_layers(hidden_states, None, None, output_attentions, output_hidden_states, layout)
             if first_token_of is not None:
                 out.last_hidden_state = out.last_hidden_state[layout.starts[first_token_of]]  # (R, H)
         else:
@@ -598,19 +644,22 @@ class DebertaV2Model(DebertaV2PreTrainedModel):
             if mask is not None:
                 keep = mask[:, None, None, :] * mask[:, None, :, None]  # (B, 1, T, T): query and key both real
                 pair_mask = keep.bool()
-            out = self._run_layers(hidden_states, pair_mask, output_attentions, output_hidden_states, None)
+            out = self._run_layers(hidden_states, pair_mask, mask, output_attentions, output_hidden_states, None)
         return self._returned(out, return_dict)
 
     def _run_layers(
         self,
         hidden_states: Tensor,
         mask: Tensor | None,
+        input_mask: Tensor | None,
         output_attentions: bool,
         output_hidden_states: bool,
         layout: PackedLayout | None,
     ) -> BaseModelOutputWithPooling:
-        """The layers, each given the relative positions and the relative position table; hidden_states and
-        attentions as transformers records them (the embeddings, then each layer's output)."""
+        """The layers, each given the relative positions and the relative position table, the convolution layer
+        (where there is one) after the first; hidden_states and attentions as transformers records them (the
+        embeddings, then each layer's output). mask: (B, 1, T, T) pairs that attend; input_mask: (B, T) real
+        tokens (None, both: all, as packed)."""
         length = hidden_states.shape[1] if layout is None else int(layout.lengths.max())
         relative_pos = None
         if self.config.relative_attention:
@@ -620,7 +669,16 @@ class DebertaV2Model(DebertaV2PreTrainedModel):
         def layer_args(i: int, layer: nn.Module) -> tuple[Any, ...]:
             return mask, relative_pos, rel_embeddings, output_attentions, layout
 
-        out = self._layer_loop(hidden_states, self.encoder.layer, layer_args, output_attentions, output_hidden_states)
+        layers: list[Any] = list(self.encoder.layer)
+        conv, first = self.encoder.conv, layers[0] if layers else None
+        if conv is not None and first is not None:
+
+            def first_with_conv(embedded: Tensor, *args: Any) -> tuple[Tensor, Tensor | None]:
+                out, probs = first(embedded, *args)
+                return conv(embedded, out, input_mask, layout), probs
+
+            layers[0] = first_with_conv
+        out = self._layer_loop(hidden_states, layers, layer_args, output_attentions, output_hidden_states)
         return BaseModelOutputWithPooling(out[0], None, *out[1:])
 
 

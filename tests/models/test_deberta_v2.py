@@ -54,6 +54,19 @@ CONFIGS = {
         hidden_act="gelu_new",
     ),
     "absolute": dict(type_vocab_size=2, pos_att_type=["c2p"]),
+    # deberta-v2-xlarge's: v3's attention and a convolution over the embeddings added to the first layer's output.
+    "xlarge-conv": dict(
+        relative_attention=True,
+        position_buckets=8,
+        max_relative_positions=64,
+        pos_att_type="p2c|c2p",
+        norm_rel_ebd="layer_norm",
+        share_att_key=True,
+        position_biased_input=False,
+        type_vocab_size=0,
+        conv_kernel_size=3,
+        conv_act="gelu",
+    ),
 }
 TOL = dict(atol=1e-5, rtol=1e-5)
 HEADS = (
@@ -126,7 +139,9 @@ def test_config_is_transformers_and_bad_values_are_named() -> None:
             assert getattr(ours, key) == getattr(theirs, key), key
     assert DebertaV2Config(**TINY_DEBERTA, **CONFIGS["v3"]).relative_span == 8
     for bad, message in (
-        (dict(conv_kernel_size=3), "convolution layer .* is not implemented"),
+        (dict(conv_kernel_size=2), "conv_kernel_size=2: the convolution layer takes an odd kernel"),
+        (dict(conv_kernel_size=3, conv_groups=5), "conv_groups=5 must divide hidden_size=1536"),
+        (dict(conv_kernel_size=3, conv_act="nope"), "conv_act='nope' is not implemented"),
         (dict(pos_att_type="c2p|x2y"), r"pos_att_type: \['x2y'\] unknown"),
         (dict(hidden_act="nope"), "hidden_act='nope' is not implemented"),
         (dict(model_type="bert"), "model_type='bert' is not a DebertaV2 config"),
