@@ -14,15 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from bertlite.layers.activations import ACT2FN
-from bertlite.layers.onednn import (
-    FUSED_ACTIVATIONS,
-    PACKED_DTYPES,
-    _KeepsDerived,
-    _runs_here,
-    derived,
-    linear_works,
-    pack_weight,
-)
+from bertlite.layers.derived import KeepsDerived, derived, pack_weight, runs_on_onednn
 
 _probed: dict[torch.dtype, bool] = {}
 
@@ -34,13 +26,13 @@ def product_works(dtype: torch.dtype) -> bool:
             ones = torch.ones(2, 3, dtype=dtype)
             factor = torch.full((2, 2), 2.0, dtype=dtype)
             out = torch.ops.mkldnn._linear_pointwise.binary(ones, factor, torch.ones(2, 3, dtype=dtype), None, "mul")
-            _probed[dtype] = linear_works(dtype) and bool(torch.equal(out, torch.full((2, 2), 6.0, dtype=dtype)))
+            _probed[dtype] = bool(torch.equal(out, torch.full((2, 2), 6.0, dtype=dtype)))
         except (AttributeError, RuntimeError):
             _probed[dtype] = False
     return _probed[dtype]
 
 
-class GatedProduct(_KeepsDerived, nn.Module):
+class GatedProduct(KeepsDerived, nn.Module):
     """act(x @ Wg.T + bg) * (x @ Wu.T + bu), (..., intermediate), from the gated feed-forward's Linears.
 
     Args:
@@ -49,8 +41,9 @@ class GatedProduct(_KeepsDerived, nn.Module):
         activated_first: one fused Linear: the activation reads its first half (ModernBERT's input|gate);
             False: its second (JinaBERT-v2's up|gated). Ignored for two Linears.
         activation: the activation's name (an ACT2FN key).
-        fused_activation: run it in the gate GEMM's epilogue (a FUSED_ACTIVATIONS name that oneDNN runs
-            here); False: torch's activation on the gate GEMM's output.
+        epilogue: the activation in the gate GEMM's epilogue, as oneDNN names it ((attr, algorithm) of
+            layers.onednn.FUSED_ACTIVATIONS, where oneDNN runs it here); None: torch's activation on the gate GEMM's
+            output.
         pack: keep the float32 weights in oneDNN's blocked layout.
     """
 
@@ -59,28 +52,28 @@ class GatedProduct(_KeepsDerived, nn.Module):
         linears: tuple[nn.Linear, ...],
         activated_first: bool,
         activation: str,
-        fused_activation: bool,
+        epilogue: tuple[str, str] | None,
         pack: bool,
     ) -> None:
         super().__init__()
         self.__dict__["linears"] = linears  # not submodules: no second set of keys
         self.activated_first = activated_first
         self.activation = activation
-        self.fused_activation = fused_activation
+        self.epilogue = epilogue
         self.pack = pack
 
     def forward(self, x: Tensor) -> Tensor:
-        if not _runs_here(x):  # autograd, another device or dtype: the Linears themselves
+        if not runs_on_onednn(x):  # autograd, another device or dtype: the Linears themselves
             return self._reference(x)
         (gate_weight, gate_bias), (up_weight, up_bias) = derived(self, "_derived_halves", self._sources(), self._split)
         gate_weight, up_weight = (
             derived(self, "_derived_packed", self._sources(), self._packed)
-            if self.pack and x.dtype in PACKED_DTYPES
+            if self.pack and x.dtype == torch.float32
             else (gate_weight, up_weight)
         )
-        attr, algorithm = FUSED_ACTIVATIONS[self.activation] if self.fused_activation else ("none", "")
+        attr, algorithm = self.epilogue or ("none", "")
         gate = torch.ops.mkldnn._linear_pointwise(x, gate_weight, gate_bias, attr, [], algorithm)
-        if not self.fused_activation:
+        if self.epilogue is None:
             gate = ACT2FN[self.activation](gate)
         return torch.ops.mkldnn._linear_pointwise.binary(x, gate, up_weight, up_bias, "mul")
 
@@ -111,4 +104,4 @@ class GatedProduct(_KeepsDerived, nn.Module):
         return pack_weight(gate_weight), pack_weight(up_weight)
 
     def extra_repr(self) -> str:
-        return f"activation={self.activation}, fused_activation={self.fused_activation}, pack={self.pack}"
+        return f"activation={self.activation}, epilogue={self.epilogue}, pack={self.pack}"

@@ -24,7 +24,7 @@ and the float32 Parameters stay as they were, so going back to float32 is exact.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -33,6 +33,8 @@ from torch import Tensor, nn
 
 from bertlite.layers import native_attention
 from bertlite.layers.activations import ACT2FN
+from bertlite.layers.derived import ONEDNN_DTYPES, KeepsDerived, derived, pack_weight, runs_on_onednn
+from bertlite.layers.gated import GatedProduct, product_works
 from bertlite.layers.linear_choice import KERNELS, LinearShape, linear_kernel
 from bertlite.layers.roles import (
     RESIDUAL_ROLES,
@@ -53,11 +55,7 @@ FUSED_ACTIVATIONS = {
     "relu": ("relu", ""),
     "silu": ("swish", ""),
 }
-ONEDNN_DTYPES = (torch.float32, torch.bfloat16)
 PACKED_DTYPES = (torch.float32,)
-# The row count oneDNN is told to expect when it picks the packed layout: Embedder's batches hold
-# up to 2048 tokens; other row counts run on the same layout.
-PACK_ROWS = 2048
 NATIVE_ATTENTION_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # what the C++ attention runs (in float32)
 FUSION_TOKENS = 256  # rows of the timed batch that decides activation fusion: a few ms at BERT-base's sizes
 _probed: dict[tuple[str, torch.dtype], bool] = {}
@@ -144,11 +142,6 @@ def packing_works(dtype: torch.dtype) -> bool:
     return linear_add_works(dtype) and _works("packed", dtype, probe)
 
 
-def pack_weight(weight: Tensor) -> Tensor:
-    """weight (out, in) in oneDNN's blocked layout, for the modules' packed copies (packing_works first)."""
-    return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_ROWS)
-
-
 def activation_fusion_pays(activation: str, dtype: torch.dtype, in_features: int, out_features: int) -> bool:
     """Whether the intermediate Linear runs faster with `activation` inside oneDNN's GEMM than followed by
     torch's activation, on this CPU: fused unless the separate activation was timed faster in every round
@@ -219,31 +212,6 @@ def time_fusion(activation: str, dtype: torch.dtype, in_features: int, out_featu
     )
 
 
-def derived(owner: Any, slot: str, sources: Sequence[Tensor], build: Callable[[], Any]) -> Any:
-    """build()'s result, kept in owner.__dict__[slot]: a plain attribute, so state_dict() and
-    save_pretrained never see it. It is rebuilt when any source tensor is replaced or changed in
-    place (its storage, its version counter, dtype or device moves), so loading, training or .to()
-    never leave it stale."""
-    key = tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in sources)
-    cached = owner.__dict__.get(slot)
-    if cached is None or cached[0] != key:
-        owner.__dict__[slot] = cached = (key, build())
-    return cached[1]
-
-
-class _KeepsDerived:
-    """Pickling and deepcopy leave the derived copies out (a packed oneDNN weight has no storage to
-    copy); the copy rebuilds them at its first call."""
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if not k.startswith("_derived_")}
-
-
-def _runs_here(x: Tensor) -> bool:
-    # Autograd (training through an optimized model) and tensors oneDNN does not take run the reference ops.
-    return not torch.is_grad_enabled() and x.device.type == "cpu" and x.dtype in ONEDNN_DTYPES
-
-
 def torch_linear(
     x: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None, residual: Tensor | None
 ) -> Tensor:
@@ -267,7 +235,7 @@ def torch_linear(
     return out + residual if torch.is_grad_enabled() else out.add_(residual)
 
 
-class OneDNNLinear(_KeepsDerived, nn.Linear):
+class OneDNNLinear(KeepsDerived, nn.Linear):
     """activation(x @ W.T + b) [+ residual] in one oneDNN call; the Parameters of the Linear it replaces.
 
     activation: a name in FUSED_ACTIVATIONS, applied inside the GEMM, or None. pack: keep the weight in
@@ -299,9 +267,9 @@ class OneDNNLinear(_KeepsDerived, nn.Linear):
         self.compute = compute
 
     def forward(self, x: Tensor, residual: Tensor | None = None) -> Tensor:
-        if self.compute is not None and _runs_here(x):
+        if self.compute is not None and runs_on_onednn(x):
             return self._mixed(x, residual)
-        if self.kernel == "mkl" or not _runs_here(x):
+        if self.kernel == "mkl" or not runs_on_onednn(x):
             return torch_linear(x, self.weight, self.bias, self.activation, residual)
         weight = self.weight
         if self.pack and weight.dtype in PACKED_DTYPES:
@@ -328,7 +296,7 @@ class OneDNNLinear(_KeepsDerived, nn.Linear):
         return f"{super().extra_repr()}, activation={self.activation}, pack={self.pack}, kernel={self.kernel}{compute}"
 
 
-class FusedQKV(_KeepsDerived, nn.Module):
+class FusedQKV(KeepsDerived, nn.Module):
     """query|key|value, (..., 3H), in one GEMM over their weights concatenated: oneDNN's on the CPU,
     F.linear elsewhere (jobs.prepare installs it on a GPU model too).
 
@@ -362,11 +330,11 @@ class FusedQKV(_KeepsDerived, nn.Module):
         if torch.is_grad_enabled():  # training runs the Parameters themselves
             return torch.cat([m(x) for m in self.projections], dim=-1)
         weight, bias = derived(self, "_derived_fused", self._sources(), self._fuse)
-        if self.compute is not None and _runs_here(x):
+        if self.compute is not None and runs_on_onednn(x):
             # Attention reads query|key|value in float32, as it does a float32 model's.
             out = torch.ops.mkldnn._linear_pointwise(x.to(self.compute), weight, None, "none", [], "").float()
             return out if bias is None else out.add_(bias)
-        if self.kernel == "onednn" and _runs_here(x):
+        if self.kernel == "onednn" and runs_on_onednn(x):
             return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
         # MKL's GEMM where it was timed faster, a GPU's, or a dtype oneDNN does not take.
         return F.linear(x, weight, bias)
@@ -490,17 +458,16 @@ class _Forms:
         Returns:
             Whether it was installed.
         """
-        from bertlite.layers.gated import GatedProduct, product_works
-
         roles, owner = roles_of(layer), activation_owner(layer)
         linears = tuple(part(layer, role) for role in (("intermediate", "up") if roles.up else ("intermediate",)))
         if self.compute is not None or not all(_replaceable(m) for m in linears):
             return False
         if not product_works(linears[0].weight.dtype):
             return False
-        fused = _fused_activation(owner.hidden_act, linears[0], fuse) is not None
+        fused = _fused_activation(owner.hidden_act, linears[0], fuse)
+        epilogue = None if fused is None else FUSED_ACTIVATIONS[fused]
         pack = _packs(linears[0], self.pack_weights)
-        owner.gated_product = GatedProduct(linears, roles.activated_first, owner.hidden_act, fused, pack)
+        owner.gated_product = GatedProduct(linears, roles.activated_first, owner.hidden_act, epilogue, pack)
         return True
 
 
@@ -537,8 +504,6 @@ def restore(model: nn.Module) -> nn.Module:
 
 def is_optimized(model: nn.Module) -> bool:
     """Whether `optimize` installed any of its modules in `model`."""
-    from bertlite.layers.gated import GatedProduct
-
     return any(isinstance(m, (OneDNNLinear, FusedQKV, GatedProduct)) for m in model.modules())
 
 

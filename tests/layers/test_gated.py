@@ -6,7 +6,7 @@ from torch import nn
 
 from bertlite.layers.activations import ACT2FN
 from bertlite.layers.gated import GatedProduct, product_works
-from bertlite.layers.onednn import activation_fusion_works
+from bertlite.layers.onednn import FUSED_ACTIVATIONS, activation_fusion_works
 
 pytestmark = pytest.mark.skipif(not product_works(torch.float32), reason="oneDNN's linear with a product runs here")
 
@@ -31,7 +31,8 @@ def test_the_product_is_torchs_for_each_layout(activation: str, layout: str, bia
         weights = halves if first else halves[::-1]
         biases = bias_halves if first else bias_halves[::-1]
     fused = activation in ("gelu", "silu") and activation_fusion_works(activation, torch.float32)
-    module = GatedProduct(linears, layout == "fused-first", activation, fused, pack)
+    epilogue = FUSED_ACTIVATIONS[activation] if fused else None
+    module = GatedProduct(linears, layout == "fused-first", activation, epilogue, pack)
     with torch.no_grad():
         out = module(x)
         gate = torch.nn.functional.linear(x, weights[0], biases[0])
@@ -44,7 +45,7 @@ def test_the_product_is_torchs_for_each_layout(activation: str, layout: str, bia
 def test_autograd_runs_the_linears_and_a_changed_weight_is_read_again() -> None:
     torch.manual_seed(0)
     linear = nn.Linear(8, 12)
-    module = GatedProduct((linear,), False, "gelu", False, True)
+    module = GatedProduct((linear,), False, "gelu", None, True)
     x = torch.randn(5, 8)
     module(x).sum().backward()  # the Linear's own forward: its Parameters get gradients
     assert linear.weight.grad is not None and linear.weight.grad.abs().sum() > 0
