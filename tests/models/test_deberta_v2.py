@@ -54,20 +54,9 @@ CONFIGS = {
         hidden_act="gelu_new",
     ),
     "absolute": dict(type_vocab_size=2, pos_att_type=["c2p"]),
-    # deberta-v2-xlarge's: v3's attention and a convolution over the embeddings added to the first layer's output.
-    "xlarge-conv": dict(
-        relative_attention=True,
-        position_buckets=8,
-        max_relative_positions=64,
-        pos_att_type="p2c|c2p",
-        norm_rel_ebd="layer_norm",
-        share_att_key=True,
-        position_biased_input=False,
-        type_vocab_size=0,
-        conv_kernel_size=3,
-        conv_act="gelu",
-    ),
 }
+# deberta-v2-xlarge's: v3's attention and a convolution over the embeddings added to the first layer's output.
+CONFIGS["xlarge-conv"] = {**CONFIGS["v3"], "conv_kernel_size": 3, "conv_act": "gelu"}
 TOL = dict(atol=1e-5, rtol=1e-5)
 HEADS = (
     "ForMaskedLM",
