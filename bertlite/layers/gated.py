@@ -63,6 +63,7 @@ class GatedProduct(KeepsDerived, nn.Module):
         self.pack = pack
 
     def forward(self, x: Tensor) -> Tensor:
+        """(..., in_features) -> act(gate) * up, (..., intermediate)."""
         if not runs_on_onednn(x):  # autograd, another device or dtype: the Linears themselves
             return self._reference(x)
         (gate_weight, gate_bias), (up_weight, up_bias) = derived(self, "_derived_halves", self._sources(), self._split)
