@@ -411,7 +411,7 @@ def optimize(
                 set_fuses_residual(layer, role, True)
         if roles.gated and forms.install_gated_product(layer, fuse):
             continue
-        for role in ("intermediate", "up") if roles.up else ("intermediate",):
+        for role in roles.feed_forward_inputs():
             linear = part(layer, role)
             if forms.replaceable(linear):
                 hidden_act = activation_owner(layer).hidden_act
@@ -459,7 +459,7 @@ class _Forms:
             Whether it was installed.
         """
         roles, owner = roles_of(layer), activation_owner(layer)
-        linears = tuple(part(layer, role) for role in (("intermediate", "up") if roles.up else ("intermediate",)))
+        linears = tuple(part(layer, role) for role in roles.feed_forward_inputs())
         if self.compute is not None or not all(_replaceable(m) for m in linears):
             return False
         if not product_works(linears[0].weight.dtype):
@@ -493,7 +493,7 @@ def restore(model: nn.Module) -> nn.Module:
             if isinstance(part(layer, role), OneDNNLinear):
                 replace(layer, role, _plain(part(layer, role)))
                 set_fuses_residual(layer, role, False)
-        for role in ("intermediate", "up") if roles_of(layer).up else ("intermediate",):
+        for role in roles_of(layer).feed_forward_inputs():
             if isinstance(part(layer, role), OneDNNLinear):
                 replace(layer, role, _plain(part(layer, role)))
                 replace(layer, "activation", ACT2FN[activation_owner(layer).hidden_act])

@@ -65,6 +65,10 @@ class LayerRoles:
     up: str = ""
     activated_first: bool = True
 
+    def feed_forward_inputs(self) -> tuple[str, ...]:
+        """The roles of the Linears that read the feed-forward's input: "intermediate", and "up" where it is its own."""
+        return ("intermediate", "up") if self.up else ("intermediate",)
+
     def path(self, role: str) -> str:
         """The path of a role: one of LayerRoles' fields, or "qkv" (the fused Linear, or the attention's slot)."""
         if role == "qkv":

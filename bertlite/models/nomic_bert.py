@@ -9,8 +9,8 @@ v_proj), and the load splits them and the save fuses them back (checkpoint.remap
 are the checkpoints'. Attention runs the shared kernels (layers.attention) padded or on PackedLayout's rows; the
 rotary positions are layers.rotary's. The layer declares its parts (LayerRoles: q/k/v, whose one GEMM the module
 swaps install in the attention's `qkv` slot, fc12 the intermediate with its activation, out_proj and fc2 taking
-the residual add), so the CPU's oneDNN Linears and int8 swap in as for BERT; fc11 stays a plain Linear. The heads
-are in models.nomic_bert_heads.
+the residual add, fc11 the gated feed-forward's up projection), so the CPU's oneDNN Linears and int8 swap in as for
+BERT. The heads are in models.nomic_bert_heads.
 """
 
 from __future__ import annotations
